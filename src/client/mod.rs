@@ -1,0 +1,5 @@
+//! zklock's own blocking ZooKeeper client.
+
+mod types;
+
+pub use types::*;

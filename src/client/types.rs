@@ -1,0 +1,515 @@
+//! Public value types of the client: `Stat`, ACLs, create modes, events, watchers,
+//! multi operations.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// A znode's metadata: Java's `org.apache.zookeeper.data.Stat`, every field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Stat {
+    /// The zxid of the change that created the node.
+    pub czxid: i64,
+    /// The zxid of the change that last modified the node's data.
+    pub mzxid: i64,
+    /// Creation time, milliseconds since the epoch, by the server's clock.
+    pub ctime: i64,
+    /// Last modification time, milliseconds since the epoch, by the server's clock.
+    pub mtime: i64,
+    /// The number of changes to the node's data.
+    pub version: i32,
+    /// The number of changes to the node's children.
+    pub cversion: i32,
+    /// The number of changes to the node's ACL.
+    pub aversion: i32,
+    /// The owning session id for an ephemeral node, else 0.
+    pub ephemeral_owner: i64,
+    /// The length of the node's data.
+    pub data_length: i32,
+    /// The number of children.
+    pub num_children: i32,
+    /// The zxid of the change that last modified the node's children.
+    pub pzxid: i64,
+}
+
+/// Permission bits of an [`Acl`]: Java's `ZooDefs.Perms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Perms(pub i32);
+
+impl Perms {
+    /// May read data and list children.
+    pub const READ: Perms = Perms(1);
+    /// May set data.
+    pub const WRITE: Perms = Perms(2);
+    /// May create children.
+    pub const CREATE: Perms = Perms(4);
+    /// May delete children.
+    pub const DELETE: Perms = Perms(8);
+    /// May set the ACL.
+    pub const ADMIN: Perms = Perms(16);
+    /// All of the above.
+    pub const ALL: Perms = Perms(31);
+
+    /// Whether every bit of `other` is set.
+    pub fn contains(self, other: Perms) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for Perms {
+    type Output = Perms;
+    fn bitor(self, rhs: Perms) -> Perms {
+        Perms(self.0 | rhs.0)
+    }
+}
+
+/// An identity in an ACL: Java's `org.apache.zookeeper.data.Id` (`scheme:id`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Id {
+    /// The scheme: `world`, `auth`, `digest`, `ip`, ...
+    pub scheme: String,
+    /// The id within the scheme.
+    pub id: String,
+}
+
+impl Id {
+    /// An id `scheme:id`.
+    pub fn new(scheme: impl Into<String>, id: impl Into<String>) -> Id {
+        Id {
+            scheme: scheme.into(),
+            id: id.into(),
+        }
+    }
+}
+
+/// One ACL entry: Java's `org.apache.zookeeper.data.ACL`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Acl {
+    /// What the identity may do.
+    pub perms: Perms,
+    /// Who.
+    pub id: Id,
+}
+
+impl Acl {
+    /// An entry granting `perms` to `id`.
+    pub fn new(perms: Perms, id: Id) -> Acl {
+        Acl { perms, id }
+    }
+
+    /// `ZooDefs.Ids.OPEN_ACL_UNSAFE`: anyone may do anything.
+    pub fn open_unsafe() -> &'static [Acl] {
+        static ACL: OnceLock<Vec<Acl>> = OnceLock::new();
+        ACL.get_or_init(|| vec![Acl::new(Perms::ALL, Id::new("world", "anyone"))])
+    }
+
+    /// `ZooDefs.Ids.CREATOR_ALL_ACL`: all permissions to the creator's
+    /// authenticated ids (needs `add_auth` first).
+    pub fn creator_all() -> &'static [Acl] {
+        static ACL: OnceLock<Vec<Acl>> = OnceLock::new();
+        ACL.get_or_init(|| vec![Acl::new(Perms::ALL, Id::new("auth", ""))])
+    }
+
+    /// `ZooDefs.Ids.READ_ACL_UNSAFE`: anyone may read.
+    pub fn read_unsafe() -> &'static [Acl] {
+        static ACL: OnceLock<Vec<Acl>> = OnceLock::new();
+        ACL.get_or_init(|| vec![Acl::new(Perms::READ, Id::new("world", "anyone"))])
+    }
+}
+
+/// How to create a node: Java's `CreateMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CreateMode {
+    /// Stays until deleted.
+    Persistent,
+    /// Deleted when the creating session ends.
+    Ephemeral,
+    /// Persistent, with a 10-digit sequence number appended to the name.
+    PersistentSequential,
+    /// Ephemeral, with a 10-digit sequence number appended to the name.
+    EphemeralSequential,
+    /// Deleted by the server some time after its last child is deleted.
+    Container,
+    /// Persistent, deleted when unmodified and childless for its TTL
+    /// (server started with `zookeeper.extendedTypesEnabled=true`).
+    PersistentWithTtl,
+    /// [`PersistentWithTtl`](CreateMode::PersistentWithTtl) with a sequence number.
+    PersistentSequentialWithTtl,
+}
+
+impl CreateMode {
+    /// The wire `flags` value.
+    pub fn flags(self) -> i32 {
+        match self {
+            CreateMode::Persistent => 0,
+            CreateMode::Ephemeral => 1,
+            CreateMode::PersistentSequential => 2,
+            CreateMode::EphemeralSequential => 3,
+            CreateMode::Container => 4,
+            CreateMode::PersistentWithTtl => 5,
+            CreateMode::PersistentSequentialWithTtl => 6,
+        }
+    }
+
+    /// Whether the server appends a sequence number.
+    pub fn is_sequential(self) -> bool {
+        matches!(
+            self,
+            CreateMode::PersistentSequential
+                | CreateMode::EphemeralSequential
+                | CreateMode::PersistentSequentialWithTtl
+        )
+    }
+
+    /// Whether the node ends with its session.
+    pub fn is_ephemeral(self) -> bool {
+        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+    }
+
+    /// Whether the mode needs a TTL.
+    pub fn is_ttl(self) -> bool {
+        matches!(
+            self,
+            CreateMode::PersistentWithTtl | CreateMode::PersistentSequentialWithTtl
+        )
+    }
+}
+
+/// The type of a [`WatchedEvent`]: Java's `Watcher.Event.EventType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// A connection-state change; see [`WatchedEvent::keeper_state`].
+    None,
+    /// The node was created.
+    NodeCreated,
+    /// The node was deleted.
+    NodeDeleted,
+    /// The node's data changed.
+    NodeDataChanged,
+    /// The node's children changed.
+    NodeChildrenChanged,
+    /// A data watch was removed.
+    DataWatchRemoved,
+    /// A child watch was removed.
+    ChildWatchRemoved,
+    /// A persistent watch was removed.
+    PersistentWatchRemoved,
+}
+
+impl EventType {
+    /// From the wire value; unknown values give `None`.
+    pub fn from_code(code: i32) -> Option<EventType> {
+        Some(match code {
+            -1 => EventType::None,
+            1 => EventType::NodeCreated,
+            2 => EventType::NodeDeleted,
+            3 => EventType::NodeDataChanged,
+            4 => EventType::NodeChildrenChanged,
+            5 => EventType::DataWatchRemoved,
+            6 => EventType::ChildWatchRemoved,
+            7 => EventType::PersistentWatchRemoved,
+            _ => return None,
+        })
+    }
+}
+
+/// The connection state carried by a [`WatchedEvent`]: Java's
+/// `Watcher.Event.KeeperState`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeeperState {
+    /// The client lost its connection; it is reconnecting, the session may live on.
+    Disconnected,
+    /// Connected to a server.
+    SyncConnected,
+    /// Authentication failed; the handle is dead.
+    AuthFailed,
+    /// Connected to a read-only server.
+    ConnectedReadOnly,
+    /// SASL authentication succeeded.
+    SaslAuthenticated,
+    /// The handle was closed by `close()`.
+    Closed,
+    /// The server expired the session; the handle is dead.
+    Expired,
+}
+
+impl KeeperState {
+    /// From the wire value; unknown values give `None`.
+    pub fn from_code(code: i32) -> Option<KeeperState> {
+        Some(match code {
+            0 => KeeperState::Disconnected,
+            3 => KeeperState::SyncConnected,
+            4 => KeeperState::AuthFailed,
+            5 => KeeperState::ConnectedReadOnly,
+            6 => KeeperState::SaslAuthenticated,
+            7 => KeeperState::Closed,
+            -112 => KeeperState::Expired,
+            _ => return None,
+        })
+    }
+}
+
+/// An event from ZooKeeper: Java's `WatchedEvent`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedEvent {
+    /// What happened.
+    pub event_type: EventType,
+    /// The connection state when it happened.
+    pub keeper_state: KeeperState,
+    /// The node, client-side (chroot removed); `None` for connection events.
+    pub path: Option<String>,
+}
+
+impl WatchedEvent {
+    /// A connection-state event (type `None`).
+    pub fn state(keeper_state: KeeperState) -> WatchedEvent {
+        WatchedEvent {
+            event_type: EventType::None,
+            keeper_state,
+            path: None,
+        }
+    }
+
+    /// A node event on `path` while connected.
+    pub fn node(event_type: EventType, path: impl Into<String>) -> WatchedEvent {
+        WatchedEvent {
+            event_type,
+            keeper_state: KeeperState::SyncConnected,
+            path: Some(path.into()),
+        }
+    }
+}
+
+/// Receives [`WatchedEvent`]s: Java's `Watcher`.
+///
+/// Called on the client's event thread, one event at a time, in order. Keep it
+/// short; it may call the client (a reply never waits for the event thread) but
+/// must not wait for another event. A panic is caught and logged; the client lives
+/// on.
+///
+/// Closures implement it:
+/// ```
+/// use zklock::client::{Watcher, WatchedEvent};
+/// let w = |e: WatchedEvent| println!("{e:?}");
+/// fn takes(_: impl Watcher + 'static) {}
+/// takes(w);
+/// ```
+pub trait Watcher: Send + Sync {
+    /// Handles one event.
+    fn process(&self, event: WatchedEvent);
+}
+
+impl<F: Fn(WatchedEvent) + Send + Sync> Watcher for F {
+    fn process(&self, event: WatchedEvent) {
+        self(event)
+    }
+}
+
+impl<W: Watcher + ?Sized> Watcher for Arc<W> {
+    fn process(&self, event: WatchedEvent) {
+        (**self).process(event)
+    }
+}
+
+/// The handle's connection state: Java's `ZooKeeper.States`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Not connected; (re)connecting.
+    Connecting,
+    /// Connected; calls go through.
+    Connected,
+    /// The session expired; every call fails with `SessionExpired`.
+    Expired,
+    /// Authentication failed; every call fails with `AuthFailed`.
+    AuthFailed,
+    /// Closed by `close()`; every call fails with `Error::Closed`.
+    Closed,
+}
+
+impl State {
+    /// Whether the handle can never be used again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, State::Expired | State::AuthFailed | State::Closed)
+    }
+}
+
+/// The mode of [`ZooKeeper::add_watch`](crate::client::ZooKeeper::add_watch): Java's
+/// `AddWatchMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AddWatchMode {
+    /// Fires on data changes, creation and deletion of the node, and changes of its
+    /// children list, until removed.
+    Persistent,
+    /// Fires on creation, deletion and data changes of the node and every
+    /// descendant, until removed.
+    PersistentRecursive,
+}
+
+impl AddWatchMode {
+    /// The wire value.
+    pub fn code(self) -> i32 {
+        match self {
+            AddWatchMode::Persistent => 0,
+            AddWatchMode::PersistentRecursive => 1,
+        }
+    }
+}
+
+/// Which watches [`ZooKeeper::remove_watches`](crate::client::ZooKeeper::remove_watches)
+/// removes: Java's `Watcher.WatcherType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WatcherType {
+    /// Child watches.
+    Children,
+    /// Data and exists watches.
+    Data,
+    /// Every one-shot and persistent watch.
+    Any,
+    /// Persistent watches.
+    Persistent,
+    /// Persistent recursive watches.
+    PersistentRecursive,
+}
+
+impl WatcherType {
+    /// The wire value.
+    pub fn code(self) -> i32 {
+        match self {
+            WatcherType::Children => 1,
+            WatcherType::Data => 2,
+            WatcherType::Any => 3,
+            WatcherType::Persistent => 4,
+            WatcherType::PersistentRecursive => 5,
+        }
+    }
+}
+
+/// One operation of a [`multi`](crate::client::ZooKeeper::multi): Java's `Op`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Create a node (any mode but the TTL ones).
+    Create {
+        /// The path (a prefix for sequential modes).
+        path: String,
+        /// The data.
+        data: Vec<u8>,
+        /// The ACL.
+        acl: Vec<Acl>,
+        /// The mode.
+        mode: CreateMode,
+    },
+    /// Delete a node, optionally only at `version`.
+    Delete {
+        /// The path.
+        path: String,
+        /// The expected version; `None` for any.
+        version: Option<i32>,
+    },
+    /// Set a node's data, optionally only at `version`.
+    SetData {
+        /// The path.
+        path: String,
+        /// The new data.
+        data: Vec<u8>,
+        /// The expected version; `None` for any.
+        version: Option<i32>,
+    },
+    /// Check that a node exists, optionally at `version`.
+    Check {
+        /// The path.
+        path: String,
+        /// The expected version; `None` for any.
+        version: Option<i32>,
+    },
+}
+
+impl Op {
+    /// `Op::Create` with an open ACL.
+    pub fn create(path: impl Into<String>, data: impl Into<Vec<u8>>, mode: CreateMode) -> Op {
+        Op::Create {
+            path: path.into(),
+            data: data.into(),
+            acl: Acl::open_unsafe().to_vec(),
+            mode,
+        }
+    }
+
+    /// `Op::Delete`.
+    pub fn delete(path: impl Into<String>, version: Option<i32>) -> Op {
+        Op::Delete {
+            path: path.into(),
+            version,
+        }
+    }
+
+    /// `Op::SetData`.
+    pub fn set_data(path: impl Into<String>, data: impl Into<Vec<u8>>, version: Option<i32>) -> Op {
+        Op::SetData {
+            path: path.into(),
+            data: data.into(),
+            version,
+        }
+    }
+
+    /// `Op::Check`.
+    pub fn check(path: impl Into<String>, version: Option<i32>) -> Op {
+        Op::Check {
+            path: path.into(),
+            version,
+        }
+    }
+
+    /// The operation's path.
+    pub fn path(&self) -> &str {
+        match self {
+            Op::Create { path, .. }
+            | Op::Delete { path, .. }
+            | Op::SetData { path, .. }
+            | Op::Check { path, .. } => path,
+        }
+    }
+}
+
+/// The result of one operation of a `multi`: Java's `OpResult`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpResult {
+    /// A create succeeded: the created path (client-side) and, when the server
+    /// returned it, the new node's `Stat`.
+    Create {
+        /// The created path.
+        path: String,
+        /// The node's `Stat`, when known.
+        stat: Option<Stat>,
+    },
+    /// A delete succeeded.
+    Delete,
+    /// A set-data succeeded.
+    SetData {
+        /// The node's new `Stat`.
+        stat: Stat,
+    },
+    /// A check succeeded.
+    Check,
+    /// The operation failed (or was rolled back: `RuntimeInconsistency`, or `Ok`
+    /// reported as code 0 for operations before the failing one).
+    Error {
+        /// The wire code (0 for an operation that was fine but rolled back).
+        code: i32,
+    },
+}
+
+/// Wraps a `Duration` TTL as milliseconds, checked.
+pub(crate) fn ttl_millis(ttl: Duration) -> Option<i64> {
+    let ms = i64::try_from(ttl.as_millis()).ok()?;
+    // The server keeps TTLs below 2^40 ms (EphemeralType.TTL max).
+    (1..=0xFF_FFFF_FFFF).contains(&ms).then_some(ms)
+}
+
+impl fmt::Display for WatchedEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.path {
+            Some(p) => write!(f, "{:?} {:?} {}", self.event_type, self.keeper_state, p),
+            None => write!(f, "{:?} {:?}", self.event_type, self.keeper_state),
+        }
+    }
+}

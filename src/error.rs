@@ -1,0 +1,439 @@
+//! zklock's error type: every ZooKeeper `KeeperException` code, plus the
+//! library's own failures (timeouts, bad arguments, lock state).
+
+use std::fmt;
+use std::time::Duration;
+
+/// A ZooKeeper error code: Java's `KeeperException.Code`.
+///
+/// Every code the server or the Java client defines has a variant; a code this
+/// version does not know maps to [`ZkError::Unknown`] with the raw number, never a
+/// panic. [`ZkError::from_code`] and [`ZkError::code`] convert to and from the wire
+/// value.
+///
+/// The codes fall in the three classes of ZooKeeper's error-handling guide:
+/// normal state (e.g. [`NoNode`](ZkError::NoNode), [`BadVersion`](ZkError::BadVersion)),
+/// recoverable ([`is_retryable`](ZkError::is_retryable): `ConnectionLoss`,
+/// `OperationTimeout`) and fatal ([`is_fatal`](ZkError::is_fatal): `SessionExpired`,
+/// `AuthFailed`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ZkError {
+    /// `SYSTEMERROR` (-1): a system or server-side error.
+    SystemError,
+    /// `RUNTIMEINCONSISTENCY` (-2): a runtime inconsistency; in a failed `multi`, an
+    /// operation rolled back because another one failed.
+    RuntimeInconsistency,
+    /// `DATAINCONSISTENCY` (-3).
+    DataInconsistency,
+    /// `CONNECTIONLOSS` (-4): the connection to the server was lost; the operation may
+    /// or may not have been applied.
+    ConnectionLoss,
+    /// `MARSHALLINGERROR` (-5): a record could not be encoded or decoded.
+    MarshallingError,
+    /// `UNIMPLEMENTED` (-6): the server does not implement the operation.
+    Unimplemented,
+    /// `OPERATIONTIMEOUT` (-7): the operation timed out.
+    OperationTimeout,
+    /// `BADARGUMENTS` (-8): invalid arguments.
+    BadArguments,
+    /// `UNKNOWNSESSION` (-12).
+    UnknownSession,
+    /// `NEWCONFIGNOQUORUM` (-13).
+    NewConfigNoQuorum,
+    /// `RECONFIGINPROGRESS` (-14).
+    ReconfigInProgress,
+    /// `APIERROR` (-100).
+    ApiError,
+    /// `NONODE` (-101): the node does not exist.
+    NoNode,
+    /// `NOAUTH` (-102): not authorized.
+    NoAuth,
+    /// `BADVERSION` (-103): the expected version does not match.
+    BadVersion,
+    /// `NOCHILDRENFOREPHEMERALS` (-108): ephemeral nodes may not have children.
+    NoChildrenForEphemerals,
+    /// `NODEEXISTS` (-110): the node already exists.
+    NodeExists,
+    /// `NOTEMPTY` (-111): the node has children.
+    NotEmpty,
+    /// `SESSIONEXPIRED` (-112): the session has expired; fatal for the handle.
+    SessionExpired,
+    /// `INVALIDCALLBACK` (-113).
+    InvalidCallback,
+    /// `INVALIDACL` (-114).
+    InvalidAcl,
+    /// `AUTHFAILED` (-115): authentication failed; fatal for the handle.
+    AuthFailed,
+    /// `SESSIONMOVED` (-118): the session moved to another server.
+    SessionMoved,
+    /// `NOTREADONLY` (-119): a write on a read-only server.
+    NotReadOnly,
+    /// `EPHEMERALONLOCALSESSION` (-120).
+    EphemeralOnLocalSession,
+    /// `NOWATCHER` (-121): no such watch to remove.
+    NoWatcher,
+    /// `REQUESTTIMEOUT` (-122).
+    RequestTimeout,
+    /// `RECONFIGDISABLED` (-123).
+    ReconfigDisabled,
+    /// `SESSIONCLOSEDREQUIRESASLAUTH` (-124).
+    SessionClosedRequireSaslAuth,
+    /// `QUOTAEXCEEDED` (-125).
+    QuotaExceeded,
+    /// `THROTTLEDOP` (-127).
+    Throttled,
+    /// A code this version of zklock does not know.
+    Unknown(i32),
+}
+
+impl ZkError {
+    /// The error for a wire code. `0` (OK) is not an error; it maps to
+    /// `Unknown(0)`.
+    pub fn from_code(code: i32) -> ZkError {
+        use ZkError::*;
+        match code {
+            -1 => SystemError,
+            -2 => RuntimeInconsistency,
+            -3 => DataInconsistency,
+            -4 => ConnectionLoss,
+            -5 => MarshallingError,
+            -6 => Unimplemented,
+            -7 => OperationTimeout,
+            -8 => BadArguments,
+            -12 => UnknownSession,
+            -13 => NewConfigNoQuorum,
+            -14 => ReconfigInProgress,
+            -100 => ApiError,
+            -101 => NoNode,
+            -102 => NoAuth,
+            -103 => BadVersion,
+            -108 => NoChildrenForEphemerals,
+            -110 => NodeExists,
+            -111 => NotEmpty,
+            -112 => SessionExpired,
+            -113 => InvalidCallback,
+            -114 => InvalidAcl,
+            -115 => AuthFailed,
+            -118 => SessionMoved,
+            -119 => NotReadOnly,
+            -120 => EphemeralOnLocalSession,
+            -121 => NoWatcher,
+            -122 => RequestTimeout,
+            -123 => ReconfigDisabled,
+            -124 => SessionClosedRequireSaslAuth,
+            -125 => QuotaExceeded,
+            -127 => Throttled,
+            other => Unknown(other),
+        }
+    }
+
+    /// The wire code of this error.
+    pub fn code(self) -> i32 {
+        use ZkError::*;
+        match self {
+            SystemError => -1,
+            RuntimeInconsistency => -2,
+            DataInconsistency => -3,
+            ConnectionLoss => -4,
+            MarshallingError => -5,
+            Unimplemented => -6,
+            OperationTimeout => -7,
+            BadArguments => -8,
+            UnknownSession => -12,
+            NewConfigNoQuorum => -13,
+            ReconfigInProgress => -14,
+            ApiError => -100,
+            NoNode => -101,
+            NoAuth => -102,
+            BadVersion => -103,
+            NoChildrenForEphemerals => -108,
+            NodeExists => -110,
+            NotEmpty => -111,
+            SessionExpired => -112,
+            InvalidCallback => -113,
+            InvalidAcl => -114,
+            AuthFailed => -115,
+            SessionMoved => -118,
+            NotReadOnly => -119,
+            EphemeralOnLocalSession => -120,
+            NoWatcher => -121,
+            RequestTimeout => -122,
+            ReconfigDisabled => -123,
+            SessionClosedRequireSaslAuth => -124,
+            QuotaExceeded => -125,
+            Throttled => -127,
+            Unknown(code) => code,
+        }
+    }
+
+    /// Recoverable: `ConnectionLoss` or `OperationTimeout`. The operation may be
+    /// retried on the same session (ZooKeeper's error-handling guide).
+    pub fn is_retryable(self) -> bool {
+        matches!(self, ZkError::ConnectionLoss | ZkError::OperationTimeout)
+    }
+
+    /// Fatal for the session: `SessionExpired`, `AuthFailed`,
+    /// `SessionClosedRequireSaslAuth`. A new handle is needed.
+    pub fn is_fatal(self) -> bool {
+        matches!(
+            self,
+            ZkError::SessionExpired | ZkError::AuthFailed | ZkError::SessionClosedRequireSaslAuth
+        )
+    }
+
+    fn describe(self) -> &'static str {
+        use ZkError::*;
+        match self {
+            SystemError => "system error",
+            RuntimeInconsistency => "runtime inconsistency",
+            DataInconsistency => "data inconsistency",
+            ConnectionLoss => "connection loss",
+            MarshallingError => "marshalling error",
+            Unimplemented => "unimplemented",
+            OperationTimeout => "operation timeout",
+            BadArguments => "bad arguments",
+            UnknownSession => "unknown session",
+            NewConfigNoQuorum => "new config has no quorum",
+            ReconfigInProgress => "reconfig in progress",
+            ApiError => "api error",
+            NoNode => "no node",
+            NoAuth => "not authenticated",
+            BadVersion => "bad version",
+            NoChildrenForEphemerals => "no children for ephemerals",
+            NodeExists => "node exists",
+            NotEmpty => "directory not empty",
+            SessionExpired => "session expired",
+            InvalidCallback => "invalid callback",
+            InvalidAcl => "invalid acl",
+            AuthFailed => "auth failed",
+            SessionMoved => "session moved",
+            NotReadOnly => "not a read-only call",
+            EphemeralOnLocalSession => "ephemeral on local session",
+            NoWatcher => "no watcher",
+            RequestTimeout => "request timeout",
+            ReconfigDisabled => "reconfig disabled",
+            SessionClosedRequireSaslAuth => "session closed: sasl auth required",
+            QuotaExceeded => "quota exceeded",
+            Throttled => "op throttled",
+            Unknown(_) => "unknown error",
+        }
+    }
+}
+
+impl fmt::Display for ZkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ZkError::Unknown(code) => write!(f, "unknown zookeeper error code {code}"),
+            other => f.write_str(other.describe()),
+        }
+    }
+}
+
+impl std::error::Error for ZkError {}
+
+/// zklock's error.
+///
+/// Match ZooKeeper codes through [`Error::Zk`] (or [`Error::code`]):
+///
+/// ```
+/// use zklock::{Error, ZkError};
+/// fn is_missing(e: &Error) -> bool {
+///     matches!(e, Error::Zk { code: ZkError::NoNode, .. })
+/// }
+/// let e = Error::zk(ZkError::NoNode, "/a");
+/// assert!(is_missing(&e));
+/// assert_eq!(e.code(), Some(ZkError::NoNode));
+/// assert_eq!(e.to_string(), "no node: /a");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A ZooKeeper error code, with the path of the operation when there is one.
+    /// Returned after `RecoverableZooKeeper`'s retries, unchanged.
+    Zk {
+        /// The ZooKeeper code.
+        code: ZkError,
+        /// The path the operation was about, client-side (without chroot).
+        path: Option<String>,
+    },
+    /// A `multi` failed: nothing was applied. `index` is the failing operation,
+    /// `code` its error, `results` the per-operation outcome the server reported.
+    Multi {
+        /// The position of the operation that failed.
+        index: usize,
+        /// Its error code.
+        code: ZkError,
+        /// The server's per-operation results (the failing one, the rolled-back ones).
+        results: Vec<crate::client::OpResult>,
+    },
+    /// A bounded wait ran out.
+    Timeout(Duration),
+    /// An argument was rejected before anything was sent (bad path, bad connect
+    /// string, data over the size limit, ...).
+    BadArguments(String),
+    /// `release()` on a lock this instance does not hold.
+    LockNotHeld {
+        /// The lock's znode.
+        lock: String,
+    },
+    /// The lock's node is gone (session expiry, reaping): the lock was lost.
+    LockLost {
+        /// The lock node that vanished.
+        path: String,
+    },
+    /// A lock instance is already held or being acquired (locks are not reentrant).
+    LockBusy {
+        /// The lock's znode.
+        lock: String,
+    },
+    /// The handle was closed.
+    Closed,
+    /// An I/O error outside a ZooKeeper session (the test harness, a local file).
+    Io(std::io::Error),
+}
+
+/// `Result` with zklock's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A ZooKeeper error about `path`.
+    pub fn zk(code: ZkError, path: impl Into<String>) -> Error {
+        Error::Zk {
+            code,
+            path: Some(path.into()),
+        }
+    }
+
+    /// A ZooKeeper error with no path.
+    pub fn zk_code(code: ZkError) -> Error {
+        Error::Zk { code, path: None }
+    }
+
+    /// The ZooKeeper code, if this error carries one.
+    pub fn code(&self) -> Option<ZkError> {
+        match self {
+            Error::Zk { code, .. } | Error::Multi { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Recoverable: a ZooKeeper `ConnectionLoss` or `OperationTimeout`.
+    pub fn is_retryable(&self) -> bool {
+        self.code().is_some_and(ZkError::is_retryable)
+    }
+
+    /// Fatal for the session: `SessionExpired`, `AuthFailed`, or a closed handle.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Error::Closed) || self.code().is_some_and(ZkError::is_fatal)
+    }
+
+    /// Whether this is the ZooKeeper error `code`.
+    pub fn is(&self, code: ZkError) -> bool {
+        self.code() == Some(code)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Zk {
+                code,
+                path: Some(path),
+            } => write!(f, "{code}: {path}"),
+            Error::Zk { code, path: None } => write!(f, "{code}"),
+            Error::Multi { index, code, .. } => {
+                write!(f, "multi failed at operation {index}: {code}")
+            }
+            Error::Timeout(d) => write!(f, "timed out after {d:?}"),
+            Error::BadArguments(why) => write!(f, "bad arguments: {why}"),
+            Error::LockNotHeld { lock } => write!(f, "lock {lock} is not held"),
+            Error::LockLost { path } => write!(f, "lock lost: node {path} is gone"),
+            Error::LockBusy { lock } => {
+                write!(f, "lock {lock} is already held or being acquired by this instance")
+            }
+            Error::Closed => f.write_str("the zookeeper handle is closed"),
+            Error::Io(e) => write!(f, "i/o error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Zk { code, .. } | Error::Multi { code, .. } => Some(code),
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ZkError> for Error {
+    fn from(code: ZkError) -> Error {
+        Error::zk_code(code)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::Io(e)
+    }
+}
+
+/// Maps `NoNode` to `Ok(None)`: rusqlite's `OptionalExtension` for ZooKeeper.
+pub trait ZkResultExt<T> {
+    /// `Ok(v)` → `Ok(Some(v))`, `NoNode` → `Ok(None)`, any other error unchanged.
+    fn optional(self) -> Result<Option<T>>;
+}
+
+impl<T> ZkResultExt<T> for Result<T> {
+    fn optional(self) -> Result<Option<T>> {
+        match self {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is(ZkError::NoNode) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip() {
+        for code in (-200..=0).chain([i32::MIN, i32::MAX, 5]) {
+            assert_eq!(ZkError::from_code(code).code(), code);
+        }
+        assert_eq!(ZkError::from_code(-101), ZkError::NoNode);
+        assert_eq!(ZkError::from_code(-999), ZkError::Unknown(-999));
+    }
+
+    #[test]
+    fn classes() {
+        assert!(ZkError::ConnectionLoss.is_retryable());
+        assert!(ZkError::OperationTimeout.is_retryable());
+        assert!(!ZkError::SessionExpired.is_retryable());
+        assert!(ZkError::SessionExpired.is_fatal());
+        assert!(!ZkError::NoNode.is_fatal());
+        assert!(Error::Closed.is_fatal());
+    }
+
+    #[test]
+    fn error_is_send_sync_static_and_small() {
+        fn check<T: Send + Sync + 'static + std::error::Error>() {}
+        check::<Error>();
+        check::<ZkError>();
+        assert!(std::mem::size_of::<Error>() <= 48, "{}", std::mem::size_of::<Error>());
+    }
+
+    #[test]
+    fn optional_maps_no_node() {
+        let r: Result<u8> = Err(Error::zk(ZkError::NoNode, "/x"));
+        assert!(r.optional().unwrap().is_none());
+        let r: Result<u8> = Err(Error::zk(ZkError::NotEmpty, "/x"));
+        assert!(r.optional().is_err());
+        let r: Result<u8> = Ok(1);
+        assert_eq!(r.optional().unwrap(), Some(1));
+    }
+}

@@ -1,0 +1,1 @@
+//! Real-ZooKeeper test harness (feature `testing`).
