@@ -350,7 +350,10 @@ impl fmt::Display for Error {
             Error::LockNotHeld { lock } => write!(f, "lock {lock} is not held"),
             Error::LockLost { path } => write!(f, "lock lost: node {path} is gone"),
             Error::LockBusy { lock } => {
-                write!(f, "lock {lock} is already held or being acquired by this instance")
+                write!(
+                    f,
+                    "lock {lock} is already held or being acquired by this instance"
+                )
             }
             Error::Closed => f.write_str("the zookeeper handle is closed"),
             Error::Io(e) => write!(f, "i/o error: {e}"),
@@ -424,7 +427,11 @@ mod tests {
         fn check<T: Send + Sync + 'static + std::error::Error>() {}
         check::<Error>();
         check::<ZkError>();
-        assert!(std::mem::size_of::<Error>() <= 48, "{}", std::mem::size_of::<Error>());
+        assert!(
+            std::mem::size_of::<Error>() <= 48,
+            "{}",
+            std::mem::size_of::<Error>()
+        );
     }
 
     #[test]

@@ -1,5 +1,928 @@
 //! zklock's own blocking ZooKeeper client.
+//!
+//! A synchronous client in the architecture of Java's `ClientCnxn`, built to carry
+//! locks (see the crate's README for why the `zookeeper` crate could not):
+//!
+//! - **Two threads per handle**: a connection thread (connect, read replies and
+//!   notifications, ping, reconnect) and an event thread (calls watchers). Callers
+//!   write their own requests and block on their own reply, matched by xid, so many
+//!   threads pipeline on one connection.
+//! - **Timers of the Java client**, from the negotiated session timeout: nothing
+//!   received for 2/3 of it → the connection is dead (`Disconnected`, in-flight calls
+//!   fail with `ConnectionLoss`, reconnect to the next host); a ping whenever nothing
+//!   was sent for 1/3 of it, busy or idle; each connect attempt bounded by session
+//!   timeout / number of hosts, the first included.
+//! - **The session survives reconnects**: id, password and last zxid are sent again,
+//!   auth is replayed and every watch (data, exist, child, persistent) is re-set with
+//!   SetWatches, so a change made during the gap fires once.
+//! - **Expiry is final**: `Expired` is delivered once, every pending and later call
+//!   fails with `SessionExpired`, and no replacement session is opened. Build a new
+//!   handle.
+//! - **Every call is bounded**: while disconnected, a call waits for the reconnect up
+//!   to the connect wait (default: the session timeout), then fails with
+//!   `ConnectionLoss`; a sent request waits for its reply at most the request timeout
+//!   (default: twice the session timeout, but a dead connection fails it sooner, at
+//!   the read timeout), then fails with `OperationTimeout`.
+//! - **No panic on any input**: malformed frames reset the connection; a panicking
+//!   watcher is caught and logged.
+//!
+//! Connection changes reach the default watcher as events of type
+//! [`EventType::None`]: `SyncConnected`, `Disconnected`, `Expired`, `AuthFailed`,
+//! `Closed`, each once per change.
 
+mod conn;
+mod path;
+pub(crate) mod proto;
 mod types;
+mod watches;
+
+use std::fmt;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 pub use types::*;
+
+use crate::error::{Error, Result, ZkError};
+use conn::{Settings, Shared, WatchReg};
+use path::{prepend_chroot, strip_chroot, validate_path, ConnectString};
+use proto::{op, Reader, Writer};
+use watches::{Kind, WatcherRef};
+
+/// ZooKeeper's default `jute.maxbuffer`: the largest request a server accepts.
+pub const MAX_PACKET: usize = 0xfffff;
+
+/// A blocking ZooKeeper session: Java's `org.apache.zookeeper.ZooKeeper`.
+///
+/// # Threads and cloning
+/// `ZooKeeper` is `Send + Sync` and a cheap `Clone` (an `Arc`); clones share the
+/// session. Any number of threads may call it at once; their requests are
+/// pipelined on the one connection. The session ends when [`close`](Self::close)
+/// is called or the last clone is dropped. A watcher that owns a clone of the
+/// handle it watches keeps the session alive: hold a `Weak` or close explicitly.
+///
+/// # Examples
+/// ```no_run
+/// use std::time::Duration;
+/// use zklock::client::{Acl, CreateMode, ZooKeeper};
+///
+/// let zk = ZooKeeper::connect("127.0.0.1:2181", Duration::from_secs(10), |_e| {})?;
+/// zk.create("/demo", b"hello", Acl::open_unsafe(), CreateMode::Ephemeral)?;
+/// let (data, stat) = zk.get_data("/demo", false)?;
+/// assert_eq!(data, b"hello");
+/// zk.delete("/demo", Some(stat.version))?;
+/// zk.close()?;
+/// # Ok::<(), zklock::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct ZooKeeper {
+    handle: Arc<Handle>,
+}
+
+struct Handle {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Handle {
+    fn close(&self) {
+        self.shared.close();
+        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock());
+        let me = std::thread::current().id();
+        for t in threads {
+            // close() may run on the event thread (from a watcher): it ends by itself.
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl fmt::Debug for ZooKeeper {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.handle.shared, f)
+    }
+}
+
+/// Builds a [`ZooKeeper`] with non-default settings.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zklock::client::ZooKeeper;
+/// let zk = ZooKeeper::builder("127.0.0.1:2181/app")
+///     .with_session_timeout(Duration::from_secs(6))
+///     .connect(|_e| {})?;
+/// # Ok::<(), zklock::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ZooKeeperBuilder {
+    connect_string: String,
+    session_timeout: Duration,
+    connect_wait: Option<Duration>,
+    request_timeout: Option<Duration>,
+    session: Option<(i64, Vec<u8>)>,
+}
+
+impl ZooKeeperBuilder {
+    /// The requested session timeout; the server negotiates it into its
+    /// `[minSessionTimeout, maxSessionTimeout]`. Default 10 s.
+    pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// How long `connect` and calls made while disconnected wait for a
+    /// connection before failing with `ConnectionLoss`. Default: the session
+    /// timeout.
+    pub fn with_connect_wait(mut self, wait: Duration) -> Self {
+        self.connect_wait = Some(wait);
+        self
+    }
+
+    /// How long a sent request waits for its reply before `OperationTimeout`.
+    /// Default: twice the session timeout (a dead connection fails calls sooner).
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// Resumes an existing session (Java's `ZooKeeper(.., sessionId, passwd)`).
+    pub fn with_session(mut self, session_id: i64, password: &[u8]) -> Self {
+        self.session = Some((session_id, password.to_vec()));
+        self
+    }
+
+    /// Connects, blocking until the session is established.
+    ///
+    /// # Errors
+    /// `BadArguments` for a bad connect string or timeout; `ConnectionLoss` when
+    /// no server answered within the connect wait; `SessionExpired` when resuming
+    /// an expired session; `AuthFailed`.
+    pub fn connect(self, watcher: impl Watcher + 'static) -> Result<ZooKeeper> {
+        let cs = ConnectString::parse(&self.connect_string)?;
+        if self.session_timeout < Duration::from_millis(1)
+            || self.session_timeout > Duration::from_secs(i32::MAX as u64 / 1000)
+        {
+            return Err(Error::BadArguments(format!(
+                "session timeout {:?} out of range",
+                self.session_timeout
+            )));
+        }
+        let (session_id, password) = self.session.unwrap_or((0, vec![0; 16]));
+        let connect_wait = self.connect_wait.unwrap_or(self.session_timeout);
+        let settings = Settings {
+            hosts: cs.hosts,
+            chroot: cs.chroot,
+            session_timeout: self.session_timeout,
+            request_timeout: self
+                .request_timeout
+                .unwrap_or(self.session_timeout * 2)
+                .max(Duration::from_millis(1)),
+            connect_wait,
+            session_id,
+            password,
+        };
+        let (shared, threads) = conn::start(settings, Arc::new(watcher))?;
+        let zk = ZooKeeper {
+            handle: Arc::new(Handle {
+                shared,
+                threads: Mutex::new(threads),
+            }),
+        };
+        // Dropping `zk` on failure closes the session and joins the threads.
+        zk.handle
+            .shared
+            .wait_connected(Instant::now() + connect_wait)?;
+        Ok(zk)
+    }
+}
+
+impl ZooKeeper {
+    /// A builder for `connect_string` (`"host:port,host:port/optional/chroot"`).
+    pub fn builder(connect_string: &str) -> ZooKeeperBuilder {
+        ZooKeeperBuilder {
+            connect_string: connect_string.to_string(),
+            session_timeout: Duration::from_secs(10),
+            connect_wait: None,
+            request_timeout: None,
+            session: None,
+        }
+    }
+
+    /// Connects to `connect_string` with a requested `session_timeout`; `watcher`
+    /// is the default watcher (connection events, and `watch = true` calls).
+    /// Blocks until connected, at most the session timeout.
+    ///
+    /// # Errors
+    /// See [`ZooKeeperBuilder::connect`].
+    pub fn connect(
+        connect_string: &str,
+        session_timeout: Duration,
+        watcher: impl Watcher + 'static,
+    ) -> Result<ZooKeeper> {
+        ZooKeeper::builder(connect_string)
+            .with_session_timeout(session_timeout)
+            .connect(watcher)
+    }
+
+    /// Resumes the session `session_id` with its `password`.
+    ///
+    /// # Errors
+    /// `SessionExpired` when the session is gone; see [`ZooKeeperBuilder::connect`].
+    pub fn connect_with_session(
+        connect_string: &str,
+        session_timeout: Duration,
+        watcher: impl Watcher + 'static,
+        session_id: i64,
+        password: &[u8],
+    ) -> Result<ZooKeeper> {
+        ZooKeeper::builder(connect_string)
+            .with_session_timeout(session_timeout)
+            .with_session(session_id, password)
+            .connect(watcher)
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.handle.shared
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> i64 {
+        self.shared().session_id()
+    }
+
+    /// The session password (to resume the session from another handle).
+    pub fn session_password(&self) -> Vec<u8> {
+        self.shared().session_password()
+    }
+
+    /// The session timeout the server negotiated.
+    pub fn session_timeout(&self) -> Duration {
+        self.shared().negotiated_timeout()
+    }
+
+    /// The connection state.
+    pub fn state(&self) -> State {
+        self.shared().state()
+    }
+
+    /// The last zxid this client has seen.
+    pub fn last_zxid_seen(&self) -> i64 {
+        self.shared().last_zxid()
+    }
+
+    /// The chroot of the connect string, if any.
+    pub fn chroot(&self) -> Option<&str> {
+        self.shared().settings.chroot.as_deref()
+    }
+
+    /// The number of watch registrations held by this client (all kinds).
+    pub fn watch_count(&self) -> usize {
+        self.shared().watches.lock().len()
+    }
+
+    fn server_path(&self, path: &str) -> String {
+        prepend_chroot(self.chroot(), path)
+    }
+
+    fn client_path(&self, server_path: &str) -> String {
+        strip_chroot(self.chroot(), server_path)
+    }
+
+    fn default_watcher(&self) -> WatcherRef {
+        self.shared().default_watcher.clone()
+    }
+
+    fn call(&self, opcode: i32, w: Writer, reg: Option<WatchReg>, path: &str) -> Result<Vec<u8>> {
+        if w.body_len() > MAX_PACKET {
+            return Err(Error::BadArguments(format!(
+                "request of {} bytes for {path} exceeds ZooKeeper's packet limit of {MAX_PACKET} bytes (jute.maxbuffer)",
+                w.body_len()
+            )));
+        }
+        log::trace!("op {opcode} {path}");
+        self.shared()
+            .call(opcode, w.finish(), reg)
+            .map_err(|e| with_path(e, path))
+    }
+
+    // ---- create ------------------------------------------------------------
+
+    fn create_impl(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        ttl: Option<Duration>,
+        want_stat: bool,
+    ) -> Result<(String, Option<Stat>)> {
+        validate_path(path, mode.is_sequential())?;
+        if acl.is_empty() {
+            return Err(Error::zk(ZkError::InvalidAcl, path));
+        }
+        let ttl_ms = match (mode.is_ttl(), ttl) {
+            (true, Some(t)) => Some(types::ttl_millis(t).ok_or_else(|| {
+                Error::BadArguments(format!("ttl {t:?} out of range (1 ms to 2^40 ms)"))
+            })?),
+            (true, None) => {
+                return Err(Error::BadArguments(format!(
+                    "{mode:?} needs a ttl: use create_ttl"
+                )))
+            }
+            (false, Some(_)) => {
+                return Err(Error::BadArguments(format!("{mode:?} takes no ttl")));
+            }
+            (false, None) => None,
+        };
+        let opcode = if ttl_ms.is_some() {
+            op::CREATE_TTL
+        } else if mode == CreateMode::Container {
+            op::CREATE_CONTAINER
+        } else if want_stat {
+            op::CREATE2
+        } else {
+            op::CREATE
+        };
+        let mut w = Writer::request(0, opcode);
+        w.string(&self.server_path(path))
+            .buffer(data)
+            .acl(acl)
+            .i32(mode.flags());
+        if let Some(ms) = ttl_ms {
+            w.i64(ms);
+        }
+        let body = self.call(opcode, w, None, path)?;
+        let mut r = Reader::new(&body);
+        let created = r.string().map_err(|_| marshalling(path))?;
+        let stat = if opcode == op::CREATE {
+            None
+        } else {
+            Some(r.stat().map_err(|_| marshalling(path))?)
+        };
+        Ok((self.client_path(&created), stat))
+    }
+
+    /// Creates a node; returns its path (with the sequence number for sequential
+    /// modes). Java's `create(path, data, acl, mode)`.
+    ///
+    /// # Errors
+    /// `NodeExists`, `NoNode` (no parent), `NoChildrenForEphemerals`, `NoAuth`,
+    /// `InvalidAcl`; `BadArguments` for a bad path, a TTL mode (use
+    /// [`create_ttl`](Self::create_ttl)) or data over the packet limit.
+    pub fn create(&self, path: &str, data: &[u8], acl: &[Acl], mode: CreateMode) -> Result<String> {
+        self.create_impl(path, data, acl, mode, None, false)
+            .map(|(p, _)| p)
+    }
+
+    /// Creates a node and returns its path and `Stat` (Java's `create(.., stat)`,
+    /// opcode create2).
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
+    pub fn create2(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+    ) -> Result<(String, Stat)> {
+        let (p, stat) = self.create_impl(path, data, acl, mode, None, true)?;
+        Ok((p, stat.unwrap_or_default()))
+    }
+
+    /// Creates a node with a TTL (`PersistentWithTtl` or
+    /// `PersistentSequentialWithTtl`; the server needs
+    /// `zookeeper.extendedTypesEnabled=true`).
+    ///
+    /// # Errors
+    /// As [`create`](Self::create); `Unimplemented` when the server has TTLs
+    /// disabled; `BadArguments` for a non-TTL mode or a TTL out of range.
+    pub fn create_ttl(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        ttl: Duration,
+    ) -> Result<(String, Stat)> {
+        let (p, stat) = self.create_impl(path, data, acl, mode, Some(ttl), true)?;
+        Ok((p, stat.unwrap_or_default()))
+    }
+
+    // ---- delete / exists / data -------------------------------------------
+
+    /// Deletes a node, at `version` or any version (`None`).
+    ///
+    /// # Errors
+    /// `NoNode`, `BadVersion`, `NotEmpty`, `NoAuth`.
+    pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::DELETE);
+        w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
+        self.call(op::DELETE, w, None, path).map(drop)
+    }
+
+    fn exists_impl(&self, path: &str, watcher: Option<WatcherRef>) -> Result<Option<Stat>> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::EXISTS);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watcher.map(|watcher| WatchReg {
+            exists: true,
+            kind: Kind::Data,
+            path: path.to_string(),
+            watcher,
+        });
+        match self.call(op::EXISTS, w, reg, path) {
+            Ok(body) => Ok(Some(
+                Reader::new(&body).stat().map_err(|_| marshalling(path))?,
+            )),
+            Err(e) if e.is(ZkError::NoNode) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The node's `Stat`, or `None` if it does not exist. With `watch`, the
+    /// default watcher is told when the node is created, deleted or changed (a
+    /// watch is set even when the node does not exist).
+    pub fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>> {
+        self.exists_impl(path, watch.then(|| self.default_watcher()))
+    }
+
+    /// [`exists`](Self::exists) with its own watcher.
+    pub fn exists_w(&self, path: &str, watcher: impl Watcher + 'static) -> Result<Option<Stat>> {
+        self.exists_impl(path, Some(Arc::new(watcher)))
+    }
+
+    /// [`exists`](Self::exists) with a shared watcher (registered once per path
+    /// however often it is passed).
+    pub fn exists_watch(&self, path: &str, watcher: Arc<dyn Watcher>) -> Result<Option<Stat>> {
+        self.exists_impl(path, Some(watcher))
+    }
+
+    fn get_data_impl(&self, path: &str, watcher: Option<WatcherRef>) -> Result<(Vec<u8>, Stat)> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::GET_DATA);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watcher.map(|watcher| WatchReg {
+            exists: false,
+            kind: Kind::Data,
+            path: path.to_string(),
+            watcher,
+        });
+        let body = self.call(op::GET_DATA, w, reg, path)?;
+        let mut r = Reader::new(&body);
+        let data = r.buffer().map_err(|_| marshalling(path))?;
+        let stat = r.stat().map_err(|_| marshalling(path))?;
+        Ok((data, stat))
+    }
+
+    /// The node's data and `Stat`. With `watch`, the default watcher is told of
+    /// the next change or deletion (no watch is left when the node is missing).
+    ///
+    /// # Errors
+    /// `NoNode`, `NoAuth`.
+    pub fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
+        self.get_data_impl(path, watch.then(|| self.default_watcher()))
+    }
+
+    /// [`get_data`](Self::get_data) with its own watcher.
+    pub fn get_data_w(
+        &self,
+        path: &str,
+        watcher: impl Watcher + 'static,
+    ) -> Result<(Vec<u8>, Stat)> {
+        self.get_data_impl(path, Some(Arc::new(watcher)))
+    }
+
+    /// [`get_data`](Self::get_data) with a shared watcher.
+    pub fn get_data_watch(&self, path: &str, watcher: Arc<dyn Watcher>) -> Result<(Vec<u8>, Stat)> {
+        self.get_data_impl(path, Some(watcher))
+    }
+
+    /// Sets the node's data, at `version` or any version (`None`); returns the new
+    /// `Stat`.
+    ///
+    /// # Errors
+    /// `NoNode`, `BadVersion`, `NoAuth`; `BadArguments` over the packet limit.
+    pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::SET_DATA);
+        w.string(&self.server_path(path))
+            .buffer(data)
+            .i32(version.unwrap_or(-1));
+        let body = self.call(op::SET_DATA, w, None, path)?;
+        Reader::new(&body).stat().map_err(|_| marshalling(path))
+    }
+
+    // ---- children ------------------------------------------------------------
+
+    fn children_impl(
+        &self,
+        path: &str,
+        watcher: Option<WatcherRef>,
+        with_stat: bool,
+    ) -> Result<(Vec<String>, Option<Stat>)> {
+        validate_path(path, false)?;
+        let opcode = if with_stat {
+            op::GET_CHILDREN2
+        } else {
+            op::GET_CHILDREN
+        };
+        let mut w = Writer::request(0, opcode);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watcher.map(|watcher| WatchReg {
+            exists: false,
+            kind: Kind::Child,
+            path: path.to_string(),
+            watcher,
+        });
+        let body = self.call(opcode, w, reg, path)?;
+        let mut r = Reader::new(&body);
+        let children = r.strings().map_err(|_| marshalling(path))?;
+        let stat = if with_stat {
+            Some(r.stat().map_err(|_| marshalling(path))?)
+        } else {
+            None
+        };
+        Ok((children, stat))
+    }
+
+    /// The names of the node's children (unordered). With `watch`, the default
+    /// watcher is told when the children change or the node is deleted.
+    ///
+    /// # Errors
+    /// `NoNode`, `NoAuth`.
+    pub fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>> {
+        self.children_impl(path, watch.then(|| self.default_watcher()), false)
+            .map(|(c, _)| c)
+    }
+
+    /// [`get_children`](Self::get_children) with its own watcher.
+    pub fn get_children_w(
+        &self,
+        path: &str,
+        watcher: impl Watcher + 'static,
+    ) -> Result<Vec<String>> {
+        self.children_impl(path, Some(Arc::new(watcher)), false)
+            .map(|(c, _)| c)
+    }
+
+    /// [`get_children`](Self::get_children) with a shared watcher.
+    pub fn get_children_watch(&self, path: &str, watcher: Arc<dyn Watcher>) -> Result<Vec<String>> {
+        self.children_impl(path, Some(watcher), false)
+            .map(|(c, _)| c)
+    }
+
+    /// The children and the node's `Stat` (opcode getChildren2).
+    ///
+    /// # Errors
+    /// `NoNode`, `NoAuth`.
+    pub fn get_children2(&self, path: &str, watch: bool) -> Result<(Vec<String>, Stat)> {
+        let (c, s) = self.children_impl(path, watch.then(|| self.default_watcher()), true)?;
+        Ok((c, s.unwrap_or_default()))
+    }
+
+    // ---- ACL, sync, ephemerals ----------------------------------------------
+
+    /// The node's ACL and `Stat`.
+    ///
+    /// # Errors
+    /// `NoNode`.
+    pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::GET_ACL);
+        w.string(&self.server_path(path));
+        let body = self.call(op::GET_ACL, w, None, path)?;
+        let mut r = Reader::new(&body);
+        let acl = r.acl().map_err(|_| marshalling(path))?;
+        let stat = r.stat().map_err(|_| marshalling(path))?;
+        Ok((acl, stat))
+    }
+
+    /// Sets the node's ACL at ACL `version` (or any, `None`).
+    ///
+    /// # Errors
+    /// `NoNode`, `BadVersion`, `InvalidAcl`, `NoAuth`.
+    pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
+        validate_path(path, false)?;
+        if acl.is_empty() {
+            return Err(Error::zk(ZkError::InvalidAcl, path));
+        }
+        let mut w = Writer::request(0, op::SET_ACL);
+        w.string(&self.server_path(path))
+            .acl(acl)
+            .i32(version.unwrap_or(-1));
+        let body = self.call(op::SET_ACL, w, None, path)?;
+        Reader::new(&body).stat().map_err(|_| marshalling(path))
+    }
+
+    /// Waits until the connected server has caught up with the leader for `path`
+    /// (Java's `sync`, made blocking).
+    pub fn sync(&self, path: &str) -> Result<()> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::SYNC);
+        w.string(&self.server_path(path));
+        self.call(op::SYNC, w, None, path).map(drop)
+    }
+
+    /// The session's ephemeral nodes whose path starts with `prefix` (`/` for all).
+    pub fn get_ephemerals(&self, prefix: &str) -> Result<Vec<String>> {
+        if !prefix.starts_with('/') || prefix.contains('\0') {
+            return Err(Error::BadArguments(format!("invalid prefix {prefix:?}")));
+        }
+        let mut w = Writer::request(0, op::GET_EPHEMERALS);
+        w.string(&self.server_path(prefix));
+        let body = self.call(op::GET_EPHEMERALS, w, None, prefix)?;
+        let list = Reader::new(&body)
+            .strings()
+            .map_err(|_| marshalling(prefix))?;
+        Ok(list.iter().map(|p| self.client_path(p)).collect())
+    }
+
+    // ---- watches -------------------------------------------------------------
+
+    fn add_watch_impl(&self, path: &str, mode: AddWatchMode, watcher: WatcherRef) -> Result<()> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::ADD_WATCH);
+        w.string(&self.server_path(path)).i32(mode.code());
+        let kind = match mode {
+            AddWatchMode::Persistent => Kind::Persistent,
+            AddWatchMode::PersistentRecursive => Kind::Recursive,
+        };
+        let reg = WatchReg {
+            exists: false,
+            kind,
+            path: path.to_string(),
+            watcher,
+        };
+        self.call(op::ADD_WATCH, w, Some(reg), path).map(drop)
+    }
+
+    /// Adds a persistent (optionally recursive) watch for the default watcher;
+    /// it stays until removed (and survives reconnects).
+    pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<()> {
+        self.add_watch_impl(path, mode, self.default_watcher())
+    }
+
+    /// [`add_watch`](Self::add_watch) with its own watcher.
+    pub fn add_watch_w(
+        &self,
+        path: &str,
+        mode: AddWatchMode,
+        watcher: impl Watcher + 'static,
+    ) -> Result<()> {
+        self.add_watch_impl(path, mode, Arc::new(watcher))
+    }
+
+    /// Removes every watch of `watcher_type` on `path`, here and on the server
+    /// (Java's `removeAllWatches`); each removed watcher is told with a
+    /// `DataWatchRemoved` / `ChildWatchRemoved` / `PersistentWatchRemoved` event.
+    ///
+    /// # Errors
+    /// `NoWatcher` when this client has no such watch on `path`.
+    pub fn remove_watches(&self, path: &str, watcher_type: WatcherType) -> Result<()> {
+        validate_path(path, false)?;
+        let removed = self.shared().watches.lock().remove(path, watcher_type);
+        if removed.is_empty() {
+            return Err(Error::zk(ZkError::NoWatcher, path));
+        }
+        let mut w = Writer::request(0, op::REMOVE_WATCHES);
+        w.string(&self.server_path(path)).i32(watcher_type.code());
+        match self.call(op::REMOVE_WATCHES, w, None, path) {
+            Ok(_) => {}
+            // Fired or gone server-side meanwhile: removed all the same.
+            Err(e) if e.is(ZkError::NoWatcher) => {}
+            Err(e) => log::debug!("removeWatches {path}: {e}; removed locally"),
+        }
+        for (watcher, event_type) in removed {
+            let event = WatchedEvent::node(event_type, path);
+            if let Err(p) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watcher.process(event)))
+            {
+                log::error!("a watcher panicked on removal: {p:?}");
+            }
+        }
+        Ok(())
+    }
+
+    // ---- auth, multi, close -----------------------------------------------
+
+    /// Adds authentication (`scheme`, e.g. `digest` with `user:password`); replayed
+    /// after every reconnect.
+    ///
+    /// # Errors
+    /// `AuthFailed` (the handle is then dead).
+    pub fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<()> {
+        if scheme.is_empty() {
+            return Err(Error::BadArguments("empty auth scheme".into()));
+        }
+        self.shared().add_auth(scheme, auth)
+    }
+
+    /// Runs `ops` atomically: all apply or none does. Returns one result per op.
+    ///
+    /// # Errors
+    /// [`Error::Multi`] with the index and code of the first failing op and the
+    /// server's per-op results (nothing was applied); `ConnectionLoss` and the
+    /// other session errors as any call. An empty `ops` is a no-op.
+    pub fn multi(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut w = Writer::request(0, op::MULTI);
+        for o in ops {
+            match o {
+                Op::Create {
+                    path,
+                    data,
+                    acl,
+                    mode,
+                } => {
+                    validate_path(path, mode.is_sequential())?;
+                    if mode.is_ttl() {
+                        return Err(Error::BadArguments(format!(
+                            "{mode:?} is not supported in multi"
+                        )));
+                    }
+                    if acl.is_empty() {
+                        return Err(Error::zk(ZkError::InvalidAcl, path.as_str()));
+                    }
+                    let t = if *mode == CreateMode::Container {
+                        op::CREATE_CONTAINER
+                    } else {
+                        op::CREATE2
+                    };
+                    w.i32(t).bool(false).i32(-1);
+                    w.string(&self.server_path(path))
+                        .buffer(data)
+                        .acl(acl)
+                        .i32(mode.flags());
+                }
+                Op::Delete { path, version } => {
+                    validate_path(path, false)?;
+                    w.i32(op::DELETE).bool(false).i32(-1);
+                    w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
+                }
+                Op::SetData {
+                    path,
+                    data,
+                    version,
+                } => {
+                    validate_path(path, false)?;
+                    w.i32(op::SET_DATA).bool(false).i32(-1);
+                    w.string(&self.server_path(path))
+                        .buffer(data)
+                        .i32(version.unwrap_or(-1));
+                }
+                Op::Check { path, version } => {
+                    validate_path(path, false)?;
+                    w.i32(op::CHECK).bool(false).i32(-1);
+                    w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
+                }
+            }
+        }
+        w.i32(-1).bool(true).i32(-1);
+        let first = ops[0].path().to_string();
+        let body = self.call(op::MULTI, w, None, &first)?;
+        let results = self.read_multi(&body).map_err(|_| marshalling(&first))?;
+        let failed = results
+            .iter()
+            .position(|r| matches!(r, OpResult::Error { code } if *code != 0 && *code != ZkError::RuntimeInconsistency.code()))
+            .or_else(|| results.iter().position(|r| matches!(r, OpResult::Error { code } if *code != 0)));
+        match failed {
+            Some(index) => {
+                let OpResult::Error { code } = results[index] else {
+                    unreachable!("position found an error")
+                };
+                Err(Error::Multi {
+                    index,
+                    code: ZkError::from_code(code),
+                    results,
+                })
+            }
+            None => Ok(results),
+        }
+    }
+
+    fn read_multi(&self, body: &[u8]) -> std::result::Result<Vec<OpResult>, proto::DecodeError> {
+        let mut r = Reader::new(body);
+        let mut out = Vec::new();
+        loop {
+            let t = r.i32()?;
+            let done = r.bool()?;
+            let _err = r.i32()?;
+            if done {
+                break;
+            }
+            out.push(match t {
+                op::CREATE => OpResult::Create {
+                    path: self.client_path(&r.string()?),
+                    stat: None,
+                },
+                op::CREATE2 | op::CREATE_CONTAINER | op::CREATE_TTL => {
+                    let path = self.client_path(&r.string()?);
+                    OpResult::Create {
+                        path,
+                        stat: Some(r.stat()?),
+                    }
+                }
+                op::SET_DATA => OpResult::SetData { stat: r.stat()? },
+                op::DELETE => OpResult::Delete,
+                op::CHECK => OpResult::Check,
+                op::ERROR => OpResult::Error { code: r.i32()? },
+                _ => return Err(proto::DecodeError("unknown multi result type")),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Ends the session: the server deletes its ephemeral nodes at once. Idempotent;
+    /// bounded even when the server does not answer; joins the client's threads
+    /// (except when called from a watcher, on the event thread, which then ends by
+    /// itself). The default watcher gets a `Closed` event.
+    pub fn close(&self) -> Result<()> {
+        self.handle.close();
+        Ok(())
+    }
+
+    /// Test hook: the reply to the next request of `kind` is lost — the server
+    /// applies it, then the connection drops before the reply reaches the caller,
+    /// who sees `ConnectionLoss` (the session survives and reconnects).
+    #[cfg(feature = "testing")]
+    pub fn lose_next_reply(&self, kind: ReplyKind) {
+        let ops: &[i32] = match kind {
+            ReplyKind::Create => &[
+                op::CREATE,
+                op::CREATE2,
+                op::CREATE_CONTAINER,
+                op::CREATE_TTL,
+            ],
+            ReplyKind::Delete => &[op::DELETE],
+            ReplyKind::SetData => &[op::SET_DATA],
+            ReplyKind::GetData => &[op::GET_DATA],
+            ReplyKind::Exists => &[op::EXISTS],
+            ReplyKind::GetChildren => &[op::GET_CHILDREN, op::GET_CHILDREN2],
+            ReplyKind::Multi => &[op::MULTI],
+        };
+        self.shared().lose_next_reply(ops);
+    }
+}
+
+/// Which reply [`ZooKeeper::lose_next_reply`] loses (feature `testing`).
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyKind {
+    /// Any create.
+    Create,
+    /// delete.
+    Delete,
+    /// setData.
+    SetData,
+    /// getData.
+    GetData,
+    /// exists.
+    Exists,
+    /// getChildren / getChildren2.
+    GetChildren,
+    /// multi.
+    Multi,
+}
+
+fn marshalling(path: &str) -> Error {
+    Error::zk(ZkError::MarshallingError, path)
+}
+
+fn with_path(e: Error, path: &str) -> Error {
+    match e {
+        Error::Zk { code, path: None } => Error::zk(code, path),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_connect_strings_and_paths_fail_before_connecting() {
+        let e = ZooKeeper::connect("", Duration::from_secs(1), |_e: WatchedEvent| {}).unwrap_err();
+        assert!(matches!(e, Error::BadArguments(_)), "{e}");
+        let e = ZooKeeper::connect("h:1", Duration::ZERO, |_e: WatchedEvent| {}).unwrap_err();
+        assert!(matches!(e, Error::BadArguments(_)), "{e}");
+    }
+
+    #[test]
+    fn handle_is_send_sync_clone() {
+        fn check<T: Send + Sync + Clone + 'static>() {}
+        check::<ZooKeeper>();
+    }
+}

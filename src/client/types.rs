@@ -163,7 +163,10 @@ impl CreateMode {
 
     /// Whether the node ends with its session.
     pub fn is_ephemeral(self) -> bool {
-        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+        matches!(
+            self,
+            CreateMode::Ephemeral | CreateMode::EphemeralSequential
+        )
     }
 
     /// Whether the mode needs a TTL.

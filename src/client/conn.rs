@@ -1,0 +1,871 @@
+//! The session layer: one connection thread (connect, handshake, read replies and
+//! notifications, ping, detect dead connections, reconnect) and one event thread
+//! (calls watchers). Callers write their request frames themselves, under the
+//! writer lock, and block on their own reply, matched by xid.
+//!
+//! Timers follow the Java client (`ClientCnxn`): read timeout = 2/3 of the
+//! negotiated session timeout; a ping when nothing was sent for half of it; a
+//! connect timeout per attempt of session timeout / number of hosts.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use log::{debug, error, info, trace, warn};
+use parking_lot::{Condvar, Mutex};
+
+use super::path::strip_chroot;
+use super::proto::{self, op, xid, ConnectResponse, Reader, ReplyHeader, Writer};
+use super::types::{EventType, KeeperState, State, WatchedEvent};
+use super::watches::{Kind, WatchManager, WatcherRef};
+use crate::error::{Error, ZkError};
+use crate::util::{jitter, shuffle};
+
+/// What a caller gets back: the reply body, or the failure.
+pub(crate) type Reply = Result<Vec<u8>, Error>;
+
+/// The most a single SetWatches packet carries (the Java client's limit).
+const SET_WATCHES_MAX: usize = 128 * 1024;
+
+/// A watch to register when the reply arrives.
+#[derive(Clone)]
+pub(crate) struct WatchReg {
+    /// `exists`: registered as a data watch on success, an exist watch on NoNode.
+    pub(crate) exists: bool,
+    pub(crate) kind: Kind,
+    pub(crate) path: String,
+    pub(crate) watcher: WatcherRef,
+}
+
+struct Pending {
+    xid: i32,
+    opcode: i32,
+    tx: Sender<Reply>,
+    reg: Option<WatchReg>,
+}
+
+enum EventMsg {
+    Deliver(Vec<WatcherRef>, WatchedEvent),
+    Stop,
+}
+
+/// Why a connection ended (its fields are read through `Debug`, in logs).
+#[derive(Debug)]
+#[allow(dead_code)]
+enum ConnEnd {
+    Io(io::Error),
+    ReadTimeout(Duration),
+    Protocol(String),
+    AuthFailed,
+    Closing,
+    #[cfg(feature = "testing")]
+    Injected,
+}
+
+/// How the connection thread ended the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Terminal {
+    Expired,
+    AuthFailed,
+    Closed,
+}
+
+struct Session {
+    state: State,
+    id: i64,
+    password: Vec<u8>,
+    negotiated: Duration,
+    closing: bool,
+    /// The last connection-state event delivered (each change is told once).
+    told: Option<KeeperState>,
+}
+
+/// Settings fixed at connect time.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) hosts: Vec<String>,
+    pub(crate) chroot: Option<String>,
+    pub(crate) session_timeout: Duration,
+    pub(crate) request_timeout: Duration,
+    pub(crate) connect_wait: Duration,
+    pub(crate) session_id: i64,
+    pub(crate) password: Vec<u8>,
+}
+
+/// State shared by the handle, the connection thread and the event thread.
+pub(crate) struct Shared {
+    pub(crate) settings: Settings,
+    pub(crate) default_watcher: WatcherRef,
+    session: Mutex<Session>,
+    session_cv: Condvar,
+    last_zxid: AtomicI64,
+    /// The connection's write half; `None` while not connected.
+    writer: Mutex<Option<TcpStream>>,
+    pending: Mutex<VecDeque<Pending>>,
+    auth_waiters: Mutex<VecDeque<Option<Sender<Reply>>>>,
+    auth: Mutex<Vec<(String, Vec<u8>)>>,
+    pub(crate) watches: Mutex<WatchManager>,
+    events: Sender<EventMsg>,
+    next_xid: AtomicI32,
+    epoch: Instant,
+    last_send_nanos: AtomicU64,
+    #[cfg(feature = "testing")]
+    lose_replies: Mutex<Vec<i32>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.session.lock();
+        f.debug_struct("Shared")
+            .field("hosts", &self.settings.hosts)
+            .field("state", &s.state)
+            .field("session_id", &format_args!("{:#x}", s.id))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts the threads. Returns the shared state and their join handles.
+pub(crate) fn start(
+    settings: Settings,
+    default_watcher: WatcherRef,
+) -> io::Result<(Arc<Shared>, Vec<JoinHandle<()>>)> {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let negotiated = settings.session_timeout;
+    let session = Session {
+        state: State::Connecting,
+        id: settings.session_id,
+        password: settings.password.clone(),
+        negotiated,
+        closing: false,
+        told: None,
+    };
+    let shared = Arc::new(Shared {
+        settings,
+        default_watcher,
+        session: Mutex::new(session),
+        session_cv: Condvar::new(),
+        last_zxid: AtomicI64::new(0),
+        writer: Mutex::new(None),
+        pending: Mutex::new(VecDeque::new()),
+        auth_waiters: Mutex::new(VecDeque::new()),
+        auth: Mutex::new(Vec::new()),
+        watches: Mutex::new(WatchManager::default()),
+        events: tx,
+        next_xid: AtomicI32::new(1),
+        epoch: Instant::now(),
+        last_send_nanos: AtomicU64::new(0),
+        #[cfg(feature = "testing")]
+        lose_replies: Mutex::new(Vec::new()),
+    });
+    let events = thread::Builder::new()
+        .name("zklock-event".into())
+        .spawn(move || run_events(rx))?;
+    let s = shared.clone();
+    let conn = match thread::Builder::new()
+        .name("zklock-conn".into())
+        .spawn(move || s.run())
+    {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = shared.events.send(EventMsg::Stop);
+            let _ = events.join();
+            return Err(e);
+        }
+    };
+    Ok((shared, vec![conn, events]))
+}
+
+fn run_events(rx: Receiver<EventMsg>) {
+    for msg in rx {
+        match msg {
+            EventMsg::Deliver(watchers, event) => {
+                for w in watchers {
+                    let ev = event.clone();
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| w.process(ev))) {
+                        let why = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "non-string panic".into());
+                        error!("a watcher panicked on {event}: {why}");
+                    }
+                }
+            }
+            EventMsg::Stop => break,
+        }
+    }
+    trace!("event thread ends");
+}
+
+impl Shared {
+    // ---- state -------------------------------------------------------------
+
+    pub(crate) fn state(&self) -> State {
+        self.session.lock().state
+    }
+
+    pub(crate) fn session_id(&self) -> i64 {
+        self.session.lock().id
+    }
+
+    pub(crate) fn session_password(&self) -> Vec<u8> {
+        self.session.lock().password.clone()
+    }
+
+    pub(crate) fn negotiated_timeout(&self) -> Duration {
+        self.session.lock().negotiated
+    }
+
+    pub(crate) fn last_zxid(&self) -> i64 {
+        self.last_zxid.load(Ordering::Relaxed)
+    }
+
+    fn tell_state(&self, s: &mut Session, ks: KeeperState) {
+        if s.told != Some(ks) {
+            s.told = Some(ks);
+            info!("session {:#x}: {ks:?}", s.id);
+            let _ = self.events.send(EventMsg::Deliver(
+                vec![self.default_watcher.clone()],
+                WatchedEvent::state(ks),
+            ));
+        }
+    }
+
+    fn terminal_error(state: State) -> Option<Error> {
+        match state {
+            State::Expired => Some(Error::zk_code(ZkError::SessionExpired)),
+            State::AuthFailed => Some(Error::zk_code(ZkError::AuthFailed)),
+            State::Closed => Some(Error::Closed),
+            _ => None,
+        }
+    }
+
+    /// Waits until connected, a terminal state, or `deadline`.
+    pub(crate) fn wait_connected(&self, deadline: Instant) -> Result<(), Error> {
+        let mut s = self.session.lock();
+        loop {
+            if let Some(e) = Self::terminal_error(s.state) {
+                return Err(e);
+            }
+            if s.closing {
+                return Err(Error::Closed);
+            }
+            if s.state == State::Connected {
+                return Ok(());
+            }
+            if self.session_cv.wait_until(&mut s, deadline).timed_out() {
+                return match Self::terminal_error(s.state) {
+                    Some(e) => Err(e),
+                    None if s.state == State::Connected => Ok(()),
+                    None => Err(Error::zk_code(ZkError::ConnectionLoss)),
+                };
+            }
+        }
+    }
+
+    // ---- requests ----------------------------------------------------------
+
+    fn touch_send(&self) {
+        let n = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_send_nanos.store(n, Ordering::Relaxed);
+    }
+
+    fn since_send(&self) -> Duration {
+        let last = Duration::from_nanos(self.last_send_nanos.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+
+    fn xid(&self) -> i32 {
+        loop {
+            let x = self.next_xid.fetch_add(1, Ordering::Relaxed);
+            if x > 0 {
+                return x;
+            }
+            // Wrapped: start again at 1 (negative xids are reserved).
+            let _ = self.next_xid.compare_exchange(
+                x.wrapping_add(1),
+                1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// Writes a request frame on the current connection and queues its reply slot.
+    fn send(
+        &self,
+        opcode: i32,
+        mut frame: Vec<u8>,
+        reg: Option<WatchReg>,
+    ) -> Result<Receiver<Reply>, Error> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let mut w = self.writer.lock();
+        let Some(stream) = w.as_mut() else {
+            return Err(Error::zk_code(ZkError::ConnectionLoss));
+        };
+        let xid = self.xid();
+        proto::set_xid(&mut frame, xid);
+        self.pending.lock().push_back(Pending {
+            xid,
+            opcode,
+            tx,
+            reg,
+        });
+        if let Err(e) = stream.write_all(&frame) {
+            debug!("write failed: {e}; dropping the connection");
+            let _ = stream.shutdown(Shutdown::Both);
+            *w = None;
+            // The connection thread fails the pending calls, this one included.
+        }
+        self.touch_send();
+        Ok(rx)
+    }
+
+    /// Sends a request and waits for its reply: waits for a connection first
+    /// (up to `connect_wait`), then for the reply (up to `request_timeout`).
+    pub(crate) fn call(&self, opcode: i32, frame: Vec<u8>, reg: Option<WatchReg>) -> Reply {
+        self.wait_connected(Instant::now() + self.settings.connect_wait)?;
+        let rx = self.send(opcode, frame, reg)?;
+        match rx.recv_timeout(self.settings.request_timeout) {
+            Ok(reply) => reply,
+            Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
+        }
+    }
+
+    /// `add_auth`: remembered for reconnects; waits for the server's answer.
+    pub(crate) fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
+        self.auth.lock().push((scheme.to_string(), auth.to_vec()));
+        self.wait_connected(Instant::now() + self.settings.connect_wait)?;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        {
+            let mut w = self.writer.lock();
+            let Some(stream) = w.as_mut() else {
+                // Replayed on the next connection.
+                return Ok(());
+            };
+            self.auth_waiters.lock().push_back(Some(tx));
+            if stream.write_all(&auth_frame(scheme, auth)).is_err() {
+                let _ = stream.shutdown(Shutdown::Both);
+                *w = None;
+            }
+            self.touch_send();
+        }
+        match rx.recv_timeout(self.settings.request_timeout) {
+            Ok(Ok(_)) => Ok(()),
+            // The packet is replayed after the reconnect.
+            Ok(Err(e)) if e.is_retryable() => Ok(()),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
+        }
+    }
+
+    // ---- close -------------------------------------------------------------
+
+    /// Ends the session: closeSession when connected (bounded wait), then stops
+    /// the connection thread. Idempotent; joining is the handle's job.
+    pub(crate) fn close(&self) {
+        let connected = {
+            let mut s = self.session.lock();
+            if s.closing || s.state.is_terminal() {
+                s.closing = true;
+                self.session_cv.notify_all();
+                drop(s);
+                self.shutdown_socket();
+                return;
+            }
+            s.closing = true;
+            s.state == State::Connected
+        };
+        self.session_cv.notify_all();
+        if connected {
+            let frame = Writer::request(0, op::CLOSE_SESSION).finish();
+            if let Ok(rx) = self.send(op::CLOSE_SESSION, frame, None) {
+                let bound = (self.negotiated_timeout() * 2 / 3).min(Duration::from_secs(2));
+                match rx.recv_timeout(bound) {
+                    Ok(Ok(_)) => debug!("session closed by the server"),
+                    Ok(Err(e)) => debug!("closeSession: {e}"),
+                    Err(_) => debug!("closeSession: no answer within {bound:?}"),
+                }
+            }
+        }
+        self.shutdown_socket();
+    }
+
+    fn shutdown_socket(&self) {
+        if let Some(s) = self.writer.lock().take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    // ---- testing hook ------------------------------------------------------
+
+    /// Makes the connection drop when the reply to the next request with one of
+    /// `opcodes` arrives: the server applied it, the caller sees ConnectionLoss.
+    #[cfg(feature = "testing")]
+    pub(crate) fn lose_next_reply(&self, opcodes: &[i32]) {
+        self.lose_replies.lock().extend_from_slice(opcodes);
+    }
+
+    #[cfg(feature = "testing")]
+    fn take_lost_reply(&self, opcode: i32) -> bool {
+        let mut l = self.lose_replies.lock();
+        if l.contains(&opcode) {
+            l.clear();
+            true
+        } else {
+            false
+        }
+    }
+
+    // ---- the connection thread ---------------------------------------------
+
+    fn run(self: Arc<Self>) {
+        let mut hosts = self.settings.hosts.clone();
+        shuffle(&mut hosts);
+        let mut next = 0usize;
+        let mut failures = 0u32;
+        let terminal = loop {
+            if self.session.lock().closing {
+                break Terminal::Closed;
+            }
+            let host = &hosts[next % hosts.len()];
+            next = next.wrapping_add(1);
+            match self.handshake(host, hosts.len()) {
+                Ok(None) => break Terminal::Expired,
+                Ok(Some((stream, reconnect))) => {
+                    failures = 0;
+                    let end = match self.on_connected(&stream, reconnect) {
+                        Ok(()) => self.serve(stream),
+                        Err(e) => ConnEnd::Io(e),
+                    };
+                    match &end {
+                        ConnEnd::Closing => {}
+                        ConnEnd::ReadTimeout(d) => info!(
+                            "no answer from {host} for {d:?}: closing the connection and reconnecting"
+                        ),
+                        e => info!("connection to {host} lost ({e:?}); reconnecting"),
+                    }
+                    self.on_disconnected();
+                    match end {
+                        ConnEnd::AuthFailed => break Terminal::AuthFailed,
+                        ConnEnd::Closing => break Terminal::Closed,
+                        _ => {}
+                    }
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    // 10 ms, 20 ms, ... up to 1 s, jittered: a dead ensemble costs
+                    // no CPU, a blip costs little time.
+                    let exp = failures.saturating_sub(1).min(7);
+                    let delay =
+                        jitter(Duration::from_millis(10 << exp).min(Duration::from_secs(1)));
+                    debug!("connect to {host} failed: {e}; next attempt in {delay:?}");
+                    let mut s = self.session.lock();
+                    if !s.closing {
+                        self.session_cv.wait_for(&mut s, delay);
+                    }
+                }
+            }
+        };
+        self.finish(terminal);
+    }
+
+    /// TCP connect + ConnectRequest/Response. `Ok(None)`: the session expired.
+    /// `Ok(Some((stream, reconnect)))`: connected; `reconnect` when the session
+    /// already existed.
+    fn handshake(&self, host: &str, n_hosts: usize) -> io::Result<Option<(TcpStream, bool)>> {
+        let (id, password, negotiated) = {
+            let s = self.session.lock();
+            (s.id, s.password.clone(), s.negotiated)
+        };
+        let n = u32::try_from(n_hosts).unwrap_or(u32::MAX).max(1);
+        let attempt = (negotiated / n).max(Duration::from_millis(100));
+        let addrs: Vec<SocketAddr> = host.to_socket_addrs()?.collect();
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "host resolved to no address");
+        let mut stream = None;
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, attempt) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = e,
+            }
+        }
+        let mut stream = stream.ok_or(last)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(attempt))?;
+        stream.set_write_timeout(Some(attempt))?;
+        let requested =
+            i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
+        let frame = proto::connect_request(self.last_zxid(), requested, id, &password);
+        stream.write_all(&frame)?;
+        let mut len = [0u8; 4];
+        stream.read_exact(&mut len)?;
+        let len = i32::from_be_bytes(len);
+        if !(0..=4096).contains(&len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad connect response length {len}"),
+            ));
+        }
+        let mut body = vec![0u8; len as usize];
+        stream.read_exact(&mut body)?;
+        let resp = ConnectResponse::read(&mut Reader::new(&body))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+        if resp.timeout_ms <= 0 {
+            if id != 0 {
+                info!("session {id:#x} expired (told by {host})");
+                return Ok(None);
+            }
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "server refused a new session",
+            ));
+        }
+        if id != 0 && resp.session_id != id {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "server answered with another session id",
+            ));
+        }
+        let mut s = self.session.lock();
+        s.id = resp.session_id;
+        s.password = resp.password;
+        s.negotiated = Duration::from_millis(resp.timeout_ms as u64);
+        debug!(
+            "connected to {host}: session {:#x}, timeout {:?}",
+            s.id, s.negotiated
+        );
+        Ok(Some((stream, id != 0)))
+    }
+
+    /// Replays auth and watches, then opens the connection to callers.
+    fn on_connected(&self, stream: &TcpStream, reconnect: bool) -> io::Result<()> {
+        let mut w = stream.try_clone()?;
+        let read_timeout = self.negotiated_timeout() * 2 / 3;
+        w.set_write_timeout(Some((read_timeout / 2).max(Duration::from_millis(50))))?;
+        {
+            let auths = self.auth.lock().clone();
+            let mut waiters = self.auth_waiters.lock();
+            for (scheme, auth) in &auths {
+                waiters.push_back(None);
+                w.write_all(&auth_frame(scheme, auth))?;
+            }
+        }
+        if reconnect {
+            for frame in self.set_watches_frames() {
+                w.write_all(&frame)?;
+            }
+        }
+        self.touch_send();
+        *self.writer.lock() = Some(w);
+        let mut s = self.session.lock();
+        s.state = State::Connected;
+        self.tell_state(&mut s, KeeperState::SyncConnected);
+        self.session_cv.notify_all();
+        Ok(())
+    }
+
+    /// SetWatches / SetWatches2 frames for every registered watch, each at most
+    /// ~128 KB.
+    fn set_watches_frames(&self) -> Vec<Vec<u8>> {
+        let tables = self.watches.lock().paths();
+        let chroot = self.settings.chroot.as_deref();
+        let server = |p: &String| super::path::prepend_chroot(chroot, p);
+        let tables: Vec<Vec<String>> = tables
+            .iter()
+            .map(|t| t.iter().map(server).collect())
+            .collect();
+        let persistent = !tables[3].is_empty() || !tables[4].is_empty();
+        let zxid = self.last_zxid();
+        let mut frames = Vec::new();
+        let mut cursor = [0usize; 5];
+        loop {
+            let mut chunk: [Vec<&str>; 5] = Default::default();
+            let mut size = 0usize;
+            for (t, paths) in tables.iter().enumerate() {
+                while cursor[t] < paths.len() && size < SET_WATCHES_MAX {
+                    let p = &paths[cursor[t]];
+                    size += p.len() + 4;
+                    chunk[t].push(p);
+                    cursor[t] += 1;
+                }
+            }
+            if chunk.iter().all(Vec::is_empty) {
+                break;
+            }
+            let opcode = if persistent {
+                op::SET_WATCHES2
+            } else {
+                op::SET_WATCHES
+            };
+            let mut w = Writer::request(xid::SET_WATCHES, opcode);
+            w.i64(zxid)
+                .strings(&chunk[0])
+                .strings(&chunk[1])
+                .strings(&chunk[2]);
+            if persistent {
+                w.strings(&chunk[3]).strings(&chunk[4]);
+            }
+            frames.push(w.finish());
+        }
+        if !frames.is_empty() {
+            debug!(
+                "re-setting watches in {} packet(s) from zxid {zxid:#x}",
+                frames.len()
+            );
+        }
+        frames
+    }
+
+    /// Reads replies and notifications until the connection ends.
+    fn serve(&self, mut stream: TcpStream) -> ConnEnd {
+        let negotiated = self.negotiated_timeout();
+        let read_timeout = negotiated * 2 / 3;
+        let ping_after = read_timeout / 2;
+        let tick = (read_timeout / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
+        if let Err(e) = stream.set_read_timeout(Some(tick)) {
+            return ConnEnd::Io(e);
+        }
+        let ping = Writer::request(xid::PING, op::PING).finish();
+        let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+        let mut start = 0usize;
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut last_recv = Instant::now();
+        loop {
+            if self.session.lock().closing {
+                return ConnEnd::Closing;
+            }
+            let quiet = last_recv.elapsed();
+            if quiet >= read_timeout {
+                return ConnEnd::ReadTimeout(quiet);
+            }
+            if self.since_send() >= ping_after {
+                // Never wait behind a caller's write: if one is writing, that counts.
+                if let Some(mut w) = self.writer.try_lock_for(Duration::from_millis(1)) {
+                    if let Some(s) = w.as_mut() {
+                        if let Err(e) = s.write_all(&ping) {
+                            return ConnEnd::Io(e);
+                        }
+                        trace!("ping");
+                    }
+                    self.touch_send();
+                }
+            }
+            match stream.read(&mut chunk) {
+                Ok(0) => {
+                    return ConnEnd::Io(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "server closed the connection",
+                    ))
+                }
+                Ok(n) => {
+                    last_recv = Instant::now();
+                    buf.extend_from_slice(&chunk[..n]);
+                    // Every complete frame.
+                    loop {
+                        let avail = &buf[start..];
+                        if avail.len() < 4 {
+                            break;
+                        }
+                        let len = i32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]);
+                        if len < 16 || len as usize > proto::MAX_FRAME {
+                            return ConnEnd::Protocol(format!("bad frame length {len}"));
+                        }
+                        let len = len as usize;
+                        if avail.len() < 4 + len {
+                            break;
+                        }
+                        if let Err(end) = self.handle_frame(&avail[4..4 + len]) {
+                            return end;
+                        }
+                        start += 4 + len;
+                    }
+                    if start == buf.len() {
+                        buf.clear();
+                        start = 0;
+                    } else if start > 64 * 1024 {
+                        buf.drain(..start);
+                        start = 0;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return ConnEnd::Io(e),
+            }
+        }
+    }
+
+    fn handle_frame(&self, body: &[u8]) -> Result<(), ConnEnd> {
+        let mut r = Reader::new(body);
+        let hdr = ReplyHeader::read(&mut r).map_err(|e| ConnEnd::Protocol(e.0.into()))?;
+        if hdr.zxid > 0 {
+            self.last_zxid.fetch_max(hdr.zxid, Ordering::Relaxed);
+        }
+        match hdr.xid {
+            xid::PING => Ok(()),
+            xid::SET_WATCHES => {
+                if hdr.err != 0 {
+                    warn!("SetWatches failed: {}", ZkError::from_code(hdr.err));
+                }
+                Ok(())
+            }
+            xid::AUTH => {
+                let waiter = self.auth_waiters.lock().pop_front().flatten();
+                let reply = if hdr.err == 0 {
+                    Ok(Vec::new())
+                } else {
+                    Err(Error::zk_code(ZkError::from_code(hdr.err)))
+                };
+                if let Some(tx) = waiter {
+                    let _ = tx.send(reply);
+                }
+                if hdr.err == ZkError::AuthFailed.code() {
+                    return Err(ConnEnd::AuthFailed);
+                }
+                Ok(())
+            }
+            xid::NOTIFICATION => {
+                let (t, state, server_path) = proto::read_watcher_event(&mut r)
+                    .map_err(|e| ConnEnd::Protocol(format!("notification: {}", e.0)))?;
+                self.dispatch(t, state, &server_path);
+                Ok(())
+            }
+            x => {
+                let p = self.pending.lock().pop_front();
+                let Some(p) = p else {
+                    return Err(ConnEnd::Protocol(format!(
+                        "reply xid {x} with no request in flight"
+                    )));
+                };
+                if p.xid != x {
+                    let want = p.xid;
+                    self.pending.lock().push_front(p);
+                    return Err(ConnEnd::Protocol(format!(
+                        "xid out of order: got {x}, expected {want}"
+                    )));
+                }
+                #[cfg(feature = "testing")]
+                if self.take_lost_reply(p.opcode) {
+                    self.pending.lock().push_front(p);
+                    return Err(ConnEnd::Injected);
+                }
+                if let Some(reg) = p.reg {
+                    let ok = hdr.err == 0;
+                    let no_node = hdr.err == ZkError::NoNode.code();
+                    let kind = match (reg.exists, ok, no_node) {
+                        (true, true, _) => Some(Kind::Data),
+                        (true, false, true) => Some(Kind::Exist),
+                        (false, true, _) => Some(reg.kind),
+                        _ => None,
+                    };
+                    if let Some(kind) = kind {
+                        self.watches.lock().add(kind, &reg.path, reg.watcher);
+                    }
+                }
+                let reply = if hdr.err == 0 {
+                    Ok(body[body.len() - r.remaining()..].to_vec())
+                } else {
+                    Err(Error::zk_code(ZkError::from_code(hdr.err)))
+                };
+                trace!("reply xid {x} op {}: err {}", p.opcode, hdr.err);
+                let _ = p.tx.send(reply);
+                Ok(())
+            }
+        }
+    }
+
+    fn dispatch(&self, t: i32, state: i32, server_path: &str) {
+        let Some(event_type) = EventType::from_code(t) else {
+            warn!("ignoring a notification of unknown type {t} on {server_path}");
+            return;
+        };
+        let path = strip_chroot(self.settings.chroot.as_deref(), server_path);
+        let watchers = self.watches.lock().materialize(event_type, &path);
+        trace!("event {event_type:?} {path}: {} watcher(s)", watchers.len());
+        if watchers.is_empty() {
+            return;
+        }
+        let keeper_state = KeeperState::from_code(state).unwrap_or(KeeperState::SyncConnected);
+        let event = WatchedEvent {
+            event_type,
+            keeper_state,
+            path: Some(path),
+        };
+        let _ = self.events.send(EventMsg::Deliver(watchers, event));
+    }
+
+    fn fail_pending(&self, error: impl Fn() -> Error) {
+        let drained: Vec<Pending> = self.pending.lock().drain(..).collect();
+        for p in drained {
+            let _ = p.tx.send(Err(error()));
+        }
+        let waiters: Vec<_> = self.auth_waiters.lock().drain(..).collect();
+        for tx in waiters.into_iter().flatten() {
+            let _ = tx.send(Err(error()));
+        }
+    }
+
+    fn on_disconnected(&self) {
+        // Writer first: no request can be queued behind the drain.
+        let mut w = self.writer.lock();
+        if let Some(s) = w.take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        self.fail_pending(|| Error::zk_code(ZkError::ConnectionLoss));
+        drop(w);
+        let mut s = self.session.lock();
+        if !s.state.is_terminal() {
+            s.state = State::Connecting;
+        }
+        if !s.closing {
+            self.tell_state(&mut s, KeeperState::Disconnected);
+        }
+    }
+
+    fn finish(&self, terminal: Terminal) {
+        let mut w = self.writer.lock();
+        if let Some(s) = w.take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let (state, ks) = match terminal {
+            Terminal::Expired => (State::Expired, KeeperState::Expired),
+            Terminal::AuthFailed => (State::AuthFailed, KeeperState::AuthFailed),
+            Terminal::Closed => (State::Closed, KeeperState::Closed),
+        };
+        {
+            let mut s = self.session.lock();
+            s.state = state;
+            s.closing = true;
+            self.tell_state(&mut s, ks);
+            self.session_cv.notify_all();
+        }
+        let err = Self::terminal_error(state).unwrap_or(Error::Closed);
+        let code = err.code();
+        self.fail_pending(|| match code {
+            Some(c) => Error::zk_code(c),
+            None => Error::Closed,
+        });
+        drop(w);
+        let _ = self.events.send(EventMsg::Stop);
+        debug!("connection thread ends: {state:?}");
+    }
+}
+
+fn auth_frame(scheme: &str, auth: &[u8]) -> Vec<u8> {
+    let mut w = Writer::request(xid::AUTH, op::AUTH);
+    w.i32(0).string(scheme).buffer(auth);
+    w.finish()
+}

@@ -1,0 +1,234 @@
+//! Client-side watch registry (Java's `ZKWatchManager`).
+//!
+//! Paths are client paths (chroot removed). A watcher registered twice on the same
+//! path and kind is kept once (identity of the `Arc`), so each trigger calls it once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::types::{EventType, Watcher, WatcherType};
+
+pub(crate) type WatcherRef = Arc<dyn Watcher>;
+
+/// Which table a registration goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Data,
+    Exist,
+    Child,
+    Persistent,
+    Recursive,
+}
+
+fn same(a: &WatcherRef, b: &WatcherRef) -> bool {
+    std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
+}
+
+fn push_unique(out: &mut Vec<WatcherRef>, w: WatcherRef) {
+    if !out.iter().any(|x| same(x, &w)) {
+        out.push(w);
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct WatchManager {
+    data: HashMap<String, Vec<WatcherRef>>,
+    exist: HashMap<String, Vec<WatcherRef>>,
+    child: HashMap<String, Vec<WatcherRef>>,
+    persistent: HashMap<String, Vec<WatcherRef>>,
+    recursive: HashMap<String, Vec<WatcherRef>>,
+}
+
+impl std::fmt::Debug for WatchManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchManager")
+            .field("data", &self.data.len())
+            .field("exist", &self.exist.len())
+            .field("child", &self.child.len())
+            .field("persistent", &self.persistent.len())
+            .field("recursive", &self.recursive.len())
+            .finish()
+    }
+}
+
+impl WatchManager {
+    fn table(&mut self, kind: Kind) -> &mut HashMap<String, Vec<WatcherRef>> {
+        match kind {
+            Kind::Data => &mut self.data,
+            Kind::Exist => &mut self.exist,
+            Kind::Child => &mut self.child,
+            Kind::Persistent => &mut self.persistent,
+            Kind::Recursive => &mut self.recursive,
+        }
+    }
+
+    pub(crate) fn add(&mut self, kind: Kind, path: &str, watcher: WatcherRef) {
+        let list = self.table(kind).entry(path.to_string()).or_default();
+        push_unique(list, watcher);
+    }
+
+    /// The watchers a node event triggers; one-shot watches are removed.
+    pub(crate) fn materialize(&mut self, event_type: EventType, path: &str) -> Vec<WatcherRef> {
+        let mut out = Vec::new();
+        let take = |table: &mut HashMap<String, Vec<WatcherRef>>, out: &mut Vec<WatcherRef>| {
+            if let Some(ws) = table.remove(path) {
+                for w in ws {
+                    push_unique(out, w);
+                }
+            }
+        };
+        match event_type {
+            EventType::NodeCreated | EventType::NodeDataChanged => {
+                take(&mut self.data, &mut out);
+                take(&mut self.exist, &mut out);
+            }
+            EventType::NodeChildrenChanged => take(&mut self.child, &mut out),
+            EventType::NodeDeleted => {
+                take(&mut self.data, &mut out);
+                take(&mut self.exist, &mut out);
+                take(&mut self.child, &mut out);
+            }
+            _ => {}
+        }
+        if matches!(
+            event_type,
+            EventType::NodeCreated
+                | EventType::NodeDataChanged
+                | EventType::NodeDeleted
+                | EventType::NodeChildrenChanged
+        ) {
+            if let Some(ws) = self.persistent.get(path) {
+                for w in ws {
+                    push_unique(&mut out, w.clone());
+                }
+            }
+            // Recursive watches see every event but children changes, on the path
+            // and all its descendants.
+            if event_type != EventType::NodeChildrenChanged && !self.recursive.is_empty() {
+                let mut p = path;
+                loop {
+                    if let Some(ws) = self.recursive.get(p) {
+                        for w in ws {
+                            push_unique(&mut out, w.clone());
+                        }
+                    }
+                    if p == "/" {
+                        break;
+                    }
+                    p = match p.rfind('/') {
+                        Some(0) => "/",
+                        Some(i) => &p[..i],
+                        None => break,
+                    };
+                }
+            }
+        }
+        out
+    }
+
+    /// Removes the watches of `watcher_type` on `path`; returns each removed
+    /// watcher with the event type it must be told.
+    pub(crate) fn remove(
+        &mut self,
+        path: &str,
+        watcher_type: WatcherType,
+    ) -> Vec<(WatcherRef, EventType)> {
+        let kinds: &[Kind] = match watcher_type {
+            WatcherType::Children => &[Kind::Child],
+            WatcherType::Data => &[Kind::Data, Kind::Exist],
+            WatcherType::Any => &[
+                Kind::Data,
+                Kind::Exist,
+                Kind::Child,
+                Kind::Persistent,
+                Kind::Recursive,
+            ],
+            WatcherType::Persistent => &[Kind::Persistent],
+            WatcherType::PersistentRecursive => &[Kind::Recursive],
+        };
+        let mut out: Vec<(WatcherRef, EventType)> = Vec::new();
+        for &kind in kinds {
+            let ev = match kind {
+                Kind::Data | Kind::Exist => EventType::DataWatchRemoved,
+                Kind::Child => EventType::ChildWatchRemoved,
+                Kind::Persistent | Kind::Recursive => EventType::PersistentWatchRemoved,
+            };
+            if let Some(ws) = self.table(kind).remove(path) {
+                for w in ws {
+                    if !out.iter().any(|(x, e)| *e == ev && same(x, &w)) {
+                        out.push((w, ev));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every watched path, by table, for SetWatches after a reconnect.
+    pub(crate) fn paths(&self) -> [Vec<String>; 5] {
+        let keys = |t: &HashMap<String, Vec<WatcherRef>>| t.keys().cloned().collect::<Vec<_>>();
+        [
+            keys(&self.data),
+            keys(&self.exist),
+            keys(&self.child),
+            keys(&self.persistent),
+            keys(&self.recursive),
+        ]
+    }
+
+    /// Total registrations (for tests and leak checks).
+    pub(crate) fn len(&self) -> usize {
+        [
+            &self.data,
+            &self.exist,
+            &self.child,
+            &self.persistent,
+            &self.recursive,
+        ]
+        .iter()
+        .map(|t| t.values().map(Vec::len).sum::<usize>())
+        .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::WatchedEvent;
+
+    fn w() -> WatcherRef {
+        Arc::new(|_e: WatchedEvent| {})
+    }
+
+    #[test]
+    fn one_call_per_trigger_and_one_shot() {
+        let mut m = WatchManager::default();
+        let a = w();
+        m.add(Kind::Data, "/x", a.clone());
+        m.add(Kind::Data, "/x", a.clone());
+        m.add(Kind::Exist, "/x", a.clone());
+        let b = w();
+        m.add(Kind::Child, "/x", b.clone());
+        assert_eq!(m.materialize(EventType::NodeDataChanged, "/x").len(), 1);
+        assert!(m.materialize(EventType::NodeDataChanged, "/x").is_empty());
+        assert_eq!(m.materialize(EventType::NodeDeleted, "/x").len(), 1);
+        assert_eq!(m.len(), 0);
+    }
+
+    #[test]
+    fn persistent_and_recursive() {
+        let mut m = WatchManager::default();
+        let p = w();
+        let r = w();
+        m.add(Kind::Persistent, "/a", p.clone());
+        m.add(Kind::Recursive, "/", r.clone());
+        assert_eq!(m.materialize(EventType::NodeChildrenChanged, "/a").len(), 1);
+        assert_eq!(m.materialize(EventType::NodeDataChanged, "/a/b/c").len(), 1);
+        assert_eq!(m.materialize(EventType::NodeDeleted, "/a").len(), 2);
+        assert_eq!(m.len(), 2, "persistent watches stay");
+        let removed = m.remove("/a", WatcherType::Any);
+        assert_eq!(removed.len(), 1);
+        assert_eq!(removed[0].1, EventType::PersistentWatchRemoved);
+        assert_eq!(m.len(), 1);
+    }
+}
