@@ -130,11 +130,19 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-/// Starts the threads. Returns the shared state and their join handles.
+/// The client's two threads.
+pub(crate) struct Threads {
+    pub(crate) conn: JoinHandle<()>,
+    pub(crate) events: JoinHandle<()>,
+    /// Receives once when the event thread has ended.
+    pub(crate) events_done: Receiver<()>,
+}
+
+/// Starts the threads. Returns the shared state and their handles.
 pub(crate) fn start(
     settings: Settings,
     default_watcher: WatcherRef,
-) -> io::Result<(Arc<Shared>, Vec<JoinHandle<()>>)> {
+) -> io::Result<(Arc<Shared>, Threads)> {
     let (tx, rx) = crossbeam_channel::unbounded();
     let negotiated = settings.session_timeout;
     let session = Session {
@@ -163,9 +171,13 @@ pub(crate) fn start(
         #[cfg(feature = "testing")]
         lose_replies: Mutex::new(Vec::new()),
     });
+    let (done_tx, events_done) = crossbeam_channel::bounded(1);
     let events = thread::Builder::new()
         .name("zklock-event".into())
-        .spawn(move || run_events(rx))?;
+        .spawn(move || {
+            run_events(rx);
+            let _ = done_tx.send(());
+        })?;
     let s = shared.clone();
     let conn = match thread::Builder::new()
         .name("zklock-conn".into())
@@ -178,7 +190,14 @@ pub(crate) fn start(
             return Err(e);
         }
     };
-    Ok((shared, vec![conn, events]))
+    Ok((
+        shared,
+        Threads {
+            conn,
+            events,
+            events_done,
+        },
+    ))
 }
 
 fn run_events(rx: Receiver<EventMsg>) {

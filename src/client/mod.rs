@@ -38,7 +38,6 @@ mod watches;
 
 use std::fmt;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -47,9 +46,15 @@ pub use types::*;
 
 use crate::error::{Error, Result, ZkError};
 use conn::{Settings, Shared, WatchReg};
-use path::{prepend_chroot, strip_chroot, validate_path, ConnectString};
+use path::{prepend_chroot, strip_chroot, ConnectString};
 use proto::{op, Reader, Writer};
 use watches::{Kind, WatcherRef};
+
+/// Checks a znode path before it is sent (absolute, no trailing `/`, no empty,
+/// `.` or `..` segment, no NUL or control character).
+pub(crate) fn validate_path(path: &str) -> Result<()> {
+    path::validate_path(path, false)
+}
 
 /// ZooKeeper's default `jute.maxbuffer`: the largest request a server accepts.
 pub const MAX_PACKET: usize = 0xfffff;
@@ -83,19 +88,33 @@ pub struct ZooKeeper {
 
 struct Handle {
     shared: Arc<Shared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    threads: Mutex<Option<conn::Threads>>,
 }
+
+/// How long `close` waits for a watcher still running on the event thread.
+const EVENT_THREAD_JOIN: Duration = Duration::from_secs(5);
 
 impl Handle {
     fn close(&self) {
         self.shared.close();
-        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock());
-        let me = std::thread::current().id();
-        for t in threads {
-            // close() may run on the event thread (from a watcher): it ends by itself.
-            if t.thread().id() != me {
-                let _ = t.join();
+        let Some(threads) = self.threads.lock().take() else {
+            return;
+        };
+        // The connection thread runs no user code: it ends promptly.
+        let _ = threads.conn.join();
+        // close() may run on the event thread (from a watcher): it ends by itself.
+        if threads.events.thread().id() == std::thread::current().id() {
+            return;
+        }
+        // A watcher that never returns must not hang close(): wait a bound, then
+        // leave the thread to finish on its own.
+        match threads.events_done.recv_timeout(EVENT_THREAD_JOIN) {
+            Ok(()) | Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                let _ = threads.events.join();
             }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => log::warn!(
+                "a watcher is still running {EVENT_THREAD_JOIN:?} after close(); not waiting for it"
+            ),
         }
     }
 }
@@ -160,13 +179,31 @@ impl ZooKeeperBuilder {
         self
     }
 
-    /// Connects, blocking until the session is established.
+    /// Connects, blocking until the session is established: [`start`](Self::start)
+    /// then [`ZooKeeper::wait_connected`] for the connect wait.
     ///
     /// # Errors
     /// `BadArguments` for a bad connect string or timeout; `ConnectionLoss` when
     /// no server answered within the connect wait; `SessionExpired` when resuming
     /// an expired session; `AuthFailed`.
     pub fn connect(self, watcher: impl Watcher + 'static) -> Result<ZooKeeper> {
+        let wait = self.connect_wait.unwrap_or(self.session_timeout);
+        let zk = self.start(watcher)?;
+        // Dropping `zk` on failure closes it and joins its threads.
+        zk.wait_connected(wait)?;
+        Ok(zk)
+    }
+
+    /// Starts the client and returns at once, like Java's `ZooKeeper`
+    /// constructor: the connection is made in the background and the watcher told
+    /// `SyncConnected`. Calls made before then wait for it (up to the connect
+    /// wait). This is what a watcher that is finished after the client needs
+    /// (HBase's `PendingWatcher`).
+    ///
+    /// # Errors
+    /// `BadArguments` for a bad connect string or session timeout; `Io` if the
+    /// threads cannot be spawned.
+    pub fn start(self, watcher: impl Watcher + 'static) -> Result<ZooKeeper> {
         let cs = ConnectString::parse(&self.connect_string)?;
         if self.session_timeout < Duration::from_millis(1)
             || self.session_timeout > Duration::from_secs(i32::MAX as u64 / 1000)
@@ -177,7 +214,6 @@ impl ZooKeeperBuilder {
             )));
         }
         let (session_id, password) = self.session.unwrap_or((0, vec![0; 16]));
-        let connect_wait = self.connect_wait.unwrap_or(self.session_timeout);
         let settings = Settings {
             hosts: cs.hosts,
             chroot: cs.chroot,
@@ -186,22 +222,17 @@ impl ZooKeeperBuilder {
                 .request_timeout
                 .unwrap_or(self.session_timeout * 2)
                 .max(Duration::from_millis(1)),
-            connect_wait,
+            connect_wait: self.connect_wait.unwrap_or(self.session_timeout),
             session_id,
             password,
         };
         let (shared, threads) = conn::start(settings, Arc::new(watcher))?;
-        let zk = ZooKeeper {
+        Ok(ZooKeeper {
             handle: Arc::new(Handle {
                 shared,
-                threads: Mutex::new(threads),
+                threads: Mutex::new(Some(threads)),
             }),
-        };
-        // Dropping `zk` on failure closes the session and joins the threads.
-        zk.handle
-            .shared
-            .wait_connected(Instant::now() + connect_wait)?;
-        Ok(zk)
+        })
     }
 }
 
@@ -252,6 +283,18 @@ impl ZooKeeper {
 
     fn shared(&self) -> &Shared {
         &self.handle.shared
+    }
+
+    /// Waits until the client is connected, at most `timeout`.
+    ///
+    /// # Errors
+    /// `ConnectionLoss` when not connected in time; `SessionExpired`,
+    /// `AuthFailed`, `Closed` when the handle is dead.
+    pub fn wait_connected(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86400 * 365));
+        self.shared().wait_connected(deadline)
     }
 
     /// The session id.
@@ -325,7 +368,7 @@ impl ZooKeeper {
         ttl: Option<Duration>,
         want_stat: bool,
     ) -> Result<(String, Option<Stat>)> {
-        validate_path(path, mode.is_sequential())?;
+        path::validate_path(path, mode.is_sequential())?;
         if acl.is_empty() {
             return Err(Error::zk(ZkError::InvalidAcl, path));
         }
@@ -425,14 +468,14 @@ impl ZooKeeper {
     /// # Errors
     /// `NoNode`, `BadVersion`, `NotEmpty`, `NoAuth`.
     pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
-        validate_path(path, false)?;
+        path::validate_path(path, false)?;
         let mut w = Writer::request(0, op::DELETE);
         w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
         self.call(op::DELETE, w, None, path).map(drop)
     }
 
     fn exists_impl(&self, path: &str, watcher: Option<WatcherRef>) -> Result<Option<Stat>> {
-        validate_path(path, false)?;
+        path::validate_path(path, false)?;
         let mut w = Writer::request(0, op::EXISTS);
         w.string(&self.server_path(path)).bool(watcher.is_some());
         let reg = watcher.map(|watcher| WatchReg {
@@ -469,7 +512,7 @@ impl ZooKeeper {
     }
 
     fn get_data_impl(&self, path: &str, watcher: Option<WatcherRef>) -> Result<(Vec<u8>, Stat)> {
-        validate_path(path, false)?;
+        path::validate_path(path, false)?;
         let mut w = Writer::request(0, op::GET_DATA);
         w.string(&self.server_path(path)).bool(watcher.is_some());
         let reg = watcher.map(|watcher| WatchReg {
@@ -514,7 +557,7 @@ impl ZooKeeper {
     /// # Errors
     /// `NoNode`, `BadVersion`, `NoAuth`; `BadArguments` over the packet limit.
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
-        validate_path(path, false)?;
+        path::validate_path(path, false)?;
         let mut w = Writer::request(0, op::SET_DATA);
         w.string(&self.server_path(path))
             .buffer(data)
@@ -531,7 +574,7 @@ impl ZooKeeper {
         watcher: Option<WatcherRef>,
         with_stat: bool,
     ) -> Result<(Vec<String>, Option<Stat>)> {
-        validate_path(path, false)?;
+        path::validate_path(path, false)?;
         let opcode = if with_stat {
             op::GET_CHILDREN2
         } else {
@@ -598,7 +641,7 @@ impl ZooKeeper {
     /// # Errors
     /// `NoNode`.
     pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
-        validate_path(path, false)?;
+        path::validate_path(path, false)?;
         let mut w = Writer::request(0, op::GET_ACL);
         w.string(&self.server_path(path));
         let body = self.call(op::GET_ACL, w, None, path)?;
@@ -613,7 +656,7 @@ impl ZooKeeper {
     /// # Errors
     /// `NoNode`, `BadVersion`, `InvalidAcl`, `NoAuth`.
     pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
-        validate_path(path, false)?;
+        path::validate_path(path, false)?;
         if acl.is_empty() {
             return Err(Error::zk(ZkError::InvalidAcl, path));
         }
@@ -628,7 +671,7 @@ impl ZooKeeper {
     /// Waits until the connected server has caught up with the leader for `path`
     /// (Java's `sync`, made blocking).
     pub fn sync(&self, path: &str) -> Result<()> {
-        validate_path(path, false)?;
+        path::validate_path(path, false)?;
         let mut w = Writer::request(0, op::SYNC);
         w.string(&self.server_path(path));
         self.call(op::SYNC, w, None, path).map(drop)
@@ -651,7 +694,7 @@ impl ZooKeeper {
     // ---- watches -------------------------------------------------------------
 
     fn add_watch_impl(&self, path: &str, mode: AddWatchMode, watcher: WatcherRef) -> Result<()> {
-        validate_path(path, false)?;
+        path::validate_path(path, false)?;
         let mut w = Writer::request(0, op::ADD_WATCH);
         w.string(&self.server_path(path)).i32(mode.code());
         let kind = match mode {
@@ -690,7 +733,7 @@ impl ZooKeeper {
     /// # Errors
     /// `NoWatcher` when this client has no such watch on `path`.
     pub fn remove_watches(&self, path: &str, watcher_type: WatcherType) -> Result<()> {
-        validate_path(path, false)?;
+        path::validate_path(path, false)?;
         let removed = self.shared().watches.lock().remove(path, watcher_type);
         if removed.is_empty() {
             return Err(Error::zk(ZkError::NoWatcher, path));
@@ -747,7 +790,7 @@ impl ZooKeeper {
                     acl,
                     mode,
                 } => {
-                    validate_path(path, mode.is_sequential())?;
+                    path::validate_path(path, mode.is_sequential())?;
                     if mode.is_ttl() {
                         return Err(Error::BadArguments(format!(
                             "{mode:?} is not supported in multi"
@@ -768,7 +811,7 @@ impl ZooKeeper {
                         .i32(mode.flags());
                 }
                 Op::Delete { path, version } => {
-                    validate_path(path, false)?;
+                    path::validate_path(path, false)?;
                     w.i32(op::DELETE).bool(false).i32(-1);
                     w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
                 }
@@ -777,14 +820,14 @@ impl ZooKeeper {
                     data,
                     version,
                 } => {
-                    validate_path(path, false)?;
+                    path::validate_path(path, false)?;
                     w.i32(op::SET_DATA).bool(false).i32(-1);
                     w.string(&self.server_path(path))
                         .buffer(data)
                         .i32(version.unwrap_or(-1));
                 }
                 Op::Check { path, version } => {
-                    validate_path(path, false)?;
+                    path::validate_path(path, false)?;
                     w.i32(op::CHECK).bool(false).i32(-1);
                     w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
                 }

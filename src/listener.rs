@@ -1,0 +1,106 @@
+//! `ZooKeeperListener` and `Abortable`: HBase's hooks for ZooKeeper events and
+//! fatal errors.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::client::WatchedEvent;
+use crate::error::Error;
+
+/// Receives node events from a [`ZooKeeperWatcher`](crate::ZooKeeperWatcher): HBase's
+/// `ZooKeeperListener`.
+///
+/// Every method has a no-op default; implement the ones you need. Calls come on
+/// the client's event thread, in registration order, one event at a time: keep
+/// them short. They may call ZooKeeper (replies never wait for the event thread)
+/// but must never wait for another event.
+///
+/// A listener interested in a single znode returns it from
+/// [`path`](ZooKeeperListener::path): the watcher then indexes it by that path and
+/// calls it only for events on it, so thousands of such listeners (one per
+/// waiting lock) cost nothing to events on other paths.
+pub trait ZooKeeperListener: Send + Sync {
+    /// The node was created.
+    fn node_created(&self, _path: &str) {}
+    /// The node was deleted.
+    fn node_deleted(&self, _path: &str) {}
+    /// The node's data changed.
+    fn node_data_changed(&self, _path: &str) {}
+    /// The node's children changed.
+    fn node_children_changed(&self, _path: &str) {}
+    /// A connection-state change (type `None`: `SyncConnected`, `Disconnected`,
+    /// `Expired`, `AuthFailed`, `Closed`). Not in HBase's class; zklock tells
+    /// listeners so that waits end when the session does.
+    fn connection_event(&self, _event: &WatchedEvent) {}
+    /// The single path this listener is about, if any (see the type docs). Must
+    /// not change while registered.
+    fn path(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// Something that can be aborted on a fatal error: HBase's `Abortable`.
+///
+/// A [`ZooKeeperWatcher`](crate::ZooKeeperWatcher) calls [`abort`](Abortable::abort)
+/// exactly once when its session expires (and trackers call it on ZooKeeper
+/// errors they cannot handle). Closures `Fn(&str, Option<&Error>)` implement it
+/// (then `is_aborted` is always false).
+pub trait Abortable: Send + Sync {
+    /// Aborts: `why` says why, `error` is the cause when there is one.
+    fn abort(&self, why: &str, error: Option<&Error>);
+    /// Whether [`abort`](Abortable::abort) was called.
+    fn is_aborted(&self) -> bool {
+        false
+    }
+}
+
+impl<F: Fn(&str, Option<&Error>) + Send + Sync> Abortable for F {
+    fn abort(&self, why: &str, error: Option<&Error>) {
+        self(why, error)
+    }
+}
+
+/// The default [`Abortable`]: logs the reason at error level and remembers it.
+#[derive(Debug, Default)]
+pub struct LoggingAbortable {
+    aborted: AtomicBool,
+}
+
+impl LoggingAbortable {
+    /// A fresh, not aborted instance.
+    pub fn new() -> LoggingAbortable {
+        LoggingAbortable::default()
+    }
+}
+
+impl Abortable for LoggingAbortable {
+    fn abort(&self, why: &str, error: Option<&Error>) {
+        self.aborted.store(true, Ordering::SeqCst);
+        match error {
+            Some(e) => log::error!("aborting: {why}: {e}"),
+            None => log::error!("aborting: {why}"),
+        }
+    }
+
+    fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closures_are_abortable_and_logging_abortable_remembers() {
+        let a = LoggingAbortable::new();
+        assert!(!a.is_aborted());
+        a.abort("test", None);
+        assert!(a.is_aborted());
+        let hits = std::sync::atomic::AtomicUsize::new(0);
+        let f = |_why: &str, _e: Option<&Error>| {
+            hits.fetch_add(1, Ordering::SeqCst);
+        };
+        f.abort("x", Some(&Error::Closed));
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+    }
+}

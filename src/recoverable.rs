@@ -1,0 +1,393 @@
+//! `RecoverableZooKeeper`: every ZooKeeper call of the toolkit, with HBase's
+//! retries and its rules for making non-idempotent operations safe to retry.
+
+use std::sync::Arc;
+
+use log::{debug, info, warn};
+
+use crate::client::{Acl, CreateMode, Op, OpResult, Stat, Watcher, ZooKeeper};
+use crate::error::{Error, Result, ZkError};
+use crate::metadata::{append_metadata, remove_metadata, unique_tag};
+use crate::retry::{RetryConfig, RetryCounter};
+
+/// HBase's `RecoverableZooKeeper`: a [`ZooKeeper`] handle whose calls retry
+/// recoverable errors and stay correct when they do.
+///
+/// Only `ConnectionLoss` and `OperationTimeout` are retried, sleeping per the
+/// [`RetryConfig`] (default: 3 retries after 1 s, 2 s, 4 s); `SessionExpired` and
+/// every other code are returned at once. When the retries are spent, the last
+/// error is returned unchanged (logged at warn). Each retry is logged at debug.
+///
+/// # Retry rules (HBase's)
+/// | operation | on a retry |
+/// |---|---|
+/// | `exists`, `get_children`, `get_data`, `get_acl`, `set_acl`, `sync` | plain retry |
+/// | `delete` | `NoNode` on a retry means the earlier attempt deleted it: success (on the first attempt `NoNode` is an error) |
+/// | `set_data` | `BadVersion` on a retry: read the node back; if it holds our write (same metadata salt), success |
+/// | `create`, not sequential | `NodeExists` on a retry: read back; if the data is ours, success, else the error |
+/// | `create`, sequential | the name carries a tag unique to this call: `<path><tag>-<sequence>`; a retry first looks for a child with that tag ([`find_previous_sequential_node`](Self::find_previous_sequential_node)) and adopts it |
+/// | `multi` | plain retry of the whole transaction: if the lost attempt was applied, the retry usually fails (e.g. `NodeExists`) and that error is returned. Guard with an `Op::Check` of a version if that matters |
+///
+/// HBase tags sequential nodes with one identifier per process, so two threads
+/// of a process can adopt each other's node after a connection loss; zklock's tag
+/// is unique per call.
+///
+/// # Data format
+/// `create` and `set_data` store HBase's metadata prefix before the data (see
+/// [`append_metadata`](crate::append_metadata): magic `0xFF`, id length, this
+/// handle's identifier, an 8-byte random salt) so a retry can recognise its own
+/// write; `get_data` strips it, and returns data without a prefix unchanged. Data
+/// written by HBase reads the same.
+///
+/// # Threads and cloning
+/// `Send + Sync`, a cheap `Clone` sharing the one session.
+#[derive(Clone)]
+pub struct RecoverableZooKeeper {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    zk: ZooKeeper,
+    identifier: String,
+    retry: RetryConfig,
+}
+
+impl std::fmt::Debug for RecoverableZooKeeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecoverableZooKeeper")
+            .field("identifier", &self.inner.identifier)
+            .field("retry", &self.inner.retry)
+            .field("zk", &self.inner.zk)
+            .finish()
+    }
+}
+
+impl RecoverableZooKeeper {
+    /// Wraps `zk`. `identifier` goes into the metadata of every write (HBase uses
+    /// the process name; an empty one becomes `pid@host`).
+    pub fn new(zk: ZooKeeper, identifier: &str, retry: RetryConfig) -> RecoverableZooKeeper {
+        let identifier = if identifier.is_empty() {
+            default_identifier()
+        } else {
+            identifier.to_string()
+        };
+        RecoverableZooKeeper {
+            inner: Arc::new(Inner {
+                zk,
+                identifier,
+                retry,
+            }),
+        }
+    }
+
+    /// The underlying client.
+    pub fn zookeeper(&self) -> &ZooKeeper {
+        &self.inner.zk
+    }
+
+    /// The identifier written into data's metadata.
+    pub fn identifier(&self) -> &str {
+        &self.inner.identifier
+    }
+
+    /// The retry settings.
+    pub fn retry_config(&self) -> RetryConfig {
+        self.inner.retry
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> i64 {
+        self.inner.zk.session_id()
+    }
+
+    /// The connection state.
+    pub fn state(&self) -> crate::client::State {
+        self.inner.zk.state()
+    }
+
+    /// Closes the session (idempotent).
+    pub fn close(&self) -> Result<()> {
+        self.inner.zk.close()
+    }
+
+    /// Runs `f` in HBase's retry loop; `f` gets whether this is a retry.
+    fn retrying<T>(
+        &self,
+        what: &str,
+        path: &str,
+        mut f: impl FnMut(bool) -> Result<T>,
+    ) -> Result<T> {
+        let mut counter = RetryCounter::new(self.inner.retry);
+        loop {
+            match f(counter.is_retry()) {
+                Err(e) if e.is_retryable() => {
+                    if !counter.should_retry() {
+                        warn!(
+                            "ZooKeeper {what} {path} failed after {} attempts: {e}",
+                            counter.attempt_times() + 1
+                        );
+                        return Err(e);
+                    }
+                    debug!(
+                        "ZooKeeper {what} {path}: {e}; retry {} of {} after {:?}",
+                        counter.attempt_times() + 1,
+                        counter.max_attempts(),
+                        counter.backoff_time(counter.attempt_times())
+                    );
+                    counter.sleep_until_next_retry();
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Deletes `path` (at `version`, or any). `NoNode` on a retry is success.
+    ///
+    /// # Errors
+    /// `NoNode` (first attempt), `BadVersion`, `NotEmpty`, session errors.
+    pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
+        self.retrying("delete", path, |is_retry| {
+            match self.inner.zk.delete(path, version) {
+                Err(e) if is_retry && e.is(ZkError::NoNode) => {
+                    info!("node {path} already deleted: an earlier attempt succeeded");
+                    Ok(())
+                }
+                other => other,
+            }
+        })
+    }
+
+    /// `exists` with the default watcher when `watch`.
+    pub fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>> {
+        self.retrying("exists", path, |_| self.inner.zk.exists(path, watch))
+    }
+
+    /// `exists` with `watcher` (registered once however many attempts).
+    pub fn exists_watch(&self, path: &str, watcher: &Arc<dyn Watcher>) -> Result<Option<Stat>> {
+        self.retrying("exists", path, |_| {
+            self.inner.zk.exists_watch(path, watcher.clone())
+        })
+    }
+
+    /// Children of `path`, with the default watcher when `watch`.
+    pub fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>> {
+        self.retrying("getChildren", path, |_| {
+            self.inner.zk.get_children(path, watch)
+        })
+    }
+
+    /// Children of `path` with `watcher`.
+    pub fn get_children_watch(
+        &self,
+        path: &str,
+        watcher: &Arc<dyn Watcher>,
+    ) -> Result<Vec<String>> {
+        self.retrying("getChildren", path, |_| {
+            self.inner.zk.get_children_watch(path, watcher.clone())
+        })
+    }
+
+    /// Children and the node's `Stat`.
+    pub fn get_children2(&self, path: &str, watch: bool) -> Result<(Vec<String>, Stat)> {
+        self.retrying("getChildren", path, |_| {
+            self.inner.zk.get_children2(path, watch)
+        })
+    }
+
+    /// Data without the metadata prefix, and `Stat`.
+    pub fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
+        self.retrying("getData", path, |_| self.inner.zk.get_data(path, watch))
+            .map(|(d, s)| (remove_metadata(&d).to_vec(), s))
+    }
+
+    /// Data without the metadata prefix, and `Stat`, with `watcher`.
+    pub fn get_data_watch(
+        &self,
+        path: &str,
+        watcher: &Arc<dyn Watcher>,
+    ) -> Result<(Vec<u8>, Stat)> {
+        self.retrying("getData", path, |_| {
+            self.inner.zk.get_data_watch(path, watcher.clone())
+        })
+        .map(|(d, s)| (remove_metadata(&d).to_vec(), s))
+    }
+
+    /// Data with its metadata prefix, as stored.
+    pub fn get_raw_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
+        self.retrying("getData", path, |_| self.inner.zk.get_data(path, false))
+    }
+
+    /// Sets `path`'s data (with the metadata prefix) at `version` or any.
+    /// `BadVersion` on a retry reads back: if the node holds this write, success.
+    ///
+    /// # Errors
+    /// `NoNode`, `BadVersion`, session errors.
+    pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
+        let new_data = append_metadata(&self.inner.identifier, data);
+        self.retrying("setData", path, |is_retry| {
+            match self.inner.zk.set_data(path, &new_data, version) {
+                Err(e) if is_retry && e.is(ZkError::BadVersion) => {
+                    let (current, stat) = self.inner.zk.get_data(path, false)?;
+                    if current == new_data {
+                        info!("setData {path}: an earlier attempt succeeded");
+                        Ok(stat)
+                    } else {
+                        Err(e)
+                    }
+                }
+                other => other,
+            }
+        })
+    }
+
+    /// The node's ACL.
+    pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
+        self.retrying("getAcl", path, |_| self.inner.zk.get_acl(path))
+    }
+
+    /// Sets the node's ACL.
+    pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
+        self.retrying("setAcl", path, |_| {
+            self.inner.zk.set_acl(path, acl, version)
+        })
+    }
+
+    /// Syncs the server with the leader for `path`.
+    pub fn sync(&self, path: &str) -> Result<()> {
+        self.retrying("sync", path, |_| self.inner.zk.sync(path))
+    }
+
+    /// Creates a node with the metadata prefix before `data`; returns the path.
+    ///
+    /// Sequential modes name the node `<path><tag>-<sequence>`, the tag unique to
+    /// this call, and adopt the node an earlier attempt created. Non-sequential:
+    /// `NodeExists` on a retry is success when the node holds this write.
+    ///
+    /// # Errors
+    /// `NodeExists`, `NoNode` (parent), `NoAuth`, session errors.
+    pub fn create(&self, path: &str, data: &[u8], acl: &[Acl], mode: CreateMode) -> Result<String> {
+        let new_data = append_metadata(&self.inner.identifier, data);
+        if mode.is_sequential() {
+            return self.create_sequential(path, &new_data, acl, mode);
+        }
+        self.retrying("create", path, |is_retry| {
+            match self.inner.zk.create(path, &new_data, acl, mode) {
+                Err(e) if is_retry && e.is(ZkError::NodeExists) => {
+                    match self.inner.zk.get_data(path, false) {
+                        Ok((current, _)) if current == new_data => {
+                            info!("create {path}: an earlier attempt succeeded");
+                            Ok(path.to_string())
+                        }
+                        Ok(_) => {
+                            warn!("node {path} already exists with other data");
+                            Err(e)
+                        }
+                        // Gone again meanwhile: the create may be tried anew.
+                        Err(e2) if e2.is(ZkError::NoNode) => {
+                            Err(Error::zk(ZkError::ConnectionLoss, path))
+                        }
+                        Err(e2) => Err(e2),
+                    }
+                }
+                other => other,
+            }
+        })
+    }
+
+    fn create_sequential(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+    ) -> Result<String> {
+        let tagged = format!("{path}{}-", unique_tag());
+        self.retrying("create", path, |is_retry| {
+            if is_retry {
+                if let Some(previous) = self.find_previous_sequential_node(&tagged)? {
+                    info!("create {path}: adopting {previous} from an earlier attempt");
+                    return Ok(previous);
+                }
+            }
+            self.inner.zk.create(&tagged, data, acl, mode)
+        })
+    }
+
+    /// HBase's `findPreviousSequentialNode`: the existing child of `prefix`'s
+    /// parent whose name starts with `prefix`'s last segment, if any.
+    ///
+    /// # Errors
+    /// `NoNode` for a missing parent; `BadArguments` for a prefix with no `/`.
+    pub fn find_previous_sequential_node(&self, prefix: &str) -> Result<Option<String>> {
+        let Some(slash) = prefix.rfind('/') else {
+            return Err(Error::BadArguments(format!("invalid prefix {prefix:?}")));
+        };
+        let (parent, node_prefix) = (&prefix[..slash], &prefix[slash + 1..]);
+        let parent = if parent.is_empty() { "/" } else { parent };
+        let children = self.inner.zk.get_children(parent, false)?;
+        Ok(children
+            .into_iter()
+            .find(|c| c.starts_with(node_prefix))
+            .map(|c| crate::zkutil::join_znode(parent, &c)))
+    }
+
+    /// Runs `ops` atomically; creates and set-datas get the metadata prefix.
+    /// Retried as a whole (see the type's table).
+    ///
+    /// # Errors
+    /// [`Error::Multi`] with the failing op; session errors.
+    pub fn multi(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
+        let ops: Vec<Op> = ops
+            .iter()
+            .map(|op| match op {
+                Op::Create {
+                    path,
+                    data,
+                    acl,
+                    mode,
+                } => Op::Create {
+                    path: path.clone(),
+                    data: append_metadata(&self.inner.identifier, data),
+                    acl: acl.clone(),
+                    mode: *mode,
+                },
+                Op::SetData {
+                    path,
+                    data,
+                    version,
+                } => Op::SetData {
+                    path: path.clone(),
+                    data: append_metadata(&self.inner.identifier, data),
+                    version: *version,
+                },
+                other => other.clone(),
+            })
+            .collect();
+        let first = ops.first().map(Op::path).unwrap_or("/").to_string();
+        self.retrying("multi", &first, |_| self.inner.zk.multi(&ops))
+    }
+}
+
+fn default_identifier() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "localhost".into());
+    format!("{}@{host}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_identifier_is_pid_at_host() {
+        let id = default_identifier();
+        assert!(id.starts_with(&format!("{}@", std::process::id())), "{id}");
+    }
+}

@@ -1,0 +1,628 @@
+//! `ZooKeeperWatcher`: one per process or session; owns the
+//! `RecoverableZooKeeper`, receives every ZooKeeper event and dispatches it to the
+//! registered [`ZooKeeperListener`]s.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use log::{debug, error, info, warn};
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
+use crate::error::{Error, Result, ZkError};
+use crate::listener::{Abortable, LoggingAbortable, ZooKeeperListener};
+use crate::pending::PendingWatcher;
+use crate::recoverable::RecoverableZooKeeper;
+use crate::retry::RetryConfig;
+
+/// The default base znode.
+pub const DEFAULT_BASE_ZNODE: &str = "/zklock";
+
+type ListenerRef = Arc<dyn ZooKeeperListener>;
+
+/// The listener registry: listeners about one path are indexed by it; the others
+/// see every event. Each entry carries a sequence number so that events reach
+/// listeners in registration order across both kinds.
+#[derive(Default)]
+struct Registry {
+    /// Next sequence for `register_listener`; `register_listener_first` counts
+    /// down from -1.
+    next: i64,
+    first: i64,
+    general: Vec<(i64, ListenerRef)>,
+    by_path: HashMap<String, Vec<(i64, ListenerRef)>>,
+    count: usize,
+}
+
+fn same(a: &ListenerRef, b: &ListenerRef) -> bool {
+    std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
+}
+
+impl Registry {
+    fn insert(&mut self, listener: ListenerRef, first: bool) {
+        let seq = if first {
+            self.first -= 1;
+            self.first
+        } else {
+            self.next += 1;
+            self.next
+        };
+        let list = match listener.path() {
+            Some(p) => self.by_path.entry(p.to_string()).or_default(),
+            None => &mut self.general,
+        };
+        if first {
+            list.insert(0, (seq, listener));
+        } else {
+            list.push((seq, listener));
+        }
+        self.count += 1;
+    }
+
+    fn remove(&mut self, listener: &ListenerRef) -> bool {
+        let (list, key) = match listener.path() {
+            Some(p) => match self.by_path.get_mut(p) {
+                Some(l) => (l, Some(p.to_string())),
+                None => return false,
+            },
+            None => (&mut self.general, None),
+        };
+        let Some(i) = list.iter().position(|(_, l)| same(l, listener)) else {
+            return false;
+        };
+        list.remove(i);
+        if list.is_empty() {
+            if let Some(k) = key {
+                self.by_path.remove(&k);
+            }
+        }
+        self.count -= 1;
+        true
+    }
+
+    /// Listeners for an event on `path`, in registration order.
+    fn for_path(&self, path: Option<&str>) -> Vec<ListenerRef> {
+        let specific: &[(i64, ListenerRef)] = path
+            .and_then(|p| self.by_path.get(p))
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        merge(&self.general, specific)
+    }
+
+    fn all(&self) -> Vec<ListenerRef> {
+        let mut v: Vec<&(i64, ListenerRef)> = self
+            .general
+            .iter()
+            .chain(self.by_path.values().flatten())
+            .collect();
+        v.sort_by_key(|(seq, _)| *seq);
+        v.into_iter().map(|(_, l)| l.clone()).collect()
+    }
+}
+
+fn merge(a: &[(i64, ListenerRef)], b: &[(i64, ListenerRef)]) -> Vec<ListenerRef> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        if j >= b.len() || (i < a.len() && a[i].0 < b[j].0) {
+            out.push(a[i].1.clone());
+            i += 1;
+        } else {
+            out.push(b[j].1.clone());
+            j += 1;
+        }
+    }
+    out
+}
+
+struct Inner {
+    prefix: String,
+    identifier: RwLock<String>,
+    rzk: RecoverableZooKeeper,
+    abortable: Arc<dyn Abortable>,
+    registry: RwLock<Registry>,
+    base_znode: String,
+    /// The session id whose `Expired` has been handled (abort once).
+    expired: AtomicBool,
+    closed: AtomicBool,
+    /// Connection generation: bumped on every state event, for waiters.
+    state_seq: AtomicI64,
+    state_lock: Mutex<KeeperState>,
+    state_cv: Condvar,
+    pending: Arc<PendingWatcher>,
+}
+
+/// HBase's `ZooKeeperWatcher`: the process's ZooKeeper session, its
+/// [`RecoverableZooKeeper`], and the registry of [`ZooKeeperListener`]s that
+/// every event is dispatched to.
+///
+/// Connection events: `SyncConnected` sets the identifier to
+/// `"<prefix>-0x<session id in hex>"`; `Disconnected` is logged and told to the
+/// listeners; `Expired` calls [`Abortable::abort`] exactly once and is told to the
+/// listeners, so every wait on this watcher ends with `SessionExpired`. zklock
+/// never opens a replacement session: make a new `ZooKeeperWatcher`.
+///
+/// # Threads and cloning
+/// `Send + Sync`, a cheap `Clone`; share one per process among all threads.
+/// Listener calls run on the client's event thread, in registration order; a
+/// listener about one path ([`ZooKeeperListener::path`]) is found by that path,
+/// so dispatch cost does not grow with the number of waiting locks.
+/// The session ends with [`close`](Self::close) or when the last clone is
+/// dropped (listeners that hold a clone keep it alive: close explicitly).
+///
+/// # Examples
+/// ```no_run
+/// use zklock::ZooKeeperWatcher;
+/// let zkw = ZooKeeperWatcher::connect("127.0.0.1:2181", "my-service", None)?;
+/// println!("connected as {}", zkw.identifier());
+/// zkw.close()?;
+/// # Ok::<(), zklock::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct ZooKeeperWatcher {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ZooKeeperWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZooKeeperWatcher")
+            .field("identifier", &*self.inner.identifier.read())
+            .field("base_znode", &self.inner.base_znode)
+            .field("listeners", &self.number_of_listeners())
+            .finish()
+    }
+}
+
+/// Builds a [`ZooKeeperWatcher`].
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zklock::{RetryConfig, ZooKeeperWatcher};
+/// let zkw = ZooKeeperWatcher::builder("127.0.0.1:2181")
+///     .with_identifier("worker")
+///     .with_session_timeout(Duration::from_secs(6))
+///     .with_retry(RetryConfig::default().with_max_attempts(5))
+///     .with_base_znode("/myapp")
+///     .with_create_base_znodes(true)
+///     .connect()?;
+/// # Ok::<(), zklock::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct ZooKeeperWatcherBuilder {
+    quorum: String,
+    prefix: String,
+    abortable: Option<Arc<dyn Abortable>>,
+    session_timeout: Duration,
+    connect_wait: Option<Duration>,
+    retry: RetryConfig,
+    base_znode: String,
+    create_base: bool,
+}
+
+impl std::fmt::Debug for ZooKeeperWatcherBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZooKeeperWatcherBuilder")
+            .field("quorum", &self.quorum)
+            .field("prefix", &self.prefix)
+            .field("session_timeout", &self.session_timeout)
+            .field("retry", &self.retry)
+            .field("base_znode", &self.base_znode)
+            .field("create_base", &self.create_base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ZooKeeperWatcherBuilder {
+    /// The identifier prefix (HBase's `identifier` argument). Default `zklock`.
+    pub fn with_identifier(mut self, prefix: &str) -> Self {
+        self.prefix = prefix.to_string();
+        self
+    }
+
+    /// Who is told when the session expires. Default: a [`LoggingAbortable`].
+    pub fn with_abortable(mut self, abortable: Arc<dyn Abortable>) -> Self {
+        self.abortable = Some(abortable);
+        self
+    }
+
+    /// The requested session timeout. Default 30 s (HBase's
+    /// `zookeeper.session.timeout` is 90 s; ZooKeeper caps at 20 ticks by default).
+    pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// How long `connect` (and a call while disconnected) waits for a
+    /// connection. Default: the session timeout.
+    pub fn with_connect_wait(mut self, wait: Duration) -> Self {
+        self.connect_wait = Some(wait);
+        self
+    }
+
+    /// `RecoverableZooKeeper`'s retries. Default [`RetryConfig::default`]
+    /// (HBase's: 3 retries, 1 s, exponential).
+    pub fn with_retry(mut self, retry: RetryConfig) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The base znode. Default [`DEFAULT_BASE_ZNODE`] (`/zklock`).
+    pub fn with_base_znode(mut self, base: &str) -> Self {
+        self.base_znode = base.to_string();
+        self
+    }
+
+    /// Whether `connect` creates the base znode (with parents). Default false.
+    pub fn with_create_base_znodes(mut self, create: bool) -> Self {
+        self.create_base = create;
+        self
+    }
+
+    /// Connects and returns the watcher once the session is established.
+    ///
+    /// # Errors
+    /// `BadArguments` (connect string, base znode); `ConnectionLoss` when no
+    /// server answered in time; errors creating the base znode.
+    pub fn connect(self) -> Result<ZooKeeperWatcher> {
+        crate::client::validate_path(&self.base_znode)?;
+        let pending = Arc::new(PendingWatcher::new());
+        let mut builder =
+            ZooKeeper::builder(&self.quorum).with_session_timeout(self.session_timeout);
+        if let Some(w) = self.connect_wait {
+            builder = builder.with_connect_wait(w);
+        }
+        let wait = self.connect_wait.unwrap_or(self.session_timeout);
+        // Started, not connected: events queue in the PendingWatcher until the
+        // watcher below is ready (HBase's InstancePending dance).
+        let zk = builder.start(pending.clone())?;
+        let inner = Arc::new(Inner {
+            prefix: self.prefix.clone(),
+            identifier: RwLock::new(self.prefix.clone()),
+            rzk: RecoverableZooKeeper::new(zk.clone(), &self.prefix, self.retry),
+            abortable: self
+                .abortable
+                .unwrap_or_else(|| Arc::new(LoggingAbortable::new())),
+            registry: RwLock::new(Registry::default()),
+            base_znode: self.base_znode,
+            expired: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            state_seq: AtomicI64::new(0),
+            state_lock: Mutex::new(KeeperState::Disconnected),
+            state_cv: Condvar::new(),
+            pending: pending.clone(),
+        });
+        let weak: Weak<dyn Watcher> = Arc::downgrade(&inner) as Weak<dyn Watcher>;
+        pending.prepare(weak)?;
+        let zkw = ZooKeeperWatcher { inner };
+        if let Err(e) = zk.wait_connected(wait) {
+            let _ = zkw.close();
+            return Err(e);
+        }
+        *zkw.inner.identifier.write() = format!("{}-0x{:x}", zkw.inner.prefix, zk.session_id());
+        if self.create_base {
+            if let Err(e) = crate::zkutil::create_with_parents(&zkw, &zkw.inner.base_znode) {
+                let _ = zkw.close();
+                return Err(e);
+            }
+        }
+        Ok(zkw)
+    }
+}
+
+impl ZooKeeperWatcher {
+    /// A builder for `quorum` (`"host:port,..."`, optionally with a chroot).
+    pub fn builder(quorum: &str) -> ZooKeeperWatcherBuilder {
+        ZooKeeperWatcherBuilder {
+            quorum: quorum.to_string(),
+            prefix: "zklock".to_string(),
+            abortable: None,
+            session_timeout: Duration::from_secs(30),
+            connect_wait: None,
+            retry: RetryConfig::default(),
+            base_znode: DEFAULT_BASE_ZNODE.to_string(),
+            create_base: false,
+        }
+    }
+
+    /// HBase's `new ZooKeeperWatcher(conf, identifier, abortable)`: connects to
+    /// `quorum` with default settings.
+    ///
+    /// # Errors
+    /// See [`ZooKeeperWatcherBuilder::connect`].
+    pub fn connect(
+        quorum: &str,
+        identifier: &str,
+        abortable: Option<Arc<dyn Abortable>>,
+    ) -> Result<ZooKeeperWatcher> {
+        let mut b = ZooKeeperWatcher::builder(quorum).with_identifier(identifier);
+        if let Some(a) = abortable {
+            b = b.with_abortable(a);
+        }
+        b.connect()
+    }
+
+    /// The `RecoverableZooKeeper` all toolkit calls go through.
+    pub fn recoverable_zookeeper(&self) -> &RecoverableZooKeeper {
+        &self.inner.rzk
+    }
+
+    /// The raw client.
+    pub fn zookeeper(&self) -> &ZooKeeper {
+        self.inner.rzk.zookeeper()
+    }
+
+    /// `"<prefix>-0x<session id>"` once connected.
+    pub fn identifier(&self) -> String {
+        self.inner.identifier.read().clone()
+    }
+
+    /// The prefix given at construction.
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// The base znode.
+    pub fn base_znode(&self) -> &str {
+        &self.inner.base_znode
+    }
+
+    /// The abortable told of fatal errors.
+    pub fn abortable(&self) -> &Arc<dyn Abortable> {
+        &self.inner.abortable
+    }
+
+    /// Tells the abortable (HBase's `ZooKeeperWatcher.abort`).
+    pub fn abort(&self, why: &str, error: Option<&Error>) {
+        self.inner.abortable.abort(why, error)
+    }
+
+    /// The client's connection state.
+    pub fn state(&self) -> State {
+        self.zookeeper().state()
+    }
+
+    /// Whether the session expired.
+    pub fn is_expired(&self) -> bool {
+        self.inner.expired.load(Ordering::SeqCst)
+    }
+
+    /// An error if the session can no longer be used (`SessionExpired`,
+    /// `AuthFailed`, `Closed`), for waits that must end with the session.
+    pub fn check_session(&self) -> Result<()> {
+        match self.state() {
+            State::Expired => Err(Error::zk_code(ZkError::SessionExpired)),
+            State::AuthFailed => Err(Error::zk_code(ZkError::AuthFailed)),
+            State::Closed => Err(Error::Closed),
+            _ if self.inner.closed.load(Ordering::SeqCst) => Err(Error::Closed),
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits until the next connection-state event after `seen` (a value of
+    /// [`state_generation`](Self::state_generation)), at most `timeout`; returns
+    /// the new generation.
+    pub fn wait_state_change(&self, seen: i64, timeout: Duration) -> i64 {
+        let mut g = self.inner.state_lock.lock();
+        if self.inner.state_seq.load(Ordering::SeqCst) == seen {
+            self.inner.state_cv.wait_for(&mut g, timeout);
+        }
+        self.inner.state_seq.load(Ordering::SeqCst)
+    }
+
+    /// A counter bumped on every connection-state event.
+    pub fn state_generation(&self) -> i64 {
+        self.inner.state_seq.load(Ordering::SeqCst)
+    }
+
+    // ---- listeners ---------------------------------------------------------
+
+    /// Adds a listener at the end of the order.
+    pub fn register_listener(&self, listener: Arc<dyn ZooKeeperListener>) {
+        self.inner.registry.write().insert(listener, false);
+    }
+
+    /// Adds a listener before all others.
+    pub fn register_listener_first(&self, listener: Arc<dyn ZooKeeperListener>) {
+        self.inner.registry.write().insert(listener, true);
+    }
+
+    /// Removes `listener` (by identity); whether it was registered.
+    pub fn unregister_listener(&self, listener: &Arc<dyn ZooKeeperListener>) -> bool {
+        self.inner.registry.write().remove(listener)
+    }
+
+    /// Removes every listener.
+    pub fn unregister_all_listeners(&self) {
+        *self.inner.registry.write() = Registry::default();
+    }
+
+    /// Every listener, in dispatch order.
+    pub fn listeners(&self) -> Vec<Arc<dyn ZooKeeperListener>> {
+        self.inner.registry.read().all()
+    }
+
+    /// How many listeners are registered.
+    pub fn number_of_listeners(&self) -> usize {
+        self.inner.registry.read().count
+    }
+
+    /// Dispatches `event` as if ZooKeeper had sent it (HBase's `process`, public
+    /// there too; used by benchmarks and tests).
+    pub fn process(&self, event: WatchedEvent) {
+        self.inner.process(event)
+    }
+
+    /// Closes the session (idempotent) and drops every listener.
+    pub fn close(&self) -> Result<()> {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        // An event thread still parked in the PendingWatcher must not hold close.
+        let _ = self.inner.pending.cancel();
+        let r = self.inner.rzk.close();
+        self.unregister_all_listeners();
+        {
+            let _g = self.inner.state_lock.lock();
+            self.inner.state_seq.fetch_add(1, Ordering::SeqCst);
+            self.inner.state_cv.notify_all();
+        }
+        r
+    }
+}
+
+impl Inner {
+    fn call_each(
+        &self,
+        listeners: Vec<ListenerRef>,
+        what: &str,
+        f: impl Fn(&dyn ZooKeeperListener),
+    ) {
+        for l in listeners {
+            if catch_unwind(AssertUnwindSafe(|| f(&*l))).is_err() {
+                error!("a ZooKeeperListener panicked handling {what}");
+            }
+        }
+    }
+
+    fn connection_event(&self, event: &WatchedEvent) {
+        let identifier = self.identifier.read().clone();
+        match event.keeper_state {
+            KeeperState::SyncConnected => {
+                let id = format!("{}-0x{:x}", self.prefix, self.rzk.session_id());
+                info!("{id} connected");
+                *self.identifier.write() = id;
+            }
+            KeeperState::Disconnected => info!("{identifier} disconnected from ZooKeeper"),
+            KeeperState::Expired => {
+                if !self.expired.swap(true, Ordering::SeqCst) {
+                    let why = format!("{identifier} received expired from ZooKeeper, aborting");
+                    error!("{why}");
+                    self.abortable
+                        .abort(&why, Some(&Error::zk_code(ZkError::SessionExpired)));
+                }
+            }
+            KeeperState::AuthFailed => error!("{identifier} authentication failed"),
+            KeeperState::Closed => debug!("{identifier} closed"),
+            other => debug!("{identifier} connection state {other:?}"),
+        }
+        {
+            let mut g = self.state_lock.lock();
+            *g = event.keeper_state;
+            self.state_seq.fetch_add(1, Ordering::SeqCst);
+            self.state_cv.notify_all();
+        }
+        let listeners = self.registry.read().all();
+        self.call_each(listeners, "a connection event", |l| {
+            l.connection_event(event)
+        });
+    }
+}
+
+impl Watcher for Inner {
+    fn process(&self, event: WatchedEvent) {
+        debug!("{} received {event}", self.identifier.read());
+        let path = event.path.as_deref();
+        match event.event_type {
+            EventType::None => self.connection_event(&event),
+            t => {
+                let Some(p) = path else {
+                    warn!("node event {t:?} without a path");
+                    return;
+                };
+                let listeners = self.registry.read().for_path(Some(p));
+                match t {
+                    EventType::NodeCreated => {
+                        self.call_each(listeners, "nodeCreated", |l| l.node_created(p))
+                    }
+                    EventType::NodeDeleted => {
+                        self.call_each(listeners, "nodeDeleted", |l| l.node_deleted(p))
+                    }
+                    EventType::NodeDataChanged => {
+                        self.call_each(listeners, "nodeDataChanged", |l| l.node_data_changed(p))
+                    }
+                    EventType::NodeChildrenChanged => {
+                        self.call_each(listeners, "nodeChildrenChanged", |l| {
+                            l.node_children_changed(p)
+                        })
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = self.rzk.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    struct L {
+        name: &'static str,
+        path: Option<&'static str>,
+        log: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl ZooKeeperListener for L {
+        fn node_deleted(&self, p: &str) {
+            self.log.lock().push(format!("{}:{p}", self.name));
+        }
+        fn path(&self) -> Option<&str> {
+            self.path
+        }
+    }
+
+    #[test]
+    fn registry_keeps_registration_order_across_path_and_general() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut r = Registry::default();
+        let mk = |name, path| -> ListenerRef {
+            Arc::new(L {
+                name,
+                path,
+                log: log.clone(),
+            })
+        };
+        let a = mk("a", None);
+        let b = mk("b", Some("/x"));
+        let c = mk("c", None);
+        let d = mk("d", Some("/y"));
+        let z = mk("z", Some("/x"));
+        r.insert(a.clone(), false);
+        r.insert(b.clone(), false);
+        r.insert(c.clone(), false);
+        r.insert(d.clone(), false);
+        r.insert(z.clone(), true);
+        let names = |v: Vec<ListenerRef>| {
+            log.lock().clear();
+            for l in v {
+                l.node_deleted("/p");
+            }
+            log.lock().clone()
+        };
+        assert_eq!(
+            names(r.for_path(Some("/x"))),
+            ["z:/p", "a:/p", "b:/p", "c:/p"]
+        );
+        assert_eq!(names(r.for_path(Some("/q"))), ["a:/p", "c:/p"]);
+        assert_eq!(names(r.all()), ["z:/p", "a:/p", "b:/p", "c:/p", "d:/p"]);
+        assert_eq!(r.count, 5);
+        assert!(r.remove(&b));
+        assert!(!r.remove(&b));
+        assert!(r.remove(&d));
+        assert!(!r.by_path.contains_key("/y"), "empty buckets are dropped");
+        assert_eq!(r.count, 3);
+        let counter = AtomicUsize::new(0);
+        for _ in r.for_path(Some("/x")) {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+        assert_eq!(counter.load(Ordering::SeqCst), 3);
+    }
+}
