@@ -293,6 +293,34 @@ pub enum Error {
     Io(std::io::Error),
 }
 
+impl Clone for Error {
+    /// Clones the error; an `Io` error is cloned as its kind and message.
+    fn clone(&self) -> Error {
+        match self {
+            Error::Zk { code, path } => Error::Zk {
+                code: *code,
+                path: path.clone(),
+            },
+            Error::Multi {
+                index,
+                code,
+                results,
+            } => Error::Multi {
+                index: *index,
+                code: *code,
+                results: results.clone(),
+            },
+            Error::Timeout(d) => Error::Timeout(*d),
+            Error::BadArguments(s) => Error::BadArguments(s.clone()),
+            Error::LockNotHeld { lock } => Error::LockNotHeld { lock: lock.clone() },
+            Error::LockLost { path } => Error::LockLost { path: path.clone() },
+            Error::LockBusy { lock } => Error::LockBusy { lock: lock.clone() },
+            Error::Closed => Error::Closed,
+            Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
+        }
+    }
+}
+
 /// `Result` with zklock's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -432,6 +460,16 @@ mod tests {
             "{}",
             std::mem::size_of::<Error>()
         );
+    }
+
+    #[test]
+    fn clone_keeps_code_and_path() {
+        let e = Error::zk(ZkError::BadVersion, "/v").clone();
+        assert!(
+            matches!(e, Error::Zk { code: ZkError::BadVersion, path: Some(ref p) } if p == "/v")
+        );
+        let io = Error::Io(std::io::Error::new(std::io::ErrorKind::TimedOut, "slow")).clone();
+        assert!(matches!(io, Error::Io(ref e) if e.kind() == std::io::ErrorKind::TimedOut));
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod recoverable;
 mod retry;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tracker;
 mod util;
 mod watcher;
 pub mod zkutil;

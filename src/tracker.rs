@@ -1,0 +1,1 @@
+//! `ZooKeeperNodeTracker` and `DeletionListener` (being written).
