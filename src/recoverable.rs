@@ -25,8 +25,8 @@ use crate::retry::{RetryConfig, RetryCounter};
 /// | `delete` | `NoNode` on a retry means the earlier attempt deleted it: success (on the first attempt `NoNode` is an error) |
 /// | `set_data` | `BadVersion` on a retry: read the node back; if it holds our write (same metadata salt), success |
 /// | `create`, not sequential | `NodeExists` on a retry: read back; if the data is ours, success, else the error |
-/// | `create`, sequential | the name carries a tag unique to this call: `<path><tag>-<sequence>`; a retry first looks for a child with that tag ([`find_previous_sequential_node`](Self::find_previous_sequential_node)) and adopts it |
-/// | `multi` | plain retry of the whole transaction: if the lost attempt was applied, the retry usually fails (e.g. `NodeExists`) and that error is returned. Guard with an `Op::Check` of a version if that matters |
+/// | `create`, sequential | the name carries a tag unique to this call: `<path><tag><sequence>` (16 hex digits, then ZooKeeper's 10-digit sequence: `write-0123456789abcdef0000000042`); a retry first looks for a child with that tag ([`find_previous_sequential_node`](Self::find_previous_sequential_node)) and adopts it |
+/// | `multi` | plain retry of the whole transaction, no read-back: if the lost attempt was applied, the retry runs on top of it. A create then fails with [`Error::Multi`] `NodeExists` although the node holds our data, a delete with `NoNode`, an op guarded by a version (`Op::Check`, versioned set/delete) with `BadVersion`; an unversioned `set_data` is applied twice and succeeds. Nothing of the failed retry is applied, but the lost attempt stays applied: on a `Multi` error after a retry, read the nodes to learn the outcome |
 ///
 /// HBase tags sequential nodes with one identifier per process, so two threads
 /// of a process can adopt each other's node after a connection loss; zklock's tag
@@ -259,24 +259,39 @@ impl RecoverableZooKeeper {
 
     /// Creates a node with the metadata prefix before `data`; returns the path.
     ///
-    /// Sequential modes name the node `<path><tag>-<sequence>`, the tag unique to
+    /// Sequential modes name the node `<path><tag><sequence>`, the tag unique to
     /// this call, and adopt the node an earlier attempt created. Non-sequential:
     /// `NodeExists` on a retry is success when the node holds this write.
     ///
     /// # Errors
     /// `NodeExists`, `NoNode` (parent), `NoAuth`, session errors.
     pub fn create(&self, path: &str, data: &[u8], acl: &[Acl], mode: CreateMode) -> Result<String> {
+        self.create2(path, data, acl, mode).map(|(p, _)| p)
+    }
+
+    /// [`create`](Self::create), also returning the new node's `Stat` (one
+    /// request: opcode create2; an adopted or read-back node costs one more).
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
+    pub fn create2(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+    ) -> Result<(String, Stat)> {
         let new_data = append_metadata(&self.inner.identifier, data);
         if mode.is_sequential() {
             return self.create_sequential(path, &new_data, acl, mode);
         }
         self.retrying("create", path, |is_retry| {
-            match self.inner.zk.create(path, &new_data, acl, mode) {
+            match self.inner.zk.create2(path, &new_data, acl, mode) {
                 Err(e) if is_retry && e.is(ZkError::NodeExists) => {
                     match self.inner.zk.get_data(path, false) {
-                        Ok((current, _)) if current == new_data => {
+                        Ok((current, stat)) if current == new_data => {
                             info!("create {path}: an earlier attempt succeeded");
-                            Ok(path.to_string())
+                            Ok((path.to_string(), stat))
                         }
                         Ok(_) => {
                             warn!("node {path} already exists with other data");
@@ -300,16 +315,18 @@ impl RecoverableZooKeeper {
         data: &[u8],
         acl: &[Acl],
         mode: CreateMode,
-    ) -> Result<String> {
-        let tagged = format!("{path}{}-", unique_tag());
+    ) -> Result<(String, Stat)> {
+        let tagged = tagged_prefix(path);
         self.retrying("create", path, |is_retry| {
             if is_retry {
                 if let Some(previous) = self.find_previous_sequential_node(&tagged)? {
-                    info!("create {path}: adopting {previous} from an earlier attempt");
-                    return Ok(previous);
+                    if let Some(stat) = self.inner.zk.exists(&previous, false)? {
+                        info!("create {path}: adopting {previous} from an earlier attempt");
+                        return Ok((previous, stat));
+                    }
                 }
             }
-            self.inner.zk.create(&tagged, data, acl, mode)
+            self.inner.zk.create2(&tagged, data, acl, mode)
         })
     }
 
@@ -332,7 +349,9 @@ impl RecoverableZooKeeper {
     }
 
     /// Runs `ops` atomically; creates and set-datas get the metadata prefix.
-    /// Retried as a whole (see the type's table).
+    /// Retried as a whole, without read-back (see the type's table): after a lost
+    /// reply, the retry's [`Error::Multi`] (`NodeExists`, `NoNode`, `BadVersion`)
+    /// may mean that the earlier attempt was applied.
     ///
     /// # Errors
     /// [`Error::Multi`] with the failing op; session errors.
@@ -368,6 +387,16 @@ impl RecoverableZooKeeper {
     }
 }
 
+/// The prefix of a sequential create: `path` followed by a tag unique to this call.
+///
+/// Nothing goes between the tag and the sequence ZooKeeper appends: a tag ends
+/// with a hex digit, never `-`, so `metadata::sequence_of` cannot mistake a `-`
+/// before the sequence for a minus sign (a `-` there would make every sequence from
+/// 1000000000 on parse as negative, and order a lock's newest node first).
+fn tagged_prefix(path: &str) -> String {
+    format!("{path}{}", unique_tag())
+}
+
 fn default_identifier() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
@@ -384,6 +413,19 @@ fn default_identifier() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sequential_names_parse_at_every_sequence() {
+        use crate::metadata::sequence_of;
+        let prefix = tagged_prefix("/locks/l/write-");
+        let name = crate::zkutil::get_node_name(&prefix);
+        // ZooKeeper's `%010d` of the parent's cversion, past 2^31 negative.
+        for sequence in [0, 42, 999_999_999, 1_000_000_000, i32::MAX, -5, i32::MIN] {
+            let node = format!("{name}{sequence:010}");
+            assert_eq!(sequence_of(&node), Some(sequence), "{node}");
+        }
+        assert_eq!(name.len(), "write-".len() + 16, "{name}");
+    }
 
     #[test]
     fn default_identifier_is_pid_at_host() {

@@ -1,1 +1,249 @@
-//! Real-ZooKeeper test harness (feature `testing`).
+//! Real-ZooKeeper test harness (feature `testing`): servers, ensembles and a
+//! fault-injecting proxy for zklock's tests, examples and benchmarks.
+//!
+//! zklock is tested against Apache ZooKeeper only — never a mock. This module starts
+//! Debian's ZooKeeper 3.8 (`/usr/share/java/zookeeper.jar`, installed by
+//! `make zookeeper`) on 127.0.0.1:
+//!
+//! | item | what |
+//! |---|---|
+//! | [`ZkServer`] | one standalone server: free port, temp data dir, 200 ms tick; `stop`, `restart` (same port and data), `pause`/`resume`, four-letter words |
+//! | [`shared_server`], [`test_servers`] | one server per test binary, started on first use; `$ZK_TEST_SERVERS` overrides |
+//! | [`ZkEnsemble`] | three `QuorumPeerMain` servers: `kill(i)`, `restart(i)`, `leader()`, `wait_for_quorum` |
+//! | [`FaultProxy`] | a TCP proxy in front of a server: `stall` (partition), `cut`, `reset`, `delay`, `pass` |
+//! | [`four_letter`], [`parse_mntr`], [`unique_root`] | helpers |
+//!
+//! The module is built only with the `testing` feature; zklock's own tests, examples
+//! and benches get it through a dev-dependency on the crate itself.
+//!
+//! # Sharing a server
+//!
+//! Starting a JVM takes about a second, so a test binary shares one server:
+//! [`test_servers`] returns its connect string. Each test works under its own root
+//! znode ([`unique_root`]) so tests run in parallel. If `$ZK_TEST_SERVERS` is set
+//! (e.g. `ZK_TEST_SERVERS=10.0.0.5:2181,10.0.0.6:2181 make test`), [`test_servers`]
+//! returns it and starts nothing. Tests that stop, restart, pause or partition a
+//! server must start their own [`ZkServer`] / [`ZkEnsemble`] / [`FaultProxy`]:
+//! those always run locally, whatever `$ZK_TEST_SERVERS` says.
+//!
+//! # No leftover JVMs: the watchdog
+//!
+//! Rust never drops a `static`, and a test process may panic, abort or be killed.
+//! So every JVM is started by a tiny `sh` watchdog whose stdin is a pipe from the test
+//! process. The watchdog reports the JVM's PID and forwards the commands the handle
+//! writes (`KILL`, `STOP`, `CONT`, `KEEP`); when the pipe closes — the handle was
+//! dropped, or the test process ended in *any* way, since the kernel closes the pipe
+//! then — it kills the JVM, reaps it and removes the server's directory. No unsafe
+//! code and no signal handlers are involved.
+//!
+//! # Failing tests keep their logs
+//!
+//! A [`ZkServer`] or [`ZkEnsemble`] dropped while its thread panics keeps its
+//! directory (config, data, `zookeeper.log`) and prints its path. The shared server
+//! installs a panic hook that does the same: after any panic in the test binary its
+//! directory is kept when the process exits, and the path is printed once.
+//!
+//! # Requirements and errors
+//!
+//! Java and Debian's `zookeeper` package (or `$ZK_TEST_CLASSPATH` naming the
+//! ZooKeeper jars; `$JAVA_HOME` picks the JVM). When a server cannot start, the
+//! error says what to install and shows the tail of the server log; no test is
+//! skipped silently.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use zklock::testing::{test_servers, unique_root};
+//!
+//! let servers = test_servers(); // "127.0.0.1:PORT", or $ZK_TEST_SERVERS
+//! let root = unique_root("my_test"); // "/zklock-test/my_test-<pid>-<n>"
+//! // connect a client to `servers` and work under `root` ...
+//! # let _ = (servers, root);
+//! ```
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Once, OnceLock};
+use std::time::Duration;
+
+mod ensemble;
+mod process;
+mod proxy;
+mod server;
+
+pub use ensemble::ZkEnsemble;
+pub use proxy::{FaultProxy, ProxyMode};
+pub use server::{ZkServer, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
+
+/// The environment variable naming existing servers for the tests:
+/// `ZK_TEST_SERVERS=host:port[,host:port...]`. See [`test_servers`].
+pub const SERVERS_ENV: &str = "ZK_TEST_SERVERS";
+
+/// Connect and read bound of [`four_letter`] and the `four_letter` methods.
+pub(crate) const FOUR_LETTER_TIMEOUT: Duration = Duration::from_secs(5);
+
+static SHARED: OnceLock<Result<ZkServer, String>> = OnceLock::new();
+
+/// The connect string the tests of this binary should use: `$ZK_TEST_SERVERS` if
+/// set (and not empty), otherwise the [`shared_server`]'s, started on first call.
+///
+/// # Panics
+///
+/// If the shared server cannot start; the message says how to fix it (a test
+/// harness fails loudly rather than skipping).
+pub fn test_servers() -> String {
+    match std::env::var(SERVERS_ENV) {
+        Ok(servers) if !servers.trim().is_empty() => servers.trim().to_string(),
+        _ => shared_server().connect_string(),
+    }
+}
+
+/// The ZooKeeper server shared by every test of this test binary, started on the
+/// first call (about a second) and killed when the process exits (see the
+/// [module docs](self)). Always a local server, whatever `$ZK_TEST_SERVERS` says: use
+/// it when a test reads the server's four-letter words (`mntr`, `wchc`, `cons`).
+///
+/// Borrowed `&'static`: it cannot be stopped or restarted — tests that do that start
+/// their own [`ZkServer`].
+///
+/// # Panics
+///
+/// If the server cannot start; the message says how to fix it. See
+/// [`try_shared_server`] for a `Result`.
+pub fn shared_server() -> &'static ZkServer {
+    match try_shared_server() {
+        Ok(server) => server,
+        Err(e) => panic!("zklock::testing: cannot start the shared ZooKeeper server: {e}"),
+    }
+}
+
+/// [`shared_server`], returning the start error instead of panicking. A failed start
+/// is not retried: every later call returns the same error.
+pub fn try_shared_server() -> io::Result<&'static ZkServer> {
+    let result = SHARED.get_or_init(|| {
+        let server = ZkServer::start().map_err(|e| e.to_string())?;
+        install_keep_on_panic_hook();
+        Ok(server)
+    });
+    match result {
+        Ok(server) => Ok(server),
+        Err(message) => Err(io::Error::other(message.clone())),
+    }
+}
+
+/// After any panic, keep the shared server's directory when the process exits, and
+/// say where it is (once). The previous hook still runs.
+fn install_keep_on_panic_hook() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            static TOLD: AtomicBool = AtomicBool::new(false);
+            if let Some(Ok(server)) = SHARED.get() {
+                server.keep_on_exit();
+                if !TOLD.swap(true, Ordering::SeqCst) {
+                    eprintln!(
+                        "zklock::testing: a test panicked; the shared ZooKeeper server's \
+                         directory is kept: {} (log: {})",
+                        server.dir().display(),
+                        server.log_path().display()
+                    );
+                }
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// Sends a four-letter word (`ruok`, `srvr`, `stat`, `mntr`, `cons`, `wchc`, `dump`,
+/// `conf`, ...) to one server, `addr` = `"host:port"`, and returns the whole reply.
+/// Bounded: 5 s for the connect and for each read.
+///
+/// The server must whitelist the word (`4lw.commands.whitelist`); the harness's
+/// servers allow every word.
+///
+/// # Errors
+///
+/// `InvalidInput` if `command` is not four lower-case letters; any I/O error of the
+/// exchange (`ConnectionRefused`, `TimedOut`/`WouldBlock`, ...).
+pub fn four_letter(addr: &str, command: &str) -> io::Result<String> {
+    process::four_letter_timeout(addr, command, FOUR_LETTER_TIMEOUT)
+}
+
+/// Parses a `mntr` reply (`key<TAB>value` lines) into a map.
+///
+/// ```
+/// let m = zklock::testing::parse_mntr("zk_version\t3.8.0\nzk_znode_count\t5\n");
+/// assert_eq!(m["zk_znode_count"], "5");
+/// ```
+pub fn parse_mntr(reply: &str) -> HashMap<String, String> {
+    reply
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// A root znode path no other test (in this or another process) uses:
+/// `/zklock-test/<name>-<pid>-<n>`, `n` counting calls in this process. Slashes in
+/// `name` become `_`, so the root is always one level under `/zklock-test`.
+///
+/// ```
+/// let a = zklock::testing::unique_root("locks");
+/// let b = zklock::testing::unique_root("locks");
+/// assert!(a.starts_with("/zklock-test/locks-"));
+/// assert_ne!(a, b);
+/// ```
+pub fn unique_root(name: &str) -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "/zklock-test/{}-{}-{n}",
+        name.replace('/', "_"),
+        std::process::id()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::process::{conf_names_dir, parse_mode};
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn parses_srvr_mode() {
+        let srvr = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nMode: follower\n";
+        assert_eq!(parse_mode(srvr).as_deref(), Some("follower"));
+        let not_serving = "This ZooKeeper instance is not currently serving requests\n";
+        assert_eq!(parse_mode(not_serving), None);
+    }
+
+    #[test]
+    fn recognises_own_data_dir() {
+        let conf = "clientPort=1\ndataDir=/tmp/zklock-zk-1-0/data/version-2\n";
+        assert!(conf_names_dir(conf, Path::new("/tmp/zklock-zk-1-0/data")));
+        assert!(!conf_names_dir(conf, Path::new("/tmp/zklock-zk-1-1/data")));
+    }
+
+    #[test]
+    fn rejects_bad_four_letter_words() {
+        let e = four_letter("127.0.0.1:1", "ruok\n").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync + 'static>() {}
+        check::<ZkServer>();
+        check::<ZkEnsemble>();
+        check::<FaultProxy>();
+        check::<ProxyMode>();
+    }
+
+    #[test]
+    fn unique_roots_are_one_level_deep() {
+        let root = unique_root("a/b");
+        assert_eq!(root.matches('/').count(), 2, "{root}");
+    }
+}

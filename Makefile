@@ -1,0 +1,69 @@
+# zklock — build, test and demo targets (run by .ci/run).
+#
+#   make demo       start a throwaway ZooKeeper, run the showcase, stop it
+#   make test       fmt, clippy, rustdoc, then every test against real ZooKeeper
+#   make check      fmt, clippy, rustdoc only
+#   make bench      benchmarks
+#   make zookeeper  install Apache ZooKeeper and a JRE if missing (Debian, as root)
+
+SHELL := /bin/bash
+CARGO ?= cargo
+
+ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
+SLF4J_JAR     := /usr/share/java/slf4j-simple.jar
+
+.PHONY: help zookeeper test check fmt clippy doc demo bench
+
+help:
+	@echo "make demo | make test | make check | make bench | make zookeeper"
+
+# Debian's `zookeeper` package brings the server jars (libzookeeper-java) and
+# slf4j (libslf4j-java); the tests start it themselves on free ports.
+# Quiet when everything is installed.
+zookeeper:
+	@missing=""; \
+	if [ -z "$${ZK_TEST_CLASSPATH:-}" ]; then \
+	  [ -f $(ZOOKEEPER_JAR) ] || missing="$$missing zookeeper"; \
+	  [ -f $(SLF4J_JAR) ] || missing="$$missing libslf4j-java"; \
+	fi; \
+	if [ -n "$${JAVA_HOME:-}" ] && [ -x "$$JAVA_HOME/bin/java" ]; then :; \
+	elif ! command -v java >/dev/null 2>&1; then missing="$$missing default-jre-headless"; fi; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "make zookeeper: missing Debian packages:$$missing" >&2; \
+	    echo "  install them as root:  apt-get update && apt-get install -y$$missing" >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "make zookeeper: installing$$missing"; \
+	  apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends$$missing >/dev/null; \
+	  [ -f $(ZOOKEEPER_JAR) ] && command -v java >/dev/null 2>&1 || \
+	    { echo "make zookeeper: installation failed" >&2; exit 1; }; \
+	fi
+
+fmt:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --quiet --all-targets --all-features -- -D warnings
+
+doc:
+	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --quiet --no-deps --all-features
+
+check: fmt clippy doc
+
+# Unit, integration and doc tests, against real ZooKeeper servers that the tests
+# start themselves (or $ZK_TEST_SERVERS).
+test: zookeeper check
+	$(CARGO) test --all-features
+
+# The example starts its own throwaway server unless $ZK_SERVERS names one.
+demo: zookeeper
+	$(CARGO) run --quiet --release --example demo
+
+bench: zookeeper
+	@if [ -d benches ]; then \
+	  $(CARGO) bench --all-features; \
+	else \
+	  echo "make bench: no benchmarks yet (they land with the benchmark issue)"; \
+	fi

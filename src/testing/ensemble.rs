@@ -1,0 +1,461 @@
+//! [`ZkEnsemble`]: a ZooKeeper ensemble (`QuorumPeerMain` servers) on loopback.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::process::{
+    conf_names_dir, four_letter_timeout, free_ports, is_bind_failure, log_len, log_since, log_tail,
+    make_temp_dir, parse_mode, JvmSpec, Watchdog, FIX_HINT,
+};
+use super::server::{MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
+use super::FOUR_LETTER_TIMEOUT;
+
+const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+
+/// How long [`ZkEnsemble::start`] waits for the first quorum. Three cold JVMs on a
+/// loaded two-core machine need a few seconds.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Followers must connect and sync within `initLimit` ticks (10 s): generous, as
+/// JVMs start slowly on a loaded machine. A follower that falls `syncLimit` ticks
+/// (2 s) behind is dropped. A killed member's sockets close at once, so failover
+/// does not wait for either limit.
+const INIT_LIMIT: u32 = 50;
+const SYNC_LIMIT: u32 = 10;
+
+/// A ZooKeeper ensemble of (by default) three `QuorumPeerMain` servers on 127.0.0.1,
+/// each with its own free client, peer and election ports, its own data directory
+/// and log, and the same settings as [`ZkServer`](super::ZkServer) (tick, session
+/// limits, four-letter words, TTL nodes).
+///
+/// Members are numbered `0..size()` (ZooKeeper's `myid` is the index plus one).
+/// Every JVM runs under the same watchdog as `ZkServer`, so none outlives the test
+/// process; dropping the ensemble kills all members and removes the directory
+/// (kept, and its path printed, when the thread is panicking).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zklock::testing::ZkEnsemble;
+///
+/// let mut ensemble = ZkEnsemble::start()?;
+/// let servers = ensemble.connect_string(); // "127.0.0.1:A,127.0.0.1:B,127.0.0.1:C"
+/// let leader = ensemble.leader().expect("a started ensemble has a leader");
+/// ensemble.kill(leader)?;
+/// ensemble.wait_for_quorum(Duration::from_secs(30))?; // the other two elect a leader
+/// ensemble.restart(leader)?;
+/// # let _ = servers;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct ZkEnsemble {
+    dir: PathBuf,
+    members: Vec<Member>,
+}
+
+#[derive(Debug)]
+struct Member {
+    client_port: u16,
+    dir: PathBuf,
+    watchdog: Option<Watchdog>,
+}
+
+impl Member {
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.join("zookeeper.log")
+    }
+
+    fn spawn(&mut self, root: &Path) -> io::Result<()> {
+        let spec = JvmSpec {
+            main_class: QUORUM_MAIN,
+            config: self.dir.join("zoo.cfg"),
+            log: self.log(),
+            cleanup: Some(self.dir.clone()),
+            cleanup_parent: Some(root.to_path_buf()),
+        };
+        self.watchdog = Some(Watchdog::spawn(&spec)?);
+        Ok(())
+    }
+
+    fn running(&self) -> bool {
+        self.watchdog.as_ref().is_some_and(Watchdog::alive)
+    }
+
+    fn kill(&mut self) -> io::Result<()> {
+        match self.watchdog.take() {
+            Some(w) => w.finish("KILL", true).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// `Some(mode)` when the member answers `srvr` with a mode.
+    fn mode(&self) -> Option<String> {
+        if !self.running() {
+            return None;
+        }
+        four_letter_timeout(&self.addr(), "srvr", Duration::from_secs(1))
+            .ok()
+            .and_then(|r| parse_mode(&r))
+    }
+}
+
+impl ZkEnsemble {
+    /// Starts a three-server ensemble and waits (up to 60 s) until every member
+    /// serves: one leader, two followers.
+    ///
+    /// # Errors
+    ///
+    /// When ZooKeeper or Java is missing, or no quorum forms, the error says how to fix
+    /// it and includes the tail of each member's log.
+    pub fn start() -> io::Result<ZkEnsemble> {
+        ZkEnsemble::start_with_size(3)
+    }
+
+    /// Starts an ensemble of `size` servers (1 to 9; odd sizes make sense) and waits
+    /// until every member serves.
+    pub fn start_with_size(size: usize) -> io::Result<ZkEnsemble> {
+        if !(1..=9).contains(&size) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ensemble size {size} is not in 1..=9"),
+            ));
+        }
+        let mut last_error = None;
+        // A port picked as free can be taken by another process before the JVM binds
+        // it; then start over with fresh ports.
+        for _ in 0..3 {
+            let mut ensemble = ZkEnsemble::configure(size)?;
+            for i in 0..size {
+                let dir = ensemble.dir.clone();
+                ensemble.members[i].spawn(&dir)?;
+            }
+            match ensemble.wait_for_quorum(START_TIMEOUT) {
+                Ok(()) if ensemble.members_are_ours() => return Ok(ensemble),
+                Ok(()) => last_error = Some(io::Error::other("another server took a port")),
+                Err(e) => {
+                    let bind_failure = ensemble
+                        .members
+                        .iter()
+                        .any(|m| is_bind_failure(&log_since(&m.log(), 0)));
+                    if !bind_failure {
+                        let message = format!("{e}\n{}", ensemble.log_tails());
+                        ensemble.keep_dir_on_drop();
+                        return Err(io::Error::new(e.kind(), message));
+                    }
+                    last_error = Some(e);
+                }
+            }
+            log::debug!("a ZooKeeper ensemble port was taken; retrying with fresh ports");
+        }
+        Err(last_error.unwrap_or_else(|| io::Error::other("ensemble did not start")))
+    }
+
+    fn configure(size: usize) -> io::Result<ZkEnsemble> {
+        let dir = make_temp_dir("ensemble")?;
+        let ports = free_ports(3 * size)?;
+        let mut servers = String::new();
+        for i in 0..size {
+            let _ = writeln!(
+                servers,
+                "server.{}=127.0.0.1:{}:{}",
+                i + 1,
+                ports[3 * i + 1],
+                ports[3 * i + 2]
+            );
+        }
+        let mut members = Vec::with_capacity(size);
+        for i in 0..size {
+            let member_dir = dir.join(i.to_string());
+            let data = member_dir.join("data");
+            fs::create_dir_all(&data)?;
+            fs::write(data.join("myid"), format!("{}\n", i + 1))?;
+            let config = format!(
+                "tickTime={tick}\n\
+                 initLimit={INIT_LIMIT}\n\
+                 syncLimit={SYNC_LIMIT}\n\
+                 dataDir={data}\n\
+                 clientPort={port}\n\
+                 clientPortAddress=127.0.0.1\n\
+                 minSessionTimeout={min}\n\
+                 maxSessionTimeout={max}\n\
+                 maxClientCnxns=0\n\
+                 4lw.commands.whitelist=*\n\
+                 admin.enableServer=false\n\
+                 {servers}",
+                tick = TICK_TIME.as_millis(),
+                data = data.display(),
+                port = ports[3 * i],
+                min = MIN_SESSION_TIMEOUT.as_millis(),
+                max = MAX_SESSION_TIMEOUT.as_millis(),
+            );
+            fs::write(member_dir.join("zoo.cfg"), config)?;
+            members.push(Member {
+                client_port: ports[3 * i],
+                dir: member_dir,
+                watchdog: None,
+            });
+        }
+        Ok(ZkEnsemble { dir, members })
+    }
+
+    /// The number of members.
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The connect string naming every member:
+    /// `"127.0.0.1:A,127.0.0.1:B,127.0.0.1:C"`.
+    pub fn connect_string(&self) -> String {
+        self.members
+            .iter()
+            .map(Member::addr)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Member `i`'s client address, `"127.0.0.1:PORT"` (to put a
+    /// [`FaultProxy`](super::FaultProxy) in front of one member).
+    ///
+    /// # Panics
+    ///
+    /// If `i >= size()`.
+    pub fn address(&self, i: usize) -> String {
+        self.members[i].addr()
+    }
+
+    /// Member `i`'s client port.
+    ///
+    /// # Panics
+    ///
+    /// If `i >= size()`.
+    pub fn port(&self, i: usize) -> u16 {
+        self.members[i].client_port
+    }
+
+    /// Member `i`'s JVM PID, or `None` while it is killed (or `i` is out of range).
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.members.get(i)?.watchdog.as_ref().map(Watchdog::pid)
+    }
+
+    /// Whether member `i`'s JVM is running.
+    pub fn is_running(&self, i: usize) -> bool {
+        self.members.get(i).is_some_and(Member::running)
+    }
+
+    /// The directory holding every member's `zoo.cfg`, data and `zookeeper.log`
+    /// (in subdirectories `0`, `1`, ...).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Member `i`'s log file.
+    pub fn log_path(&self, i: usize) -> Option<PathBuf> {
+        self.members.get(i).map(Member::log)
+    }
+
+    /// Kills member `i` (SIGKILL) and waits until its process is gone. Its data and
+    /// ports are kept for [`restart`](ZkEnsemble::restart). Does nothing if it is
+    /// already killed.
+    pub fn kill(&mut self, i: usize) -> io::Result<()> {
+        self.member_mut(i)?.kill()
+    }
+
+    /// Kills member `i` if it runs, starts it again with the same ports and data, and
+    /// waits (up to 30 s) until its JVM answers `ruok`. It rejoins the ensemble on
+    /// its own; [`wait_for_quorum`](ZkEnsemble::wait_for_quorum) waits until it
+    /// serves.
+    pub fn restart(&mut self, i: usize) -> io::Result<()> {
+        let root = self.dir.clone();
+        let member = self.member_mut(i)?;
+        member.kill()?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let log_start = log_len(&member.log());
+            member.spawn(&root)?;
+            loop {
+                if !member.running() {
+                    break;
+                }
+                let ok = four_letter_timeout(&member.addr(), "ruok", Duration::from_secs(1));
+                if ok.is_ok_and(|r| r == "imok") {
+                    return Ok(());
+                }
+                if Instant::now() >= deadline {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+            let _ = member.kill();
+            let port_taken = is_bind_failure(&log_since(&member.log(), log_start));
+            if !port_taken || Instant::now() >= deadline {
+                return Err(io::Error::other(format!(
+                    "ensemble member {i} did not come back on {}; {FIX_HINT}.\nLog {}:\n{}",
+                    member.addr(),
+                    member.log().display(),
+                    log_tail(&member.log(), 30)
+                )));
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Freezes member `i` (SIGSTOP): its sockets stay open but it answers nothing —
+    /// a hung server. [`resume`](ZkEnsemble::resume) thaws it.
+    pub fn pause(&mut self, i: usize) -> io::Result<()> {
+        self.running_watchdog(i)?.freeze(true)
+    }
+
+    /// Thaws member `i` after [`pause`](ZkEnsemble::pause) (SIGCONT).
+    pub fn resume(&mut self, i: usize) -> io::Result<()> {
+        self.running_watchdog(i)?.freeze(false)
+    }
+
+    /// The member that reports `Mode: leader` in `srvr`, if any.
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.size()).find(|&i| self.members[i].mode().as_deref() == Some("leader"))
+    }
+
+    /// Member `i`'s mode from `srvr`: `"leader"`, `"follower"` or `"observer"`;
+    /// `None` when it is killed or not serving (e.g. electing).
+    pub fn mode(&self, i: usize) -> Option<String> {
+        self.members.get(i)?.mode()
+    }
+
+    /// Sends a four-letter word to member `i` and returns the reply (5 s bounds).
+    pub fn four_letter(&self, i: usize, command: &str) -> io::Result<String> {
+        let member = self
+            .members
+            .get(i)
+            .ok_or_else(|| out_of_range(i, self.size()))?;
+        four_letter_timeout(&member.addr(), command, FOUR_LETTER_TIMEOUT)
+    }
+
+    /// Waits until a quorum serves: every running member answers `srvr` as leader or
+    /// follower, exactly one of them is the leader, and they are a majority of the
+    /// ensemble.
+    ///
+    /// # Errors
+    ///
+    /// `TimedOut` with each member's mode when `timeout` passes first.
+    pub fn wait_for_quorum(&self, timeout: Duration) -> io::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let running: Vec<usize> = (0..self.size()).filter(|&i| self.is_running(i)).collect();
+            let modes: Vec<Option<String>> = running.iter().map(|&i| self.mode(i)).collect();
+            let serving = modes
+                .iter()
+                .filter(|m| matches!(m.as_deref(), Some("leader" | "follower")))
+                .count();
+            let leaders = modes
+                .iter()
+                .filter(|m| m.as_deref() == Some("leader"))
+                .count();
+            if leaders == 1 && serving == running.len() && serving > self.size() / 2 {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let states: Vec<String> = (0..self.size())
+                    .map(|i| match running.iter().position(|&r| r == i) {
+                        Some(k) => format!("{i}: {}", modes[k].as_deref().unwrap_or("not serving")),
+                        None => format!("{i}: killed"),
+                    })
+                    .collect();
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "no ZooKeeper quorum within {:?} ({}); logs under {}",
+                        timeout,
+                        states.join(", "),
+                        self.dir.display()
+                    ),
+                ));
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn members_are_ours(&self) -> bool {
+        self.members.iter().all(|m| {
+            four_letter_timeout(&m.addr(), "conf", FOUR_LETTER_TIMEOUT)
+                .is_ok_and(|conf| conf_names_dir(&conf, &m.dir.join("data")))
+        })
+    }
+
+    fn member_mut(&mut self, i: usize) -> io::Result<&mut Member> {
+        let size = self.size();
+        self.members.get_mut(i).ok_or_else(|| out_of_range(i, size))
+    }
+
+    fn running_watchdog(&self, i: usize) -> io::Result<&Watchdog> {
+        let member = self
+            .members
+            .get(i)
+            .ok_or_else(|| out_of_range(i, self.size()))?;
+        match &member.watchdog {
+            Some(w) if w.alive() => Ok(w),
+            _ => Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!("ensemble member {i} is killed"),
+            )),
+        }
+    }
+
+    fn log_tails(&self) -> String {
+        let mut out = String::new();
+        for m in &self.members {
+            let _ = writeln!(
+                out,
+                "--- {} ({}):\n{}",
+                m.log().display(),
+                m.addr(),
+                log_tail(&m.log(), 15)
+            );
+        }
+        let _ = write!(out, "{FIX_HINT}");
+        out
+    }
+
+    /// Called when start fails: the members die, the directory (with the logs the
+    /// error names) stays.
+    fn keep_dir_on_drop(&mut self) {
+        for m in &mut self.members {
+            let _ = m.kill();
+        }
+        self.dir = PathBuf::new();
+    }
+}
+
+impl Drop for ZkEnsemble {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            let _ = m.kill();
+        }
+        if self.dir.as_os_str().is_empty() {
+            return;
+        }
+        if thread::panicking() {
+            eprintln!(
+                "zklock::testing: kept the ZooKeeper ensemble's directory for the failed test: {}",
+                self.dir.display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn out_of_range(i: usize, size: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("no ensemble member {i} (size {size})"),
+    )
+}

@@ -1,0 +1,367 @@
+//! [`ZkServer`]: one standalone Apache ZooKeeper on 127.0.0.1.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::process::{
+    conf_names_dir, four_letter_timeout, free_ports, is_bind_failure, log_len, log_since, log_tail,
+    make_temp_dir, parse_mode, JvmSpec, Watchdog, FIX_HINT,
+};
+use super::{parse_mntr, FOUR_LETTER_TIMEOUT};
+
+const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
+
+/// How long [`ZkServer::start`] and [`ZkServer::restart`] wait for the server to serve.
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many fresh ports [`ZkServer::start`] tries when another process takes the one
+/// it picked before the JVM binds it.
+const PORT_ATTEMPTS: usize = 5;
+
+/// The server's `tickTime`: sessions are checked for expiry every tick.
+pub const TICK_TIME: Duration = Duration::from_millis(200);
+
+/// The smallest session timeout the test servers grant (`minSessionTimeout`).
+pub const MIN_SESSION_TIMEOUT: Duration = Duration::from_millis(400);
+
+/// The largest session timeout the test servers grant (`maxSessionTimeout`).
+pub const MAX_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One standalone Apache ZooKeeper server (`ZooKeeperServerMain` from Debian's
+/// `zookeeper` package), started for a test.
+///
+/// - listens on 127.0.0.1 only, on a free port;
+/// - keeps its data, `zoo.cfg` and log in a fresh directory under
+///   [`std::env::temp_dir`], removed when the server is dropped — unless the thread is
+///   panicking (a failing test), in which case the directory is kept and its path
+///   printed;
+/// - `tickTime` [`TICK_TIME`], session timeouts from [`MIN_SESSION_TIMEOUT`] to
+///   [`MAX_SESSION_TIMEOUT`], so 1–2 s sessions and quick expiry work;
+/// - every four-letter word enabled (`mntr`, `wchc`, `cons`, `stat`, `dump`, ...), no
+///   limit on connections per client address, TTL nodes enabled, containers reaped
+///   every second, no admin HTTP server.
+///
+/// The JVM runs under a watchdog (see the [module docs](super)): it is killed when this
+/// handle is dropped and also when the test process exits in any way, so no test leaves
+/// a JVM behind.
+///
+/// Tests that only need *a* server should share one per test binary with
+/// [`shared_server`](super::shared_server) or [`test_servers`](super::test_servers);
+/// tests that stop, restart or pause the server need their own `ZkServer`.
+///
+/// # Examples
+///
+/// ```no_run
+/// use zklock::testing::ZkServer;
+///
+/// let mut server = ZkServer::start()?;
+/// assert_eq!(server.four_letter("ruok")?, "imok");
+/// let connect = server.connect_string(); // "127.0.0.1:PORT"
+/// server.restart()?; // same port, same data: sessions survive a quick restart
+/// # let _ = connect;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct ZkServer {
+    port: u16,
+    dir: PathBuf,
+    watchdog: Option<Watchdog>,
+}
+
+/// Why one launch attempt failed.
+enum LaunchError {
+    /// Another process holds the port: try again (with another port, or later).
+    PortTaken,
+    /// Anything else: give up with this error.
+    Fatal(io::Error),
+}
+
+impl ZkServer {
+    /// Starts a server and waits (up to 30 s) until it serves requests.
+    ///
+    /// # Errors
+    ///
+    /// When ZooKeeper or Java is missing, or the server does not come up, the error
+    /// says how to fix it (`make zookeeper`) and includes the tail of the server log.
+    pub fn start() -> io::Result<ZkServer> {
+        let dir = make_temp_dir("zk")?;
+        fs::create_dir(dir.join("data"))?;
+        let mut last = 0;
+        for _ in 0..PORT_ATTEMPTS {
+            let port = free_ports(1)?[0];
+            write_config(&dir, port)?;
+            match launch(&dir, port) {
+                Ok(watchdog) => {
+                    return Ok(ZkServer {
+                        port,
+                        dir,
+                        watchdog: Some(watchdog),
+                    })
+                }
+                Err(LaunchError::PortTaken) => {
+                    log::debug!("port {port} was taken before ZooKeeper bound it; retrying");
+                    last = port;
+                }
+                // The directory stays: the error names its log.
+                Err(LaunchError::Fatal(e)) => return Err(e),
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "ZooKeeper could not bind a free port in {PORT_ATTEMPTS} attempts (last {last}); \
+                 log: {}",
+                dir.join("zookeeper.log").display()
+            ),
+        ))
+    }
+
+    /// The connect string for clients: `"127.0.0.1:PORT"`.
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The client port (the same across [`restart`](ZkServer::restart)s).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The PID of the server's JVM, or `None` while it is stopped.
+    pub fn pid(&self) -> Option<u32> {
+        self.watchdog.as_ref().map(Watchdog::pid)
+    }
+
+    /// Whether the JVM is running (a paused server is running).
+    pub fn is_running(&self) -> bool {
+        self.watchdog.as_ref().is_some_and(Watchdog::alive)
+    }
+
+    /// The directory that holds `zoo.cfg`, the `data` directory and `zookeeper.log`.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The server's log file (kept across restarts).
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("zookeeper.log")
+    }
+
+    /// Kills the server (SIGKILL: what a crash looks like) and waits until the process
+    /// is gone. Data and port are kept for [`restart`](ZkServer::restart). Does nothing
+    /// if already stopped.
+    ///
+    /// Every write the server acknowledged survives: ZooKeeper hands its transaction
+    /// log to the OS before replying (only `fsync` is off, which matters for power
+    /// loss, not for a killed process).
+    pub fn stop(&mut self) -> io::Result<()> {
+        match self.watchdog.take() {
+            Some(watchdog) => watchdog.finish("KILL", true).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops the server if it runs, then starts it again on the same port with the
+    /// same data, and waits until it serves. Sessions whose timeout has not run out
+    /// survive, as with a real server restart.
+    ///
+    /// # Errors
+    ///
+    /// If the port stays taken by another process for 15 s, or the server does not
+    /// come up (the error includes the log tail).
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.stop()?;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            match launch(&self.dir, self.port) {
+                Ok(watchdog) => {
+                    self.watchdog = Some(watchdog);
+                    return Ok(());
+                }
+                Err(LaunchError::Fatal(e)) => return Err(e),
+                Err(LaunchError::PortTaken) if Instant::now() < deadline => {
+                    thread::sleep(Duration::from_millis(200));
+                }
+                Err(LaunchError::PortTaken) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        format!("port {} stayed taken; cannot restart ZooKeeper", self.port),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open but nothing is answered
+    /// and no session expires — a hung server. [`resume`](ZkServer::resume) thaws it.
+    pub fn pause(&mut self) -> io::Result<()> {
+        let watchdog = self.running_watchdog()?;
+        watchdog.freeze(true)
+    }
+
+    /// Thaws a server frozen by [`pause`](ZkServer::pause) (SIGCONT).
+    pub fn resume(&mut self) -> io::Result<()> {
+        let watchdog = self.running_watchdog()?;
+        watchdog.freeze(false)
+    }
+
+    /// Sends a four-letter word (`ruok`, `srvr`, `stat`, `mntr`, `cons`, `wchc`,
+    /// `wchs`, `dump`, `envi`, `conf`, ...) and returns the reply. Bounded: 5 s for the
+    /// connect and for each read.
+    pub fn four_letter(&self, command: &str) -> io::Result<String> {
+        four_letter_timeout(&self.connect_string(), command, FOUR_LETTER_TIMEOUT)
+    }
+
+    /// The `mntr` counters (`zk_znode_count`, `zk_watch_count`,
+    /// `zk_num_alive_connections`, `zk_ephemerals_count`, ...) as a map.
+    pub fn mntr(&self) -> io::Result<HashMap<String, String>> {
+        self.four_letter("mntr").map(|r| parse_mntr(&r))
+    }
+
+    /// Marks the directory to be kept even if the process exits without dropping
+    /// this handle (used for the shared server when a test panics).
+    pub(crate) fn keep_on_exit(&self) {
+        if let Some(watchdog) = &self.watchdog {
+            let _ = watchdog.send("KEEP");
+        }
+    }
+
+    fn running_watchdog(&self) -> io::Result<&Watchdog> {
+        match &self.watchdog {
+            Some(w) if w.alive() => Ok(w),
+            _ => Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!("the ZooKeeper server on port {} is stopped", self.port),
+            )),
+        }
+    }
+}
+
+impl Drop for ZkServer {
+    fn drop(&mut self) {
+        let failing = thread::panicking();
+        match self.watchdog.take() {
+            // Without KEEP the watchdog removes the directory once the JVM is gone.
+            Some(watchdog) => {
+                let _ = watchdog.finish("KILL", failing);
+            }
+            None if !failing => {
+                let _ = fs::remove_dir_all(&self.dir);
+            }
+            None => {}
+        }
+        if failing {
+            eprintln!(
+                "zklock::testing: kept the ZooKeeper server's directory for the failed test: \
+                 {} (log: {})",
+                self.dir.display(),
+                self.log_path().display()
+            );
+        }
+    }
+}
+
+fn write_config(dir: &Path, port: u16) -> io::Result<()> {
+    let config = format!(
+        "tickTime={tick}\n\
+         dataDir={data}\n\
+         clientPort={port}\n\
+         clientPortAddress=127.0.0.1\n\
+         minSessionTimeout={min}\n\
+         maxSessionTimeout={max}\n\
+         maxClientCnxns=0\n\
+         4lw.commands.whitelist=*\n\
+         admin.enableServer=false\n",
+        tick = TICK_TIME.as_millis(),
+        data = dir.join("data").display(),
+        min = MIN_SESSION_TIMEOUT.as_millis(),
+        max = MAX_SESSION_TIMEOUT.as_millis(),
+    );
+    fs::write(dir.join("zoo.cfg"), config)
+}
+
+/// Starts the JVM and waits until it serves on `port` with the data in `dir`.
+fn launch(dir: &Path, port: u16) -> Result<Watchdog, LaunchError> {
+    let log = dir.join("zookeeper.log");
+    let log_start = log_len(&log);
+    let spec = JvmSpec {
+        main_class: STANDALONE_MAIN,
+        config: dir.join("zoo.cfg"),
+        log: log.clone(),
+        cleanup: Some(dir.to_path_buf()),
+        cleanup_parent: None,
+    };
+    let watchdog = Watchdog::spawn(&spec).map_err(LaunchError::Fatal)?;
+    let addr = format!("127.0.0.1:{port}");
+    match wait_serving(&watchdog, &addr, &dir.join("data"), &log, log_start) {
+        Ok(()) => Ok(watchdog),
+        Err(e) => {
+            let _ = watchdog.finish("KILL", true);
+            Err(e)
+        }
+    }
+}
+
+/// Waits until the JVM under `watchdog` serves on `addr` with `data_dir` as its data,
+/// or it dies, or [`START_TIMEOUT`] passes.
+fn wait_serving(
+    watchdog: &Watchdog,
+    addr: &str,
+    data_dir: &Path,
+    log: &Path,
+    log_start: u64,
+) -> Result<(), LaunchError> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    let probe = Duration::from_secs(1);
+    loop {
+        if !watchdog.alive() {
+            return Err(died(log, log_start));
+        }
+        let serving = four_letter_timeout(addr, "srvr", probe)
+            .ok()
+            .and_then(|r| parse_mode(&r))
+            .is_some();
+        if serving {
+            if let Ok(conf) = four_letter_timeout(addr, "conf", probe) {
+                if conf_names_dir(&conf, data_dir) {
+                    return Ok(());
+                }
+                if conf.contains("dataDir=") {
+                    // Another server answers on our port: ours cannot bind it.
+                    return Err(LaunchError::PortTaken);
+                }
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(LaunchError::Fatal(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "ZooKeeper (pid {}) did not serve on {addr} within {} s; {FIX_HINT}.\n\
+                     Log {}:\n{}",
+                    watchdog.pid(),
+                    START_TIMEOUT.as_secs(),
+                    log.display(),
+                    log_tail(log, 30)
+                ),
+            )));
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The JVM exited during start: a lost port race, or a fatal problem.
+fn died(log: &Path, log_start: u64) -> LaunchError {
+    let text = log_since(log, log_start);
+    if is_bind_failure(&text) {
+        return LaunchError::PortTaken;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+    LaunchError::Fatal(io::Error::other(format!(
+        "ZooKeeper exited during start; {FIX_HINT}.\nLog {}:\n{tail}",
+        log.display()
+    )))
+}

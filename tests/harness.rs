@@ -1,0 +1,840 @@
+//! Self-tests of `zklock::testing` against real Apache ZooKeeper servers.
+//!
+//! No ZooKeeper client exists at this layer, so the tests speak four-letter words and
+//! a few raw protocol messages (connect, create, getData, close) over TCP.
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::testing::{
+    four_letter, parse_mntr, shared_server, test_servers, FaultProxy, ProxyMode, ZkEnsemble,
+    ZkServer, SERVERS_ENV,
+};
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+/// Whether a process with this PID exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat[stat.rfind(')').unwrap() + 1..].trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits until `f` holds, or panics after `timeout` with `what`.
+fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?}: {what}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends `ruok` over `stream` and reads the reply to EOF, with a read timeout.
+fn ruok_over(mut stream: TcpStream, timeout: Duration) -> io::Result<String> {
+    stream.set_read_timeout(Some(timeout))?;
+    stream.write_all(b"ruok")?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    Ok(reply)
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// Threads of this process whose name starts with `prefix` (Linux: /proc/self/task).
+fn threads_named(prefix: &str) -> usize {
+    fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
+}
+
+/// A minimal raw ZooKeeper session: enough to prove that data and sessions survive a
+/// restart and that a quorum accepts writes.
+struct RawSession {
+    stream: TcpStream,
+    session_id: i64,
+    password: Vec<u8>,
+    timeout_ms: i32,
+    xid: i32,
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> &[u8] {
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        head
+    }
+    fn i32(&mut self) -> i32 {
+        i32::from_be_bytes(self.take(4).try_into().unwrap())
+    }
+    fn i64(&mut self) -> i64 {
+        i64::from_be_bytes(self.take(8).try_into().unwrap())
+    }
+    fn buffer(&mut self) -> Vec<u8> {
+        let n = self.i32();
+        if n < 0 {
+            return Vec::new();
+        }
+        self.take(n as usize).to_vec()
+    }
+}
+
+fn put_i32(out: &mut Vec<u8>, v: i32) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+fn put_i64(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+fn put_buffer(out: &mut Vec<u8>, b: &[u8]) {
+    put_i32(out, b.len() as i32);
+    out.extend_from_slice(b);
+}
+
+fn write_frame(stream: &mut TcpStream, body: &[u8]) -> io::Result<()> {
+    let mut frame = Vec::with_capacity(body.len() + 4);
+    put_buffer(&mut frame, body);
+    stream.write_all(&frame)
+}
+
+fn read_frame(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len)?;
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut body)?;
+    Ok(body)
+}
+
+impl RawSession {
+    /// Opens a session (or resumes `resume = (id, password)`). `Ok(None)` when the
+    /// server refuses to resume it (expired).
+    fn connect(
+        addr: &str,
+        timeout_ms: i32,
+        resume: Option<(i64, &[u8])>,
+    ) -> io::Result<Option<RawSession>> {
+        let mut stream = TcpStream::connect(addr)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let (id, password) = resume.unwrap_or((0, &[0u8; 16]));
+        let mut req = Vec::new();
+        put_i32(&mut req, 0); // protocolVersion
+        put_i64(&mut req, 0); // lastZxidSeen
+        put_i32(&mut req, timeout_ms);
+        put_i64(&mut req, id);
+        put_buffer(&mut req, password);
+        req.push(0); // readOnly = false
+        write_frame(&mut stream, &req)?;
+        let reply = read_frame(&mut stream)?;
+        let mut r = Reader(&reply);
+        let _protocol = r.i32();
+        let timeout_ms = r.i32();
+        let session_id = r.i64();
+        let password = r.buffer();
+        if timeout_ms <= 0 {
+            return Ok(None);
+        }
+        Ok(Some(RawSession {
+            stream,
+            session_id,
+            password,
+            timeout_ms,
+            xid: 0,
+        }))
+    }
+
+    /// Sends one request, returns (err, body) of its reply.
+    fn call(&mut self, op: i32, body: &[u8]) -> io::Result<(i32, Vec<u8>)> {
+        self.xid += 1;
+        let mut req = Vec::new();
+        put_i32(&mut req, self.xid);
+        put_i32(&mut req, op);
+        req.extend_from_slice(body);
+        write_frame(&mut self.stream, &req)?;
+        loop {
+            let reply = read_frame(&mut self.stream)?;
+            let mut r = Reader(&reply);
+            let xid = r.i32();
+            let _zxid = r.i64();
+            let err = r.i32();
+            if xid == self.xid {
+                return Ok((err, r.0.to_vec()));
+            }
+        }
+    }
+
+    /// Creates a persistent node with `data`, open ACL; returns the error code.
+    fn create(&mut self, path: &str, data: &[u8]) -> io::Result<i32> {
+        let mut body = Vec::new();
+        put_buffer(&mut body, path.as_bytes());
+        put_buffer(&mut body, data);
+        put_i32(&mut body, 1); // one ACL
+        put_i32(&mut body, 31); // Perms.ALL
+        put_buffer(&mut body, b"world");
+        put_buffer(&mut body, b"anyone");
+        put_i32(&mut body, 0); // PERSISTENT
+        Ok(self.call(1, &body)?.0)
+    }
+
+    /// Reads a node's data; `Err` carries a non-zero code as `Other`.
+    fn get_data(&mut self, path: &str) -> io::Result<Vec<u8>> {
+        let mut body = Vec::new();
+        put_buffer(&mut body, path.as_bytes());
+        body.push(0); // no watch
+        let (err, reply) = self.call(4, &body)?;
+        if err != 0 {
+            return Err(io::Error::other(format!("getData {path}: error {err}")));
+        }
+        Ok(Reader(&reply).buffer())
+    }
+
+    fn delete(&mut self, path: &str) -> io::Result<i32> {
+        let mut body = Vec::new();
+        put_buffer(&mut body, path.as_bytes());
+        put_i32(&mut body, -1);
+        Ok(self.call(2, &body)?.0)
+    }
+
+    fn close(mut self) -> io::Result<()> {
+        self.call(-11, &[]).map(drop)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// ZkServer
+// ---------------------------------------------------------------------------
+
+#[test]
+fn server_starts_answers_and_stops_without_leftovers() {
+    let started = Instant::now();
+    let mut server = ZkServer::start().unwrap();
+    eprintln!("ZkServer::start took {:?}", started.elapsed());
+    let pid = server.pid().unwrap();
+    let dir = server.dir().to_path_buf();
+    assert!(alive(pid));
+    assert!(server.is_running());
+    assert_eq!(
+        server.connect_string(),
+        format!("127.0.0.1:{}", server.port())
+    );
+    assert_eq!(server.four_letter("ruok").unwrap(), "imok");
+    assert!(server
+        .four_letter("srvr")
+        .unwrap()
+        .contains("Mode: standalone"));
+    let conf = server.four_letter("conf").unwrap();
+    assert!(conf.contains("tickTime=200"), "{conf}");
+    assert!(conf.contains("minSessionTimeout=400"), "{conf}");
+    assert!(conf.contains("maxClientCnxns=0"), "{conf}");
+    let mntr = server.mntr().unwrap();
+    assert!(mntr.contains_key("zk_znode_count"), "{mntr:?}");
+    // Every four-letter word is whitelisted.
+    for word in ["cons", "wchc", "wchs", "dump", "stat", "envi"] {
+        let reply = server.four_letter(word).unwrap();
+        assert!(!reply.contains("not in the whitelist"), "{word}: {reply}");
+    }
+
+    server.stop().unwrap();
+    assert!(!alive(pid), "pid {pid} still runs after stop()");
+    assert!(!server.is_running());
+    assert_eq!(server.pid(), None);
+    assert!(dir.exists(), "stop() keeps the data for restart");
+    server.stop().unwrap(); // idempotent
+    assert!(four_letter(&server.connect_string(), "ruok").is_err());
+
+    drop(server);
+    assert!(!dir.exists(), "drop removes {}", dir.display());
+}
+
+#[test]
+fn server_drop_kills_the_jvm_and_removes_its_directory() {
+    let server = ZkServer::start().unwrap();
+    let pid = server.pid().unwrap();
+    let dir = server.dir().to_path_buf();
+    let log = server.log_path();
+    assert!(log.starts_with(&dir) && log.exists());
+    drop(server);
+    assert!(!alive(pid), "pid {pid} still runs after drop");
+    assert!(!dir.exists(), "{} still exists after drop", dir.display());
+}
+
+#[test]
+fn server_restart_keeps_port_data_and_sessions() {
+    let mut server = ZkServer::start().unwrap();
+    let addr = server.connect_string();
+    let port = server.port();
+    let old_pid = server.pid().unwrap();
+
+    let mut session = RawSession::connect(&addr, 20_000, None)
+        .unwrap()
+        .expect("new session");
+    assert_eq!(session.timeout_ms, 20_000);
+    assert_eq!(session.create("/restart", b"kept").unwrap(), 0);
+    let (id, password) = (session.session_id, session.password.clone());
+    let nodes = |s: &ZkServer| s.mntr().unwrap()["zk_znode_count"].clone();
+    let before = nodes(&server);
+
+    let started = Instant::now();
+    server.restart().unwrap();
+    eprintln!("ZkServer::restart took {:?}", started.elapsed());
+    assert_eq!(server.port(), port);
+    assert_ne!(server.pid(), Some(old_pid));
+    assert!(!alive(old_pid));
+    assert_eq!(server.four_letter("ruok").unwrap(), "imok");
+    assert_eq!(nodes(&server), before);
+
+    // The session outlives the restart: resuming it with id + password works.
+    let mut resumed = RawSession::connect(&addr, 20_000, Some((id, &password)))
+        .unwrap()
+        .expect("the session survives a restart within its timeout");
+    assert_eq!(resumed.session_id, id);
+    assert_eq!(resumed.get_data("/restart").unwrap(), b"kept");
+    resumed.close().unwrap();
+
+    // A bogus session is refused: the check above can fail.
+    let refused = RawSession::connect(&addr, 20_000, Some((id ^ 0x5555, &password))).unwrap();
+    assert!(refused.is_none(), "an unknown session must not be resumed");
+}
+
+#[test]
+fn server_pause_freezes_and_resume_thaws() {
+    let mut server = ZkServer::start().unwrap();
+    let addr = server.connect_string();
+    server.pause().unwrap();
+    let frozen = ruok_over(
+        TcpStream::connect(&addr).unwrap(),
+        Duration::from_millis(700),
+    );
+    assert!(
+        frozen.as_ref().is_err_and(is_timeout),
+        "a paused server answered: {frozen:?}"
+    );
+    server.resume().unwrap();
+    assert_eq!(
+        ruok_over(TcpStream::connect(&addr).unwrap(), Duration::from_secs(5)).unwrap(),
+        "imok"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The shared server and the watchdog
+// ---------------------------------------------------------------------------
+
+#[test]
+fn shared_server_is_started_once() {
+    let a = shared_server();
+    let b = shared_server();
+    assert!(std::ptr::eq(a, b));
+    assert_eq!(a.four_letter("ruok").unwrap(), "imok");
+    match std::env::var(SERVERS_ENV) {
+        Ok(s) if !s.trim().is_empty() => assert_eq!(test_servers(), s.trim()),
+        _ => assert_eq!(test_servers(), a.connect_string()),
+    }
+    let mntr = parse_mntr(&a.four_letter("mntr").unwrap());
+    assert_eq!(mntr["zk_server_state"], "standalone");
+}
+
+/// Environment variable that turns `watchdog_child` into a real test body.
+const CHILD_ENV: &str = "ZKLOCK_HARNESS_CHILD";
+
+/// Runs in a child process (see `shared_server_dies_with_the_process`): starts the
+/// shared server, prints its PID and directory, then ends as `$ZKLOCK_HARNESS_CHILD`
+/// says — returning (the static is never dropped), aborting, or panicking.
+#[test]
+#[ignore = "helper: runs only as a child process of the watchdog tests"]
+fn watchdog_child() {
+    let Ok(how) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let server = shared_server();
+    println!(
+        "CHILD pid={} dir={}",
+        server.pid().unwrap(),
+        server.dir().display()
+    );
+    io::stdout().flush().unwrap();
+    match how.as_str() {
+        "abort" => std::process::abort(),
+        "panic" => panic!("deliberate panic in the watchdog child"),
+        _ => {}
+    }
+}
+
+/// Runs `watchdog_child` in a child process; returns the shared server's PID and
+/// directory it printed, once the child has exited.
+fn run_child(how: &str) -> (u32, PathBuf) {
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "watchdog_child", "--nocapture"])
+        .env(CHILD_ENV, how)
+        .env_remove(SERVERS_ENV)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("CHILD "))
+        .unwrap_or_else(|| {
+            panic!(
+                "child printed no PID: {stdout}\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    let (pid, dir) = line.split_once(' ').unwrap();
+    let pid = pid.strip_prefix("pid=").unwrap().parse().unwrap();
+    let dir = PathBuf::from(dir.strip_prefix("dir=").unwrap());
+    (pid, dir)
+}
+
+fn assert_jvm_gone(pid: u32) {
+    wait_until(
+        Duration::from_secs(10),
+        "the JVM dies with its test process",
+        || !alive(pid),
+    );
+}
+
+#[test]
+fn shared_server_dies_when_the_test_process_exits() {
+    let (pid, dir) = run_child("exit");
+    assert_jvm_gone(pid);
+    wait_until(Duration::from_secs(10), "the directory is removed", || {
+        !dir.exists()
+    });
+}
+
+#[test]
+fn shared_server_dies_when_the_test_process_aborts() {
+    let (pid, dir) = run_child("abort");
+    assert_jvm_gone(pid);
+    wait_until(Duration::from_secs(10), "the directory is removed", || {
+        !dir.exists()
+    });
+}
+
+#[test]
+fn shared_server_keeps_its_log_when_a_test_panics() {
+    let (pid, dir) = run_child("panic");
+    assert_jvm_gone(pid);
+    // The watchdog is done once the JVM is reaped; give it a moment, then the
+    // directory must still be there, log included.
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        dir.join("zookeeper.log").exists(),
+        "a panic must keep {}",
+        dir.display()
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// ZkEnsemble
+// ---------------------------------------------------------------------------
+
+#[test]
+fn ensemble_keeps_serving_after_the_leader_is_killed() {
+    let started = Instant::now();
+    let mut ensemble = ZkEnsemble::start().unwrap();
+    eprintln!("ZkEnsemble::start took {:?}", started.elapsed());
+    assert_eq!(ensemble.size(), 3);
+    assert_eq!(ensemble.connect_string().split(',').count(), 3);
+    let leader = ensemble.leader().expect("a started ensemble has a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    for &i in &followers {
+        assert_eq!(ensemble.mode(i).as_deref(), Some("follower"));
+    }
+    let mut session = RawSession::connect(&ensemble.address(followers[0]), 20_000, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(session.create("/before", b"1").unwrap(), 0);
+    session.close().unwrap();
+
+    let leader_pid = ensemble.pid(leader).unwrap();
+    let killed = Instant::now();
+    ensemble.kill(leader).unwrap();
+    assert!(!alive(leader_pid));
+    assert!(!ensemble.is_running(leader));
+    assert!(ensemble.four_letter(leader, "ruok").is_err());
+    ensemble.wait_for_quorum(Duration::from_secs(30)).unwrap();
+    eprintln!("new leader elected in {:?}", killed.elapsed());
+    let new_leader = ensemble.leader().expect("a new leader");
+    assert_ne!(new_leader, leader);
+    for &i in &followers {
+        let srvr = ensemble.four_letter(i, "srvr").unwrap();
+        assert!(
+            srvr.contains("Mode: leader") || srvr.contains("Mode: follower"),
+            "{srvr}"
+        );
+    }
+    // The remaining two accept writes and kept the data.
+    let mut session = RawSession::connect(&ensemble.address(followers[1]), 20_000, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(session.get_data("/before").unwrap(), b"1");
+    assert_eq!(session.create("/after", b"2").unwrap(), 0);
+    session.close().unwrap();
+
+    ensemble.restart(leader).unwrap();
+    assert!(ensemble.is_running(leader));
+    ensemble.wait_for_quorum(Duration::from_secs(30)).unwrap();
+    assert_eq!(ensemble.mode(leader).as_deref(), Some("follower"));
+    let mut session = RawSession::connect(&ensemble.address(leader), 20_000, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(session.get_data("/after").unwrap(), b"2");
+    session.close().unwrap();
+
+    // Without a majority there is no quorum: wait_for_quorum can fail.
+    ensemble.kill(followers[0]).unwrap();
+    ensemble.kill(followers[1]).unwrap();
+    let e = ensemble
+        .wait_for_quorum(Duration::from_millis(500))
+        .unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+
+    let pids: Vec<u32> = (0..3).filter_map(|i| ensemble.pid(i)).collect();
+    let dir = ensemble.dir().to_path_buf();
+    drop(ensemble);
+    for pid in pids {
+        assert!(!alive(pid));
+    }
+    assert!(!dir.exists());
+}
+
+// ---------------------------------------------------------------------------
+// FaultProxy
+// ---------------------------------------------------------------------------
+
+#[test]
+fn proxy_passes_by_default() {
+    let server = shared_server();
+    let proxy = FaultProxy::start(server.connect_string()).unwrap();
+    assert_eq!(proxy.mode(), ProxyMode::Pass);
+    assert_eq!(
+        four_letter(&proxy.connect_string(), "ruok").unwrap(),
+        "imok"
+    );
+    let mut session = RawSession::connect(&proxy.connect_string(), 10_000, None)
+        .unwrap()
+        .unwrap();
+    let path = format!("/proxy-pass-{}", std::process::id());
+    assert_eq!(session.create(&path, b"x").unwrap(), 0);
+    assert_eq!(session.get_data(&path).unwrap(), b"x");
+    assert_eq!(session.delete(&path).unwrap(), 0);
+    // The four-letter connection ends on its own; the session's stays.
+    wait_until(
+        Duration::from_secs(5),
+        "only the session's connection",
+        || proxy.connections() == 1,
+    );
+    session.close().unwrap();
+    wait_until(
+        Duration::from_secs(5),
+        "a closed connection is forgotten",
+        || proxy.connections() == 0,
+    );
+}
+
+#[test]
+fn proxy_stall_holds_bytes_until_pass() {
+    let server = shared_server();
+    let proxy = FaultProxy::start(server.connect_string()).unwrap();
+    proxy.stall();
+    assert_eq!(proxy.mode(), ProxyMode::Stall);
+    let mut stream = TcpStream::connect(proxy.addr()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    stream.write_all(b"ruok").unwrap();
+    let mut reply = Vec::new();
+    let started = Instant::now();
+    let e = stream.read_to_end(&mut reply).unwrap_err();
+    assert!(is_timeout(&e), "expected a read timeout, got {e:?}");
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    assert!(reply.is_empty());
+    // The server itself is fine.
+    assert_eq!(server.four_letter("ruok").unwrap(), "imok");
+    wait_until(
+        Duration::from_secs(5),
+        "a stall keeps the connection",
+        || proxy.connections() == 1,
+    );
+
+    // Still stalled a while later; then the held "ruok" goes through.
+    thread::sleep(Duration::from_millis(300));
+    proxy.pass();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream.read_to_end(&mut reply).unwrap();
+    assert_eq!(reply, b"imok");
+}
+
+#[test]
+fn proxy_stall_blocks_a_live_session_both_ways() {
+    let server = shared_server();
+    let proxy = FaultProxy::start(server.connect_string()).unwrap();
+    let mut session = RawSession::connect(&proxy.connect_string(), 10_000, None)
+        .unwrap()
+        .unwrap();
+    let path = format!("/proxy-stall-{}", std::process::id());
+    proxy.stall();
+    session
+        .stream
+        .set_read_timeout(Some(Duration::from_millis(800)))
+        .unwrap();
+    let e = session.create(&path, b"held").unwrap_err();
+    assert!(is_timeout(&e), "{e:?}");
+    proxy.pass();
+    // The held request reaches the server and its reply comes back.
+    session
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let reply = read_frame(&mut session.stream).unwrap();
+    let mut r = Reader(&reply);
+    assert_eq!(r.i32(), session.xid);
+    let _zxid = r.i64();
+    assert_eq!(r.i32(), 0, "create succeeded");
+    assert_eq!(session.get_data(&path).unwrap(), b"held");
+    assert_eq!(session.delete(&path).unwrap(), 0);
+    session.close().unwrap();
+}
+
+#[test]
+fn proxy_cut_closes_the_client_side() {
+    let server = shared_server();
+    let proxy = FaultProxy::start(server.connect_string()).unwrap();
+    let mut session = RawSession::connect(&proxy.connect_string(), 10_000, None)
+        .unwrap()
+        .unwrap();
+    wait_until(Duration::from_secs(5), "one connection", || {
+        proxy.connections() == 1
+    });
+    session
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let cut = Instant::now();
+    proxy.cut();
+    let mut byte = [0u8; 1];
+    match session.stream.read(&mut byte) {
+        Ok(0) => {}
+        Ok(n) => panic!("read {n} bytes after a cut"),
+        Err(e) => assert!(!is_timeout(&e), "the cut was not seen: {e:?}"),
+    }
+    assert!(
+        cut.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        cut.elapsed()
+    );
+    assert_eq!(proxy.connections(), 0);
+    // The mode is unchanged and new connections work.
+    assert_eq!(proxy.mode(), ProxyMode::Pass);
+    assert_eq!(
+        four_letter(&proxy.connect_string(), "ruok").unwrap(),
+        "imok"
+    );
+}
+
+#[test]
+fn proxy_cut_while_stalled_and_reset() {
+    let server = shared_server();
+    let proxy = FaultProxy::start(server.connect_string()).unwrap();
+    proxy.stall();
+    let stream = TcpStream::connect(proxy.addr()).unwrap();
+    let mut held = stream.try_clone().unwrap();
+    held.write_all(b"ruok").unwrap();
+    wait_until(Duration::from_secs(5), "one connection", || {
+        proxy.connections() == 1
+    });
+    proxy.cut();
+    assert_eq!(proxy.mode(), ProxyMode::Stall, "cut keeps the mode");
+    let r = ruok_over(stream, Duration::from_secs(2));
+    assert!(
+        matches!(&r, Ok(s) if s.is_empty()) || r.as_ref().is_err_and(|e| !is_timeout(e)),
+        "a cut connection delivers nothing and ends: {r:?}"
+    );
+    // New connections are accepted, still stalled.
+    let r = ruok_over(
+        TcpStream::connect(proxy.addr()).unwrap(),
+        Duration::from_millis(500),
+    );
+    assert!(r.as_ref().is_err_and(is_timeout), "{r:?}");
+    wait_until(Duration::from_secs(5), "the stalled connection", || {
+        proxy.connections() == 1
+    });
+    proxy.reset();
+    assert_eq!(proxy.mode(), ProxyMode::Pass);
+    assert_eq!(proxy.connections(), 0, "reset cut the stalled connection");
+    assert_eq!(
+        four_letter(&proxy.connect_string(), "ruok").unwrap(),
+        "imok"
+    );
+}
+
+#[test]
+fn proxy_delay_adds_latency() {
+    let server = shared_server();
+    let proxy = FaultProxy::start(server.connect_string()).unwrap();
+    let mut session = RawSession::connect(&proxy.connect_string(), 10_000, None)
+        .unwrap()
+        .unwrap();
+    let path = format!("/proxy-delay-{}", std::process::id());
+    assert_eq!(session.create(&path, b"d").unwrap(), 0);
+    let round_trip = |s: &mut RawSession| {
+        let t = Instant::now();
+        assert_eq!(s.get_data(&path).unwrap(), b"d");
+        t.elapsed()
+    };
+    let fast = round_trip(&mut session);
+    proxy.delay(Duration::from_millis(150));
+    assert_eq!(proxy.mode(), ProxyMode::Delay(Duration::from_millis(150)));
+    let slow = round_trip(&mut session);
+    assert!(
+        slow >= Duration::from_millis(300) && slow < Duration::from_secs(2),
+        "delay 150 ms each way: round trip {slow:?} (undelayed {fast:?})"
+    );
+    // Pipelined requests are delayed once each, not one after another.
+    let t = Instant::now();
+    for _ in 0..5 {
+        session.xid += 1;
+        let mut body = Vec::new();
+        put_i32(&mut body, session.xid);
+        put_i32(&mut body, 4);
+        put_buffer(&mut body, path.as_bytes());
+        body.push(0);
+        write_frame(&mut session.stream, &body).unwrap();
+    }
+    for _ in 0..5 {
+        read_frame(&mut session.stream).unwrap();
+    }
+    let pipelined = t.elapsed();
+    assert!(
+        pipelined < Duration::from_millis(900),
+        "5 pipelined requests took {pipelined:?}"
+    );
+    proxy.pass();
+    let again = round_trip(&mut session);
+    assert!(again < Duration::from_millis(250), "{again:?}");
+    assert_eq!(session.delete(&path).unwrap(), 0);
+    session.close().unwrap();
+}
+
+#[test]
+fn proxy_set_target_redirects_new_connections() {
+    let server = shared_server();
+    let other = ZkServer::start().unwrap();
+    let proxy = FaultProxy::start(server.connect_string()).unwrap();
+    let port_of = |addr: &str| {
+        let conf = four_letter(addr, "conf").unwrap();
+        parse_conf_port(&conf)
+    };
+    assert_eq!(port_of(&proxy.connect_string()), server.port());
+    proxy.set_target(other.connect_string()).unwrap();
+    assert_eq!(proxy.target().port(), other.port());
+    assert_eq!(port_of(&proxy.connect_string()), other.port());
+}
+
+fn parse_conf_port(conf: &str) -> u16 {
+    conf.lines()
+        .find_map(|l| l.strip_prefix("clientPort="))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn proxy_to_a_dead_target_closes_the_client() {
+    let mut server = ZkServer::start().unwrap();
+    let proxy = FaultProxy::start(server.connect_string()).unwrap();
+    server.stop().unwrap();
+    let r = ruok_over(
+        TcpStream::connect(proxy.addr()).unwrap(),
+        Duration::from_secs(5),
+    );
+    assert!(
+        matches!(&r, Ok(s) if s.is_empty()) || r.as_ref().is_err_and(|e| !is_timeout(e)),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn dropping_a_proxy_stops_its_threads() {
+    let server = shared_server();
+    let proxy = FaultProxy::start(server.connect_string()).unwrap();
+    let prefix = format!("zkp{}:", proxy.id());
+    let mut sessions: Vec<RawSession> = (0..3)
+        .map(|_| {
+            RawSession::connect(&proxy.connect_string(), 10_000, None)
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    // One with a partial request in flight under a delay, then all stalled.
+    proxy.delay(Duration::from_millis(100));
+    sessions[0].stream.write_all(&[0, 0, 0, 8]).unwrap();
+    wait_until(
+        Duration::from_secs(5),
+        "1 + 4 threads per connection",
+        || threads_named(&prefix) == 1 + 4 * 3,
+    );
+    proxy.stall();
+    assert_eq!(proxy.connections(), 3);
+
+    let t = Instant::now();
+    drop(proxy);
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "drop took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(threads_named(&prefix), 0, "threads left behind");
+    // Dropping closed the client sides too.
+    for mut s in sessions {
+        s.stream
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        let r = s.stream.read(&mut buf);
+        assert!(
+            matches!(r, Ok(0)) || r.as_ref().is_err_and(|e| !is_timeout(e)),
+            "{r:?}"
+        );
+    }
+}
+
+#[test]
+fn four_letter_to_nothing_fails_cleanly() {
+    // Bind, then free, a port: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let e = four_letter(&format!("127.0.0.1:{port}"), "ruok").unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
+}
