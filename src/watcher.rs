@@ -151,7 +151,8 @@ struct Inner {
 /// listener about one path ([`ZooKeeperListener::path`]) is found by that path,
 /// so dispatch cost does not grow with the number of waiting locks.
 /// The session ends with [`close`](Self::close) or when the last clone is
-/// dropped (listeners that hold a clone keep it alive: close explicitly).
+/// dropped, on the thread that drops it, which joins the client's threads
+/// (listeners that hold a clone keep it alive: close explicitly).
 ///
 /// # Examples
 /// ```no_run
@@ -164,6 +165,22 @@ struct Inner {
 #[derive(Clone)]
 pub struct ZooKeeperWatcher {
     inner: Arc<Inner>,
+    /// Shared by the handle's clones only. The event thread holds `Inner` too
+    /// while it dispatches an event (the `PendingWatcher` upgrades its `Weak`), so
+    /// the last `Arc<Inner>` may be dropped there; the last *handle* closes the
+    /// session on the thread that drops it, and joins the client's threads.
+    _closer: Arc<Closer>,
+}
+
+/// Closes the session when the last [`ZooKeeperWatcher`] clone is dropped.
+struct Closer(Arc<Inner>);
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.close() {
+            debug!("closing a dropped ZooKeeperWatcher: {e}");
+        }
+    }
 }
 
 impl std::fmt::Debug for ZooKeeperWatcher {
@@ -261,7 +278,9 @@ impl ZooKeeperWatcherBuilder {
         self
     }
 
-    /// Connects and returns the watcher once the session is established.
+    /// Connects and returns the watcher once the session is established and the
+    /// watcher has handled its `SyncConnected` event: listeners registered
+    /// afterwards are told only of later events.
     ///
     /// # Errors
     /// `BadArguments` (connect string, base znode); `ConnectionLoss` when no
@@ -275,6 +294,7 @@ impl ZooKeeperWatcherBuilder {
             builder = builder.with_connect_wait(w);
         }
         let wait = self.connect_wait.unwrap_or(self.session_timeout);
+        let deadline = std::time::Instant::now().checked_add(wait);
         // Started, not connected: events queue in the PendingWatcher until the
         // watcher below is ready (HBase's InstancePending dance).
         let zk = builder.start(pending.clone())?;
@@ -296,10 +316,31 @@ impl ZooKeeperWatcherBuilder {
         });
         let weak: Weak<dyn Watcher> = Arc::downgrade(&inner) as Weak<dyn Watcher>;
         pending.prepare(weak)?;
-        let zkw = ZooKeeperWatcher { inner };
+        let zkw = ZooKeeperWatcher {
+            _closer: Arc::new(Closer(Arc::clone(&inner))),
+            inner,
+        };
         if let Err(e) = zk.wait_connected(wait) {
             let _ = zkw.close();
             return Err(e);
+        }
+        // The client is connected before its SyncConnected event has reached this
+        // watcher on the event thread. Return only once the watcher has handled
+        // it, so listeners registered after `connect` never get that stale event.
+        {
+            let mut g = zkw.inner.state_lock.lock();
+            while zkw.inner.state_seq.load(Ordering::SeqCst) == 0 {
+                let timed_out = match deadline {
+                    Some(d) => zkw.inner.state_cv.wait_until(&mut g, d).timed_out(),
+                    None => {
+                        zkw.inner.state_cv.wait(&mut g);
+                        false
+                    }
+                };
+                if timed_out {
+                    break;
+                }
+            }
         }
         *zkw.inner.identifier.write() = format!("{}-0x{:x}", zkw.inner.prefix, zk.session_id());
         if self.create_base {
@@ -457,21 +498,25 @@ impl ZooKeeperWatcher {
 
     /// Closes the session (idempotent) and drops every listener.
     pub fn close(&self) -> Result<()> {
-        self.inner.closed.store(true, Ordering::SeqCst);
-        // An event thread still parked in the PendingWatcher must not hold close.
-        let _ = self.inner.pending.cancel();
-        let r = self.inner.rzk.close();
-        self.unregister_all_listeners();
-        {
-            let _g = self.inner.state_lock.lock();
-            self.inner.state_seq.fetch_add(1, Ordering::SeqCst);
-            self.inner.state_cv.notify_all();
-        }
-        r
+        self.inner.close()
     }
 }
 
 impl Inner {
+    fn close(&self) -> Result<()> {
+        self.closed.store(true, Ordering::SeqCst);
+        // An event thread still parked in the PendingWatcher must not hold close.
+        let _ = self.pending.cancel();
+        let r = self.rzk.close();
+        *self.registry.write() = Registry::default();
+        {
+            let _g = self.state_lock.lock();
+            self.state_seq.fetch_add(1, Ordering::SeqCst);
+            self.state_cv.notify_all();
+        }
+        r
+    }
+
     fn call_each(
         &self,
         listeners: Vec<ListenerRef>,
@@ -506,13 +551,16 @@ impl Inner {
             KeeperState::Closed => debug!("{identifier} closed"),
             other => debug!("{identifier} connection state {other:?}"),
         }
+        // The listeners are taken before waiters are woken: `connect` returns on
+        // the first state change, and a listener registered after that must not
+        // be told of this event.
+        let listeners = self.registry.read().all();
         {
             let mut g = self.state_lock.lock();
             *g = event.keeper_state;
             self.state_seq.fetch_add(1, Ordering::SeqCst);
             self.state_cv.notify_all();
         }
-        let listeners = self.registry.read().all();
         self.call_each(listeners, "a connection event", |l| {
             l.connection_event(event)
         });

@@ -1,0 +1,728 @@
+//! `ZooKeeperWatcher`, `ZooKeeperListener`, `Abortable` and `PendingWatcher`
+//! against a real ZooKeeper server (issue 4).
+//!
+//! Node events come from the server: a test sets a watch through the watcher's
+//! default watcher (`exists(path, true)` and friends) and changes the node. A
+//! listener registered last (the *sentinel*) tells the test when one event's
+//! dispatch is complete, since listeners run one after another on the event
+//! thread. Thread and connection counts are in `tests/watcher_leaks.rs`, alone in
+//! their binary.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::client::{
+    Acl, CreateMode, EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper,
+};
+use zklock::testing::{shared_server, test_servers, unique_root, FaultProxy};
+use zklock::{
+    Abortable, Error, PendingWatcher, RetryConfig, ZkError, ZooKeeperListener, ZooKeeperWatcher,
+    DEFAULT_BASE_ZNODE,
+};
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+const SESSION: Duration = Duration::from_secs(6);
+/// Bound for every wait on an event.
+const WAIT: Duration = Duration::from_secs(10);
+/// The client's event thread.
+const EVENT_THREAD: &str = "zklock-event";
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn init_log() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
+fn builder(servers: &str) -> zklock::ZooKeeperWatcherBuilder {
+    ZooKeeperWatcher::builder(servers)
+        .with_identifier("wtest")
+        .with_session_timeout(SESSION)
+        .with_retry(RetryConfig::default().with_sleep_interval(ms(10)))
+}
+
+fn watcher(servers: &str) -> ZooKeeperWatcher {
+    builder(servers).connect().expect("connect")
+}
+
+fn raw(servers: &str) -> ZooKeeper {
+    ZooKeeper::connect(servers, SESSION, |_e: WatchedEvent| {}).expect("connect")
+}
+
+/// A fresh root (with its parent) and a plain client.
+fn setup(servers: &str, name: &str) -> (ZooKeeper, String) {
+    let zk = raw(servers);
+    let root = unique_root(name);
+    match zk.create(
+        "/zklock-test",
+        b"",
+        Acl::open_unsafe(),
+        CreateMode::Persistent,
+    ) {
+        Ok(_) => {}
+        Err(e) if e.is(ZkError::NodeExists) => {}
+        Err(e) => panic!("create /zklock-test: {e}"),
+    }
+    zk.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .expect("create root");
+    (zk, root)
+}
+
+fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?}: {what}"
+        );
+        thread::sleep(ms(10));
+    }
+}
+
+/// One listener call: who, which callback, the path or connection state, and the
+/// thread it ran on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Call {
+    who: &'static str,
+    what: String,
+    thread: Option<String>,
+}
+
+type Log = Arc<Mutex<Vec<Call>>>;
+
+/// A listener that logs every call; with `tx`, it also signals each call (the
+/// sentinel).
+struct Recorder {
+    who: &'static str,
+    path: Option<String>,
+    log: Log,
+    tx: Option<Mutex<Sender<String>>>,
+    panics: bool,
+}
+
+impl Recorder {
+    fn new(who: &'static str, path: Option<&str>, log: &Log) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            who,
+            path: path.map(str::to_owned),
+            log: Arc::clone(log),
+            tx: None,
+            panics: false,
+        })
+    }
+
+    fn sentinel(log: &Log) -> (Arc<Recorder>, Receiver<String>) {
+        let (tx, rx) = mpsc::channel();
+        let recorder = Arc::new(Recorder {
+            who: "sentinel",
+            path: None,
+            log: Arc::clone(log),
+            tx: Some(Mutex::new(tx)),
+            panics: false,
+        });
+        (recorder, rx)
+    }
+
+    fn record(&self, what: String) {
+        self.log.lock().unwrap().push(Call {
+            who: self.who,
+            what: what.clone(),
+            thread: thread::current().name().map(str::to_owned),
+        });
+        if let Some(tx) = &self.tx {
+            let _ = tx.lock().unwrap().send(what);
+        }
+        assert!(!self.panics, "{} panics on purpose", self.who);
+    }
+}
+
+impl ZooKeeperListener for Recorder {
+    fn node_created(&self, path: &str) {
+        self.record(format!("created {path}"));
+    }
+    fn node_deleted(&self, path: &str) {
+        self.record(format!("deleted {path}"));
+    }
+    fn node_data_changed(&self, path: &str) {
+        self.record(format!("data {path}"));
+    }
+    fn node_children_changed(&self, path: &str) {
+        self.record(format!("children {path}"));
+    }
+    fn connection_event(&self, event: &WatchedEvent) {
+        self.record(format!("state {:?}", event.keeper_state));
+    }
+    fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+}
+
+fn as_listener(r: &Arc<Recorder>) -> Arc<dyn ZooKeeperListener> {
+    Arc::clone(r) as Arc<dyn ZooKeeperListener>
+}
+
+/// Waits for the sentinel's next call, which must be `what`; returns the calls
+/// logged since the last `take` (the whole dispatch of one event).
+fn take(log: &Log, sentinel: &Receiver<String>, what: &str) -> Vec<(&'static str, String)> {
+    let got = sentinel
+        .recv_timeout(WAIT)
+        .unwrap_or_else(|_| panic!("no {what:?} within {WAIT:?}"));
+    assert_eq!(got, what);
+    let calls = std::mem::take(&mut *log.lock().unwrap());
+    for call in &calls {
+        assert_eq!(call.thread.as_deref(), Some(EVENT_THREAD), "{call:?}");
+    }
+    calls.into_iter().map(|c| (c.who, c.what)).collect()
+}
+
+fn names(calls: &[(&'static str, String)]) -> Vec<&'static str> {
+    calls.iter().map(|(who, _)| *who).collect()
+}
+
+/// Connection states seen by the sentinel, skipping node events, until `state`.
+fn expect_state(sentinel: &Receiver<String>, state: KeeperState) {
+    let want = format!("state {state:?}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match sentinel.recv_timeout(left) {
+            Ok(got) if got == want => return,
+            Ok(_) => {}
+            Err(_) => panic!("no {want} within {WAIT:?}"),
+        }
+    }
+}
+
+/// Counts `abort` calls and keeps the last one.
+#[derive(Default)]
+struct CountingAbortable {
+    calls: AtomicUsize,
+    last: Mutex<Option<(String, Option<ZkError>)>>,
+}
+
+impl Abortable for CountingAbortable {
+    fn abort(&self, why: &str, error: Option<&Error>) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        *self.last.lock().unwrap() = Some((why.to_owned(), error.and_then(Error::code)));
+    }
+    fn is_aborted(&self) -> bool {
+        self.calls.load(Ordering::SeqCst) > 0
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Identity
+// ---------------------------------------------------------------------------
+
+#[test]
+fn identifier_is_prefix_dash_session_id_in_hex() {
+    init_log();
+    fn send_sync<T: Send + Sync + Clone + 'static>() {}
+    send_sync::<ZooKeeperWatcher>();
+
+    let zkw = watcher(&test_servers());
+    let session = zkw.zookeeper().session_id();
+    assert_ne!(session, 0);
+    assert_eq!(zkw.identifier(), format!("wtest-0x{session:x}"));
+    assert_eq!(zkw.prefix(), "wtest");
+    assert_eq!(zkw.state(), State::Connected);
+    assert!(format!("{zkw:?}").contains(&zkw.identifier()));
+    // A clone is the same session.
+    assert_eq!(zkw.clone().identifier(), zkw.identifier());
+    zkw.close().unwrap();
+
+    // HBase's constructor form; the default prefix is "zklock".
+    let zkw = ZooKeeperWatcher::connect(&test_servers(), "svc", None).unwrap();
+    assert_eq!(
+        zkw.identifier(),
+        format!("svc-0x{:x}", zkw.zookeeper().session_id())
+    );
+    zkw.close().unwrap();
+    let zkw = ZooKeeperWatcher::builder(&test_servers())
+        .connect()
+        .unwrap();
+    assert!(
+        zkw.identifier().starts_with("zklock-0x"),
+        "{}",
+        zkw.identifier()
+    );
+    zkw.close().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// PendingWatcher
+// ---------------------------------------------------------------------------
+
+#[test]
+fn pending_watcher_delivers_events_from_before_prepare_after_it_in_order() {
+    init_log();
+    let servers = test_servers();
+    let (other, root) = setup(&servers, "pending");
+    let path = format!("{root}/n");
+
+    // The client starts with a PendingWatcher and connects: its SyncConnected
+    // event blocks the event thread in the PendingWatcher.
+    let pending = Arc::new(PendingWatcher::new());
+    let zk = ZooKeeper::builder(&servers)
+        .with_session_timeout(SESSION)
+        .start(Arc::clone(&pending))
+        .unwrap();
+    zk.wait_connected(WAIT).unwrap();
+    // A watch through the default watcher, fired by another session. The server
+    // queues the notification before the reply to our next call, so once that
+    // call returns the client has received the event too.
+    assert_eq!(zk.exists(&path, true).unwrap(), None);
+    other
+        .create(&path, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    assert!(zk.exists(&path, false).unwrap().is_some());
+
+    let (tx, rx) = mpsc::channel();
+    let real: Arc<dyn Watcher> = {
+        let tx = Mutex::new(tx);
+        Arc::new(move |e: WatchedEvent| {
+            let _ = tx
+                .lock()
+                .unwrap()
+                .send((e, thread::current().name().map(str::to_owned)));
+        })
+    };
+    // Nothing gets through before prepare ...
+    assert_eq!(
+        rx.recv_timeout(ms(100)).err(),
+        Some(RecvTimeoutError::Timeout)
+    );
+    assert!(!pending.is_prepared());
+    pending.prepare(Arc::downgrade(&real)).unwrap();
+    // ... then both events, in order, on the event thread.
+    let expected = [
+        WatchedEvent::state(KeeperState::SyncConnected),
+        WatchedEvent::node(EventType::NodeCreated, path.clone()),
+    ];
+    for want in expected {
+        let (got, thread) = rx.recv_timeout(WAIT).expect("a held event");
+        assert_eq!(got, want);
+        assert_eq!(thread.as_deref(), Some(EVENT_THREAD));
+    }
+    // Later events go straight through.
+    zk.exists(&path, true).unwrap();
+    other.delete(&path, None).unwrap();
+    let (got, _) = rx.recv_timeout(WAIT).unwrap();
+    assert_eq!(
+        got,
+        WatchedEvent::node(EventType::NodeDeleted, path.clone())
+    );
+    zk.close().unwrap();
+    let (got, _) = rx.recv_timeout(WAIT).unwrap();
+    assert_eq!(got, WatchedEvent::state(KeeperState::Closed));
+    assert_eq!(rx.try_recv().err(), Some(mpsc::TryRecvError::Empty));
+}
+
+// ---------------------------------------------------------------------------
+// Connection events and expiry
+// ---------------------------------------------------------------------------
+
+#[test]
+fn disconnected_and_sync_connected_reach_the_listeners() {
+    init_log();
+    let proxy = FaultProxy::start(shared_server().connect_string()).unwrap();
+    let zkw = watcher(&proxy.connect_string());
+    let identifier = zkw.identifier();
+    let log = Log::default();
+    let (sentinel, rx) = Recorder::sentinel(&log);
+    let general = Recorder::new("general", None, &log);
+    let by_path = Recorder::new("by_path", Some("/some/path"), &log);
+    zkw.register_listener(as_listener(&general));
+    zkw.register_listener(as_listener(&by_path));
+    zkw.register_listener(as_listener(&sentinel));
+    let generation = zkw.state_generation();
+
+    // A connection blip: the session survives.
+    proxy.reset();
+    assert_eq!(
+        take(&log, &rx, "state Disconnected"),
+        [
+            ("general", "state Disconnected".to_owned()),
+            ("by_path", "state Disconnected".to_owned()),
+            ("sentinel", "state Disconnected".to_owned()),
+        ],
+        "every listener, path-indexed too, in order"
+    );
+    assert_eq!(
+        names(&take(&log, &rx, "state SyncConnected")),
+        ["general", "by_path", "sentinel"]
+    );
+    assert!(zkw.state_generation() >= generation + 2);
+    assert_eq!(
+        zkw.identifier(),
+        identifier,
+        "same session, same identifier"
+    );
+    assert!(!zkw.is_expired());
+    zkw.check_session().unwrap();
+    zkw.recoverable_zookeeper().exists("/", false).unwrap();
+    zkw.close().unwrap();
+}
+
+#[test]
+fn expiry_aborts_exactly_once_and_ends_every_wait() {
+    init_log();
+    let (other, root) = setup(&shared_server().connect_string(), "expiry");
+    let proxy = FaultProxy::start(shared_server().connect_string()).unwrap();
+    let abortable = Arc::new(CountingAbortable::default());
+    let zkw = builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(1))
+        .with_abortable(Arc::clone(&abortable) as Arc<dyn Abortable>)
+        .connect()
+        .unwrap();
+    let identifier = zkw.identifier();
+    let log = Log::default();
+    let (sentinel, rx) = Recorder::sentinel(&log);
+    zkw.register_listener(as_listener(&sentinel));
+    let owned = format!("{root}/ephemeral");
+    zkw.recoverable_zookeeper()
+        .create(&owned, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+
+    // A thread waiting on the watcher, as a lock waiter does: it must learn.
+    let waiter = {
+        let zkw = zkw.clone();
+        thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut seen = zkw.state_generation();
+            while Instant::now() < deadline {
+                zkw.check_session()?;
+                seen = zkw.wait_state_change(seen, Duration::from_secs(30));
+            }
+            Ok::<(), Error>(())
+        })
+    };
+
+    // Partition until the server expires the session, then heal.
+    proxy.stall();
+    wait_until(WAIT, "the server expires the session", || {
+        other.exists(&owned, false).unwrap().is_none()
+    });
+    assert_eq!(abortable.calls.load(Ordering::SeqCst), 0);
+    proxy.reset();
+    expect_state(&rx, KeeperState::Expired);
+
+    match waiter.join().unwrap() {
+        Err(e) if e.is(ZkError::SessionExpired) => {}
+        other => panic!("the waiter should end with SessionExpired, got {other:?}"),
+    }
+    assert_eq!(abortable.calls.load(Ordering::SeqCst), 1);
+    let (why, code) = abortable.last.lock().unwrap().clone().unwrap();
+    assert!(why.contains(&identifier), "{why}");
+    assert_eq!(code, Some(ZkError::SessionExpired));
+    assert!(zkw.is_expired());
+    assert!(zkw.abortable().is_aborted());
+    assert_eq!(zkw.state(), State::Expired);
+    assert!(zkw.check_session().unwrap_err().is(ZkError::SessionExpired));
+    assert!(zkw
+        .recoverable_zookeeper()
+        .exists("/", false)
+        .unwrap_err()
+        .is(ZkError::SessionExpired));
+    // No replacement session, no second abort: not on close either.
+    zkw.close().unwrap();
+    zkw.close().unwrap();
+    assert_eq!(abortable.calls.load(Ordering::SeqCst), 1);
+}
+
+// ---------------------------------------------------------------------------
+// The listener registry
+// ---------------------------------------------------------------------------
+
+fn same(a: &Arc<dyn ZooKeeperListener>, b: &Arc<Recorder>) -> bool {
+    std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
+}
+
+fn assert_listeners(zkw: &ZooKeeperWatcher, expected: &[&Arc<Recorder>]) {
+    let got = zkw.listeners();
+    assert_eq!(zkw.number_of_listeners(), expected.len());
+    assert_eq!(got.len(), expected.len());
+    for (i, (g, e)) in got.iter().zip(expected).enumerate() {
+        assert!(same(g, e), "listener {i} should be {}", e.who);
+    }
+}
+
+#[test]
+fn registry_register_first_unregister_and_unregister_all() {
+    init_log();
+    let zkw = watcher(&test_servers());
+    let log = Log::default();
+    let a = Recorder::new("a", None, &log);
+    let b = Recorder::new("b", Some("/x"), &log);
+    let c = Recorder::new("c", None, &log);
+    let d = Recorder::new("d", Some("/y"), &log);
+    let e = Recorder::new("e", Some("/x"), &log);
+    let f = Recorder::new("f", None, &log);
+    assert_listeners(&zkw, &[]);
+    zkw.register_listener(as_listener(&a));
+    zkw.register_listener(as_listener(&b));
+    zkw.register_listener(as_listener(&c));
+    zkw.register_listener(as_listener(&d));
+    zkw.register_listener_first(as_listener(&e));
+    zkw.register_listener_first(as_listener(&f));
+    assert_listeners(&zkw, &[&f, &e, &a, &b, &c, &d]);
+
+    let b_ref = as_listener(&b);
+    assert!(zkw.unregister_listener(&b_ref));
+    assert!(!zkw.unregister_listener(&b_ref), "already gone");
+    let never = as_listener(&Recorder::new("never", Some("/x"), &log));
+    assert!(!zkw.unregister_listener(&never));
+    assert!(zkw.unregister_listener(&as_listener(&f)));
+    drop((b_ref, never));
+    assert_listeners(&zkw, &[&e, &a, &c, &d]);
+    // Registered again: at the end.
+    zkw.register_listener(as_listener(&b));
+    assert_listeners(&zkw, &[&e, &a, &c, &d, &b]);
+
+    zkw.unregister_all_listeners();
+    assert_listeners(&zkw, &[]);
+    // The registry holds no reference any more.
+    for r in [&a, &b, &c, &d, &e, &f] {
+        assert_eq!(Arc::strong_count(r), 1, "{}", r.who);
+    }
+    zkw.register_listener(as_listener(&c));
+    assert_listeners(&zkw, &[&c]);
+    zkw.close().unwrap();
+}
+
+#[test]
+fn events_reach_listeners_in_registration_order_on_the_event_thread() {
+    init_log();
+    let servers = test_servers();
+    let (_other, root) = setup(&servers, "order");
+    let zkw = watcher(&servers);
+    let rzk = zkw.recoverable_zookeeper().clone();
+    let (x, y) = (format!("{root}/x"), format!("{root}/y"));
+    let log = Log::default();
+    // Registration order, path-indexed and general listeners mixed.
+    let a = Recorder::new("a", None, &log);
+    let b = Recorder::new("b", Some(&x), &log);
+    let c = Recorder::new("c", None, &log);
+    let d = Recorder::new("d", Some(&y), &log);
+    let e = Recorder::new("e", Some(&x), &log);
+    let f = Recorder::new("f", None, &log);
+    let (sentinel, rx) = Recorder::sentinel(&log);
+    zkw.register_listener(as_listener(&a));
+    zkw.register_listener(as_listener(&b));
+    zkw.register_listener(as_listener(&c));
+    zkw.register_listener(as_listener(&d));
+    zkw.register_listener(as_listener(&sentinel));
+    zkw.register_listener_first(as_listener(&e));
+    zkw.register_listener_first(as_listener(&f));
+    assert_listeners(&zkw, &[&f, &e, &a, &b, &c, &d, &sentinel]);
+
+    // Each callback, from real watches on the default watcher.
+    let open = Acl::open_unsafe();
+    assert_eq!(rzk.exists(&x, true).unwrap(), None);
+    rzk.create(&x, b"", open, CreateMode::Persistent).unwrap();
+    let on_x = ["f", "e", "a", "b", "c", "sentinel"];
+    let calls = take(&log, &rx, &format!("created {x}"));
+    assert_eq!(names(&calls), on_x);
+    assert!(calls
+        .iter()
+        .all(|(_, what)| *what == format!("created {x}")));
+
+    rzk.get_data(&x, true).unwrap();
+    rzk.set_data(&x, b"1", None).unwrap();
+    assert_eq!(names(&take(&log, &rx, &format!("data {x}"))), on_x);
+
+    rzk.get_children(&x, true).unwrap();
+    rzk.create(&format!("{x}/child"), b"", open, CreateMode::Persistent)
+        .unwrap();
+    assert_eq!(names(&take(&log, &rx, &format!("children {x}"))), on_x);
+
+    // Path listeners see only their path.
+    assert_eq!(rzk.exists(&y, true).unwrap(), None);
+    rzk.create(&y, b"", open, CreateMode::Persistent).unwrap();
+    assert_eq!(
+        names(&take(&log, &rx, &format!("created {y}"))),
+        ["f", "a", "c", "d", "sentinel"]
+    );
+    let z = format!("{root}/z");
+    rzk.exists(&z, true).unwrap();
+    rzk.create(&z, b"", open, CreateMode::Persistent).unwrap();
+    assert_eq!(
+        names(&take(&log, &rx, &format!("created {z}"))),
+        ["f", "a", "c", "sentinel"]
+    );
+
+    // Unregistered listeners are no longer called; the others keep their order.
+    assert!(zkw.unregister_listener(&as_listener(&a)));
+    assert!(zkw.unregister_listener(&as_listener(&e)));
+    rzk.exists(&x, true).unwrap();
+    rzk.delete(&format!("{x}/child"), None).unwrap();
+    rzk.delete(&x, None).unwrap();
+    assert_eq!(
+        names(&take(&log, &rx, &format!("deleted {x}"))),
+        ["f", "b", "c", "sentinel"]
+    );
+    zkw.close().unwrap();
+}
+
+#[test]
+fn a_panicking_listener_does_not_stop_the_others() {
+    init_log();
+    let servers = test_servers();
+    let (other, root) = setup(&servers, "panic");
+    let zkw = watcher(&servers);
+    let log = Log::default();
+    let path = format!("{root}/n");
+    let panicky = |who, path: Option<&str>| {
+        Arc::new(Recorder {
+            who,
+            path: path.map(str::to_owned),
+            log: Arc::clone(&log),
+            tx: None,
+            panics: true,
+        })
+    };
+    let first = panicky("panics-general", None);
+    let ok = Recorder::new("ok", None, &log);
+    let second = panicky("panics-path", Some(&path));
+    let (sentinel, rx) = Recorder::sentinel(&log);
+    for l in [&first, &ok, &second, &sentinel] {
+        zkw.register_listener(as_listener(l));
+    }
+    // Twice: the event thread survives the panics.
+    for what in ["created", "deleted"] {
+        zkw.recoverable_zookeeper().exists(&path, true).unwrap();
+        if what == "created" {
+            other
+                .create(&path, b"", Acl::open_unsafe(), CreateMode::Persistent)
+                .unwrap();
+        } else {
+            other.delete(&path, None).unwrap();
+        }
+        assert_eq!(
+            names(&take(&log, &rx, &format!("{what} {path}"))),
+            ["panics-general", "ok", "panics-path", "sentinel"]
+        );
+    }
+    assert_eq!(zkw.state(), State::Connected);
+    zkw.check_session().unwrap();
+    zkw.close().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Base znode, close
+// ---------------------------------------------------------------------------
+
+#[test]
+fn base_znode_is_created_with_parents_only_when_asked() {
+    init_log();
+    let servers = test_servers();
+    let (zk, root) = setup(&servers, "base");
+
+    let default = watcher(&servers);
+    assert_eq!(default.base_znode(), DEFAULT_BASE_ZNODE);
+    assert_eq!(DEFAULT_BASE_ZNODE, "/zklock");
+    default.close().unwrap();
+
+    let not_asked = format!("{root}/not/asked");
+    let zkw = builder(&servers)
+        .with_base_znode(&not_asked)
+        .connect()
+        .unwrap();
+    assert_eq!(zkw.base_znode(), not_asked);
+    assert_eq!(zk.exists(&format!("{root}/not"), false).unwrap(), None);
+    zkw.close().unwrap();
+
+    let base = format!("{root}/a/b/base");
+    for _ in 0..2 {
+        // The second time it exists already: fine.
+        let zkw = builder(&servers)
+            .with_base_znode(&base)
+            .with_create_base_znodes(true)
+            .connect()
+            .unwrap();
+        assert_eq!(zkw.base_znode(), base);
+        let stat = zk.exists(&base, false).unwrap().expect("base created");
+        assert_eq!(stat.ephemeral_owner, 0, "persistent");
+        assert_eq!(
+            zkw.recoverable_zookeeper()
+                .get_data(&base, false)
+                .unwrap()
+                .0,
+            b""
+        );
+        zkw.close().unwrap();
+    }
+    assert!(zk.exists(&format!("{root}/a/b"), false).unwrap().is_some());
+
+    for bad in ["relative", "/trailing/", "/a//b", ""] {
+        match builder(&servers).with_base_znode(bad).connect() {
+            Err(Error::BadArguments(_)) => {}
+            other => panic!("{bad:?}: expected BadArguments, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn close_is_idempotent_and_drops_the_listeners() {
+    init_log();
+    let zkw = watcher(&test_servers());
+    let clone = zkw.clone();
+    let log = Log::default();
+    let (sentinel, rx) = Recorder::sentinel(&log);
+    let listener = Recorder::new("l", Some("/x"), &log);
+    zkw.register_listener(as_listener(&listener));
+    zkw.register_listener(as_listener(&sentinel));
+
+    zkw.close().unwrap();
+    // Listeners were told, then dropped.
+    expect_state(&rx, KeeperState::Closed);
+    assert_eq!(zkw.number_of_listeners(), 0);
+    assert!(zkw.listeners().is_empty());
+    assert_eq!(Arc::strong_count(&listener), 1);
+    assert_eq!(Arc::strong_count(&sentinel), 1);
+
+    zkw.close().unwrap();
+    clone.close().unwrap();
+    assert_eq!(zkw.state(), State::Closed);
+    assert!(matches!(zkw.check_session(), Err(Error::Closed)));
+    assert!(matches!(
+        zkw.recoverable_zookeeper().exists("/", false),
+        Err(Error::Closed)
+    ));
+    assert!(!zkw.is_expired());
+    assert_eq!(
+        rx.try_recv().err(),
+        Some(mpsc::TryRecvError::Empty),
+        "one Closed"
+    );
+}
+
+/// `PendingWatcher` holds a `Weak`: a dropped watcher is freed even while its
+/// client delivers events (no `Arc` cycle through the default watcher).
+#[test]
+fn dropping_the_last_handle_frees_the_watcher() {
+    init_log();
+    let abortable = Arc::new(CountingAbortable::default());
+    let zkw = builder(&test_servers())
+        .with_abortable(Arc::clone(&abortable) as Arc<dyn Abortable>)
+        .connect()
+        .unwrap();
+    let weak: Weak<CountingAbortable> = Arc::downgrade(&abortable);
+    assert_eq!(Arc::strong_count(&abortable), 2);
+    let clone = zkw.clone();
+    drop(zkw);
+    assert_eq!(Arc::strong_count(&abortable), 2, "a clone keeps it");
+    clone.recoverable_zookeeper().exists("/", false).unwrap();
+    drop(clone);
+    assert_eq!(Arc::strong_count(&abortable), 1, "the watcher was freed");
+    assert_eq!(abortable.calls.load(Ordering::SeqCst), 0);
+    drop(abortable);
+    assert!(weak.upgrade().is_none());
+}

@@ -1,0 +1,160 @@
+//! No leaked threads, connections or listeners: `ZooKeeperWatcher`s opened and
+//! closed (or dropped) against a real server (issue 4).
+//!
+//! Alone in its test binary, as one test, so that no other test's threads or
+//! sessions move the counts: this process's threads (`/proc/self/task`) and the
+//! server's client connections (`cons`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::testing::{four_letter, shared_server};
+use zklock::{Abortable, Error, ZkError, ZooKeeperListener, ZooKeeperWatcher};
+
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .count()
+}
+
+/// The server's client connections with a session (`cons` lists one line per
+/// connection, ours for `cons` itself included, which has no session).
+fn sessions(server: &str) -> Vec<String> {
+    four_letter(server, "cons")
+        .expect("cons")
+        .lines()
+        .filter(|l| l.contains("sid=0x") && !l.contains("sid=0x0,") && !l.contains("sid=0x0)"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?}: {what}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+struct Counting(AtomicUsize);
+
+impl ZooKeeperListener for Counting {
+    fn node_deleted(&self, _path: &str) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Abortable for Counting {
+    fn abort(&self, _why: &str, _error: Option<&Error>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn open(server: &str, listener: &Arc<Counting>, abortable: &Arc<Counting>) -> ZooKeeperWatcher {
+    let zkw = ZooKeeperWatcher::builder(server)
+        .with_identifier("leaks")
+        .with_session_timeout(Duration::from_secs(6))
+        .with_abortable(Arc::clone(abortable) as Arc<dyn Abortable>)
+        .connect()
+        .expect("connect");
+    zkw.register_listener(Arc::clone(listener) as Arc<dyn ZooKeeperListener>);
+    zkw
+}
+
+#[test]
+fn fifty_watchers_open_and_close_without_leaking_threads_connections_or_listeners() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let server = shared_server().connect_string();
+    let listener = Arc::new(Counting(AtomicUsize::new(0)));
+    let abortable = Arc::new(Counting(AtomicUsize::new(0)));
+    // Warm up (lazy statics, the server's first session), then the baseline.
+    open(&server, &listener, &abortable).close().unwrap();
+    let base_threads = threads();
+    wait_until(Duration::from_secs(10), "no session left", || {
+        sessions(&server).is_empty()
+    });
+    let counts = |what: &str| {
+        assert_eq!(threads(), base_threads, "{what}: threads");
+        assert_eq!(
+            Arc::strong_count(&listener),
+            1,
+            "{what}: listener references"
+        );
+        assert_eq!(
+            Arc::strong_count(&abortable),
+            1,
+            "{what}: watcher not freed"
+        );
+        wait_until(
+            Duration::from_secs(10),
+            "the server drops the sessions",
+            || sessions(&server).is_empty(),
+        );
+    };
+
+    // 30 one after another, closed.
+    for _ in 0..30 {
+        let zkw = open(&server, &listener, &abortable);
+        assert_eq!(
+            threads(),
+            base_threads + 2,
+            "one connection + one event thread"
+        );
+        zkw.close().unwrap();
+        assert_eq!(zkw.number_of_listeners(), 0);
+        assert_eq!(threads(), base_threads, "close joins the client's threads");
+    }
+    counts("30 closed one by one");
+
+    // 20 open at once, then closed: 20 sessions, 40 threads while open.
+    let open_now: Vec<ZooKeeperWatcher> = (0..20)
+        .map(|_| open(&server, &listener, &abortable))
+        .collect();
+    assert_eq!(threads(), base_threads + 40);
+    assert_eq!(Arc::strong_count(&listener), 21);
+    let ids: Vec<String> = open_now
+        .iter()
+        .map(|zkw| format!("sid=0x{:x}", zkw.zookeeper().session_id()))
+        .collect();
+    let listed = sessions(&server);
+    assert_eq!(listed.len(), 20, "{listed:#?}");
+    for id in &ids {
+        assert!(listed.iter().any(|l| l.contains(&format!("{id},"))), "{id}");
+    }
+    for zkw in &open_now {
+        zkw.close().unwrap();
+    }
+    drop(open_now);
+    counts("20 closed together");
+
+    // 10 only dropped: drop closes.
+    for _ in 0..10 {
+        let zkw = open(&server, &listener, &abortable);
+        let clone = zkw.clone();
+        drop(zkw);
+        assert_eq!(threads(), base_threads + 2, "a clone keeps the session");
+        drop(clone);
+        assert_eq!(threads(), base_threads, "the last drop joins the threads");
+    }
+    counts("10 dropped");
+
+    // 5 that never connect (nothing listens on port 1).
+    for _ in 0..5 {
+        match ZooKeeperWatcher::builder("127.0.0.1:1")
+            .with_session_timeout(Duration::from_secs(2))
+            .with_connect_wait(Duration::from_millis(200))
+            .with_abortable(Arc::clone(&abortable) as Arc<dyn Abortable>)
+            .connect()
+        {
+            Err(e) if e.is(ZkError::ConnectionLoss) => {}
+            other => panic!("expected ConnectionLoss, got {other:?}"),
+        }
+    }
+    counts("5 failed connects");
+    assert_eq!(abortable.0.load(Ordering::SeqCst), 0, "nobody aborted");
+}
