@@ -1,12 +1,87 @@
-//! zklock: HBase's ZooKeeper toolkit and inter-process read/write locks, for Rust.
+//! # zklock
 //!
-//! (Crate documentation is completed as the layers land.)
+//! HBase 1.3's ZooKeeper toolkit — `ZooKeeperWatcher`, `RecoverableZooKeeper`,
+//! `ZKUtil`, the node trackers — and its inter-process read/write locks, for
+//! threaded Rust services: synchronous, blocking, on zklock's own ZooKeeper client.
+//!
+//! ## Quick start
+//!
+//! ```
+//! # #[cfg(feature = "testing")] {
+//! use std::time::Duration;
+//! use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
+//! use zklock::ZooKeeperWatcher;
+//!
+//! # let server = zklock::testing::ZkServer::start().unwrap();
+//! # let quorum = server.connect_string();
+//! // One watcher (session) per process, shared by all its threads.
+//! let zkw = ZooKeeperWatcher::connect(&quorum, "my-service", None)?;
+//! let rw = ZkInterProcessReadWriteLock::new(&zkw, "/locks/orders", None)?;
+//!
+//! let write = rw.write_lock(b"compaction by worker 7");
+//! {
+//!     let guard = write.lock()?; // blocks; released when `guard` drops
+//!     assert!(guard.fencing_token() > 0); // hand this to the resource you protect
+//! }
+//!
+//! let read = rw.read_lock(b"report");
+//! match read.try_lock_for(Duration::from_secs(1))? {
+//!     Some(guard) => guard.unlock()?, // an error from release is returned here
+//!     None => println!("busy"),
+//! }
+//! zkw.close()?;
+//! # }
+//! # Ok::<(), zklock::Error>(())
+//! ```
+//!
+//! ## What is ported
+//!
+//! | HBase 1.3 | zklock |
+//! |---|---|
+//! | `ZooKeeperWatcher` | [`ZooKeeperWatcher`] (+ [`ZooKeeperWatcherBuilder`]) |
+//! | `ZooKeeperListener` | [`ZooKeeperListener`] (trait, no-op defaults) |
+//! | `Abortable` | [`Abortable`], [`LoggingAbortable`] |
+//! | `RecoverableZooKeeper` | [`RecoverableZooKeeper`] |
+//! | `RetryCounter`, `RetryCounterFactory`, backoff policies | [`RetryCounter`], [`RetryCounterFactory`], [`RetryConfig`], [`BackoffPolicy`] |
+//! | `InstancePending`, `PendingWatcher` | [`InstancePending`], [`PendingWatcher`] |
+//! | `ZKUtil` statics | free functions in [`zkutil`] (`ZKUtil.createWithParents(zkw, p)` → `zkutil::create_with_parents(&zkw, p)`) |
+//! | `ZooKeeperNodeTracker`, `DeletionListener` | [`ZooKeeperNodeTracker`], [`DeletionListener`] |
+//! | `InterProcessLock`, `InterProcessReadWriteLock`, `MetadataHandler` | [`lock::InterProcessLock`], [`lock::InterProcessReadWriteLock`], [`lock::MetadataHandler`] |
+//! | `ZKInterProcessLockBase`, `ZKInterProcessReadLock`, `ZKInterProcessWriteLock`, `ZKInterProcessReadWriteLock` | [`lock::ZkInterProcessLockBase`], [`lock::ZkInterProcessReadLock`], [`lock::ZkInterProcessWriteLock`], [`lock::ZkInterProcessReadWriteLock`] |
+//! | `org.apache.zookeeper.ZooKeeper` | [`client::ZooKeeper`] (zklock's own client) |
+//! | `KeeperException.Code` | [`ZkError`] inside [`Error::Zk`] |
+//!
+//! HBase's names are kept; acronyms are one word (`ZKUtil` → `zkutil`,
+//! `ZKInterProcessReadWriteLock` → `ZkInterProcessReadWriteLock`, with a doc alias).
+//!
+//! ## Threads
+//!
+//! All blocking work happens on the caller's thread. Each session costs two
+//! threads: the client's connection thread and its event thread, which runs
+//! watchers and [`ZooKeeperListener`]s in registration order. Listeners about one
+//! path (every waiting lock's [`DeletionListener`]) are found by path, so a
+//! thousand threads waiting on distinct locks through one watcher cost nothing to
+//! unrelated events. Every wait is bounded or ends with the session.
+//!
+//! ## Errors
+//!
+//! One [`Error`] enum. ZooKeeper's codes come as [`Error::Zk`] with a [`ZkError`]
+//! (`NoNode`, `BadVersion`, `ConnectionLoss`, `SessionExpired`, ... — every code),
+//! after [`RecoverableZooKeeper`]'s retries: recoverable ones (`ConnectionLoss`,
+//! `OperationTimeout`) are retried, fatal ones (`SessionExpired`, `AuthFailed`)
+//! never are, and no replacement session is opened behind your back.
+//!
+//! ## Features
+//!
+//! - `testing`: the real-ZooKeeper harness ([`testing`]: `ZkServer`,
+//!   `ZkEnsemble`, `FaultProxy`) used by zklock's tests, examples and benchmarks.
 
 #![forbid(unsafe_code)]
 
 pub mod client;
 mod error;
 mod listener;
+pub mod lock;
 mod metadata;
 mod pending;
 mod recoverable;
@@ -24,4 +99,5 @@ pub use metadata::{append_metadata, metadata_identifier, remove_metadata};
 pub use pending::{InstancePending, PendingWatcher};
 pub use recoverable::RecoverableZooKeeper;
 pub use retry::{BackoffPolicy, RetryConfig, RetryCounter, RetryCounterFactory};
+pub use tracker::{DeletionListener, ZooKeeperNodeTracker};
 pub use watcher::{ZooKeeperWatcher, ZooKeeperWatcherBuilder, DEFAULT_BASE_ZNODE};

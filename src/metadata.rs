@@ -166,10 +166,8 @@ pub fn metadata_identifier(data: &[u8]) -> Option<&[u8]> {
 /// Unique within the process (a bijection of a counter: no two calls in one
 /// process get the same tag, in any thread) and across processes with
 /// overwhelming probability (the counter is offset by a random per-process seed).
-/// It never ends with `-`, so the sequence ZooKeeper appends after it parses
-/// without ambiguity (see [`sequence_of`]).
-// Used by RecoverableZooKeeper and the locks; drop the allow once they land.
-#[allow(dead_code)]
+/// Sequential names are `<prefix><tag>-<sequence>`; [`tagged_sequence`] reads the
+/// sequence back by position, without ambiguity.
 pub(crate) fn unique_tag() -> String {
     format!("{:016x}", random_u64())
 }
@@ -187,10 +185,9 @@ pub(crate) fn unique_tag() -> String {
 /// valid negative sequence (-1000000000 to -2147483648). A name whose prefix
 /// itself ends with `-` (ZooKeeper's `WriteLock` recipe uses `x-<session>-`) and
 /// whose sequence is 1000000000 or more is therefore misread; use
-/// [`sequence_after`] when the prefix is known. zklock's and HBase's lock nodes
-/// (`write-<tag>`, `read-<identifier>`) do not end with `-`.
-// Used by RecoverableZooKeeper and the locks; drop the allow once they land.
-#[allow(dead_code)]
+/// the position when the layout is known: zklock's own `<prefix><tag>-<sequence>`
+/// names go through [`tagged_sequence`]; this suffix reading is the fallback for
+/// names written by others (HBase's `write-<identifier><sequence>`).
 pub(crate) fn sequence_of(node_name: &str) -> Option<i32> {
     let bytes = node_name.as_bytes();
     if bytes.len() >= 11 && node_name.is_char_boundary(bytes.len() - 11) {
@@ -204,10 +201,24 @@ pub(crate) fn sequence_of(node_name: &str) -> Option<i32> {
     None
 }
 
+/// The length of [`unique_tag`]'s tags.
+pub(crate) const TAG_LEN: usize = 16;
+
+/// The sequence of a tagged sequential node `<prefix><16 hex tag>-<sequence>`
+/// (how `RecoverableZooKeeper` names them), read by position: exact for every
+/// sequence, negative ones included. `None` when `node_name` is not of that form.
+pub(crate) fn tagged_sequence(node_name: &str, prefix: &str) -> Option<i32> {
+    let rest = node_name.strip_prefix(prefix)?;
+    let (tag, rest) = (rest.get(..TAG_LEN)?, rest.get(TAG_LEN..)?);
+    if !tag.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    parse_sequence(rest.strip_prefix('-')?)
+}
+
 /// The sequence number of `node_name` when it is `prefix` followed by ZooKeeper's
 /// sequence suffix, or `None`: unambiguous whatever the prefix ends with.
-// Used by RecoverableZooKeeper and the locks; drop the allow once they land.
-#[allow(dead_code)]
+#[cfg(test)]
 pub(crate) fn sequence_after(node_name: &str, prefix: &str) -> Option<i32> {
     parse_sequence(node_name.strip_prefix(prefix)?)
 }

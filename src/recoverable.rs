@@ -387,14 +387,13 @@ impl RecoverableZooKeeper {
     }
 }
 
-/// The prefix of a sequential create: `path` followed by a tag unique to this call.
-///
-/// Nothing goes between the tag and the sequence ZooKeeper appends: a tag ends
-/// with a hex digit, never `-`, so `metadata::sequence_of` cannot mistake a `-`
-/// before the sequence for a minus sign (a `-` there would make every sequence from
-/// 1000000000 on parse as negative, and order a lock's newest node first).
+/// The prefix of a sequential create: `path`, a tag unique to this call, `-`
+/// (ZooKeeper appends the sequence): `write-<tag>-0000000042`. The tag has a fixed
+/// length, so [`tagged_sequence`](crate::metadata::tagged_sequence) reads the
+/// sequence by position — a plain "last 10 or 11 characters" reading would take
+/// the `-` for a minus sign from sequence 1000000000 on.
 fn tagged_prefix(path: &str) -> String {
-    format!("{path}{}", unique_tag())
+    format!("{path}{}-", unique_tag())
 }
 
 fn default_identifier() -> String {
@@ -416,15 +415,37 @@ mod tests {
 
     #[test]
     fn sequential_names_parse_at_every_sequence() {
-        use crate::metadata::sequence_of;
+        use crate::metadata::{sequence_of, tagged_sequence};
         let prefix = tagged_prefix("/locks/l/write-");
         let name = crate::zkutil::get_node_name(&prefix);
+        assert_eq!(name.len(), "write-".len() + 16 + 1, "{name}");
+        assert!(name.ends_with('-'));
         // ZooKeeper's `%010d` of the parent's cversion, past 2^31 negative.
-        for sequence in [0, 42, 999_999_999, 1_000_000_000, i32::MAX, -5, i32::MIN] {
+        for sequence in [
+            0,
+            42,
+            999_999_999,
+            1_000_000_000,
+            i32::MAX,
+            -5,
+            -1_000_000_000,
+            i32::MIN,
+        ] {
             let node = format!("{name}{sequence:010}");
-            assert_eq!(sequence_of(&node), Some(sequence), "{node}");
+            assert_eq!(tagged_sequence(&node, "write-"), Some(sequence), "{node}");
         }
-        assert_eq!(name.len(), "write-".len() + 16, "{name}");
+        // The positional reading is what makes this exact: the suffix-only one
+        // misreads the separator as a sign.
+        let node = format!("{name}{:010}", 1_000_000_000);
+        assert_eq!(sequence_of(&node), Some(-1_000_000_000));
+        assert_eq!(
+            tagged_sequence("write-nothex0000000-0000000001", "write-"),
+            None
+        );
+        assert_eq!(
+            tagged_sequence("read-0123456789abcdef-0000000001", "write-"),
+            None
+        );
     }
 
     #[test]

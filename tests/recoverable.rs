@@ -430,13 +430,16 @@ fn create_node_exists_on_a_retry_with_another_writers_data_is_an_error() {
 }
 
 /// The creator tag of a node `create` made from `prefix`: the name is
-/// `<prefix><16 lowercase hex digits><ZooKeeper's 10-digit sequence>`.
+/// `<prefix><16 lowercase hex digits>-<ZooKeeper's 10-digit sequence>`.
 fn creator_tag<'a>(name: &'a str, prefix: &str) -> &'a str {
     let rest = name
         .strip_prefix(prefix)
         .unwrap_or_else(|| panic!("{name} does not start with {prefix}"));
-    assert_eq!(rest.len(), 16 + 10, "{name}: <tag><sequence> expected");
+    assert_eq!(rest.len(), 16 + 1 + 10, "{name}: <tag>-<sequence> expected");
     let (tag, sequence) = rest.split_at(16);
+    let sequence = sequence
+        .strip_prefix('-')
+        .unwrap_or_else(|| panic!("{name}: no - after the tag"));
     assert!(
         tag.bytes()
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),

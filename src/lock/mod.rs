@@ -1,0 +1,291 @@
+//! Inter-process read/write locks: HBase's `InterProcessLock`,
+//! `InterProcessReadWriteLock` and `ZKInterProcess{Read,Write,ReadWrite}Lock`,
+//! safe under faults, with an RAII guard, a lock-lost signal and a fencing token.
+//!
+//! # Layout in ZooKeeper (HBase's)
+//! A lock is a znode; each attempt creates an ephemeral sequential child
+//! `read-<tag>-<sequence>` or `write-<tag>-<sequence>` (the tag unique to the
+//! attempt), holding the caller's metadata. Children are ordered by their parsed
+//! sequence. A writer holds the lock when no child is lower, else it watches its
+//! immediate predecessor; a reader holds it when no `write-` child is lower, else
+//! it watches the nearest lower writer. One deletion wakes one waiter (all readers
+//! behind a writer wake together), and a writer queued before later readers is
+//! served first.
+//!
+//! # Fixed where HBase leaks
+//! Every exit from `acquire`/`try_acquire` that does not end holding the lock —
+//! timeout, error, session loss — deletes the attempt's node. A connection loss
+//! while creating the node never yields two nodes nor adopts another thread's
+//! (per-attempt tag + `RecoverableZooKeeper`'s sequential rule). `release` of a
+//! node that vanished returns [`Error::LockLost`](crate::Error::LockLost) and leaves
+//! the instance ready for a new `acquire`. `reap_expired_locks` measures age
+//! against the server's clock.
+//!
+//! # Examples
+//! ```no_run
+//! use std::time::Duration;
+//! use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
+//! use zklock::ZooKeeperWatcher;
+//!
+//! let zkw = ZooKeeperWatcher::connect("127.0.0.1:2181", "worker", None)?;
+//! let rw = ZkInterProcessReadWriteLock::new(&zkw, "/locks/table-1", None)?;
+//! let write = rw.write_lock(b"worker-1 compacting");
+//! {
+//!     let guard = write.lock()?; // released when the guard drops
+//!     println!("fencing token {}", guard.fencing_token());
+//! }
+//! let read = rw.read_lock(b"worker-1 scanning");
+//! if let Some(guard) = read.try_lock_for(Duration::from_secs(1))? {
+//!     guard.unlock()?; // or drop it
+//! }
+//! # Ok::<(), zklock::Error>(())
+//! ```
+
+mod base;
+mod kind;
+mod rw;
+
+use std::fmt;
+use std::time::Duration;
+
+pub use base::ZkInterProcessLockBase;
+pub use kind::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
+pub use rw::ZkInterProcessReadWriteLock;
+
+use crate::error::Result;
+
+/// HBase's `ZKInterProcessReadLock`.
+#[doc(alias = "ZKInterProcessReadLock")]
+pub type ZkInterProcessReadLock = ZkInterProcessLockBase<ReadLockKind>;
+
+/// HBase's `ZKInterProcessWriteLock`.
+#[doc(alias = "ZKInterProcessWriteLock")]
+pub type ZkInterProcessWriteLock = ZkInterProcessLockBase<WriteLockKind>;
+
+/// Receives a lock node's metadata: HBase's `InterProcessLock.MetadataHandler`.
+///
+/// Closures `Fn(&[u8])` implement it.
+pub trait MetadataHandler: Send + Sync {
+    /// Called with a lock node's metadata (the bytes given to `read_lock` /
+    /// `write_lock`).
+    fn handle_metadata(&self, metadata: &[u8]);
+}
+
+impl<F: Fn(&[u8]) + Send + Sync> MetadataHandler for F {
+    fn handle_metadata(&self, metadata: &[u8]) {
+        self(metadata)
+    }
+}
+
+/// A granted lock: HBase's `AcquiredLock { path, version }`, plus the node's
+/// creation zxid and sequence.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AcquiredLock {
+    /// The lock node's path.
+    pub path: String,
+    /// Its data version; `release` deletes at this version.
+    pub version: i32,
+    /// The zxid that created the node.
+    pub czxid: i64,
+    /// Its sequence number within the lock znode.
+    pub sequence: i32,
+}
+
+impl AcquiredLock {
+    /// A number that grows with every grant of the lock (the node's creation
+    /// zxid, which ZooKeeper orders globally): hand it to a resource so it can
+    /// reject a stale holder (Martin Kleppmann's fencing token).
+    pub fn fencing_token(&self) -> i64 {
+        self.czxid
+    }
+}
+
+/// What happened to a held lock, told to the lock's listener (see
+/// [`ZkInterProcessLockBase::with_lock_listener`]). Not in HBase, Curator or kazoo
+/// in this form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockEvent {
+    /// The connection dropped: the lock is held only while the session lives;
+    /// stop acting on it until `Restored`.
+    InDoubt,
+    /// Reconnected within the session: the lock is held again for sure.
+    Restored,
+    /// The lock is lost (session expired or closed, or its node deleted, e.g.
+    /// reaped): `is_held()` is now false and `release` returns `LockLost`.
+    Lost,
+}
+
+/// Receives [`LockEvent`]s for a held lock, with the lock node's path. Closures
+/// `Fn(&str, LockEvent)` implement it. Called on the client's event thread: keep
+/// it short.
+pub trait LockListener: Send + Sync {
+    /// The held lock at `path` went through `event`.
+    fn lock_event(&self, path: &str, event: LockEvent);
+}
+
+impl<F: Fn(&str, LockEvent) + Send + Sync> LockListener for F {
+    fn lock_event(&self, path: &str, event: LockEvent) {
+        self(path, event)
+    }
+}
+
+/// HBase's `InterProcessLock`: a lock shared between processes.
+///
+/// Not reentrant: `acquire` on an instance that holds or is acquiring the lock
+/// fails with [`Error::LockBusy`](crate::Error::LockBusy). The RAII forms
+/// [`lock`](InterProcessLock::lock) and [`try_lock_for`](InterProcessLock::try_lock_for)
+/// return a [`LockGuard`] that releases on drop.
+pub trait InterProcessLock: Send + Sync {
+    /// Blocks until the lock is held (or the session ends).
+    ///
+    /// # Errors
+    /// `SessionExpired` / `Closed` when the session ends while waiting;
+    /// `LockBusy`; `LockLost` when this attempt's node was reaped while waiting;
+    /// ZooKeeper errors after retries. The attempt's node is deleted on every error.
+    fn acquire(&self) -> Result<()>;
+
+    /// Waits at most `timeout`; `Ok(false)` when it ran out (the attempt's node is
+    /// deleted).
+    ///
+    /// # Errors
+    /// As [`acquire`](InterProcessLock::acquire).
+    fn try_acquire(&self, timeout: Duration) -> Result<bool>;
+
+    /// Releases the lock (deletes the node at its version).
+    ///
+    /// # Errors
+    /// `LockNotHeld` when not held; `LockLost` when the node vanished (session
+    /// expiry, reaping) — the instance is then free for a new `acquire`.
+    fn release(&self) -> Result<()>;
+
+    /// Deletes this kind's lock nodes created more than `expire_after` ago, by
+    /// the server's clock.
+    ///
+    /// # Errors
+    /// ZooKeeper errors (the others are still reaped; the last error is returned).
+    fn reap_expired_locks(&self, expire_after: Duration) -> Result<()>;
+
+    /// Deletes every lock node of this kind (HBase's `reapAllLocks`).
+    ///
+    /// # Errors
+    /// As [`reap_expired_locks`](InterProcessLock::reap_expired_locks).
+    fn reap_all_locks(&self) -> Result<()>;
+
+    /// Calls `handler` with the metadata of every node of this kind, holders and
+    /// waiters.
+    ///
+    /// # Errors
+    /// ZooKeeper errors listing the children.
+    fn visit_locks(&self, handler: &dyn MetadataHandler) -> Result<()>;
+
+    /// Whether this instance holds the lock (false once it is known lost).
+    fn is_held(&self) -> bool;
+
+    /// The granted lock, while held.
+    fn acquired_lock(&self) -> Option<AcquiredLock>;
+
+    /// [`acquire`](InterProcessLock::acquire), returning a guard that releases on drop.
+    ///
+    /// # Errors
+    /// As [`acquire`](InterProcessLock::acquire).
+    fn lock(&self) -> Result<LockGuard<'_>>
+    where
+        Self: Sized,
+    {
+        self.acquire()?;
+        Ok(LockGuard::new(self))
+    }
+
+    /// [`try_acquire`](InterProcessLock::try_acquire), returning a guard, or
+    /// `None` when `timeout` ran out.
+    ///
+    /// # Errors
+    /// As [`acquire`](InterProcessLock::acquire).
+    fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard<'_>>>
+    where
+        Self: Sized,
+    {
+        Ok(self.try_acquire(timeout)?.then(|| LockGuard::new(self)))
+    }
+}
+
+/// HBase's `InterProcessReadWriteLock`: makes read and write locks on one znode.
+pub trait InterProcessReadWriteLock {
+    /// The read lock type.
+    type ReadLock: InterProcessLock;
+    /// The write lock type.
+    type WriteLock: InterProcessLock;
+    /// A read (shared) lock whose node carries `metadata`.
+    fn read_lock(&self, metadata: &[u8]) -> Self::ReadLock;
+    /// A write (exclusive) lock whose node carries `metadata`.
+    fn write_lock(&self, metadata: &[u8]) -> Self::WriteLock;
+}
+
+/// Holds a lock until dropped (or [`unlock`](LockGuard::unlock)ed).
+///
+/// Dropping releases best-effort and logs a failure at warn; `unlock` returns it.
+#[must_use = "if unused the lock is released immediately"]
+#[clippy::has_significant_drop]
+pub struct LockGuard<'a> {
+    lock: &'a dyn InterProcessLock,
+    acquired: Option<AcquiredLock>,
+    released: bool,
+}
+
+impl<'a> LockGuard<'a> {
+    fn new(lock: &'a dyn InterProcessLock) -> LockGuard<'a> {
+        LockGuard {
+            acquired: lock.acquired_lock(),
+            lock,
+            released: false,
+        }
+    }
+
+    /// The fencing token of this grant (see [`AcquiredLock::fencing_token`]).
+    pub fn fencing_token(&self) -> i64 {
+        self.acquired
+            .as_ref()
+            .map_or(0, AcquiredLock::fencing_token)
+    }
+
+    /// The granted lock.
+    pub fn acquired_lock(&self) -> Option<&AcquiredLock> {
+        self.acquired.as_ref()
+    }
+
+    /// Whether the lock is still held (false once known lost).
+    pub fn is_held(&self) -> bool {
+        self.lock.is_held()
+    }
+
+    /// Releases the lock, returning the error.
+    ///
+    /// # Errors
+    /// As [`InterProcessLock::release`].
+    pub fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        self.lock.release()
+    }
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            if let Err(e) = self.lock.release() {
+                log::warn!(
+                    "releasing {:?} on drop failed: {e}",
+                    self.acquired.as_ref().map(|a| &a.path)
+                );
+            }
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("acquired", &self.acquired)
+            .field("released", &self.released)
+            .finish()
+    }
+}

@@ -1,0 +1,583 @@
+//! Inter-process read/write locks against a real ZooKeeper server: exclusion,
+//! sharing, timeouts leaving no node, reaping, metadata, expiry, herd, FIFO.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::client::{WatchedEvent, ZooKeeper};
+use zklock::lock::{
+    InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
+};
+use zklock::testing::{shared_server, unique_root, FaultProxy};
+use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
+
+fn init_log() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
+fn watcher(servers: &str) -> ZooKeeperWatcher {
+    ZooKeeperWatcher::builder(servers)
+        .with_identifier("lock-test")
+        .with_session_timeout(Duration::from_secs(6))
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .connect()
+        .expect("connect")
+}
+
+fn zkw() -> ZooKeeperWatcher {
+    init_log();
+    watcher(&shared_server().connect_string())
+}
+
+fn raw() -> ZooKeeper {
+    ZooKeeper::connect(
+        &shared_server().connect_string(),
+        Duration::from_secs(6),
+        |_e: WatchedEvent| {},
+    )
+    .expect("raw connect")
+}
+
+fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
+    match zk.get_children(path, false) {
+        Ok(mut c) => {
+            c.sort();
+            c
+        }
+        Err(e) if e.is(ZkError::NoNode) => Vec::new(),
+        Err(e) => panic!("get_children {path}: {e}"),
+    }
+}
+
+/// Polls `f` until true or `timeout` (for conditions observed through another
+/// session: no fixed sleeps).
+fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > end {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn writers_exclude_writers() {
+    let zkw = zkw();
+    let root = unique_root("writers");
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &root, None).unwrap();
+    let inside = Arc::new(AtomicBool::new(false));
+    let entries = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..10)
+        .map(|i| {
+            let lock = rw.write_lock(format!("writer-{i}").as_bytes());
+            let inside = inside.clone();
+            let entries = entries.clone();
+            thread::spawn(move || {
+                let guard = lock.lock().expect("lock");
+                assert!(!inside.swap(true, Ordering::SeqCst), "two writers inside");
+                entries.fetch_add(1, Ordering::SeqCst);
+                thread::sleep(Duration::from_millis(100));
+                inside.store(false, Ordering::SeqCst);
+                guard.unlock().expect("unlock");
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(entries.load(Ordering::SeqCst), 10);
+    assert!(
+        children(zkw.zookeeper(), &root).is_empty(),
+        "no node left behind"
+    );
+    zkw.close().unwrap();
+}
+
+#[test]
+fn readers_share() {
+    let zkw = zkw();
+    let root = unique_root("readers");
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &root, None).unwrap();
+    let barrier = Arc::new(Barrier::new(10));
+    let handles: Vec<_> = (0..10)
+        .map(|_| {
+            let lock = rw.read_lock(b"reader");
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                let guard = lock
+                    .try_lock_for(Duration::from_secs(10))
+                    .unwrap()
+                    .expect("read lock");
+                // All ten wait here together: only possible if they share the lock.
+                barrier.wait();
+                drop(guard);
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert!(children(zkw.zookeeper(), &root).is_empty());
+    zkw.close().unwrap();
+}
+
+#[test]
+fn readers_and_writers_exclude_each_other() {
+    let zkw = zkw();
+    let root = unique_root("rw-exclusion");
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &root, None).unwrap();
+    let readers = Arc::new(AtomicUsize::new(0));
+    let writer = Arc::new(AtomicBool::new(false));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for i in 0..12 {
+        let rw = rw.clone();
+        let (readers, writer, violations) = (readers.clone(), writer.clone(), violations.clone());
+        handles.push(thread::spawn(move || {
+            for _ in 0..3 {
+                if i % 3 == 0 {
+                    let lock = rw.write_lock(b"w");
+                    let g = lock.lock().unwrap();
+                    writer.store(true, Ordering::SeqCst);
+                    if readers.load(Ordering::SeqCst) != 0 {
+                        violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                    thread::sleep(Duration::from_millis(20));
+                    writer.store(false, Ordering::SeqCst);
+                    drop(g);
+                } else {
+                    let lock = rw.read_lock(b"r");
+                    let g = lock.lock().unwrap();
+                    readers.fetch_add(1, Ordering::SeqCst);
+                    if writer.load(Ordering::SeqCst) {
+                        violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                    thread::sleep(Duration::from_millis(10));
+                    readers.fetch_sub(1, Ordering::SeqCst);
+                    drop(g);
+                }
+            }
+        }));
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(violations.load(Ordering::SeqCst), 0);
+    assert!(children(zkw.zookeeper(), &root).is_empty());
+    zkw.close().unwrap();
+}
+
+#[test]
+fn two_sessions_read_blocks_write_and_timeout_leaves_no_node() {
+    let (s1, s2) = (zkw(), zkw());
+    let root = unique_root("two-sessions");
+    let read = ZkInterProcessReadWriteLock::new(&s1, &root, None)
+        .unwrap()
+        .read_lock(b"s1");
+    read.acquire().unwrap();
+    let write = ZkInterProcessReadWriteLock::new(&s2, &root, None)
+        .unwrap()
+        .write_lock(b"s2");
+    let t = Instant::now();
+    assert!(!write.try_acquire(Duration::from_secs(1)).unwrap());
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    let left = children(s1.zookeeper(), &root);
+    assert_eq!(left.len(), 1, "only the reader's node: {left:?}");
+    assert!(left[0].starts_with("read-"));
+    read.release().unwrap();
+    assert!(write.try_acquire(Duration::from_secs(5)).unwrap());
+    assert!(write.is_held());
+    write.release().unwrap();
+    assert!(children(s1.zookeeper(), &root).is_empty());
+    s1.close().unwrap();
+    s2.close().unwrap();
+}
+
+#[test]
+fn timed_out_writer_does_not_block_a_later_writer() {
+    let zkw = zkw();
+    let root = unique_root("timeout-cleanup");
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &root, None).unwrap();
+    let holder = rw.write_lock(b"holder");
+    holder.acquire().unwrap();
+    let impatient = rw.write_lock(b"impatient");
+    assert!(!impatient.try_acquire(Duration::from_millis(200)).unwrap());
+    assert!(!impatient.is_held());
+    // A writer queued after the impatient one: once the holder leaves it must
+    // not wait behind the impatient one's (removed) node.
+    let later = rw.write_lock(b"later");
+    let handle = thread::spawn(move || {
+        let ok = later.try_acquire(Duration::from_secs(5)).unwrap();
+        (ok, later)
+    });
+    thread::sleep(Duration::from_millis(100));
+    holder.release().unwrap();
+    let (ok, later) = handle.join().unwrap();
+    assert!(ok);
+    later.release().unwrap();
+    assert!(children(zkw.zookeeper(), &root).is_empty());
+    // Zero timeout: fails at once when held, and leaves nothing.
+    holder.acquire().unwrap();
+    assert!(!impatient.try_acquire(Duration::ZERO).unwrap());
+    assert_eq!(children(zkw.zookeeper(), &root).len(), 1);
+    holder.release().unwrap();
+    zkw.close().unwrap();
+}
+
+#[test]
+fn not_reentrant_and_release_without_hold_are_clear_errors() {
+    let zkw = zkw();
+    let root = unique_root("reentrant");
+    let lock = ZkInterProcessReadWriteLock::new(&zkw, &root, None)
+        .unwrap()
+        .write_lock(b"x");
+    assert!(matches!(lock.release(), Err(Error::LockNotHeld { .. })));
+    lock.acquire().unwrap();
+    assert!(matches!(lock.acquire(), Err(Error::LockBusy { .. })));
+    assert!(matches!(
+        lock.try_acquire(Duration::from_secs(1)),
+        Err(Error::LockBusy { .. })
+    ));
+    assert_eq!(children(zkw.zookeeper(), &root).len(), 1, "no second node");
+    lock.release().unwrap();
+    assert!(matches!(lock.release(), Err(Error::LockNotHeld { .. })));
+    // Bad lock paths are typed errors.
+    assert!(matches!(
+        ZkInterProcessReadWriteLock::new(&zkw, "no-slash", None),
+        Err(Error::BadArguments(_))
+    ));
+    assert!(matches!(
+        ZkInterProcessReadWriteLock::new(&zkw, "/a//b", None),
+        Err(Error::BadArguments(_))
+    ));
+    zkw.close().unwrap();
+}
+
+#[test]
+fn fifo_across_kinds_and_fencing_tokens_grow() {
+    let zkw = zkw();
+    let root = unique_root("fifo");
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &root, None).unwrap();
+    let r1 = rw.read_lock(b"r1");
+    let g1 = r1.lock().unwrap();
+    let t1 = g1.fencing_token();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let w = rw.write_lock(b"w");
+    let o = order.clone();
+    let writer = thread::spawn(move || {
+        let g = w.lock().unwrap();
+        o.lock().unwrap().push("w");
+        let token = g.fencing_token();
+        thread::sleep(Duration::from_millis(100));
+        drop(g);
+        token
+    });
+    // The writer is queued once its node exists.
+    assert!(eventually(Duration::from_secs(5), || children(
+        zkw.zookeeper(),
+        &root
+    )
+    .len()
+        == 2));
+    let r2 = rw.read_lock(b"r2");
+    assert!(
+        !r2.try_acquire(Duration::from_millis(300)).unwrap(),
+        "reader must queue behind the writer"
+    );
+    let o = order.clone();
+    let reader = thread::spawn(move || {
+        let g = r2.lock().unwrap();
+        o.lock().unwrap().push("r2");
+        g.fencing_token()
+    });
+    assert!(eventually(Duration::from_secs(5), || children(
+        zkw.zookeeper(),
+        &root
+    )
+    .len()
+        == 3));
+    drop(g1);
+    let tw = writer.join().unwrap();
+    let t2 = reader.join().unwrap();
+    assert_eq!(*order.lock().unwrap(), ["w", "r2"]);
+    assert!(t1 < tw && tw < t2, "tokens {t1} {tw} {t2}");
+    zkw.close().unwrap();
+}
+
+#[test]
+fn visit_locks_shows_holders_and_waiters_metadata() {
+    let zkw = zkw();
+    let root = unique_root("visit");
+    let seen_while_blocked = Arc::new(Mutex::new(Vec::<Vec<u8>>::new()));
+    let s = seen_while_blocked.clone();
+    let handler: Arc<dyn zklock::lock::MetadataHandler> =
+        Arc::new(move |m: &[u8]| s.lock().unwrap().push(m.to_vec()));
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &root, Some(handler)).unwrap();
+    let holder = rw.write_lock(b"holder-meta");
+    holder.acquire().unwrap();
+    let waiter = rw.write_lock(b"waiter-meta");
+    let h = thread::spawn(move || {
+        let ok = waiter.try_acquire(Duration::from_secs(10)).unwrap();
+        waiter.release().unwrap();
+        ok
+    });
+    assert!(eventually(Duration::from_secs(5), || children(
+        zkw.zookeeper(),
+        &root
+    )
+    .len()
+        == 2));
+    // The waiter's handler saw the holder's metadata (HBase's handleLockMetadata).
+    assert!(eventually(Duration::from_secs(5), || seen_while_blocked
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|m| m == b"holder-meta")));
+    let visited = Mutex::new(Vec::new());
+    let visitor = |m: &[u8]| {
+        visited
+            .lock()
+            .unwrap()
+            .push(String::from_utf8_lossy(m).into_owned())
+    };
+    holder.visit_locks(&visitor).unwrap();
+    assert_eq!(*visited.lock().unwrap(), ["holder-meta", "waiter-meta"]);
+    holder.release().unwrap();
+    assert!(h.join().unwrap());
+    zkw.close().unwrap();
+}
+
+#[test]
+fn reaping_frees_stuck_holders_and_fails_reaped_waiters() {
+    let (stuck, other) = (zkw(), zkw());
+    let root = unique_root("reap");
+    let stuck_lock = ZkInterProcessReadWriteLock::new(&stuck, &root, None)
+        .unwrap()
+        .write_lock(b"stuck");
+    stuck_lock.acquire().unwrap();
+    let rw = ZkInterProcessReadWriteLock::new(&other, &root, None).unwrap();
+    // A waiter in the stuck holder's own session: its node gets reaped too.
+    let waiter = ZkInterProcessReadWriteLock::new(&stuck, &root, None)
+        .unwrap()
+        .write_lock(b"waiter");
+    let h = thread::spawn(move || waiter.try_acquire(Duration::from_secs(10)));
+    assert!(eventually(Duration::from_secs(5), || children(
+        other.zookeeper(),
+        &root
+    )
+    .len()
+        == 2));
+    // reap_expired_locks with a long expiry removes nothing.
+    rw.write_lock(b"reaper")
+        .reap_expired_locks(Duration::from_secs(3600))
+        .unwrap();
+    assert_eq!(children(other.zookeeper(), &root).len(), 2);
+    rw.write_lock(b"reaper").reap_all_locks().unwrap();
+    let r = h.join().unwrap();
+    assert!(
+        matches!(r, Err(Error::LockLost { .. })),
+        "reaped waiter: {r:?}"
+    );
+    // The lock is free for others now.
+    let next = rw.write_lock(b"next");
+    assert!(next.try_acquire(Duration::from_secs(5)).unwrap());
+    // The reaped holder learns it at release, and can acquire again afterwards.
+    assert!(matches!(stuck_lock.release(), Err(Error::LockLost { .. })));
+    next.release().unwrap();
+    stuck_lock.acquire().unwrap();
+    stuck_lock.release().unwrap();
+    // Reaping by age: only nodes older than the expiry go.
+    let old = rw.write_lock(b"old");
+    old.acquire().unwrap();
+    thread::sleep(Duration::from_millis(1500));
+    let young = rw.read_lock(b"young");
+    let hy = thread::spawn(move || {
+        let r = young.try_acquire(Duration::from_secs(10));
+        (r, young)
+    });
+    assert!(eventually(Duration::from_secs(5), || children(
+        other.zookeeper(),
+        &root
+    )
+    .len()
+        == 2));
+    rw.write_lock(b"reaper")
+        .reap_expired_locks(Duration::from_millis(1000))
+        .unwrap();
+    // The write node was old: gone; the read waiter's node is not of this kind.
+    let left = children(other.zookeeper(), &root);
+    assert!(left.iter().all(|c| c.starts_with("read-")), "{left:?}");
+    let (r, young) = hy.join().unwrap();
+    assert!(
+        r.unwrap(),
+        "the reader gets the lock once the old writer is reaped"
+    );
+    young.release().unwrap();
+    assert!(matches!(old.release(), Err(Error::LockLost { .. })));
+    assert!(children(other.zookeeper(), &root).is_empty());
+    stuck.close().unwrap();
+    other.close().unwrap();
+}
+
+#[test]
+fn herd_one_release_wakes_exactly_one_waiter() {
+    let zkw = zkw();
+    let root = unique_root("herd");
+    let wakeups = Arc::new(AtomicUsize::new(0));
+    let w = wakeups.clone();
+    // The handler runs once per wait round of a blocked waiter: a wake-up that
+    // does not grant the lock shows up as another call.
+    let handler: Arc<dyn zklock::lock::MetadataHandler> = Arc::new(move |_m: &[u8]| {
+        w.fetch_add(1, Ordering::SeqCst);
+    });
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &root, Some(handler)).unwrap();
+    let holder = rw.write_lock(b"holder");
+    holder.acquire().unwrap();
+    let acquired = Arc::new(AtomicUsize::new(0));
+    let release = Arc::new(AtomicBool::new(false));
+    let n = 50;
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let lock = rw.write_lock(b"waiter");
+            let (acquired, release) = (acquired.clone(), release.clone());
+            thread::spawn(move || {
+                let g = lock.lock().unwrap();
+                acquired.fetch_add(1, Ordering::SeqCst);
+                while !release.load(Ordering::SeqCst) {
+                    thread::sleep(Duration::from_millis(5));
+                }
+                drop(g);
+            })
+        })
+        .collect();
+    assert!(eventually(Duration::from_secs(20), || wakeups
+        .load(Ordering::SeqCst)
+        >= n));
+    assert!(eventually(Duration::from_secs(5), || children(
+        zkw.zookeeper(),
+        &root
+    )
+    .len()
+        == n + 1));
+    let before = wakeups.load(Ordering::SeqCst);
+    assert_eq!(before, n, "each waiter blocked exactly once");
+    holder.release().unwrap();
+    assert!(eventually(Duration::from_secs(5), || acquired
+        .load(Ordering::SeqCst)
+        == 1));
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(acquired.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        wakeups.load(Ordering::SeqCst),
+        before,
+        "no other waiter woke"
+    );
+    release.store(true, Ordering::SeqCst);
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(acquired.load(Ordering::SeqCst), n);
+    assert!(children(zkw.zookeeper(), &root).is_empty());
+    zkw.close().unwrap();
+}
+
+#[test]
+fn expiry_while_holding_and_while_waiting() {
+    init_log();
+    let server = shared_server();
+    let proxy = FaultProxy::start(server.connect_string().as_str()).unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let holder_zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_millis(1500))
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .connect()
+        .unwrap();
+    let root = unique_root("expiry");
+    let e = events.clone();
+    let rw = ZkInterProcessReadWriteLock::new(&holder_zkw, &root, None)
+        .unwrap()
+        .with_lock_listener(move |_p: &str, ev: LockEvent| e.lock().unwrap().push(ev));
+    let held = rw.write_lock(b"holder");
+    held.acquire().unwrap();
+    // A waiter in the same (soon expired) session.
+    let waiter = rw.write_lock(b"waiter");
+    let hw = thread::spawn(move || waiter.acquire());
+    let other = zkw();
+    assert!(eventually(Duration::from_secs(5), || children(
+        other.zookeeper(),
+        &root
+    )
+    .len()
+        == 2));
+    proxy.stall();
+    thread::sleep(Duration::from_millis(2500));
+    proxy.pass();
+    let r = hw.join().unwrap();
+    assert!(
+        matches!(&r, Err(e) if e.is(ZkError::SessionExpired)),
+        "waiter ends with SessionExpired: {r:?}"
+    );
+    assert!(eventually(Duration::from_secs(5), || !held.is_held()));
+    assert!(eventually(Duration::from_secs(5), || events
+        .lock()
+        .unwrap()
+        .contains(&LockEvent::Lost)));
+    assert_eq!(
+        *events.lock().unwrap(),
+        [LockEvent::InDoubt, LockEvent::Lost]
+    );
+    assert!(matches!(held.release(), Err(Error::LockLost { .. })));
+    // Both nodes went with the session; another session acquires.
+    assert!(eventually(Duration::from_secs(5), || children(
+        other.zookeeper(),
+        &root
+    )
+    .is_empty()));
+    let lock = ZkInterProcessReadWriteLock::new(&other, &root, None)
+        .unwrap()
+        .write_lock(b"next");
+    assert!(lock.try_acquire(Duration::from_secs(5)).unwrap());
+    lock.release().unwrap();
+    other.close().unwrap();
+    holder_zkw.close().unwrap();
+}
+
+#[test]
+fn lock_survives_a_short_blip_in_doubt_then_restored() {
+    init_log();
+    let server = shared_server();
+    let proxy = FaultProxy::start(server.connect_string().as_str()).unwrap();
+    let zkw = watcher(&proxy.connect_string());
+    let root = unique_root("blip");
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let e = events.clone();
+    let lock = ZkInterProcessReadWriteLock::new(&zkw, &root, None)
+        .unwrap()
+        .with_lock_listener(move |_p: &str, ev: LockEvent| e.lock().unwrap().push(ev))
+        .write_lock(b"x");
+    lock.acquire().unwrap();
+    proxy.cut();
+    assert!(eventually(Duration::from_secs(10), || events
+        .lock()
+        .unwrap()
+        .len()
+        == 2));
+    assert_eq!(
+        *events.lock().unwrap(),
+        [LockEvent::InDoubt, LockEvent::Restored]
+    );
+    assert!(lock.is_held());
+    lock.release().unwrap();
+    assert!(children(&raw(), &root).is_empty());
+    zkw.close().unwrap();
+}
