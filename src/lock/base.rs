@@ -389,6 +389,17 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     }
 }
 
+/// This kind's lock children with their sequence, oldest first.
+fn own_kind_by_sequence<K: LockKind>(children: &[String]) -> Vec<(i32, &String)> {
+    let mut mine: Vec<(i32, &String)> = children
+        .iter()
+        .filter(|c| c.starts_with(K::PREFIX))
+        .filter_map(|c| sequence_of_child(c, K::PREFIX).map(|s| (s, c)))
+        .collect();
+    mine.sort();
+    mine
+}
+
 impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
     fn acquire(&self) -> Result<()> {
         self.try_acquire_until(None).map(drop)
@@ -465,7 +476,9 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
         let cutoff =
             now.saturating_sub(i64::try_from(expire_after.as_millis()).unwrap_or(i64::MAX));
         let mut deferred = None;
-        for child in children.iter().filter(|c| c.starts_with(K::PREFIX)) {
+        // Newest first: a waiter is always reaped before the node it waits on, so
+        // no waiter of a reaped node wakes in the middle and takes the lock.
+        for (_, child) in own_kind_by_sequence::<K>(&children).into_iter().rev() {
             let node = zkutil::join_znode(&self.parent, child);
             match rzk.exists(&node, false) {
                 Ok(Some(stat))
@@ -503,13 +516,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             Err(e) if e.is(ZkError::NoNode) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let mut mine: Vec<(i32, &String)> = children
-            .iter()
-            .filter(|c| c.starts_with(K::PREFIX))
-            .filter_map(|c| sequence_of_child(c, K::PREFIX).map(|s| (s, c)))
-            .collect();
-        mine.sort();
-        for (_, child) in mine {
+        for (_, child) in own_kind_by_sequence::<K>(&children) {
             if K::get_lock_path(child, &children).is_none() {
                 info!("lock {} is held by {child}", self.parent);
             }
