@@ -283,7 +283,7 @@ impl RecoverableZooKeeper {
     ) -> Result<(String, Stat)> {
         let new_data = append_metadata(&self.inner.identifier, data);
         if mode.is_sequential() {
-            return self.create_sequential(path, &new_data, acl, mode);
+            return self.create_sequential(&tagged_prefix(path), &new_data, acl, mode);
         }
         self.retrying("create", path, |is_retry| {
             match self.inner.zk.create2(path, &new_data, acl, mode) {
@@ -309,24 +309,43 @@ impl RecoverableZooKeeper {
         })
     }
 
-    fn create_sequential(
+    /// A sequential create under a prefix that already carries this call's tag
+    /// (`<path><tag>-`, see `tagged_prefix`): the lock keeps the tag so that it can
+    /// find and remove its node when every retry failed. `data` is taken as is.
+    pub(crate) fn create_sequential_tagged(
         &self,
-        path: &str,
+        tagged: &str,
         data: &[u8],
         acl: &[Acl],
         mode: CreateMode,
     ) -> Result<(String, Stat)> {
-        let tagged = tagged_prefix(path);
+        let new_data = append_metadata(&self.inner.identifier, data);
+        self.create_sequential(tagged, &new_data, acl, mode)
+    }
+
+    fn create_sequential(
+        &self,
+        tagged: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+    ) -> Result<(String, Stat)> {
+        let path = tagged;
         self.retrying("create", path, |is_retry| {
             if is_retry {
-                if let Some(previous) = self.find_previous_sequential_node(&tagged)? {
+                // The earlier attempt may still be on its way through the
+                // ensemble: catch the connected server up before looking.
+                if let Some(parent) = crate::zkutil::get_parent(tagged) {
+                    self.inner.zk.sync(parent)?;
+                }
+                if let Some(previous) = self.find_previous_sequential_node(tagged)? {
                     if let Some(stat) = self.inner.zk.exists(&previous, false)? {
                         info!("create {path}: adopting {previous} from an earlier attempt");
                         return Ok((previous, stat));
                     }
                 }
             }
-            self.inner.zk.create2(&tagged, data, acl, mode)
+            self.inner.zk.create2(tagged, data, acl, mode)
         })
     }
 
@@ -392,7 +411,7 @@ impl RecoverableZooKeeper {
 /// length, so [`tagged_sequence`](crate::metadata::tagged_sequence) reads the
 /// sequence by position — a plain "last 10 or 11 characters" reading would take
 /// the `-` for a minus sign from sequence 1000000000 on.
-fn tagged_prefix(path: &str) -> String {
+pub(crate) fn tagged_prefix(path: &str) -> String {
     format!("{path}{}-", unique_tag())
 }
 

@@ -527,7 +527,7 @@ impl DeletionListener {
         self.latch.lock().exception.clone()
     }
 
-    fn release(&self, exception: Option<Error>) {
+    pub(crate) fn release(&self, exception: Option<Error>) {
         let mut latch = self.latch.lock();
         if latch.exception.is_none() {
             latch.exception = exception;

@@ -128,6 +128,9 @@ struct Inner {
     /// The session id whose `Expired` has been handled (abort once).
     expired: AtomicBool,
     closed: AtomicBool,
+    /// Whether the session's end (Expired, Closed, AuthFailed) reached the
+    /// listeners.
+    end_told: AtomicBool,
     /// Connection generation: bumped on every state event, for waiters.
     state_seq: AtomicI64,
     state_lock: Mutex<KeeperState>,
@@ -309,6 +312,7 @@ impl ZooKeeperWatcherBuilder {
             base_znode: self.base_znode,
             expired: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            end_told: AtomicBool::new(false),
             state_seq: AtomicI64::new(0),
             state_lock: Mutex::new(KeeperState::Disconnected),
             state_cv: Condvar::new(),
@@ -508,6 +512,16 @@ impl Inner {
         // An event thread still parked in the PendingWatcher must not hold close.
         let _ = self.pending.cancel();
         let r = self.rzk.close();
+        // Normally the event thread has told every listener `Closed` (or
+        // `Expired`) by now. If a listener kept it busy past close's bound, tell
+        // them here, so no wait on this watcher outlives it.
+        if !self.end_told.load(Ordering::SeqCst) {
+            let listeners = self.registry.read().all();
+            let closed = WatchedEvent::state(KeeperState::Closed);
+            self.call_each(listeners, "a connection event", |l| {
+                l.connection_event(&closed)
+            });
+        }
         *self.registry.write() = Registry::default();
         {
             let _g = self.state_lock.lock();
@@ -531,6 +545,12 @@ impl Inner {
     }
 
     fn connection_event(&self, event: &WatchedEvent) {
+        if matches!(
+            event.keeper_state,
+            KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed
+        ) {
+            self.end_told.store(true, Ordering::SeqCst);
+        }
         let identifier = self.identifier.read().clone();
         match event.keeper_state {
             KeeperState::SyncConnected => {

@@ -581,3 +581,108 @@ fn lock_survives_a_short_blip_in_doubt_then_restored() {
     assert!(children(&raw(), &root).is_empty());
     zkw.close().unwrap();
 }
+
+#[test]
+fn a_create_whose_reply_was_lost_leaves_no_orphan_when_retries_run_out() {
+    init_log();
+    let root = unique_root("lost-create");
+    // No retries: the first ConnectionLoss is returned, as when a flapping link
+    // spends the whole budget.
+    let zkw = ZooKeeperWatcher::builder(&shared_server().connect_string())
+        .with_session_timeout(Duration::from_secs(6))
+        .with_retry(RetryConfig::default().with_max_attempts(0))
+        .connect()
+        .unwrap();
+    zklock::zkutil::create_with_parents(&zkw, &root).unwrap();
+    let lock = ZkInterProcessReadWriteLock::new(&zkw, &root, None)
+        .unwrap()
+        .write_lock(b"victim");
+    zkw.zookeeper()
+        .lose_next_reply(zklock::client::ReplyKind::Create);
+    let r = lock.acquire();
+    assert!(
+        matches!(&r, Err(e) if e.is(ZkError::ConnectionLoss)),
+        "{r:?}"
+    );
+    assert!(!lock.is_held());
+    // The node the server created is found by its tag and removed.
+    let zk = raw();
+    assert!(
+        eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()),
+        "orphan: {:?}",
+        children(&zk, &root)
+    );
+    let other = ZkInterProcessReadWriteLock::new(&self::zkw(), &root, None)
+        .unwrap()
+        .write_lock(b"next");
+    assert!(other.try_acquire(Duration::from_secs(2)).unwrap());
+    other.release().unwrap();
+    // The instance is usable again.
+    lock.acquire().unwrap();
+    lock.release().unwrap();
+    zkw.close().unwrap();
+}
+
+#[test]
+fn a_reaped_waiter_behind_the_other_kind_fails_at_once() {
+    let (a, b, c) = (zkw(), zkw(), zkw());
+    let root = unique_root("reaped-behind-reader");
+    let reader = ZkInterProcessReadWriteLock::new(&a, &root, None)
+        .unwrap()
+        .read_lock(b"stuck reader");
+    reader.acquire().unwrap();
+    let writer = ZkInterProcessReadWriteLock::new(&b, &root, None)
+        .unwrap()
+        .write_lock(b"waiting writer");
+    let h = thread::spawn(move || {
+        let r = writer.try_acquire(Duration::from_secs(20));
+        (r, Instant::now())
+    });
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &root)
+        .len()
+        == 2));
+    // Reaping write locks leaves the reader, which the writer waits on.
+    ZkInterProcessReadWriteLock::new(&c, &root, None)
+        .unwrap()
+        .write_lock(b"reaper")
+        .reap_all_locks()
+        .unwrap();
+    let reaped_at = Instant::now();
+    let (r, ended) = h.join().unwrap();
+    assert!(matches!(r, Err(Error::LockLost { .. })), "{r:?}");
+    assert!(
+        ended.saturating_duration_since(reaped_at) < Duration::from_secs(3),
+        "the waiter must learn at once, not at its timeout"
+    );
+    assert_eq!(children(&zk, &root).len(), 1, "only the reader is left");
+    reader.release().unwrap();
+    for w in [a, b, c] {
+        w.close().unwrap();
+    }
+}
+
+#[test]
+fn a_reaped_holder_with_a_listener_is_told_lost() {
+    let (a, b) = (zkw(), zkw());
+    let root = unique_root("reaped-holder");
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let e = events.clone();
+    let held = ZkInterProcessReadWriteLock::new(&a, &root, None)
+        .unwrap()
+        .with_lock_listener(move |_p: &str, ev: LockEvent| e.lock().unwrap().push(ev))
+        .write_lock(b"holder");
+    held.acquire().unwrap();
+    ZkInterProcessReadWriteLock::new(&b, &root, None)
+        .unwrap()
+        .write_lock(b"reaper")
+        .reap_all_locks()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(5), || !held.is_held()));
+    assert_eq!(*events.lock().unwrap(), [LockEvent::Lost]);
+    assert!(matches!(held.release(), Err(Error::LockLost { .. })));
+    held.acquire().unwrap();
+    held.release().unwrap();
+    a.close().unwrap();
+    b.close().unwrap();
+}

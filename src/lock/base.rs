@@ -2,18 +2,22 @@
 //! lock kind.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 use parking_lot::{Mutex, RwLock};
 
-use super::kind::sequence_of_child;
 use super::kind::LockKind;
+use super::kind::{distance, sequence_of_child};
 use super::{AcquiredLock, InterProcessLock, LockEvent, LockListener, MetadataHandler};
-use crate::client::{Acl, CreateMode, EventType, KeeperState, WatchedEvent};
+use crate::client::{
+    Acl, CreateMode, EventType, KeeperState, Stat, State as ClientState, WatchedEvent,
+};
 use crate::error::{Error, Result, ZkError};
 use crate::listener::ZooKeeperListener;
+use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::tracker::DeletionListener;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
@@ -32,7 +36,7 @@ enum State {
 /// inside: no reference cycle through the watcher's registry).
 struct Shared {
     state: Mutex<State>,
-    lost: std::sync::atomic::AtomicBool,
+    lost: AtomicBool,
     listener: RwLock<Option<Arc<dyn LockListener>>>,
 }
 
@@ -59,12 +63,12 @@ impl Shared {
 struct HeldWatch {
     path: String,
     shared: Arc<Shared>,
-    in_doubt: std::sync::atomic::AtomicBool,
+    in_doubt: AtomicBool,
+    rzk: RecoverableZooKeeper,
 }
 
 impl HeldWatch {
     fn lose(&self, why: &str) {
-        use std::sync::atomic::Ordering;
         if !self.shared.lost.swap(true, Ordering::SeqCst) {
             warn!("lock {} lost: {why}", self.path);
             self.shared.tell(&self.path, LockEvent::Lost);
@@ -79,8 +83,16 @@ impl ZooKeeperListener for HeldWatch {
         }
     }
 
+    fn node_data_changed(&self, path: &str) {
+        // Someone wrote to our node: the one-shot watch is spent; set it again.
+        if path == self.path {
+            if let Ok(false) = zkutil::set_watch_if_node_exists_rzk(&self.rzk, path) {
+                self.lose("its node was deleted");
+            }
+        }
+    }
+
     fn connection_event(&self, event: &WatchedEvent) {
-        use std::sync::atomic::Ordering;
         if event.event_type != EventType::None {
             return;
         }
@@ -109,6 +121,147 @@ impl ZooKeeperListener for HeldWatch {
     }
 }
 
+/// Watches a waiting attempt's own node: if it is deleted (reaped) while the
+/// attempt waits on another node, the wait ends with `LockLost` at once.
+struct OwnNodeWatch {
+    path: String,
+    rzk: RecoverableZooKeeper,
+    waiting_on: Mutex<Option<Arc<DeletionListener>>>,
+    gone: AtomicBool,
+}
+
+impl OwnNodeWatch {
+    fn gone(&self) {
+        self.gone.store(true, Ordering::SeqCst);
+        if let Some(l) = self.waiting_on.lock().as_ref() {
+            l.release(Some(Error::LockLost {
+                path: self.path.clone(),
+            }));
+        }
+    }
+}
+
+impl ZooKeeperListener for OwnNodeWatch {
+    fn node_deleted(&self, path: &str) {
+        if path == self.path {
+            self.gone();
+        }
+    }
+
+    fn node_data_changed(&self, path: &str) {
+        if path == self.path {
+            if let Ok(false) = zkutil::set_watch_if_node_exists_rzk(&self.rzk, path) {
+                self.gone();
+            }
+        }
+    }
+
+    fn path(&self) -> Option<&str> {
+        Some(&self.path)
+    }
+}
+
+/// What a failed attempt left behind: its node, or (when the create's reply was
+/// lost) the tagged prefix its node carries.
+#[derive(Debug, Clone)]
+enum Attempt {
+    Node(String),
+    Tag(String),
+}
+
+/// Removes an attempt's node once the connection is back, when removing it
+/// failed with a recoverable error (Curator's "guaranteed delete"). Registered
+/// on the watcher; unregisters itself when done or when the session ends (its
+/// ephemeral node then goes with it).
+struct Sweeper {
+    attempt: Attempt,
+    zkw: Mutex<Option<ZooKeeperWatcher>>,
+    me: Mutex<Weak<Sweeper>>,
+}
+
+impl Sweeper {
+    fn start(zkw: &ZooKeeperWatcher, attempt: Attempt) {
+        let sweeper = Arc::new(Sweeper {
+            attempt,
+            zkw: Mutex::new(Some(zkw.clone())),
+            me: Mutex::new(Weak::new()),
+        });
+        *sweeper.me.lock() = Arc::downgrade(&sweeper);
+        info!(
+            "will remove {:?} when the connection is back",
+            sweeper.attempt
+        );
+        zkw.register_listener(sweeper);
+    }
+
+    fn finish(&self) {
+        let zkw = self.zkw.lock().take();
+        let me = self.me.lock().upgrade();
+        if let (Some(zkw), Some(me)) = (zkw, me) {
+            let me: Arc<dyn ZooKeeperListener> = me;
+            zkw.unregister_listener(&me);
+        }
+    }
+}
+
+impl ZooKeeperListener for Sweeper {
+    fn connection_event(&self, event: &WatchedEvent) {
+        match event.keeper_state {
+            KeeperState::SyncConnected => {
+                let zk = match self.zkw.lock().as_ref() {
+                    Some(zkw) => zkw.zookeeper().clone(),
+                    None => return,
+                };
+                // One quick try per reconnect, on the event thread: no retries.
+                match remove_attempt_once(&zk, &self.attempt) {
+                    Ok(()) => {
+                        info!("removed {:?} after reconnecting", self.attempt);
+                        self.finish();
+                    }
+                    Err(e) => debug!("removing {:?} failed again: {e}", self.attempt),
+                }
+            }
+            KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed => self.finish(),
+            _ => {}
+        }
+    }
+}
+
+/// One try at removing an attempt's node with the raw client.
+fn remove_attempt_once(zk: &crate::client::ZooKeeper, attempt: &Attempt) -> Result<()> {
+    let node = match attempt {
+        Attempt::Node(path) => path.clone(),
+        Attempt::Tag(prefix) => {
+            let (parent, name_prefix) = match prefix.rfind('/') {
+                Some(i) => (&prefix[..i.max(1)], &prefix[i + 1..]),
+                None => return Ok(()),
+            };
+            let children = match zk.get_children(parent, false) {
+                Ok(c) => c,
+                Err(e) if e.is(ZkError::NoNode) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            match children.iter().find(|c| c.starts_with(name_prefix)) {
+                Some(c) => zkutil::join_znode(parent, c),
+                None => return Ok(()),
+            }
+        }
+    };
+    match zk.delete(&node, None) {
+        Err(e) if !e.is(ZkError::NoNode) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// How a wait ended.
+enum Waited {
+    /// Held; `watched` when a data watch is already set on our own node.
+    Held {
+        watched: bool,
+    },
+    TimedOut,
+}
+
 /// HBase's `ZKInterProcessLockBase`: one lock instance (read or write, by `K`)
 /// on the lock znode `parent`.
 ///
@@ -119,7 +272,13 @@ impl ZooKeeperListener for HeldWatch {
 /// (it is not reentrant); give each thread its own instance to contend.
 ///
 /// Costs: an uncontended `acquire` + `release` is 3 ZooKeeper requests (create,
-/// get children, delete); each wait adds one (an `exists` watch).
+/// get children, delete). A wait adds a `get_data` watch on the node waited for
+/// per round, one on the attempt's own node (so a reaped waiter fails at once),
+/// and, with a [`MetadataHandler`], a `get_data` of the holder's metadata per
+/// round. A [lock listener](Self::with_lock_listener) adds one watch on the held
+/// node when the grant needed no wait.
+///
+/// Dropping an instance that holds the lock releases it.
 #[doc(alias = "ZKInterProcessLockBase")]
 pub struct ZkInterProcessLockBase<K: LockKind> {
     zkw: ZooKeeperWatcher,
@@ -161,7 +320,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             handler,
             shared: Arc::new(Shared {
                 state: Mutex::new(State::Idle),
-                lost: std::sync::atomic::AtomicBool::new(false),
+                lost: AtomicBool::new(false),
                 listener: RwLock::new(None),
             }),
             _kind: PhantomData,
@@ -169,8 +328,9 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     }
 
     /// Tells `listener` what happens to the lock while held: in doubt on
-    /// disconnect, restored on reconnect, lost on expiry or when its node is
-    /// deleted (seen through this process's watches).
+    /// disconnect, restored on reconnect, lost on session expiry or close, or
+    /// when its node is deleted (e.g. reaped by another process: the lock keeps a
+    /// watch on its node while a listener is set).
     pub fn with_lock_listener(self, listener: impl LockListener + 'static) -> Self {
         *self.shared.listener.write() = Some(Arc::new(listener));
         self
@@ -206,17 +366,27 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         let mut st = self.shared.state.lock();
         match result {
             Ok(Some(lock)) => {
-                self.shared
-                    .lost
-                    .store(false, std::sync::atomic::Ordering::SeqCst);
-                let watch: Arc<dyn ZooKeeperListener> = Arc::new(HeldWatch {
+                self.shared.lost.store(false, Ordering::SeqCst);
+                let held = Arc::new(HeldWatch {
                     path: lock.path.clone(),
                     shared: self.shared.clone(),
-                    in_doubt: std::sync::atomic::AtomicBool::new(false),
+                    in_doubt: AtomicBool::new(false),
+                    rzk: self.zkw.recoverable_zookeeper().clone(),
                 });
+                let watch: Arc<dyn ZooKeeperListener> = held.clone();
                 self.zkw.register_listener(watch.clone());
                 debug!("acquired {}", lock.path);
                 *st = State::Held { lock, watch };
+                drop(st);
+                // A connection event between the grant and the registration
+                // above was not seen by the watch: catch up from the state.
+                match self.zkw.state() {
+                    s if s.is_terminal() => held.lose("the session ended"),
+                    ClientState::Connecting => {
+                        held.connection_event(&WatchedEvent::state(KeeperState::Disconnected))
+                    }
+                    _ => {}
+                }
                 Ok(true)
             }
             Ok(None) => {
@@ -231,13 +401,35 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     }
 
     /// Creates this attempt's node and waits; every exit that does not hold the
-    /// lock deletes the node.
+    /// lock removes the node (later, on reconnect, if it cannot now).
     fn acquire_node(&self, deadline: Option<Instant>) -> Result<Option<AcquiredLock>> {
         self.zkw.check_session()?;
-        let (path, stat) = self.create_lock_znode()?;
+        let tagged = tagged_prefix(&zkutil::join_znode(&self.parent, K::PREFIX));
+        let (path, stat) = match self.create_lock_znode(&tagged) {
+            Ok(created) => created,
+            Err(e) => {
+                // The create may have reached the server with its reply lost:
+                // find the node by its tag and remove it.
+                if e.is_retryable() {
+                    self.remove_attempt(Attempt::Tag(tagged));
+                }
+                return Err(e);
+            }
+        };
         let outcome = self.wait_for_lock(&path, deadline);
         match outcome {
-            Ok(true) => {
+            Ok(Waited::Held { watched }) => {
+                if !watched && self.shared.listener.read().is_some() {
+                    // Watch our node so a deletion (reaping) is told as Lost.
+                    match zkutil::set_watch_if_node_exists(&self.zkw, &path) {
+                        Ok(true) => {}
+                        Ok(false) => return Err(Error::LockLost { path }),
+                        Err(e) => {
+                            self.remove_attempt(Attempt::Node(path));
+                            return Err(e);
+                        }
+                    }
+                }
                 let sequence =
                     sequence_of_child(zkutil::get_node_name(&path), K::PREFIX).unwrap_or(0);
                 Ok(Some(AcquiredLock {
@@ -247,36 +439,50 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                     sequence,
                 }))
             }
-            Ok(false) => {
+            Ok(Waited::TimedOut) => {
                 info!("unable to acquire {} in time; removing {path}", self.parent);
-                self.delete_own_node(&path);
+                self.remove_attempt(Attempt::Node(path));
                 Ok(None)
             }
             Err(e) => {
-                self.delete_own_node(&path);
+                self.remove_attempt(Attempt::Node(path));
                 Err(e)
             }
         }
     }
 
-    fn delete_own_node(&self, path: &str) {
-        match self.zkw.recoverable_zookeeper().delete(path, None) {
-            Ok(()) => {}
-            Err(e) if e.is(ZkError::NoNode) => {}
-            // The node is ephemeral: the session's end removes it anyway.
-            Err(e) if e.is_fatal() => debug!("could not remove {path}: {e}"),
-            Err(e) => warn!("could not remove lock node {path}: {e}"),
+    /// Removes a failed attempt's node now if connected, else (or if that fails
+    /// with a recoverable error) as soon as the connection is back.
+    fn remove_attempt(&self, attempt: Attempt) {
+        if self.zkw.state().is_terminal() {
+            return; // ephemeral: gone with the session
         }
+        if self.zkw.state() == ClientState::Connected {
+            let rzk = self.zkw.recoverable_zookeeper();
+            let removed = match &attempt {
+                Attempt::Node(path) => rzk.delete(path, None),
+                Attempt::Tag(prefix) => match rzk.find_previous_sequential_node(prefix) {
+                    Ok(Some(node)) => rzk.delete(&node, None),
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                },
+            };
+            match removed {
+                Ok(()) => return,
+                Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => return,
+                Err(e) => warn!("could not remove {attempt:?} now: {e}"),
+            }
+        }
+        Sweeper::start(&self.zkw, attempt);
     }
 
-    /// HBase's `createLockZNode`: an ephemeral sequential child, creating the lock
-    /// znode's parents when missing.
-    fn create_lock_znode(&self) -> Result<(String, crate::client::Stat)> {
-        let prefix = zkutil::join_znode(&self.parent, K::PREFIX);
+    /// HBase's `createLockZNode`: an ephemeral sequential child under `tagged`
+    /// (`<parent>/<kind><tag>-`), creating the lock znode's parents when missing.
+    fn create_lock_znode(&self, tagged: &str) -> Result<(String, Stat)> {
         let rzk = self.zkw.recoverable_zookeeper();
         let create = || {
-            rzk.create2(
-                &prefix,
+            rzk.create_sequential_tagged(
+                tagged,
                 &self.metadata,
                 Acl::open_unsafe(),
                 CreateMode::EphemeralSequential,
@@ -291,16 +497,49 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         }
     }
 
-    /// Loops until `my_path` holds the lock (`true`) or the deadline passes
-    /// (`false`).
-    fn wait_for_lock(&self, my_path: &str, deadline: Option<Instant>) -> Result<bool> {
+    /// Loops until `my_path` holds the lock or the deadline passes.
+    fn wait_for_lock(&self, my_path: &str, deadline: Option<Instant>) -> Result<Waited> {
         let my_node = zkutil::get_node_name(my_path);
         if sequence_of_child(my_node, K::PREFIX).is_none() {
             return Err(Error::BadArguments(format!(
                 "lock node {my_path} has no sequence number"
             )));
         }
+        let own = Arc::new(OwnNodeWatch {
+            path: my_path.to_string(),
+            rzk: self.zkw.recoverable_zookeeper().clone(),
+            waiting_on: Mutex::new(None),
+            gone: AtomicBool::new(false),
+        });
+        let own_listener: Arc<dyn ZooKeeperListener> = own.clone();
+        let mut watching_own = false;
+        let result = self.wait_rounds(
+            my_path,
+            my_node,
+            deadline,
+            &own,
+            &own_listener,
+            &mut watching_own,
+        );
+        if watching_own {
+            self.zkw.unregister_listener(&own_listener);
+        }
+        result
+    }
+
+    fn wait_rounds(
+        &self,
+        my_path: &str,
+        my_node: &str,
+        deadline: Option<Instant>,
+        own: &OwnNodeWatch,
+        own_listener: &Arc<dyn ZooKeeperListener>,
+        watching_own: &mut bool,
+    ) -> Result<Waited> {
         let rzk = self.zkw.recoverable_zookeeper();
+        let lost = || Error::LockLost {
+            path: my_path.to_string(),
+        };
         loop {
             self.zkw.check_session()?;
             let children = match rzk.get_children(&self.parent, false) {
@@ -308,13 +547,13 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 Err(e) if e.is(ZkError::NoNode) => Vec::new(),
                 Err(e) => return Err(e),
             };
-            if !children.iter().any(|c| c == my_node) {
-                return Err(Error::LockLost {
-                    path: my_path.to_string(),
-                });
+            if !children.iter().any(|c| c == my_node) || own.gone.load(Ordering::SeqCst) {
+                return Err(lost());
             }
             let Some(to_watch) = K::get_lock_path(my_node, &children) else {
-                return Ok(true);
+                return Ok(Waited::Held {
+                    watched: *watching_own,
+                });
             };
             if let Some(holder) = K::lock_holder(my_node, &children) {
                 self.handle_lock_metadata(
@@ -322,21 +561,31 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                     self.handler.as_deref(),
                 );
             }
+            // Check the deadline before setting any watch.
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return Ok(Waited::TimedOut);
+            }
+            if !*watching_own {
+                // Once per attempt: learn at once if our own node is reaped.
+                self.zkw.register_listener(own_listener.clone());
+                *watching_own = true;
+                if !zkutil::set_watch_if_node_exists(&self.zkw, my_path)? {
+                    return Err(lost());
+                }
+            }
             let watch_path = zkutil::join_znode(&self.parent, &to_watch);
             let listener = Arc::new(DeletionListener::new(&self.zkw, &watch_path));
             let as_listener: Arc<dyn ZooKeeperListener> = listener.clone();
             self.zkw.register_listener(as_listener.clone());
+            *own.waiting_on.lock() = Some(listener.clone());
             let waited = (|| {
+                if own.gone.load(Ordering::SeqCst) {
+                    return Err(lost());
+                }
                 if !zkutil::set_watch_if_node_exists(&self.zkw, &watch_path)? {
                     return Ok(true);
                 }
-                let remaining = match deadline {
-                    None => None,
-                    Some(d) => match d.checked_duration_since(Instant::now()) {
-                        Some(r) if !r.is_zero() => Some(r),
-                        _ => return Ok(false),
-                    },
-                };
+                let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 if !listener.await_deletion(remaining) {
                     return Ok(false);
                 }
@@ -345,9 +594,10 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                     None => Ok(true),
                 }
             })();
+            *own.waiting_on.lock() = None;
             self.zkw.unregister_listener(&as_listener);
             if !waited? {
-                return Ok(false);
+                return Ok(Waited::TimedOut);
             }
         }
     }
@@ -389,14 +639,17 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     }
 }
 
-/// This kind's lock children with their sequence, oldest first.
+/// This kind's lock children, oldest first (in creation order, across a wrap of
+/// the sequence: see `kind::distance`).
 fn own_kind_by_sequence<K: LockKind>(children: &[String]) -> Vec<(i32, &String)> {
     let mut mine: Vec<(i32, &String)> = children
         .iter()
         .filter(|c| c.starts_with(K::PREFIX))
         .filter_map(|c| sequence_of_child(c, K::PREFIX).map(|s| (s, c)))
         .collect();
-    mine.sort();
+    if let Some(&(reference, _)) = mine.first() {
+        mine.sort_by_key(|&(s, _)| distance(s, reference));
+    }
     mine
 }
 
@@ -432,11 +685,9 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
                 path: lock.path.clone(),
             })
         };
-        if self.shared.lost.load(std::sync::atomic::Ordering::SeqCst) {
+        if self.shared.lost.load(Ordering::SeqCst) {
             // Known lost (expiry, reaping): make sure nothing is left, then say so.
-            if !self.zkw.state().is_terminal() {
-                self.delete_own_node(&lock.path);
-            }
+            self.remove_attempt(Attempt::Node(lock.path.clone()));
             return lost(self);
         }
         match self
@@ -449,13 +700,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
                 debug!("released {}", lock.path);
                 Ok(())
             }
-            Err(e)
-                if e.is(ZkError::NoNode)
-                    || e.is(ZkError::SessionExpired)
-                    || matches!(e, Error::Closed) =>
-            {
-                lost(self)
-            }
+            Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => lost(self),
             Err(e) => {
                 // Still held as far as we know (e.g. retries spent): let the caller
                 // retry the release.
@@ -527,7 +772,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
 
     fn is_held(&self) -> bool {
         matches!(*self.shared.state.lock(), State::Held { .. })
-            && !self.shared.lost.load(std::sync::atomic::Ordering::SeqCst)
+            && !self.shared.lost.load(Ordering::SeqCst)
             && !self.zkw.state().is_terminal()
     }
 

@@ -36,16 +36,24 @@ pub(crate) fn sequence_of_child(name: &str, prefix: &str) -> Option<i32> {
     tagged_sequence(name, prefix).or_else(|| sequence_of(name))
 }
 
-/// The lock children lower than `my_node`, ordered by parsed sequence; `None` if
+/// How far `sequence` is from `reference`, in creation order: ZooKeeper's
+/// sequence is the parent's cversion, a signed 32-bit counter that wraps from
+/// 2147483647 to -2147483648. Serial-number arithmetic (RFC 1982) orders across
+/// the wrap, as long as the live children span less than 2^31 creates.
+pub(crate) fn distance(sequence: i32, reference: i32) -> i32 {
+    sequence.wrapping_sub(reference)
+}
+
+/// The lock children lower than `my_node`, in creation order; `None` if
 /// `my_node` itself is not a lock child name.
 fn lower<'a>(my_node: &str, children: &'a [String]) -> Option<Vec<Child<'a>>> {
     let mine = parse(my_node)?.sequence;
     let mut v: Vec<Child<'a>> = children
         .iter()
         .filter_map(|c| parse(c))
-        .filter(|c| c.sequence < mine)
+        .filter(|c| distance(c.sequence, mine) < 0)
         .collect();
-    v.sort_by_key(|c| c.sequence);
+    v.sort_by_key(|c| distance(c.sequence, mine));
     Some(v)
 }
 
@@ -188,6 +196,21 @@ mod tests {
         assert_eq!(ReadLockKind::get_lock_path(&c[2], &c), Some(c[1].clone()));
         let w = vec![n("write-", -2_000_000_000), n("write-", -5)];
         assert_eq!(WriteLockKind::get_lock_path(&w[1], &w), Some(w[0].clone()));
+        // Across the wrap: the node created just before it stays first.
+        let holder = n("write-", i32::MAX);
+        let newcomer = n("write-", i32::MIN);
+        let reader = n("read-", i32::MIN + 1);
+        let c = vec![newcomer.clone(), reader.clone(), holder.clone()];
+        assert_eq!(WriteLockKind::get_lock_path(&holder, &c), None);
+        assert_eq!(
+            WriteLockKind::get_lock_path(&newcomer, &c),
+            Some(holder.clone())
+        );
+        assert_eq!(
+            ReadLockKind::get_lock_path(&reader, &c),
+            Some(newcomer.clone())
+        );
+        assert_eq!(ReadLockKind::lock_holder(&reader, &c), Some(holder.clone()));
     }
 
     #[test]

@@ -261,9 +261,27 @@ impl<'a> LockGuard<'a> {
     /// Releases the lock, returning the error.
     ///
     /// # Errors
-    /// As [`InterProcessLock::release`].
+    /// As [`InterProcessLock::release`]; `LockNotHeld` when the instance no longer
+    /// holds this guard's grant (released through the instance meanwhile).
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
+        self.release_own_grant()
+    }
+
+    /// Releases only if the instance still holds the grant this guard was made
+    /// for (not a later grant of the same instance).
+    fn release_own_grant(&self) -> Result<()> {
+        let current = self.lock.acquired_lock();
+        if current.is_none()
+            || current.as_ref().map(|a| &a.path) != self.acquired.as_ref().map(|a| &a.path)
+        {
+            return Err(crate::Error::LockNotHeld {
+                lock: self
+                    .acquired
+                    .as_ref()
+                    .map_or_else(String::new, |a| a.path.clone()),
+            });
+        }
         self.lock.release()
     }
 }
@@ -271,7 +289,7 @@ impl<'a> LockGuard<'a> {
 impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
         if !self.released {
-            if let Err(e) = self.lock.release() {
+            if let Err(e) = self.release_own_grant() {
                 log::warn!(
                     "releasing {:?} on drop failed: {e}",
                     self.acquired.as_ref().map(|a| &a.path)
