@@ -7,7 +7,7 @@
 //! negotiated session timeout; a ping when nothing was sent for half of it; a
 //! connect timeout per attempt of session timeout / number of hosts.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -48,6 +48,9 @@ struct Pending {
     opcode: i32,
     tx: Sender<Reply>,
     reg: Option<WatchReg>,
+    /// removeWatches: the client path whose remaining watches are set again
+    /// when the reply arrives (see [`Shared::call_remove_watches`]).
+    rewatch: Option<String>,
 }
 
 enum EventMsg {
@@ -107,6 +110,8 @@ pub(crate) struct Shared {
     last_zxid: AtomicI64,
     /// The connection's write half; `None` while not connected.
     writer: Mutex<Option<TcpStream>>,
+    /// The socket of a handshake in progress, so that `close` can end it.
+    handshaking: Mutex<Option<TcpStream>>,
     pending: Mutex<VecDeque<Pending>>,
     auth_waiters: Mutex<VecDeque<Option<Sender<Reply>>>>,
     auth: Mutex<Vec<(String, Vec<u8>)>>,
@@ -160,6 +165,7 @@ pub(crate) fn start(
         session_cv: Condvar::new(),
         last_zxid: AtomicI64::new(0),
         writer: Mutex::new(None),
+        handshaking: Mutex::new(None),
         pending: Mutex::new(VecDeque::new()),
         auth_waiters: Mutex::new(VecDeque::new()),
         auth: Mutex::new(Vec::new()),
@@ -322,6 +328,7 @@ impl Shared {
         opcode: i32,
         mut frame: Vec<u8>,
         reg: Option<WatchReg>,
+        rewatch: Option<String>,
     ) -> Result<Receiver<Reply>, Error> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let mut w = self.writer.lock();
@@ -335,6 +342,7 @@ impl Shared {
             opcode,
             tx,
             reg,
+            rewatch,
         });
         if let Err(e) = stream.write_all(&frame) {
             debug!("write failed: {e}; dropping the connection");
@@ -349,18 +357,46 @@ impl Shared {
     /// Sends a request and waits for its reply: waits for a connection first
     /// (up to `connect_wait`), then for the reply (up to `request_timeout`).
     pub(crate) fn call(&self, opcode: i32, frame: Vec<u8>, reg: Option<WatchReg>) -> Reply {
-        self.wait_connected(Instant::now() + self.settings.connect_wait)?;
-        let rx = self.send(opcode, frame, reg)?;
+        self.call_inner(opcode, frame, reg, None)
+    }
+
+    /// A removeWatches request for the client path `path`. ZooKeeper 3.8 keeps one
+    /// entry per path and connection in each of its two watch tables, whatever the
+    /// watch's mode, and knows only the types Children, Data and Any: a removal
+    /// also drops server-side the watches this client still holds on `path` (a
+    /// persistent watch lives in both tables). So when the reply arrives, the
+    /// connection thread sets those again with SetWatches from the reply's zxid:
+    /// a change after the removal still fires them, none fires twice.
+    pub(crate) fn call_remove_watches(&self, frame: Vec<u8>, path: &str) -> Reply {
+        self.call_inner(op::REMOVE_WATCHES, frame, None, Some(path.to_string()))
+    }
+
+    fn call_inner(
+        &self,
+        opcode: i32,
+        frame: Vec<u8>,
+        reg: Option<WatchReg>,
+        rewatch: Option<String>,
+    ) -> Reply {
+        self.wait_connected(deadline_after(self.settings.connect_wait))?;
+        let rx = self.send(opcode, frame, reg, rewatch)?;
         match rx.recv_timeout(self.settings.request_timeout) {
             Ok(reply) => reply,
             Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
         }
     }
 
+    /// Hands `event` to `watchers` on the event thread.
+    pub(crate) fn deliver(&self, watchers: Vec<WatcherRef>, event: WatchedEvent) {
+        if !watchers.is_empty() {
+            let _ = self.events.send(EventMsg::Deliver(watchers, event));
+        }
+    }
+
     /// `add_auth`: remembered for reconnects; waits for the server's answer.
     pub(crate) fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
         self.auth.lock().push((scheme.to_string(), auth.to_vec()));
-        self.wait_connected(Instant::now() + self.settings.connect_wait)?;
+        self.wait_connected(deadline_after(self.settings.connect_wait))?;
         let (tx, rx) = crossbeam_channel::bounded(1);
         {
             let mut w = self.writer.lock();
@@ -404,7 +440,7 @@ impl Shared {
         self.session_cv.notify_all();
         if connected {
             let frame = Writer::request(0, op::CLOSE_SESSION).finish();
-            if let Ok(rx) = self.send(op::CLOSE_SESSION, frame, None) {
+            if let Ok(rx) = self.send(op::CLOSE_SESSION, frame, None, None) {
                 let bound = (self.negotiated_timeout() * 2 / 3).min(Duration::from_secs(2));
                 match rx.recv_timeout(bound) {
                     Ok(Ok(_)) => debug!("session closed by the server"),
@@ -418,6 +454,10 @@ impl Shared {
 
     fn shutdown_socket(&self) {
         if let Some(s) = self.writer.lock().take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        // A handshake waiting for a silent server ends now, not at its timeout.
+        if let Some(s) = self.handshaking.lock().take() {
             let _ = s.shutdown(Shutdown::Both);
         }
     }
@@ -463,18 +503,24 @@ impl Shared {
                         Ok(()) => self.serve(stream),
                         Err(e) => ConnEnd::Io(e),
                     };
+                    let closing = self.session.lock().closing;
                     match &end {
                         ConnEnd::Closing => {}
+                        _ if closing => debug!("connection to {host} closed ({end:?})"),
+                        ConnEnd::AuthFailed => info!("authentication failed on {host}"),
                         ConnEnd::ReadTimeout(d) => info!(
                             "no answer from {host} for {d:?}: closing the connection and reconnecting"
                         ),
                         e => info!("connection to {host} lost ({e:?}); reconnecting"),
                     }
+                    // An auth failure ends the handle: no Disconnected before
+                    // AuthFailed, and pending calls fail with AuthFailed.
+                    if let ConnEnd::AuthFailed = end {
+                        break Terminal::AuthFailed;
+                    }
                     self.on_disconnected();
-                    match end {
-                        ConnEnd::AuthFailed => break Terminal::AuthFailed,
-                        ConnEnd::Closing => break Terminal::Closed,
-                        _ => {}
+                    if let ConnEnd::Closing = end {
+                        break Terminal::Closed;
                     }
                 }
                 Err(e) => {
@@ -517,13 +563,34 @@ impl Shared {
                 Err(e) => last = e,
             }
         }
-        let mut stream = stream.ok_or(last)?;
+        let stream = stream.ok_or(last)?;
+        *self.handshaking.lock() = Some(stream.try_clone()?);
+        // After publishing the socket: a close() before it is seen here, one
+        // after it shuts the socket down.
+        let result = if self.session.lock().closing {
+            Err(io::Error::new(io::ErrorKind::Interrupted, "closing"))
+        } else {
+            self.exchange_connect(stream, host, id, &password, attempt)
+        };
+        self.handshaking.lock().take();
+        result
+    }
+
+    /// The ConnectRequest/ConnectResponse exchange of [`handshake`](Self::handshake).
+    fn exchange_connect(
+        &self,
+        mut stream: TcpStream,
+        host: &str,
+        id: i64,
+        password: &[u8],
+        attempt: Duration,
+    ) -> io::Result<Option<(TcpStream, bool)>> {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(attempt))?;
         stream.set_write_timeout(Some(attempt))?;
         let requested =
             i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
-        let frame = proto::connect_request(self.last_zxid(), requested, id, &password);
+        let frame = proto::connect_request(self.last_zxid(), requested, id, password);
         stream.write_all(&frame)?;
         let mut len = [0u8; 4];
         stream.read_exact(&mut len)?;
@@ -579,62 +646,73 @@ impl Shared {
             }
         }
         if reconnect {
-            for frame in self.set_watches_frames() {
+            for frame in self.set_watches_frames(Resend::All, self.last_zxid()) {
                 w.write_all(&frame)?;
             }
         }
         self.touch_send();
         *self.writer.lock() = Some(w);
         let mut s = self.session.lock();
+        if s.closing {
+            // close() found no connection to end: this one must not open.
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "closing"));
+        }
         s.state = State::Connected;
         self.tell_state(&mut s, KeeperState::SyncConnected);
         self.session_cv.notify_all();
         Ok(())
     }
 
-    /// SetWatches / SetWatches2 frames for every registered watch, each at most
-    /// ~128 KB.
-    fn set_watches_frames(&self) -> Vec<Vec<u8>> {
-        let tables = self.watches.lock().paths();
+    /// SetWatches / SetWatches2 frames for the registered watches `which`,
+    /// relative to `zxid`, each at most ~128 KB.
+    ///
+    /// ZooKeeper 3.8 keeps one mode per path and connection in each of its data
+    /// and child tables, and sets a persistent-recursive watch in both: in one
+    /// packet (data, exist, child, persistent, recursive, in that order) the last
+    /// write wins. So one-shot data and child watches go before the persistent
+    /// ones (which then serve them), and a one-shot child watch on the root of a
+    /// recursive watch goes in a second packet, after it (a recursive mode in the
+    /// child table swallows children events).
+    fn set_watches_frames(&self, which: Resend<'_>, zxid: i64) -> Vec<Vec<u8>> {
+        let (path, one_shots) = match which {
+            Resend::All => (None, true),
+            Resend::Path(p) => (Some(p), true),
+            Resend::PersistentOf(p) => (Some(p), false),
+        };
+        let [data, exist, child, persistent, recursive] = self.watches.lock().paths(path);
         let chroot = self.settings.chroot.as_deref();
-        let server = |p: &String| super::path::prepend_chroot(chroot, p);
-        let tables: Vec<Vec<String>> = tables
-            .iter()
-            .map(|t| t.iter().map(server).collect())
-            .collect();
-        let persistent = !tables[3].is_empty() || !tables[4].is_empty();
-        let zxid = self.last_zxid();
-        let mut frames = Vec::new();
-        let mut cursor = [0usize; 5];
-        loop {
-            let mut chunk: [Vec<&str>; 5] = Default::default();
-            let mut size = 0usize;
-            for (t, paths) in tables.iter().enumerate() {
-                while cursor[t] < paths.len() && size < SET_WATCHES_MAX {
-                    let p = &paths[cursor[t]];
-                    size += p.len() + 4;
-                    chunk[t].push(p);
-                    cursor[t] += 1;
-                }
-            }
-            if chunk.iter().all(Vec::is_empty) {
-                break;
-            }
-            let opcode = if persistent {
-                op::SET_WATCHES2
-            } else {
-                op::SET_WATCHES
-            };
-            let mut w = Writer::request(xid::SET_WATCHES, opcode);
-            w.i64(zxid)
-                .strings(&chunk[0])
-                .strings(&chunk[1])
-                .strings(&chunk[2]);
-            if persistent {
-                w.strings(&chunk[3]).strings(&chunk[4]);
-            }
-            frames.push(w.finish());
-        }
+        let pick = |t: &[String], one_shot: bool, f: &dyn Fn(&str) -> bool| -> Vec<String> {
+            t.iter()
+                .filter(|p| path.map_or(true, |o| o == p.as_str()))
+                .filter(|_| one_shots || !one_shot)
+                .filter(|p| f(p))
+                .map(|p| super::path::prepend_chroot(chroot, p))
+                .collect()
+        };
+        let recursive_set: HashSet<&str> = recursive.iter().map(String::as_str).collect();
+        let persistent_set: HashSet<&str> = persistent.iter().map(String::as_str).collect();
+        let after_recursive = |p: &str| recursive_set.contains(p) && !persistent_set.contains(p);
+        let any = |_: &str| true;
+        let first: [Vec<String>; 5] = [
+            pick(&data, true, &any),
+            pick(&exist, true, &any),
+            pick(&child, true, &|p| !after_recursive(p)),
+            pick(&persistent, false, &any),
+            pick(&recursive, false, &any),
+        ];
+        let second: [Vec<String>; 5] = [
+            Vec::new(),
+            Vec::new(),
+            child
+                .iter()
+                .filter(|p| path.map_or(true, |o| o == p.as_str()) && after_recursive(p))
+                .map(|p| super::path::prepend_chroot(chroot, p))
+                .collect(),
+            Vec::new(),
+            Vec::new(),
+        ];
+        let mut frames = set_watches_packets(&first, zxid);
+        frames.extend(set_watches_packets(&second, zxid));
         if !frames.is_empty() {
             debug!(
                 "re-setting watches in {} packet(s) from zxid {zxid:#x}",
@@ -791,7 +869,29 @@ impl Shared {
                         _ => None,
                     };
                     if let Some(kind) = kind {
-                        self.watches.lock().add(kind, &reg.path, reg.watcher);
+                        let mut m = self.watches.lock();
+                        m.add(kind, &reg.path, reg.watcher);
+                        // ZooKeeper 3.8 keeps one mode per path and connection in
+                        // each table: a one-shot watch turns this client's
+                        // persistent watch on the same path into a one-shot one
+                        // (ZOOKEEPER-4466). Set the persistent one again; it serves
+                        // the one-shot too (which stays one-shot here). A child
+                        // watch leaves a recursive watch's data-table entry alone.
+                        let (persistent, recursive) = m.persistent_on(&reg.path);
+                        let restore = match kind {
+                            Kind::Data | Kind::Exist => persistent || recursive,
+                            Kind::Child => persistent,
+                            Kind::Persistent | Kind::Recursive => false,
+                        };
+                        drop(m);
+                        if restore {
+                            self.rewatch(Resend::PersistentOf(&reg.path), hdr.zxid)?;
+                        }
+                    }
+                }
+                if let Some(path) = &p.rewatch {
+                    if hdr.err == 0 {
+                        self.rewatch(Resend::Path(path), hdr.zxid)?;
                     }
                 }
                 let reply = if hdr.err == 0 {
@@ -804,6 +904,24 @@ impl Shared {
                 Ok(())
             }
         }
+    }
+
+    /// Sets again, relative to `zxid`, watches this client holds.
+    fn rewatch(&self, which: Resend<'_>, zxid: i64) -> Result<(), ConnEnd> {
+        let frames = self.set_watches_frames(which, zxid);
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let mut w = self.writer.lock();
+        if let Some(s) = w.as_mut() {
+            for frame in &frames {
+                if let Err(e) = s.write_all(frame) {
+                    return Err(ConnEnd::Io(e));
+                }
+            }
+            self.touch_send();
+        }
+        Ok(())
     }
 
     fn dispatch(&self, t: i32, state: i32, server_path: &str) {
@@ -843,15 +961,19 @@ impl Shared {
         if let Some(s) = w.take() {
             let _ = s.shutdown(Shutdown::Both);
         }
+        // The state before the callers wake up: a caller that retries at once
+        // must wait for the reconnect, not find "connected" without a connection.
+        {
+            let mut s = self.session.lock();
+            if !s.state.is_terminal() {
+                s.state = State::Connecting;
+            }
+            if !s.closing {
+                self.tell_state(&mut s, KeeperState::Disconnected);
+            }
+        }
         self.fail_pending(|| Error::zk_code(ZkError::ConnectionLoss));
         drop(w);
-        let mut s = self.session.lock();
-        if !s.state.is_terminal() {
-            s.state = State::Connecting;
-        }
-        if !s.closing {
-            self.tell_state(&mut s, KeeperState::Disconnected);
-        }
     }
 
     fn finish(&self, terminal: Terminal) {
@@ -883,8 +1005,136 @@ impl Shared {
     }
 }
 
+/// Which watches [`Shared::set_watches_frames`] sends again.
+#[derive(Debug, Clone, Copy)]
+enum Resend<'a> {
+    /// Every watch (after a reconnect).
+    All,
+    /// Every watch on one client path (after a removeWatches).
+    Path(&'a str),
+    /// The persistent watches on one client path (after a one-shot registration
+    /// on it turned them one-shot server-side).
+    PersistentOf(&'a str),
+}
+
+/// SetWatches (or SetWatches2 when there are persistent paths) packets for the
+/// server paths `tables` (data, exist, child, persistent, recursive), each at most
+/// ~128 KB.
+fn set_watches_packets(tables: &[Vec<String>; 5], zxid: i64) -> Vec<Vec<u8>> {
+    let persistent = !tables[3].is_empty() || !tables[4].is_empty();
+    let mut frames = Vec::new();
+    let mut cursor = [0usize; 5];
+    loop {
+        let mut chunk: [Vec<&str>; 5] = Default::default();
+        let mut size = 0usize;
+        for (t, paths) in tables.iter().enumerate() {
+            while cursor[t] < paths.len() && size < SET_WATCHES_MAX {
+                let p = &paths[cursor[t]];
+                size += p.len() + 4;
+                chunk[t].push(p);
+                cursor[t] += 1;
+            }
+        }
+        if chunk.iter().all(Vec::is_empty) {
+            break;
+        }
+        let opcode = if persistent {
+            op::SET_WATCHES2
+        } else {
+            op::SET_WATCHES
+        };
+        let mut w = Writer::request(xid::SET_WATCHES, opcode);
+        w.i64(zxid)
+            .strings(&chunk[0])
+            .strings(&chunk[1])
+            .strings(&chunk[2]);
+        if persistent {
+            w.strings(&chunk[3]).strings(&chunk[4]);
+        }
+        frames.push(w.finish());
+    }
+    frames
+}
+
+/// `now + wait`, saturating (a `Duration::MAX` wait means "a very long time",
+/// not an overflow panic).
+fn deadline_after(wait: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(wait)
+        .unwrap_or_else(|| now + Duration::from_secs(86400 * 365))
+}
+
 fn auth_frame(scheme: &str, auth: &[u8]) -> Vec<u8> {
     let mut w = Writer::request(xid::AUTH, op::AUTH);
     w.i32(0).string(scheme).buffer(auth);
     w.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes a SetWatches(2) frame: (opcode, zxid, tables).
+    fn decode(frame: &[u8]) -> (i32, i64, Vec<Vec<String>>) {
+        let mut r = Reader::new(&frame[4..]);
+        assert_eq!(r.i32().unwrap(), xid::SET_WATCHES);
+        let opcode = r.i32().unwrap();
+        let zxid = r.i64().unwrap();
+        let n = if opcode == op::SET_WATCHES2 { 5 } else { 3 };
+        let tables = (0..n).map(|_| r.strings().unwrap()).collect();
+        assert_eq!(r.remaining(), 0);
+        (opcode, zxid, tables)
+    }
+
+    #[test]
+    fn set_watches_packets_are_chunked_and_keep_every_path_in_order() {
+        let paths = |p: &str, n: usize| -> Vec<String> {
+            (0..n)
+                .map(|i| format!("/{p}/{i:06}-{}", "x".repeat(200)))
+                .collect()
+        };
+        let tables = [
+            paths("d", 1500),
+            paths("e", 10),
+            paths("c", 700),
+            vec![],
+            vec![],
+        ];
+        let frames = set_watches_packets(&tables, 42);
+        assert!(frames.len() >= 3, "{} frames", frames.len());
+        let mut seen: [Vec<String>; 5] = Default::default();
+        for f in &frames {
+            assert!(
+                f.len() <= SET_WATCHES_MAX + 1024,
+                "a {} byte packet",
+                f.len()
+            );
+            let (opcode, zxid, t) = decode(f);
+            assert_eq!((opcode, zxid), (op::SET_WATCHES, 42));
+            for (i, v) in t.into_iter().enumerate() {
+                seen[i].extend(v);
+            }
+        }
+        assert_eq!(seen, tables);
+
+        let persistent = [
+            vec![],
+            vec![],
+            vec!["/c".to_string()],
+            vec!["/p".into()],
+            vec!["/r".into()],
+        ];
+        let frames = set_watches_packets(&persistent, 7);
+        assert_eq!(frames.len(), 1);
+        let (opcode, _, t) = decode(&frames[0]);
+        assert_eq!(opcode, op::SET_WATCHES2);
+        assert_eq!(t, persistent.to_vec());
+        assert!(set_watches_packets(&Default::default(), 1).is_empty());
+    }
+
+    #[test]
+    fn deadlines_saturate() {
+        assert!(deadline_after(Duration::MAX) > Instant::now() + Duration::from_secs(86400));
+        assert!(deadline_after(Duration::ZERO) <= Instant::now());
+    }
 }

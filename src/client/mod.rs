@@ -738,21 +738,37 @@ impl ZooKeeper {
         if removed.is_empty() {
             return Err(Error::zk(ZkError::NoWatcher, path));
         }
+        // ZooKeeper 3.8 knows the types Children, Data and Any only; a persistent
+        // watch sits in both of its tables, so Any removes it (the connection
+        // thread sets again whatever else this client still watches on `path`).
+        let wire = match watcher_type {
+            WatcherType::Persistent | WatcherType::PersistentRecursive => WatcherType::Any,
+            t => t,
+        };
         let mut w = Writer::request(0, op::REMOVE_WATCHES);
-        w.string(&self.server_path(path)).i32(watcher_type.code());
-        match self.call(op::REMOVE_WATCHES, w, None, path) {
+        w.string(&self.server_path(path)).i32(wire.code());
+        if w.body_len() > MAX_PACKET {
+            return Err(Error::BadArguments(format!("path too long: {path}")));
+        }
+        match self.shared().call_remove_watches(w.finish(), path) {
             Ok(_) => {}
             // Fired or gone server-side meanwhile: removed all the same.
             Err(e) if e.is(ZkError::NoWatcher) => {}
             Err(e) => log::debug!("removeWatches {path}: {e}; removed locally"),
         }
-        for (watcher, event_type) in removed {
-            let event = WatchedEvent::node(event_type, path);
-            if let Err(p) =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watcher.process(event)))
-            {
-                log::error!("a watcher panicked on removal: {p:?}");
-            }
+        // Told on the event thread, like every other event.
+        for event_type in [
+            EventType::DataWatchRemoved,
+            EventType::ChildWatchRemoved,
+            EventType::PersistentWatchRemoved,
+        ] {
+            let watchers: Vec<WatcherRef> = removed
+                .iter()
+                .filter(|(_, t)| *t == event_type)
+                .map(|(w, _)| w.clone())
+                .collect();
+            self.shared()
+                .deliver(watchers, WatchedEvent::node(event_type, path));
         }
         Ok(())
     }

@@ -164,9 +164,22 @@ impl WatchManager {
         out
     }
 
-    /// Every watched path, by table, for SetWatches after a reconnect.
-    pub(crate) fn paths(&self) -> [Vec<String>; 5] {
-        let keys = |t: &HashMap<String, Vec<WatcherRef>>| t.keys().cloned().collect::<Vec<_>>();
+    /// Whether a persistent and a persistent-recursive watch is set on `path`
+    /// itself.
+    pub(crate) fn persistent_on(&self, path: &str) -> (bool, bool) {
+        (
+            self.persistent.contains_key(path),
+            self.recursive.contains_key(path),
+        )
+    }
+
+    /// Every watched path (or only `only`), by table, for SetWatches.
+    pub(crate) fn paths(&self, only: Option<&str>) -> [Vec<String>; 5] {
+        let keys = |t: &HashMap<String, Vec<WatcherRef>>| match only {
+            None => t.keys().cloned().collect::<Vec<_>>(),
+            Some(p) if t.contains_key(p) => vec![p.to_string()],
+            Some(_) => Vec::new(),
+        };
         [
             keys(&self.data),
             keys(&self.exist),

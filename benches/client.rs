@@ -1,0 +1,367 @@
+//! Benchmark of `zklock::client` (issue 3, "Performance"): prints figures, asserts
+//! nothing.
+//!
+//! 1. Sequential `exists` latency on loopback, zklock and Java's client on the same
+//!    server, alternating rounds of the same size after a warm-up; median, p99 and
+//!    the ratio of the medians (target: zklock within 1.1× of Java).
+//! 2. 32 threads sharing one client, mixed create/get/delete: ops/s (the
+//!    `zookeeper` crate did ~13–17k ops/s on this kind of machine).
+//! 3. Idle client cost: threads and resident memory per client, over 100 clients.
+//!
+//! `cargo bench --bench client`. Starts a ZooKeeper server with the test harness
+//! unless `ZK_SERVERS` names one. The Java side is compiled at run time from
+//! `benches/java/ExistsBench.java` (`javac`, `/usr/share/java/zookeeper.jar`);
+//! without a JDK it is skipped with a note. Sizes: `ZK_BENCH_OPS` (default 5000
+//! per round), `ZK_BENCH_ROUNDS` (10), `ZK_BENCH_IDLE_CLIENTS` (100).
+//!
+//! On a shared, loaded machine the load drifts within seconds; short alternating
+//! rounds put both clients under the same conditions, and the ratio reported is
+//! the median of the per-round ratios (each zklock round against the Java round
+//! just before it).
+
+use std::env;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::client::{Acl, CreateMode, WatchedEvent, ZooKeeper};
+
+const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+const SLF4J_NOP_JAR: &str = "/usr/share/java/slf4j-nop.jar";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn connect(servers: &str) -> ZooKeeper {
+    ZooKeeper::connect(servers, Duration::from_secs(10), |_e: WatchedEvent| {})
+        .unwrap_or_else(|e| panic!("cannot connect to {servers}: {e}"))
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is ignored.
+    let _server;
+    let servers = match env::var("ZK_SERVERS") {
+        Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
+        _ => {
+            let server = zklock::testing::ZkServer::start()
+                .unwrap_or_else(|e| panic!("cannot start a ZooKeeper server: {e}"));
+            let cs = server.connect_string();
+            _server = server;
+            cs
+        }
+    };
+    println!("zklock client benchmark against {servers}");
+    let root = format!("/zklock-bench-{}", std::process::id());
+    let zk = connect(&servers);
+    zk.create(&root, b"bench", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+
+    latency(&servers, &zk, &root);
+    throughput(&zk, &root);
+    idle_cost(&servers);
+
+    zk.delete(&root, None).unwrap();
+    zk.close().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// 1. Sequential exists latency, zklock vs Java
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy)]
+struct Stats {
+    median: Duration,
+    p99: Duration,
+    mean: Duration,
+}
+
+fn stats(mut ns: Vec<u64>) -> Stats {
+    let mean = ns.iter().sum::<u64>() / ns.len() as u64;
+    ns.sort_unstable();
+    Stats {
+        median: Duration::from_nanos(ns[ns.len() / 2]),
+        p99: Duration::from_nanos(ns[ns.len() * 99 / 100]),
+        mean: Duration::from_nanos(mean),
+    }
+}
+
+fn zklock_round(zk: &ZooKeeper, path: &str, ops: usize) -> Stats {
+    let mut ns = Vec::with_capacity(ops);
+    for _ in 0..ops {
+        let t = Instant::now();
+        zk.exists(path, false).unwrap();
+        ns.push(t.elapsed().as_nanos() as u64);
+    }
+    stats(ns)
+}
+
+fn parse_java(line: &str) -> Option<Stats> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let get = |k: &str| -> Option<Duration> {
+        let i = f.iter().position(|x| *x == k)?;
+        Some(Duration::from_nanos(f.get(i + 1)?.parse().ok()?))
+    };
+    Some(Stats {
+        median: get("median_ns")?,
+        p99: get("p99_ns")?,
+        mean: get("mean_ns")?,
+    })
+}
+
+/// Compiles ExistsBench.java into a temp dir; `None` (with a note) without a JDK
+/// or the ZooKeeper jar.
+fn compile_java() -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/java/ExistsBench.java");
+    if !Path::new(ZOOKEEPER_JAR).exists() {
+        println!("  (Java client skipped: {ZOOKEEPER_JAR} not found)");
+        return None;
+    }
+    let out = env::temp_dir().join(format!("zklock-bench-java-{}", std::process::id()));
+    fs::create_dir_all(&out).ok()?;
+    let status = Command::new("javac")
+        .args(["-nowarn", "-d"])
+        .arg(&out)
+        .args(["-cp", ZOOKEEPER_JAR])
+        .arg(&src)
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(out),
+        Ok(s) => {
+            println!("  (Java client skipped: javac failed: {s})");
+            None
+        }
+        Err(e) => {
+            println!("  (Java client skipped: cannot run javac: {e})");
+            None
+        }
+    }
+}
+
+fn latency(servers: &str, zk: &ZooKeeper, root: &str) {
+    let ops = env_usize("ZK_BENCH_OPS", 5_000).max(100);
+    let rounds = env_usize("ZK_BENCH_ROUNDS", 10).max(1);
+    let warm = 20_000; // the JVM's JIT needs it
+    println!("\n1. sequential exists({root}): {rounds} rounds of {ops} ops each, after {warm} warm-up ops, zklock and Java alternating");
+    zklock_round(zk, root, warm);
+
+    let classes = compile_java();
+    let mut java = classes.as_ref().and_then(|dir| {
+        let cp = format!("{}:{ZOOKEEPER_JAR}:{SLF4J_NOP_JAR}", dir.display());
+        Command::new("java")
+            .args(["-cp", &cp, "ExistsBench", servers, root])
+            .arg(warm.to_string())
+            .arg(ops.to_string())
+            .arg(rounds.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| println!("  (Java client skipped: cannot run java: {e})"))
+            .ok()
+    });
+    let mut java_out = java
+        .as_mut()
+        .map(|c| BufReader::new(c.stdout.take().unwrap()).lines());
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for r in 0..rounds {
+        if let Some(lines) = java_out.as_mut() {
+            match lines.next() {
+                Some(Ok(line)) => match parse_java(&line) {
+                    Some(s) => theirs.push(s),
+                    None => println!("  (unexpected Java output: {line})"),
+                },
+                _ => println!("  (the Java client ended early)"),
+            }
+        }
+        let s = zklock_round(zk, root, ops);
+        ours.push(s);
+        let j = theirs.last();
+        println!(
+            "  round {r}: zklock median {:>7.1} µs  p99 {:>7.1} µs  mean {:>7.1} µs{}",
+            us(s.median),
+            us(s.p99),
+            us(s.mean),
+            j.map(|j| format!(
+                "  |  Java median {:>7.1} µs  p99 {:>7.1} µs  mean {:>7.1} µs",
+                us(j.median),
+                us(j.p99),
+                us(j.mean)
+            ))
+            .unwrap_or_default()
+        );
+        if r + 1 < rounds {
+            if let Some(c) = java.as_mut() {
+                let _ = c.stdin.as_mut().map(|i| i.write_all(b"\n"));
+            }
+        }
+    }
+    if let Some(mut c) = java {
+        drop(c.stdin.take());
+        let _ = c.wait();
+    }
+    if let Some(dir) = classes {
+        let _ = fs::remove_dir_all(dir);
+    }
+    let med = |v: &[Stats], f: fn(&Stats) -> Duration| -> Duration {
+        let mut d: Vec<Duration> = v.iter().map(f).collect();
+        d.sort();
+        d[d.len() / 2]
+    };
+    let (zm, zp) = (med(&ours, |s| s.median), med(&ours, |s| s.p99));
+    print!(
+        "  zklock: median {:.1} µs, p99 {:.1} µs (median over rounds)",
+        us(zm),
+        us(zp)
+    );
+    if theirs.is_empty() {
+        println!();
+        return;
+    }
+    let (jm, jp) = (med(&theirs, |s| s.median), med(&theirs, |s| s.p99));
+    println!("; Java: median {:.1} µs, p99 {:.1} µs", us(jm), us(jp));
+    let ratio = |f: fn(&Stats) -> Duration| -> f64 {
+        let mut r: Vec<f64> = ours
+            .iter()
+            .zip(&theirs)
+            .map(|(o, t)| f(o).as_secs_f64() / f(t).as_secs_f64())
+            .collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    };
+    println!(
+        "  ratio zklock/Java (median of per-round ratios): median {:.2}x, p99 {:.2}x (target: median <= 1.10x)",
+        ratio(|s| s.median),
+        ratio(|s| s.p99)
+    );
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+// ---------------------------------------------------------------------------
+// 2. 32 threads, one client, mixed create/get/delete
+// ---------------------------------------------------------------------------
+
+fn throughput(zk: &ZooKeeper, root: &str) {
+    let threads = 32;
+    let warm = Duration::from_secs(1);
+    let measure = Duration::from_secs(5);
+    println!("\n2. {threads} threads sharing one client: create + get_data + delete, {measure:?} after {warm:?} warm-up");
+    let counting = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let ops = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (zk, counting, stop, ops) =
+                (zk.clone(), counting.clone(), stop.clone(), ops.clone());
+            let dir = format!("{root}/t{t}");
+            thread::spawn(move || {
+                zk.create(&dir, b"", Acl::open_unsafe(), CreateMode::Persistent)
+                    .unwrap();
+                let data = vec![7u8; 64];
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let p = format!("{dir}/n{i}");
+                    zk.create(&p, &data, Acl::open_unsafe(), CreateMode::Persistent)
+                        .unwrap();
+                    let (d, _) = zk.get_data(&p, false).unwrap();
+                    assert_eq!(d.len(), data.len());
+                    zk.delete(&p, None).unwrap();
+                    if counting.load(Ordering::Relaxed) {
+                        ops.fetch_add(3, Ordering::Relaxed);
+                    }
+                    i += 1;
+                }
+                zk.delete(&dir, None).unwrap();
+            })
+        })
+        .collect();
+    thread::sleep(warm);
+    counting.store(true, Ordering::Relaxed);
+    let t = Instant::now();
+    thread::sleep(measure);
+    counting.store(false, Ordering::Relaxed);
+    let elapsed = t.elapsed();
+    let n = ops.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+    println!(
+        "  {:.0} ops/s ({n} ops in {elapsed:.2?}); reference: the zookeeper crate, ~13-17k ops/s",
+        n as f64 / elapsed.as_secs_f64()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 3. Idle client cost
+// ---------------------------------------------------------------------------
+
+fn task_count() -> usize {
+    fs::read_dir("/proc/self/task")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn rss_kb() -> u64 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn cpu_ticks() -> u64 {
+    let stat = fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let Some(i) = stat.rfind(')') else { return 0 };
+    let f: Vec<&str> = stat[i + 2..].split_whitespace().collect();
+    f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+}
+
+fn idle_cost(servers: &str) {
+    let n = env_usize("ZK_BENCH_IDLE_CLIENTS", 100);
+    println!("\n3. idle clients: {n} connected, idle");
+    // Warm up allocator and lazies with one client.
+    connect(servers).close().unwrap();
+    let (threads0, rss0) = (task_count(), rss_kb());
+    let clients: Vec<ZooKeeper> = (0..n).map(|_| connect(servers)).collect();
+    thread::sleep(Duration::from_secs(1));
+    let (threads1, rss1) = (task_count(), rss_kb());
+    let cpu0 = cpu_ticks();
+    let idle = Duration::from_secs(3);
+    thread::sleep(idle);
+    let cpu = Duration::from_millis((cpu_ticks() - cpu0) * 10);
+    println!(
+        "  threads: {} per client ({} -> {}); memory: {:.1} KiB RSS per client ({} -> {} KiB)",
+        (threads1 - threads0) as f64 / n as f64,
+        threads0,
+        threads1,
+        (rss1.saturating_sub(rss0)) as f64 / n as f64,
+        rss0,
+        rss1
+    );
+    println!(
+        "  CPU while idle: {cpu:?} in {idle:?} for {n} clients ({:.3}% of a core per client)",
+        cpu.as_secs_f64() / idle.as_secs_f64() / n as f64 * 100.0
+    );
+    for c in &clients {
+        c.close().unwrap();
+    }
+    drop(clients);
+    thread::sleep(Duration::from_millis(200));
+    println!("  after closing: {} threads", task_count());
+}

@@ -1,0 +1,1458 @@
+//! `zklock::client` under faults: partitions, cuts, server restarts, expiry, a
+//! silent host, malformed input from a fake server, pipelining under cuts.
+//!
+//! Issue 3, "Session and connection behaviour" 1–9. Every test that injects a
+//! fault puts a `FaultProxy` (or its own server, or a fake server) between itself
+//! and the client; the binary's shared server is never disturbed.
+
+mod client_common;
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use client_common::*;
+use zklock::client::{
+    Acl, AddWatchMode, CreateMode, EventType, KeeperState, ReplyKind, State, WatchedEvent,
+    ZooKeeper,
+};
+use zklock::testing::{shared_server, unique_root, FaultProxy, ZkServer};
+use zklock::{Error, ZkError};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn open() -> &'static [Acl] {
+    Acl::open_unsafe()
+}
+
+fn server() -> String {
+    count_client_thread_panics();
+    shared_server().connect_string()
+}
+
+/// A client through a fresh proxy to the shared server.
+fn via_proxy(session: Duration) -> (FaultProxy, ZooKeeper, Arc<Events>) {
+    let proxy = FaultProxy::start(server()).unwrap();
+    let (zk, events) = connect(&proxy.connect_string(), session);
+    (proxy, zk, events)
+}
+
+fn no_client_panics() {
+    assert_eq!(client_thread_panics(), 0, "a client thread panicked");
+}
+
+// ---------------------------------------------------------------------------
+// 1. Read timeout, pings, next host
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_stall_is_detected_within_the_read_timeout() {
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(4));
+    assert_eq!(zk.session_timeout(), Duration::from_secs(4));
+    let read_timeout = Duration::from_secs(4) * 2 / 3;
+    let id = zk.session_id();
+    zk.exists("/", false).unwrap();
+
+    proxy.stall();
+    let stalled = Instant::now();
+    let r = zk.exists("/", false); // in flight when the link dies
+    let took = stalled.elapsed();
+    assert_code(r, ZkError::ConnectionLoss);
+    assert!(
+        took <= read_timeout + Duration::from_millis(500),
+        "the in-flight call failed after {took:?} (read timeout {read_timeout:?})"
+    );
+    events.wait_state(KeeperState::Disconnected, 1, WAIT);
+    let told = events.state_time(KeeperState::Disconnected, 0).unwrap() - stalled;
+    assert!(
+        told <= Duration::from_millis(3200),
+        "Disconnected after {told:?}"
+    );
+    assert_eq!(zk.state(), State::Connecting);
+
+    proxy.reset();
+    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    assert_eq!(zk.session_id(), id, "same session after the reconnect");
+    zk.exists("/", false).unwrap();
+    assert_eq!(
+        events.states(),
+        [
+            KeeperState::SyncConnected,
+            KeeperState::Disconnected,
+            KeeperState::SyncConnected
+        ]
+    );
+    zk.close().unwrap();
+    no_client_panics();
+}
+
+#[test]
+fn pings_keep_a_session_alive_over_a_slow_link_with_calls_in_flight() {
+    // Round trip 2 s on a 4 s session (read timeout 2.67 s): only pings sent every
+    // 1.33 s, whether or not a call waits for its reply, keep bytes coming.
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(4));
+    proxy.delay(Duration::from_secs(1));
+    let start = Instant::now();
+    let mut calls = 0;
+    while start.elapsed() < Duration::from_secs(5) {
+        let t = Instant::now();
+        zk.exists("/", false).unwrap();
+        assert!(
+            t.elapsed() >= Duration::from_millis(1900),
+            "{:?}",
+            t.elapsed()
+        );
+        calls += 1;
+        thread::sleep(Duration::from_millis(600)); // idle gaps too
+    }
+    assert!(calls >= 2);
+    assert_eq!(
+        events.states(),
+        [KeeperState::SyncConnected],
+        "never disconnected"
+    );
+    proxy.pass();
+    zk.close().unwrap();
+}
+
+#[test]
+fn a_dead_host_makes_the_client_move_to_the_next_one() {
+    let a = FaultProxy::start(server()).unwrap();
+    let b = FaultProxy::start(server()).unwrap();
+    let cs = format!("{},{}", a.connect_string(), b.connect_string());
+    let (zk, events) = connect(&cs, Duration::from_secs(4));
+    let id = zk.session_id();
+    let (used, other) = if a.connections() == 1 {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    assert_eq!((used.connections(), other.connections()), (1, 0));
+    used.stall();
+    let t = Instant::now();
+    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    // Read timeout (2.67 s), then the next host at once.
+    assert!(
+        t.elapsed() < Duration::from_millis(3700),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(other.connections(), 1);
+    assert_eq!(zk.session_id(), id);
+    zk.exists("/", false).unwrap();
+    zk.close().unwrap();
+
+    // The first connect attempt is bounded too (session timeout / hosts = 2 s):
+    // with one host stalled, connecting always succeeds, whichever comes first.
+    used.stall();
+    let t = Instant::now();
+    let (zk, _) = connect(&cs, Duration::from_secs(4));
+    assert!(
+        t.elapsed() < Duration::from_millis(3500),
+        "{:?}",
+        t.elapsed()
+    );
+    zk.close().unwrap();
+    used.reset();
+}
+
+// ---------------------------------------------------------------------------
+// 2. A host that accepts and never answers
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_silent_host_hangs_neither_connect_nor_calls_nor_close() {
+    init_log();
+    count_client_thread_panics();
+    // Accepts TCP (the kernel's backlog) and never reads or answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+
+    let t = Instant::now();
+    let r = ZooKeeper::connect(&addr, Duration::from_secs(2), |_e: WatchedEvent| {});
+    assert_code(r, ZkError::ConnectionLoss);
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_millis(3000),
+        "connect took {took:?}"
+    );
+
+    let events = Events::new();
+    let zk = ZooKeeper::builder(&addr)
+        .with_session_timeout(Duration::from_secs(2))
+        .with_connect_wait(Duration::from_secs(1))
+        .start(events.watcher())
+        .unwrap();
+    for _ in 0..2 {
+        let t = Instant::now();
+        assert_code(zk.exists("/", false), ZkError::ConnectionLoss);
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_millis(2000),
+            "call took {took:?}"
+        );
+    }
+    assert_code(
+        zk.wait_connected(Duration::from_millis(300)),
+        ZkError::ConnectionLoss,
+    );
+    assert_eq!(zk.state(), State::Connecting);
+    let t = Instant::now();
+    zk.close().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(1000),
+        "close took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(events.states(), [KeeperState::Closed]);
+
+    // Same through a stalled proxy in front of a live server.
+    let proxy = FaultProxy::start(server()).unwrap();
+    proxy.stall();
+    let t = Instant::now();
+    let r = ZooKeeper::connect(
+        &proxy.connect_string(),
+        Duration::from_secs(2),
+        |_e: WatchedEvent| {},
+    );
+    assert_code(r, ZkError::ConnectionLoss);
+    assert!(
+        t.elapsed() < Duration::from_millis(3000),
+        "{:?}",
+        t.elapsed()
+    );
+    drop(silent);
+    no_client_panics();
+}
+
+// ---------------------------------------------------------------------------
+// 3. Watches survive reconnects; a change in the gap is delivered once
+// ---------------------------------------------------------------------------
+
+/// The watches of [`arm`]: one recorder per kind.
+struct Armed {
+    data: Arc<Events>,
+    exist: Arc<Events>,
+    child: Arc<Events>,
+    persistent: Arc<Events>,
+    recursive: Arc<Events>,
+}
+
+fn arm(zk: &ZooKeeper, root: &str) -> Armed {
+    let a = Armed {
+        data: Events::new(),
+        exist: Events::new(),
+        child: Events::new(),
+        persistent: Events::new(),
+        recursive: Events::new(),
+    };
+    zk.get_data_w(&format!("{root}/d"), a.data.watcher())
+        .unwrap();
+    assert!(zk
+        .exists_w(&format!("{root}/e"), a.exist.watcher())
+        .unwrap()
+        .is_none());
+    zk.get_children_w(&format!("{root}/c"), a.child.watcher())
+        .unwrap();
+    zk.add_watch_w(
+        &format!("{root}/p"),
+        AddWatchMode::Persistent,
+        a.persistent.watcher(),
+    )
+    .unwrap();
+    zk.add_watch_w(
+        &format!("{root}/r"),
+        AddWatchMode::PersistentRecursive,
+        a.recursive.watcher(),
+    )
+    .unwrap();
+    a
+}
+
+fn make_nodes(zk: &ZooKeeper, root: &str) {
+    for n in ["d", "c", "p", "r"] {
+        zk.create(&format!("{root}/{n}"), b"", open(), CreateMode::Persistent)
+            .unwrap();
+    }
+}
+
+/// Changes every watched node from `other` and checks each watch fired once:
+/// one-shot watches are spent, persistent ones keep going.
+fn change_and_check(zk: &ZooKeeper, other: &ZooKeeper, root: &str, a: &Armed, round: usize) {
+    other.set_data(&format!("{root}/d"), b"x", None).unwrap();
+    other
+        .create(&format!("{root}/e"), b"", open(), CreateMode::Persistent)
+        .unwrap();
+    other
+        .create(
+            &format!("{root}/c/k{round}"),
+            b"",
+            open(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    other.set_data(&format!("{root}/p"), b"x", None).unwrap();
+    other
+        .create(
+            &format!("{root}/r/k{round}"),
+            b"",
+            open(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    a.data
+        .wait_node(EventType::NodeDataChanged, &format!("{root}/d"), 1, WAIT);
+    a.exist
+        .wait_node(EventType::NodeCreated, &format!("{root}/e"), 1, WAIT);
+    a.child.wait_node(
+        EventType::NodeChildrenChanged,
+        &format!("{root}/c"),
+        1,
+        WAIT,
+    );
+    a.persistent.wait_node(
+        EventType::NodeDataChanged,
+        &format!("{root}/p"),
+        round,
+        WAIT,
+    );
+    a.recursive.wait_node(
+        EventType::NodeCreated,
+        &format!("{root}/r/k{round}"),
+        1,
+        WAIT,
+    );
+    settle(zk);
+    assert_eq!(a.data.len(), 1, "{:?}", a.data.all());
+    assert_eq!(a.exist.len(), 1, "{:?}", a.exist.all());
+    assert_eq!(a.child.len(), 1, "{:?}", a.child.all());
+    assert_eq!(a.persistent.len(), round, "{:?}", a.persistent.all());
+    assert_eq!(a.recursive.len(), round, "{:?}", a.recursive.all());
+    other.delete(&format!("{root}/e"), None).unwrap();
+}
+
+#[test]
+fn watches_survive_a_short_cut() {
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(6));
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("cut");
+    mkdirs(&other, &root);
+    make_nodes(&other, &root);
+    let a = arm(&zk, &root);
+    let id = zk.session_id();
+    let watches = zk.watch_count();
+
+    // A 5 ms cut.
+    proxy.cut();
+    thread::sleep(Duration::from_millis(5));
+    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    assert_eq!(zk.session_id(), id);
+    assert_eq!(zk.watch_count(), watches);
+    zk.exists("/", false).unwrap(); // SetWatches went first on this connection
+    let addr = server();
+    let mut w = wchc_paths(&addr, id);
+    w.sort();
+    let want = [
+        format!("{root}/d"),
+        format!("{root}/e"),
+        format!("{root}/p"),
+        format!("{root}/r"),
+    ];
+    assert_eq!(
+        w, want,
+        "data/exist/persistent watches set again on the server"
+    );
+    change_and_check(&zk, &other, &root, &a, 1);
+    assert_eq!(
+        events.states(),
+        [
+            KeeperState::SyncConnected,
+            KeeperState::Disconnected,
+            KeeperState::SyncConnected
+        ]
+    );
+
+    // Deleting a watched node fires its watcher exactly once.
+    let del = Events::new();
+    zk.get_data_w(&format!("{root}/d"), del.watcher()).unwrap();
+    proxy.cut();
+    events.wait_state(KeeperState::SyncConnected, 3, WAIT);
+    other.delete(&format!("{root}/d"), None).unwrap();
+    del.wait_node(EventType::NodeDeleted, &format!("{root}/d"), 1, WAIT);
+    settle(&zk);
+    assert_eq!(del.len(), 1, "{:?}", del.all());
+    zk.close().unwrap();
+    rmr(&other, &root);
+    other.close().unwrap();
+    no_client_panics();
+}
+
+#[test]
+fn a_change_made_during_the_gap_is_delivered_once() {
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(6));
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("gap");
+    mkdirs(&other, &root);
+    make_nodes(&other, &root);
+    let a = arm(&zk, &root);
+    // A persistent and a one-shot watch on one path, and a child watch on the
+    // root of the recursive watch: all must survive the reconnect.
+    let q = format!("{root}/q");
+    other
+        .create(&q, b"", open(), CreateMode::Persistent)
+        .unwrap();
+    let mixed_once = Events::new();
+    let mixed_pers = Events::new();
+    let rec_child = Events::new();
+    zk.add_watch_w(&q, AddWatchMode::Persistent, mixed_pers.watcher())
+        .unwrap();
+    zk.get_data_w(&q, mixed_once.watcher()).unwrap();
+    zk.get_children_w(&format!("{root}/r"), rec_child.watcher())
+        .unwrap();
+    let id = zk.session_id();
+
+    // Partition; change everything; heal. Held notifications are dropped with
+    // the old connection: only SetWatches can tell the client.
+    proxy.stall();
+    events.wait_state(KeeperState::Disconnected, 1, WAIT);
+    other.set_data(&q, b"gap", None).unwrap();
+    change_and_check_after_heal(&proxy, &zk, &other, &root, &a, &events);
+    assert_eq!(zk.session_id(), id);
+    // Persistent watches do not replay gap changes (ZooKeeper's SetWatches), but
+    // keep working; the one-shot got the gap change once (and with it the
+    // persistent watcher on the same path, as in Java's client).
+    mixed_once.wait_node(EventType::NodeDataChanged, &q, 1, WAIT);
+    mixed_pers.wait_node(EventType::NodeDataChanged, &q, 1, WAIT);
+    other.set_data(&q, b"after", None).unwrap();
+    other
+        .set_data(&format!("{root}/p"), b"after", None)
+        .unwrap();
+    other
+        .create(
+            &format!("{root}/r/after"),
+            b"",
+            open(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    mixed_pers.wait_node(EventType::NodeDataChanged, &q, 2, WAIT);
+    a.persistent
+        .wait_node(EventType::NodeDataChanged, &format!("{root}/p"), 1, WAIT);
+    a.recursive
+        .wait_node(EventType::NodeCreated, &format!("{root}/r/after"), 1, WAIT);
+    rec_child.wait_node(
+        EventType::NodeChildrenChanged,
+        &format!("{root}/r"),
+        1,
+        WAIT,
+    );
+    settle(&zk);
+    assert_eq!(mixed_once.len(), 1, "{:?}", mixed_once.all());
+    assert_eq!(mixed_pers.len(), 2, "{:?}", mixed_pers.all());
+    assert_eq!(rec_child.len(), 1, "{:?}", rec_child.all());
+    assert_eq!(a.persistent.len(), 1, "{:?}", a.persistent.all());
+    zk.close().unwrap();
+    rmr(&other, &root);
+    other.close().unwrap();
+    no_client_panics();
+}
+
+/// Makes the changes while the client is partitioned, heals, and checks that
+/// each one-shot watch fired exactly once.
+fn change_and_check_after_heal(
+    proxy: &FaultProxy,
+    zk: &ZooKeeper,
+    other: &ZooKeeper,
+    root: &str,
+    a: &Armed,
+    events: &Events,
+) {
+    other.set_data(&format!("{root}/d"), b"gap", None).unwrap();
+    other
+        .create(&format!("{root}/e"), b"", open(), CreateMode::Persistent)
+        .unwrap();
+    other
+        .create(
+            &format!("{root}/c/gap"),
+            b"",
+            open(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    other.set_data(&format!("{root}/p"), b"gap", None).unwrap();
+    other
+        .create(
+            &format!("{root}/r/gap"),
+            b"",
+            open(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    let connected = events
+        .states()
+        .iter()
+        .filter(|s| **s == KeeperState::SyncConnected)
+        .count();
+    proxy.reset();
+    events.wait_state(KeeperState::SyncConnected, connected + 1, WAIT);
+    a.data
+        .wait_node(EventType::NodeDataChanged, &format!("{root}/d"), 1, WAIT);
+    a.exist
+        .wait_node(EventType::NodeCreated, &format!("{root}/e"), 1, WAIT);
+    a.child.wait_node(
+        EventType::NodeChildrenChanged,
+        &format!("{root}/c"),
+        1,
+        WAIT,
+    );
+    settle(zk);
+    assert_eq!(a.data.len(), 1, "{:?}", a.data.all());
+    assert_eq!(a.exist.len(), 1, "{:?}", a.exist.all());
+    assert_eq!(a.child.len(), 1, "{:?}", a.child.all());
+    assert_eq!(a.persistent.len(), 0, "{:?}", a.persistent.all());
+    assert_eq!(a.recursive.len(), 0, "{:?}", a.recursive.all());
+}
+
+#[test]
+fn more_watches_than_one_packet_holds_are_set_again_in_chunks() {
+    // 5000 exist watches on 250-byte paths: 1.3 MB of paths, more than the
+    // server takes in one packet (jute.maxbuffer, 1 MB).
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(10));
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("chunks");
+    mkdirs(&other, &root);
+    let prefix = format!("{root}/w");
+    let pad = "x".repeat(250 - root.len() - 8);
+    let path = move |i: usize| format!("{prefix}{i:05}-{pad}");
+    assert_eq!(path(0).len(), 250);
+    let n = 5000;
+    let seen = Events::new();
+    let w: Arc<dyn zklock::client::Watcher> = Arc::new(seen.watcher());
+    let workers: Vec<_> = (0..4)
+        .map(|k| {
+            let (zk, w, path) = (zk.clone(), w.clone(), path.clone());
+            thread::spawn(move || {
+                for i in (k..n).step_by(4) {
+                    assert!(zk.exists_watch(&path(i), w.clone()).unwrap().is_none());
+                }
+            })
+        })
+        .collect();
+    for h in workers {
+        h.join().unwrap();
+    }
+    assert_eq!(zk.watch_count(), n);
+    let id = zk.session_id();
+
+    proxy.stall();
+    events.wait_state(KeeperState::Disconnected, 1, WAIT);
+    let changed = [0, n / 2, n - 1];
+    for i in changed {
+        other
+            .create(&path(i), b"", open(), CreateMode::Persistent)
+            .unwrap();
+    }
+    proxy.reset();
+    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    for i in changed {
+        seen.wait_node(EventType::NodeCreated, &path(i), 1, WAIT);
+    }
+    zk.exists("/", false).unwrap(); // every SetWatches packet was handled
+    settle(&zk);
+    assert_eq!(seen.len(), changed.len(), "{:?}", seen.nodes());
+    assert_eq!(zk.watch_count(), n - changed.len());
+    assert_eq!(
+        wchc_paths(&server(), id).len(),
+        n - changed.len(),
+        "set again on the server"
+    );
+    assert_eq!(
+        events.states(),
+        [
+            KeeperState::SyncConnected,
+            KeeperState::Disconnected,
+            KeeperState::SyncConnected
+        ],
+        "one reconnect, not a loop of rejected packets"
+    );
+    // And they still fire.
+    other
+        .create(&path(1), b"", open(), CreateMode::Persistent)
+        .unwrap();
+    seen.wait_node(EventType::NodeCreated, &path(1), 1, WAIT);
+    zk.close().unwrap();
+    rmr(&other, &root);
+    other.close().unwrap();
+    no_client_panics();
+}
+
+#[test]
+fn watches_and_session_survive_a_server_restart() {
+    count_client_thread_panics();
+    let mut own = ZkServer::start().unwrap();
+    let proxy = FaultProxy::start(own.connect_string()).unwrap();
+    let (zk, events) = connect(&proxy.connect_string(), Duration::from_secs(10));
+    let root = unique_root("restart");
+    mkdirs(&zk, &root);
+    make_nodes(&zk, &root);
+    let eph = zk
+        .create(&format!("{root}/eph"), b"", open(), CreateMode::Ephemeral)
+        .unwrap();
+    let a = arm(&zk, &root);
+    let id = zk.session_id();
+
+    // Keep the client off the server while it restarts, and change things on the
+    // new server before the client comes back.
+    proxy.stall();
+    own.restart().unwrap();
+    let (other, _) = connect(&own.connect_string(), Duration::from_secs(10));
+    assert!(
+        other.exists(&eph, false).unwrap().is_some(),
+        "the session survived the restart"
+    );
+    change_and_check_after_heal(&proxy, &zk, &other, &root, &a, &events);
+    assert_eq!(zk.session_id(), id);
+    assert_eq!(zk.state(), State::Connected);
+    assert!(!events.states().contains(&KeeperState::Expired));
+
+    // After the restart, every kind of watch still fires, once.
+    let del = Events::new();
+    zk.exists_w(&format!("{root}/d"), del.watcher()).unwrap();
+    other.delete(&format!("{root}/d"), None).unwrap();
+    other
+        .set_data(&format!("{root}/p"), b"after", None)
+        .unwrap();
+    other
+        .create(
+            &format!("{root}/r/after"),
+            b"",
+            open(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    del.wait_node(EventType::NodeDeleted, &format!("{root}/d"), 1, WAIT);
+    a.persistent
+        .wait_node(EventType::NodeDataChanged, &format!("{root}/p"), 1, WAIT);
+    a.recursive
+        .wait_node(EventType::NodeCreated, &format!("{root}/r/after"), 1, WAIT);
+    settle(&zk);
+    assert_eq!(del.len(), 1);
+    zk.delete(&eph, None).unwrap();
+    zk.close().unwrap();
+    other.close().unwrap();
+    no_client_panics();
+}
+
+#[test]
+fn auth_is_replayed_after_a_reconnect() {
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(6));
+    let root = unique_root("auth_replay");
+    mkdirs(&zk, &root);
+    zk.add_auth("digest", b"carol:pw").unwrap();
+    let s = format!("{root}/secret");
+    zk.create(&s, b"mine", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    proxy.cut();
+    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    assert_eq!(zk.get_data(&s, false).unwrap().0, b"mine");
+    zk.set_data(&s, b"still mine", None).unwrap();
+    zk.delete(&s, None).unwrap();
+    rmr(&zk, &root);
+    zk.close().unwrap();
+}
+
+#[test]
+fn a_lost_reply_is_connection_loss_and_the_session_lives_on() {
+    let (_proxy, zk, events) = via_proxy(Duration::from_secs(6));
+    let root = unique_root("lost");
+    mkdirs(&zk, &root);
+    let id = zk.session_id();
+    zk.lose_next_reply(ReplyKind::Create);
+    let p = format!("{root}/n");
+    assert_code(
+        zk.create(&p, b"v", open(), CreateMode::Persistent),
+        ZkError::ConnectionLoss,
+    );
+    // Applied by the server all the same.
+    assert_eq!(zk.get_data(&p, false).unwrap().0, b"v");
+    assert_eq!(zk.session_id(), id);
+    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    assert_eq!(
+        events
+            .states()
+            .iter()
+            .filter(|s| **s == KeeperState::Disconnected)
+            .count(),
+        1
+    );
+    rmr(&zk, &root);
+    zk.close().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// 4. Expiry
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_partition_longer_than_the_session_ends_in_expired_once() {
+    let proxy = FaultProxy::start(server()).unwrap();
+    let events = Events::new();
+    let zk = ZooKeeper::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(2))
+        .with_connect_wait(Duration::from_secs(20))
+        .connect(events.watcher())
+        .unwrap();
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("expiry");
+    mkdirs(&other, &root);
+    let eph = zk
+        .create(&format!("{root}/eph"), b"", open(), CreateMode::Ephemeral)
+        .unwrap();
+    let id = zk.session_id();
+
+    proxy.stall();
+    events.wait_state(KeeperState::Disconnected, 1, WAIT);
+    // A call made while disconnected waits for the outcome of the reconnect.
+    let waiting = {
+        let zk = zk.clone();
+        thread::spawn(move || zk.exists("/", false))
+    };
+    let addr = server();
+    wait_until(
+        Duration::from_secs(15),
+        "the server expires the session",
+        || !dump_has_session(&addr, id),
+    );
+    assert!(
+        other.exists(&eph, false).unwrap().is_none(),
+        "ephemerals gone"
+    );
+    proxy.pass();
+    events.wait_state(KeeperState::Expired, 1, WAIT);
+    assert_code(waiting.join().unwrap(), ZkError::SessionExpired);
+    assert_eq!(zk.state(), State::Expired);
+    assert_code(zk.exists("/", false), ZkError::SessionExpired);
+    assert_code(
+        zk.create(&format!("{root}/x"), b"", open(), CreateMode::Persistent),
+        ZkError::SessionExpired,
+    );
+    assert_code(
+        zk.wait_connected(Duration::from_secs(1)),
+        ZkError::SessionExpired,
+    );
+    assert_eq!(zk.session_id(), id);
+
+    // No replacement session: the client stays off the server.
+    thread::sleep(Duration::from_millis(700));
+    wait_until(WAIT, "the client's connections are gone", || {
+        proxy.connections() == 0
+    });
+    thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        proxy.connections(),
+        0,
+        "the client reconnected after expiry"
+    );
+    assert_eq!(
+        events.states(),
+        [
+            KeeperState::SyncConnected,
+            KeeperState::Disconnected,
+            KeeperState::Expired
+        ]
+    );
+    zk.close().unwrap();
+    assert_eq!(
+        events.states().len(),
+        3,
+        "nothing after Expired, not even Closed"
+    );
+    rmr(&other, &root);
+    other.close().unwrap();
+    no_client_panics();
+}
+
+#[test]
+fn a_second_handle_closing_the_session_expires_the_first() {
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(10));
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("forced");
+    mkdirs(&other, &root);
+    let eph = zk
+        .create(&format!("{root}/eph"), b"", open(), CreateMode::Ephemeral)
+        .unwrap();
+    let (id, pw) = (zk.session_id(), zk.session_password());
+
+    proxy.stall(); // keep the first handle from taking the session back
+    let second_events = Events::new();
+    let second = ZooKeeper::connect_with_session(
+        &server(),
+        Duration::from_secs(10),
+        second_events.watcher(),
+        id,
+        &pw,
+    )
+    .unwrap();
+    assert_eq!(second.session_id(), id);
+    assert_eq!(second.get_ephemerals(&root).unwrap(), vec![eph.clone()]);
+    second.close().unwrap();
+    assert!(
+        other.exists(&eph, false).unwrap().is_none(),
+        "closing ended the session"
+    );
+
+    proxy.reset();
+    events.wait_state(KeeperState::Expired, 1, WAIT);
+    assert_code(zk.get_data(&eph, false), ZkError::SessionExpired);
+    settle_ms(300);
+    let states = events.states();
+    assert_eq!(
+        states
+            .iter()
+            .filter(|s| **s == KeeperState::Expired)
+            .count(),
+        1
+    );
+    assert_eq!(states.last(), Some(&KeeperState::Expired));
+    assert!(
+        !states[1..].contains(&KeeperState::SyncConnected),
+        "{states:?}"
+    );
+    zk.close().unwrap();
+    rmr(&other, &root);
+    other.close().unwrap();
+}
+
+fn settle_ms(ms: u64) {
+    thread::sleep(Duration::from_millis(ms));
+}
+
+// ---------------------------------------------------------------------------
+// 5. Calls while disconnected; a busy client survives a blip like an idle one
+// ---------------------------------------------------------------------------
+
+#[test]
+fn calls_while_disconnected_wait_a_bound_then_fail_or_go_through() {
+    let proxy = FaultProxy::start(server()).unwrap();
+    let ev_short = Events::new();
+    let short = ZooKeeper::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(4))
+        .with_connect_wait(Duration::from_secs(1))
+        .connect(ev_short.watcher())
+        .unwrap();
+    let ev_long = Events::new();
+    let long = ZooKeeper::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(4))
+        .with_connect_wait(Duration::from_secs(8))
+        .connect(ev_long.watcher())
+        .unwrap();
+    // Partitioned, with the connections gone: disconnected at once, and every
+    // reconnect attempt hangs (well within the 4 s the server keeps the sessions).
+    proxy.stall();
+    proxy.cut();
+    ev_short.wait_state(KeeperState::Disconnected, 1, WAIT);
+    ev_long.wait_state(KeeperState::Disconnected, 1, WAIT);
+
+    // Waits up to the connect wait, then ConnectionLoss.
+    let t = Instant::now();
+    assert_code(short.exists("/", false), ZkError::ConnectionLoss);
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(950) && took < Duration::from_millis(2000),
+        "{took:?}"
+    );
+
+    // Goes through when the connection comes back in time.
+    let call = {
+        let long = long.clone();
+        thread::spawn(move || {
+            let t = Instant::now();
+            (long.exists("/", false), t.elapsed())
+        })
+    };
+    thread::sleep(Duration::from_millis(500));
+    proxy.reset();
+    let (r, took) = call.join().unwrap();
+    assert!(r.unwrap().is_some());
+    assert!(
+        took >= Duration::from_millis(450) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    short.exists("/", false).unwrap();
+    short.close().unwrap();
+    long.close().unwrap();
+}
+
+#[test]
+fn a_busy_client_survives_a_blip_like_an_idle_one() {
+    let proxy = FaultProxy::start(server()).unwrap();
+    let (idle, idle_ev) = connect(&proxy.connect_string(), Duration::from_secs(6));
+    let (busy, busy_ev) = connect(&proxy.connect_string(), Duration::from_secs(6));
+    let root = unique_root("busy");
+    mkdirs(&busy, &root);
+    let ids = (idle.session_id(), busy.session_id());
+    let watch = Events::new();
+    idle.exists_w(&format!("{root}/w"), watch.watcher())
+        .unwrap();
+    busy.exists_w(&format!("{root}/w"), watch.watcher())
+        .unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicUsize::new(0));
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let hammer: Vec<_> = (0..8)
+        .map(|t| {
+            let (busy, stop, ok, errors) = (busy.clone(), stop.clone(), ok.clone(), errors.clone());
+            let p = format!("{root}/t{t}");
+            thread::spawn(move || {
+                busy.create(&p, b"", Acl::open_unsafe(), CreateMode::Persistent)
+                    .unwrap();
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let r = busy
+                        .set_data(&p, &i.to_be_bytes(), None)
+                        .and_then(|_| busy.get_data(&p, false));
+                    match r {
+                        Ok((d, _)) if d == i.to_be_bytes() => {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok((d, _)) => panic!("thread {t} read {d:?}, wrote {i}"),
+                        Err(e) => errors.lock().unwrap().push((Instant::now(), e)),
+                    }
+                }
+            })
+        })
+        .collect();
+    wait_until(WAIT, "the busy client is busy", || {
+        ok.load(Ordering::Relaxed) > 200
+    });
+
+    // A 700 ms stall (below the 4 s read timeout): nobody notices but latency.
+    proxy.stall();
+    thread::sleep(Duration::from_millis(700));
+    proxy.pass();
+    let before = ok.load(Ordering::Relaxed);
+    wait_until(WAIT, "progress after the stall", || {
+        ok.load(Ordering::Relaxed) > before + 100
+    });
+    assert!(
+        errors.lock().unwrap().is_empty(),
+        "{:?}",
+        errors.lock().unwrap()
+    );
+    assert_eq!(idle_ev.states(), [KeeperState::SyncConnected]);
+    assert_eq!(busy_ev.states(), [KeeperState::SyncConnected]);
+
+    // A cut: both reconnect once, same sessions; the busy threads see only
+    // ConnectionLoss, then carry on.
+    let cut_at = Instant::now();
+    proxy.cut();
+    idle_ev.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    busy_ev.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    let before = ok.load(Ordering::Relaxed);
+    wait_until(WAIT, "progress after the cut", || {
+        ok.load(Ordering::Relaxed) > before + 100
+    });
+    stop.store(true, Ordering::Relaxed);
+    for h in hammer {
+        h.join().unwrap();
+    }
+    for (at, e) in errors.lock().unwrap().iter() {
+        assert!(e.is(ZkError::ConnectionLoss), "{e:?}");
+        assert!(
+            *at >= cut_at && *at - cut_at < Duration::from_secs(2),
+            "an error {:?} after the cut",
+            *at - cut_at
+        );
+    }
+    for ev in [&idle_ev, &busy_ev] {
+        assert_eq!(
+            ev.states(),
+            [
+                KeeperState::SyncConnected,
+                KeeperState::Disconnected,
+                KeeperState::SyncConnected
+            ]
+        );
+    }
+    assert_eq!((idle.session_id(), busy.session_id()), ids);
+    // Both handles' watches survived.
+    busy.create(&format!("{root}/w"), b"", open(), CreateMode::Persistent)
+        .unwrap();
+    watch.wait_node(EventType::NodeCreated, &format!("{root}/w"), 2, WAIT);
+    rmr(&busy, &root);
+    idle.close().unwrap();
+    busy.close().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// 8. close() bounded during a stall
+// ---------------------------------------------------------------------------
+
+#[test]
+fn close_and_drop_are_bounded_during_a_stall() {
+    // Connected, then stalled: closeSession gets no answer.
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(4));
+    proxy.stall();
+    let t = Instant::now();
+    zk.close().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(2600),
+        "close took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(zk.state(), State::Closed);
+    assert_eq!(
+        events.states(),
+        [KeeperState::SyncConnected, KeeperState::Closed]
+    );
+    zk.close().unwrap();
+    drop(proxy);
+
+    // Stalled long enough to be reconnecting (a handshake hangs): close is prompt.
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(4));
+    proxy.stall();
+    events.wait_state(KeeperState::Disconnected, 1, WAIT);
+    thread::sleep(Duration::from_millis(300)); // into the next handshake
+    let t = Instant::now();
+    drop(zk); // the last handle
+    assert!(
+        t.elapsed() < Duration::from_millis(1000),
+        "drop took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        events.states(),
+        [
+            KeeperState::SyncConnected,
+            KeeperState::Disconnected,
+            KeeperState::Closed
+        ]
+    );
+    no_client_panics();
+}
+
+// ---------------------------------------------------------------------------
+// 9. Pipelining under cuts
+// ---------------------------------------------------------------------------
+
+#[test]
+fn thirty_two_threads_under_cuts_every_700ms_each_get_their_own_replies() {
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(6));
+    let root = unique_root("pipeline_cuts");
+    mkdirs(&zk, &root);
+    let id = zk.session_id();
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicUsize::new(0));
+    let losses = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..32)
+        .map(|t| {
+            let (zk, stop, ok, losses) = (zk.clone(), stop.clone(), ok.clone(), losses.clone());
+            let dir = format!("{root}/t{t}");
+            thread::Builder::new()
+                .name(format!("worker{t}"))
+                .spawn(move || worker(&zk, &dir, t, &stop, &ok, &losses))
+                .unwrap()
+        })
+        .collect();
+    let start = Instant::now();
+    let mut cuts = 0;
+    while start.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(700));
+        proxy.cut();
+        cuts += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for h in threads {
+        while !h.is_finished() {
+            assert!(Instant::now() < deadline, "a worker hangs");
+            thread::sleep(Duration::from_millis(20));
+        }
+        h.join().expect("a worker failed: see its panic message");
+    }
+    let ok = ok.load(Ordering::Relaxed);
+    let losses = losses.load(Ordering::Relaxed);
+    eprintln!("pipelining under {cuts} cuts: {ok} checked ops, {losses} connection losses");
+    assert!(ok > 32 * 10, "too little progress: {ok}");
+    assert!(losses > 0, "the cuts hit no call");
+    assert_eq!(zk.session_id(), id);
+    assert_eq!(zk.state(), State::Connected);
+    let disconnects = events
+        .states()
+        .iter()
+        .filter(|s| **s == KeeperState::Disconnected)
+        .count();
+    assert!(
+        disconnects >= cuts / 2 && disconnects <= cuts,
+        "{disconnects} disconnects for {cuts} cuts"
+    );
+    rmr(&zk, &root);
+    zk.close().unwrap();
+    no_client_panics();
+}
+
+/// One worker: creates, reads back, updates, lists and deletes nodes of its own,
+/// with data only it writes; checks every reply is its own. A ConnectionLoss may
+/// hide an applied write, so the next step tolerates exactly that.
+fn worker(
+    zk: &ZooKeeper,
+    dir: &str,
+    t: usize,
+    stop: &AtomicBool,
+    ok: &AtomicUsize,
+    losses: &AtomicUsize,
+) {
+    let loss = |e: &Error| {
+        assert!(
+            e.is(ZkError::ConnectionLoss),
+            "thread {t}: unexpected {e:?}"
+        );
+        losses.fetch_add(1, Ordering::Relaxed);
+    };
+    loop {
+        match zk.create(dir, b"", Acl::open_unsafe(), CreateMode::Persistent) {
+            Ok(p) => assert_eq!(p, dir),
+            Err(e) if e.is(ZkError::NodeExists) => {}
+            Err(e) => {
+                loss(&e);
+                continue;
+            }
+        }
+        break;
+    }
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        i += 1;
+        let p = format!("{dir}/n{i}");
+        let data = format!("{t}/{i}");
+        let remove = |p: &str| loop {
+            match zk.delete(p, None) {
+                Ok(()) => break,
+                Err(e) if e.is(ZkError::NoNode) => break, // a lost reply's delete
+                Err(e) => loss(&e),
+            }
+        };
+        match zk.create(
+            &p,
+            data.as_bytes(),
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        ) {
+            Ok(created) => assert_eq!(created, p, "thread {t}"),
+            Err(e) => {
+                loss(&e); // maybe created all the same
+                remove(&p);
+                continue;
+            }
+        }
+        match zk.get_data(&p, false) {
+            Ok((d, st)) => {
+                assert_eq!(d, data.as_bytes(), "thread {t} got another caller's reply");
+                assert_eq!(st.data_length as usize, data.len());
+            }
+            Err(e) => loss(&e),
+        }
+        let updated = format!("{data}+");
+        match zk.set_data(&p, updated.as_bytes(), Some(0)) {
+            Ok(st) => assert_eq!(
+                (st.version, st.data_length as usize),
+                (1, updated.len()),
+                "thread {t}"
+            ),
+            Err(e) => loss(&e),
+        }
+        match zk.get_children(dir, false) {
+            Ok(children) => assert_eq!(children, vec![format!("n{i}")], "thread {t}"),
+            Err(e) => loss(&e),
+        }
+        match zk.exists(&p, false) {
+            Ok(Some(st)) => assert!(st.data_length as usize >= data.len(), "thread {t}"),
+            Ok(None) => panic!("thread {t}: {p} vanished"),
+            Err(e) => loss(&e),
+        }
+        remove(&p);
+        ok.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 7. Malformed input from a fake server
+// ---------------------------------------------------------------------------
+
+const FAKE_SESSION: i64 = 0x5e55_1011_0000_0001;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Expect {
+    /// The in-flight call fails with ConnectionLoss; the client reconnects.
+    Reset,
+    /// The in-flight call gets this code; the connection stays.
+    Code(ZkError),
+    /// The in-flight call succeeds; the connection stays.
+    Fine,
+}
+
+/// Runs one malformed-input case: the fake server's first connection hands the
+/// client `garbage` in answer to its first request (an `exists`); later
+/// connections serve well. Checks the outcome, the reconnect with the same
+/// session, and that everything stays bounded.
+fn fake_case(name: &str, expect: Expect, garbage: fn(&mut TcpStream, i32)) {
+    init_log();
+    count_client_thread_panics();
+    let sessions = Arc::new(Mutex::new(Vec::new()));
+    let seen = sessions.clone();
+    let fake = FakeServer::start(move |n, mut s| {
+        let Ok((_, _, id)) = fake_handshake(&mut s, FAKE_SESSION) else {
+            return;
+        };
+        seen.lock().unwrap().push(id);
+        if n == 0 {
+            let Ok((xid, _op)) = fake_next_request(&mut s) else {
+                return;
+            };
+            garbage(&mut s, xid);
+            if expect != Expect::Reset {
+                fake_serve_well(s);
+                return;
+            }
+            // Hold the socket a while (a client that waits for more must not hang).
+            thread::sleep(Duration::from_secs(3));
+            return;
+        }
+        fake_serve_well(s);
+    });
+    let events = Events::new();
+    let zk = ZooKeeper::builder(&fake.addr)
+        .with_session_timeout(Duration::from_secs(2))
+        .with_connect_wait(Duration::from_secs(5))
+        .connect(events.watcher())
+        .unwrap();
+    assert_eq!(zk.session_id(), FAKE_SESSION);
+    let t = Instant::now();
+    let r = zk.exists("/x", false);
+    let took = t.elapsed();
+    // At worst the read timeout (1.33 s) ends a connection that sent half a frame.
+    assert!(
+        took < Duration::from_millis(2500),
+        "{name}: the call took {took:?}"
+    );
+    match expect {
+        Expect::Reset => assert_code(r, ZkError::ConnectionLoss),
+        Expect::Code(c) => assert_code(r, c),
+        Expect::Fine => assert_eq!(r.unwrap().unwrap().version, 42, "{name}"),
+    }
+    // The client works afterwards (after reconnecting with its session, if reset).
+    let t = Instant::now();
+    assert_eq!(
+        zk.exists("/x", false).unwrap().unwrap().version,
+        42,
+        "{name}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "{name}: {:?}",
+        t.elapsed()
+    );
+    let seen = sessions.lock().unwrap().clone();
+    match expect {
+        Expect::Reset => {
+            assert_eq!(
+                seen,
+                vec![0, FAKE_SESSION],
+                "{name}: reconnect with the session"
+            );
+            events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+            assert_eq!(
+                events.states(),
+                [
+                    KeeperState::SyncConnected,
+                    KeeperState::Disconnected,
+                    KeeperState::SyncConnected
+                ],
+                "{name}"
+            );
+        }
+        _ => {
+            assert_eq!(seen, vec![0], "{name}: no reconnect");
+            assert_eq!(fake.accepted(), 1, "{name}");
+        }
+    }
+    let t = Instant::now();
+    zk.close().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "{name}: close took {:?}",
+        t.elapsed()
+    );
+    no_client_panics();
+}
+
+#[test]
+fn malformed_frames_reset_the_connection() {
+    fake_case("eof mid-frame", Expect::Reset, |s, _| {
+        let _ = s.write_all(&[0, 0, 0, 100, 1, 2, 3, 4, 5]);
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    });
+    fake_case("half a frame, then silence", Expect::Reset, |s, _| {
+        let _ = s.write_all(&[0, 0, 0, 100, 1, 2, 3, 4, 5]);
+    });
+    fake_case("negative length", Expect::Reset, |s, _| {
+        let _ = s.write_all(&(-5i32).to_be_bytes());
+    });
+    fake_case("huge length", Expect::Reset, |s, _| {
+        let _ = s.write_all(&i32::MAX.to_be_bytes());
+        let _ = s.write_all(&[0; 64]);
+    });
+    fake_case(
+        "length shorter than a reply header",
+        Expect::Reset,
+        |s, _| {
+            let _ = s.write_all(&frame(&[1, 2, 3]));
+        },
+    );
+    fake_case(
+        "reply with a reserved negative xid",
+        Expect::Reset,
+        |s, _| {
+            let _ = s.write_all(&reply(i32::MIN, 0, 0, &[]));
+        },
+    );
+}
+
+#[test]
+fn unexpected_xids_and_bad_strings_reset_the_connection() {
+    fake_case("reply to an unknown xid", Expect::Reset, |s, xid| {
+        let _ = s.write_all(&reply(xid + 1000, 1, 0, &stat_bytes(1)));
+    });
+    fake_case("non-UTF-8 path in a notification", Expect::Reset, |s, _| {
+        let _ = s.write_all(&notification(3, b"/\xff\xfe\xfd"));
+    });
+    fake_case("truncated notification", Expect::Reset, |s, _| {
+        let mut body = Vec::new();
+        put_i32(&mut body, 3);
+        put_i32(&mut body, 3);
+        put_i32(&mut body, 100); // a 100-byte path that is not there
+        let _ = s.write_all(&reply(-1, -1, 0, &body));
+    });
+    fake_case("seeded random garbage", Expect::Reset, |s, _| {
+        let mut x: u32 = 0x2545_f491;
+        let mut junk = Vec::new();
+        // Frames with plausible lengths and random contents, then raw noise.
+        for _ in 0..20 {
+            let len = 16 + (x % 48) as usize;
+            put_i32(&mut junk, len as i32);
+            for _ in 0..len {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                junk.push(x as u8);
+            }
+        }
+        let _ = s.write_all(&junk);
+    });
+}
+
+#[test]
+fn odd_but_well_formed_replies_keep_the_connection() {
+    fake_case(
+        "reply body too short for a Stat",
+        Expect::Code(ZkError::MarshallingError),
+        |s, xid| {
+            let _ = s.write_all(&reply(xid, 1, 0, &[0, 0, 0, 1, 2]));
+        },
+    );
+    fake_case(
+        "unknown error code",
+        Expect::Code(ZkError::from_code(-9999)),
+        |s, xid| {
+            let _ = s.write_all(&reply(xid, 1, -9999, &[]));
+        },
+    );
+    fake_case(
+        "notification of an unknown type, then the reply",
+        Expect::Fine,
+        |s, xid| {
+            let _ = s.write_all(&notification(99, b"/x"));
+            let _ = s.write_all(&notification(1, b"/unwatched"));
+            let _ = s.write_all(&reply(xid, 1, 0, &stat_bytes(42)));
+        },
+    );
+}
+
+#[test]
+fn bad_handshakes_are_retried_with_backoff() {
+    init_log();
+    count_client_thread_panics();
+    // Connection 0: an oversized ConnectResponse; 1: a truncated one; 2: another
+    // session's id on a reconnect is refused later; 2 serves a new session.
+    let fake = FakeServer::start(|n, mut s| {
+        let Ok(_) = read_frame(&mut s) else { return };
+        match n {
+            0 => {
+                let _ = s.write_all(&[0, 0, 0x13, 0x88]); // 5000 bytes announced
+                let _ = s.write_all(&[0; 64]);
+            }
+            1 => {
+                let _ = s.write_all(&frame(&[0, 0, 0, 0, 0, 0]));
+            }
+            2 => {
+                // timeOut 0 for a new session: refused, retried.
+                let _ = s.write_all(&connect_response(0, 0));
+            }
+            _ => {
+                let _ = s.write_all(&connect_response(2000, FAKE_SESSION));
+                fake_serve_well(s);
+            }
+        }
+    });
+    let t = Instant::now();
+    let events = Events::new();
+    let zk = ZooKeeper::builder(&fake.addr)
+        .with_session_timeout(Duration::from_secs(2))
+        .with_connect_wait(Duration::from_secs(5))
+        .connect(events.watcher())
+        .unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(fake.accepted(), 4);
+    assert_eq!(zk.session_id(), FAKE_SESSION);
+    assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
+    zk.close().unwrap();
+    events.wait_state(KeeperState::Closed, 1, WAIT);
+    assert_eq!(
+        events.states(),
+        [KeeperState::SyncConnected, KeeperState::Closed]
+    );
+
+    // On a reconnect, a server answering with another session id is refused.
+    let fake = FakeServer::start(|n, mut s| {
+        let Ok(req) = read_frame(&mut s) else { return };
+        let (_, _, id) = parse_connect(&req);
+        match n {
+            0 => {
+                let _ = s.write_all(&connect_response(2000, FAKE_SESSION));
+                let _ = fake_next_request(&mut s);
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            1 => {
+                assert_eq!(id, FAKE_SESSION);
+                let _ = s.write_all(&connect_response(2000, FAKE_SESSION + 1));
+            }
+            _ => {
+                let _ = s.write_all(&connect_response(2000, FAKE_SESSION));
+                fake_serve_well(s);
+            }
+        }
+    });
+    let (zk, events) = connect(&fake.addr, Duration::from_secs(2));
+    assert_code(zk.exists("/x", false), ZkError::ConnectionLoss);
+    assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
+    assert_eq!(zk.session_id(), FAKE_SESSION);
+    assert!(fake.accepted() >= 3);
+    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    zk.close().unwrap();
+    no_client_panics();
+}
