@@ -19,6 +19,18 @@ fn threads() -> usize {
         .count()
 }
 
+/// Asserts this process has `expected` threads. A thread that `join` has
+/// returned for can stay listed in /proc/self/task for a moment until the
+/// kernel reaps it, so the count gets a short bounded time to settle: a thread
+/// that is really left behind still fails.
+fn assert_threads(expected: usize, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while threads() != expected && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(threads(), expected, "{what}");
+}
+
 /// The server's client connections with a session (`cons` lists one line per
 /// connection, ours for `cons` itself included, which has no session).
 fn sessions(server: &str) -> Vec<String> {
@@ -79,7 +91,7 @@ fn fifty_watchers_open_and_close_without_leaking_threads_connections_or_listener
         sessions(&server).is_empty()
     });
     let counts = |what: &str| {
-        assert_eq!(threads(), base_threads, "{what}: threads");
+        assert_threads(base_threads, &format!("{what}: threads"));
         assert_eq!(
             Arc::strong_count(&listener),
             1,
@@ -100,14 +112,10 @@ fn fifty_watchers_open_and_close_without_leaking_threads_connections_or_listener
     // 30 one after another, closed.
     for _ in 0..30 {
         let zkw = open(&server, &listener, &abortable);
-        assert_eq!(
-            threads(),
-            base_threads + 2,
-            "one connection + one event thread"
-        );
+        assert_threads(base_threads + 2, "one connection + one event thread");
         zkw.close().unwrap();
         assert_eq!(zkw.number_of_listeners(), 0);
-        assert_eq!(threads(), base_threads, "close joins the client's threads");
+        assert_threads(base_threads, "close joins the client's threads");
     }
     counts("30 closed one by one");
 
@@ -115,7 +123,7 @@ fn fifty_watchers_open_and_close_without_leaking_threads_connections_or_listener
     let open_now: Vec<ZooKeeperWatcher> = (0..20)
         .map(|_| open(&server, &listener, &abortable))
         .collect();
-    assert_eq!(threads(), base_threads + 40);
+    assert_threads(base_threads + 40, "20 sessions: 40 threads");
     assert_eq!(Arc::strong_count(&listener), 21);
     let ids: Vec<String> = open_now
         .iter()
@@ -137,9 +145,9 @@ fn fifty_watchers_open_and_close_without_leaking_threads_connections_or_listener
         let zkw = open(&server, &listener, &abortable);
         let clone = zkw.clone();
         drop(zkw);
-        assert_eq!(threads(), base_threads + 2, "a clone keeps the session");
+        assert_threads(base_threads + 2, "a clone keeps the session");
         drop(clone);
-        assert_eq!(threads(), base_threads, "the last drop joins the threads");
+        assert_threads(base_threads, "the last drop joins the threads");
     }
     counts("10 dropped");
 
