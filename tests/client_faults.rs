@@ -1456,3 +1456,38 @@ fn bad_handshakes_are_retried_with_backoff() {
     zk.close().unwrap();
     no_client_panics();
 }
+
+#[test]
+fn a_client_hearing_nothing_for_a_session_timeout_declares_the_expiry_itself() {
+    let session = Duration::from_secs(2);
+    let (proxy, zk, events) = via_proxy(session);
+    let id = zk.session_id();
+    let stalled_at = Instant::now();
+    proxy.stall();
+    // The partition never heals: the client must not wait for it to learn.
+    events.wait_state(KeeperState::Expired, 1, Duration::from_secs(6));
+    let told = stalled_at.elapsed();
+    assert!(
+        told >= session * 2 / 3 && told < session + Duration::from_millis(1500),
+        "Expired after {told:?} of silence (session {session:?})"
+    );
+    assert_eq!(
+        events.states(),
+        [
+            KeeperState::SyncConnected,
+            KeeperState::Disconnected,
+            KeeperState::Expired
+        ]
+    );
+    assert_eq!(zk.state(), State::Expired);
+    assert_code(zk.exists("/", false), ZkError::SessionExpired);
+    // Final: healing the network opens no new session.
+    proxy.pass();
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(zk.state(), State::Expired);
+    assert_eq!(zk.session_id(), id);
+    wait_until(WAIT, "the client's connections are gone", || {
+        proxy.connections() == 0
+    });
+    no_client_panics();
+}

@@ -686,3 +686,56 @@ fn a_reaped_holder_with_a_listener_is_told_lost() {
     a.close().unwrap();
     b.close().unwrap();
 }
+
+#[test]
+fn a_holder_partitioned_past_its_session_is_told_lost_while_still_partitioned() {
+    init_log();
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let session = Duration::from_millis(2000);
+    let holder_zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_session_timeout(session)
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .connect()
+        .unwrap();
+    let root = unique_root("partitioned-holder");
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let e = events.clone();
+    let held = ZkInterProcessReadWriteLock::new(&holder_zkw, &root, None)
+        .unwrap()
+        .with_lock_listener(move |_p: &str, ev: LockEvent| e.lock().unwrap().push(ev))
+        .write_lock(b"partitioned holder");
+    held.acquire().unwrap();
+    let partitioned_at = Instant::now();
+    proxy.stall();
+    // The partition never heals during the test: the holder must learn on its own.
+    assert!(
+        eventually(Duration::from_secs(6), || events
+            .lock()
+            .unwrap()
+            .contains(&LockEvent::Lost)),
+        "events {:?}",
+        events.lock().unwrap()
+    );
+    let told = partitioned_at.elapsed();
+    assert!(!held.is_held());
+    assert!(
+        told < session + Duration::from_millis(1500),
+        "told after {told:?}"
+    );
+    assert_eq!(
+        *events.lock().unwrap(),
+        [LockEvent::InDoubt, LockEvent::Lost]
+    );
+    // Meanwhile the server expired the session and another session can take it.
+    let other = zkw();
+    let lock = ZkInterProcessReadWriteLock::new(&other, &root, None)
+        .unwrap()
+        .write_lock(b"other");
+    assert!(lock.try_acquire(Duration::from_secs(10)).unwrap());
+    assert!(!held.is_held(), "never two holders");
+    lock.release().unwrap();
+    assert!(matches!(held.release(), Err(Error::LockLost { .. })));
+    proxy.reset();
+    other.close().unwrap();
+    let _ = holder_zkw.close();
+}

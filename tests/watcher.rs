@@ -405,14 +405,20 @@ fn expiry_aborts_exactly_once_and_ends_every_wait() {
         })
     };
 
-    // Partition until the server expires the session, then heal.
+    // Partition until the server expires the session. The client, hearing
+    // nothing for a whole session timeout, declares the expiry itself while
+    // still partitioned; healing afterwards changes nothing.
     proxy.stall();
     wait_until(WAIT, "the server expires the session", || {
         other.exists(&owned, false).unwrap().is_none()
     });
-    assert_eq!(abortable.calls.load(Ordering::SeqCst), 0);
-    proxy.reset();
+    wait_until(
+        WAIT,
+        "the client declares the expiry while partitioned",
+        || abortable.calls.load(Ordering::SeqCst) == 1,
+    );
     expect_state(&rx, KeeperState::Expired);
+    proxy.reset();
 
     match waiter.join().unwrap() {
         Err(e) if e.is(ZkError::SessionExpired) => {}

@@ -120,6 +120,8 @@ pub(crate) struct Shared {
     next_xid: AtomicI32,
     epoch: Instant,
     last_send_nanos: AtomicU64,
+    /// When a byte last came from a server (since `epoch`; 0 = the start).
+    last_heard_nanos: AtomicU64,
     #[cfg(feature = "testing")]
     lose_replies: Mutex<Vec<i32>>,
 }
@@ -174,6 +176,7 @@ pub(crate) fn start(
         next_xid: AtomicI32::new(1),
         epoch: Instant::now(),
         last_send_nanos: AtomicU64::new(0),
+        last_heard_nanos: AtomicU64::new(0),
         #[cfg(feature = "testing")]
         lose_replies: Mutex::new(Vec::new()),
     });
@@ -299,6 +302,44 @@ impl Shared {
     fn touch_send(&self) {
         let n = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.last_send_nanos.store(n, Ordering::Relaxed);
+    }
+
+    fn touch_heard(&self) {
+        let n = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_heard_nanos.store(n, Ordering::Relaxed);
+    }
+
+    /// `Some(silence)` when the session must have expired: it exists (an id), and
+    /// no server has been heard from for a whole negotiated session timeout. The
+    /// server expires a session it has not heard from for that long, so waiting
+    /// longer only lets a lock holder believe in a lock another process may hold
+    /// now. (The Java client keeps trying and learns of the expiry only on
+    /// reconnect; Curator simulates the expiry the same way.)
+    fn surely_expired(&self) -> Option<Duration> {
+        let (id, negotiated) = {
+            let s = self.session.lock();
+            (s.id, s.negotiated)
+        };
+        if id == 0 {
+            return None;
+        }
+        let heard = Duration::from_nanos(self.last_heard_nanos.load(Ordering::Relaxed));
+        let silence = self.epoch.elapsed().saturating_sub(heard);
+        (silence >= negotiated).then_some(silence)
+    }
+
+    /// How long until [`surely_expired`](Self::surely_expired) holds (`None` when
+    /// there is no session yet).
+    fn until_surely_expired(&self) -> Option<Duration> {
+        let (id, negotiated) = {
+            let s = self.session.lock();
+            (s.id, s.negotiated)
+        };
+        if id == 0 {
+            return None;
+        }
+        let heard = Duration::from_nanos(self.last_heard_nanos.load(Ordering::Relaxed));
+        Some(negotiated.saturating_sub(self.epoch.elapsed().saturating_sub(heard)))
     }
 
     fn since_send(&self) -> Duration {
@@ -493,6 +534,12 @@ impl Shared {
             if self.session.lock().closing {
                 break Terminal::Closed;
             }
+            if let Some(silence) = self.surely_expired() {
+                info!(
+                    "no server heard from for {silence:?}, the session timeout: the session has expired; not reconnecting"
+                );
+                break Terminal::Expired;
+            }
             let host = &hosts[next % hosts.len()];
             next = next.wrapping_add(1);
             match self.handshake(host, hosts.len()) {
@@ -528,8 +575,11 @@ impl Shared {
                     // 10 ms, 20 ms, ... up to 1 s, jittered: a dead ensemble costs
                     // no CPU, a blip costs little time.
                     let exp = failures.saturating_sub(1).min(7);
-                    let delay =
+                    let mut delay =
                         jitter(Duration::from_millis(10 << exp).min(Duration::from_secs(1)));
+                    if let Some(left) = self.until_surely_expired() {
+                        delay = delay.min(left);
+                    }
                     debug!("connect to {host} failed: {e}; next attempt in {delay:?}");
                     let mut s = self.session.lock();
                     if !s.closing {
@@ -550,7 +600,12 @@ impl Shared {
             (s.id, s.password.clone(), s.negotiated)
         };
         let n = u32::try_from(n_hosts).unwrap_or(u32::MAX).max(1);
-        let attempt = (negotiated / n).max(Duration::from_millis(100));
+        let mut attempt = (negotiated / n).max(Duration::from_millis(100));
+        // Never wait on a silent server past the point where the session must
+        // have expired.
+        if let Some(left) = self.until_surely_expired() {
+            attempt = attempt.min(left.max(Duration::from_millis(10)));
+        }
         let addrs: Vec<SocketAddr> = host.to_socket_addrs()?.collect();
         let mut last = io::Error::new(io::ErrorKind::NotFound, "host resolved to no address");
         let mut stream = None;
@@ -621,6 +676,7 @@ impl Shared {
                 "server answered with another session id",
             ));
         }
+        self.touch_heard();
         let mut s = self.session.lock();
         s.id = resp.session_id;
         s.password = resp.password;
@@ -765,6 +821,7 @@ impl Shared {
                 }
                 Ok(n) => {
                     last_recv = Instant::now();
+                    self.touch_heard();
                     buf.extend_from_slice(&chunk[..n]);
                     // Every complete frame.
                     loop {

@@ -17,7 +17,10 @@
 //!   SetWatches, so a change made during the gap fires once.
 //! - **Expiry is final**: `Expired` is delivered once, every pending and later call
 //!   fails with `SessionExpired`, and no replacement session is opened. Build a new
-//!   handle.
+//!   handle. The client also declares the session expired itself when no server
+//!   has been heard from for a whole negotiated session timeout (by then the server
+//!   has expired it): a partitioned lock holder learns it has lost its lock without
+//!   waiting for the partition to heal.
 //! - **Every call is bounded**: while disconnected, a call waits for the reconnect up
 //!   to the connect wait (default: the session timeout), then fails with
 //!   `ConnectionLoss`; a sent request waits for its reply at most the request timeout
