@@ -2,6 +2,7 @@
 //! retries and its rules for making non-idempotent operations safe to retry.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use log::{debug, info, warn};
 
@@ -121,6 +122,17 @@ impl RecoverableZooKeeper {
         loop {
             match f(counter.is_retry()) {
                 Err(e) if e.is_retryable() => {
+                    // A caller's deadline (a lock's try_acquire) ends the retries
+                    // when the next sleep would pass it.
+                    let past_deadline = crate::client::call_deadline().is_some_and(|d| {
+                        Instant::now() + counter.backoff_time(counter.attempt_times()) >= d
+                    });
+                    if past_deadline {
+                        debug!(
+                            "ZooKeeper {what} {path}: {e}; the caller's deadline stops the retries"
+                        );
+                        return Err(e);
+                    }
                     if !counter.should_retry() {
                         warn!(
                             "ZooKeeper {what} {path} failed after {} attempts: {e}",

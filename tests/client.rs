@@ -1461,3 +1461,51 @@ fn threads_sharing_one_client_each_get_their_own_replies() {
     }
     teardown(&zk, &root);
 }
+
+#[test]
+fn async_calls_answer_on_the_event_thread_and_fail_fast_when_closed() {
+    let (zk, _events, root) = setup("async");
+    let node = format!("{root}/a");
+    zk.create(&node, b"", open(), CreateMode::Persistent)
+        .unwrap();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let t = tx.clone();
+    zk.get_children_async(&root, move |r| {
+        let on = thread::current().name().map(str::to_owned);
+        t.send((format!("{r:?}"), on)).unwrap();
+    });
+    let (r, on) = rx.recv_timeout(WAIT).unwrap();
+    assert_eq!(r, r#"Ok(["a"])"#);
+    assert_eq!(on.as_deref(), Some("zklock-event"));
+    let t = tx.clone();
+    zk.delete_async(&node, None, move |r| {
+        t.send((format!("{r:?}"), None)).unwrap()
+    });
+    assert_eq!(rx.recv_timeout(WAIT).unwrap().0, "Ok(())");
+    assert!(zk.exists(&node, false).unwrap().is_none());
+    let t = tx.clone();
+    zk.delete_async(&node, None, move |r| {
+        t.send((format!("{:?}", r.err().and_then(|e| e.code())), None))
+            .unwrap()
+    });
+    assert_eq!(rx.recv_timeout(WAIT).unwrap().0, "Some(NoNode)");
+    let t = tx.clone();
+    zk.delete_async("bad path", None, move |r| {
+        t.send((
+            format!("{}", matches!(r, Err(Error::BadArguments(_)))),
+            None,
+        ))
+        .unwrap()
+    });
+    assert_eq!(rx.recv_timeout(WAIT).unwrap().0, "true");
+    teardown(&zk, &root);
+    zk.close().unwrap();
+    // After close: answered at once (on the caller's thread: there is no event
+    // thread any more), never lost.
+    let t = tx.clone();
+    zk.get_children_async("/", move |r| {
+        t.send((format!("{}", matches!(r, Err(Error::Closed))), None))
+            .unwrap()
+    });
+    assert_eq!(rx.recv_timeout(WAIT).unwrap().0, "true");
+}

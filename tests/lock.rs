@@ -739,3 +739,42 @@ fn a_holder_partitioned_past_its_session_is_told_lost_while_still_partitioned() 
     other.close().unwrap();
     let _ = holder_zkw.close();
 }
+
+#[test]
+fn try_acquire_keeps_its_bound_through_a_partition_and_leaves_nothing() {
+    init_log();
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    // Defaults that would take many seconds per call: a 6 s session, HBase's
+    // retries with 1 s sleeps.
+    let zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(6))
+        .connect()
+        .unwrap();
+    let root = unique_root("bounded-try");
+    zklock::zkutil::create_with_parents(&zkw, &root).unwrap();
+    let lock = ZkInterProcessReadWriteLock::new(&zkw, &root, None)
+        .unwrap()
+        .write_lock(b"x");
+    proxy.stall();
+    for timeout in [
+        Duration::ZERO,
+        Duration::from_millis(200),
+        Duration::from_millis(700),
+    ] {
+        let t = Instant::now();
+        let r = lock.try_acquire(timeout);
+        let took = t.elapsed();
+        assert!(matches!(r, Ok(false)), "{timeout:?}: {r:?}");
+        assert!(
+            took < timeout + Duration::from_millis(500),
+            "try_acquire({timeout:?}) took {took:?}"
+        );
+    }
+    proxy.reset();
+    // Whatever reached the server is removed once the connection is back.
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()));
+    assert!(lock.try_acquire(Duration::from_secs(5)).unwrap());
+    lock.release().unwrap();
+    zkw.close().unwrap();
+}

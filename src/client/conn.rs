@@ -43,10 +43,19 @@ pub(crate) struct WatchReg {
     pub(crate) watcher: WatcherRef,
 }
 
+/// A callback for an asynchronous call: run on the event thread with the reply.
+pub(crate) type Callback = Box<dyn FnOnce(Reply) + Send>;
+
+/// Where a reply goes: a blocked caller, or a callback on the event thread.
+enum ReplyTo {
+    Caller(Sender<Reply>),
+    Callback(Callback),
+}
+
 struct Pending {
     xid: i32,
     opcode: i32,
-    tx: Sender<Reply>,
+    to: ReplyTo,
     reg: Option<WatchReg>,
     /// removeWatches: the client path whose remaining watches are set again
     /// when the reply arrives (see [`Shared::call_remove_watches`]).
@@ -55,6 +64,7 @@ struct Pending {
 
 enum EventMsg {
     Deliver(Vec<WatcherRef>, WatchedEvent),
+    Answer(Callback, Reply),
     Stop,
 }
 
@@ -225,6 +235,11 @@ fn run_events(rx: Receiver<EventMsg>) {
                     }
                 }
             }
+            EventMsg::Answer(callback, reply) => {
+                if catch_unwind(AssertUnwindSafe(|| callback(reply))).is_err() {
+                    error!("an async callback panicked");
+                }
+            }
             EventMsg::Stop => break,
         }
     }
@@ -367,13 +382,64 @@ impl Shared {
     fn send(
         &self,
         opcode: i32,
-        mut frame: Vec<u8>,
+        frame: Vec<u8>,
         reg: Option<WatchReg>,
         rewatch: Option<String>,
     ) -> Result<Receiver<Reply>, Error> {
         let (tx, rx) = crossbeam_channel::bounded(1);
+        self.send_to(opcode, frame, reg, rewatch, ReplyTo::Caller(tx))?;
+        Ok(rx)
+    }
+
+    /// Answers a reply slot: wakes the caller, or queues the callback.
+    fn answer(&self, to: ReplyTo, reply: Reply) {
+        match to {
+            ReplyTo::Caller(tx) => {
+                let _ = tx.send(reply);
+            }
+            ReplyTo::Callback(callback) => {
+                // The event thread has ended (the handle is dead): answer here.
+                if let Err(crossbeam_channel::SendError(EventMsg::Answer(callback, reply))) =
+                    self.events.send(EventMsg::Answer(callback, reply))
+                {
+                    callback(reply);
+                }
+            }
+        }
+    }
+
+    /// Sends a request without waiting (Java's async calls): `callback` gets the
+    /// reply on the event thread, or `ConnectionLoss` at once when not connected
+    /// (and when the connection is lost before the reply), or the session's end.
+    pub(crate) fn call_async(&self, opcode: i32, frame: Vec<u8>, callback: Callback) {
+        let state = self.state();
+        if let Some(e) = Self::terminal_error(state) {
+            // No event thread to answer on any more: answer here, never drop it.
+            return callback(Err(e));
+        }
+        if state != State::Connected {
+            return self.answer(
+                ReplyTo::Callback(callback),
+                Err(Error::zk_code(ZkError::ConnectionLoss)),
+            );
+        }
+        let _ = self.send_to(opcode, frame, None, None, ReplyTo::Callback(callback));
+    }
+
+    /// Writes a request frame on the current connection and queues where its
+    /// reply goes; not connected: answers `to` with ConnectionLoss and says so.
+    fn send_to(
+        &self,
+        opcode: i32,
+        mut frame: Vec<u8>,
+        reg: Option<WatchReg>,
+        rewatch: Option<String>,
+        to: ReplyTo,
+    ) -> Result<(), Error> {
         let mut w = self.writer.lock();
         let Some(stream) = w.as_mut() else {
+            drop(w);
+            self.answer(to, Err(Error::zk_code(ZkError::ConnectionLoss)));
             return Err(Error::zk_code(ZkError::ConnectionLoss));
         };
         let xid = self.xid();
@@ -381,7 +447,7 @@ impl Shared {
         self.pending.lock().push_back(Pending {
             xid,
             opcode,
-            tx,
+            to,
             reg,
             rewatch,
         });
@@ -392,7 +458,7 @@ impl Shared {
             // The connection thread fails the pending calls, this one included.
         }
         self.touch_send();
-        Ok(rx)
+        Ok(())
     }
 
     /// Sends a request and waits for its reply: waits for a connection first
@@ -419,9 +485,19 @@ impl Shared {
         reg: Option<WatchReg>,
         rewatch: Option<String>,
     ) -> Reply {
-        self.wait_connected(deadline_after(self.settings.connect_wait))?;
+        // A caller's deadline (see `with_call_deadline`) caps both waits.
+        let limit = call_deadline();
+        let mut connect_by = deadline_after(self.settings.connect_wait);
+        if let Some(limit) = limit {
+            connect_by = connect_by.min(limit);
+        }
+        self.wait_connected(connect_by)?;
+        let mut reply_within = self.settings.request_timeout;
+        if let Some(limit) = limit {
+            reply_within = reply_within.min(limit.saturating_duration_since(Instant::now()));
+        }
         let rx = self.send(opcode, frame, reg, rewatch)?;
-        match rx.recv_timeout(self.settings.request_timeout) {
+        match rx.recv_timeout(reply_within) {
             Ok(reply) => reply,
             Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
         }
@@ -957,7 +1033,7 @@ impl Shared {
                     Err(Error::zk_code(ZkError::from_code(hdr.err)))
                 };
                 trace!("reply xid {x} op {}: err {}", p.opcode, hdr.err);
-                let _ = p.tx.send(reply);
+                self.answer(p.to, reply);
                 Ok(())
             }
         }
@@ -1004,7 +1080,7 @@ impl Shared {
     fn fail_pending(&self, error: impl Fn() -> Error) {
         let drained: Vec<Pending> = self.pending.lock().drain(..).collect();
         for p in drained {
-            let _ = p.tx.send(Err(error()));
+            self.answer(p.to, Err(error()));
         }
         let waiters: Vec<_> = self.auth_waiters.lock().drain(..).collect();
         for tx in waiters.into_iter().flatten() {
@@ -1111,6 +1187,38 @@ fn set_watches_packets(tables: &[Vec<String>; 5], zxid: i64) -> Vec<Vec<u8>> {
         frames.push(w.finish());
     }
     frames
+}
+
+thread_local! {
+    static CALL_DEADLINE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// The deadline set by [`with_call_deadline`] on this thread, if any.
+pub(crate) fn call_deadline() -> Option<Instant> {
+    CALL_DEADLINE.with(std::cell::Cell::get)
+}
+
+/// Runs `f` with every client call it makes on this thread bounded by
+/// `deadline` (the connection wait and the reply wait; `RecoverableZooKeeper`
+/// also stops retrying): how `try_acquire(timeout)` keeps its bound through a
+/// partition. A call cut short fails with `ConnectionLoss` (not connected in
+/// time) or `OperationTimeout` (no reply in time). Nested calls keep the
+/// earlier deadline.
+pub(crate) fn with_call_deadline<T>(deadline: Option<Instant>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Instant>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CALL_DEADLINE.with(|c| c.set(self.0));
+        }
+    }
+    let previous = call_deadline();
+    let effective = match (previous, deadline) {
+        (Some(p), Some(d)) => Some(p.min(d)),
+        (p, d) => p.or(d),
+    };
+    let _restore = Restore(previous);
+    CALL_DEADLINE.with(|c| c.set(effective));
+    f()
 }
 
 /// `now + wait`, saturating (a `Duration::MAX` wait means "a very long time",

@@ -48,6 +48,7 @@ use parking_lot::Mutex;
 pub use types::*;
 
 use crate::error::{Error, Result, ZkError};
+pub(crate) use conn::{call_deadline, with_call_deadline};
 use conn::{Settings, Shared, WatchReg};
 use path::{prepend_chroot, strip_chroot, ConnectString};
 use proto::{op, Reader, Writer};
@@ -475,6 +476,56 @@ impl ZooKeeper {
         let mut w = Writer::request(0, op::DELETE);
         w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
         self.call(op::DELETE, w, None, path).map(drop)
+    }
+
+    /// [`delete`](Self::delete) without waiting (Java's `delete(path, version,
+    /// VoidCallback, ctx)`): `callback` gets the outcome on the event thread —
+    /// `ConnectionLoss` at once when not connected, or when the connection is lost
+    /// before the reply. Keep callbacks short, as watchers.
+    pub fn delete_async(
+        &self,
+        path: &str,
+        version: Option<i32>,
+        callback: impl FnOnce(Result<()>) + Send + 'static,
+    ) {
+        if let Err(e) = path::validate_path(path, false) {
+            return callback(Err(e));
+        }
+        let mut w = Writer::request(0, op::DELETE);
+        w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
+        let p = path.to_string();
+        self.shared().call_async(
+            op::DELETE,
+            w.finish(),
+            Box::new(move |reply| callback(reply.map(drop).map_err(|e| with_path(e, &p)))),
+        );
+    }
+
+    /// [`get_children`](Self::get_children) without waiting and without a watch;
+    /// `callback` gets the outcome on the event thread (see
+    /// [`delete_async`](Self::delete_async)).
+    pub fn get_children_async(
+        &self,
+        path: &str,
+        callback: impl FnOnce(Result<Vec<String>>) + Send + 'static,
+    ) {
+        if let Err(e) = path::validate_path(path, false) {
+            return callback(Err(e));
+        }
+        let mut w = Writer::request(0, op::GET_CHILDREN);
+        w.string(&self.server_path(path)).bool(false);
+        let p = path.to_string();
+        self.shared().call_async(
+            op::GET_CHILDREN,
+            w.finish(),
+            Box::new(move |reply| {
+                callback(
+                    reply
+                        .map_err(|e| with_path(e, &p))
+                        .and_then(|body| Reader::new(&body).strings().map_err(|_| marshalling(&p))),
+                )
+            }),
+        );
     }
 
     fn exists_impl(&self, path: &str, watcher: Option<WatcherRef>) -> Result<Option<Stat>> {

@@ -12,6 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use super::kind::LockKind;
 use super::kind::{distance, sequence_of_child};
 use super::{AcquiredLock, InterProcessLock, LockEvent, LockListener, MetadataHandler};
+use crate::client::with_call_deadline;
 use crate::client::{
     Acl, CreateMode, EventType, KeeperState, Stat, State as ClientState, WatchedEvent,
 };
@@ -181,6 +182,9 @@ struct Sweeper {
 
 impl Sweeper {
     fn start(zkw: &ZooKeeperWatcher, attempt: Attempt) {
+        if zkw.state().is_terminal() {
+            return; // ephemeral: gone with the session
+        }
         let sweeper = Arc::new(Sweeper {
             attempt,
             zkw: Mutex::new(Some(zkw.clone())),
@@ -191,65 +195,86 @@ impl Sweeper {
             "will remove {:?} when the connection is back",
             sweeper.attempt
         );
-        zkw.register_listener(sweeper);
+        zkw.register_listener(sweeper.clone());
+        // Reconnected before the registration: do not wait for the next time.
+        if zkw.state() == ClientState::Connected {
+            sweeper.sweep();
+        }
     }
 
-    fn finish(&self) {
-        let zkw = self.zkw.lock().take();
-        let me = self.me.lock().upgrade();
-        if let (Some(zkw), Some(me)) = (zkw, me) {
+    /// Hands the removal back to `remove_async` (which starts a new sweeper if it
+    /// fails again) and retires this one.
+    fn sweep(&self) {
+        if let Some(zkw) = self.finish() {
+            let (done, _) = crossbeam_channel::bounded(1);
+            remove_async(zkw, self.attempt.clone(), done);
+        }
+    }
+
+    fn finish(&self) -> Option<ZooKeeperWatcher> {
+        let zkw = self.zkw.lock().take()?;
+        if let Some(me) = self.me.lock().upgrade() {
             let me: Arc<dyn ZooKeeperListener> = me;
             zkw.unregister_listener(&me);
         }
+        Some(zkw)
     }
 }
 
 impl ZooKeeperListener for Sweeper {
     fn connection_event(&self, event: &WatchedEvent) {
         match event.keeper_state {
-            KeeperState::SyncConnected => {
-                let zk = match self.zkw.lock().as_ref() {
-                    Some(zkw) => zkw.zookeeper().clone(),
-                    None => return,
-                };
-                // One quick try per reconnect, on the event thread: no retries.
-                match remove_attempt_once(&zk, &self.attempt) {
-                    Ok(()) => {
-                        info!("removed {:?} after reconnecting", self.attempt);
-                        self.finish();
-                    }
-                    Err(e) => debug!("removing {:?} failed again: {e}", self.attempt),
-                }
+            KeeperState::SyncConnected => self.sweep(),
+            KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed => {
+                self.finish();
             }
-            KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed => self.finish(),
             _ => {}
         }
     }
 }
 
-/// One try at removing an attempt's node with the raw client.
-fn remove_attempt_once(zk: &crate::client::ZooKeeper, attempt: &Attempt) -> Result<()> {
-    let node = match attempt {
-        Attempt::Node(path) => path.clone(),
+/// How long a failed attempt waits for its node's removal before returning; the
+/// removal goes on without it (or after the reconnect).
+const REMOVAL_WAIT: Duration = Duration::from_millis(250);
+
+/// Removes an attempt's node without blocking (async calls, answered on the event
+/// thread); when the connection is lost first, a [`Sweeper`] removes it after the
+/// reconnect. `done` is told once the removal is settled here.
+fn remove_async(zkw: ZooKeeperWatcher, attempt: Attempt, done: crossbeam_channel::Sender<()>) {
+    let zk = zkw.zookeeper().clone();
+    match attempt.clone() {
+        Attempt::Node(path) => zk.delete_async(&path.clone(), None, move |r| {
+            match r {
+                Err(e) if e.is_retryable() => Sweeper::start(&zkw, attempt),
+                Err(e) if !e.is(ZkError::NoNode) && !e.is_fatal() => {
+                    warn!("could not remove lock node {path}: {e}")
+                }
+                _ => {}
+            }
+            let _ = done.send(());
+        }),
         Attempt::Tag(prefix) => {
             let (parent, name_prefix) = match prefix.rfind('/') {
-                Some(i) => (&prefix[..i.max(1)], &prefix[i + 1..]),
-                None => return Ok(()),
+                Some(i) => (prefix[..i.max(1)].to_string(), prefix[i + 1..].to_string()),
+                None => return,
             };
-            let children = match zk.get_children(parent, false) {
-                Ok(c) => c,
-                Err(e) if e.is(ZkError::NoNode) => return Ok(()),
-                Err(e) => return Err(e),
-            };
-            match children.iter().find(|c| c.starts_with(name_prefix)) {
-                Some(c) => zkutil::join_znode(parent, c),
-                None => return Ok(()),
-            }
+            zk.get_children_async(&parent.clone(), move |r| match r {
+                Ok(children) => match children.iter().find(|c| c.starts_with(&name_prefix)) {
+                    Some(c) => {
+                        remove_async(zkw, Attempt::Node(zkutil::join_znode(&parent, c)), done)
+                    }
+                    None => {
+                        let _ = done.send(());
+                    }
+                },
+                Err(e) => {
+                    if e.is_retryable() {
+                        Sweeper::start(&zkw, attempt);
+                    }
+                    let _ = done.send(());
+                }
+            })
         }
-    };
-    match zk.delete(&node, None) {
-        Err(e) if !e.is(ZkError::NoNode) => Err(e),
-        _ => Ok(()),
     }
 }
 
@@ -404,8 +429,12 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// lock removes the node (later, on reconnect, if it cannot now).
     fn acquire_node(&self, deadline: Option<Instant>) -> Result<Option<AcquiredLock>> {
         self.zkw.check_session()?;
+        // Every ZooKeeper call of the attempt (retries included) ends by the
+        // deadline; a call it cuts short makes the attempt a timeout.
+        let cut_short =
+            |e: &Error| e.is_retryable() && deadline.is_some_and(|d| Instant::now() >= d);
         let tagged = tagged_prefix(&zkutil::join_znode(&self.parent, K::PREFIX));
-        let (path, stat) = match self.create_lock_znode(&tagged) {
+        let (path, stat) = match with_call_deadline(deadline, || self.create_lock_znode(&tagged)) {
             Ok(created) => created,
             Err(e) => {
                 // The create may have reached the server with its reply lost:
@@ -413,10 +442,13 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 if e.is_retryable() {
                     self.remove_attempt(Attempt::Tag(tagged));
                 }
-                return Err(e);
+                return if cut_short(&e) { Ok(None) } else { Err(e) };
             }
         };
-        let outcome = self.wait_for_lock(&path, deadline);
+        let outcome = match with_call_deadline(deadline, || self.wait_for_lock(&path, deadline)) {
+            Err(e) if cut_short(&e) => Ok(Waited::TimedOut),
+            other => other,
+        };
         match outcome {
             Ok(Waited::Held { watched }) => {
                 if !watched && self.shared.listener.read().is_some() {
@@ -451,29 +483,15 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         }
     }
 
-    /// Removes a failed attempt's node now if connected, else (or if that fails
-    /// with a recoverable error) as soon as the connection is back.
+    /// Removes a failed attempt's node: waits up to [`REMOVAL_WAIT`] for it, then
+    /// lets it finish in the background (or after the reconnect).
     fn remove_attempt(&self, attempt: Attempt) {
         if self.zkw.state().is_terminal() {
             return; // ephemeral: gone with the session
         }
-        if self.zkw.state() == ClientState::Connected {
-            let rzk = self.zkw.recoverable_zookeeper();
-            let removed = match &attempt {
-                Attempt::Node(path) => rzk.delete(path, None),
-                Attempt::Tag(prefix) => match rzk.find_previous_sequential_node(prefix) {
-                    Ok(Some(node)) => rzk.delete(&node, None),
-                    Ok(None) => Ok(()),
-                    Err(e) => Err(e),
-                },
-            };
-            match removed {
-                Ok(()) => return,
-                Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => return,
-                Err(e) => warn!("could not remove {attempt:?} now: {e}"),
-            }
-        }
-        Sweeper::start(&self.zkw, attempt);
+        let (done, removed) = crossbeam_channel::bounded(1);
+        remove_async(self.zkw.clone(), attempt, done);
+        let _ = removed.recv_timeout(REMOVAL_WAIT);
     }
 
     /// HBase's `createLockZNode`: an ephemeral sequential child under `tagged`
