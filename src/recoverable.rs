@@ -323,7 +323,8 @@ impl RecoverableZooKeeper {
 
     /// A sequential create under a prefix that already carries this call's tag
     /// (`<path><tag>-`, see `tagged_prefix`): the lock keeps the tag so that it can
-    /// find and remove its node when every retry failed. `data` is taken as is.
+    /// find and remove its node when every retry failed. `data` gets the metadata
+    /// prefix, as in [`create`](Self::create).
     pub(crate) fn create_sequential_tagged(
         &self,
         tagged: &str,

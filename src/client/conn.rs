@@ -315,13 +315,18 @@ impl Shared {
     // ---- requests ----------------------------------------------------------
 
     fn touch_send(&self) {
-        let n = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.last_send_nanos.store(n, Ordering::Relaxed);
+        self.last_send_nanos
+            .store(self.now_nanos(), Ordering::Relaxed);
     }
 
     fn touch_heard(&self) {
-        let n = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.last_heard_nanos.store(n, Ordering::Relaxed);
+        self.last_heard_nanos
+            .store(self.now_nanos(), Ordering::Relaxed);
+    }
+
+    /// Nanoseconds since `epoch`, for the atomics above.
+    fn now_nanos(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// `Some(silence)` when the session must have expired: it exists (an id), and
@@ -331,21 +336,20 @@ impl Shared {
     /// now. (The Java client keeps trying and learns of the expiry only on
     /// reconnect; Curator simulates the expiry the same way.)
     fn surely_expired(&self) -> Option<Duration> {
-        let (id, negotiated) = {
-            let s = self.session.lock();
-            (s.id, s.negotiated)
-        };
-        if id == 0 {
-            return None;
-        }
-        let heard = Duration::from_nanos(self.last_heard_nanos.load(Ordering::Relaxed));
-        let silence = self.epoch.elapsed().saturating_sub(heard);
+        let (silence, negotiated) = self.session_silence()?;
         (silence >= negotiated).then_some(silence)
     }
 
     /// How long until [`surely_expired`](Self::surely_expired) holds (`None` when
     /// there is no session yet).
     fn until_surely_expired(&self) -> Option<Duration> {
+        let (silence, negotiated) = self.session_silence()?;
+        Some(negotiated.saturating_sub(silence))
+    }
+
+    /// How long no server has been heard from, and the negotiated timeout;
+    /// `None` before the session exists.
+    fn session_silence(&self) -> Option<(Duration, Duration)> {
         let (id, negotiated) = {
             let s = self.session.lock();
             (s.id, s.negotiated)
@@ -354,7 +358,7 @@ impl Shared {
             return None;
         }
         let heard = Duration::from_nanos(self.last_heard_nanos.load(Ordering::Relaxed));
-        Some(negotiated.saturating_sub(self.epoch.elapsed().saturating_sub(heard)))
+        Some((self.epoch.elapsed().saturating_sub(heard), negotiated))
     }
 
     fn since_send(&self) -> Duration {
