@@ -54,7 +54,7 @@ use zklock::lock::{
     InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadLock,
     ZkInterProcessReadWriteLock, ZkInterProcessWriteLock,
 };
-use zklock::testing::{four_letter, parse_mntr, ZkServer};
+use zklock::testing::{eventually, four_letter, parse_mntr, ZkServer};
 use zklock::{zkutil, DeletionListener, ZkError, ZooKeeperListener, ZooKeeperWatcher};
 
 /// Session timeout of every session of the benchmark.
@@ -268,20 +268,6 @@ fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
         Ok(c) => c,
         Err(e) if e.is(ZkError::NoNode) => Vec::new(),
         Err(e) => panic!("get_children {path}: {e}"),
-    }
-}
-
-/// Polls `f` every millisecond until true; false after `timeout`.
-fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() > end {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(1));
     }
 }
 

@@ -12,8 +12,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use zklock::testing::{
-    four_letter, parse_mntr, shared_server, test_servers, FaultProxy, ProxyMode, ZkEnsemble,
-    ZkServer, SERVERS_ENV,
+    four_letter, parse_mntr, shared_server, test_servers, wait_until, FaultProxy, ProxyMode,
+    ZkEnsemble, ZkServer, SERVERS_ENV,
 };
 
 // ---------------------------------------------------------------------------
@@ -28,18 +28,6 @@ fn alive(pid: u32) -> bool {
             !state.starts_with('Z') && !state.starts_with('X')
         }
         Err(_) => false,
-    }
-}
-
-/// Waits until `f` holds, or panics after `timeout` with `what`.
-fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
-        thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -10,7 +10,7 @@ use zklock::client::{WatchedEvent, ZooKeeper};
 use zklock::lock::{
     InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
 };
-use zklock::testing::{shared_server, unique_root, FaultProxy};
+use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
 use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
 
 fn init_log() {
@@ -48,21 +48,6 @@ fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
         }
         Err(e) if e.is(ZkError::NoNode) => Vec::new(),
         Err(e) => panic!("get_children {path}: {e}"),
-    }
-}
-
-/// Polls `f` until true or `timeout` (for conditions observed through another
-/// session: no fixed sleeps).
-fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() > end {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(10));
     }
 }
 

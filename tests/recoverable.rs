@@ -23,7 +23,7 @@ use zklock::client::{
     Acl, CreateMode, EventType, KeeperState, Op, OpResult, ReplyKind, State, WatchedEvent,
     ZooKeeper,
 };
-use zklock::testing::{shared_server, test_servers, unique_root, FaultProxy};
+use zklock::testing::{shared_server, test_servers, unique_root, wait_until, FaultProxy};
 use zklock::{
     metadata_identifier, BackoffPolicy, Error, RecoverableZooKeeper, RetryConfig, ZkError,
 };
@@ -150,18 +150,6 @@ fn assert_code<T: std::fmt::Debug>(result: Result<T, Error>, code: ZkError) -> E
     match result {
         Err(e) if e.code() == Some(code) => e,
         other => panic!("expected {code:?}, got {other:?}"),
-    }
-}
-
-/// Waits until `f` holds, polling every 10 ms, or panics after `timeout`.
-fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
-        thread::sleep(ms(10));
     }
 }
 

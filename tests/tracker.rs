@@ -46,12 +46,9 @@ fn logging() -> Arc<dyn Abortable> {
 }
 
 /// Polls `f` (every 10 ms, at most `WAIT`) until it holds.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        thread::sleep(Duration::from_millis(10));
-    }
+#[track_caller]
+fn eventually(what: &str, f: impl FnMut() -> bool) {
+    zklock::testing::wait_until(WAIT, what, f);
 }
 
 /// Records node events. Registered *after* a tracker or deletion listener, it

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use zklock::client::{
     Acl, CreateMode, EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper,
 };
-use zklock::testing::{shared_server, test_servers, unique_root, FaultProxy};
+use zklock::testing::{shared_server, test_servers, unique_root, wait_until, FaultProxy};
 use zklock::{
     Abortable, Error, PendingWatcher, RetryConfig, ZkError, ZooKeeperListener, ZooKeeperWatcher,
     DEFAULT_BASE_ZNODE,
@@ -73,17 +73,6 @@ fn setup(servers: &str, name: &str) -> (ZooKeeper, String) {
     zk.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
         .expect("create root");
     (zk, root)
-}
-
-fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
-        thread::sleep(ms(10));
-    }
 }
 
 /// One listener call: who, which callback, the path or connection state, and the

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zklock::testing::{four_letter, shared_server};
+use zklock::testing::{four_letter, shared_server, wait_until};
 use zklock::{Abortable, Error, ZkError, ZooKeeperListener, ZooKeeperWatcher};
 
 fn threads() -> usize {
@@ -40,17 +40,6 @@ fn sessions(server: &str) -> Vec<String> {
         .filter(|l| l.contains("sid=0x") && !l.contains("sid=0x0,") && !l.contains("sid=0x0)"))
         .map(str::to_owned)
         .collect()
-}
-
-fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 struct Counting(AtomicUsize);

@@ -185,6 +185,43 @@ pub fn parse_mntr(reply: &str) -> HashMap<String, String> {
         .collect()
 }
 
+/// Polls `condition` every 10 ms until it holds (`true`) or `timeout` passes
+/// (`false`): for conditions seen through another session or the server, where
+/// there is no event to wait on. Never a fixed sleep.
+///
+/// ```
+/// use std::time::Duration;
+/// use zklock::testing::eventually;
+/// let mut n = 0;
+/// assert!(eventually(Duration::from_secs(1), || { n += 1; n == 3 }));
+/// assert!(!eventually(Duration::from_millis(30), || false));
+/// ```
+pub fn eventually(timeout: std::time::Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// [`eventually`], asserting: panics with `timed out after {timeout:?}: {what}`
+/// when `condition` does not hold in time.
+///
+/// # Panics
+/// When `timeout` passes first.
+#[track_caller]
+pub fn wait_until(timeout: std::time::Duration, what: &str, condition: impl FnMut() -> bool) {
+    assert!(
+        eventually(timeout, condition),
+        "timed out after {timeout:?}: {what}"
+    );
+}
+
 /// A root znode path no other test (in this or another process) uses:
 /// `/zklock-test/<name>-<pid>-<n>`, `n` counting calls in this process. Slashes in
 /// `name` become `_`, so the root is always one level under `/zklock-test`.

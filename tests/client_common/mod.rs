@@ -145,17 +145,7 @@ impl Events {
     }
 }
 
-/// Waits until `f` holds; panics with `what` after `timeout`.
-pub fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
-}
+pub use zklock::testing::wait_until;
 
 /// Asserts `r` failed with the ZooKeeper code `code`.
 #[track_caller]
