@@ -79,6 +79,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+mod deadline;
 mod error;
 mod listener;
 pub mod lock;
@@ -93,6 +94,7 @@ mod util;
 mod watcher;
 pub mod zkutil;
 
+pub use deadline::Deadline;
 pub use error::{Error, Result, ZkError, ZkResultExt};
 pub use listener::{Abortable, LoggingAbortable, ZooKeeperListener};
 pub use metadata::{append_metadata, metadata_identifier, remove_metadata};

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use log::{debug, info, warn};
 
-use crate::client::{Acl, CreateMode, Op, OpResult, Stat, Watcher, ZooKeeper};
+use crate::client::{Acl, CreateMode, Deadline, Op, OpResult, Stat, Watcher, ZooKeeper};
 use crate::error::{Error, Result, ZkError};
 use crate::metadata::{append_metadata, remove_metadata, unique_tag};
 use crate::retry::{RetryConfig, RetryCounter};
@@ -45,10 +45,12 @@ use crate::retry::{RetryConfig, RetryCounter};
 #[derive(Clone)]
 pub struct RecoverableZooKeeper {
     inner: Arc<Inner>,
+    /// The session's handle, bounded by this handle's deadline (see
+    /// [`RecoverableZooKeeper::with_deadline`]).
+    zk: ZooKeeper,
 }
 
 struct Inner {
-    zk: ZooKeeper,
     identifier: String,
     retry: RetryConfig,
 }
@@ -58,7 +60,8 @@ impl std::fmt::Debug for RecoverableZooKeeper {
         f.debug_struct("RecoverableZooKeeper")
             .field("identifier", &self.inner.identifier)
             .field("retry", &self.inner.retry)
-            .field("zk", &self.inner.zk)
+            .field("zk", &self.zk)
+            .field("deadline", &self.zk.deadline())
             .finish()
     }
 }
@@ -73,17 +76,31 @@ impl RecoverableZooKeeper {
             identifier.to_string()
         };
         RecoverableZooKeeper {
-            inner: Arc::new(Inner {
-                zk,
-                identifier,
-                retry,
-            }),
+            inner: Arc::new(Inner { identifier, retry }),
+            zk,
         }
+    }
+
+    /// This handle with every call, retries included, ended by `deadline` (or
+    /// its own, if earlier): each client call is bounded by it (see
+    /// [`ZooKeeper::with_deadline`]) and no retry starts whose backoff would pass
+    /// it; the last error is returned. A cheap clone sharing the session.
+    #[must_use]
+    pub fn with_deadline(&self, deadline: Deadline) -> RecoverableZooKeeper {
+        RecoverableZooKeeper {
+            inner: self.inner.clone(),
+            zk: self.zk.with_deadline(deadline),
+        }
+    }
+
+    /// The deadline this handle's calls end by.
+    pub fn deadline(&self) -> Deadline {
+        self.zk.deadline()
     }
 
     /// The underlying client.
     pub fn zookeeper(&self) -> &ZooKeeper {
-        &self.inner.zk
+        &self.zk
     }
 
     /// The identifier written into data's metadata.
@@ -98,17 +115,17 @@ impl RecoverableZooKeeper {
 
     /// The session id.
     pub fn session_id(&self) -> i64 {
-        self.inner.zk.session_id()
+        self.zk.session_id()
     }
 
     /// The connection state.
     pub fn state(&self) -> crate::client::State {
-        self.inner.zk.state()
+        self.zk.state()
     }
 
     /// Closes the session (idempotent).
     pub fn close(&self) -> Result<()> {
-        self.inner.zk.close()
+        self.zk.close()
     }
 
     /// Runs `f` in HBase's retry loop; `f` gets whether this is a retry.
@@ -124,7 +141,7 @@ impl RecoverableZooKeeper {
                 Err(e) if e.is_retryable() => {
                     // A caller's deadline (a lock's try_acquire) ends the retries
                     // when the next sleep would pass it.
-                    let past_deadline = crate::client::call_deadline().is_some_and(|d| {
+                    let past_deadline = self.zk.deadline().instant().is_some_and(|d| {
                         Instant::now() + counter.backoff_time(counter.attempt_times()) >= d
                     });
                     if past_deadline {
@@ -159,7 +176,7 @@ impl RecoverableZooKeeper {
     /// `NoNode` (first attempt), `BadVersion`, `NotEmpty`, session errors.
     pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
         self.retrying("delete", path, |is_retry| {
-            match self.inner.zk.delete(path, version) {
+            match self.zk.delete(path, version) {
                 Err(e) if is_retry && e.is(ZkError::NoNode) => {
                     info!("node {path} already deleted: an earlier attempt succeeded");
                     Ok(())
@@ -171,21 +188,19 @@ impl RecoverableZooKeeper {
 
     /// `exists` with the default watcher when `watch`.
     pub fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>> {
-        self.retrying("exists", path, |_| self.inner.zk.exists(path, watch))
+        self.retrying("exists", path, |_| self.zk.exists(path, watch))
     }
 
     /// `exists` with `watcher` (registered once however many attempts).
     pub fn exists_watch(&self, path: &str, watcher: &Arc<dyn Watcher>) -> Result<Option<Stat>> {
         self.retrying("exists", path, |_| {
-            self.inner.zk.exists_watch(path, watcher.clone())
+            self.zk.exists_watch(path, watcher.clone())
         })
     }
 
     /// Children of `path`, with the default watcher when `watch`.
     pub fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>> {
-        self.retrying("getChildren", path, |_| {
-            self.inner.zk.get_children(path, watch)
-        })
+        self.retrying("getChildren", path, |_| self.zk.get_children(path, watch))
     }
 
     /// Children of `path` with `watcher`.
@@ -195,20 +210,18 @@ impl RecoverableZooKeeper {
         watcher: &Arc<dyn Watcher>,
     ) -> Result<Vec<String>> {
         self.retrying("getChildren", path, |_| {
-            self.inner.zk.get_children_watch(path, watcher.clone())
+            self.zk.get_children_watch(path, watcher.clone())
         })
     }
 
     /// Children and the node's `Stat`.
     pub fn get_children2(&self, path: &str, watch: bool) -> Result<(Vec<String>, Stat)> {
-        self.retrying("getChildren", path, |_| {
-            self.inner.zk.get_children2(path, watch)
-        })
+        self.retrying("getChildren", path, |_| self.zk.get_children2(path, watch))
     }
 
     /// Data without the metadata prefix, and `Stat`.
     pub fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
-        self.retrying("getData", path, |_| self.inner.zk.get_data(path, watch))
+        self.retrying("getData", path, |_| self.zk.get_data(path, watch))
             .map(|(d, s)| (remove_metadata(&d).to_vec(), s))
     }
 
@@ -219,14 +232,14 @@ impl RecoverableZooKeeper {
         watcher: &Arc<dyn Watcher>,
     ) -> Result<(Vec<u8>, Stat)> {
         self.retrying("getData", path, |_| {
-            self.inner.zk.get_data_watch(path, watcher.clone())
+            self.zk.get_data_watch(path, watcher.clone())
         })
         .map(|(d, s)| (remove_metadata(&d).to_vec(), s))
     }
 
     /// Data with its metadata prefix, as stored.
     pub fn get_raw_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
-        self.retrying("getData", path, |_| self.inner.zk.get_data(path, false))
+        self.retrying("getData", path, |_| self.zk.get_data(path, false))
     }
 
     /// Sets `path`'s data (with the metadata prefix) at `version` or any.
@@ -237,9 +250,9 @@ impl RecoverableZooKeeper {
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
         let new_data = append_metadata(&self.inner.identifier, data);
         self.retrying("setData", path, |is_retry| {
-            match self.inner.zk.set_data(path, &new_data, version) {
+            match self.zk.set_data(path, &new_data, version) {
                 Err(e) if is_retry && e.is(ZkError::BadVersion) => {
-                    let (current, stat) = self.inner.zk.get_data(path, false)?;
+                    let (current, stat) = self.zk.get_data(path, false)?;
                     if current == new_data {
                         info!("setData {path}: an earlier attempt succeeded");
                         Ok(stat)
@@ -254,19 +267,17 @@ impl RecoverableZooKeeper {
 
     /// The node's ACL.
     pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
-        self.retrying("getAcl", path, |_| self.inner.zk.get_acl(path))
+        self.retrying("getAcl", path, |_| self.zk.get_acl(path))
     }
 
     /// Sets the node's ACL.
     pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
-        self.retrying("setAcl", path, |_| {
-            self.inner.zk.set_acl(path, acl, version)
-        })
+        self.retrying("setAcl", path, |_| self.zk.set_acl(path, acl, version))
     }
 
     /// Syncs the server with the leader for `path`.
     pub fn sync(&self, path: &str) -> Result<()> {
-        self.retrying("sync", path, |_| self.inner.zk.sync(path))
+        self.retrying("sync", path, |_| self.zk.sync(path))
     }
 
     /// Creates a node with the metadata prefix before `data`; returns the path.
@@ -298,9 +309,9 @@ impl RecoverableZooKeeper {
             return self.create_sequential(&tagged_prefix(path), &new_data, acl, mode);
         }
         self.retrying("create", path, |is_retry| {
-            match self.inner.zk.create2(path, &new_data, acl, mode) {
+            match self.zk.create2(path, &new_data, acl, mode) {
                 Err(e) if is_retry && e.is(ZkError::NodeExists) => {
-                    match self.inner.zk.get_data(path, false) {
+                    match self.zk.get_data(path, false) {
                         Ok((current, stat)) if current == new_data => {
                             info!("create {path}: an earlier attempt succeeded");
                             Ok((path.to_string(), stat))
@@ -349,16 +360,16 @@ impl RecoverableZooKeeper {
                 // The earlier attempt may still be on its way through the
                 // ensemble: catch the connected server up before looking.
                 if let Some(parent) = crate::zkutil::get_parent(tagged) {
-                    self.inner.zk.sync(parent)?;
+                    self.zk.sync(parent)?;
                 }
                 if let Some(previous) = self.find_previous_sequential_node(tagged)? {
-                    if let Some(stat) = self.inner.zk.exists(&previous, false)? {
+                    if let Some(stat) = self.zk.exists(&previous, false)? {
                         info!("create {path}: adopting {previous} from an earlier attempt");
                         return Ok((previous, stat));
                     }
                 }
             }
-            self.inner.zk.create2(tagged, data, acl, mode)
+            self.zk.create2(tagged, data, acl, mode)
         })
     }
 
@@ -373,7 +384,7 @@ impl RecoverableZooKeeper {
         };
         let (parent, node_prefix) = (&prefix[..slash], &prefix[slash + 1..]);
         let parent = if parent.is_empty() { "/" } else { parent };
-        let children = self.inner.zk.get_children(parent, false)?;
+        let children = self.zk.get_children(parent, false)?;
         Ok(children
             .into_iter()
             .find(|c| c.starts_with(node_prefix))
@@ -415,7 +426,7 @@ impl RecoverableZooKeeper {
             })
             .collect();
         let first = ops.first().map(Op::path).unwrap_or("/").to_string();
-        self.retrying("multi", &first, |_| self.inner.zk.multi(&ops))
+        self.retrying("multi", &first, |_| self.zk.multi(&ops))
     }
 }
 

@@ -1470,7 +1470,7 @@ fn async_calls_answer_on_the_event_thread_and_fail_fast_when_closed() {
         .unwrap();
     let (tx, rx) = crossbeam_channel::unbounded();
     let t = tx.clone();
-    zk.get_children_async(&root, move |r| {
+    zk.get_children_async(&root, None, move |r| {
         let on = thread::current().name().map(str::to_owned);
         t.send((format!("{r:?}"), on)).unwrap();
     });
@@ -1503,7 +1503,7 @@ fn async_calls_answer_on_the_event_thread_and_fail_fast_when_closed() {
     // After close: answered at once (on the caller's thread: there is no event
     // thread any more), never lost.
     let t = tx.clone();
-    zk.get_children_async("/", move |r| {
+    zk.get_children_async("/", None, move |r| {
         t.send((format!("{}", matches!(r, Err(Error::Closed))), None))
             .unwrap()
     });

@@ -24,6 +24,7 @@ use super::path::strip_chroot;
 use super::proto::{self, op, xid, ConnectResponse, Reader, ReplyHeader, Writer};
 use super::types::{EventType, KeeperState, State, WatchedEvent};
 use super::watches::{Kind, WatchManager, WatcherRef};
+use crate::deadline::Deadline;
 use crate::error::{Error, ZkError};
 use crate::util::{jitter, shuffle};
 
@@ -415,7 +416,13 @@ impl Shared {
     /// Sends a request without waiting (Java's async calls): `callback` gets the
     /// reply on the event thread, or `ConnectionLoss` at once when not connected
     /// (and when the connection is lost before the reply), or the session's end.
-    pub(crate) fn call_async(&self, opcode: i32, frame: Vec<u8>, callback: Callback) {
+    pub(crate) fn call_async(
+        &self,
+        opcode: i32,
+        frame: Vec<u8>,
+        reg: Option<WatchReg>,
+        callback: Callback,
+    ) {
         let state = self.state();
         if let Some(e) = Self::terminal_error(state) {
             // No event thread to answer on any more: answer here, never drop it.
@@ -427,7 +434,7 @@ impl Shared {
                 Err(Error::zk_code(ZkError::ConnectionLoss)),
             );
         }
-        let _ = self.send_to(opcode, frame, None, None, ReplyTo::Callback(callback));
+        let _ = self.send_to(opcode, frame, reg, None, ReplyTo::Callback(callback));
     }
 
     /// Writes a request frame on the current connection and queues where its
@@ -467,8 +474,14 @@ impl Shared {
 
     /// Sends a request and waits for its reply: waits for a connection first
     /// (up to `connect_wait`), then for the reply (up to `request_timeout`).
-    pub(crate) fn call(&self, opcode: i32, frame: Vec<u8>, reg: Option<WatchReg>) -> Reply {
-        self.call_inner(opcode, frame, reg, None)
+    pub(crate) fn call(
+        &self,
+        opcode: i32,
+        frame: Vec<u8>,
+        reg: Option<WatchReg>,
+        deadline: Deadline,
+    ) -> Reply {
+        self.call_inner(opcode, frame, reg, None, deadline)
     }
 
     /// A removeWatches request for the client path `path`. ZooKeeper 3.8 keeps one
@@ -478,8 +491,19 @@ impl Shared {
     /// persistent watch lives in both tables). So when the reply arrives, the
     /// connection thread sets those again with SetWatches from the reply's zxid:
     /// a change after the removal still fires them, none fires twice.
-    pub(crate) fn call_remove_watches(&self, frame: Vec<u8>, path: &str) -> Reply {
-        self.call_inner(op::REMOVE_WATCHES, frame, None, Some(path.to_string()))
+    pub(crate) fn call_remove_watches(
+        &self,
+        frame: Vec<u8>,
+        path: &str,
+        deadline: Deadline,
+    ) -> Reply {
+        self.call_inner(
+            op::REMOVE_WATCHES,
+            frame,
+            None,
+            Some(path.to_string()),
+            deadline,
+        )
     }
 
     fn call_inner(
@@ -488,18 +512,11 @@ impl Shared {
         frame: Vec<u8>,
         reg: Option<WatchReg>,
         rewatch: Option<String>,
+        deadline: Deadline,
     ) -> Reply {
-        // A caller's deadline (see `with_call_deadline`) caps both waits.
-        let limit = call_deadline();
-        let mut connect_by = deadline_after(self.settings.connect_wait);
-        if let Some(limit) = limit {
-            connect_by = connect_by.min(limit);
-        }
-        self.wait_connected(connect_by)?;
-        let mut reply_within = self.settings.request_timeout;
-        if let Some(limit) = limit {
-            reply_within = reply_within.min(limit.saturating_duration_since(Instant::now()));
-        }
+        // The caller's deadline caps both waits.
+        self.wait_connected(deadline.min_after(self.settings.connect_wait))?;
+        let reply_within = deadline.cap(self.settings.request_timeout);
         let rx = self.send(opcode, frame, reg, rewatch)?;
         match rx.recv_timeout(reply_within) {
             Ok(reply) => reply,
@@ -517,7 +534,7 @@ impl Shared {
     /// `add_auth`: remembered for reconnects; waits for the server's answer.
     pub(crate) fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
         self.auth.lock().push((scheme.to_string(), auth.to_vec()));
-        self.wait_connected(deadline_after(self.settings.connect_wait))?;
+        self.wait_connected(Deadline::never().min_after(self.settings.connect_wait))?;
         let (tx, rx) = crossbeam_channel::bounded(1);
         {
             let mut w = self.writer.lock();
@@ -1193,46 +1210,6 @@ fn set_watches_packets(tables: &[Vec<String>; 5], zxid: i64) -> Vec<Vec<u8>> {
     frames
 }
 
-thread_local! {
-    static CALL_DEADLINE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
-}
-
-/// The deadline set by [`with_call_deadline`] on this thread, if any.
-pub(crate) fn call_deadline() -> Option<Instant> {
-    CALL_DEADLINE.with(std::cell::Cell::get)
-}
-
-/// Runs `f` with every client call it makes on this thread bounded by
-/// `deadline` (the connection wait and the reply wait; `RecoverableZooKeeper`
-/// also stops retrying): how `try_acquire(timeout)` keeps its bound through a
-/// partition. A call cut short fails with `ConnectionLoss` (not connected in
-/// time) or `OperationTimeout` (no reply in time). Nested calls keep the
-/// earlier deadline.
-pub(crate) fn with_call_deadline<T>(deadline: Option<Instant>, f: impl FnOnce() -> T) -> T {
-    struct Restore(Option<Instant>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            CALL_DEADLINE.with(|c| c.set(self.0));
-        }
-    }
-    let previous = call_deadline();
-    let effective = match (previous, deadline) {
-        (Some(p), Some(d)) => Some(p.min(d)),
-        (p, d) => p.or(d),
-    };
-    let _restore = Restore(previous);
-    CALL_DEADLINE.with(|c| c.set(effective));
-    f()
-}
-
-/// `now + wait`, saturating (a `Duration::MAX` wait means "a very long time",
-/// not an overflow panic).
-fn deadline_after(wait: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(wait)
-        .unwrap_or_else(|| now + Duration::from_secs(86400 * 365))
-}
-
 fn auth_frame(scheme: &str, auth: &[u8]) -> Vec<u8> {
     let mut w = Writer::request(xid::AUTH, op::AUTH);
     w.i32(0).string(scheme).buffer(auth);
@@ -1299,11 +1276,5 @@ mod tests {
         assert_eq!(opcode, op::SET_WATCHES2);
         assert_eq!(t, persistent.to_vec());
         assert!(set_watches_packets(&Default::default(), 1).is_empty());
-    }
-
-    #[test]
-    fn deadlines_saturate() {
-        assert!(deadline_after(Duration::MAX) > Instant::now() + Duration::from_secs(86400));
-        assert!(deadline_after(Duration::ZERO) <= Instant::now());
     }
 }

@@ -47,8 +47,8 @@ use parking_lot::Mutex;
 
 pub use types::*;
 
+pub use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
-pub(crate) use conn::{call_deadline, with_call_deadline};
 use conn::{Settings, Shared, WatchReg};
 use path::{prepend_chroot, strip_chroot, ConnectString};
 use proto::{op, Reader, Writer};
@@ -88,6 +88,8 @@ pub const MAX_PACKET: usize = 0xfffff;
 #[derive(Clone)]
 pub struct ZooKeeper {
     handle: Arc<Handle>,
+    /// Ends every call of this handle (see [`ZooKeeper::with_deadline`]).
+    deadline: Deadline,
 }
 
 struct Handle {
@@ -236,6 +238,7 @@ impl ZooKeeperBuilder {
                 shared,
                 threads: Mutex::new(Some(threads)),
             }),
+            deadline: Deadline::never(),
         })
     }
 }
@@ -287,6 +290,39 @@ impl ZooKeeper {
 
     fn shared(&self) -> &Shared {
         &self.handle.shared
+    }
+
+    /// This session's handle with every call ended by `deadline` (or by the
+    /// handle's own deadline, if earlier): the wait for a connection fails with
+    /// `ConnectionLoss`, the wait for the reply with `OperationTimeout`. The
+    /// session is the same; only the calls made through the returned handle are
+    /// bounded. How a lock's `try_acquire(timeout)` keeps its bound through a
+    /// partition.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zklock::client::{Deadline, ZooKeeper};
+    /// # let zk = ZooKeeper::connect("127.0.0.1:2181", Duration::from_secs(10), |_e| {})?;
+    /// let bounded = zk.with_deadline(Deadline::after(Duration::from_millis(300)));
+    /// match bounded.exists("/config", false) {
+    ///     Ok(stat) => println!("{stat:?}"),
+    ///     Err(e) if e.is_retryable() => println!("no answer within 300 ms"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), zklock::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_deadline(&self, deadline: Deadline) -> ZooKeeper {
+        ZooKeeper {
+            handle: self.handle.clone(),
+            deadline: self.deadline.min(deadline),
+        }
+    }
+
+    /// The deadline this handle's calls end by ([`Deadline::never`] unless made
+    /// by [`with_deadline`](Self::with_deadline)).
+    pub fn deadline(&self) -> Deadline {
+        self.deadline
     }
 
     /// Waits until the client is connected, at most `timeout`.
@@ -357,7 +393,7 @@ impl ZooKeeper {
         }
         log::trace!("op {opcode} {path}");
         self.shared()
-            .call(opcode, w.finish(), reg)
+            .call(opcode, w.finish(), reg, self.deadline)
             .map_err(|e| with_path(e, path))
     }
 
@@ -497,27 +533,33 @@ impl ZooKeeper {
         self.shared().call_async(
             op::DELETE,
             w.finish(),
+            None,
             Box::new(move |reply| callback(reply.map(drop).map_err(|e| with_path(e, &p)))),
         );
     }
 
-    /// [`get_children`](Self::get_children) without waiting and without a watch;
-    /// `callback` gets the outcome on the event thread (see
-    /// [`delete_async`](Self::delete_async)).
+    /// [`get_children`](Self::get_children) without waiting; `callback` gets the
+    /// outcome on the event thread (see [`delete_async`](Self::delete_async)).
+    /// With `watcher`, a child watch is set for it, registered on the connection
+    /// thread together with the reply: an event for it can only come after the
+    /// callback has run.
     pub fn get_children_async(
         &self,
         path: &str,
+        watcher: Option<Arc<dyn Watcher>>,
         callback: impl FnOnce(Result<Vec<String>>) + Send + 'static,
     ) {
         if let Err(e) = path::validate_path(path, false) {
             return callback(Err(e));
         }
         let mut w = Writer::request(0, op::GET_CHILDREN);
-        w.string(&self.server_path(path)).bool(false);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watch_reg(false, Kind::Child, path, watcher);
         let p = path.to_string();
         self.shared().call_async(
             op::GET_CHILDREN,
             w.finish(),
+            reg,
             Box::new(move |reply| {
                 callback(
                     reply
@@ -528,16 +570,76 @@ impl ZooKeeper {
         );
     }
 
+    /// [`exists`](Self::exists) without waiting: `callback` gets the node's
+    /// `Stat` or `None` on the event thread (see
+    /// [`delete_async`](Self::delete_async)). With `watcher`, a watch is set as by
+    /// [`exists_watch`](Self::exists_watch), registered together with the reply.
+    pub fn exists_async(
+        &self,
+        path: &str,
+        watcher: Option<Arc<dyn Watcher>>,
+        callback: impl FnOnce(Result<Option<Stat>>) + Send + 'static,
+    ) {
+        if let Err(e) = path::validate_path(path, false) {
+            return callback(Err(e));
+        }
+        let mut w = Writer::request(0, op::EXISTS);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watch_reg(true, Kind::Data, path, watcher);
+        let p = path.to_string();
+        self.shared().call_async(
+            op::EXISTS,
+            w.finish(),
+            reg,
+            Box::new(move |reply| {
+                callback(match reply {
+                    Ok(body) => Reader::new(&body)
+                        .stat()
+                        .map(Some)
+                        .map_err(|_| marshalling(&p)),
+                    Err(e) if e.is(ZkError::NoNode) => Ok(None),
+                    Err(e) => Err(with_path(e, &p)),
+                })
+            }),
+        );
+    }
+
+    /// [`get_data`](Self::get_data) without waiting: `callback` gets the data and
+    /// `Stat` on the event thread (see [`delete_async`](Self::delete_async)). With
+    /// `watcher`, a data watch is set as by [`get_data_watch`](Self::get_data_watch)
+    /// (none when the node is missing), registered together with the reply.
+    pub fn get_data_async(
+        &self,
+        path: &str,
+        watcher: Option<Arc<dyn Watcher>>,
+        callback: impl FnOnce(Result<(Vec<u8>, Stat)>) + Send + 'static,
+    ) {
+        if let Err(e) = path::validate_path(path, false) {
+            return callback(Err(e));
+        }
+        let mut w = Writer::request(0, op::GET_DATA);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watch_reg(false, Kind::Data, path, watcher);
+        let p = path.to_string();
+        self.shared().call_async(
+            op::GET_DATA,
+            w.finish(),
+            reg,
+            Box::new(move |reply| {
+                callback(
+                    reply
+                        .map_err(|e| with_path(e, &p))
+                        .and_then(|body| read_data(&body).map_err(|_| marshalling(&p))),
+                )
+            }),
+        );
+    }
+
     fn exists_impl(&self, path: &str, watcher: Option<WatcherRef>) -> Result<Option<Stat>> {
         path::validate_path(path, false)?;
         let mut w = Writer::request(0, op::EXISTS);
         w.string(&self.server_path(path)).bool(watcher.is_some());
-        let reg = watcher.map(|watcher| WatchReg {
-            exists: true,
-            kind: Kind::Data,
-            path: path.to_string(),
-            watcher,
-        });
+        let reg = watch_reg(true, Kind::Data, path, watcher);
         match self.call(op::EXISTS, w, reg, path) {
             Ok(body) => Ok(Some(
                 Reader::new(&body).stat().map_err(|_| marshalling(path))?,
@@ -569,17 +671,9 @@ impl ZooKeeper {
         path::validate_path(path, false)?;
         let mut w = Writer::request(0, op::GET_DATA);
         w.string(&self.server_path(path)).bool(watcher.is_some());
-        let reg = watcher.map(|watcher| WatchReg {
-            exists: false,
-            kind: Kind::Data,
-            path: path.to_string(),
-            watcher,
-        });
+        let reg = watch_reg(false, Kind::Data, path, watcher);
         let body = self.call(op::GET_DATA, w, reg, path)?;
-        let mut r = Reader::new(&body);
-        let data = r.buffer().map_err(|_| marshalling(path))?;
-        let stat = r.stat().map_err(|_| marshalling(path))?;
-        Ok((data, stat))
+        read_data(&body).map_err(|_| marshalling(path))
     }
 
     /// The node's data and `Stat`. With `watch`, the default watcher is told of
@@ -636,12 +730,7 @@ impl ZooKeeper {
         };
         let mut w = Writer::request(0, opcode);
         w.string(&self.server_path(path)).bool(watcher.is_some());
-        let reg = watcher.map(|watcher| WatchReg {
-            exists: false,
-            kind: Kind::Child,
-            path: path.to_string(),
-            watcher,
-        });
+        let reg = watch_reg(false, Kind::Child, path, watcher);
         let body = self.call(opcode, w, reg, path)?;
         let mut r = Reader::new(&body);
         let children = r.strings().map_err(|_| marshalling(path))?;
@@ -804,7 +893,10 @@ impl ZooKeeper {
         if w.body_len() > MAX_PACKET {
             return Err(Error::BadArguments(format!("path too long: {path}")));
         }
-        match self.shared().call_remove_watches(w.finish(), path) {
+        match self
+            .shared()
+            .call_remove_watches(w.finish(), path, self.deadline)
+        {
             Ok(_) => {}
             // Fired or gone server-side meanwhile: removed all the same.
             Err(e) if e.is(ZkError::NoWatcher) => {}
@@ -1008,6 +1100,28 @@ pub enum ReplyKind {
     GetChildren,
     /// multi.
     Multi,
+}
+
+/// A watch registration for `watcher` on `path`, if any.
+fn watch_reg(
+    exists: bool,
+    kind: Kind,
+    path: &str,
+    watcher: Option<WatcherRef>,
+) -> Option<WatchReg> {
+    watcher.map(|watcher| WatchReg {
+        exists,
+        kind,
+        path: path.to_string(),
+        watcher,
+    })
+}
+
+/// A getData reply: the data and its `Stat`.
+fn read_data(body: &[u8]) -> std::result::Result<(Vec<u8>, Stat), proto::DecodeError> {
+    let mut r = Reader::new(body);
+    let data = r.buffer()?;
+    Ok((data, r.stat()?))
 }
 
 fn marshalling(path: &str) -> Error {

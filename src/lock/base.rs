@@ -12,9 +12,8 @@ use parking_lot::{Mutex, RwLock};
 use super::kind::LockKind;
 use super::kind::{distance, sequence_of_child};
 use super::{AcquiredLock, InterProcessLock, LockEvent, LockListener, MetadataHandler};
-use crate::client::with_call_deadline;
 use crate::client::{
-    Acl, CreateMode, EventType, KeeperState, Stat, State as ClientState, WatchedEvent,
+    Acl, CreateMode, Deadline, EventType, KeeperState, Stat, State as ClientState, WatchedEvent,
 };
 use crate::error::{Error, Result, ZkError};
 use crate::listener::ZooKeeperListener;
@@ -258,7 +257,7 @@ fn remove_async(zkw: ZooKeeperWatcher, attempt: Attempt, done: crossbeam_channel
                 Some(i) => (prefix[..i.max(1)].to_string(), prefix[i + 1..].to_string()),
                 None => return,
             };
-            zk.get_children_async(&parent.clone(), move |r| match r {
+            zk.get_children_async(&parent.clone(), None, move |r| match r {
                 Ok(children) => match children.iter().find(|c| c.starts_with(&name_prefix)) {
                     Some(c) => {
                         remove_async(zkw, Attempt::Node(zkutil::join_znode(&parent, c)), done)
@@ -434,7 +433,11 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         let cut_short =
             |e: &Error| e.is_retryable() && deadline.is_some_and(|d| Instant::now() >= d);
         let tagged = tagged_prefix(&zkutil::join_znode(&self.parent, K::PREFIX));
-        let (path, stat) = match with_call_deadline(deadline, || self.create_lock_znode(&tagged)) {
+        let rzk = self
+            .zkw
+            .recoverable_zookeeper()
+            .with_deadline(deadline.map_or(Deadline::never(), Deadline::at));
+        let (path, stat) = match self.create_lock_znode(&rzk, &tagged) {
             Ok(created) => created,
             Err(e) => {
                 // The create may have reached the server with its reply lost:
@@ -445,7 +448,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 return if cut_short(&e) { Ok(None) } else { Err(e) };
             }
         };
-        let outcome = match with_call_deadline(deadline, || self.wait_for_lock(&path, deadline)) {
+        let outcome = match self.wait_for_lock(&rzk, &path, deadline) {
             Err(e) if cut_short(&e) => Ok(Waited::TimedOut),
             other => other,
         };
@@ -496,8 +499,11 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
 
     /// HBase's `createLockZNode`: an ephemeral sequential child under `tagged`
     /// (`<parent>/<kind><tag>-`), creating the lock znode's parents when missing.
-    fn create_lock_znode(&self, tagged: &str) -> Result<(String, Stat)> {
-        let rzk = self.zkw.recoverable_zookeeper();
+    fn create_lock_znode(
+        &self,
+        rzk: &RecoverableZooKeeper,
+        tagged: &str,
+    ) -> Result<(String, Stat)> {
         let create = || {
             rzk.create_sequential_tagged(
                 tagged,
@@ -516,7 +522,12 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     }
 
     /// Loops until `my_path` holds the lock or the deadline passes.
-    fn wait_for_lock(&self, my_path: &str, deadline: Option<Instant>) -> Result<Waited> {
+    fn wait_for_lock(
+        &self,
+        rzk: &RecoverableZooKeeper,
+        my_path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Waited> {
         let my_node = zkutil::get_node_name(my_path);
         if sequence_of_child(my_node, K::PREFIX).is_none() {
             return Err(Error::BadArguments(format!(
@@ -532,8 +543,8 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         let own_listener: Arc<dyn ZooKeeperListener> = own.clone();
         let mut watching_own = false;
         let result = self.wait_rounds(
+            rzk,
             my_path,
-            my_node,
             deadline,
             &own,
             &own_listener,
@@ -547,14 +558,14 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
 
     fn wait_rounds(
         &self,
+        rzk: &RecoverableZooKeeper,
         my_path: &str,
-        my_node: &str,
         deadline: Option<Instant>,
         own: &OwnNodeWatch,
         own_listener: &Arc<dyn ZooKeeperListener>,
         watching_own: &mut bool,
     ) -> Result<Waited> {
-        let rzk = self.zkw.recoverable_zookeeper();
+        let my_node = zkutil::get_node_name(my_path);
         let lost = || Error::LockLost {
             path: my_path.to_string(),
         };
@@ -587,7 +598,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 // Once per attempt: learn at once if our own node is reaped.
                 self.zkw.register_listener(own_listener.clone());
                 *watching_own = true;
-                if !zkutil::set_watch_if_node_exists(&self.zkw, my_path)? {
+                if !zkutil::set_watch_if_node_exists_rzk(rzk, my_path)? {
                     return Err(lost());
                 }
             }
@@ -600,7 +611,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 if own.gone.load(Ordering::SeqCst) {
                     return Err(lost());
                 }
-                if !zkutil::set_watch_if_node_exists(&self.zkw, &watch_path)? {
+                if !zkutil::set_watch_if_node_exists_rzk(rzk, &watch_path)? {
                     return Ok(true);
                 }
                 let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
