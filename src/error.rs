@@ -287,6 +287,13 @@ pub enum Error {
         /// The lock's znode.
         lock: String,
     },
+    /// A lock's `acquire` was cancelled from another thread (see
+    /// [`ZkInterProcessLockBase::cancel`](crate::lock::ZkInterProcessLockBase::cancel));
+    /// the attempt left no node behind.
+    Cancelled {
+        /// The lock's znode.
+        lock: String,
+    },
     /// The handle was closed.
     Closed,
     /// An I/O error outside a ZooKeeper session (the test harness, a local file).
@@ -315,6 +322,7 @@ impl Clone for Error {
             Error::LockNotHeld { lock } => Error::LockNotHeld { lock: lock.clone() },
             Error::LockLost { path } => Error::LockLost { path: path.clone() },
             Error::LockBusy { lock } => Error::LockBusy { lock: lock.clone() },
+            Error::Cancelled { lock } => Error::Cancelled { lock: lock.clone() },
             Error::Closed => Error::Closed,
             Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
         }
@@ -383,6 +391,7 @@ impl fmt::Display for Error {
                     "lock {lock} is already held or being acquired by this instance"
                 )
             }
+            Error::Cancelled { lock } => write!(f, "acquiring lock {lock} was cancelled"),
             Error::Closed => f.write_str("the zookeeper handle is closed"),
             Error::Io(e) => write!(f, "i/o error: {e}"),
         }

@@ -137,6 +137,34 @@ impl fmt::Debug for ZooKeeper {
     }
 }
 
+/// A [`ZooKeeper`] handle that does not keep the session alive (see
+/// [`ZooKeeper::downgrade`]): the session ends when the last strong handle is
+/// dropped or closed, whatever weak handles remain.
+#[derive(Clone)]
+pub struct WeakZooKeeper {
+    handle: std::sync::Weak<Handle>,
+    deadline: Deadline,
+}
+
+impl WeakZooKeeper {
+    /// The session's handle, while some strong handle still exists.
+    pub fn upgrade(&self) -> Option<ZooKeeper> {
+        self.handle.upgrade().map(|handle| ZooKeeper {
+            handle,
+            deadline: self.deadline,
+        })
+    }
+}
+
+impl fmt::Debug for WeakZooKeeper {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never upgrade here: a temporary strong handle could become the last.
+        f.debug_struct("WeakZooKeeper")
+            .field("alive", &(self.handle.strong_count() > 0))
+            .finish()
+    }
+}
+
 /// Builds a [`ZooKeeper`] with non-default settings.
 ///
 /// ```no_run
@@ -323,6 +351,16 @@ impl ZooKeeper {
     /// by [`with_deadline`](Self::with_deadline)).
     pub fn deadline(&self) -> Deadline {
         self.deadline
+    }
+
+    /// A handle that does not keep the session alive: what a watcher registered
+    /// on this session keeps, so that it forms no cycle through the client's
+    /// watch table.
+    pub fn downgrade(&self) -> WeakZooKeeper {
+        WeakZooKeeper {
+            handle: Arc::downgrade(&self.handle),
+            deadline: self.deadline,
+        }
     }
 
     /// Waits until the client is connected, at most `timeout`.
