@@ -2,25 +2,28 @@
 //! lock kind.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use log::{debug, info, warn};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use super::kind::LockKind;
 use super::kind::{distance, sequence_of_child};
-use super::{AcquiredLock, InterProcessLock, LockEvent, LockListener, MetadataHandler};
-use crate::client::{
-    Acl, CreateMode, Deadline, EventType, KeeperState, Stat, State as ClientState, WatchedEvent,
-};
+use super::removal::{remove_and_wait, remove_in_background, Attempt};
+use super::watch::{NodeWatch, Shared, WaitWatcher};
+use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
+use crate::client::{Acl, CreateMode, Deadline, Stat, Watcher};
 use crate::error::{Error, Result, ZkError};
-use crate::listener::ZooKeeperListener;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
-use crate::tracker::DeletionListener;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
+
+/// How long past its timeout a `try_acquire` lets the ZooKeeper calls of its
+/// attempt run (the create and each listing), unless set with
+/// [`ZkInterProcessLockBase::with_call_grace`].
+pub const DEFAULT_CALL_GRACE: Duration = Duration::from_secs(2);
 
 /// The state of one lock instance.
 enum State {
@@ -28,16 +31,10 @@ enum State {
     Acquiring,
     Held {
         lock: AcquiredLock,
-        watch: Arc<dyn ZooKeeperListener>,
+        /// The watch on the held node (with a lock listener, or when the wait
+        /// already set it).
+        watch: Option<Arc<NodeWatch>>,
     },
-}
-
-/// Shared between the lock and its held-lock listener (no `ZooKeeperWatcher`
-/// inside: no reference cycle through the watcher's registry).
-struct Shared {
-    state: Mutex<State>,
-    lost: AtomicBool,
-    listener: RwLock<Option<Arc<dyn LockListener>>>,
 }
 
 impl std::fmt::Debug for State {
@@ -50,240 +47,64 @@ impl std::fmt::Debug for State {
     }
 }
 
-impl Shared {
-    fn tell(&self, path: &str, event: LockEvent) {
-        let l = self.listener.read().clone();
-        if let Some(l) = l {
-            l.lock_event(path, event);
-        }
-    }
+/// A step of an attempt, told to a test hook (see
+/// [`ZkInterProcessLockBase::with_step_hook`]) with the attempt's node path (empty
+/// before it exists): how tests put a fault or a deletion at an exact point of
+/// the attempt instead of hoping for a race.
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockStep {
+    /// Before the attempt's node is created.
+    Creating,
+    /// The node was created.
+    Created,
+    /// The lock znode's children were listed (each round).
+    Listed,
+    /// The watch on the node waited for is set; the wait starts.
+    Watching,
+    /// The wait ended (woken, or out of time).
+    Woken,
+    /// The listing showed the lock is this attempt's; the held node is not
+    /// watched yet.
+    Granted,
+    /// The grant is complete; `acquire` returns next.
+    Held,
 }
 
-/// Watches a held lock: connection events and its own node's deletion.
-struct HeldWatch {
-    path: String,
-    shared: Arc<Shared>,
-    in_doubt: AtomicBool,
-    rzk: RecoverableZooKeeper,
-}
+#[cfg(feature = "testing")]
+type StepHook = Arc<dyn Fn(LockStep, &str) + Send + Sync>;
 
-impl HeldWatch {
-    fn lose(&self, why: &str) {
-        if !self.shared.lost.swap(true, Ordering::SeqCst) {
-            warn!("lock {} lost: {why}", self.path);
-            self.shared.tell(&self.path, LockEvent::Lost);
+/// Calls the test hook, when the `testing` feature is on and one is set.
+macro_rules! step {
+    ($self:expr, $step:ident, $path:expr) => {
+        #[cfg(feature = "testing")]
+        if let Some(hook) = &$self.step_hook {
+            hook(LockStep::$step, $path);
         }
-    }
-}
-
-impl ZooKeeperListener for HeldWatch {
-    fn node_deleted(&self, path: &str) {
-        if path == self.path {
-            self.lose("its node was deleted");
-        }
-    }
-
-    fn node_data_changed(&self, path: &str) {
-        // Someone wrote to our node: the one-shot watch is spent; set it again.
-        if path == self.path {
-            if let Ok(false) = zkutil::set_watch_if_node_exists_rzk(&self.rzk, path) {
-                self.lose("its node was deleted");
-            }
-        }
-    }
-
-    fn connection_event(&self, event: &WatchedEvent) {
-        if event.event_type != EventType::None {
-            return;
-        }
-        let lost = self.shared.lost.load(Ordering::SeqCst);
-        match event.keeper_state {
-            KeeperState::Disconnected if !lost && !self.in_doubt.swap(true, Ordering::SeqCst) => {
-                info!("lock {} in doubt: disconnected", self.path);
-                self.shared.tell(&self.path, LockEvent::InDoubt);
-            }
-            KeeperState::SyncConnected if !lost && self.in_doubt.swap(false, Ordering::SeqCst) => {
-                info!(
-                    "lock {} restored: reconnected within the session",
-                    self.path
-                );
-                self.shared.tell(&self.path, LockEvent::Restored);
-            }
-            KeeperState::Expired => self.lose("the session expired"),
-            KeeperState::Closed => self.lose("the session was closed"),
-            KeeperState::AuthFailed => self.lose("authentication failed"),
-            _ => {}
-        }
-    }
-
-    fn path(&self) -> Option<&str> {
-        Some(&self.path)
-    }
-}
-
-/// Watches a waiting attempt's own node: if it is deleted (reaped) while the
-/// attempt waits on another node, the wait ends with `LockLost` at once.
-struct OwnNodeWatch {
-    path: String,
-    rzk: RecoverableZooKeeper,
-    waiting_on: Mutex<Option<Arc<DeletionListener>>>,
-    gone: AtomicBool,
-}
-
-impl OwnNodeWatch {
-    fn gone(&self) {
-        self.gone.store(true, Ordering::SeqCst);
-        if let Some(l) = self.waiting_on.lock().as_ref() {
-            l.release(Some(Error::LockLost {
-                path: self.path.clone(),
-            }));
-        }
-    }
-}
-
-impl ZooKeeperListener for OwnNodeWatch {
-    fn node_deleted(&self, path: &str) {
-        if path == self.path {
-            self.gone();
-        }
-    }
-
-    fn node_data_changed(&self, path: &str) {
-        if path == self.path {
-            if let Ok(false) = zkutil::set_watch_if_node_exists_rzk(&self.rzk, path) {
-                self.gone();
-            }
-        }
-    }
-
-    fn path(&self) -> Option<&str> {
-        Some(&self.path)
-    }
-}
-
-/// What a failed attempt left behind: its node, or (when the create's reply was
-/// lost) the tagged prefix its node carries.
-#[derive(Debug, Clone)]
-enum Attempt {
-    Node(String),
-    Tag(String),
-}
-
-/// Removes an attempt's node once the connection is back, when removing it
-/// failed with a recoverable error (Curator's "guaranteed delete"). Registered
-/// on the watcher; unregisters itself when done or when the session ends (its
-/// ephemeral node then goes with it).
-struct Sweeper {
-    attempt: Attempt,
-    zkw: Mutex<Option<ZooKeeperWatcher>>,
-    me: Mutex<Weak<Sweeper>>,
-}
-
-impl Sweeper {
-    fn start(zkw: &ZooKeeperWatcher, attempt: Attempt) {
-        if zkw.state().is_terminal() {
-            return; // ephemeral: gone with the session
-        }
-        let sweeper = Arc::new(Sweeper {
-            attempt,
-            zkw: Mutex::new(Some(zkw.clone())),
-            me: Mutex::new(Weak::new()),
-        });
-        *sweeper.me.lock() = Arc::downgrade(&sweeper);
-        info!(
-            "will remove {:?} when the connection is back",
-            sweeper.attempt
-        );
-        zkw.register_listener(sweeper.clone());
-        // Reconnected before the registration: do not wait for the next time.
-        if zkw.state() == ClientState::Connected {
-            sweeper.sweep();
-        }
-    }
-
-    /// Hands the removal back to `remove_async` (which starts a new sweeper if it
-    /// fails again) and retires this one.
-    fn sweep(&self) {
-        if let Some(zkw) = self.finish() {
-            let (done, _) = crossbeam_channel::bounded(1);
-            remove_async(zkw, self.attempt.clone(), done);
-        }
-    }
-
-    fn finish(&self) -> Option<ZooKeeperWatcher> {
-        let zkw = self.zkw.lock().take()?;
-        if let Some(me) = self.me.lock().upgrade() {
-            let me: Arc<dyn ZooKeeperListener> = me;
-            zkw.unregister_listener(&me);
-        }
-        Some(zkw)
-    }
-}
-
-impl ZooKeeperListener for Sweeper {
-    fn connection_event(&self, event: &WatchedEvent) {
-        match event.keeper_state {
-            KeeperState::SyncConnected => self.sweep(),
-            KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed => {
-                self.finish();
-            }
-            _ => {}
-        }
-    }
-}
-
-/// How long a failed attempt waits for its node's removal before returning; the
-/// removal goes on without it (or after the reconnect).
-const REMOVAL_WAIT: Duration = Duration::from_millis(250);
-
-/// Removes an attempt's node without blocking (async calls, answered on the event
-/// thread); when the connection is lost first, a [`Sweeper`] removes it after the
-/// reconnect. `done` is told once the removal is settled here.
-fn remove_async(zkw: ZooKeeperWatcher, attempt: Attempt, done: crossbeam_channel::Sender<()>) {
-    let zk = zkw.zookeeper().clone();
-    match attempt.clone() {
-        Attempt::Node(path) => zk.delete_async(&path.clone(), None, move |r| {
-            match r {
-                Err(e) if e.is_retryable() => Sweeper::start(&zkw, attempt),
-                Err(e) if !e.is(ZkError::NoNode) && !e.is_fatal() => {
-                    warn!("could not remove lock node {path}: {e}")
-                }
-                _ => {}
-            }
-            let _ = done.send(());
-        }),
-        Attempt::Tag(prefix) => {
-            let (parent, name_prefix) = match prefix.rfind('/') {
-                Some(i) => (prefix[..i.max(1)].to_string(), prefix[i + 1..].to_string()),
-                None => return,
-            };
-            zk.get_children_async(&parent.clone(), None, move |r| match r {
-                Ok(children) => match children.iter().find(|c| c.starts_with(&name_prefix)) {
-                    Some(c) => {
-                        remove_async(zkw, Attempt::Node(zkutil::join_znode(&parent, c)), done)
-                    }
-                    None => {
-                        let _ = done.send(());
-                    }
-                },
-                Err(e) => {
-                    if e.is_retryable() {
-                        Sweeper::start(&zkw, attempt);
-                    }
-                    let _ = done.send(());
-                }
-            })
-        }
-    }
+    };
 }
 
 /// How a wait ended.
 enum Waited {
-    /// Held; `watched` when a data watch is already set on our own node.
-    Held {
-        watched: bool,
-    },
+    /// Held; the own-node watch, when the wait set one.
+    Held(Option<Arc<NodeWatch>>),
     TimedOut,
+}
+
+/// The bounds of one attempt: `wait` ends the waiting for predecessors, `calls`
+/// every ZooKeeper call (retries included).
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    wait: Deadline,
+    calls: Deadline,
+}
+
+impl Bounds {
+    /// A recoverable error from a call that its deadline cut short: the attempt
+    /// ran out of time.
+    fn cut_short(&self, e: &Error) -> bool {
+        e.is_retryable() && self.calls.is_past()
+    }
 }
 
 /// HBase's `ZKInterProcessLockBase`: one lock instance (read or write, by `K`)
@@ -295,14 +116,30 @@ enum Waited {
 /// is one would-be holder: share it between threads only to hand the lock over
 /// (it is not reentrant); give each thread its own instance to contend.
 ///
-/// Costs: an uncontended `acquire` + `release` is 3 ZooKeeper requests (create,
-/// get children, delete). A wait adds a `get_data` watch on the node waited for
-/// per round, one on the attempt's own node (so a reaped waiter fails at once),
-/// and, with a [`MetadataHandler`], a `get_data` of the holder's metadata per
-/// round. A [lock listener](Self::with_lock_listener) adds one watch on the held
-/// node when the grant needed no wait.
+/// # Costs
+/// An uncontended `acquire` + `release` is 3 ZooKeeper requests (create, get
+/// children, delete). A contended hand-off between two of one kind is 5 and one
+/// notification, as in Curator: the waiter's create, get children and `get_data`
+/// watch on its predecessor; after the predecessor's deletion, get children
+/// again; its own delete. Waiting behind a node of the other kind adds one
+/// watch on the attempt's own node (a reaper of one kind leaves the other
+/// kind's nodes in place: the watch makes a reaped waiter fail at once). A
+/// [`MetadataHandler`] adds a `get_data` of the holder's metadata per round; a
+/// [lock listener](Self::with_lock_listener) adds one watch on the held node
+/// when the wait did not set it.
 ///
-/// Dropping an instance that holds the lock releases it.
+/// # Waiting and threads
+/// The waiting thread does every ZooKeeper call; watches wake it through a
+/// per-watch watcher registered together with the request's reply, never
+/// through the `ZooKeeperWatcher`'s listener registry (which
+/// `unregister_all_listeners` may empty). The client's event thread never waits
+/// on the network for a lock.
+///
+/// # Dropping
+/// Dropping an instance that holds the lock releases it in the background
+/// ([`release_in_background`](InterProcessLock::release_in_background)): the drop
+/// never waits on the network, even during a partition; the node is removed
+/// when the server answers, or after the reconnect, or with the session.
 #[doc(alias = "ZKInterProcessLockBase")]
 pub struct ZkInterProcessLockBase<K: LockKind> {
     zkw: ZooKeeperWatcher,
@@ -310,6 +147,10 @@ pub struct ZkInterProcessLockBase<K: LockKind> {
     metadata: Vec<u8>,
     handler: Option<Arc<dyn MetadataHandler>>,
     shared: Arc<Shared>,
+    state: Mutex<State>,
+    call_grace: Duration,
+    #[cfg(feature = "testing")]
+    step_hook: Option<StepHook>,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -318,7 +159,43 @@ impl<K: LockKind> std::fmt::Debug for ZkInterProcessLockBase<K> {
         f.debug_struct("ZkInterProcessLockBase")
             .field("kind", &K::PREFIX)
             .field("parent", &self.parent)
-            .field("state", &*self.shared.state.lock())
+            .field("state", &*self.state.lock())
+            .finish()
+    }
+}
+
+/// Cancels a lock instance's `acquire` from another thread (see
+/// [`ZkInterProcessLockBase::canceller`]). `Clone`, `Send`, `Sync`; holds no
+/// session.
+#[derive(Clone)]
+pub struct LockCanceller {
+    shared: Arc<Shared>,
+    lock: String,
+}
+
+impl LockCanceller {
+    /// Ends the instance's `acquire`/`try_acquire` in progress with
+    /// [`Error::Cancelled`] (its node removed), and every later one: a cancelled
+    /// instance stays cancelled (make a new instance to acquire again). A lock
+    /// already held stays held.
+    pub fn cancel(&self) {
+        if !self.shared.cancelled.swap(true, Ordering::SeqCst) {
+            info!("acquiring lock {} cancelled", self.lock);
+        }
+        self.shared.wake.wake();
+    }
+
+    /// Whether [`cancel`](Self::cancel) was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared.cancelled.load(Ordering::SeqCst)
+    }
+}
+
+impl std::fmt::Debug for LockCanceller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockCanceller")
+            .field("lock", &self.lock)
+            .field("cancelled", &self.is_cancelled())
             .finish()
     }
 }
@@ -342,11 +219,11 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             parent: parent.to_string(),
             metadata: metadata.to_vec(),
             handler,
-            shared: Arc::new(Shared {
-                state: Mutex::new(State::Idle),
-                lost: AtomicBool::new(false),
-                listener: RwLock::new(None),
-            }),
+            shared: Arc::new(Shared::default()),
+            state: Mutex::new(State::Idle),
+            call_grace: DEFAULT_CALL_GRACE,
+            #[cfg(feature = "testing")]
+            step_hook: None,
             _kind: PhantomData,
         })
     }
@@ -354,9 +231,27 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// Tells `listener` what happens to the lock while held: in doubt on
     /// disconnect, restored on reconnect, lost on session expiry or close, or
     /// when its node is deleted (e.g. reaped by another process: the lock keeps a
-    /// watch on its node while a listener is set).
+    /// watch on its node while a listener is set). Called on the client's event
+    /// thread (or, for a change that came before `acquire` returned, on the
+    /// acquiring thread), in order: keep it short.
     pub fn with_lock_listener(self, listener: impl LockListener + 'static) -> Self {
         *self.shared.listener.write() = Some(Arc::new(listener));
+        self
+    }
+
+    /// How long past its timeout a [`try_acquire`](InterProcessLock::try_acquire)
+    /// lets the ZooKeeper calls of its attempt run (default
+    /// [`DEFAULT_CALL_GRACE`]). See `try_acquire` for the bound it makes.
+    pub fn with_call_grace(mut self, grace: Duration) -> Self {
+        self.call_grace = grace;
+        self
+    }
+
+    /// Calls `hook` at each [`LockStep`] of an attempt, on the acquiring thread
+    /// (feature `testing`).
+    #[cfg(feature = "testing")]
+    pub fn with_step_hook(mut self, hook: impl Fn(LockStep, &str) + Send + Sync + 'static) -> Self {
+        self.step_hook = Some(Arc::new(hook));
         self
     }
 
@@ -370,15 +265,26 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         &self.metadata
     }
 
-    fn deadline(timeout: Option<Duration>) -> Option<Instant> {
-        // A timeout too large for an Instant waits forever.
-        timeout.and_then(|t| Instant::now().checked_add(t))
+    /// Ends the `acquire` in progress on another thread with
+    /// [`Error::Cancelled`], and every later one (see [`LockCanceller::cancel`]).
+    pub fn cancel(&self) {
+        self.canceller().cancel();
     }
 
-    /// acquire / try_acquire: `None` waits until held or the session ends.
-    fn try_acquire_until(&self, deadline: Option<Instant>) -> Result<bool> {
+    /// A handle that cancels this instance's `acquire` from another thread, for a
+    /// service shutting down. ([`ZooKeeperWatcher::close`] ends every waiting
+    /// attempt of the session too, with `Closed`.)
+    pub fn canceller(&self) -> LockCanceller {
+        LockCanceller {
+            shared: self.shared.clone(),
+            lock: self.parent.clone(),
+        }
+    }
+
+    /// acquire / try_acquire.
+    fn try_acquire_within(&self, bounds: Bounds) -> Result<bool> {
         {
-            let mut st = self.shared.state.lock();
+            let mut st = self.state.lock();
             if !matches!(*st, State::Idle) {
                 return Err(Error::LockBusy {
                     lock: self.parent.clone(),
@@ -386,31 +292,13 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             }
             *st = State::Acquiring;
         }
-        let result = self.acquire_node(deadline);
-        let mut st = self.shared.state.lock();
+        self.shared.lost.store(false, Ordering::SeqCst);
+        let result = self.attempt(bounds);
+        let mut st = self.state.lock();
         match result {
-            Ok(Some(lock)) => {
-                self.shared.lost.store(false, Ordering::SeqCst);
-                let held = Arc::new(HeldWatch {
-                    path: lock.path.clone(),
-                    shared: self.shared.clone(),
-                    in_doubt: AtomicBool::new(false),
-                    rzk: self.zkw.recoverable_zookeeper().clone(),
-                });
-                let watch: Arc<dyn ZooKeeperListener> = held.clone();
-                self.zkw.register_listener(watch.clone());
+            Ok(Some((lock, watch))) => {
                 debug!("acquired {}", lock.path);
                 *st = State::Held { lock, watch };
-                drop(st);
-                // A connection event between the grant and the registration
-                // above was not seen by the watch: catch up from the state.
-                match self.zkw.state() {
-                    s if s.is_terminal() => held.lose("the session ended"),
-                    ClientState::Connecting => {
-                        held.connection_event(&WatchedEvent::state(KeeperState::Disconnected))
-                    }
-                    _ => {}
-                }
                 Ok(true)
             }
             Ok(None) => {
@@ -424,77 +312,107 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         }
     }
 
+    fn check_cancelled(&self) -> Result<()> {
+        if self.shared.cancelled.load(Ordering::SeqCst) {
+            return Err(Error::Cancelled {
+                lock: self.parent.clone(),
+            });
+        }
+        Ok(())
+    }
+
     /// Creates this attempt's node and waits; every exit that does not hold the
     /// lock removes the node (later, on reconnect, if it cannot now).
-    fn acquire_node(&self, deadline: Option<Instant>) -> Result<Option<AcquiredLock>> {
+    fn attempt(&self, bounds: Bounds) -> Result<Option<(AcquiredLock, Option<Arc<NodeWatch>>)>> {
         self.zkw.check_session()?;
-        // Every ZooKeeper call of the attempt (retries included) ends by the
-        // deadline; a call it cuts short makes the attempt a timeout.
-        let cut_short =
-            |e: &Error| e.is_retryable() && deadline.is_some_and(|d| Instant::now() >= d);
+        self.check_cancelled()?;
+        let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
         let tagged = tagged_prefix(&zkutil::join_znode(&self.parent, K::PREFIX));
-        let rzk = self
-            .zkw
-            .recoverable_zookeeper()
-            .with_deadline(deadline.map_or(Deadline::never(), Deadline::at));
+        step!(self, Creating, "");
         let (path, stat) = match self.create_lock_znode(&rzk, &tagged) {
             Ok(created) => created,
             Err(e) => {
                 // The create may have reached the server with its reply lost:
                 // find the node by its tag and remove it.
                 if e.is_retryable() {
-                    self.remove_attempt(Attempt::Tag(tagged));
+                    remove_and_wait(&self.zkw, Attempt::Tag(tagged));
                 }
-                return if cut_short(&e) { Ok(None) } else { Err(e) };
+                return if bounds.cut_short(&e) {
+                    Ok(None)
+                } else {
+                    Err(e)
+                };
             }
         };
-        let outcome = match self.wait_for_lock(&rzk, &path, deadline) {
-            Err(e) if cut_short(&e) => Ok(Waited::TimedOut),
-            other => other,
-        };
-        match outcome {
-            Ok(Waited::Held { watched }) => {
-                if !watched && self.shared.listener.read().is_some() {
-                    // Watch our node so a deletion (reaping) is told as Lost.
-                    match zkutil::set_watch_if_node_exists(&self.zkw, &path) {
-                        Ok(true) => {}
-                        Ok(false) => return Err(Error::LockLost { path }),
-                        Err(e) => {
-                            self.remove_attempt(Attempt::Node(path));
-                            return Err(e);
-                        }
-                    }
-                }
+        step!(self, Created, &path);
+        match self.grant(&rzk, &path, bounds) {
+            Ok(Some(watch)) => {
                 let sequence =
                     sequence_of_child(zkutil::get_node_name(&path), K::PREFIX).unwrap_or(0);
-                Ok(Some(AcquiredLock {
-                    path,
-                    version: stat.version,
-                    czxid: stat.czxid,
-                    sequence,
-                }))
+                step!(self, Held, &path);
+                Ok(Some((
+                    AcquiredLock {
+                        path,
+                        version: stat.version,
+                        czxid: stat.czxid,
+                        sequence,
+                    },
+                    watch,
+                )))
             }
-            Ok(Waited::TimedOut) => {
+            Ok(None) => {
                 info!("unable to acquire {} in time; removing {path}", self.parent);
-                self.remove_attempt(Attempt::Node(path));
+                remove_and_wait(&self.zkw, Attempt::Node(path));
                 Ok(None)
             }
             Err(e) => {
-                self.remove_attempt(Attempt::Node(path));
-                Err(e)
+                remove_and_wait(&self.zkw, Attempt::Node(path));
+                if bounds.cut_short(&e) {
+                    Ok(None)
+                } else {
+                    Err(e)
+                }
             }
         }
     }
 
-    /// Removes a failed attempt's node: waits up to [`REMOVAL_WAIT`] for it, then
-    /// lets it finish in the background (or after the reconnect).
-    fn remove_attempt(&self, attempt: Attempt) {
-        if self.zkw.state().is_terminal() {
-            return; // ephemeral: gone with the session
+    /// Waits for the lock, then makes the grant watched when it must be:
+    /// `Ok(Some(watch))` held, `Ok(None)` out of time.
+    fn grant(
+        &self,
+        rzk: &RecoverableZooKeeper,
+        path: &str,
+        bounds: Bounds,
+    ) -> Result<Option<Option<Arc<NodeWatch>>>> {
+        let own = match self.wait_for_lock(rzk, path, bounds)? {
+            Waited::TimedOut => return Ok(None),
+            Waited::Held(own) => own,
+        };
+        step!(self, Granted, path);
+        let lost = || Error::LockLost {
+            path: path.to_string(),
+        };
+        let watch = match own {
+            Some(own) => Some(own),
+            None if self.shared.listener.read().is_some() => {
+                // Watch the held node so that a deletion (reaping) is told as
+                // Lost: registered with the reply, so a deletion from here on
+                // fires it, and one before it shows as a missing node.
+                let own = NodeWatch::new(path, &self.shared, rzk.zookeeper());
+                if rzk.exists_watch(path, &own.watcher())?.is_none() {
+                    return Err(lost());
+                }
+                Some(own)
+            }
+            None => None,
+        };
+        if let Some(w) = &watch {
+            if !w.hold() {
+                return Err(lost());
+            }
+            w.check_session(self.zkw.state());
         }
-        let (done, removed) = crossbeam_channel::bounded(1);
-        remove_async(self.zkw.clone(), attempt, done);
-        let _ = removed.recv_timeout(REMOVAL_WAIT);
+        Ok(Some(watch))
     }
 
     /// HBase's `createLockZNode`: an ephemeral sequential child under `tagged`
@@ -514,19 +432,20 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         };
         match create() {
             Err(e) if e.is(ZkError::NoNode) => {
-                zkutil::create_with_parents(&self.zkw, &self.parent)?;
+                create_with_parents(rzk, &self.parent)?;
                 create()
             }
             other => other,
         }
     }
 
-    /// Loops until `my_path` holds the lock or the deadline passes.
+    /// Loops until `my_path` holds the lock, the wait runs out, or the attempt
+    /// ends (session, cancel, our node reaped).
     fn wait_for_lock(
         &self,
         rzk: &RecoverableZooKeeper,
         my_path: &str,
-        deadline: Option<Instant>,
+        bounds: Bounds,
     ) -> Result<Waited> {
         let my_node = zkutil::get_node_name(my_path);
         if sequence_of_child(my_node, K::PREFIX).is_none() {
@@ -534,109 +453,82 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 "lock node {my_path} has no sequence number"
             )));
         }
-        let own = Arc::new(OwnNodeWatch {
-            path: my_path.to_string(),
-            rzk: self.zkw.recoverable_zookeeper().clone(),
-            waiting_on: Mutex::new(None),
-            gone: AtomicBool::new(false),
-        });
-        let own_listener: Arc<dyn ZooKeeperListener> = own.clone();
-        let mut watching_own = false;
-        let result = self.wait_rounds(
-            rzk,
-            my_path,
-            deadline,
-            &own,
-            &own_listener,
-            &mut watching_own,
-        );
-        if watching_own {
-            self.zkw.unregister_listener(&own_listener);
-        }
-        result
-    }
-
-    fn wait_rounds(
-        &self,
-        rzk: &RecoverableZooKeeper,
-        my_path: &str,
-        deadline: Option<Instant>,
-        own: &OwnNodeWatch,
-        own_listener: &Arc<dyn ZooKeeperListener>,
-        watching_own: &mut bool,
-    ) -> Result<Waited> {
-        let my_node = zkutil::get_node_name(my_path);
         let lost = || Error::LockLost {
             path: my_path.to_string(),
         };
+        let waiter: Arc<dyn Watcher> = Arc::new(WaitWatcher(self.shared.clone()));
+        let mut own: Option<Arc<NodeWatch>> = None;
         loop {
             self.zkw.check_session()?;
+            self.check_cancelled()?;
             let children = match rzk.get_children(&self.parent, false) {
                 Ok(c) => c,
                 Err(e) if e.is(ZkError::NoNode) => Vec::new(),
                 Err(e) => return Err(e),
             };
-            if !children.iter().any(|c| c == my_node) || own.gone.load(Ordering::SeqCst) {
+            step!(self, Listed, my_path);
+            if !children.iter().any(|c| c == my_node) || own.as_ref().is_some_and(|o| o.is_gone()) {
                 return Err(lost());
             }
             let Some(to_watch) = K::get_lock_path(my_node, &children) else {
-                return Ok(Waited::Held {
-                    watched: *watching_own,
-                });
+                return Ok(Waited::Held(own));
             };
             if let Some(holder) = K::lock_holder(my_node, &children) {
                 self.handle_lock_metadata(
+                    rzk,
                     &zkutil::join_znode(&self.parent, &holder),
                     self.handler.as_deref(),
                 );
             }
             // Check the deadline before setting any watch.
-            if deadline.is_some_and(|d| d <= Instant::now()) {
+            if bounds.wait.is_past() {
                 return Ok(Waited::TimedOut);
             }
-            if !*watching_own {
-                // Once per attempt: learn at once if our own node is reaped.
-                self.zkw.register_listener(own_listener.clone());
-                *watching_own = true;
-                if !zkutil::set_watch_if_node_exists_rzk(rzk, my_path)? {
+            if own.is_none() && !to_watch.starts_with(K::PREFIX) {
+                // Behind the other kind: a reaper of our kind would leave the
+                // node we wait for in place; watch our own node to learn it at
+                // once. (Behind our own kind, a reaper removes us first, newest
+                // first, and our predecessor's deletion then wakes us.)
+                let w = NodeWatch::new(my_path, &self.shared, rzk.zookeeper());
+                if rzk.exists_watch(my_path, &w.watcher())?.is_none() {
                     return Err(lost());
                 }
+                own = Some(w);
             }
             let watch_path = zkutil::join_znode(&self.parent, &to_watch);
-            let listener = Arc::new(DeletionListener::new(&self.zkw, &watch_path));
-            let as_listener: Arc<dyn ZooKeeperListener> = listener.clone();
-            self.zkw.register_listener(as_listener.clone());
-            *own.waiting_on.lock() = Some(listener.clone());
-            let waited = (|| {
-                if own.gone.load(Ordering::SeqCst) {
-                    return Err(lost());
-                }
-                if !zkutil::set_watch_if_node_exists_rzk(rzk, &watch_path)? {
-                    return Ok(true);
-                }
-                let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                if !listener.await_deletion(remaining) {
-                    return Ok(false);
-                }
-                match listener.exception() {
-                    Some(e) => Err(e),
-                    None => Ok(true),
-                }
-            })();
-            *own.waiting_on.lock() = None;
-            self.zkw.unregister_listener(&as_listener);
-            if !waited? {
+            self.shared.wake.arm();
+            // A cancel or a deletion of our node just before `arm` woke nobody:
+            // both are flagged before their wake-up, so look once more.
+            self.check_cancelled()?;
+            if own.as_ref().is_some_and(|o| o.is_gone()) {
+                return Err(lost());
+            }
+            // getData, not exists: no watch is left behind when it is gone.
+            match rzk.get_data_watch(&watch_path, &waiter) {
+                Ok(_) => {}
+                Err(e) if e.is(ZkError::NoNode) => continue,
+                Err(e) => return Err(e),
+            }
+            step!(self, Watching, my_path);
+            let woken = self.shared.wake.wait(bounds.wait);
+            step!(self, Woken, my_path);
+            if !woken && !self.shared.cancelled.load(Ordering::SeqCst) {
                 return Ok(Waited::TimedOut);
             }
         }
     }
 
     /// HBase's `handleLockMetadata`: passes `node`'s metadata to `handler`.
-    fn handle_lock_metadata(&self, node: &str, handler: Option<&dyn MetadataHandler>) -> bool {
+    fn handle_lock_metadata(
+        &self,
+        rzk: &RecoverableZooKeeper,
+        node: &str,
+        handler: Option<&dyn MetadataHandler>,
+    ) -> bool {
         let Some(handler) = handler else {
             return false;
         };
-        match self.zkw.recoverable_zookeeper().get_data(node, false) {
+        match rzk.get_data(node, false) {
             Ok((data, _)) => {
                 handler.handle_metadata(&data);
                 true
@@ -682,21 +574,52 @@ fn own_kind_by_sequence<K: LockKind>(children: &[String]) -> Vec<(i32, &String)>
     mine
 }
 
+/// `ZKUtil.createWithParents` through a (bounded) `RecoverableZooKeeper`.
+fn create_with_parents(rzk: &RecoverableZooKeeper, znode: &str) -> Result<()> {
+    if znode == "/" {
+        return Ok(());
+    }
+    match rzk.create(znode, &[], Acl::open_unsafe(), CreateMode::Persistent) {
+        Ok(_) => Ok(()),
+        Err(e) if e.is(ZkError::NodeExists) => Ok(()),
+        Err(e) if e.is(ZkError::NoNode) => {
+            if let Some(parent) = zkutil::get_parent(znode) {
+                create_with_parents(rzk, parent)?;
+            }
+            create_with_parents(rzk, znode)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
     fn acquire(&self) -> Result<()> {
-        self.try_acquire_until(None).map(drop)
+        self.try_acquire_within(Bounds {
+            wait: Deadline::never(),
+            calls: Deadline::never(),
+        })
+        .map(drop)
     }
 
+    /// Waits at most `timeout` for the nodes ahead of this attempt, as HBase's
+    /// `tryAcquire(timeoutMs)`: `try_acquire(Duration::ZERO)` takes a free lock
+    /// whenever the server answers. The ZooKeeper calls of the attempt (its
+    /// create, each listing, the held node's watch) get a grace past `timeout`
+    /// ([`with_call_grace`](Self::with_call_grace), default
+    /// [`DEFAULT_CALL_GRACE`]), so the call returns within `timeout` + grace
+    /// through any partition, plus up to 250 ms to remove its node when it
+    /// fails. A call cut short by that bound makes the attempt a timeout
+    /// (`Ok(false)`), not an error.
     fn try_acquire(&self, timeout: Duration) -> Result<bool> {
-        match Self::deadline(Some(timeout)) {
-            Some(d) => self.try_acquire_until(Some(d)),
-            None => self.try_acquire_until(None),
-        }
+        self.try_acquire_within(Bounds {
+            wait: Deadline::after(timeout),
+            calls: Deadline::after(timeout.saturating_add(self.call_grace)),
+        })
     }
 
     fn release(&self) -> Result<()> {
         let (lock, watch) = {
-            let st = self.shared.state.lock();
+            let st = self.state.lock();
             match &*st {
                 State::Held { lock, watch } => (lock.clone(), watch.clone()),
                 _ => {
@@ -707,16 +630,18 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             }
         };
         // Our own delete must not look like a loss.
-        self.zkw.unregister_listener(&watch);
+        if let Some(w) = &watch {
+            w.release();
+        }
         let lost = |this: &Self| {
-            *this.shared.state.lock() = State::Idle;
+            *this.state.lock() = State::Idle;
             Err(Error::LockLost {
                 path: lock.path.clone(),
             })
         };
         if self.shared.lost.load(Ordering::SeqCst) {
             // Known lost (expiry, reaping): make sure nothing is left, then say so.
-            self.remove_attempt(Attempt::Node(lock.path.clone()));
+            remove_and_wait(&self.zkw, Attempt::Node(lock.path.clone()));
             return lost(self);
         }
         match self
@@ -725,7 +650,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             .delete(&lock.path, Some(lock.version))
         {
             Ok(()) => {
-                *self.shared.state.lock() = State::Idle;
+                *self.state.lock() = State::Idle;
                 debug!("released {}", lock.path);
                 Ok(())
             }
@@ -733,10 +658,32 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             Err(e) => {
                 // Still held as far as we know (e.g. retries spent): let the caller
                 // retry the release.
-                self.zkw.register_listener(watch);
+                if let Some(w) = &watch {
+                    w.unrelease();
+                }
                 Err(e)
             }
         }
+    }
+
+    fn release_in_background(&self) {
+        let lock = {
+            let mut st = self.state.lock();
+            match std::mem::replace(&mut *st, State::Idle) {
+                State::Held { lock, watch } => {
+                    if let Some(w) = watch {
+                        w.release();
+                    }
+                    lock
+                }
+                other => {
+                    *st = other;
+                    return;
+                }
+            }
+        };
+        debug!("releasing {} in the background", lock.path);
+        remove_in_background(&self.zkw, Attempt::Node(lock.path));
     }
 
     fn reap_expired_locks(&self, expire_after: Duration) -> Result<()> {
@@ -794,19 +741,23 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             if K::get_lock_path(child, &children).is_none() {
                 info!("lock {} is held by {child}", self.parent);
             }
-            self.handle_lock_metadata(&zkutil::join_znode(&self.parent, child), Some(handler));
+            self.handle_lock_metadata(
+                self.zkw.recoverable_zookeeper(),
+                &zkutil::join_znode(&self.parent, child),
+                Some(handler),
+            );
         }
         Ok(())
     }
 
     fn is_held(&self) -> bool {
-        matches!(*self.shared.state.lock(), State::Held { .. })
+        matches!(*self.state.lock(), State::Held { .. })
             && !self.shared.lost.load(Ordering::SeqCst)
             && !self.zkw.state().is_terminal()
     }
 
     fn acquired_lock(&self) -> Option<AcquiredLock> {
-        match &*self.shared.state.lock() {
+        match &*self.state.lock() {
             State::Held { lock, .. } => Some(lock.clone()),
             _ => None,
         }
@@ -815,12 +766,8 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
 
 impl<K: LockKind> Drop for ZkInterProcessLockBase<K> {
     fn drop(&mut self) {
-        // A held lock whose instance goes away: release best-effort rather than
-        // hold the lock until the session ends.
-        if matches!(*self.shared.state.lock(), State::Held { .. }) {
-            if let Err(e) = self.release() {
-                warn!("releasing {} on drop failed: {e}", self.parent);
-            }
-        }
+        // A held lock whose instance goes away: release it without waiting on
+        // the network (a drop during a partition must not block).
+        self.release_in_background();
     }
 }

@@ -43,12 +43,17 @@
 
 mod base;
 mod kind;
+mod removal;
 mod rw;
+mod watch;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-pub use base::ZkInterProcessLockBase;
+#[cfg(feature = "testing")]
+pub use base::LockStep;
+pub use base::{LockCanceller, ZkInterProcessLockBase, DEFAULT_CALL_GRACE};
 pub use kind::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
 pub use rw::ZkInterProcessReadWriteLock;
 
@@ -158,6 +163,18 @@ pub trait InterProcessLock: Send + Sync {
     /// expiry, reaping) — the instance is then free for a new `acquire`.
     fn release(&self) -> Result<()>;
 
+    /// Gives the lock up without waiting on the network: the instance stops
+    /// holding it at once and its node is removed in the background (when the
+    /// server answers, after a reconnect, or with the session). What dropping a
+    /// guard or a held lock does. Nothing when not held.
+    ///
+    /// The default calls [`release`](InterProcessLock::release) and logs an error.
+    fn release_in_background(&self) {
+        if let Err(e) = self.release() {
+            log::warn!("releasing a lock failed: {e}");
+        }
+    }
+
     /// Deletes this kind's lock nodes created more than `expire_after` ago, by
     /// the server's clock.
     ///
@@ -207,6 +224,34 @@ pub trait InterProcessLock: Send + Sync {
     {
         Ok(self.try_acquire(timeout)?.then(|| LockGuard::new(self)))
     }
+
+    /// [`acquire`](InterProcessLock::acquire) on a shared instance, returning a
+    /// guard that owns its `Arc`: store it (HBase's `TableLock` shape) and
+    /// release it from another call site or thread.
+    ///
+    /// # Errors
+    /// As [`acquire`](InterProcessLock::acquire).
+    fn lock_owned(self: Arc<Self>) -> Result<OwnedLockGuard>
+    where
+        Self: Sized + 'static,
+    {
+        self.acquire()?;
+        Ok(OwnedLockGuard::new(self))
+    }
+
+    /// [`try_acquire`](InterProcessLock::try_acquire) on a shared instance,
+    /// returning an [`OwnedLockGuard`], or `None` when `timeout` ran out.
+    ///
+    /// # Errors
+    /// As [`acquire`](InterProcessLock::acquire).
+    fn try_lock_owned_for(self: Arc<Self>, timeout: Duration) -> Result<Option<OwnedLockGuard>>
+    where
+        Self: Sized + 'static,
+    {
+        Ok(self
+            .try_acquire(timeout)?
+            .then(|| OwnedLockGuard::new(self)))
+    }
 }
 
 /// HBase's `InterProcessReadWriteLock`: makes read and write locks on one znode.
@@ -221,36 +266,87 @@ pub trait InterProcessReadWriteLock {
     fn write_lock(&self, metadata: &[u8]) -> Self::WriteLock;
 }
 
-/// Holds a lock until dropped (or [`unlock`](LockGuard::unlock)ed).
-///
-/// Dropping releases best-effort and logs a failure at warn; `unlock` returns it.
-#[must_use = "if unused the lock is released immediately"]
-#[clippy::has_significant_drop]
-pub struct LockGuard<'a> {
-    lock: &'a dyn InterProcessLock,
+/// The grant a guard was made for, and whether it was given back.
+#[derive(Debug)]
+struct Grant {
     acquired: Option<AcquiredLock>,
     released: bool,
 }
 
-impl<'a> LockGuard<'a> {
-    fn new(lock: &'a dyn InterProcessLock) -> LockGuard<'a> {
-        LockGuard {
+impl Grant {
+    fn of(lock: &dyn InterProcessLock) -> Grant {
+        Grant {
             acquired: lock.acquired_lock(),
-            lock,
             released: false,
         }
     }
 
-    /// The fencing token of this grant (see [`AcquiredLock::fencing_token`]).
-    pub fn fencing_token(&self) -> i64 {
+    fn fencing_token(&self) -> i64 {
         self.acquired
             .as_ref()
             .map_or(0, AcquiredLock::fencing_token)
     }
 
+    /// Whether the instance still holds this grant (not a later one of the same
+    /// instance).
+    fn is_current(&self, lock: &dyn InterProcessLock) -> bool {
+        let current = lock.acquired_lock();
+        current.is_some()
+            && current.as_ref().map(|a| &a.path) == self.acquired.as_ref().map(|a| &a.path)
+    }
+
+    /// Releases synchronously, only the grant this guard was made for.
+    fn unlock(&mut self, lock: &dyn InterProcessLock) -> Result<()> {
+        self.released = true;
+        if !self.is_current(lock) {
+            return Err(crate::Error::LockNotHeld {
+                lock: self
+                    .acquired
+                    .as_ref()
+                    .map_or_else(String::new, |a| a.path.clone()),
+            });
+        }
+        lock.release()
+    }
+
+    /// On drop: releases in the background, never waiting on the network.
+    fn drop_release(&mut self, lock: &dyn InterProcessLock) {
+        if !self.released && self.is_current(lock) {
+            lock.release_in_background();
+        }
+    }
+}
+
+/// Holds a lock until dropped (or [`unlock`](LockGuard::unlock)ed).
+///
+/// Dropping releases in the background
+/// ([`release_in_background`](InterProcessLock::release_in_background)): a drop
+/// never waits on the network, not during a partition, not while unwinding from
+/// a panic. [`unlock`](LockGuard::unlock) releases synchronously and returns the
+/// error.
+#[must_use = "if unused the lock is released immediately"]
+#[clippy::has_significant_drop]
+pub struct LockGuard<'a> {
+    lock: &'a dyn InterProcessLock,
+    grant: Grant,
+}
+
+impl<'a> LockGuard<'a> {
+    fn new(lock: &'a dyn InterProcessLock) -> LockGuard<'a> {
+        LockGuard {
+            grant: Grant::of(lock),
+            lock,
+        }
+    }
+
+    /// The fencing token of this grant (see [`AcquiredLock::fencing_token`]).
+    pub fn fencing_token(&self) -> i64 {
+        self.grant.fencing_token()
+    }
+
     /// The granted lock.
     pub fn acquired_lock(&self) -> Option<&AcquiredLock> {
-        self.acquired.as_ref()
+        self.grant.acquired.as_ref()
     }
 
     /// Whether the lock is still held (false once known lost).
@@ -264,46 +360,105 @@ impl<'a> LockGuard<'a> {
     /// As [`InterProcessLock::release`]; `LockNotHeld` when the instance no longer
     /// holds this guard's grant (released through the instance meanwhile).
     pub fn unlock(mut self) -> Result<()> {
-        self.released = true;
-        self.release_own_grant()
-    }
-
-    /// Releases only if the instance still holds the grant this guard was made
-    /// for (not a later grant of the same instance).
-    fn release_own_grant(&self) -> Result<()> {
-        let current = self.lock.acquired_lock();
-        if current.is_none()
-            || current.as_ref().map(|a| &a.path) != self.acquired.as_ref().map(|a| &a.path)
-        {
-            return Err(crate::Error::LockNotHeld {
-                lock: self
-                    .acquired
-                    .as_ref()
-                    .map_or_else(String::new, |a| a.path.clone()),
-            });
-        }
-        self.lock.release()
+        self.grant.unlock(self.lock)
     }
 }
 
 impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
-        if !self.released {
-            if let Err(e) = self.release_own_grant() {
-                log::warn!(
-                    "releasing {:?} on drop failed: {e}",
-                    self.acquired.as_ref().map(|a| &a.path)
-                );
-            }
-        }
+        self.grant.drop_release(self.lock);
     }
 }
 
 impl fmt::Debug for LockGuard<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
-            .field("acquired", &self.acquired)
-            .field("released", &self.released)
+            .field("acquired", &self.grant.acquired)
+            .field("released", &self.grant.released)
+            .finish()
+    }
+}
+
+/// A [`LockGuard`] that owns its lock instance through an `Arc` (see
+/// [`InterProcessLock::lock_owned`]): `'static`, so it can be stored in a struct
+/// and released from another call site or thread, as HBase's `TableLock` does
+/// with `acquire()` and `release()`.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use zklock::lock::{InterProcessLock, OwnedLockGuard, ZkInterProcessWriteLock};
+/// # let zkw = zklock::ZooKeeperWatcher::connect("127.0.0.1:2181", "doc", None)?;
+/// struct TableLock {
+///     lock: Arc<ZkInterProcessWriteLock>,
+///     held: Option<OwnedLockGuard>,
+/// }
+/// let mut t = TableLock {
+///     lock: Arc::new(ZkInterProcessWriteLock::new(&zkw, "/locks/t", b"alter", None)?),
+///     held: None,
+/// };
+/// t.held = Some(t.lock.clone().lock_owned()?); // acquire here ...
+/// if let Some(g) = t.held.take() {
+///     g.unlock()?; // ... release there
+/// }
+/// # Ok::<(), zklock::Error>(())
+/// ```
+#[must_use = "if unused the lock is released immediately"]
+#[clippy::has_significant_drop]
+pub struct OwnedLockGuard {
+    lock: Arc<dyn InterProcessLock>,
+    grant: Grant,
+}
+
+impl OwnedLockGuard {
+    fn new(lock: Arc<dyn InterProcessLock>) -> OwnedLockGuard {
+        OwnedLockGuard {
+            grant: Grant::of(&*lock),
+            lock,
+        }
+    }
+
+    /// The fencing token of this grant (see [`AcquiredLock::fencing_token`]).
+    pub fn fencing_token(&self) -> i64 {
+        self.grant.fencing_token()
+    }
+
+    /// The granted lock.
+    pub fn acquired_lock(&self) -> Option<&AcquiredLock> {
+        self.grant.acquired.as_ref()
+    }
+
+    /// Whether the lock is still held (false once known lost).
+    pub fn is_held(&self) -> bool {
+        self.lock.is_held()
+    }
+
+    /// The lock instance.
+    pub fn lock(&self) -> &Arc<dyn InterProcessLock> {
+        &self.lock
+    }
+
+    /// Releases the lock, returning the error (see [`LockGuard::unlock`]).
+    ///
+    /// # Errors
+    /// As [`LockGuard::unlock`].
+    pub fn unlock(mut self) -> Result<()> {
+        let lock = self.lock.clone();
+        self.grant.unlock(&*lock)
+    }
+}
+
+impl Drop for OwnedLockGuard {
+    fn drop(&mut self) {
+        let lock = self.lock.clone();
+        self.grant.drop_release(&*lock);
+    }
+}
+
+impl fmt::Debug for OwnedLockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedLockGuard")
+            .field("acquired", &self.grant.acquired)
+            .field("released", &self.grant.released)
             .finish()
     }
 }
