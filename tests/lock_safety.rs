@@ -1,0 +1,556 @@
+//! Lock safety under load and partitions (issue 9), against a real server: a
+//! deletion at every step of a grant, `try_acquire(0)`, bounds with a stall at
+//! every step, drops that never wait, cancellation, waits that the listener
+//! registry cannot strand, owned guards, no deadline side channel.
+//!
+//! Races are made deterministic with the lock's step hook
+//! (`ZkInterProcessLockBase::with_step_hook`): the fault is put at an exact step
+//! of the attempt.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::client::{WatchedEvent, ZooKeeper};
+use zklock::lock::{
+    InterProcessLock, InterProcessReadWriteLock, LockEvent, LockStep, ZkInterProcessReadLock,
+    ZkInterProcessReadWriteLock, ZkInterProcessWriteLock,
+};
+use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
+use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
+
+fn init_log() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
+fn watcher(servers: &str, session: Duration) -> ZooKeeperWatcher {
+    init_log();
+    ZooKeeperWatcher::builder(servers)
+        .with_identifier("lock-safety")
+        .with_session_timeout(session)
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .connect()
+        .expect("connect")
+}
+
+fn zkw() -> ZooKeeperWatcher {
+    watcher(&shared_server().connect_string(), Duration::from_secs(6))
+}
+
+fn raw() -> ZooKeeper {
+    ZooKeeper::connect(
+        &shared_server().connect_string(),
+        Duration::from_secs(6),
+        |_e: WatchedEvent| {},
+    )
+    .expect("raw connect")
+}
+
+fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
+    match zk.get_children(path, false) {
+        Ok(mut c) => {
+            c.sort();
+            c
+        }
+        Err(e) if e.is(ZkError::NoNode) => Vec::new(),
+        Err(e) => panic!("get_children {path}: {e}"),
+    }
+}
+
+type Events = Arc<Mutex<Vec<LockEvent>>>;
+
+fn recorder() -> (Events, impl Fn(&str, LockEvent) + Send + Sync + 'static) {
+    let events: Events = Arc::default();
+    let e = events.clone();
+    (events, move |_p: &str, ev: LockEvent| {
+        e.lock().unwrap().push(ev)
+    })
+}
+
+/// A hook that runs `action` with the node path the first time `step` comes.
+fn at_step(
+    step: LockStep,
+    action: impl Fn(&str) + Send + Sync + 'static,
+) -> impl Fn(LockStep, &str) + Send + Sync + 'static {
+    let done = AtomicBool::new(false);
+    move |s, path| {
+        if s == step && !done.swap(true, Ordering::SeqCst) {
+            action(path);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. A deletion of the node at any step of the grant is never missed
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_deletion_at_any_step_of_an_uncontended_grant_is_never_missed() {
+    let zkw = zkw();
+    let reaper = raw();
+    for step in [
+        LockStep::Created,
+        LockStep::Listed,
+        LockStep::Granted,
+        LockStep::Held,
+    ] {
+        let root = unique_root("grant-delete");
+        let (events, listener) = recorder();
+        let r = reaper.clone();
+        let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None)
+            .unwrap()
+            .with_lock_listener(listener)
+            .with_step_hook(at_step(step, move |path| r.delete(path, None).unwrap()));
+        match lock.acquire() {
+            // Deleted before the grant was watched: the attempt fails.
+            Err(Error::LockLost { .. }) => {
+                assert_ne!(step, LockStep::Held, "{step:?}");
+                assert!(!lock.is_held());
+            }
+            // Deleted after: the holder is told, and stops believing it holds.
+            Ok(()) => {
+                assert_eq!(step, LockStep::Held, "{step:?}: acquire succeeded");
+                assert!(
+                    eventually(Duration::from_secs(5), || !lock.is_held()),
+                    "{step:?}: is_held() stayed true with the node gone"
+                );
+                assert_eq!(*events.lock().unwrap(), [LockEvent::Lost], "{step:?}");
+                assert!(matches!(lock.release(), Err(Error::LockLost { .. })));
+            }
+            Err(e) => panic!("{step:?}: {e}"),
+        }
+        assert!(children(&reaper, &root).is_empty(), "{step:?}");
+    }
+}
+
+#[test]
+fn a_deletion_at_any_step_of_a_contended_grant_is_never_missed() {
+    let zkw = zkw();
+    let holder_zkw = self::zkw();
+    let reaper = raw();
+    for step in [
+        LockStep::Listed,
+        LockStep::Watching,
+        LockStep::Woken,
+        LockStep::Granted,
+    ] {
+        let root = unique_root("contended-delete");
+        let holder = ZkInterProcessWriteLock::new(&holder_zkw, &root, b"h", None).unwrap();
+        holder.acquire().unwrap();
+        let (events, listener) = recorder();
+        let r = reaper.clone();
+        // The holder lets go once the waiter is waiting.
+        let holder = Arc::new(holder);
+        let h = holder.clone();
+        let waiting = Arc::new(AtomicBool::new(false));
+        let w = waiting.clone();
+        let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None)
+            .unwrap()
+            .with_lock_listener(listener)
+            .with_step_hook(move |s, path| {
+                if s == LockStep::Watching && !w.swap(true, Ordering::SeqCst) {
+                    h.release().unwrap();
+                }
+                if s == step && (step != LockStep::Listed || w.load(Ordering::SeqCst)) {
+                    let _ = r.delete(path, None);
+                }
+            });
+        match lock.acquire() {
+            Err(Error::LockLost { .. }) => assert!(!lock.is_held()),
+            Ok(()) => panic!("{step:?}: acquired with its node deleted ({events:?})"),
+            Err(e) => panic!("{step:?}: {e}"),
+        }
+        assert!(events.lock().unwrap().is_empty(), "{step:?}");
+        assert!(children(&reaper, &root).is_empty(), "{step:?}");
+    }
+}
+
+#[test]
+fn a_waiter_behind_the_other_kind_reaped_while_waiting_fails_at_once() {
+    let zkw = zkw();
+    let root = unique_root("reaped-reader");
+    let writer = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"w", None).unwrap();
+    writer.acquire().unwrap();
+    let reaper = raw();
+    let reader = ZkInterProcessReadLock::new(&zkw, &root, b"r", None)
+        .unwrap()
+        .with_step_hook(at_step(LockStep::Watching, move |path| {
+            reaper.delete(path, None).unwrap()
+        }));
+    let t = Instant::now();
+    assert!(matches!(reader.acquire(), Err(Error::LockLost { .. })));
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert!(writer.is_held(), "the other kind's holder is untouched");
+    writer.release().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// 6. try_acquire(0) and the bound of try_acquire(t)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn try_acquire_zero_takes_a_free_lock_every_time() {
+    let zkw = zkw();
+    let root = unique_root("try-zero");
+    let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None).unwrap();
+    let mut taken = 0;
+    for _ in 0..200 {
+        if lock.try_acquire(Duration::ZERO).unwrap() {
+            taken += 1;
+            lock.release().unwrap();
+        }
+    }
+    assert_eq!(taken, 200, "try_acquire(0) on a free lock");
+    // On a held lock: false at once, and no node left behind.
+    let other = ZkInterProcessWriteLock::new(&zkw, &root, b"o", None).unwrap();
+    other.acquire().unwrap();
+    for _ in 0..20 {
+        assert!(!lock.try_acquire(Duration::ZERO).unwrap());
+    }
+    assert_eq!(children(&raw(), &root).len(), 1);
+    other.release().unwrap();
+}
+
+#[test]
+fn try_acquire_keeps_its_bound_when_a_stall_starts_at_any_step() {
+    let grace = Duration::from_millis(400);
+    let timeout = Duration::from_millis(300);
+    // The documented bound: timeout + grace + up to 250 ms to remove the node;
+    // plus slack for a loaded machine.
+    let bound = timeout + grace + Duration::from_millis(250 + 500);
+    let steps = [
+        LockStep::Creating,
+        LockStep::Created,
+        LockStep::Listed,
+        LockStep::Granted,
+        LockStep::Held,
+    ];
+    for with_listener in [false, true] {
+        for step in steps {
+            let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+            let zkw = watcher(&proxy.connect_string(), Duration::from_secs(8));
+            let root = unique_root("stall-step");
+            zklock::zkutil::create_with_parents(&zkw, &root).unwrap();
+            let p = Arc::new(proxy);
+            let p2 = p.clone();
+            let mut lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None)
+                .unwrap()
+                .with_call_grace(grace)
+                .with_step_hook(at_step(step, move |_| p2.stall()));
+            if with_listener {
+                lock = lock.with_lock_listener(|_p: &str, _e: LockEvent| {});
+            }
+            let t = Instant::now();
+            let r = lock.try_acquire(timeout);
+            let took = t.elapsed();
+            assert!(
+                took < bound,
+                "stall at {step:?} (listener: {with_listener}): took {took:?}, bound {bound:?}"
+            );
+            match r {
+                // Granted when no call was left to make after the stall began.
+                Ok(true) => assert!(
+                    step == LockStep::Held
+                        || (!with_listener && matches!(step, LockStep::Listed | LockStep::Granted)),
+                    "granted through a stall at {step:?} (listener: {with_listener})"
+                ),
+                Ok(false) => {}
+                Err(e) => panic!("stall at {step:?} (listener: {with_listener}): {e}"),
+            }
+            p.reset();
+            if lock.is_held() {
+                lock.release().unwrap();
+            }
+            let zk = raw();
+            assert!(
+                eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()),
+                "stall at {step:?}: a node was left behind: {:?}",
+                children(&zk, &root)
+            );
+            drop(lock);
+            zkw.close().unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_contended_try_acquire_keeps_its_bound_when_a_stall_starts_while_it_waits() {
+    let grace = Duration::from_millis(400);
+    let timeout = Duration::from_millis(500);
+    let bound = timeout + grace + Duration::from_millis(250 + 500);
+    for step in [LockStep::Listed, LockStep::Watching] {
+        let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+        let zkw = watcher(&proxy.connect_string(), Duration::from_secs(8));
+        let root = unique_root("stall-wait");
+        let holder = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"h", None).unwrap();
+        holder.acquire().unwrap();
+        let p = Arc::new(proxy);
+        let p2 = p.clone();
+        let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None)
+            .unwrap()
+            .with_call_grace(grace)
+            .with_step_hook(at_step(step, move |_| p2.stall()));
+        let t = Instant::now();
+        let r = lock.try_acquire(timeout);
+        let took = t.elapsed();
+        assert!(matches!(r, Ok(false)), "{step:?}: {r:?}");
+        assert!(took < bound, "stall at {step:?}: took {took:?}");
+        p.reset();
+        holder.release().unwrap();
+        let zk = raw();
+        assert!(eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()));
+        zkw.close().unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 3. Drop never waits on the network
+// ---------------------------------------------------------------------------
+
+#[test]
+fn dropping_a_held_guard_or_lock_during_a_stall_returns_at_once_and_the_node_goes_after() {
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let session = Duration::from_secs(4);
+    let zkw = watcher(&proxy.connect_string(), session);
+    let zk = raw();
+    let root = unique_root("drop-stall");
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &root, None).unwrap();
+
+    // A guard.
+    let lock = rw.write_lock(b"guard");
+    let guard = lock.lock().unwrap();
+    proxy.stall();
+    let t = Instant::now();
+    drop(guard);
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_millis(100),
+        "guard drop took {took:?}"
+    );
+    assert!(!lock.is_held());
+
+    // A held lock instance.
+    proxy.pass();
+    let lock2 = rw.write_lock(b"instance");
+    wait_for_no_children_but(&zk, &root, 0);
+    lock2.acquire().unwrap();
+    proxy.stall();
+    let t = Instant::now();
+    drop(lock2);
+    let took = t.elapsed();
+    assert!(took < Duration::from_millis(100), "lock drop took {took:?}");
+
+    // A guard dropped while unwinding from a panic.
+    proxy.pass();
+    wait_for_no_children_but(&zk, &root, 0);
+    let lock3 = Arc::new(rw.write_lock(b"panic"));
+    let l3 = lock3.clone();
+    let p = Arc::new(proxy);
+    let p2 = p.clone();
+    let took = thread::spawn(move || {
+        /// Notes when the unwinding reaches it: dropped just before the guard.
+        struct Mark(Arc<Mutex<Option<Instant>>>);
+        impl Drop for Mark {
+            fn drop(&mut self) {
+                *self.0.lock().unwrap() = Some(Instant::now());
+            }
+        }
+        let t = Arc::new(Mutex::new(None::<Instant>));
+        let t2 = t.clone();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _guard = l3.lock().unwrap();
+            let _mark = Mark(t2);
+            p2.stall();
+            panic!("worker failed while holding the lock");
+        }));
+        // The guard's drop is the last thing the unwinding did.
+        let dropped = t.lock().unwrap().unwrap().elapsed();
+        assert!(r.is_err());
+        dropped
+    })
+    .join()
+    .unwrap();
+    assert!(
+        took < Duration::from_millis(100),
+        "unwinding drop took {took:?}"
+    );
+
+    // Past the read timeout the client reconnects; the nodes are removed then.
+    thread::sleep(session * 2 / 3 + Duration::from_millis(300));
+    p.reset();
+    assert!(
+        eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()),
+        "left behind: {:?}",
+        children(&zk, &root)
+    );
+    assert!(!lock3.is_held());
+    zkw.close().unwrap();
+}
+
+fn wait_for_no_children_but(zk: &ZooKeeper, root: &str, n: usize) {
+    assert!(
+        eventually(Duration::from_secs(10), || children(zk, root).len() <= n),
+        "{:?}",
+        children(zk, root)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 4. Waits that the listener registry cannot strand; cancellation
+// ---------------------------------------------------------------------------
+
+#[test]
+fn unregister_all_listeners_leaves_waiters_working() {
+    let zkw = zkw();
+    let root = unique_root("unregister-all");
+    let holder = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"h", None).unwrap();
+    holder.acquire().unwrap();
+    let waiters: Vec<_> = (0..3)
+        .map(|i| {
+            let lock = ZkInterProcessWriteLock::new(&zkw, &root, format!("w{i}").as_bytes(), None)
+                .unwrap();
+            thread::spawn(move || {
+                lock.acquire().unwrap();
+                lock.release().unwrap();
+            })
+        })
+        .collect();
+    let zk = raw();
+    wait_for_children(&zk, &root, 4);
+    zkw.unregister_all_listeners();
+    holder.release().unwrap();
+    for w in waiters {
+        w.join().unwrap();
+    }
+    assert!(children(&zk, &root).is_empty());
+}
+
+fn wait_for_children(zk: &ZooKeeper, root: &str, n: usize) {
+    assert!(
+        eventually(Duration::from_secs(10), || children(zk, root).len() == n),
+        "{:?}",
+        children(zk, root)
+    );
+}
+
+#[test]
+fn a_blocked_acquire_is_cancelled_from_another_thread_and_leaves_no_node() {
+    let zkw = zkw();
+    let root = unique_root("cancel");
+    let holder = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"h", None).unwrap();
+    holder.acquire().unwrap();
+    let lock = Arc::new(ZkInterProcessWriteLock::new(&zkw, &root, b"w", None).unwrap());
+    let canceller = lock.canceller();
+    let l = lock.clone();
+    let waiter = thread::spawn(move || l.acquire());
+    let zk = raw();
+    wait_for_children(&zk, &root, 2);
+    let t = Instant::now();
+    canceller.cancel();
+    let r = waiter.join().unwrap();
+    assert!(matches!(r, Err(Error::Cancelled { .. })), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &root)
+        .len()
+        == 1));
+    // Cancelled stays cancelled; the holder is untouched.
+    assert!(matches!(
+        lock.try_acquire(Duration::ZERO),
+        Err(Error::Cancelled { .. })
+    ));
+    assert!(holder.is_held());
+    holder.release().unwrap();
+}
+
+#[test]
+fn closing_the_watcher_ends_every_waiter_at_once() {
+    let zkw = zkw();
+    let root = unique_root("close-waiters");
+    let holder = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"h", None).unwrap();
+    holder.acquire().unwrap();
+    let waiters: Vec<_> = (0..5)
+        .map(|i| {
+            let lock = ZkInterProcessWriteLock::new(&zkw, &root, format!("w{i}").as_bytes(), None)
+                .unwrap();
+            thread::spawn(move || lock.acquire())
+        })
+        .collect();
+    let zk = raw();
+    wait_for_children(&zk, &root, 6);
+    let t = Instant::now();
+    zkw.close().unwrap();
+    for w in waiters {
+        let r = w.join().unwrap();
+        assert!(
+            matches!(&r, Err(e) if e.is_fatal()),
+            "a waiter after close(): {r:?}"
+        );
+    }
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // The closed session's nodes went with it.
+    wait_for_children(&zk, &root, 1);
+    holder.release().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Owned guards; no deadline side channel
+// ---------------------------------------------------------------------------
+
+#[test]
+fn an_owned_guard_is_stored_and_released_elsewhere() {
+    struct TableLock {
+        held: Option<zklock::lock::OwnedLockGuard>,
+    }
+    let zkw = zkw();
+    let root = unique_root("owned");
+    let lock = Arc::new(ZkInterProcessWriteLock::new(&zkw, &root, b"t", None).unwrap());
+    let mut table = TableLock {
+        held: Some(lock.clone().lock_owned().unwrap()),
+    };
+    assert!(table.held.as_ref().unwrap().fencing_token() > 0);
+    assert!(lock.is_held());
+    let guard = table.held.take().unwrap();
+    thread::spawn(move || guard.unlock().unwrap())
+        .join()
+        .unwrap();
+    assert!(!lock.is_held());
+    // try_lock_owned_for, released by drop.
+    let g = lock.clone().try_lock_owned_for(Duration::ZERO).unwrap();
+    assert!(g.is_some());
+    drop(g);
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &root).is_empty()));
+}
+
+#[test]
+fn a_metadata_handler_is_not_cut_by_the_locks_deadline() {
+    let zkw = zkw();
+    let root = unique_root("handler-deadline");
+    let holder = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"holder", None).unwrap();
+    holder.acquire().unwrap();
+    // The handler makes a slow call (a 300 ms link each way) on another session.
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let slow = ZooKeeper::connect(&proxy.connect_string(), Duration::from_secs(6), |_e| {})
+        .expect("slow connect");
+    proxy.delay(Duration::from_millis(300));
+    let outcome: Arc<Mutex<Vec<String>>> = Arc::default();
+    let o = outcome.clone();
+    let handler = move |data: &[u8]| {
+        let r = slow.exists("/", false);
+        o.lock().unwrap().push(format!(
+            "{}: {:?}",
+            String::from_utf8_lossy(data),
+            r.map(|s| s.is_some())
+        ));
+    };
+    let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", Some(Arc::new(handler))).unwrap();
+    assert!(!lock.try_acquire(Duration::from_millis(100)).unwrap());
+    let seen = outcome.lock().unwrap().clone();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter().all(|s| s == "holder: Ok(true)"),
+        "the handler's own call was cut: {seen:?}"
+    );
+    holder.release().unwrap();
+}
