@@ -101,6 +101,23 @@ impl ZooKeeperListener for Recorder {
     }
 }
 
+/// Waits until `zkw`'s event thread has run the callbacks of every request
+/// sent before, `rounds` times over: a chain of asynchronous steps (a
+/// tracker's `getData` → `NoNode` → `exists`) needs one round per step.
+fn drain_event_thread(zkw: &ZooKeeperWatcher, rounds: usize) {
+    for _ in 0..rounds {
+        let (tx, rx) = std::sync::mpsc::channel();
+        zkw.zookeeper().exists_async("/", None, move |_| {
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(WAIT).expect("the event thread answers");
+    }
+}
+
+/// A user listener for `zkw`'s default watcher. The trackers and deletion
+/// listeners watch with watchers of their own: to see an event on the same
+/// path, set a default watch too (after theirs, so the client calls theirs
+/// first).
 fn recorder(zkw: &ZooKeeperWatcher) -> Arc<Recorder> {
     let r = Arc::new(Recorder::default());
     zkw.register_listener(r.clone());
@@ -206,15 +223,18 @@ fn a_delete_notices_a_re_create_in_the_same_transaction() -> TestResult {
     t.start()?;
     assert_eq!(t.get_data(false).as_deref(), Some(&b"old"[..]));
     let rec = recorder(&zkw);
+    assert!(zkutil::watch_and_check_exists(&zkw, &node)?);
     other.multi(&[
         Op::delete(node.as_str(), None),
         Op::create(node.as_str(), b"new".to_vec(), CreateMode::Persistent),
     ])?;
     assert!(rec.wait_for(EventType::NodeDeleted, &node, 1));
+    // The tracker's exists → getData chain, answered on the event thread.
+    drain_event_thread(&zkw, 3);
     assert_eq!(
         t.get_data(false).as_deref(),
         Some(&b"new"[..]),
-        "the tracker handled NodeDeleted before the recorder saw it"
+        "the tracker's re-check after NodeDeleted found the new node"
     );
     assert_eq!(
         rec.count(EventType::NodeCreated, &node),
@@ -237,18 +257,20 @@ fn a_create_that_finds_the_node_gone_keeps_watching() -> TestResult {
     let t = ZooKeeperNodeTracker::new(&zkw, &node, logging());
     t.start()?;
     let rec = recorder(&zkw);
+    assert!(!zkutil::watch_and_check_exists(&zkw, &node)?);
     other.multi(&[
         Op::create(node.as_str(), b"flash".to_vec(), CreateMode::Persistent),
         Op::delete(node.as_str(), None),
     ])?;
     assert!(rec.wait_for(EventType::NodeCreated, &node, 1));
+    // getData → NoNode → exists (which re-sets the exists watch) → None.
+    drain_event_thread(&zkw, 3);
     assert_eq!(t.get_data(false), None);
     other.create(&node, b"later", Acl::open_unsafe(), CreateMode::Persistent)?;
-    assert!(
-        rec.wait_for(EventType::NodeCreated, &node, 2),
-        "the tracker left an exists watch"
+    eventually(
+        "the tracker left an exists watch: it sees the creation",
+        || t.get_data(false).as_deref() == Some(&b"later"[..]),
     );
-    assert_eq!(t.get_data(false).as_deref(), Some(&b"later"[..]));
     t.stop();
     zkutil::delete_node_recursively(&zkw, &root)?;
     other.close()?;
@@ -289,9 +311,11 @@ fn stop_wakes_a_blocked_thread() -> TestResult {
 
     // Stopped: events no longer reach it.
     let rec = recorder(&zkw);
+    assert!(!zkutil::watch_and_check_exists(&zkw, &node)?);
     let other = raw();
     other.create(&node, b"x", Acl::open_unsafe(), CreateMode::Persistent)?;
     assert!(rec.wait_for(EventType::NodeCreated, &node, 1));
+    drain_event_thread(&zkw, 3);
     assert_eq!(t.get_data(false), None);
     // Started again, it reads the node.
     t.start()?;
@@ -480,7 +504,8 @@ fn deletion_listener_released_when_the_changed_node_is_gone() -> TestResult {
         EventType::NodeDataChanged,
         node.as_str(),
     ));
-    assert!(l.is_released());
+    // The watch is re-set asynchronously: answered on the event thread.
+    assert!(l.await_deletion(Some(WAIT)));
     assert!(!l.has_exception());
     zkw.unregister_listener(&registered);
     zkutil::delete_node_recursively(&zkw, &root)?;
@@ -500,7 +525,7 @@ fn deletion_listener_records_an_error_re_setting_the_watch() -> TestResult {
         EventType::NodeDataChanged,
         node.as_str(),
     ));
-    assert!(l.await_deletion(Some(Duration::ZERO)));
+    assert!(l.await_deletion(Some(WAIT)));
     assert!(l.has_exception());
     assert!(
         l.exception().is_some_and(|e| e.is(ZkError::NoAuth)),
