@@ -7,11 +7,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+use zklock::client::KeeperState;
 use zklock::client::{Acl, CreateMode, EventType, Op, WatchedEvent, ZooKeeper};
-use zklock::testing::{test_servers, unique_root};
+use zklock::testing::{shared_server, test_servers, unique_root, FaultProxy};
 use zklock::{
-    zkutil, Abortable, DeletionListener, Error, LoggingAbortable, ZkError, ZooKeeperListener,
-    ZooKeeperNodeTracker, ZooKeeperWatcher,
+    zkutil, Abortable, DeletionListener, Error, LoggingAbortable, WeakZooKeeperWatcher, ZkError,
+    ZooKeeperListener, ZooKeeperNodeTracker, ZooKeeperWatcher,
 };
 
 type TestResult = Result<(), Error>;
@@ -555,4 +556,200 @@ fn deletion_listener_is_released_with_an_error_when_the_session_closes() -> Test
     assert!(matches!(l.exception(), Some(Error::Closed)), "{l:?}");
     zkutil::delete_node_recursively(&cleanup, &root)?;
     cleanup.close()
+}
+
+// ---------------------------------------------------------------------------
+// The event thread during a partition; unregister_all_listeners
+// ---------------------------------------------------------------------------
+
+/// A user listener that partitions the session when `node` changes: it first
+/// makes a round trip (so the server heard from the session just now and it
+/// outlives the stall), then stalls the proxy. Whatever is sent after it for the
+/// same event — a tracker's re-read, a deletion listener's re-arm — goes into
+/// the stall. It also notes when `Disconnected` reached it.
+struct Staller {
+    node: String,
+    zkw: WeakZooKeeperWatcher,
+    proxy: Arc<FaultProxy>,
+    stalled_at: Mutex<Option<Instant>>,
+    disconnected_at: Mutex<Option<Instant>>,
+    cv: Condvar,
+}
+
+impl Staller {
+    fn wait(&self, what: &str, slot: impl Fn(&Staller) -> &Mutex<Option<Instant>>) -> Instant {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut g = slot(self).lock();
+        loop {
+            if let Some(t) = *g {
+                return t;
+            }
+            assert!(
+                !self.cv.wait_until(&mut g, deadline).timed_out(),
+                "no {what} within 20 s"
+            );
+        }
+    }
+}
+
+impl ZooKeeperListener for Staller {
+    fn node_data_changed(&self, path: &str) {
+        if path != self.node || self.stalled_at.lock().is_some() {
+            return;
+        }
+        if let Some(zkw) = self.zkw.upgrade() {
+            zkw.zookeeper().exists("/", false).expect("a round trip");
+        }
+        self.proxy.stall();
+        *self.stalled_at.lock() = Some(Instant::now());
+        self.cv.notify_all();
+    }
+
+    fn connection_event(&self, event: &WatchedEvent) {
+        if event.keeper_state == KeeperState::Disconnected {
+            self.disconnected_at.lock().get_or_insert_with(Instant::now);
+            self.cv.notify_all();
+        }
+    }
+}
+
+/// Issue 9, item 2: during a partition the tracker's and the deletion
+/// listener's reactions do not block the event thread. The node changes; a
+/// user listener stalls the link; the tracker re-reads and the (HBase-style)
+/// deletion listener re-arms into the stall. `Disconnected` must reach the user
+/// at the read timeout (2/3 of the session timeout), not after the
+/// `RecoverableZooKeeper`'s retries (1 + 2 + 4 s) of a blocking re-read. While
+/// partitioned, another session deletes the node and a second watched node;
+/// after the heal the tracker (re-armed on `SyncConnected`) has the node's
+/// state, follows it on, and both deletion listeners are released.
+#[test]
+fn a_stall_while_a_tracker_re_reads_does_not_delay_disconnected_and_heals() -> TestResult {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let proxy = Arc::new(FaultProxy::start(shared_server().connect_string())?);
+    let zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(6))
+        .connect()?;
+    let root = unique_root("tracker-stall");
+    zkutil::create_with_parents(&zkw, &root)?;
+    let node = format!("{root}/n");
+    let other_node = format!("{root}/m");
+    let other = raw();
+    other.create(&node, b"v1", Acl::open_unsafe(), CreateMode::Persistent)?;
+    other.create(&other_node, b"", Acl::open_unsafe(), CreateMode::Persistent)?;
+
+    // The staller first, by registration and by watch order (its default
+    // watch is set before the tracker's own).
+    let staller = Arc::new(Staller {
+        node: node.clone(),
+        zkw: zkw.downgrade(),
+        proxy: proxy.clone(),
+        stalled_at: Mutex::new(None),
+        disconnected_at: Mutex::new(None),
+        cv: Condvar::new(),
+    });
+    let _staller_registration = zkw.listen(staller.clone());
+    assert!(zkutil::set_watch_if_node_exists(&zkw, &node)?);
+    let abortable = Arc::new(CountingAbortable::default());
+    let tracker = ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone());
+    tracker.start()?;
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"v1"[..]));
+    // HBase's way: registered, on the default watch; its re-arm after the
+    // change goes into the stall.
+    let hbase_style = Arc::new(DeletionListener::new(&zkw, &node));
+    let _hbase_registration = zkw.listen(hbase_style.clone());
+    // Self-contained, on its own watch, which the client re-sets on reconnect.
+    let own = DeletionListener::new(&zkw, &other_node);
+    assert!(own.set_watch_if_node_exists()?);
+
+    other.set_data(&node, b"v2", None)?;
+    let stalled_at = staller.wait("stall", |s| &s.stalled_at);
+    // Partitioned: another process deletes both nodes.
+    other.delete(&node, None)?;
+    other.delete(&other_node, None)?;
+    let disconnected_at = staller.wait("Disconnected", |s| &s.disconnected_at);
+    proxy.pass();
+
+    let read_timeout = zkw.zookeeper().session_timeout() * 2 / 3;
+    let told = disconnected_at - stalled_at;
+    assert!(
+        told >= read_timeout.saturating_sub(Duration::from_millis(500))
+            && told <= read_timeout + Duration::from_secs(1),
+        "Disconnected {told:?} after the stall; the read timeout is {read_timeout:?}"
+    );
+    assert!(
+        hbase_style.await_deletion(Some(WAIT)),
+        "the re-arm that failed in the partition is made again on reconnect"
+    );
+    assert!(!hbase_style.has_exception(), "{hbase_style:?}");
+    assert!(
+        own.await_deletion(Some(WAIT)),
+        "its watch survives the partition"
+    );
+    assert!(!own.has_exception(), "{own:?}");
+    eventually(
+        "the tracker re-reads on reconnect: the node is gone",
+        || tracker.get_data(false).is_none(),
+    );
+    other.create(&node, b"v4", Acl::open_unsafe(), CreateMode::Persistent)?;
+    eventually("the tracker follows the node after the heal", || {
+        tracker.get_data(false).as_deref() == Some(&b"v4"[..])
+    });
+    assert!(!zkw.is_expired(), "the session outlived the stall");
+    assert_eq!(abortable.calls.load(Ordering::SeqCst), 0, "nothing aborted");
+
+    tracker.stop();
+    zkutil::delete_node_recursively(&zkw, &root)?;
+    other.close()?;
+    zkw.close()
+}
+
+/// Issue 9, item 4: `unregister_all_listeners` removes the user's listeners
+/// only; a tracker (its watch, and a thread blocked in it) and a deletion
+/// listener on its own watch keep working.
+#[test]
+fn unregister_all_listeners_does_not_stop_a_tracker_or_a_deletion_listener() -> TestResult {
+    let (zkw, root) = setup("tracker-unregister-all");
+    let other = raw();
+    let followed = format!("{root}/followed");
+    let awaited = format!("{root}/awaited");
+    let deleted = format!("{root}/deleted");
+    other.create(&followed, b"a", Acl::open_unsafe(), CreateMode::Persistent)?;
+    other.create(&deleted, b"", Acl::open_unsafe(), CreateMode::Persistent)?;
+    let tracker = ZooKeeperNodeTracker::new(&zkw, &followed, logging());
+    tracker.start()?;
+    let waiting = Arc::new(ZooKeeperNodeTracker::new(&zkw, &awaited, logging()));
+    waiting.start()?;
+    let listener = DeletionListener::new(&zkw, &deleted);
+    assert!(listener.set_watch_if_node_exists()?);
+    let rec = recorder(&zkw);
+    assert_eq!(zkw.number_of_listeners(), 1, "only the user's listener");
+
+    let blocked = {
+        let waiting = waiting.clone();
+        thread::spawn(move || waiting.block_until_available(WAIT, false))
+    };
+    zkw.unregister_all_listeners();
+    assert_eq!(zkw.number_of_listeners(), 0);
+    drop(rec);
+
+    other.set_data(&followed, b"b", None)?;
+    eventually("the tracker follows a change", || {
+        tracker.get_data(false).as_deref() == Some(&b"b"[..])
+    });
+    other.create(
+        &awaited,
+        b"here",
+        Acl::open_unsafe(),
+        CreateMode::Persistent,
+    )?;
+    assert_eq!(blocked.join().unwrap()?.as_deref(), Some(&b"here"[..]));
+    other.delete(&deleted, None)?;
+    assert!(listener.await_deletion(Some(WAIT)));
+    assert!(!listener.has_exception(), "{listener:?}");
+
+    tracker.stop();
+    waiting.stop();
+    zkutil::delete_node_recursively(&zkw, &root)?;
+    other.close()?;
+    zkw.close()
 }
