@@ -102,4 +102,7 @@ pub use pending::{InstancePending, PendingWatcher};
 pub use recoverable::RecoverableZooKeeper;
 pub use retry::{BackoffPolicy, RetryConfig, RetryCounter, RetryCounterFactory};
 pub use tracker::{DeletionListener, ZooKeeperNodeTracker};
-pub use watcher::{ZooKeeperWatcher, ZooKeeperWatcherBuilder, DEFAULT_BASE_ZNODE};
+pub use watcher::{
+    ListenerRegistration, WeakZooKeeperWatcher, ZooKeeperWatcher, ZooKeeperWatcherBuilder,
+    DEFAULT_BASE_ZNODE,
+};

@@ -14,6 +14,28 @@ use crate::error::Error;
 /// them short. They may call ZooKeeper (replies never wait for the event thread)
 /// but must never wait for another event.
 ///
+/// # What a blocking call costs
+/// The event thread is the session's only one: while your callback runs, no
+/// other event of the session is delivered — not to the other listeners, not to
+/// a [`ZooKeeperNodeTracker`](crate::ZooKeeperNodeTracker), not to a lock (whose
+/// `InDoubt` warning and `Lost` signal then arrive late, possibly together). A
+/// synchronous ZooKeeper call costs a round trip; during a partition it waits
+/// up to the read timeout (2/3 of the session timeout), and a
+/// [`RecoverableZooKeeper`](crate::RecoverableZooKeeper) or
+/// [`zkutil`](crate::zkutil) call retries on top of that (by default up to
+/// 1 + 2 + 4 s of back-off). Prefer handing the work to a thread of yours, or
+/// use the client's asynchronous calls (`exists_async`, `get_data_async`, ...)
+/// whose answers come back on the event thread. The library's own listeners
+/// never block there.
+///
+/// # Reaching the session
+/// Hold a [`WeakZooKeeperWatcher`](crate::WeakZooKeeperWatcher) (from
+/// [`ZooKeeperWatcher::downgrade`](crate::ZooKeeperWatcher::downgrade)), not a
+/// `ZooKeeperWatcher` clone: a registered listener that owns a clone keeps the
+/// session, its threads and its ephemeral nodes alive after the application
+/// dropped its last handle. [`ZooKeeperWatcher::listen`](crate::ZooKeeperWatcher::listen)
+/// registers a listener until the returned registration is dropped.
+///
 /// A listener interested in a single znode returns it from
 /// [`path`](ZooKeeperListener::path): the watcher then indexes it by that path and
 /// calls it only for events on it, so thousands of such listeners (one per

@@ -2,23 +2,37 @@
 //! follow one znode, the first to know its data, the second to wait for its
 //! deletion.
 //!
-//! Both hold a clone of the watcher's [`RecoverableZooKeeper`], never of the
-//! [`ZooKeeperWatcher`] itself: the watcher's listener registry holds them, so a
-//! watcher clone inside would be an `Arc` cycle keeping the session alive after
-//! the application dropped its last handle.
+//! # On the event thread, never block
+//! Both react to events without blocking the session's event thread: they
+//! re-arm their watch and re-read the node with the client's asynchronous calls
+//! (`exists_async`, `get_data_async`) and a per-watch watcher of their own, so
+//! the handler travels with the request and the answer comes back as another
+//! call on the event thread. A recoverable error (`ConnectionLoss`,
+//! `OperationTimeout`) is not retried inline: the read is issued again on the
+//! next `SyncConnected` (or at once, a few times, if the client is connected
+//! already). Only application threads (`start`, `get_data(true)`,
+//! `block_until_available(.., true)`, `set_watch_if_node_exists`) make blocking,
+//! retrying calls, on their own thread.
+//!
+//! # Never through the user's registry, never keeping the session alive
+//! Their watches use their own watcher, not the default one, and they learn of
+//! connection events through a library subscription of the watcher, not its
+//! listener registry: `unregister_all_listeners` cannot strand them. They hold
+//! the session only through a [`WeakZooKeeperWatcher`], so the session ends with
+//! the application's last [`ZooKeeperWatcher`] handle.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use log::{debug, error, warn};
 use parking_lot::{Condvar, Mutex};
 
-use crate::client::{KeeperState, WatchedEvent};
-use crate::error::{Error, Result, ZkError};
+use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher};
+use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::listener::{Abortable, ZooKeeperListener};
-use crate::recoverable::RecoverableZooKeeper;
-use crate::watcher::ZooKeeperWatcher;
+use crate::metadata::remove_metadata;
+use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 
 /// The error a connection-state event means for a waiter, if the session is
@@ -34,9 +48,58 @@ fn session_end(state: KeeperState) -> Option<Error> {
     }
 }
 
+/// Whether `e` means the session is over (no point re-arming anything).
+fn ends_session(e: &Error) -> bool {
+    matches!(e, Error::Closed) || e.is(ZkError::SessionExpired) || e.is(ZkError::AuthFailed)
+}
+
 /// `now + timeout`, `None` (wait forever) when that overflows.
 fn deadline_after(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
+}
+
+/// How many times in a row an asynchronous read that failed with a recoverable
+/// error is issued again at once because the client says it is connected (the
+/// reconnect's `SyncConnected` may have come before the failure); beyond that it
+/// waits for the next `SyncConnected`.
+const IMMEDIATE_RETRIES: u32 = 3;
+
+/// The recoverable-error bookkeeping shared by both listeners: whether a re-arm
+/// waits for the next `SyncConnected`, and the immediate retries used.
+#[derive(Debug, Default)]
+struct Rearm {
+    pending: bool,
+    immediate: u32,
+}
+
+impl Rearm {
+    /// After a recoverable error: `true` to issue the read again now (the client
+    /// is connected and the budget allows), else it waits for `SyncConnected`.
+    fn failed(&mut self, connected: bool) -> bool {
+        if connected && self.immediate < IMMEDIATE_RETRIES {
+            self.immediate += 1;
+            self.pending = false;
+            true
+        } else {
+            self.pending = true;
+            false
+        }
+    }
+
+    /// On `SyncConnected`: whether a re-arm was waiting for it.
+    fn reconnected(&mut self) -> bool {
+        self.immediate = 0;
+        std::mem::take(&mut self.pending)
+    }
+
+    fn succeeded(&mut self) {
+        self.immediate = 0;
+    }
+}
+
+fn is_connected(zkw: &WeakZooKeeperWatcher) -> bool {
+    zkw.zookeeper()
+        .is_some_and(|zk| zk.state() == State::Connected)
 }
 
 // ---------------------------------------------------------------------------
@@ -45,24 +108,32 @@ fn deadline_after(timeout: Duration) -> Option<Instant> {
 
 /// Tracks the existence and data of one znode: HBase's `ZooKeeperNodeTracker`.
 ///
-/// After [`start`](Self::start) the tracker is a listener of the watcher (found by
-/// its path) and always keeps a watch on the node: a data watch while it exists,
-/// an exists watch while it does not. It reacts as HBase's does:
+/// After [`start`](Self::start) the tracker always keeps a watch on the node,
+/// with a watcher of its own: a data watch while it exists, an exists watch
+/// while it does not. It reacts as HBase's does, without ever blocking the
+/// session's event thread: re-reads are asynchronous requests whose answers
+/// come back on the event thread, and a recoverable error is not retried
+/// inline:
 ///
 /// | event | reaction |
 /// |---|---|
-/// | `NodeCreated`, `NodeDataChanged` | read the data with a watch; if the node is gone meanwhile, handle it as a deletion |
+/// | `NodeCreated`, `NodeDataChanged` | read the data with a watch (asynchronously); if the node is gone meanwhile, handle it as a deletion |
 /// | `NodeDeleted` | set an exists watch; if the node is back already, read it as a creation, else forget the data |
+/// | a read fails with `ConnectionLoss` / `OperationTimeout` | read again on the next `SyncConnected` |
 /// | `Expired`, `AuthFailed`, `Closed` | wake the threads in [`block_until_available`](Self::block_until_available) with the error |
 ///
-/// A ZooKeeper error while tracking (after the `RecoverableZooKeeper`'s retries)
-/// is passed to the [`Abortable`] given at construction, as in HBase (an error
-/// because the watcher was closed is only logged).
+/// Any other ZooKeeper error while tracking (`NoAuth`, ...) is passed to the
+/// [`Abortable`] given at construction, as in HBase.
 ///
-/// Reads made by application threads (`start`, `get_data(true)`,
-/// `block_until_available(.., true)`) never overwrite what an event handler that
-/// began after them found; any change after the last read fires the watch that
-/// read left, so the tracker always converges on the node's state.
+/// Every read is numbered when it is sent; what a read found is stored only if
+/// no later-sent read was stored already. Any change after a read fires the
+/// watch that read left, so the tracker always converges on the node's state.
+///
+/// Unlike HBase's, the tracker is not in the watcher's listener registry (its
+/// watch has its own watcher), so `unregister_all_listeners` does not stop it,
+/// and it holds the watcher weakly: dropping the application's last
+/// [`ZooKeeperWatcher`] handle ends the session (and the tracker's waits, with
+/// [`Error::Closed`]).
 ///
 /// # Threads and cloning
 /// `Send + Sync`; share it with an `Arc`. Waiting uses a condition variable (no
@@ -85,32 +156,54 @@ fn deadline_after(timeout: Duration) -> Option<Instant> {
 /// # Ok::<(), zklock::Error>(())
 /// ```
 pub struct ZooKeeperNodeTracker {
-    zkw: ZooKeeperWatcher,
     shared: Arc<TrackerShared>,
-    /// Serializes `start` and `stop` (registration), never held over a call to
-    /// ZooKeeper or a listener.
-    lifecycle: Mutex<()>,
+    hook: Option<u64>,
 }
 
-/// The part of the tracker the watcher's registry holds.
+/// The tracker's state, reached by its watch and its connection hook weakly.
 struct TrackerShared {
-    rzk: RecoverableZooKeeper,
+    me: Weak<TrackerShared>,
+    zkw: WeakZooKeeperWatcher,
     node: String,
     abortable: Arc<dyn Abortable>,
     state: Mutex<TrackerState>,
     changed: Condvar,
+    /// The one watcher of every watch the tracker sets (one identity, so the
+    /// client keeps one registration per path however often it is passed).
+    watch: Arc<dyn Watcher>,
 }
 
 #[derive(Default)]
 struct TrackerState {
     data: Option<Vec<u8>>,
-    registered: bool,
     started: bool,
     stopped: bool,
-    /// Bumped when an event handler begins: an application thread's read that
-    /// started before is stale and is not stored.
-    epoch: u64,
+    /// The number of the last read sent.
+    sent: u64,
+    /// The number of the read whose result `data` is.
+    stored: u64,
+    rearm: Rearm,
     session_error: Option<Error>,
+}
+
+/// The tracker's per-watch watcher.
+struct TrackerWatch(Weak<TrackerShared>);
+
+impl Watcher for TrackerWatch {
+    fn process(&self, event: WatchedEvent) {
+        let Some(t) = self.0.upgrade() else { return };
+        if event.path.as_deref() != Some(t.node.as_str()) {
+            // Connection-state events (type None) are handled through the
+            // watcher's hook; watch-removal events need nothing.
+            return;
+        }
+        match event.event_type {
+            EventType::NodeCreated => t.on_event("nodeCreated", false),
+            EventType::NodeDataChanged => t.on_event("nodeDataChanged", false),
+            EventType::NodeDeleted => t.on_event("nodeDeleted", true),
+            _ => {}
+        }
+    }
 }
 
 impl fmt::Debug for ZooKeeperNodeTracker {
@@ -133,48 +226,37 @@ impl ZooKeeperNodeTracker {
         node: &str,
         abortable: Arc<dyn Abortable>,
     ) -> ZooKeeperNodeTracker {
-        ZooKeeperNodeTracker {
-            zkw: zkw.clone(),
-            shared: Arc::new(TrackerShared {
-                rzk: zkw.recoverable_zookeeper().clone(),
-                node: node.to_string(),
-                abortable,
-                state: Mutex::new(TrackerState::default()),
-                changed: Condvar::new(),
-            }),
-            lifecycle: Mutex::new(()),
-        }
+        let weak = zkw.downgrade();
+        let shared = Arc::new_cyclic(|me: &Weak<TrackerShared>| TrackerShared {
+            me: me.clone(),
+            zkw: weak.clone(),
+            node: node.to_string(),
+            abortable,
+            state: Mutex::new(TrackerState::default()),
+            changed: Condvar::new(),
+            watch: Arc::new(TrackerWatch(me.clone())),
+        });
+        let hook = weak.add_hook(Arc::downgrade(&shared) as Weak<dyn SessionHook>);
+        ZooKeeperNodeTracker { shared, hook }
     }
 
-    fn as_listener(&self) -> Arc<dyn ZooKeeperListener> {
-        self.shared.clone()
-    }
-
-    /// `ZooKeeperNodeTracker.start`: registers the tracker as a listener (by its
-    /// path) and reads the node, leaving a watch whether or not it exists. A
-    /// second call while started does nothing; a call after
-    /// [`stop`](Self::stop) starts tracking again.
+    /// `ZooKeeperNodeTracker.start`: reads the node, leaving a watch whether or
+    /// not it exists, and follows it from then on. A second call while started
+    /// does nothing; a call after [`stop`](Self::stop) starts tracking again.
     ///
     /// # Errors
     /// `BadArguments` for a bad path; a ZooKeeper error of the first read, which
     /// is also passed to the `Abortable` (as HBase does). The tracker stays
-    /// registered.
+    /// started.
     pub fn start(&self) -> Result<()> {
         crate::client::validate_path(&self.shared.node)?;
         {
-            let _lifecycle = self.lifecycle.lock();
-            let register = {
-                let mut st = self.shared.state.lock();
-                if st.started && !st.stopped {
-                    return Ok(());
-                }
-                st.started = true;
-                st.stopped = false;
-                !std::mem::replace(&mut st.registered, true)
-            };
-            if register {
-                self.zkw.register_listener(self.as_listener());
+            let mut st = self.shared.state.lock();
+            if st.started && !st.stopped {
+                return Ok(());
             }
+            st.started = true;
+            st.stopped = false;
         }
         self.shared.refresh(true).map(drop).map_err(|e| {
             self.shared
@@ -182,21 +264,15 @@ impl ZooKeeperNodeTracker {
         })
     }
 
-    /// `ZooKeeperNodeTracker.stop`: stops tracking, unregisters the listener and
-    /// wakes every thread in [`block_until_available`](Self::block_until_available)
-    /// (they return what is known, `None` if the node was not available).
-    /// Idempotent. The last known data stays readable with `get_data(false)`.
+    /// `ZooKeeperNodeTracker.stop`: stops tracking and wakes every thread in
+    /// [`block_until_available`](Self::block_until_available) (they return what
+    /// is known, `None` if the node was not available). Idempotent. The last
+    /// known data stays readable with `get_data(false)`. A watch already set
+    /// fires once more, and is ignored.
     pub fn stop(&self) {
-        let _lifecycle = self.lifecycle.lock();
-        let unregister = {
-            let mut st = self.shared.state.lock();
-            st.stopped = true;
-            self.shared.changed.notify_all();
-            std::mem::replace(&mut st.registered, false)
-        };
-        if unregister {
-            self.zkw.unregister_listener(&self.as_listener());
-        }
+        let mut st = self.shared.state.lock();
+        st.stopped = true;
+        self.shared.changed.notify_all();
     }
 
     /// HBase's `stopped` flag: whether [`stop`](Self::stop) was called (and no
@@ -207,7 +283,8 @@ impl ZooKeeperNodeTracker {
 
     /// `ZooKeeperNodeTracker.blockUntilAvailable(timeout, refresh)`: the node's
     /// data, waiting up to `timeout` for the node to exist. With `refresh`, reads
-    /// the node from ZooKeeper first instead of trusting the tracked state.
+    /// the node from ZooKeeper first (on this thread) instead of trusting the
+    /// tracked state.
     ///
     /// Returns `Some(data)` once the node exists, `None` when `timeout` passes or
     /// the tracker is stopped first. A huge timeout (`Duration::MAX`) waits until
@@ -230,7 +307,7 @@ impl ZooKeeperNodeTracker {
                 self.shared.node
             )));
         }
-        self.zkw.check_session()?;
+        self.shared.zkw.check_session()?;
         if refresh {
             self.shared.refresh(false).map_err(|e| {
                 self.shared
@@ -261,8 +338,9 @@ impl ZooKeeperNodeTracker {
 
     /// `ZooKeeperNodeTracker.getData(refresh)`: the node's data, `None` if it
     /// does not exist (as far as the tracker knows). With `refresh`, reads it from
-    /// ZooKeeper (with a watch) and returns what ZooKeeper said; on a ZooKeeper
-    /// error, the `Abortable` is told and the tracked data is returned.
+    /// ZooKeeper (with a watch, on this thread) and returns what ZooKeeper said;
+    /// on a ZooKeeper error, the `Abortable` is told and the tracked data is
+    /// returned.
     pub fn get_data(&self, refresh: bool) -> Option<Vec<u8>> {
         if refresh {
             match self.shared.refresh(false) {
@@ -286,8 +364,13 @@ impl ZooKeeperNodeTracker {
     /// `false` (HBase answers `true` then; zklock does not claim what it could not
     /// check).
     pub fn check_if_base_node_available(&self) -> bool {
-        let base = self.zkw.base_znode();
-        match zkutil::check_exists(&self.zkw, base) {
+        let (Some(rzk), Some(base)) = (
+            self.shared.zkw.recoverable_zookeeper(),
+            self.shared.zkw.base_znode(),
+        ) else {
+            return false;
+        };
+        match zkutil::check_exists_rzk(&rzk, &base) {
             Ok(version) => version.is_some(),
             Err(e) => {
                 self.shared.abort(
@@ -303,14 +386,17 @@ impl ZooKeeperNodeTracker {
 impl Drop for ZooKeeperNodeTracker {
     fn drop(&mut self) {
         self.stop();
+        if let Some(id) = self.hook {
+            self.shared.zkw.remove_hook(id);
+        }
     }
 }
 
 impl TrackerShared {
-    /// Tells the abortable of `e` (unless the handle was closed on purpose);
-    /// returns `e`.
+    /// Tells the abortable of `e` (unless the session is over: that is told to
+    /// the waiters); returns `e`.
     fn abort(&self, why: &str, e: Error) -> Error {
-        if matches!(e, Error::Closed) {
+        if ends_session(&e) {
             debug!("tracker of {}: {why}: {e}", self.node);
         } else {
             warn!("tracker of {}: {why}: {e}", self.node);
@@ -319,17 +405,41 @@ impl TrackerShared {
         e
     }
 
-    /// Reads the node and leaves a watch in every case: its data and a data watch
-    /// while it exists, `None` and an exists watch while it does not. With
-    /// `check_first`, starts with the exists check (HBase's `start` and
-    /// `nodeDeleted`), else with the data read (`nodeCreated`).
-    fn read_watched(&self, check_first: bool) -> Result<Option<Vec<u8>>> {
+    /// Numbers a read about to be sent.
+    fn next_read(&self) -> u64 {
+        let mut st = self.state.lock();
+        st.sent += 1;
+        st.sent
+    }
+
+    /// Stores what read `read` found, unless a later-sent read was stored.
+    fn store(&self, read: u64, data: Option<Vec<u8>>) {
+        let mut st = self.state.lock();
+        if read > st.stored {
+            st.stored = read;
+            st.data = data;
+            self.changed.notify_all();
+        }
+    }
+
+    /// An application thread's blocking read (with the `RecoverableZooKeeper`'s
+    /// retries): the node's data and a data watch while it exists, `None` and an
+    /// exists watch while it does not. With `check_first`, starts with the
+    /// exists check (HBase's `start`), else with the data read.
+    fn refresh(&self, check_first: bool) -> Result<Option<Vec<u8>>> {
+        let rzk = self.zkw.recoverable_zookeeper().ok_or(Error::Closed)?;
         let mut check = check_first;
         loop {
-            if check && !zkutil::watch_and_check_exists_rzk(&self.rzk, &self.node)? {
-                return Ok(None);
+            if check {
+                let read = self.next_read();
+                if rzk.exists_watch(&self.node, &self.watch)?.is_none() {
+                    self.store(read, None);
+                    return Ok(None);
+                }
             }
-            if let Some((data, _)) = zkutil::get_data_and_watch_rzk(&self.rzk, &self.node)? {
+            let read = self.next_read();
+            if let Some((data, _)) = rzk.get_data_watch(&self.node, &self.watch).optional()? {
+                self.store(read, Some(data.clone()));
                 return Ok(Some(data));
             }
             // It existed but does not now: make sure a watch is set.
@@ -341,70 +451,101 @@ impl TrackerShared {
         }
     }
 
-    /// An application thread's read: stored unless an event handler began
-    /// meanwhile (its read is at least as new).
-    fn refresh(&self, check_first: bool) -> Result<Option<Vec<u8>>> {
-        let epoch = self.state.lock().epoch;
-        let data = self.read_watched(check_first)?;
-        let mut st = self.state.lock();
-        if st.epoch == epoch {
-            st.data.clone_from(&data);
-            self.changed.notify_all();
-        }
-        Ok(data)
-    }
-
-    /// An event on the node: re-read it and store what was found.
-    fn on_event(&self, what: &str, check_first: bool) {
+    /// An event on the node (on the event thread): re-read it asynchronously.
+    fn on_event(&self, what: &'static str, check_first: bool) {
         {
-            let mut st = self.state.lock();
+            let st = self.state.lock();
             if st.stopped || !st.started {
                 return;
             }
-            st.epoch += 1;
         }
-        match self.read_watched(check_first) {
-            Ok(data) => {
+        self.read_async(what, check_first);
+    }
+
+    /// Sends the read (`exists` with `check_first`, else `getData`) with the
+    /// tracker's watch; the answer continues on the event thread. Never blocks.
+    fn read_async(&self, what: &'static str, check_first: bool) {
+        let (Some(me), Some(zk)) = (self.me.upgrade(), self.zkw.zookeeper()) else {
+            return;
+        };
+        let read = self.next_read();
+        if check_first {
+            zk.exists_async(&self.node, Some(self.watch.clone()), move |r| match r {
+                Ok(Some(_)) => me.read_async(what, false),
+                Ok(None) => me.found(read, None),
+                Err(e) => me.failed(what, e),
+            });
+        } else {
+            zk.get_data_async(&self.node, Some(self.watch.clone()), move |r| match r {
+                Ok((data, _)) => me.found(read, Some(remove_metadata(&data).to_vec())),
+                Err(e) if e.is(ZkError::NoNode) => {
+                    debug!(
+                        "znode {} vanished while reading it; checking again",
+                        me.node
+                    );
+                    me.read_async(what, true)
+                }
+                Err(e) => me.failed(what, e),
+            });
+        }
+    }
+
+    fn found(&self, read: u64, data: Option<Vec<u8>>) {
+        self.state.lock().rearm.succeeded();
+        self.store(read, data);
+    }
+
+    /// An asynchronous read failed (on the event thread).
+    fn failed(&self, what: &'static str, e: Error) {
+        if e.is_retryable() {
+            let connected = is_connected(&self.zkw);
+            let now = {
                 let mut st = self.state.lock();
-                st.data = data;
-                self.changed.notify_all();
+                if st.stopped {
+                    return;
+                }
+                st.rearm.failed(connected)
+            };
+            debug!(
+                "tracker of {}: {e} handling {what}; reading again {}",
+                self.node,
+                if now { "now" } else { "on reconnect" }
+            );
+            if now {
+                self.read_async(what, true);
             }
-            Err(e) => {
-                self.abort(&format!("unexpected exception handling {what} event"), e);
-            }
+        } else if ends_session(&e) {
+            debug!(
+                "tracker of {}: session over handling {what}: {e}",
+                self.node
+            );
+            let mut st = self.state.lock();
+            st.session_error.get_or_insert(e);
+            self.changed.notify_all();
+        } else {
+            self.abort(&format!("unexpected exception handling {what} event"), e);
         }
     }
 }
 
-impl ZooKeeperListener for TrackerShared {
-    fn node_created(&self, path: &str) {
-        if path == self.node {
-            self.on_event("nodeCreated", false);
-        }
-    }
-
-    fn node_deleted(&self, path: &str) {
-        if path == self.node {
-            self.on_event("nodeDeleted", true);
-        }
-    }
-
-    fn node_data_changed(&self, path: &str) {
-        if path == self.node {
-            self.on_event("nodeDataChanged", false);
-        }
-    }
-
-    fn connection_event(&self, event: &WatchedEvent) {
-        if let Some(e) = session_end(event.keeper_state) {
+impl SessionHook for TrackerShared {
+    fn session_event(&self, state: KeeperState) {
+        if let Some(e) = session_end(state) {
             let mut st = self.state.lock();
             st.session_error.get_or_insert(e);
             self.changed.notify_all();
+            return;
         }
-    }
-
-    fn path(&self) -> Option<&str> {
-        Some(&self.node)
+        if state == KeeperState::SyncConnected {
+            let go = {
+                let mut st = self.state.lock();
+                st.rearm.reconnected() && st.started && !st.stopped
+            };
+            if go {
+                debug!("tracker of {}: reconnected, reading again", self.node);
+                self.read_async("reconnect", true);
+            }
+        }
     }
 }
 
@@ -415,56 +556,86 @@ impl ZooKeeperListener for TrackerShared {
 /// Waits for one znode's deletion: HBase's `DeletionListener`, with its
 /// `CountDownLatch` built in.
 ///
-/// A lock waiter registers it, sets a watch with
-/// [`zkutil::set_watch_if_node_exists`] and, if the node exists, waits with
-/// [`await_deletion`](Self::await_deletion):
+/// Two ways to use it:
+/// - **Self-contained** (recommended): [`set_watch_if_node_exists`](Self::set_watch_if_node_exists)
+///   sets a data watch with the listener's own watcher; if the node exists,
+///   wait with [`await_deletion`](Self::await_deletion). Nothing goes through
+///   the watcher's listener registry, so `unregister_all_listeners` cannot
+///   strand the wait.
+/// - **HBase's way**: register it on the watcher, set a watch with
+///   [`zkutil::set_watch_if_node_exists`] (the default watcher), then wait.
 ///
 /// | event on the watched path | effect |
 /// |---|---|
 /// | `NodeDeleted` | released |
-/// | `NodeDataChanged` | the watch is set again with `set_watch_if_node_exists`; released if the node is gone; an error is recorded ([`exception`](Self::exception)) and releases |
-/// | `Expired`, `AuthFailed`, `Closed` (any path) | released with `SessionExpired`, `AuthFailed` or [`Error::Closed`] recorded |
+/// | `NodeDataChanged` | the data watch is set again (asynchronously, with the listener's own watcher); released if the node is gone; any other error is recorded ([`exception`](Self::exception)) and releases |
+/// | setting it again fails with `ConnectionLoss` | set again on the next `SyncConnected` |
+/// | `Expired`, `AuthFailed`, `Closed` | released with `SessionExpired`, `AuthFailed` or [`Error::Closed`] recorded |
 /// | `Disconnected` | nothing: the client re-sets the watch when it reconnects |
 ///
 /// The first recorded error is kept. The latch never closes again once released.
+/// The listener never blocks the event thread, and holds the watcher weakly.
 ///
 /// # Examples
 /// ```no_run
-/// use std::sync::Arc;
 /// use std::time::Duration;
-/// use zklock::{zkutil, DeletionListener, ZooKeeperListener, ZooKeeperWatcher};
+/// use zklock::{DeletionListener, ZooKeeperWatcher};
 ///
 /// let zkw = ZooKeeperWatcher::connect("127.0.0.1:2181", "doc", None)?;
-/// let listener = Arc::new(DeletionListener::new(&zkw, "/app/lock/write-0000000007"));
-/// let registered: Arc<dyn ZooKeeperListener> = listener.clone();
-/// zkw.register_listener(registered.clone());
-/// if zkutil::set_watch_if_node_exists(&zkw, listener.path_to_watch())? {
+/// let listener = DeletionListener::new(&zkw, "/app/lock/write-0000000007");
+/// if listener.set_watch_if_node_exists()? {
 ///     listener.await_deletion(Some(Duration::from_secs(30)));
 /// }
-/// zkw.unregister_listener(&registered);
 /// if let Some(e) = listener.exception() {
 ///     return Err(e);
 /// }
 /// # Ok::<(), zklock::Error>(())
 /// ```
 pub struct DeletionListener {
-    rzk: RecoverableZooKeeper,
+    shared: Arc<DeletionShared>,
+    hook: Option<u64>,
+}
+
+struct DeletionShared {
+    me: Weak<DeletionShared>,
+    zkw: WeakZooKeeperWatcher,
     path_to_watch: String,
     latch: Mutex<Latch>,
     released: Condvar,
+    /// The listener's own watcher (one identity).
+    watch: Arc<dyn Watcher>,
 }
 
 #[derive(Default)]
 struct Latch {
     released: bool,
     exception: Option<Error>,
+    rearm: Rearm,
+}
+
+/// The deletion listener's per-watch watcher.
+struct DeletionWatch(Weak<DeletionShared>);
+
+impl Watcher for DeletionWatch {
+    fn process(&self, event: WatchedEvent) {
+        let Some(l) = self.0.upgrade() else { return };
+        if event.path.as_deref() != Some(l.path_to_watch.as_str()) {
+            // Connection-state events come through the watcher's hook.
+            return;
+        }
+        match event.event_type {
+            EventType::NodeDeleted => l.node_deleted(),
+            EventType::NodeDataChanged | EventType::NodeCreated => l.rearm(),
+            _ => {}
+        }
+    }
 }
 
 impl fmt::Debug for DeletionListener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let latch = self.latch.lock();
+        let latch = self.shared.latch.lock();
         f.debug_struct("DeletionListener")
-            .field("path_to_watch", &self.path_to_watch)
+            .field("path_to_watch", &self.shared.path_to_watch)
             .field("released", &latch.released)
             .field("exception", &latch.exception)
             .finish()
@@ -473,23 +644,61 @@ impl fmt::Debug for DeletionListener {
 
 impl DeletionListener {
     /// `new DeletionListener(zkw, pathToWatch, latch)`: a listener for the
-    /// deletion of `path_to_watch`, not released. Register it on `zkw` yourself.
+    /// deletion of `path_to_watch`, not released. It hears of the session's end
+    /// on its own; set its watch with
+    /// [`set_watch_if_node_exists`](Self::set_watch_if_node_exists) (or register
+    /// it and use [`zkutil::set_watch_if_node_exists`], HBase's way).
     pub fn new(zkw: &ZooKeeperWatcher, path_to_watch: &str) -> DeletionListener {
-        DeletionListener::with_recoverable(zkw.recoverable_zookeeper().clone(), path_to_watch)
+        let mut l = DeletionListener::with_session(zkw.downgrade(), path_to_watch);
+        l.hook = l
+            .shared
+            .zkw
+            .add_hook(Arc::downgrade(&l.shared) as Weak<dyn SessionHook>);
+        l
     }
 
-    fn with_recoverable(rzk: RecoverableZooKeeper, path_to_watch: &str) -> DeletionListener {
-        DeletionListener {
-            rzk,
+    fn with_session(zkw: WeakZooKeeperWatcher, path_to_watch: &str) -> DeletionListener {
+        let shared = Arc::new_cyclic(|me: &Weak<DeletionShared>| DeletionShared {
+            me: me.clone(),
+            zkw,
             path_to_watch: path_to_watch.to_string(),
             latch: Mutex::new(Latch::default()),
             released: Condvar::new(),
-        }
+            watch: Arc::new(DeletionWatch(me.clone())),
+        });
+        DeletionListener { shared, hook: None }
     }
 
     /// HBase's `pathToWatch`: the watched path.
     pub fn path_to_watch(&self) -> &str {
-        &self.path_to_watch
+        &self.shared.path_to_watch
+    }
+
+    /// `ZKUtil.setWatchIfNodeExists` with this listener's own watcher, on the
+    /// calling thread (blocking, with the `RecoverableZooKeeper`'s retries):
+    /// `true` if the node exists and its deletion is now watched, `false` if it
+    /// does not exist (the latch is then released, and no watch is left).
+    ///
+    /// # Errors
+    /// `BadArguments` for a bad path; `NoAuth`; session errors ([`Error::Closed`]
+    /// once the watcher is gone).
+    pub fn set_watch_if_node_exists(&self) -> Result<bool> {
+        let rzk = self
+            .shared
+            .zkw
+            .recoverable_zookeeper()
+            .ok_or(Error::Closed)?;
+        crate::client::validate_path(&self.shared.path_to_watch)?;
+        match rzk
+            .get_data_watch(&self.shared.path_to_watch, &self.shared.watch)
+            .optional()?
+        {
+            Some(_) => Ok(true),
+            None => {
+                self.shared.release(None);
+                Ok(false)
+            }
+        }
     }
 
     /// `deletedLatch.await(timeout)`: waits until released (deletion, recorded
@@ -497,12 +706,12 @@ impl DeletionListener {
     /// bound (as does a timeout too large for an `Instant`). `true` if released.
     pub fn await_deletion(&self, timeout: Option<Duration>) -> bool {
         let deadline = timeout.and_then(deadline_after);
-        let mut latch = self.latch.lock();
+        let mut latch = self.shared.latch.lock();
         while !latch.released {
             match deadline {
-                None => self.released.wait(&mut latch),
+                None => self.shared.released.wait(&mut latch),
                 Some(d) => {
-                    if self.released.wait_until(&mut latch, d).timed_out() {
+                    if self.shared.released.wait_until(&mut latch, d).timed_out() {
                         return latch.released;
                     }
                 }
@@ -513,21 +722,35 @@ impl DeletionListener {
 
     /// `deletedLatch.getCount() == 0`: whether the latch is released.
     pub fn is_released(&self) -> bool {
-        self.latch.lock().released
+        self.shared.latch.lock().released
     }
 
     /// `DeletionListener.hasException`: whether an error was recorded.
     pub fn has_exception(&self) -> bool {
-        self.latch.lock().exception.is_some()
+        self.shared.latch.lock().exception.is_some()
     }
 
     /// `DeletionListener.getException`: the recorded error (re-setting the
     /// watch failed, or the session ended), if any.
     pub fn exception(&self) -> Option<Error> {
-        self.latch.lock().exception.clone()
+        self.shared.latch.lock().exception.clone()
     }
 
     pub(crate) fn release(&self, exception: Option<Error>) {
+        self.shared.release(exception)
+    }
+}
+
+impl Drop for DeletionListener {
+    fn drop(&mut self) {
+        if let Some(id) = self.hook {
+            self.shared.zkw.remove_hook(id);
+        }
+    }
+}
+
+impl DeletionShared {
+    fn release(&self, exception: Option<Error>) {
         let mut latch = self.latch.lock();
         if latch.exception.is_none() {
             latch.exception = exception;
@@ -535,42 +758,112 @@ impl DeletionListener {
         latch.released = true;
         self.released.notify_all();
     }
+
+    fn node_deleted(&self) {
+        debug!("processing delete on {}", self.path_to_watch);
+        self.release(None);
+    }
+
+    /// Sets the data watch again, asynchronously, with the listener's own
+    /// watcher (HBase: `ZKUtil.setWatchIfNodeExists` on a data change). Never
+    /// blocks.
+    fn rearm(&self) {
+        if self.latch.lock().released {
+            return;
+        }
+        let Some(me) = self.me.upgrade() else { return };
+        let Some(zk) = self.zkw.zookeeper() else {
+            self.release(Some(Error::Closed));
+            return;
+        };
+        zk.get_data_async(
+            &self.path_to_watch,
+            Some(self.watch.clone()),
+            move |r| match r {
+                Ok(_) => me.latch.lock().rearm.succeeded(),
+                Err(e) if e.is(ZkError::NoNode) => me.release(None),
+                Err(e) if e.is_retryable() => {
+                    let connected = is_connected(&me.zkw);
+                    let now = {
+                        let mut latch = me.latch.lock();
+                        !latch.released && latch.rearm.failed(connected)
+                    };
+                    debug!(
+                        "{e} re-setting the watch on {}; again {}",
+                        me.path_to_watch,
+                        if now { "now" } else { "on reconnect" }
+                    );
+                    if now {
+                        me.rearm();
+                    }
+                }
+                Err(e) => {
+                    if ends_session(&e) {
+                        debug!(
+                            "session over re-setting the watch on {}: {e}",
+                            me.path_to_watch
+                        );
+                    } else {
+                        error!(
+                            "error when re-setting the watch on {}: {e}",
+                            me.path_to_watch
+                        );
+                    }
+                    me.release(Some(e));
+                }
+            },
+        );
+    }
+
+    fn session_event(&self, state: KeeperState) {
+        if let Some(e) = session_end(state) {
+            debug!(
+                "session ended ({state:?}) while waiting for the deletion of {}",
+                self.path_to_watch
+            );
+            self.release(Some(e));
+        } else if state == KeeperState::SyncConnected {
+            let go = {
+                let mut latch = self.latch.lock();
+                latch.rearm.reconnected() && !latch.released
+            };
+            if go {
+                self.rearm();
+            }
+        }
+    }
 }
 
+impl SessionHook for DeletionShared {
+    fn session_event(&self, state: KeeperState) {
+        DeletionShared::session_event(self, state)
+    }
+}
+
+/// HBase's way: registered on the watcher, told of the default watcher's events.
 impl ZooKeeperListener for DeletionListener {
     fn node_deleted(&self, path: &str) {
-        if path == self.path_to_watch {
-            debug!("processing delete on {path}");
-            self.release(None);
+        if path == self.shared.path_to_watch {
+            self.shared.node_deleted();
         }
     }
 
     fn node_data_changed(&self, path: &str) {
-        if path != self.path_to_watch {
-            return;
-        }
-        match zkutil::set_watch_if_node_exists_rzk(&self.rzk, path) {
-            Ok(true) => {}
-            Ok(false) => self.release(None),
-            Err(e) => {
-                error!("error when re-setting the watch on {path}: {e}");
-                self.release(Some(e));
-            }
+        if path == self.shared.path_to_watch {
+            self.shared.rearm();
         }
     }
 
     fn connection_event(&self, event: &WatchedEvent) {
-        if let Some(e) = session_end(event.keeper_state) {
-            debug!(
-                "session ended ({:?}) while waiting for the deletion of {}",
-                event.keeper_state, self.path_to_watch
-            );
-            self.release(Some(e));
+        // Session ends also come through the hook; releasing is idempotent.
+        // SyncConnected re-arms only through the hook (once).
+        if session_end(event.keeper_state).is_some() {
+            self.shared.session_event(event.keeper_state);
         }
     }
 
     fn path(&self) -> Option<&str> {
-        Some(&self.path_to_watch)
+        Some(&self.shared.path_to_watch)
     }
 }
 
@@ -596,14 +889,10 @@ mod tests {
         assert!(deadline_after(Duration::from_secs(1)).is_some());
     }
 
-    /// A listener on a client that never connects (nothing listens on port 1):
-    /// enough for the latch, which needs no server.
+    /// A listener without a session: enough for the latch, which needs no
+    /// server.
     fn offline_listener(path: &str) -> DeletionListener {
-        let zk = crate::client::ZooKeeper::builder("127.0.0.1:1")
-            .start(|_e: WatchedEvent| {})
-            .unwrap();
-        let rzk = RecoverableZooKeeper::new(zk, "test", crate::retry::RetryConfig::default());
-        DeletionListener::with_recoverable(rzk, path)
+        DeletionListener::with_session(WeakZooKeeperWatcher::default(), path)
     }
 
     #[test]

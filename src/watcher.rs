@@ -136,6 +136,25 @@ struct Inner {
     state_lock: Mutex<KeeperState>,
     state_cv: Condvar,
     pending: Arc<PendingWatcher>,
+    /// The library's own connection-event subscribers (trackers, deletion
+    /// listeners): apart from the user's registry, so that
+    /// `unregister_all_listeners` cannot strand a library wait, and weak, so
+    /// that they never keep the session alive.
+    hooks: Mutex<Hooks>,
+}
+
+/// A library listener's subscription to connection events (type `None`). Called
+/// on the event thread before the user's listeners; must not block.
+pub(crate) trait SessionHook: Send + Sync {
+    /// `state` is the new connection state (`SyncConnected`, `Disconnected`,
+    /// `Expired`, `AuthFailed`, `Closed`).
+    fn session_event(&self, state: KeeperState);
+}
+
+#[derive(Default)]
+struct Hooks {
+    next: u64,
+    by_id: HashMap<u64, Weak<dyn SessionHook>>,
 }
 
 /// HBase's `ZooKeeperWatcher`: the process's ZooKeeper session, its
@@ -154,8 +173,42 @@ struct Inner {
 /// listener about one path ([`ZooKeeperListener::path`]) is found by that path,
 /// so dispatch cost does not grow with the number of waiting locks.
 /// The session ends with [`close`](Self::close) or when the last clone is
-/// dropped, on the thread that drops it, which joins the client's threads
-/// (listeners that hold a clone keep it alive: close explicitly).
+/// dropped, on the thread that drops it, which joins the client's threads.
+///
+/// # Listeners and the session's lifetime
+/// A clone is a *user handle*: it keeps the session open. The library's own
+/// listeners ([`ZooKeeperNodeTracker`](crate::ZooKeeperNodeTracker),
+/// [`DeletionListener`](crate::DeletionListener)) hold only a
+/// [`WeakZooKeeperWatcher`], so the session ends with the application's last
+/// handle whatever they registered. A listener of yours that owns a clone and
+/// is registered on this watcher is an `Arc` cycle (the registry owns the
+/// listener, the listener owns the watcher): the session, its two threads and
+/// its ephemeral nodes then live until [`close`](Self::close). Port HBase
+/// listeners (which keep a `watcher` field) with a [`WeakZooKeeperWatcher`]
+/// from [`downgrade`](Self::downgrade) and
+/// [`upgrade`](WeakZooKeeperWatcher::upgrade) it inside the callback:
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use zklock::{zkutil, WeakZooKeeperWatcher, ZooKeeperListener, ZooKeeperWatcher};
+///
+/// struct MasterListener {
+///     watcher: WeakZooKeeperWatcher, // HBase: `protected ZooKeeperWatcher watcher`
+/// }
+///
+/// impl ZooKeeperListener for MasterListener {
+///     fn node_created(&self, path: &str) {
+///         // `None` once the application dropped its last handle.
+///         let Some(zkw) = self.watcher.upgrade() else { return };
+///         let _ = zkutil::get_data_no_watch(&zkw, path);
+///     }
+/// }
+///
+/// let zkw = ZooKeeperWatcher::connect("127.0.0.1:2181", "doc", None)?;
+/// zkw.register_listener(Arc::new(MasterListener { watcher: zkw.downgrade() }));
+/// drop(zkw); // the session ends here
+/// # Ok::<(), zklock::Error>(())
+/// ```
 ///
 /// # Examples
 /// ```no_run
@@ -317,6 +370,7 @@ impl ZooKeeperWatcherBuilder {
             state_lock: Mutex::new(KeeperState::Disconnected),
             state_cv: Condvar::new(),
             pending: pending.clone(),
+            hooks: Mutex::new(Hooks::default()),
         });
         let weak: Weak<dyn Watcher> = Arc::downgrade(&inner) as Weak<dyn Watcher>;
         pending.prepare(weak)?;
@@ -437,13 +491,7 @@ impl ZooKeeperWatcher {
     /// An error if the session can no longer be used (`SessionExpired`,
     /// `AuthFailed`, `Closed`), for waits that must end with the session.
     pub fn check_session(&self) -> Result<()> {
-        match self.state() {
-            State::Expired => Err(Error::zk_code(ZkError::SessionExpired)),
-            State::AuthFailed => Err(Error::zk_code(ZkError::AuthFailed)),
-            State::Closed => Err(Error::Closed),
-            _ if self.inner.closed.load(Ordering::SeqCst) => Err(Error::Closed),
-            _ => Ok(()),
-        }
+        self.inner.check_session()
     }
 
     /// Waits until the next connection-state event after `seen` (a value of
@@ -464,9 +512,63 @@ impl ZooKeeperWatcher {
 
     // ---- listeners ---------------------------------------------------------
 
-    /// Adds a listener at the end of the order.
+    /// HBase's `registerListener`: adds a listener at the end of the order. It
+    /// stays registered until [`unregister_listener`](Self::unregister_listener),
+    /// [`unregister_all_listeners`](Self::unregister_all_listeners) or the
+    /// session's end; [`listen`](Self::listen) is the form that unregisters when
+    /// its registration is dropped.
+    ///
+    /// The listener's calls run on the session's event thread, one event at a
+    /// time: a call that blocks (a ZooKeeper call that waits for its reply, a
+    /// `RecoverableZooKeeper` call that retries for seconds during a partition, a
+    /// lock, a sleep) delays **every** later event of the session — other
+    /// listeners, trackers, and a lock's `InDoubt`/`Lost` signals — by as long as
+    /// it blocks. See [`ZooKeeperListener`].
+    ///
+    /// A listener that owns a clone of this watcher keeps the session alive (see
+    /// [Listeners and the session's lifetime](Self#listeners-and-the-sessions-lifetime)):
+    /// hold a [`WeakZooKeeperWatcher`] instead.
     pub fn register_listener(&self, listener: Arc<dyn ZooKeeperListener>) {
         self.inner.registry.write().insert(listener, false);
+    }
+
+    /// Registers `listener` (as [`register_listener`](Self::register_listener))
+    /// and returns a registration that unregisters it when dropped (no HBase
+    /// counterpart). The registration holds the watcher weakly: it does not keep
+    /// the session alive.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use zklock::{ZooKeeperListener, ZooKeeperWatcher};
+    ///
+    /// struct Log;
+    /// impl ZooKeeperListener for Log {
+    ///     fn node_deleted(&self, path: &str) {
+    ///         println!("{path} deleted");
+    ///     }
+    /// }
+    ///
+    /// let zkw = ZooKeeperWatcher::connect("127.0.0.1:2181", "doc", None)?;
+    /// let registration = zkw.listen(Arc::new(Log));
+    /// // ... events reach `Log` ...
+    /// drop(registration); // and no longer
+    /// # Ok::<(), zklock::Error>(())
+    /// ```
+    pub fn listen(&self, listener: Arc<dyn ZooKeeperListener>) -> ListenerRegistration {
+        self.register_listener(listener.clone());
+        ListenerRegistration {
+            watcher: Arc::downgrade(&self.inner),
+            listener: Some(listener),
+        }
+    }
+
+    /// A weak handle: reaches this session without keeping it open (see
+    /// [`WeakZooKeeperWatcher`]).
+    pub fn downgrade(&self) -> WeakZooKeeperWatcher {
+        WeakZooKeeperWatcher {
+            inner: Arc::downgrade(&self.inner),
+            closer: Arc::downgrade(&self._closer),
+        }
     }
 
     /// Adds a listener before all others.
@@ -479,7 +581,13 @@ impl ZooKeeperWatcher {
         self.inner.registry.write().remove(listener)
     }
 
-    /// Removes every listener.
+    /// HBase's `unregisterAllListeners`: removes every listener of the registry.
+    ///
+    /// Only users' listeners are affected: the library's own waits and watches
+    /// (a [`ZooKeeperNodeTracker`](crate::ZooKeeperNodeTracker), a started
+    /// [`DeletionListener`](crate::DeletionListener), locks) use per-watch
+    /// watchers and their own subscription to connection events, never this
+    /// registry, and keep working.
     pub fn unregister_all_listeners(&self) {
         *self.inner.registry.write() = Registry::default();
     }
@@ -506,7 +614,177 @@ impl ZooKeeperWatcher {
     }
 }
 
+/// A weak [`ZooKeeperWatcher`]: reaches the session without keeping it open
+/// (no HBase counterpart; HBase's listeners hold the watcher itself, which in
+/// Rust would be an `Arc` cycle through the listener registry).
+///
+/// [`upgrade`](Self::upgrade) gives a full handle while the application still
+/// holds one; keep the upgraded handle only for the duration of a call. Made by
+/// [`ZooKeeperWatcher::downgrade`]; [`Default`] is a handle to no session.
+#[derive(Clone, Default)]
+pub struct WeakZooKeeperWatcher {
+    inner: Weak<Inner>,
+    closer: Weak<Closer>,
+}
+
+impl std::fmt::Debug for WeakZooKeeperWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeakZooKeeperWatcher")
+            .field("alive", &(self.closer.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl WeakZooKeeperWatcher {
+    /// The watcher, if a [`ZooKeeperWatcher`] handle still exists (the session
+    /// may still have ended: see [`ZooKeeperWatcher::check_session`]).
+    pub fn upgrade(&self) -> Option<ZooKeeperWatcher> {
+        let closer = self.closer.upgrade()?;
+        Some(ZooKeeperWatcher {
+            inner: Arc::clone(&closer.0),
+            _closer: closer,
+        })
+    }
+
+    /// The session's `RecoverableZooKeeper`, for library code: not a user handle,
+    /// so holding it for a call does not delay the session's end. `None` once
+    /// the watcher is gone.
+    pub(crate) fn recoverable_zookeeper(&self) -> Option<RecoverableZooKeeper> {
+        self.inner.upgrade().map(|i| i.rzk.clone())
+    }
+
+    /// The raw client (see [`recoverable_zookeeper`](Self::recoverable_zookeeper)).
+    pub(crate) fn zookeeper(&self) -> Option<ZooKeeper> {
+        self.inner.upgrade().map(|i| i.rzk.zookeeper().clone())
+    }
+
+    /// [`ZooKeeperWatcher::check_session`]; [`Error::Closed`] once the watcher is
+    /// gone.
+    pub(crate) fn check_session(&self) -> Result<()> {
+        match self.inner.upgrade() {
+            Some(i) => i.check_session(),
+            None => Err(Error::Closed),
+        }
+    }
+
+    /// The watcher's base znode, `None` once it is gone.
+    pub(crate) fn base_znode(&self) -> Option<String> {
+        self.inner.upgrade().map(|i| i.base_znode.clone())
+    }
+
+    /// Subscribes `hook` to connection events; the id for
+    /// [`remove_hook`](Self::remove_hook). If the session has already ended, the
+    /// hook is told at once (on this thread).
+    pub(crate) fn add_hook(&self, hook: Weak<dyn SessionHook>) -> Option<u64> {
+        let Some(inner) = self.inner.upgrade() else {
+            if let Some(h) = hook.upgrade() {
+                h.session_event(KeeperState::Closed);
+            }
+            return None;
+        };
+        let id = {
+            let mut hooks = inner.hooks.lock();
+            hooks.next += 1;
+            let id = hooks.next;
+            hooks.by_id.insert(id, hook.clone());
+            id
+        };
+        if let Err(e) = inner.check_session() {
+            let state = match e.code() {
+                Some(ZkError::SessionExpired) => KeeperState::Expired,
+                Some(ZkError::AuthFailed) => KeeperState::AuthFailed,
+                _ => KeeperState::Closed,
+            };
+            if let Some(h) = hook.upgrade() {
+                h.session_event(state);
+            }
+        }
+        Some(id)
+    }
+
+    /// Ends a subscription of [`add_hook`](Self::add_hook).
+    pub(crate) fn remove_hook(&self, id: u64) {
+        if let Some(inner) = self.inner.upgrade() {
+            inner.hooks.lock().by_id.remove(&id);
+        }
+    }
+}
+
+/// A listener registered by [`ZooKeeperWatcher::listen`]: unregisters it when
+/// dropped. Holds the watcher weakly (it does not keep the session alive).
+#[must_use = "dropping the registration unregisters the listener at once"]
+pub struct ListenerRegistration {
+    watcher: Weak<Inner>,
+    listener: Option<Arc<dyn ZooKeeperListener>>,
+}
+
+impl std::fmt::Debug for ListenerRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerRegistration")
+            .field("registered", &self.listener.is_some())
+            .finish()
+    }
+}
+
+impl ListenerRegistration {
+    /// The registered listener.
+    pub fn listener(&self) -> &Arc<dyn ZooKeeperListener> {
+        self.listener
+            .as_ref()
+            .expect("a ListenerRegistration holds its listener until dropped")
+    }
+
+    /// Unregisters now; whether the listener was still registered (it is not
+    /// after `unregister_all_listeners` or the session's end).
+    pub fn unregister(mut self) -> bool {
+        self.remove()
+    }
+
+    /// Keeps the listener registered for good, as
+    /// [`register_listener`](ZooKeeperWatcher::register_listener) does.
+    pub fn forget(mut self) {
+        self.listener = None;
+    }
+
+    fn remove(&mut self) -> bool {
+        match (self.listener.take(), self.watcher.upgrade()) {
+            (Some(l), Some(inner)) => inner.registry.write().remove(&l),
+            _ => false,
+        }
+    }
+}
+
+impl Drop for ListenerRegistration {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
 impl Inner {
+    fn check_session(&self) -> Result<()> {
+        match self.rzk.state() {
+            State::Expired => Err(Error::zk_code(ZkError::SessionExpired)),
+            State::AuthFailed => Err(Error::zk_code(ZkError::AuthFailed)),
+            State::Closed => Err(Error::Closed),
+            _ if self.closed.load(Ordering::SeqCst) => Err(Error::Closed),
+            _ => Ok(()),
+        }
+    }
+
+    /// Tells every library hook of `state`; drops the hooks that are gone.
+    fn tell_hooks(&self, state: KeeperState) {
+        let hooks: Vec<Arc<dyn SessionHook>> = {
+            let mut g = self.hooks.lock();
+            g.by_id.retain(|_, h| h.strong_count() > 0);
+            g.by_id.values().filter_map(Weak::upgrade).collect()
+        };
+        for h in hooks {
+            if catch_unwind(AssertUnwindSafe(|| h.session_event(state))).is_err() {
+                error!("a library connection hook panicked");
+            }
+        }
+    }
+
     fn close(&self) -> Result<()> {
         self.closed.store(true, Ordering::SeqCst);
         // An event thread still parked in the PendingWatcher must not hold close.
@@ -523,6 +801,10 @@ impl Inner {
             });
         }
         *self.registry.write() = Registry::default();
+        // The library's waits end with the session, whatever the event thread
+        // did (their handlers are idempotent).
+        self.tell_hooks(KeeperState::Closed);
+        self.hooks.lock().by_id.clear();
         {
             let _g = self.state_lock.lock();
             self.state_seq.fetch_add(1, Ordering::SeqCst);
@@ -581,6 +863,9 @@ impl Inner {
             self.state_seq.fetch_add(1, Ordering::SeqCst);
             self.state_cv.notify_all();
         }
+        // The library first: its reactions never block, and a lock's signals
+        // must not wait for the user's listeners.
+        self.tell_hooks(event.keeper_state);
         self.call_each(listeners, "a connection event", |l| {
             l.connection_event(event)
         });

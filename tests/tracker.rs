@@ -7,11 +7,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+use zklock::client::KeeperState;
 use zklock::client::{Acl, CreateMode, EventType, Op, WatchedEvent, ZooKeeper};
-use zklock::testing::{test_servers, unique_root};
+use zklock::testing::{shared_server, test_servers, unique_root, FaultProxy};
 use zklock::{
-    zkutil, Abortable, DeletionListener, Error, LoggingAbortable, ZkError, ZooKeeperListener,
-    ZooKeeperNodeTracker, ZooKeeperWatcher,
+    zkutil, Abortable, DeletionListener, Error, LoggingAbortable, WeakZooKeeperWatcher, ZkError,
+    ZooKeeperListener, ZooKeeperNodeTracker, ZooKeeperWatcher,
 };
 
 type TestResult = Result<(), Error>;
@@ -101,6 +102,23 @@ impl ZooKeeperListener for Recorder {
     }
 }
 
+/// Waits until `zkw`'s event thread has run the callbacks of every request
+/// sent before, `rounds` times over: a chain of asynchronous steps (a
+/// tracker's `getData` → `NoNode` → `exists`) needs one round per step.
+fn drain_event_thread(zkw: &ZooKeeperWatcher, rounds: usize) {
+    for _ in 0..rounds {
+        let (tx, rx) = std::sync::mpsc::channel();
+        zkw.zookeeper().exists_async("/", None, move |_| {
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(WAIT).expect("the event thread answers");
+    }
+}
+
+/// A user listener for `zkw`'s default watcher. The trackers and deletion
+/// listeners watch with watchers of their own: to see an event on the same
+/// path, set a default watch too (after theirs, so the client calls theirs
+/// first).
 fn recorder(zkw: &ZooKeeperWatcher) -> Arc<Recorder> {
     let r = Arc::new(Recorder::default());
     zkw.register_listener(r.clone());
@@ -206,15 +224,18 @@ fn a_delete_notices_a_re_create_in_the_same_transaction() -> TestResult {
     t.start()?;
     assert_eq!(t.get_data(false).as_deref(), Some(&b"old"[..]));
     let rec = recorder(&zkw);
+    assert!(zkutil::watch_and_check_exists(&zkw, &node)?);
     other.multi(&[
         Op::delete(node.as_str(), None),
         Op::create(node.as_str(), b"new".to_vec(), CreateMode::Persistent),
     ])?;
     assert!(rec.wait_for(EventType::NodeDeleted, &node, 1));
+    // The tracker's exists → getData chain, answered on the event thread.
+    drain_event_thread(&zkw, 3);
     assert_eq!(
         t.get_data(false).as_deref(),
         Some(&b"new"[..]),
-        "the tracker handled NodeDeleted before the recorder saw it"
+        "the tracker's re-check after NodeDeleted found the new node"
     );
     assert_eq!(
         rec.count(EventType::NodeCreated, &node),
@@ -237,18 +258,20 @@ fn a_create_that_finds_the_node_gone_keeps_watching() -> TestResult {
     let t = ZooKeeperNodeTracker::new(&zkw, &node, logging());
     t.start()?;
     let rec = recorder(&zkw);
+    assert!(!zkutil::watch_and_check_exists(&zkw, &node)?);
     other.multi(&[
         Op::create(node.as_str(), b"flash".to_vec(), CreateMode::Persistent),
         Op::delete(node.as_str(), None),
     ])?;
     assert!(rec.wait_for(EventType::NodeCreated, &node, 1));
+    // getData → NoNode → exists (which re-sets the exists watch) → None.
+    drain_event_thread(&zkw, 3);
     assert_eq!(t.get_data(false), None);
     other.create(&node, b"later", Acl::open_unsafe(), CreateMode::Persistent)?;
-    assert!(
-        rec.wait_for(EventType::NodeCreated, &node, 2),
-        "the tracker left an exists watch"
+    eventually(
+        "the tracker left an exists watch: it sees the creation",
+        || t.get_data(false).as_deref() == Some(&b"later"[..]),
     );
-    assert_eq!(t.get_data(false).as_deref(), Some(&b"later"[..]));
     t.stop();
     zkutil::delete_node_recursively(&zkw, &root)?;
     other.close()?;
@@ -289,9 +312,11 @@ fn stop_wakes_a_blocked_thread() -> TestResult {
 
     // Stopped: events no longer reach it.
     let rec = recorder(&zkw);
+    assert!(!zkutil::watch_and_check_exists(&zkw, &node)?);
     let other = raw();
     other.create(&node, b"x", Acl::open_unsafe(), CreateMode::Persistent)?;
     assert!(rec.wait_for(EventType::NodeCreated, &node, 1));
+    drain_event_thread(&zkw, 3);
     assert_eq!(t.get_data(false), None);
     // Started again, it reads the node.
     t.start()?;
@@ -480,7 +505,8 @@ fn deletion_listener_released_when_the_changed_node_is_gone() -> TestResult {
         EventType::NodeDataChanged,
         node.as_str(),
     ));
-    assert!(l.is_released());
+    // The watch is re-set asynchronously: answered on the event thread.
+    assert!(l.await_deletion(Some(WAIT)));
     assert!(!l.has_exception());
     zkw.unregister_listener(&registered);
     zkutil::delete_node_recursively(&zkw, &root)?;
@@ -500,7 +526,7 @@ fn deletion_listener_records_an_error_re_setting_the_watch() -> TestResult {
         EventType::NodeDataChanged,
         node.as_str(),
     ));
-    assert!(l.await_deletion(Some(Duration::ZERO)));
+    assert!(l.await_deletion(Some(WAIT)));
     assert!(l.has_exception());
     assert!(
         l.exception().is_some_and(|e| e.is(ZkError::NoAuth)),
@@ -530,4 +556,200 @@ fn deletion_listener_is_released_with_an_error_when_the_session_closes() -> Test
     assert!(matches!(l.exception(), Some(Error::Closed)), "{l:?}");
     zkutil::delete_node_recursively(&cleanup, &root)?;
     cleanup.close()
+}
+
+// ---------------------------------------------------------------------------
+// The event thread during a partition; unregister_all_listeners
+// ---------------------------------------------------------------------------
+
+/// A user listener that partitions the session when `node` changes: it first
+/// makes a round trip (so the server heard from the session just now and it
+/// outlives the stall), then stalls the proxy. Whatever is sent after it for the
+/// same event — a tracker's re-read, a deletion listener's re-arm — goes into
+/// the stall. It also notes when `Disconnected` reached it.
+struct Staller {
+    node: String,
+    zkw: WeakZooKeeperWatcher,
+    proxy: Arc<FaultProxy>,
+    stalled_at: Mutex<Option<Instant>>,
+    disconnected_at: Mutex<Option<Instant>>,
+    cv: Condvar,
+}
+
+impl Staller {
+    fn wait(&self, what: &str, slot: impl Fn(&Staller) -> &Mutex<Option<Instant>>) -> Instant {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut g = slot(self).lock();
+        loop {
+            if let Some(t) = *g {
+                return t;
+            }
+            assert!(
+                !self.cv.wait_until(&mut g, deadline).timed_out(),
+                "no {what} within 20 s"
+            );
+        }
+    }
+}
+
+impl ZooKeeperListener for Staller {
+    fn node_data_changed(&self, path: &str) {
+        if path != self.node || self.stalled_at.lock().is_some() {
+            return;
+        }
+        if let Some(zkw) = self.zkw.upgrade() {
+            zkw.zookeeper().exists("/", false).expect("a round trip");
+        }
+        self.proxy.stall();
+        *self.stalled_at.lock() = Some(Instant::now());
+        self.cv.notify_all();
+    }
+
+    fn connection_event(&self, event: &WatchedEvent) {
+        if event.keeper_state == KeeperState::Disconnected {
+            self.disconnected_at.lock().get_or_insert_with(Instant::now);
+            self.cv.notify_all();
+        }
+    }
+}
+
+/// Issue 9, item 2: during a partition the tracker's and the deletion
+/// listener's reactions do not block the event thread. The node changes; a
+/// user listener stalls the link; the tracker re-reads and the (HBase-style)
+/// deletion listener re-arms into the stall. `Disconnected` must reach the user
+/// at the read timeout (2/3 of the session timeout), not after the
+/// `RecoverableZooKeeper`'s retries (1 + 2 + 4 s) of a blocking re-read. While
+/// partitioned, another session deletes the node and a second watched node;
+/// after the heal the tracker (re-armed on `SyncConnected`) has the node's
+/// state, follows it on, and both deletion listeners are released.
+#[test]
+fn a_stall_while_a_tracker_re_reads_does_not_delay_disconnected_and_heals() -> TestResult {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let proxy = Arc::new(FaultProxy::start(shared_server().connect_string())?);
+    let zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(6))
+        .connect()?;
+    let root = unique_root("tracker-stall");
+    zkutil::create_with_parents(&zkw, &root)?;
+    let node = format!("{root}/n");
+    let other_node = format!("{root}/m");
+    let other = raw();
+    other.create(&node, b"v1", Acl::open_unsafe(), CreateMode::Persistent)?;
+    other.create(&other_node, b"", Acl::open_unsafe(), CreateMode::Persistent)?;
+
+    // The staller first, by registration and by watch order (its default
+    // watch is set before the tracker's own).
+    let staller = Arc::new(Staller {
+        node: node.clone(),
+        zkw: zkw.downgrade(),
+        proxy: proxy.clone(),
+        stalled_at: Mutex::new(None),
+        disconnected_at: Mutex::new(None),
+        cv: Condvar::new(),
+    });
+    let _staller_registration = zkw.listen(staller.clone());
+    assert!(zkutil::set_watch_if_node_exists(&zkw, &node)?);
+    let abortable = Arc::new(CountingAbortable::default());
+    let tracker = ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone());
+    tracker.start()?;
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"v1"[..]));
+    // HBase's way: registered, on the default watch; its re-arm after the
+    // change goes into the stall.
+    let hbase_style = Arc::new(DeletionListener::new(&zkw, &node));
+    let _hbase_registration = zkw.listen(hbase_style.clone());
+    // Self-contained, on its own watch, which the client re-sets on reconnect.
+    let own = DeletionListener::new(&zkw, &other_node);
+    assert!(own.set_watch_if_node_exists()?);
+
+    other.set_data(&node, b"v2", None)?;
+    let stalled_at = staller.wait("stall", |s| &s.stalled_at);
+    // Partitioned: another process deletes both nodes.
+    other.delete(&node, None)?;
+    other.delete(&other_node, None)?;
+    let disconnected_at = staller.wait("Disconnected", |s| &s.disconnected_at);
+    proxy.pass();
+
+    let read_timeout = zkw.zookeeper().session_timeout() * 2 / 3;
+    let told = disconnected_at - stalled_at;
+    assert!(
+        told >= read_timeout.saturating_sub(Duration::from_millis(500))
+            && told <= read_timeout + Duration::from_secs(1),
+        "Disconnected {told:?} after the stall; the read timeout is {read_timeout:?}"
+    );
+    assert!(
+        hbase_style.await_deletion(Some(WAIT)),
+        "the re-arm that failed in the partition is made again on reconnect"
+    );
+    assert!(!hbase_style.has_exception(), "{hbase_style:?}");
+    assert!(
+        own.await_deletion(Some(WAIT)),
+        "its watch survives the partition"
+    );
+    assert!(!own.has_exception(), "{own:?}");
+    eventually(
+        "the tracker re-reads on reconnect: the node is gone",
+        || tracker.get_data(false).is_none(),
+    );
+    other.create(&node, b"v4", Acl::open_unsafe(), CreateMode::Persistent)?;
+    eventually("the tracker follows the node after the heal", || {
+        tracker.get_data(false).as_deref() == Some(&b"v4"[..])
+    });
+    assert!(!zkw.is_expired(), "the session outlived the stall");
+    assert_eq!(abortable.calls.load(Ordering::SeqCst), 0, "nothing aborted");
+
+    tracker.stop();
+    zkutil::delete_node_recursively(&zkw, &root)?;
+    other.close()?;
+    zkw.close()
+}
+
+/// Issue 9, item 4: `unregister_all_listeners` removes the user's listeners
+/// only; a tracker (its watch, and a thread blocked in it) and a deletion
+/// listener on its own watch keep working.
+#[test]
+fn unregister_all_listeners_does_not_stop_a_tracker_or_a_deletion_listener() -> TestResult {
+    let (zkw, root) = setup("tracker-unregister-all");
+    let other = raw();
+    let followed = format!("{root}/followed");
+    let awaited = format!("{root}/awaited");
+    let deleted = format!("{root}/deleted");
+    other.create(&followed, b"a", Acl::open_unsafe(), CreateMode::Persistent)?;
+    other.create(&deleted, b"", Acl::open_unsafe(), CreateMode::Persistent)?;
+    let tracker = ZooKeeperNodeTracker::new(&zkw, &followed, logging());
+    tracker.start()?;
+    let waiting = Arc::new(ZooKeeperNodeTracker::new(&zkw, &awaited, logging()));
+    waiting.start()?;
+    let listener = DeletionListener::new(&zkw, &deleted);
+    assert!(listener.set_watch_if_node_exists()?);
+    let rec = recorder(&zkw);
+    assert_eq!(zkw.number_of_listeners(), 1, "only the user's listener");
+
+    let blocked = {
+        let waiting = waiting.clone();
+        thread::spawn(move || waiting.block_until_available(WAIT, false))
+    };
+    zkw.unregister_all_listeners();
+    assert_eq!(zkw.number_of_listeners(), 0);
+    drop(rec);
+
+    other.set_data(&followed, b"b", None)?;
+    eventually("the tracker follows a change", || {
+        tracker.get_data(false).as_deref() == Some(&b"b"[..])
+    });
+    other.create(
+        &awaited,
+        b"here",
+        Acl::open_unsafe(),
+        CreateMode::Persistent,
+    )?;
+    assert_eq!(blocked.join().unwrap()?.as_deref(), Some(&b"here"[..]));
+    other.delete(&deleted, None)?;
+    assert!(listener.await_deletion(Some(WAIT)));
+    assert!(!listener.has_exception(), "{listener:?}");
+
+    tracker.stop();
+    waiting.stop();
+    zkutil::delete_node_recursively(&zkw, &root)?;
+    other.close()?;
+    zkw.close()
 }

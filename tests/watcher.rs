@@ -721,3 +721,55 @@ fn dropping_the_last_handle_frees_the_watcher() {
     drop(abortable);
     assert!(weak.upgrade().is_none());
 }
+
+/// `listen` returns a registration that unregisters on drop: the listener gets
+/// no more events. `unregister` says whether it was still registered.
+#[test]
+fn a_listener_registration_unregisters_on_drop() {
+    init_log();
+    let servers = test_servers();
+    let (zk, root) = setup(&servers, "registration");
+    let zkw = watcher(&servers);
+    let log = Log::default();
+    let listener = Recorder::new("listener", None, &log);
+    let registration = zkw.listen(as_listener(&listener));
+    assert!(Arc::ptr_eq(
+        registration.listener(),
+        &as_listener(&listener)
+    ));
+    let (sentinel, rx) = Recorder::sentinel(&log);
+    zkw.register_listener(as_listener(&sentinel));
+    assert_eq!(zkw.number_of_listeners(), 2);
+
+    let node = format!("{root}/n");
+    assert!(zkw.zookeeper().exists(&node, true).unwrap().is_none());
+    zk.create(&node, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let calls = take(&log, &rx, &format!("created {node}"));
+    assert_eq!(names(&calls), ["listener", "sentinel"]);
+
+    drop(registration);
+    assert_eq!(zkw.number_of_listeners(), 1);
+    assert_eq!(Arc::strong_count(&listener), 1, "no reference left");
+    assert!(zkw.zookeeper().exists(&node, true).unwrap().is_some());
+    zk.delete(&node, None).unwrap();
+    let calls = take(&log, &rx, &format!("deleted {node}"));
+    assert_eq!(names(&calls), ["sentinel"], "the dropped registration");
+
+    // `unregister` reports; after `unregister_all_listeners` it was not.
+    let registration = zkw.listen(as_listener(&listener));
+    assert!(registration.unregister());
+    let registration = zkw.listen(as_listener(&listener));
+    zkw.unregister_all_listeners();
+    assert!(!registration.unregister());
+    // A registration does not keep the watcher: dropped after it, it is a no-op.
+    let registration = zkw.listen(as_listener(&listener));
+    let weak = zkw.downgrade();
+    assert!(weak.upgrade().is_some());
+    zk.delete(&root, None).unwrap();
+    drop(zkw);
+    assert!(weak.upgrade().is_none(), "the last user handle is gone");
+    drop(registration);
+    assert_eq!(Arc::strong_count(&listener), 1);
+    zk.close().unwrap();
+}

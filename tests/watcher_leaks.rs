@@ -10,8 +10,12 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zklock::testing::{four_letter, shared_server, wait_until};
-use zklock::{Abortable, Error, ZkError, ZooKeeperListener, ZooKeeperWatcher};
+use zklock::client::{Acl, CreateMode, WatchedEvent, ZooKeeper};
+use zklock::testing::{four_letter, shared_server, unique_root, wait_until};
+use zklock::{
+    zkutil, Abortable, DeletionListener, Error, LoggingAbortable, WeakZooKeeperWatcher, ZkError,
+    ZooKeeperListener, ZooKeeperNodeTracker, ZooKeeperWatcher,
+};
 
 fn threads() -> usize {
     std::fs::read_dir("/proc/self/task")
@@ -140,6 +144,14 @@ fn fifty_watchers_open_and_close_without_leaking_threads_connections_or_listener
     }
     counts("10 dropped");
 
+    self_registered_listeners_do_not_keep_the_session_alive(
+        &server,
+        base_threads,
+        &listener,
+        &abortable,
+    );
+    counts("a session with self-registered listeners, dropped");
+
     // 5 that never connect (nothing listens on port 1).
     for _ in 0..5 {
         match ZooKeeperWatcher::builder("127.0.0.1:1")
@@ -154,4 +166,85 @@ fn fifty_watchers_open_and_close_without_leaking_threads_connections_or_listener
     }
     counts("5 failed connects");
     assert_eq!(abortable.0.load(Ordering::SeqCst), 0, "nobody aborted");
+}
+
+/// An HBase listener ported with a weak handle (HBase keeps `watcher`): it
+/// reaches the session in its callbacks without keeping it alive.
+struct Ported {
+    watcher: WeakZooKeeperWatcher,
+}
+
+impl ZooKeeperListener for Ported {
+    fn node_deleted(&self, path: &str) {
+        if let Some(zkw) = self.watcher.upgrade() {
+            let _ = zkutil::check_exists(&zkw, path);
+        }
+    }
+}
+
+/// Issue 9, item 5: a tracker, two deletion listeners (one self-contained, one
+/// registered the HBase way) and user listeners holding weak handles (one
+/// registered for good, one through `listen`) all on one session: when the
+/// application drops its last `ZooKeeperWatcher`, the session ends anyway —
+/// its two threads are joined, the server lists no session, its ephemeral node
+/// is gone — and the library's waits end with `Closed`.
+fn self_registered_listeners_do_not_keep_the_session_alive(
+    server: &str,
+    base_threads: usize,
+    listener: &Arc<Counting>,
+    abortable: &Arc<Counting>,
+) {
+    let zkw = open(server, listener, abortable);
+    let root = unique_root("leaks-cycle");
+    zkutil::create_with_parents(&zkw, &root).unwrap();
+    let ephemeral = format!("{root}/ephemeral");
+    zkw.recoverable_zookeeper()
+        .create(&ephemeral, b"x", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let tracker = ZooKeeperNodeTracker::new(&zkw, &ephemeral, Arc::new(LoggingAbortable::new()));
+    tracker.start().unwrap();
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"x"[..]));
+    let deletion = DeletionListener::new(&zkw, &ephemeral);
+    assert!(deletion.set_watch_if_node_exists().unwrap());
+    let hbase_style = Arc::new(DeletionListener::new(&zkw, &ephemeral));
+    zkw.register_listener(hbase_style.clone());
+    assert!(zkutil::set_watch_if_node_exists(&zkw, &ephemeral).unwrap());
+    zkw.register_listener(Arc::new(Ported {
+        watcher: zkw.downgrade(),
+    }));
+    let registration = zkw.listen(Arc::new(Ported {
+        watcher: zkw.downgrade(),
+    }));
+    let weak = zkw.downgrade();
+    let sid = format!("sid=0x{:x},", zkw.zookeeper().session_id());
+    assert!(sessions(server).iter().any(|l| l.contains(&sid)));
+    assert_threads(base_threads + 2, "one session");
+
+    drop(zkw);
+    assert_threads(base_threads, "the last user handle's drop ends the session");
+    assert!(weak.upgrade().is_none());
+    wait_until(
+        Duration::from_secs(10),
+        "the server drops the session",
+        || sessions(server).is_empty(),
+    );
+    let r = tracker.block_until_available(Duration::from_secs(60), false);
+    assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+    assert!(deletion.await_deletion(Some(Duration::from_secs(10))));
+    assert!(
+        matches!(deletion.exception(), Some(Error::Closed)),
+        "{deletion:?}"
+    );
+    assert!(hbase_style.await_deletion(Some(Duration::from_secs(10))));
+    drop((tracker, deletion, registration));
+    assert_eq!(Arc::strong_count(&hbase_style), 1, "the registry let it go");
+
+    let check = ZooKeeper::connect(server, Duration::from_secs(6), |_e: WatchedEvent| {}).unwrap();
+    assert_eq!(
+        check.exists(&ephemeral, false).unwrap(),
+        None,
+        "the session's ephemeral node is gone"
+    );
+    check.delete(&root, None).unwrap();
+    check.close().unwrap();
 }
