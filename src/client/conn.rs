@@ -23,7 +23,7 @@ use parking_lot::{Condvar, Mutex};
 use super::path::strip_chroot;
 use super::proto::{self, op, xid, ConnectResponse, Reader, ReplyHeader, Writer};
 use super::types::{EventType, KeeperState, State, WatchedEvent};
-use super::watches::{Kind, WatchManager, WatcherRef};
+use super::watches::{same, Kind, WatchManager, WatcherRef};
 use crate::deadline::Deadline;
 use crate::error::{Error, ZkError};
 use crate::util::{jitter, shuffle};
@@ -270,14 +270,34 @@ impl Shared {
         self.last_zxid.load(Ordering::Relaxed)
     }
 
+    /// Tells a connection-state change, once per change, as Java's
+    /// `ZKWatchManager.materialize(state, None, path)` does: to the default
+    /// watcher and to every distinct per-watch watcher registered in any table,
+    /// each once. Registrations stay on Disconnected / SyncConnected (they are set
+    /// again on the reconnect); a session's end (Expired, AuthFailed, Closed)
+    /// clears them after telling them.
     fn tell_state(&self, s: &mut Session, ks: KeeperState) {
         if s.told != Some(ks) {
             s.told = Some(ks);
             info!("session {:#x}: {ks:?}", s.id);
-            let _ = self.events.send(EventMsg::Deliver(
-                vec![self.default_watcher.clone()],
-                WatchedEvent::state(ks),
-            ));
+            let mut watchers = vec![self.default_watcher.clone()];
+            {
+                let mut m = self.watches.lock();
+                for w in m.all_watchers() {
+                    if !watchers.iter().any(|x| same(x, &w)) {
+                        watchers.push(w);
+                    }
+                }
+                if matches!(
+                    ks,
+                    KeeperState::Expired | KeeperState::AuthFailed | KeeperState::Closed
+                ) {
+                    m.clear();
+                }
+            }
+            let _ = self
+                .events
+                .send(EventMsg::Deliver(watchers, WatchedEvent::state(ks)));
         }
     }
 

@@ -29,9 +29,14 @@
 //! - **No panic on any input**: malformed frames reset the connection; a panicking
 //!   watcher is caught and logged.
 //!
-//! Connection changes reach the default watcher as events of type
-//! [`EventType::None`]: `SyncConnected`, `Disconnected`, `Expired`, `AuthFailed`,
-//! `Closed`, each once per change.
+//! Connection changes reach the default watcher **and every distinct per-watch
+//! watcher currently registered** (data, exist, child, persistent, recursive) as
+//! events of type [`EventType::None`]: `SyncConnected`, `Disconnected`, `Expired`,
+//! `AuthFailed`, `Closed`, each watcher once per change (Java's
+//! `ZKWatchManager.materialize(state, None, path)`), so a thread waiting on a node
+//! watch wakes when the session ends. Registrations survive `Disconnected` and
+//! `SyncConnected` (they are set again on the reconnect); after `Expired`,
+//! `AuthFailed` or `Closed` they are dropped.
 
 mod conn;
 mod path;
@@ -1053,7 +1058,8 @@ impl ZooKeeper {
     /// Ends the session: the server deletes its ephemeral nodes at once. Idempotent;
     /// bounded even when the server does not answer; joins the client's threads
     /// (except when called from a watcher, on the event thread, which then ends by
-    /// itself). The default watcher gets a `Closed` event.
+    /// itself). The default watcher and every registered per-watch watcher get a
+    /// `Closed` event.
     pub fn close(&self) -> Result<()> {
         self.handle.close();
         Ok(())
