@@ -11,7 +11,8 @@
 //!   received for 2/3 of it → the connection is dead (`Disconnected`, in-flight calls
 //!   fail with `ConnectionLoss`, reconnect to the next host); a ping whenever nothing
 //!   was sent for 1/3 of it, busy or idle; each connect attempt bounded by session
-//!   timeout / number of hosts, the first included.
+//!   timeout / number of hosts, the first included, and by the handshake timeout
+//!   (default 2 s) as a total deadline.
 //! - **The session survives reconnects**: id, password and last zxid are sent again,
 //!   auth is replayed and every watch (data, exist, child, persistent) is re-set with
 //!   SetWatches, so a change made during the gap fires once.
@@ -65,8 +66,14 @@ pub(crate) fn validate_path(path: &str) -> Result<()> {
     path::validate_path(path, false)
 }
 
-/// ZooKeeper's default `jute.maxbuffer`: the largest request a server accepts.
+/// ZooKeeper's default `jute.maxbuffer`: the largest request a server accepts,
+/// and the default bound on a frame from a server
+/// ([`ZooKeeperBuilder::with_max_buffer`]).
 pub const MAX_PACKET: usize = 0xfffff;
+
+/// The default bound on one connect attempt
+/// ([`ZooKeeperBuilder::with_handshake_timeout`]).
+const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A blocking ZooKeeper session: Java's `org.apache.zookeeper.ZooKeeper`.
 ///
@@ -159,9 +166,36 @@ pub struct ZooKeeperBuilder {
     connect_wait: Option<Duration>,
     request_timeout: Option<Duration>,
     session: Option<(i64, Vec<u8>)>,
+    max_buffer: usize,
+    handshake_timeout: Option<Duration>,
 }
 
 impl ZooKeeperBuilder {
+    /// The most one connect attempt may take, TCP connect and the whole
+    /// ConnectRequest/ConnectResponse exchange together (a total deadline, not a
+    /// per-read timeout: a peer trickling bytes cannot stretch it). A live
+    /// server answers in milliseconds; a ZooKeeper server in its start-up window
+    /// accepts and never answers, and must not eat the session on a one-host
+    /// connect string. Each attempt is bounded by the smaller of this and
+    /// session timeout / number of hosts (Java's per-attempt bound), and by the
+    /// time left before the session must have expired. Default 2 s.
+    pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = Some(timeout);
+        self
+    }
+
+    /// The largest frame accepted from a server, Java's `jute.maxbuffer`: a
+    /// frame whose length prefix is negative, shorter than a reply header or
+    /// not below this is a broken connection (reset, then a reconnect with the
+    /// same session), and nothing of it is buffered. Default [`MAX_PACKET`]
+    /// (0xfffff, ZooKeeper's default); raise it together with the servers'
+    /// `jute.maxbuffer` for larger replies (e.g. huge `get_children`). At most
+    /// about this much plus 64 KB is buffered per connection.
+    pub fn with_max_buffer(mut self, bytes: usize) -> Self {
+        self.max_buffer = bytes.clamp(64, i32::MAX as usize);
+        self
+    }
+
     /// The requested session timeout; the server negotiates it into its
     /// `[minSessionTimeout, maxSessionTimeout]`. Default 10 s.
     pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
@@ -236,6 +270,11 @@ impl ZooKeeperBuilder {
             connect_wait: self.connect_wait.unwrap_or(self.session_timeout),
             session_id,
             password,
+            max_buffer: self.max_buffer,
+            handshake_timeout: self
+                .handshake_timeout
+                .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT)
+                .max(Duration::from_millis(1)),
         };
         let (shared, threads) = conn::start(settings, Arc::new(watcher))?;
         Ok(ZooKeeper {
@@ -257,6 +296,8 @@ impl ZooKeeper {
             connect_wait: None,
             request_timeout: None,
             session: None,
+            max_buffer: MAX_PACKET,
+            handshake_timeout: None,
         }
     }
 
