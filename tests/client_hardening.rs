@@ -618,3 +618,74 @@ fn a_one_way_partition_with_notifications_flowing_is_found_before_the_session_en
     rmr(&other, &root);
     no_client_panics();
 }
+
+// ---------------------------------------------------------------------------
+// 5. After a local expiry the client closes the session on the server
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_locally_expired_session_is_closed_on_the_server_when_it_is_reachable() {
+    let session = Duration::from_secs(4);
+    let (proxy, zk, events) = via_proxy(session);
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("reap");
+    mkdirs(&other, &root);
+    let node = format!("{root}/eph");
+    zk.create(&node, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let seen = Events::new();
+    assert!(other.exists_w(&node, seen.watcher()).unwrap().is_some());
+
+    // The client hears nothing; the server keeps hearing its pings and connect
+    // requests, so it holds the session (and the node) past the client's expiry.
+    proxy.stall_downstream();
+    events.wait_state(KeeperState::Expired, 1, WAIT);
+    assert!(
+        other.exists(&node, false).unwrap().is_some(),
+        "the server still holds the session"
+    );
+    proxy.reset();
+    let healed = Instant::now();
+    seen.wait_node(EventType::NodeDeleted, &node, 1, WAIT);
+    let gone = healed.elapsed();
+    // The server alone would keep it until a session timeout after the last
+    // connect request it heard (2 s or more after the heal).
+    assert!(
+        gone < Duration::from_millis(1000),
+        "the ephemeral node went {gone:?} after the heal"
+    );
+    // Nothing is told to the dead handle's watcher after Expired.
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        events.states(),
+        [
+            KeeperState::SyncConnected,
+            KeeperState::Disconnected,
+            KeeperState::Expired
+        ]
+    );
+    let t = Instant::now();
+    zk.close().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    rmr(&other, &root);
+    no_client_panics();
+}
+
+#[test]
+fn close_after_a_local_expiry_does_not_wait_for_the_server() {
+    let session = Duration::from_secs(2);
+    let (proxy, zk, events) = via_proxy(session);
+    proxy.stall();
+    events.wait_state(KeeperState::Expired, 1, WAIT);
+    // The connection thread is trying to close the session through a dead link.
+    thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    zk.close().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    drop(proxy);
+    no_client_panics();
+}

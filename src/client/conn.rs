@@ -11,7 +11,7 @@ use std::collections::{HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -134,6 +134,9 @@ pub(crate) struct Shared {
     session: Mutex<Session>,
     session_cv: Condvar,
     last_zxid: AtomicI64,
+    /// Set by `close()`: the connection thread stops whatever it still does
+    /// after the session's end (closing an expired session on the server).
+    abandon: AtomicBool,
     /// The connection's write half; `None` while not connected.
     writer: Mutex<Option<TcpStream>>,
     /// The socket of a handshake in progress, so that `close` can end it.
@@ -192,6 +195,7 @@ pub(crate) fn start(
         session: Mutex::new(session),
         session_cv: Condvar::new(),
         last_zxid: AtomicI64::new(0),
+        abandon: AtomicBool::new(false),
         writer: Mutex::new(None),
         handshaking: Mutex::new(None),
         pending: Mutex::new(VecDeque::new()),
@@ -640,6 +644,7 @@ impl Shared {
     /// Ends the session: closeSession when connected (bounded wait), then stops
     /// the connection thread. Idempotent; joining is the handle's job.
     pub(crate) fn close(&self) {
+        self.abandon.store(true, Ordering::SeqCst);
         let connected = {
             let mut s = self.session.lock();
             if s.closing || s.state.is_terminal() {
@@ -710,6 +715,7 @@ impl Shared {
         shuffle(&mut hosts);
         let mut next = 0usize;
         let mut failures = 0u32;
+        let mut expired_here = false;
         let terminal = loop {
             if self.session.lock().closing {
                 break Terminal::Closed;
@@ -718,6 +724,7 @@ impl Shared {
                 info!(
                     "no server heard from for {silence:?}, the session timeout: the session has expired; not reconnecting"
                 );
+                expired_here = true;
                 break Terminal::Expired;
             }
             let host = &hosts[next % hosts.len()];
@@ -775,6 +782,104 @@ impl Shared {
             }
         };
         self.finish(terminal);
+        if expired_here {
+            self.close_expired_session(&hosts, next);
+        }
+    }
+
+    /// After declaring the session expired on its own (no server heard for a
+    /// whole session timeout), the client closes it on the server: the server
+    /// may still hold it (a one-way partition; a server restarted from its
+    /// snapshot restores sessions), and its ephemeral nodes would block others
+    /// for up to another session timeout. Reconnects with the old id and
+    /// password only to send closeSession; tells nobody anything (the handle is
+    /// dead, Expired was delivered) and gives up after one more negotiated
+    /// session timeout, or at once when `close()` is called, so close and drop
+    /// stay bounded as before.
+    fn close_expired_session(&self, hosts: &[String], mut next: usize) {
+        let (id, password, negotiated) = {
+            let s = self.session.lock();
+            (s.id, s.password.clone(), s.negotiated)
+        };
+        if id == 0 || hosts.is_empty() {
+            return;
+        }
+        let until = Instant::now() + negotiated;
+        let mut failures = 0u32;
+        while !self.abandon.load(Ordering::SeqCst) && Instant::now() < until {
+            let host = &hosts[next % hosts.len()];
+            next = next.wrapping_add(1);
+            match self.close_remote(host, id, &password, until) {
+                Ok(gone) => {
+                    info!("session {id:#x}: {gone} on {host}");
+                    return;
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    let exp = failures.saturating_sub(1).min(7);
+                    let delay =
+                        jitter(Duration::from_millis(10 << exp).min(Duration::from_secs(1)))
+                            .min(until.saturating_duration_since(Instant::now()));
+                    debug!("closing expired session {id:#x} on {host}: {e}");
+                    let mut s = self.session.lock();
+                    if !self.abandon.load(Ordering::SeqCst) {
+                        self.session_cv.wait_for(&mut s, delay);
+                    }
+                }
+            }
+        }
+        debug!("gave up closing expired session {id:#x} on the server");
+    }
+
+    /// One attempt of [`close_expired_session`](Self::close_expired_session).
+    fn close_remote(
+        &self,
+        host: &str,
+        id: i64,
+        password: &[u8],
+        until: Instant,
+    ) -> io::Result<&'static str> {
+        let deadline = (Instant::now() + self.settings.handshake_timeout).min(until);
+        let addr = host
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
+        let mut stream = TcpStream::connect_timeout(&addr, left_until(deadline)?)?;
+        *self.handshaking.lock() = Some(stream.try_clone()?);
+        let result = (|| {
+            if self.abandon.load(Ordering::SeqCst) {
+                return Err(io::Error::new(io::ErrorKind::Interrupted, "closed"));
+            }
+            stream.set_nodelay(true)?;
+            stream.set_write_timeout(Some(left_until(deadline)?))?;
+            let requested =
+                i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
+            stream.write_all(&proto::connect_request(
+                self.last_zxid(),
+                requested,
+                id,
+                password,
+            ))?;
+            let body = read_frame_by(&mut stream, 4096, deadline)?;
+            let resp = ConnectResponse::read(&mut Reader::new(&body))
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+            if resp.timeout_ms <= 0 {
+                return Ok("already expired");
+            }
+            if resp.session_id != id {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "server answered with another session id",
+                ));
+            }
+            stream.write_all(&Writer::request(1, op::CLOSE_SESSION).finish())?;
+            // Its answer (or the server closing the connection) ends it.
+            let _ = read_frame_by(&mut stream, self.settings.max_buffer, deadline);
+            Ok("closed")
+        })();
+        self.handshaking.lock().take();
+        let _ = stream.shutdown(Shutdown::Both);
+        result
     }
 
     /// TCP connect + ConnectRequest/Response. `Ok(None)`: the session expired.
@@ -1353,6 +1458,22 @@ fn set_watches_packets(tables: &[Vec<String>; 5], zxid: i64) -> Vec<Vec<u8>> {
         frames.push(w.finish());
     }
     frames
+}
+
+/// Reads one length-prefixed frame of less than `max` bytes by `deadline`.
+fn read_frame_by(stream: &mut TcpStream, max: usize, deadline: Instant) -> io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    read_by(stream, &mut len, deadline)?;
+    let len = i32::from_be_bytes(len);
+    if len < 0 || len as usize >= max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("frame length {len} out of range"),
+        ));
+    }
+    let mut body = vec![0u8; len as usize];
+    read_by(stream, &mut body, deadline)?;
+    Ok(body)
 }
 
 /// The time left until `deadline`; `TimedOut` when none.

@@ -19,9 +19,15 @@
 //! - **Expiry is final**: `Expired` is delivered once, every pending and later call
 //!   fails with `SessionExpired`, and no replacement session is opened. Build a new
 //!   handle. The client also declares the session expired itself when no server
-//!   has been heard from for a whole negotiated session timeout (by then the server
-//!   has expired it): a partitioned lock holder learns it has lost its lock without
-//!   waiting for the partition to heal.
+//!   has been heard from for a whole negotiated session timeout: a partitioned
+//!   lock holder learns it has lost its lock without waiting for the partition to
+//!   heal. The server has not necessarily expired it by then (a one-way partition
+//!   in which it still hears the client; a restarted server restores its
+//!   sessions), so the connection thread keeps trying, in the background for up
+//!   to one more session timeout, to reconnect with the old id and password only
+//!   to send closeSession: the session's ephemeral nodes go as soon as a server
+//!   is reachable. No event is delivered for it and `close()`/drop end it at
+//!   once.
 //! - **Every call is bounded**: while disconnected, a call waits for the reconnect up
 //!   to the connect wait (default: the session timeout), then fails with
 //!   `ConnectionLoss`; a sent request waits for its reply at most the request timeout
