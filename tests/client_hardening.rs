@@ -689,3 +689,38 @@ fn close_after_a_local_expiry_does_not_wait_for_the_server() {
     drop(proxy);
     no_client_panics();
 }
+
+// ---------------------------------------------------------------------------
+// 8. A stuck watcher: the queue grows (documented), the session stays correct
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_stuck_watcher_never_blocks_the_connection_thread() {
+    let (zk, _events) = connect(&server(), Duration::from_secs(4));
+    let root = unique_root("stuck");
+    mkdirs(&zk, &root);
+    let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(0);
+    let stuck = move |_e: zklock::client::WatchedEvent| {
+        let _ = release_rx.recv_timeout(Duration::from_secs(20));
+    };
+    zk.add_watch_w(
+        &root,
+        zklock::client::AddWatchMode::PersistentRecursive,
+        stuck,
+    )
+    .unwrap();
+    let n = 300;
+    for i in 0..n {
+        zk.set_data(&root, format!("{i}").as_bytes(), None).unwrap();
+    }
+    // The connection thread went on: calls answered, events queued.
+    assert_eq!(zk.state(), State::Connected);
+    wait_until(WAIT, "events queued behind the stuck watcher", || {
+        zk.queued_events() >= n - 2
+    });
+    drop(release_tx); // unblocks the watcher for good
+    wait_until(WAIT, "the queue drains", || zk.queued_events() == 0);
+    zk.close().unwrap();
+    let (cleanup, _) = connect(&server(), Duration::from_secs(4));
+    rmr(&cleanup, &root);
+}

@@ -31,6 +31,10 @@ use crate::util::{jitter, shuffle};
 /// What a caller gets back: the reply body, or the failure.
 pub(crate) type Reply = Result<Vec<u8>, Error>;
 
+/// Queued event-thread messages past which a warning is logged (see
+/// [`Shared::enqueue`]).
+pub(crate) const EVENT_QUEUE_WARN: usize = 10_000;
+
 /// The most a single SetWatches packet carries (the Java client's limit).
 const SET_WATCHES_MAX: usize = 128 * 1024;
 
@@ -134,6 +138,8 @@ pub(crate) struct Shared {
     session: Mutex<Session>,
     session_cv: Condvar,
     last_zxid: AtomicI64,
+    /// Whether the event-queue warning was logged (see [`Shared::enqueue`]).
+    queue_warned: AtomicBool,
     /// Set by `close()`: the connection thread stops whatever it still does
     /// after the session's end (closing an expired session on the server).
     abandon: AtomicBool,
@@ -196,6 +202,7 @@ pub(crate) fn start(
         session_cv: Condvar::new(),
         last_zxid: AtomicI64::new(0),
         abandon: AtomicBool::new(false),
+        queue_warned: AtomicBool::new(false),
         writer: Mutex::new(None),
         handshaking: Mutex::new(None),
         pending: Mutex::new(VecDeque::new()),
@@ -289,6 +296,40 @@ impl Shared {
         self.last_zxid.load(Ordering::Relaxed)
     }
 
+    /// Queues `msg` for the event thread.
+    ///
+    /// The event queue is unbounded, as Java's `EventThread` queue: the
+    /// connection thread never blocks on it, so replies, pings and the session
+    /// stay correct however slow a watcher is. A watcher stuck for good makes it
+    /// grow: each queued event costs about 100 bytes plus its path and one
+    /// `Arc` per watcher told (a callback: its reply). Past
+    /// [`EVENT_QUEUE_WARN`] queued messages a warning is logged (once, again
+    /// after the queue fell below half of it); [`ZooKeeper::queued_events`]
+    /// reads the length. Bounding it would mean dropping events (a watch lost
+    /// silently) or dropping the connection (the next reconnect replays the
+    /// same events): neither keeps the session correct.
+    ///
+    /// [`ZooKeeper::queued_events`]: super::ZooKeeper::queued_events
+    fn enqueue(&self, msg: EventMsg) -> Result<(), crossbeam_channel::SendError<EventMsg>> {
+        let sent = self.events.send(msg);
+        let len = self.events.len();
+        if len >= EVENT_QUEUE_WARN {
+            if !self.queue_warned.swap(true, Ordering::Relaxed) {
+                warn!(
+                    "{len} events wait for the event thread: a watcher or callback is slow or stuck"
+                );
+            }
+        } else if len < EVENT_QUEUE_WARN / 2 {
+            self.queue_warned.store(false, Ordering::Relaxed);
+        }
+        sent
+    }
+
+    /// Messages waiting for the event thread.
+    pub(crate) fn queued_events(&self) -> usize {
+        self.events.len()
+    }
+
     /// Tells a connection-state change, once per change, as Java's
     /// `ZKWatchManager.materialize(state, None, path)` does: to the default
     /// watcher and to every distinct per-watch watcher registered in any table,
@@ -314,9 +355,7 @@ impl Shared {
                     m.clear();
                 }
             }
-            let _ = self
-                .events
-                .send(EventMsg::Deliver(watchers, WatchedEvent::state(ks)));
+            let _ = self.enqueue(EventMsg::Deliver(watchers, WatchedEvent::state(ks)));
         }
     }
 
@@ -441,7 +480,7 @@ impl Shared {
             ReplyTo::Callback(callback) => {
                 // The event thread has ended (the handle is dead): answer here.
                 if let Err(crossbeam_channel::SendError(EventMsg::Answer(callback, reply))) =
-                    self.events.send(EventMsg::Answer(callback, reply))
+                    self.enqueue(EventMsg::Answer(callback, reply))
                 {
                     callback(reply);
                 }
@@ -609,7 +648,7 @@ impl Shared {
     /// Hands `event` to `watchers` on the event thread.
     pub(crate) fn deliver(&self, watchers: Vec<WatcherRef>, event: WatchedEvent) {
         if !watchers.is_empty() {
-            let _ = self.events.send(EventMsg::Deliver(watchers, event));
+            let _ = self.enqueue(EventMsg::Deliver(watchers, event));
         }
     }
 
@@ -1347,7 +1386,7 @@ impl Shared {
             keeper_state,
             path: Some(path),
         };
-        let _ = self.events.send(EventMsg::Deliver(watchers, event));
+        let _ = self.enqueue(EventMsg::Deliver(watchers, event));
     }
 
     fn fail_pending(&self, error: impl Fn() -> Error) {

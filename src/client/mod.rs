@@ -1112,6 +1112,15 @@ impl ZooKeeper {
         Ok(())
     }
 
+    /// Events and async callbacks waiting for the event thread. The queue is
+    /// unbounded, as Java's: the connection thread never waits for a watcher,
+    /// so a slow watcher delays only other watchers, never the session. A
+    /// watcher stuck for good makes it grow (about 100 bytes plus the path per
+    /// event); past 10,000 queued a warning is logged.
+    pub fn queued_events(&self) -> usize {
+        self.shared().queued_events()
+    }
+
     /// Test hook: the reply to the next request of `kind` is lost — the server
     /// applies it, then the connection drops before the reply reaches the caller,
     /// who sees `ConnectionLoss` (the session survives and reconnects).
