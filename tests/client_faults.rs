@@ -326,11 +326,16 @@ fn change_and_check(zk: &ZooKeeper, other: &ZooKeeper, root: &str, a: &Armed, ro
         WAIT,
     );
     settle(zk);
-    assert_eq!(a.data.len(), 1, "{:?}", a.data.all());
-    assert_eq!(a.exist.len(), 1, "{:?}", a.exist.all());
-    assert_eq!(a.child.len(), 1, "{:?}", a.child.all());
-    assert_eq!(a.persistent.len(), round, "{:?}", a.persistent.all());
-    assert_eq!(a.recursive.len(), round, "{:?}", a.recursive.all());
+    assert_eq!(a.data.nodes().len(), 1, "{:?}", a.data.all());
+    assert_eq!(a.exist.nodes().len(), 1, "{:?}", a.exist.all());
+    assert_eq!(a.child.nodes().len(), 1, "{:?}", a.child.all());
+    assert_eq!(
+        a.persistent.nodes().len(),
+        round,
+        "{:?}",
+        a.persistent.all()
+    );
+    assert_eq!(a.recursive.nodes().len(), round, "{:?}", a.recursive.all());
     other.delete(&format!("{root}/e"), None).unwrap();
 }
 
@@ -383,7 +388,7 @@ fn watches_survive_a_short_cut() {
     other.delete(&format!("{root}/d"), None).unwrap();
     del.wait_node(EventType::NodeDeleted, &format!("{root}/d"), 1, WAIT);
     settle(&zk);
-    assert_eq!(del.len(), 1, "{:?}", del.all());
+    assert_eq!(del.nodes().len(), 1, "{:?}", del.all());
     zk.close().unwrap();
     rmr(&other, &root);
     other.close().unwrap();
@@ -450,10 +455,10 @@ fn a_change_made_during_the_gap_is_delivered_once() {
         WAIT,
     );
     settle(&zk);
-    assert_eq!(mixed_once.len(), 1, "{:?}", mixed_once.all());
-    assert_eq!(mixed_pers.len(), 2, "{:?}", mixed_pers.all());
-    assert_eq!(rec_child.len(), 1, "{:?}", rec_child.all());
-    assert_eq!(a.persistent.len(), 1, "{:?}", a.persistent.all());
+    assert_eq!(mixed_once.nodes().len(), 1, "{:?}", mixed_once.all());
+    assert_eq!(mixed_pers.nodes().len(), 2, "{:?}", mixed_pers.all());
+    assert_eq!(rec_child.nodes().len(), 1, "{:?}", rec_child.all());
+    assert_eq!(a.persistent.nodes().len(), 1, "{:?}", a.persistent.all());
     zk.close().unwrap();
     rmr(&other, &root);
     other.close().unwrap();
@@ -509,11 +514,11 @@ fn change_and_check_after_heal(
         WAIT,
     );
     settle(zk);
-    assert_eq!(a.data.len(), 1, "{:?}", a.data.all());
-    assert_eq!(a.exist.len(), 1, "{:?}", a.exist.all());
-    assert_eq!(a.child.len(), 1, "{:?}", a.child.all());
-    assert_eq!(a.persistent.len(), 0, "{:?}", a.persistent.all());
-    assert_eq!(a.recursive.len(), 0, "{:?}", a.recursive.all());
+    assert_eq!(a.data.nodes().len(), 1, "{:?}", a.data.all());
+    assert_eq!(a.exist.nodes().len(), 1, "{:?}", a.exist.all());
+    assert_eq!(a.child.nodes().len(), 1, "{:?}", a.child.all());
+    assert_eq!(a.persistent.nodes().len(), 0, "{:?}", a.persistent.all());
+    assert_eq!(a.recursive.nodes().len(), 0, "{:?}", a.recursive.all());
 }
 
 #[test]
@@ -562,7 +567,7 @@ fn more_watches_than_one_packet_holds_are_set_again_in_chunks() {
     }
     zk.exists("/", false).unwrap(); // every SetWatches packet was handled
     settle(&zk);
-    assert_eq!(seen.len(), changed.len(), "{:?}", seen.nodes());
+    assert_eq!(seen.nodes().len(), changed.len(), "{:?}", seen.nodes());
     assert_eq!(zk.watch_count(), n - changed.len());
     assert_eq!(
         wchc_paths(&server(), id).len(),
@@ -639,7 +644,7 @@ fn watches_and_session_survive_a_server_restart() {
     a.recursive
         .wait_node(EventType::NodeCreated, &format!("{root}/r/after"), 1, WAIT);
     settle(&zk);
-    assert_eq!(del.len(), 1);
+    assert_eq!(del.nodes().len(), 1);
     zk.delete(&eph, None).unwrap();
     zk.close().unwrap();
     other.close().unwrap();

@@ -11,7 +11,7 @@ use std::collections::{HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -23,13 +23,17 @@ use parking_lot::{Condvar, Mutex};
 use super::path::strip_chroot;
 use super::proto::{self, op, xid, ConnectResponse, Reader, ReplyHeader, Writer};
 use super::types::{EventType, KeeperState, State, WatchedEvent};
-use super::watches::{Kind, WatchManager, WatcherRef};
+use super::watches::{same, Kind, WatchManager, WatcherRef};
 use crate::deadline::Deadline;
 use crate::error::{Error, ZkError};
 use crate::util::{jitter, shuffle};
 
 /// What a caller gets back: the reply body, or the failure.
 pub(crate) type Reply = Result<Vec<u8>, Error>;
+
+/// Queued event-thread messages past which a warning is logged (see
+/// [`Shared::enqueue`]).
+pub(crate) const EVENT_QUEUE_WARN: usize = 10_000;
 
 /// The most a single SetWatches packet carries (the Java client's limit).
 const SET_WATCHES_MAX: usize = 128 * 1024;
@@ -42,6 +46,14 @@ pub(crate) struct WatchReg {
     pub(crate) kind: Kind,
     pub(crate) path: String,
     pub(crate) watcher: WatcherRef,
+}
+
+/// A request frame on its way out, with what its reply needs.
+struct Outgoing {
+    opcode: i32,
+    frame: Vec<u8>,
+    reg: Option<WatchReg>,
+    rewatch: Option<String>,
 }
 
 /// A callback for an asynchronous call: run on the event thread with the reply.
@@ -75,6 +87,8 @@ enum EventMsg {
 enum ConnEnd {
     Io(io::Error),
     ReadTimeout(Duration),
+    /// A ping unanswered for the read timeout (bytes may still flow).
+    PingTimeout(Duration),
     Protocol(String),
     AuthFailed,
     Closing,
@@ -110,6 +124,11 @@ pub(crate) struct Settings {
     pub(crate) connect_wait: Duration,
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
+    /// Frames from a server must be shorter than this (Java's `jute.maxbuffer`).
+    pub(crate) max_buffer: usize,
+    /// The most one connect attempt (TCP connect, then the whole
+    /// ConnectRequest/ConnectResponse exchange) may take.
+    pub(crate) handshake_timeout: Duration,
 }
 
 /// State shared by the handle, the connection thread and the event thread.
@@ -119,6 +138,11 @@ pub(crate) struct Shared {
     session: Mutex<Session>,
     session_cv: Condvar,
     last_zxid: AtomicI64,
+    /// Whether the event-queue warning was logged (see [`Shared::enqueue`]).
+    queue_warned: AtomicBool,
+    /// Set by `close()`: the connection thread stops whatever it still does
+    /// after the session's end (closing an expired session on the server).
+    abandon: AtomicBool,
     /// The connection's write half; `None` while not connected.
     writer: Mutex<Option<TcpStream>>,
     /// The socket of a handshake in progress, so that `close` can end it.
@@ -177,6 +201,8 @@ pub(crate) fn start(
         session: Mutex::new(session),
         session_cv: Condvar::new(),
         last_zxid: AtomicI64::new(0),
+        abandon: AtomicBool::new(false),
+        queue_warned: AtomicBool::new(false),
         writer: Mutex::new(None),
         handshaking: Mutex::new(None),
         pending: Mutex::new(VecDeque::new()),
@@ -270,14 +296,66 @@ impl Shared {
         self.last_zxid.load(Ordering::Relaxed)
     }
 
+    /// Queues `msg` for the event thread.
+    ///
+    /// The event queue is unbounded, as Java's `EventThread` queue: the
+    /// connection thread never blocks on it, so replies, pings and the session
+    /// stay correct however slow a watcher is. A watcher stuck for good makes it
+    /// grow: each queued event costs about 100 bytes plus its path and one
+    /// `Arc` per watcher told (a callback: its reply). Past
+    /// [`EVENT_QUEUE_WARN`] queued messages a warning is logged (once, again
+    /// after the queue fell below half of it); [`ZooKeeper::queued_events`]
+    /// reads the length. Bounding it would mean dropping events (a watch lost
+    /// silently) or dropping the connection (the next reconnect replays the
+    /// same events): neither keeps the session correct.
+    ///
+    /// [`ZooKeeper::queued_events`]: super::ZooKeeper::queued_events
+    fn enqueue(&self, msg: EventMsg) -> Result<(), crossbeam_channel::SendError<EventMsg>> {
+        let sent = self.events.send(msg);
+        let len = self.events.len();
+        if len >= EVENT_QUEUE_WARN {
+            if !self.queue_warned.swap(true, Ordering::Relaxed) {
+                warn!(
+                    "{len} events wait for the event thread: a watcher or callback is slow or stuck"
+                );
+            }
+        } else if len < EVENT_QUEUE_WARN / 2 {
+            self.queue_warned.store(false, Ordering::Relaxed);
+        }
+        sent
+    }
+
+    /// Messages waiting for the event thread.
+    pub(crate) fn queued_events(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Tells a connection-state change, once per change, as Java's
+    /// `ZKWatchManager.materialize(state, None, path)` does: to the default
+    /// watcher and to every distinct per-watch watcher registered in any table,
+    /// each once. Registrations stay on Disconnected / SyncConnected (they are set
+    /// again on the reconnect); a session's end (Expired, AuthFailed, Closed)
+    /// clears them after telling them.
     fn tell_state(&self, s: &mut Session, ks: KeeperState) {
         if s.told != Some(ks) {
             s.told = Some(ks);
             info!("session {:#x}: {ks:?}", s.id);
-            let _ = self.events.send(EventMsg::Deliver(
-                vec![self.default_watcher.clone()],
-                WatchedEvent::state(ks),
-            ));
+            let mut watchers = vec![self.default_watcher.clone()];
+            {
+                let mut m = self.watches.lock();
+                for w in m.all_watchers() {
+                    if !watchers.iter().any(|x| same(x, &w)) {
+                        watchers.push(w);
+                    }
+                }
+                if matches!(
+                    ks,
+                    KeeperState::Expired | KeeperState::AuthFailed | KeeperState::Closed
+                ) {
+                    m.clear();
+                }
+            }
+            let _ = self.enqueue(EventMsg::Deliver(watchers, WatchedEvent::state(ks)));
         }
     }
 
@@ -383,17 +461,14 @@ impl Shared {
         }
     }
 
-    /// Writes a request frame on the current connection and queues its reply slot.
-    fn send(
-        &self,
-        opcode: i32,
-        frame: Vec<u8>,
-        reg: Option<WatchReg>,
-        rewatch: Option<String>,
-    ) -> Result<Receiver<Reply>, Error> {
+    /// Writes a request frame on the current connection and queues its reply
+    /// slot; not connected: gives the request back, unsent.
+    fn send(&self, req: Outgoing) -> Result<Receiver<Reply>, Outgoing> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.send_to(opcode, frame, reg, rewatch, ReplyTo::Caller(tx))?;
-        Ok(rx)
+        match self.send_to(req, ReplyTo::Caller(tx)) {
+            Ok(()) => Ok(rx),
+            Err(back) => Err(back.0),
+        }
     }
 
     /// Answers a reply slot: wakes the caller, or queues the callback.
@@ -405,7 +480,7 @@ impl Shared {
             ReplyTo::Callback(callback) => {
                 // The event thread has ended (the handle is dead): answer here.
                 if let Err(crossbeam_channel::SendError(EventMsg::Answer(callback, reply))) =
-                    self.events.send(EventMsg::Answer(callback, reply))
+                    self.enqueue(EventMsg::Answer(callback, reply))
                 {
                     callback(reply);
                 }
@@ -434,25 +509,37 @@ impl Shared {
                 Err(Error::zk_code(ZkError::ConnectionLoss)),
             );
         }
-        let _ = self.send_to(opcode, frame, reg, None, ReplyTo::Callback(callback));
+        let req = Outgoing {
+            opcode,
+            frame,
+            reg,
+            rewatch: None,
+        };
+        if let Err(back) = self.send_to(req, ReplyTo::Callback(callback)) {
+            self.answer(back.1, Err(Error::zk_code(ZkError::ConnectionLoss)));
+        }
     }
 
     /// Writes a request frame on the current connection and queues where its
-    /// reply goes; not connected: answers `to` with ConnectionLoss and says so.
-    fn send_to(
-        &self,
-        opcode: i32,
-        mut frame: Vec<u8>,
-        reg: Option<WatchReg>,
-        rewatch: Option<String>,
-        to: ReplyTo,
-    ) -> Result<(), Error> {
+    /// reply goes. Not connected: hands the request and `to` back, unsent.
+    ///
+    /// A failed write is a disconnect at once: the socket is shut down (the
+    /// connection thread's read fails promptly and it reconnects), the state
+    /// becomes `Connecting` before the writer lock is released (so the next
+    /// callers wait for the reconnect instead of failing in a hot loop), and this
+    /// request is answered with `ConnectionLoss`.
+    fn send_to(&self, req: Outgoing, to: ReplyTo) -> Result<(), Box<(Outgoing, ReplyTo)>> {
         let mut w = self.writer.lock();
         let Some(stream) = w.as_mut() else {
             drop(w);
-            self.answer(to, Err(Error::zk_code(ZkError::ConnectionLoss)));
-            return Err(Error::zk_code(ZkError::ConnectionLoss));
+            return Err(Box::new((req, to)));
         };
+        let Outgoing {
+            opcode,
+            mut frame,
+            reg,
+            rewatch,
+        } = req;
         let xid = self.xid();
         proto::set_xid(&mut frame, xid);
         self.pending.lock().push_back(Pending {
@@ -464,12 +551,33 @@ impl Shared {
         });
         if let Err(e) = stream.write_all(&frame) {
             debug!("write failed: {e}; dropping the connection");
-            let _ = stream.shutdown(Shutdown::Both);
-            *w = None;
-            // The connection thread fails the pending calls, this one included.
+            self.write_failed(&mut w);
+            drop(w);
+            // Unless the connection thread's drain has answered it already.
+            let mine = {
+                let mut pending = self.pending.lock();
+                let i = pending.iter().position(|p| p.xid == xid);
+                i.and_then(|i| pending.remove(i))
+            };
+            if let Some(p) = mine {
+                self.answer(p.to, Err(Error::zk_code(ZkError::ConnectionLoss)));
+            }
+            return Ok(());
         }
         self.touch_send();
         Ok(())
+    }
+
+    /// A write on the connection in `slot` failed (the writer lock is held): shut
+    /// the socket down, forget it, and stop calling the session connected.
+    fn write_failed(&self, slot: &mut Option<TcpStream>) {
+        if let Some(s) = slot.take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let mut s = self.session.lock();
+        if s.state == State::Connected {
+            s.state = State::Connecting;
+        }
     }
 
     /// Sends a request and waits for its reply: waits for a connection first
@@ -515,9 +623,22 @@ impl Shared {
         deadline: Deadline,
     ) -> Reply {
         // The caller's deadline caps both waits.
-        self.wait_connected(deadline.min_after(self.settings.connect_wait))?;
+        let connect_by = deadline.min_after(self.settings.connect_wait);
+        let mut req = Outgoing {
+            opcode,
+            frame,
+            reg,
+            rewatch,
+        };
+        let rx = loop {
+            self.wait_connected(connect_by)?;
+            match self.send(req) {
+                Ok(rx) => break rx,
+                // The connection went between the two steps: wait for the next.
+                Err(back) => req = back,
+            }
+        };
         let reply_within = deadline.cap(self.settings.request_timeout);
-        let rx = self.send(opcode, frame, reg, rewatch)?;
         match rx.recv_timeout(reply_within) {
             Ok(reply) => reply,
             Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
@@ -527,7 +648,7 @@ impl Shared {
     /// Hands `event` to `watchers` on the event thread.
     pub(crate) fn deliver(&self, watchers: Vec<WatcherRef>, event: WatchedEvent) {
         if !watchers.is_empty() {
-            let _ = self.events.send(EventMsg::Deliver(watchers, event));
+            let _ = self.enqueue(EventMsg::Deliver(watchers, event));
         }
     }
 
@@ -544,8 +665,7 @@ impl Shared {
             };
             self.auth_waiters.lock().push_back(Some(tx));
             if stream.write_all(&auth_frame(scheme, auth)).is_err() {
-                let _ = stream.shutdown(Shutdown::Both);
-                *w = None;
+                self.write_failed(&mut w);
             }
             self.touch_send();
         }
@@ -563,6 +683,7 @@ impl Shared {
     /// Ends the session: closeSession when connected (bounded wait), then stops
     /// the connection thread. Idempotent; joining is the handle's job.
     pub(crate) fn close(&self) {
+        self.abandon.store(true, Ordering::SeqCst);
         let connected = {
             let mut s = self.session.lock();
             if s.closing || s.state.is_terminal() {
@@ -578,7 +699,13 @@ impl Shared {
         self.session_cv.notify_all();
         if connected {
             let frame = Writer::request(0, op::CLOSE_SESSION).finish();
-            if let Ok(rx) = self.send(op::CLOSE_SESSION, frame, None, None) {
+            let req = Outgoing {
+                opcode: op::CLOSE_SESSION,
+                frame,
+                reg: None,
+                rewatch: None,
+            };
+            if let Ok(rx) = self.send(req) {
                 let bound = (self.negotiated_timeout() * 2 / 3).min(Duration::from_secs(2));
                 match rx.recv_timeout(bound) {
                     Ok(Ok(_)) => debug!("session closed by the server"),
@@ -627,6 +754,7 @@ impl Shared {
         shuffle(&mut hosts);
         let mut next = 0usize;
         let mut failures = 0u32;
+        let mut expired_here = false;
         let terminal = loop {
             if self.session.lock().closing {
                 break Terminal::Closed;
@@ -635,6 +763,7 @@ impl Shared {
                 info!(
                     "no server heard from for {silence:?}, the session timeout: the session has expired; not reconnecting"
                 );
+                expired_here = true;
                 break Terminal::Expired;
             }
             let host = &hosts[next % hosts.len()];
@@ -644,9 +773,12 @@ impl Shared {
                 Ok(Some((stream, reconnect))) => {
                     failures = 0;
                     let end = match self.on_connected(&stream, reconnect) {
-                        Ok(()) => self.serve(stream),
+                        Ok(()) => self.serve(&stream),
                         Err(e) => ConnEnd::Io(e),
                     };
+                    // Through the reader's own handle, never the writer lock: a
+                    // caller blocked writing into a dead link fails at once.
+                    let _ = stream.shutdown(Shutdown::Both);
                     let closing = self.session.lock().closing;
                     match &end {
                         ConnEnd::Closing => {}
@@ -654,6 +786,9 @@ impl Shared {
                         ConnEnd::AuthFailed => info!("authentication failed on {host}"),
                         ConnEnd::ReadTimeout(d) => info!(
                             "no answer from {host} for {d:?}: closing the connection and reconnecting"
+                        ),
+                        ConnEnd::PingTimeout(d) => info!(
+                            "a ping to {host} unanswered for {d:?}: closing the connection and reconnecting"
                         ),
                         e => info!("connection to {host} lost ({e:?}); reconnecting"),
                     }
@@ -686,6 +821,104 @@ impl Shared {
             }
         };
         self.finish(terminal);
+        if expired_here {
+            self.close_expired_session(&hosts, next);
+        }
+    }
+
+    /// After declaring the session expired on its own (no server heard for a
+    /// whole session timeout), the client closes it on the server: the server
+    /// may still hold it (a one-way partition; a server restarted from its
+    /// snapshot restores sessions), and its ephemeral nodes would block others
+    /// for up to another session timeout. Reconnects with the old id and
+    /// password only to send closeSession; tells nobody anything (the handle is
+    /// dead, Expired was delivered) and gives up after one more negotiated
+    /// session timeout, or at once when `close()` is called, so close and drop
+    /// stay bounded as before.
+    fn close_expired_session(&self, hosts: &[String], mut next: usize) {
+        let (id, password, negotiated) = {
+            let s = self.session.lock();
+            (s.id, s.password.clone(), s.negotiated)
+        };
+        if id == 0 || hosts.is_empty() {
+            return;
+        }
+        let until = Instant::now() + negotiated;
+        let mut failures = 0u32;
+        while !self.abandon.load(Ordering::SeqCst) && Instant::now() < until {
+            let host = &hosts[next % hosts.len()];
+            next = next.wrapping_add(1);
+            match self.close_remote(host, id, &password, until) {
+                Ok(gone) => {
+                    info!("session {id:#x}: {gone} on {host}");
+                    return;
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    let exp = failures.saturating_sub(1).min(7);
+                    let delay =
+                        jitter(Duration::from_millis(10 << exp).min(Duration::from_secs(1)))
+                            .min(until.saturating_duration_since(Instant::now()));
+                    debug!("closing expired session {id:#x} on {host}: {e}");
+                    let mut s = self.session.lock();
+                    if !self.abandon.load(Ordering::SeqCst) {
+                        self.session_cv.wait_for(&mut s, delay);
+                    }
+                }
+            }
+        }
+        debug!("gave up closing expired session {id:#x} on the server");
+    }
+
+    /// One attempt of [`close_expired_session`](Self::close_expired_session).
+    fn close_remote(
+        &self,
+        host: &str,
+        id: i64,
+        password: &[u8],
+        until: Instant,
+    ) -> io::Result<&'static str> {
+        let deadline = (Instant::now() + self.settings.handshake_timeout).min(until);
+        let addr = host
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
+        let mut stream = TcpStream::connect_timeout(&addr, left_until(deadline)?)?;
+        *self.handshaking.lock() = Some(stream.try_clone()?);
+        let result = (|| {
+            if self.abandon.load(Ordering::SeqCst) {
+                return Err(io::Error::new(io::ErrorKind::Interrupted, "closed"));
+            }
+            stream.set_nodelay(true)?;
+            stream.set_write_timeout(Some(left_until(deadline)?))?;
+            let requested =
+                i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
+            stream.write_all(&proto::connect_request(
+                self.last_zxid(),
+                requested,
+                id,
+                password,
+            ))?;
+            let body = read_frame_by(&mut stream, 4096, deadline)?;
+            let resp = ConnectResponse::read(&mut Reader::new(&body))
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+            if resp.timeout_ms <= 0 {
+                return Ok("already expired");
+            }
+            if resp.session_id != id {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "server answered with another session id",
+                ));
+            }
+            stream.write_all(&Writer::request(1, op::CLOSE_SESSION).finish())?;
+            // Its answer (or the server closing the connection) ends it.
+            let _ = read_frame_by(&mut stream, self.settings.max_buffer, deadline);
+            Ok("closed")
+        })();
+        self.handshaking.lock().take();
+        let _ = stream.shutdown(Shutdown::Both);
+        result
     }
 
     /// TCP connect + ConnectRequest/Response. `Ok(None)`: the session expired.
@@ -697,17 +930,27 @@ impl Shared {
             (s.id, s.password.clone(), s.negotiated)
         };
         let n = u32::try_from(n_hosts).unwrap_or(u32::MAX).max(1);
-        let mut attempt = (negotiated / n).max(Duration::from_millis(100));
+        // A live server answers a ConnectRequest in milliseconds; one in its
+        // start-up window accepts and never answers. Bound the attempt by the
+        // handshake timeout, not only by the session's share of the hosts.
+        let mut attempt = (negotiated / n)
+            .min(self.settings.handshake_timeout)
+            .max(Duration::from_millis(100));
         // Never wait on a silent server past the point where the session must
         // have expired.
         if let Some(left) = self.until_surely_expired() {
             attempt = attempt.min(left.max(Duration::from_millis(10)));
         }
+        let deadline = Instant::now() + attempt;
         let addrs: Vec<SocketAddr> = host.to_socket_addrs()?.collect();
         let mut last = io::Error::new(io::ErrorKind::NotFound, "host resolved to no address");
         let mut stream = None;
         for addr in addrs {
-            match TcpStream::connect_timeout(&addr, attempt) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match TcpStream::connect_timeout(&addr, left) {
                 Ok(s) => {
                     stream = Some(s);
                     break;
@@ -722,7 +965,7 @@ impl Shared {
         let result = if self.session.lock().closing {
             Err(io::Error::new(io::ErrorKind::Interrupted, "closing"))
         } else {
-            self.exchange_connect(stream, host, id, &password, attempt)
+            self.exchange_connect(stream, host, id, &password, deadline)
         };
         self.handshaking.lock().take();
         result
@@ -735,17 +978,16 @@ impl Shared {
         host: &str,
         id: i64,
         password: &[u8],
-        attempt: Duration,
+        deadline: Instant,
     ) -> io::Result<Option<(TcpStream, bool)>> {
         stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(attempt))?;
-        stream.set_write_timeout(Some(attempt))?;
+        stream.set_write_timeout(Some(left_until(deadline)?))?;
         let requested =
             i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
         let frame = proto::connect_request(self.last_zxid(), requested, id, password);
         stream.write_all(&frame)?;
         let mut len = [0u8; 4];
-        stream.read_exact(&mut len)?;
+        read_by(&mut stream, &mut len, deadline)?;
         let len = i32::from_be_bytes(len);
         if !(0..=4096).contains(&len) {
             return Err(io::Error::new(
@@ -754,7 +996,7 @@ impl Shared {
             ));
         }
         let mut body = vec![0u8; len as usize];
-        stream.read_exact(&mut body)?;
+        read_by(&mut stream, &mut body, deadline)?;
         let resp = ConnectResponse::read(&mut Reader::new(&body))
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
         if resp.timeout_ms <= 0 {
@@ -787,6 +1029,13 @@ impl Shared {
 
     /// Replays auth and watches, then opens the connection to callers.
     fn on_connected(&self, stream: &TcpStream, reconnect: bool) -> io::Result<()> {
+        {
+            // The previous connection's socket (shut down) goes; nothing can be
+            // pending on it any more, but never let a stale slot meet a new reply.
+            let mut slot = self.writer.lock();
+            slot.take();
+            self.fail_pending(|| Error::zk_code(ZkError::ConnectionLoss));
+        }
         let mut w = stream.try_clone()?;
         let read_timeout = self.negotiated_timeout() * 2 / 3;
         w.set_write_timeout(Some((read_timeout / 2).max(Duration::from_millis(50))))?;
@@ -876,10 +1125,21 @@ impl Shared {
     }
 
     /// Reads replies and notifications until the connection ends.
-    fn serve(&self, mut stream: TcpStream) -> ConnEnd {
+    ///
+    /// Pings: one when nothing was sent for half the read timeout (Java's
+    /// rule), and in any case one every quarter of it (1/6 of the session
+    /// timeout) unless one is unanswered. A ping unanswered for the read timeout
+    /// is a dead connection, even while other bytes (notifications) flow: a
+    /// one-way partition that loses the requests is found at most 5/6 of the
+    /// session timeout after the server last heard from the client, before the
+    /// server expires the session, and the client reconnects in time.
+    fn serve(&self, mut stream: &TcpStream) -> ConnEnd {
         let negotiated = self.negotiated_timeout();
         let read_timeout = negotiated * 2 / 3;
         let ping_after = read_timeout / 2;
+        let ping_every = read_timeout / 4;
+        let mut pings: VecDeque<Instant> = VecDeque::new();
+        let mut last_ping = Instant::now();
         let tick = (read_timeout / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
         if let Err(e) = stream.set_read_timeout(Some(tick)) {
             return ConnEnd::Io(e);
@@ -888,6 +1148,7 @@ impl Shared {
         let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
         let mut start = 0usize;
         let mut chunk = vec![0u8; 64 * 1024];
+        let max_buffer = self.settings.max_buffer;
         let mut last_recv = Instant::now();
         loop {
             if self.session.lock().closing {
@@ -897,7 +1158,15 @@ impl Shared {
             if quiet >= read_timeout {
                 return ConnEnd::ReadTimeout(quiet);
             }
-            if self.since_send() >= ping_after {
+            if let Some(sent) = pings.front() {
+                let waited = sent.elapsed();
+                if waited >= read_timeout {
+                    return ConnEnd::PingTimeout(waited);
+                }
+            }
+            let due = self.since_send() >= ping_after
+                || (pings.is_empty() && last_ping.elapsed() >= ping_every);
+            if due {
                 // Never wait behind a caller's write: if one is writing, that counts.
                 if let Some(mut w) = self.writer.try_lock_for(Duration::from_millis(1)) {
                     if let Some(s) = w.as_mut() {
@@ -905,6 +1174,8 @@ impl Shared {
                             return ConnEnd::Io(e);
                         }
                         trace!("ping");
+                        last_ping = Instant::now();
+                        pings.push_back(last_ping);
                     }
                     self.touch_send();
                 }
@@ -917,9 +1188,8 @@ impl Shared {
                     ))
                 }
                 Ok(n) => {
-                    last_recv = Instant::now();
-                    self.touch_heard();
                     buf.extend_from_slice(&chunk[..n]);
+                    let mut framed = false;
                     // Every complete frame.
                     loop {
                         let avail = &buf[start..];
@@ -927,17 +1197,33 @@ impl Shared {
                             break;
                         }
                         let len = i32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]);
-                        if len < 16 || len as usize > proto::MAX_FRAME {
-                            return ConnEnd::Protocol(format!("bad frame length {len}"));
+                        // Java's "Packet len is out of range": reset before
+                        // buffering any of it, so memory stays bounded.
+                        if len < 16 || len as usize >= max_buffer {
+                            return ConnEnd::Protocol(format!(
+                                "frame length {len} out of range (max buffer {max_buffer})"
+                            ));
                         }
                         let len = len as usize;
                         if avail.len() < 4 + len {
                             break;
                         }
-                        if let Err(end) = self.handle_frame(&avail[4..4 + len]) {
-                            return end;
+                        match self.handle_frame(&avail[4..4 + len]) {
+                            Ok(true) => {
+                                pings.pop_front();
+                            }
+                            Ok(false) => {}
+                            Err(end) => return end,
                         }
+                        framed = true;
                         start += 4 + len;
+                    }
+                    // Only whole frames count as hearing from the server (as in
+                    // Java): bytes that never complete a frame, e.g. after a
+                    // corrupted length, end in the read timeout.
+                    if framed {
+                        last_recv = Instant::now();
+                        self.touch_heard();
                     }
                     if start == buf.len() {
                         buf.clear();
@@ -959,19 +1245,17 @@ impl Shared {
         }
     }
 
-    fn handle_frame(&self, body: &[u8]) -> Result<(), ConnEnd> {
+    /// Handles one frame; `Ok(true)` for a ping reply.
+    fn handle_frame(&self, body: &[u8]) -> Result<bool, ConnEnd> {
         let mut r = Reader::new(body);
         let hdr = ReplyHeader::read(&mut r).map_err(|e| ConnEnd::Protocol(e.0.into()))?;
-        if hdr.zxid > 0 {
-            self.last_zxid.fetch_max(hdr.zxid, Ordering::Relaxed);
-        }
         match hdr.xid {
-            xid::PING => Ok(()),
+            xid::PING => Ok(true),
             xid::SET_WATCHES => {
                 if hdr.err != 0 {
                     warn!("SetWatches failed: {}", ZkError::from_code(hdr.err));
                 }
-                Ok(())
+                Ok(false)
             }
             xid::AUTH => {
                 let waiter = self.auth_waiters.lock().pop_front().flatten();
@@ -986,13 +1270,13 @@ impl Shared {
                 if hdr.err == ZkError::AuthFailed.code() {
                     return Err(ConnEnd::AuthFailed);
                 }
-                Ok(())
+                Ok(false)
             }
             xid::NOTIFICATION => {
                 let (t, state, server_path) = proto::read_watcher_event(&mut r)
                     .map_err(|e| ConnEnd::Protocol(format!("notification: {}", e.0)))?;
                 self.dispatch(t, state, &server_path);
-                Ok(())
+                Ok(false)
             }
             x => {
                 let p = self.pending.lock().pop_front();
@@ -1012,6 +1296,13 @@ impl Shared {
                 if self.take_lost_reply(p.opcode) {
                     self.pending.lock().push_front(p);
                     return Err(ConnEnd::Injected);
+                }
+                // Only a reply matched to its request moves the last zxid seen (as
+                // Java's readResponse): a zxid from a bad header or a notification
+                // sent on reconnect makes the server refuse the client ("client
+                // must try another server") and costs the session.
+                if hdr.zxid > 0 {
+                    self.last_zxid.fetch_max(hdr.zxid, Ordering::Relaxed);
                 }
                 if let Some(reg) = p.reg {
                     let ok = hdr.err == 0;
@@ -1055,7 +1346,7 @@ impl Shared {
                 };
                 trace!("reply xid {x} op {}: err {}", p.opcode, hdr.err);
                 self.answer(p.to, reply);
-                Ok(())
+                Ok(false)
             }
         }
     }
@@ -1095,7 +1386,7 @@ impl Shared {
             keeper_state,
             path: Some(path),
         };
-        let _ = self.events.send(EventMsg::Deliver(watchers, event));
+        let _ = self.enqueue(EventMsg::Deliver(watchers, event));
     }
 
     fn fail_pending(&self, error: impl Fn() -> Error) {
@@ -1109,12 +1400,11 @@ impl Shared {
         }
     }
 
+    /// The connection (already shut down) is gone. Never takes the writer lock:
+    /// a caller may hold it, blocked in a write, and Disconnected must not wait
+    /// for it. A request written after the shutdown fails its write and answers
+    /// itself (see [`send_to`](Self::send_to)); one written before is drained here.
     fn on_disconnected(&self) {
-        // Writer first: no request can be queued behind the drain.
-        let mut w = self.writer.lock();
-        if let Some(s) = w.take() {
-            let _ = s.shutdown(Shutdown::Both);
-        }
         // The state before the callers wake up: a caller that retries at once
         // must wait for the reconnect, not find "connected" without a connection.
         {
@@ -1127,7 +1417,6 @@ impl Shared {
             }
         }
         self.fail_pending(|| Error::zk_code(ZkError::ConnectionLoss));
-        drop(w);
     }
 
     fn finish(&self, terminal: Terminal) {
@@ -1208,6 +1497,63 @@ fn set_watches_packets(tables: &[Vec<String>; 5], zxid: i64) -> Vec<Vec<u8>> {
         frames.push(w.finish());
     }
     frames
+}
+
+/// Reads one length-prefixed frame of less than `max` bytes by `deadline`.
+fn read_frame_by(stream: &mut TcpStream, max: usize, deadline: Instant) -> io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    read_by(stream, &mut len, deadline)?;
+    let len = i32::from_be_bytes(len);
+    if len < 0 || len as usize >= max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("frame length {len} out of range"),
+        ));
+    }
+    let mut body = vec![0u8; len as usize];
+    read_by(stream, &mut body, deadline)?;
+    Ok(body)
+}
+
+/// The time left until `deadline`; `TimedOut` when none.
+fn left_until(deadline: Instant) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "handshake timed out",
+        ));
+    }
+    Ok(left)
+}
+
+/// Fills `buf` by `deadline`, a bound on the whole read (a peer trickling one
+/// byte at a time cannot stretch it, as a per-`read` timeout would let it).
+fn read_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        stream.set_read_timeout(Some(left_until(deadline)?))?;
+        match stream.read(&mut buf[done..]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "server closed the connection during the handshake",
+                ))
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                left_until(deadline)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn auth_frame(scheme: &str, auth: &[u8]) -> Vec<u8> {

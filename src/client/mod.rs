@@ -11,16 +11,23 @@
 //!   received for 2/3 of it → the connection is dead (`Disconnected`, in-flight calls
 //!   fail with `ConnectionLoss`, reconnect to the next host); a ping whenever nothing
 //!   was sent for 1/3 of it, busy or idle; each connect attempt bounded by session
-//!   timeout / number of hosts, the first included.
+//!   timeout / number of hosts, the first included, and by the handshake timeout
+//!   (default 2 s) as a total deadline.
 //! - **The session survives reconnects**: id, password and last zxid are sent again,
 //!   auth is replayed and every watch (data, exist, child, persistent) is re-set with
 //!   SetWatches, so a change made during the gap fires once.
 //! - **Expiry is final**: `Expired` is delivered once, every pending and later call
 //!   fails with `SessionExpired`, and no replacement session is opened. Build a new
 //!   handle. The client also declares the session expired itself when no server
-//!   has been heard from for a whole negotiated session timeout (by then the server
-//!   has expired it): a partitioned lock holder learns it has lost its lock without
-//!   waiting for the partition to heal.
+//!   has been heard from for a whole negotiated session timeout: a partitioned
+//!   lock holder learns it has lost its lock without waiting for the partition to
+//!   heal. The server has not necessarily expired it by then (a one-way partition
+//!   in which it still hears the client; a restarted server restores its
+//!   sessions), so the connection thread keeps trying, in the background for up
+//!   to one more session timeout, to reconnect with the old id and password only
+//!   to send closeSession: the session's ephemeral nodes go as soon as a server
+//!   is reachable. No event is delivered for it and `close()`/drop end it at
+//!   once.
 //! - **Every call is bounded**: while disconnected, a call waits for the reconnect up
 //!   to the connect wait (default: the session timeout), then fails with
 //!   `ConnectionLoss`; a sent request waits for its reply at most the request timeout
@@ -29,9 +36,14 @@
 //! - **No panic on any input**: malformed frames reset the connection; a panicking
 //!   watcher is caught and logged.
 //!
-//! Connection changes reach the default watcher as events of type
-//! [`EventType::None`]: `SyncConnected`, `Disconnected`, `Expired`, `AuthFailed`,
-//! `Closed`, each once per change.
+//! Connection changes reach the default watcher **and every distinct per-watch
+//! watcher currently registered** (data, exist, child, persistent, recursive) as
+//! events of type [`EventType::None`]: `SyncConnected`, `Disconnected`, `Expired`,
+//! `AuthFailed`, `Closed`, each watcher once per change (Java's
+//! `ZKWatchManager.materialize(state, None, path)`), so a thread waiting on a node
+//! watch wakes when the session ends. Registrations survive `Disconnected` and
+//! `SyncConnected` (they are set again on the reconnect); after `Expired`,
+//! `AuthFailed` or `Closed` they are dropped.
 
 mod conn;
 mod path;
@@ -60,8 +72,14 @@ pub(crate) fn validate_path(path: &str) -> Result<()> {
     path::validate_path(path, false)
 }
 
-/// ZooKeeper's default `jute.maxbuffer`: the largest request a server accepts.
+/// ZooKeeper's default `jute.maxbuffer`: the largest request a server accepts,
+/// and the default bound on a frame from a server
+/// ([`ZooKeeperBuilder::with_max_buffer`]).
 pub const MAX_PACKET: usize = 0xfffff;
+
+/// The default bound on one connect attempt
+/// ([`ZooKeeperBuilder::with_handshake_timeout`]).
+const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A blocking ZooKeeper session: Java's `org.apache.zookeeper.ZooKeeper`.
 ///
@@ -182,9 +200,36 @@ pub struct ZooKeeperBuilder {
     connect_wait: Option<Duration>,
     request_timeout: Option<Duration>,
     session: Option<(i64, Vec<u8>)>,
+    max_buffer: usize,
+    handshake_timeout: Option<Duration>,
 }
 
 impl ZooKeeperBuilder {
+    /// The most one connect attempt may take, TCP connect and the whole
+    /// ConnectRequest/ConnectResponse exchange together (a total deadline, not a
+    /// per-read timeout: a peer trickling bytes cannot stretch it). A live
+    /// server answers in milliseconds; a ZooKeeper server in its start-up window
+    /// accepts and never answers, and must not eat the session on a one-host
+    /// connect string. Each attempt is bounded by the smaller of this and
+    /// session timeout / number of hosts (Java's per-attempt bound), and by the
+    /// time left before the session must have expired. Default 2 s.
+    pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = Some(timeout);
+        self
+    }
+
+    /// The largest frame accepted from a server, Java's `jute.maxbuffer`: a
+    /// frame whose length prefix is negative, shorter than a reply header or
+    /// not below this is a broken connection (reset, then a reconnect with the
+    /// same session), and nothing of it is buffered. Default [`MAX_PACKET`]
+    /// (0xfffff, ZooKeeper's default); raise it together with the servers'
+    /// `jute.maxbuffer` for larger replies (e.g. huge `get_children`). At most
+    /// about this much plus 64 KB is buffered per connection.
+    pub fn with_max_buffer(mut self, bytes: usize) -> Self {
+        self.max_buffer = bytes.clamp(64, i32::MAX as usize);
+        self
+    }
+
     /// The requested session timeout; the server negotiates it into its
     /// `[minSessionTimeout, maxSessionTimeout]`. Default 10 s.
     pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
@@ -259,6 +304,11 @@ impl ZooKeeperBuilder {
             connect_wait: self.connect_wait.unwrap_or(self.session_timeout),
             session_id,
             password,
+            max_buffer: self.max_buffer,
+            handshake_timeout: self
+                .handshake_timeout
+                .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT)
+                .max(Duration::from_millis(1)),
         };
         let (shared, threads) = conn::start(settings, Arc::new(watcher))?;
         Ok(ZooKeeper {
@@ -280,6 +330,8 @@ impl ZooKeeper {
             connect_wait: None,
             request_timeout: None,
             session: None,
+            max_buffer: MAX_PACKET,
+            handshake_timeout: None,
         }
     }
 
@@ -1091,10 +1143,20 @@ impl ZooKeeper {
     /// Ends the session: the server deletes its ephemeral nodes at once. Idempotent;
     /// bounded even when the server does not answer; joins the client's threads
     /// (except when called from a watcher, on the event thread, which then ends by
-    /// itself). The default watcher gets a `Closed` event.
+    /// itself). The default watcher and every registered per-watch watcher get a
+    /// `Closed` event.
     pub fn close(&self) -> Result<()> {
         self.handle.close();
         Ok(())
+    }
+
+    /// Events and async callbacks waiting for the event thread. The queue is
+    /// unbounded, as Java's: the connection thread never waits for a watcher,
+    /// so a slow watcher delays only other watchers, never the session. A
+    /// watcher stuck for good makes it grow (about 100 bytes plus the path per
+    /// event); past 10,000 queued a warning is logged.
+    pub fn queued_events(&self) -> usize {
+        self.shared().queued_events()
     }
 
     /// Test hook: the reply to the next request of `kind` is lost — the server

@@ -42,10 +42,6 @@ pub(crate) mod xid {
     pub(crate) const SET_WATCHES: i32 = -8;
 }
 
-/// The largest frame the client accepts from a server (jute.maxbuffer is 1 MB
-/// by default; a getChildren of a huge directory may exceed it, so allow more).
-pub(crate) const MAX_FRAME: usize = 64 << 20;
-
 /// A record that could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DecodeError(pub(crate) &'static str);

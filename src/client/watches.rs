@@ -20,7 +20,7 @@ pub(crate) enum Kind {
     Recursive,
 }
 
-fn same(a: &WatcherRef, b: &WatcherRef) -> bool {
+pub(crate) fn same(a: &WatcherRef, b: &WatcherRef) -> bool {
     std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
 }
 
@@ -189,6 +189,32 @@ impl WatchManager {
         ]
     }
 
+    /// Every distinct watcher registered in any table (data, exist, child,
+    /// persistent, recursive), each once: who hears a connection-state change
+    /// (Java's `materialize(state, None, path)`).
+    pub(crate) fn all_watchers(&self) -> Vec<WatcherRef> {
+        let mut out = Vec::new();
+        for table in [
+            &self.data,
+            &self.exist,
+            &self.child,
+            &self.persistent,
+            &self.recursive,
+        ] {
+            for ws in table.values() {
+                for w in ws {
+                    push_unique(&mut out, w.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Forgets every registration (the session has ended).
+    pub(crate) fn clear(&mut self) {
+        *self = WatchManager::default();
+    }
+
     /// Total registrations (for tests and leak checks).
     pub(crate) fn len(&self) -> usize {
         [
@@ -225,6 +251,23 @@ mod tests {
         assert_eq!(m.materialize(EventType::NodeDataChanged, "/x").len(), 1);
         assert!(m.materialize(EventType::NodeDataChanged, "/x").is_empty());
         assert_eq!(m.materialize(EventType::NodeDeleted, "/x").len(), 1);
+        assert_eq!(m.len(), 0);
+    }
+
+    #[test]
+    fn all_watchers_are_distinct() {
+        let mut m = WatchManager::default();
+        let a = w();
+        let b = w();
+        m.add(Kind::Data, "/x", a.clone());
+        m.add(Kind::Exist, "/y", a.clone());
+        m.add(Kind::Child, "/x", b.clone());
+        m.add(Kind::Recursive, "/", b.clone());
+        m.add(Kind::Persistent, "/z", a.clone());
+        let all = m.all_watchers();
+        assert_eq!(all.len(), 2);
+        assert!(same(&all[0], &a) || same(&all[1], &a));
+        m.clear();
         assert_eq!(m.len(), 0);
     }
 

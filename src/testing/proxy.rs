@@ -25,6 +25,26 @@ pub enum ProxyMode {
     Stall,
     /// Forward every byte, both ways, this long after the proxy read it.
     Delay(Duration),
+    /// A one-way partition: client→server bytes are held (as in `Stall`),
+    /// server→client bytes flow. The server hears nothing (no requests, no
+    /// pings) while the client keeps receiving whatever the server sends.
+    StallUpstream,
+    /// The other way: server→client bytes are held, client→server bytes flow.
+    /// The server keeps hearing the client's pings and connect requests (the
+    /// session stays alive there) while the client hears nothing.
+    StallDownstream,
+}
+
+impl ProxyMode {
+    /// Whether bytes going the way `to_upstream` says are held in this mode.
+    fn holds(self, to_upstream: bool) -> bool {
+        match self {
+            ProxyMode::Stall => true,
+            ProxyMode::StallUpstream => to_upstream,
+            ProxyMode::StallDownstream => !to_upstream,
+            ProxyMode::Pass | ProxyMode::Delay(_) => false,
+        }
+    }
 }
 
 /// A TCP proxy on 127.0.0.1 in front of one server, controlled from the test: how
@@ -41,6 +61,7 @@ pub enum ProxyMode {
 /// | [`cut`](FaultProxy::cut) | close every current connection on both sides (the client reads EOF); new connections are accepted, in the current mode |
 /// | [`reset`](FaultProxy::reset) | `cut`, then `pass` |
 /// | [`delay(d)`](FaultProxy::delay) | forward each chunk `d` after it was read, both ways (a round trip gains `2 d`) |
+/// | [`stall_upstream`](FaultProxy::stall_upstream) / [`stall_downstream`](FaultProxy::stall_downstream) | a one-way partition: hold the bytes of one direction only |
 ///
 /// Stalled connections are not timed out by the proxy: the client's and the
 /// server's own timeouts decide what happens, exactly as in a partition. If the
@@ -184,6 +205,18 @@ impl FaultProxy {
     /// No byte read after this call is delivered until the mode changes.
     pub fn stall(&self) {
         self.set_mode(ProxyMode::Stall);
+    }
+
+    /// A one-way partition ([`ProxyMode::StallUpstream`]): holds client→server
+    /// bytes, forwards server→client bytes.
+    pub fn stall_upstream(&self) {
+        self.set_mode(ProxyMode::StallUpstream);
+    }
+
+    /// A one-way partition ([`ProxyMode::StallDownstream`]): holds server→client
+    /// bytes, forwards client→server bytes.
+    pub fn stall_downstream(&self) {
+        self.set_mode(ProxyMode::StallDownstream);
     }
 
     /// Forwards every byte `delay` after the proxy read it, in both directions.
@@ -424,7 +457,7 @@ fn read_loop(exit: &ThreadExit, to_upstream: bool, tx: &Sender<Chunk>) {
         {
             // Stalled: read nothing, so the bytes wait in the kernel's buffers.
             let mut state = shared.lock();
-            while state.mode == ProxyMode::Stall && !state.stopped && !connection.is_closed() {
+            while state.mode.holds(to_upstream) && !state.stopped && !connection.is_closed() {
                 state = shared.wait(state);
             }
             if state.stopped || connection.is_closed() {
@@ -470,7 +503,7 @@ fn write_loop(exit: &ThreadExit, to_upstream: bool, rx: &Receiver<Chunk>) {
                     if state.stopped || connection.is_closed() {
                         return;
                     }
-                    if state.mode == ProxyMode::Stall {
+                    if state.mode.holds(to_upstream) {
                         state = shared.wait(state);
                         continue;
                     }

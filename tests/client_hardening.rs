@@ -1,0 +1,726 @@
+//! `zklock::client` hardening (issue 10): each test shows one failure mode of
+//! the fault probe fixed, against a real ZooKeeper 3.8 behind a `FaultProxy`,
+//! or a scripted fake endpoint for what a real server cannot be made to send.
+
+mod client_common;
+
+use std::io::Write;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use client_common::*;
+use zklock::client::{Acl, CreateMode, EventType, KeeperState, State, Watcher, ZooKeeper};
+use zklock::testing::{shared_server, unique_root, FaultProxy};
+use zklock::ZkError;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn server() -> String {
+    count_client_thread_panics();
+    shared_server().connect_string()
+}
+
+fn no_client_panics() {
+    assert_eq!(client_thread_panics(), 0, "a client thread panicked");
+}
+
+/// A client through a fresh proxy to the shared server.
+fn via_proxy(session: Duration) -> (FaultProxy, ZooKeeper, Arc<Events>) {
+    let proxy = FaultProxy::start(server()).unwrap();
+    let (zk, events) = connect(&proxy.connect_string(), session);
+    (proxy, zk, events)
+}
+
+fn is_state(ks: KeeperState) -> impl Fn(&zklock::client::WatchedEvent) -> bool {
+    move |e| e.event_type == EventType::None && e.keeper_state == ks
+}
+
+// ---------------------------------------------------------------------------
+// 9. Every watcher hears the session
+// ---------------------------------------------------------------------------
+
+#[test]
+fn every_registered_watcher_hears_each_session_change_once() {
+    let (proxy, zk, default) = via_proxy(Duration::from_secs(4));
+    let root = unique_root("every_watcher");
+    mkdirs(&zk, &root);
+    let (a, b) = (format!("{root}/a"), format!("{root}/b"));
+    zk.create(&a, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+
+    // Distinct watchers: a data watch, an exist watch on a missing node, the
+    // watcher of an async call, one shared watcher on two paths (told once),
+    // and the default watcher on a path (told once, as the default watcher).
+    let data = Events::new();
+    zk.get_data_w(&a, data.watcher()).unwrap();
+    let exist = Events::new();
+    assert!(zk.exists_w(&b, exist.watcher()).unwrap().is_none());
+    let asynchronous = Events::new();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    zk.get_data_async(
+        &a,
+        Some(Arc::new(asynchronous.watcher()) as Arc<dyn Watcher>),
+        move |r| {
+            let _ = tx.send(r.is_ok());
+        },
+    );
+    assert!(rx.recv_timeout(WAIT).unwrap());
+    let shared = Events::new();
+    let shared_w: Arc<dyn Watcher> = Arc::new(shared.watcher());
+    zk.get_data_watch(&a, shared_w.clone()).unwrap();
+    zk.exists_watch(&b, shared_w.clone()).unwrap();
+    zk.exists(&a, true).unwrap();
+    let custom = [&data, &exist, &asynchronous, &shared];
+
+    // A cut: Disconnected, then SyncConnected after the reconnect.
+    proxy.cut();
+    for e in custom {
+        e.wait_state(KeeperState::SyncConnected, 1, WAIT);
+    }
+    default.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    settle(&zk);
+    for e in custom {
+        assert_eq!(
+            e.states(),
+            [KeeperState::Disconnected, KeeperState::SyncConnected]
+        );
+    }
+    assert_eq!(
+        default.states(),
+        [
+            KeeperState::SyncConnected,
+            KeeperState::Disconnected,
+            KeeperState::SyncConnected
+        ]
+    );
+    // Registrations stay across the reconnect.
+    assert!(zk.watch_count() >= 5, "{}", zk.watch_count());
+
+    // A stall past the session timeout: Disconnected, then Expired.
+    proxy.stall();
+    for e in custom {
+        e.wait_state(KeeperState::Expired, 1, WAIT);
+    }
+    default.wait_state(KeeperState::Expired, 1, WAIT);
+    thread::sleep(Duration::from_millis(200));
+    for e in custom {
+        assert_eq!(
+            e.states(),
+            [
+                KeeperState::Disconnected,
+                KeeperState::SyncConnected,
+                KeeperState::Disconnected,
+                KeeperState::Expired
+            ]
+        );
+        assert!(e.nodes().is_empty(), "{:?}", e.nodes());
+    }
+    assert_eq!(default.count(is_state(KeeperState::Expired)), 1);
+    assert_eq!(default.count(is_state(KeeperState::Disconnected)), 2);
+    wait_until(WAIT, "the session's end drops the watches", || {
+        zk.watch_count() == 0
+    });
+    proxy.pass();
+    zk.close().unwrap();
+    let (cleanup, _) = connect(&server(), Duration::from_secs(4));
+    rmr(&cleanup, &root);
+    no_client_panics();
+}
+
+#[test]
+fn a_watcher_hears_closed_when_the_handle_is_closed() {
+    let (zk, default) = connect(&server(), Duration::from_secs(4));
+    let root = unique_root("closed_watcher");
+    mkdirs(&zk, &root);
+    let data = Events::new();
+    zk.get_data_w(&root, data.watcher()).unwrap();
+    zk.close().unwrap();
+    data.wait_state(KeeperState::Closed, 1, WAIT);
+    default.wait_state(KeeperState::Closed, 1, WAIT);
+    assert_eq!(data.states(), [KeeperState::Closed]);
+    let (cleanup, _) = connect(&server(), Duration::from_secs(4));
+    rmr(&cleanup, &root);
+}
+
+// ---------------------------------------------------------------------------
+// 6. A failed write is a disconnect at once
+// ---------------------------------------------------------------------------
+
+const FAKE_SESSION: i64 = 0x5e55_1010_0000_0006;
+
+/// A fake server whose first connection never reads after the handshake (the
+/// client's writes fill the buffers and time out) but keeps sending ping
+/// replies (the connection thread keeps hearing it); later connections serve well.
+fn deaf_then_well() -> FakeServer {
+    FakeServer::start(|n, mut s| {
+        if fake_handshake(&mut s, FAKE_SESSION).is_err() {
+            return;
+        }
+        if n == 0 {
+            let until = Instant::now() + Duration::from_secs(8);
+            while Instant::now() < until {
+                if s.write_all(&reply(-2, 1, 0, &[])).is_err() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+            return;
+        }
+        fake_serve_well(s);
+    })
+}
+
+#[test]
+fn callers_behind_a_failed_write_wait_for_the_reconnect_instead_of_failing() {
+    init_log();
+    count_client_thread_panics();
+    let fake = deaf_then_well();
+    let zk = ZooKeeper::builder(&fake.addr)
+        .with_session_timeout(Duration::from_secs(3))
+        .with_connect_wait(Duration::from_secs(6))
+        .connect(|_e: zklock::client::WatchedEvent| {})
+        .unwrap();
+    // Writers fill the buffers of the deaf connection; one of them blocks in a
+    // write holding the writer lock until its write timeout (1 s) fails it.
+    let big = vec![7u8; 900 * 1024];
+    let writers: Vec<_> = (0..12)
+        .map(|i| {
+            let (zk, big) = (zk.clone(), big.clone());
+            thread::spawn(move || {
+                let _ = zk.set_data(&format!("/big{i}"), &big, None);
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(400));
+    assert_eq!(zk.state(), State::Connected);
+    // These queue behind the blocked write. When it fails they must wait for
+    // the reconnect and go through, not fail at once with ConnectionLoss.
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let zk = zk.clone();
+            thread::spawn(move || {
+                let t = Instant::now();
+                (zk.exists("/x", false), t.elapsed())
+            })
+        })
+        .collect();
+    for r in readers {
+        let (result, took) = r.join().unwrap();
+        match result {
+            Ok(Some(stat)) => assert_eq!(stat.version, 42),
+            other => panic!("after {took:?}: {other:?}"),
+        }
+    }
+    assert!(fake.accepted() >= 2, "reconnected");
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert_eq!(zk.session_id(), FAKE_SESSION);
+    zk.close().unwrap();
+    no_client_panics();
+}
+
+#[test]
+fn a_failed_write_makes_the_state_connecting_at_once() {
+    init_log();
+    count_client_thread_panics();
+    // One writer blocks on the deaf connection; when its write times out it
+    // gets ConnectionLoss, and at that moment the client must not say
+    // Connected (the connection thread has not necessarily noticed yet).
+    let fake = FakeServer::start(|n, mut s| {
+        if n > 0 {
+            // Later connections: a server that takes a while to answer, so a
+            // quick reconnect cannot hide a wrong state.
+            thread::sleep(Duration::from_millis(1500));
+        }
+        if fake_handshake(&mut s, FAKE_SESSION).is_err() {
+            return;
+        }
+        if n == 0 {
+            let until = Instant::now() + Duration::from_secs(8);
+            while Instant::now() < until {
+                if s.write_all(&reply(-2, 1, 0, &[])).is_err() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+            return;
+        }
+        fake_serve_well(s);
+    });
+    let zk = ZooKeeper::builder(&fake.addr)
+        .with_session_timeout(Duration::from_secs(3))
+        .connect(|_e: zklock::client::WatchedEvent| {})
+        .unwrap();
+    let big = vec![7u8; 900 * 1024];
+    let writers: Vec<_> = (0..12)
+        .map(|i| {
+            let (zk, big) = (zk.clone(), big.clone());
+            thread::spawn(move || {
+                let r = zk.set_data(&format!("/big{i}"), &big, None);
+                let state = zk.state();
+                (r, state)
+            })
+        })
+        .collect();
+    let mut lost = 0;
+    for w in writers {
+        let (r, state) = w.join().unwrap();
+        if matches!(&r, Err(e) if e.is(ZkError::ConnectionLoss)) {
+            lost += 1;
+            assert_ne!(
+                state,
+                State::Connected,
+                "a call failed on a dead connection"
+            );
+        }
+    }
+    assert!(lost > 0, "no write failed");
+    zk.close().unwrap();
+    no_client_panics();
+}
+
+// ---------------------------------------------------------------------------
+// 1. Disconnected does not wait for a blocked writer
+// ---------------------------------------------------------------------------
+
+#[test]
+fn disconnected_comes_at_the_read_timeout_whatever_the_writers_do() {
+    let session = Duration::from_secs(6);
+    let (proxy, zk, events) = via_proxy(session);
+    let read_timeout = session * 2 / 3;
+    zk.exists("/", false).unwrap();
+    proxy.stall();
+    let stalled = Instant::now();
+    let big = vec![7u8; 900 * 1024];
+    let writers: Vec<_> = (0..8)
+        .map(|i| {
+            let (zk, big) = (zk.clone(), big.clone());
+            thread::spawn(move || {
+                let _ = zk.set_data(&format!("/zklock-test/nowhere-{i}"), &big, None);
+            })
+        })
+        .collect();
+    events.wait_state(KeeperState::Disconnected, 1, WAIT);
+    let told = events.state_time(KeeperState::Disconnected, 0).unwrap() - stalled;
+    assert!(
+        told <= read_timeout + Duration::from_millis(700),
+        "Disconnected after {told:?} (read timeout {read_timeout:?})"
+    );
+    proxy.reset();
+    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    for w in writers {
+        w.join().unwrap();
+    }
+    zk.close().unwrap();
+    no_client_panics();
+}
+
+// ---------------------------------------------------------------------------
+// 3. The last zxid seen comes only from validated replies
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_bad_header_or_a_notification_does_not_move_the_last_zxid() {
+    init_log();
+    count_client_thread_panics();
+    let reconnect_zxids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = reconnect_zxids.clone();
+    let fake = FakeServer::start(move |n, mut s| {
+        let Ok((zxid, _, _)) = fake_handshake(&mut s, FAKE_SESSION) else {
+            return;
+        };
+        if n == 0 {
+            let Ok((xid, _)) = fake_next_request(&mut s) else {
+                return;
+            };
+            // A notification from "the future", then a reply to another xid,
+            // also from the future.
+            let mut body = Vec::new();
+            put_i32(&mut body, 3);
+            put_i32(&mut body, 3);
+            put_buffer(&mut body, b"/elsewhere");
+            let _ = s.write_all(&reply(-1, 1 << 41, 0, &body));
+            let _ = s.write_all(&reply(xid + 100, 1 << 40, 0, &stat_bytes(1)));
+            thread::sleep(Duration::from_secs(2));
+            return;
+        }
+        seen.lock().unwrap().push(zxid);
+        fake_serve_well(s);
+    });
+    let zk = ZooKeeper::builder(&fake.addr)
+        .with_session_timeout(Duration::from_secs(3))
+        .connect(|_e: zklock::client::WatchedEvent| {})
+        .unwrap();
+    assert_code(zk.exists("/x", false), ZkError::ConnectionLoss);
+    assert!(zk.last_zxid_seen() < 1 << 40, "{:#x}", zk.last_zxid_seen());
+    assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
+    assert_eq!(zk.last_zxid_seen(), 5, "from the validated reply");
+    let zxids = reconnect_zxids.lock().unwrap().clone();
+    assert_eq!(
+        zxids,
+        [0],
+        "the reconnect's ConnectRequest carried a bad zxid"
+    );
+    zk.close().unwrap();
+    no_client_panics();
+}
+
+// ---------------------------------------------------------------------------
+// 2. Frame length limits like Java's (jute.maxbuffer)
+// ---------------------------------------------------------------------------
+
+/// A fake whose first connection answers the first request with `bad`, then
+/// serves well (or holds the socket, answering pings, when `hold`); later
+/// connections serve well. Returns it and the session ids it saw connect.
+fn fake_answering(
+    bad: impl Fn(&mut std::net::TcpStream, i32) + Send + Sync + 'static,
+    hold: bool,
+) -> (FakeServer, Arc<std::sync::Mutex<Vec<i64>>>) {
+    let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = ids.clone();
+    let fake = FakeServer::start(move |n, mut s| {
+        let Ok((_, _, id)) = fake_handshake(&mut s, FAKE_SESSION) else {
+            return;
+        };
+        seen.lock().unwrap().push(id);
+        if n == 0 {
+            let Ok((xid, _)) = fake_next_request(&mut s) else {
+                return;
+            };
+            bad(&mut s, xid);
+            if hold {
+                // Answer pings (the session stays alive server-side).
+                while fake_next_request(&mut s).is_ok() {}
+                return;
+            }
+        }
+        fake_serve_well(s);
+    });
+    (fake, ids)
+}
+
+/// A well-formed exists reply padded to `total` bytes of frame body.
+fn padded_reply(xid: i32, total: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    put_i32(&mut body, xid);
+    put_i64(&mut body, 5);
+    put_i32(&mut body, 0);
+    body.extend_from_slice(&stat_bytes(42));
+    body.resize(total, 0);
+    frame(&body)
+}
+
+#[test]
+fn a_frame_over_the_max_buffer_resets_the_connection_and_keeps_the_session() {
+    init_log();
+    count_client_thread_panics();
+    let (fake, ids) = fake_answering(
+        |s, xid| {
+            let _ = s.write_all(&padded_reply(xid, 2 << 20));
+        },
+        false,
+    );
+    let events = Events::new();
+    let zk = ZooKeeper::builder(&fake.addr)
+        .with_session_timeout(Duration::from_secs(3))
+        .connect(events.watcher())
+        .unwrap();
+    assert_code(zk.exists("/x", false), ZkError::ConnectionLoss);
+    assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
+    assert_eq!(*ids.lock().unwrap(), [0, FAKE_SESSION], "same session");
+    zk.close().unwrap();
+
+    // Raised like jute.maxbuffer, the same frame is a normal reply.
+    let (fake, ids) = fake_answering(
+        |s, xid| {
+            let _ = s.write_all(&padded_reply(xid, 2 << 20));
+        },
+        false,
+    );
+    let zk = ZooKeeper::builder(&fake.addr)
+        .with_session_timeout(Duration::from_secs(3))
+        .with_max_buffer(4 << 20)
+        .connect(|_e: zklock::client::WatchedEvent| {})
+        .unwrap();
+    assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
+    assert_eq!(*ids.lock().unwrap(), [0], "no reconnect");
+    zk.close().unwrap();
+    no_client_panics();
+}
+
+#[test]
+fn a_corrupted_length_in_range_does_not_wedge_the_handle() {
+    init_log();
+    count_client_thread_panics();
+    // 30 MB (under the old 64 MB cap) and 500 KB (under jute.maxbuffer): the
+    // client waits for bytes that never come while ping replies trickle in.
+    for len in [30i32 << 20, 500 << 10] {
+        let (fake, ids) = fake_answering(
+            move |s, _| {
+                let _ = s.write_all(&len.to_be_bytes());
+            },
+            true,
+        );
+        let zk = ZooKeeper::builder(&fake.addr)
+            .with_session_timeout(Duration::from_secs(3))
+            .connect(|_e: zklock::client::WatchedEvent| {})
+            .unwrap();
+        let t = Instant::now();
+        assert_code(zk.exists("/x", false), ZkError::ConnectionLoss);
+        // The read timeout (2 s) at the latest, not the request timeout (6 s).
+        assert!(
+            t.elapsed() < Duration::from_millis(2800),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
+        assert_eq!(*ids.lock().unwrap(), [0, FAKE_SESSION], "same session");
+        zk.close().unwrap();
+    }
+    no_client_panics();
+}
+
+// ---------------------------------------------------------------------------
+// 4. A short handshake bound per attempt, as a total deadline
+// ---------------------------------------------------------------------------
+
+/// One host; its first connection serves one request and closes; the second
+/// runs `stuck` (a server in its start-up window); later ones serve well. The
+/// client (10 s session) must be back well within the session, on it.
+fn reconnect_past_a_stuck_handshake(stuck: fn(std::net::TcpStream)) {
+    init_log();
+    count_client_thread_panics();
+    let (fake, ids) = {
+        let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = ids.clone();
+        let fake = FakeServer::start(move |n, mut s| {
+            if n == 1 {
+                return stuck(s);
+            }
+            let Ok((_, _, id)) = fake_handshake(&mut s, FAKE_SESSION) else {
+                return;
+            };
+            seen.lock().unwrap().push(id);
+            if n == 0 {
+                if let Ok((xid, _)) = fake_next_request(&mut s) {
+                    let _ = s.write_all(&reply(xid, 5, 0, &stat_bytes(1)));
+                }
+                return;
+            }
+            fake_serve_well(s);
+        });
+        (fake, ids)
+    };
+    let events = Events::new();
+    let zk = ZooKeeper::builder(&fake.addr)
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(events.watcher())
+        .unwrap();
+    assert_eq!(zk.session_timeout(), Duration::from_secs(10));
+    let dropped = Instant::now();
+    zk.exists("/x", false).unwrap();
+    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    let back = dropped.elapsed();
+    assert!(
+        back < Duration::from_millis(3500),
+        "back after {back:?} (default handshake timeout 2 s)"
+    );
+    assert!(fake.accepted() >= 3);
+    assert_eq!(*ids.lock().unwrap(), [0, FAKE_SESSION], "same session");
+    assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
+    assert_eq!(events.count(is_state(KeeperState::Expired)), 0);
+    zk.close().unwrap();
+    no_client_panics();
+}
+
+#[test]
+fn a_silent_server_costs_one_handshake_timeout_not_the_session() {
+    reconnect_past_a_stuck_handshake(|s| {
+        // Accepts, never answers (ZooKeeper 3.8 starting up).
+        thread::sleep(Duration::from_secs(12));
+        drop(s);
+    });
+}
+
+#[test]
+fn a_trickling_server_cannot_stretch_a_handshake() {
+    reconnect_past_a_stuck_handshake(|mut s| {
+        if read_frame(&mut s).is_err() {
+            return;
+        }
+        // A valid ConnectResponse, one byte every 300 ms (about 13 s).
+        for b in connect_response(10_000, FAKE_SESSION) {
+            if s.write_all(&[b]).is_err() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(300));
+        }
+        thread::sleep(Duration::from_secs(2));
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 7. Ping replies are timed: a one-way partition is a dead connection
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_one_way_partition_with_notifications_flowing_is_found_before_the_session_ends() {
+    let session = Duration::from_secs(6);
+    let (proxy, zk, events) = via_proxy(session);
+    let id = zk.session_id();
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("one_way");
+    mkdirs(&other, &root);
+    let node = format!("{root}/n");
+    other
+        .create(&node, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let seen = Events::new();
+    zk.add_watch_w(
+        &root,
+        zklock::client::AddWatchMode::PersistentRecursive,
+        seen.watcher(),
+    )
+    .unwrap();
+    // The server keeps sending: another client changes the watched node.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (other, node, stop) = (other.clone(), node.clone(), stop.clone());
+        thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                other.set_data(&node, b"x", None).unwrap();
+                thread::sleep(Duration::from_millis(150));
+            }
+        })
+    };
+    seen.wait_node(EventType::NodeDataChanged, &node, 1, WAIT);
+
+    // Requests (and pings) lost, notifications flowing.
+    proxy.stall_upstream();
+    let cut = Instant::now();
+    let before = seen.node_count(EventType::NodeDataChanged, &node);
+    seen.wait_node(EventType::NodeDataChanged, &node, before + 3, WAIT);
+    // Found by the unanswered ping (at most 5/6 of the session after the server
+    // last heard the client), before the server expires the session.
+    events.wait_state(KeeperState::Disconnected, 1, session);
+    let found = events.state_time(KeeperState::Disconnected, 0).unwrap() - cut;
+    assert!(found < session, "Disconnected after {found:?}");
+    proxy.reset();
+    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    assert_eq!(zk.session_id(), id);
+    zk.exists("/", false).unwrap();
+    assert_eq!(events.count(is_state(KeeperState::Expired)), 0);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    zk.close().unwrap();
+    rmr(&other, &root);
+    no_client_panics();
+}
+
+// ---------------------------------------------------------------------------
+// 5. After a local expiry the client closes the session on the server
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_locally_expired_session_is_closed_on_the_server_when_it_is_reachable() {
+    let session = Duration::from_secs(4);
+    let (proxy, zk, events) = via_proxy(session);
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("reap");
+    mkdirs(&other, &root);
+    let node = format!("{root}/eph");
+    zk.create(&node, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let seen = Events::new();
+    assert!(other.exists_w(&node, seen.watcher()).unwrap().is_some());
+
+    // The client hears nothing; the server keeps hearing its pings and connect
+    // requests, so it holds the session (and the node) past the client's expiry.
+    proxy.stall_downstream();
+    events.wait_state(KeeperState::Expired, 1, WAIT);
+    assert!(
+        other.exists(&node, false).unwrap().is_some(),
+        "the server still holds the session"
+    );
+    proxy.reset();
+    let healed = Instant::now();
+    seen.wait_node(EventType::NodeDeleted, &node, 1, WAIT);
+    let gone = healed.elapsed();
+    // The server alone would keep it until a session timeout after the last
+    // connect request it heard (2 s or more after the heal).
+    assert!(
+        gone < Duration::from_millis(1000),
+        "the ephemeral node went {gone:?} after the heal"
+    );
+    // Nothing is told to the dead handle's watcher after Expired.
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        events.states(),
+        [
+            KeeperState::SyncConnected,
+            KeeperState::Disconnected,
+            KeeperState::Expired
+        ]
+    );
+    let t = Instant::now();
+    zk.close().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    rmr(&other, &root);
+    no_client_panics();
+}
+
+#[test]
+fn close_after_a_local_expiry_does_not_wait_for_the_server() {
+    let session = Duration::from_secs(2);
+    let (proxy, zk, events) = via_proxy(session);
+    proxy.stall();
+    events.wait_state(KeeperState::Expired, 1, WAIT);
+    // The connection thread is trying to close the session through a dead link.
+    thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    zk.close().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    drop(proxy);
+    no_client_panics();
+}
+
+// ---------------------------------------------------------------------------
+// 8. A stuck watcher: the queue grows (documented), the session stays correct
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_stuck_watcher_never_blocks_the_connection_thread() {
+    let (zk, _events) = connect(&server(), Duration::from_secs(4));
+    let root = unique_root("stuck");
+    mkdirs(&zk, &root);
+    let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(0);
+    let stuck = move |_e: zklock::client::WatchedEvent| {
+        let _ = release_rx.recv_timeout(Duration::from_secs(20));
+    };
+    zk.add_watch_w(
+        &root,
+        zklock::client::AddWatchMode::PersistentRecursive,
+        stuck,
+    )
+    .unwrap();
+    let n = 300;
+    for i in 0..n {
+        zk.set_data(&root, format!("{i}").as_bytes(), None).unwrap();
+    }
+    // The connection thread went on: calls answered, events queued.
+    assert_eq!(zk.state(), State::Connected);
+    wait_until(WAIT, "events queued behind the stuck watcher", || {
+        zk.queued_events() >= n - 2
+    });
+    drop(release_tx); // unblocks the watcher for good
+    wait_until(WAIT, "the queue drains", || zk.queued_events() == 0);
+    zk.close().unwrap();
+    let (cleanup, _) = connect(&server(), Duration::from_secs(4));
+    rmr(&cleanup, &root);
+}
