@@ -735,10 +735,6 @@ impl DeletionListener {
     pub fn exception(&self) -> Option<Error> {
         self.shared.latch.lock().exception.clone()
     }
-
-    pub(crate) fn release(&self, exception: Option<Error>) {
-        self.shared.release(exception)
-    }
 }
 
 impl Drop for DeletionListener {
