@@ -155,6 +155,9 @@ pub(crate) trait SessionHook: Send + Sync {
 struct Hooks {
     next: u64,
     by_id: HashMap<u64, Weak<dyn SessionHook>>,
+    /// Hooks nobody else owns (a node removal waiting for the reconnect): kept
+    /// here until removed. They hold the watcher weakly, so no cycle.
+    owned: HashMap<u64, Arc<dyn SessionHook>>,
 }
 
 /// HBase's `ZooKeeperWatcher`: the process's ZooKeeper session, its
@@ -676,6 +679,20 @@ impl WeakZooKeeperWatcher {
     /// [`remove_hook`](Self::remove_hook). If the session has already ended, the
     /// hook is told at once (on this thread).
     pub(crate) fn add_hook(&self, hook: Weak<dyn SessionHook>) -> Option<u64> {
+        self.subscribe(hook, None)
+    }
+
+    /// [`add_hook`](Self::add_hook) for a hook that the session keeps alive until
+    /// [`remove_hook`](Self::remove_hook) (or the watcher's end).
+    pub(crate) fn add_owned_hook(&self, hook: Arc<dyn SessionHook>) -> Option<u64> {
+        self.subscribe(Arc::downgrade(&hook), Some(hook))
+    }
+
+    fn subscribe(
+        &self,
+        hook: Weak<dyn SessionHook>,
+        owned: Option<Arc<dyn SessionHook>>,
+    ) -> Option<u64> {
         let Some(inner) = self.inner.upgrade() else {
             if let Some(h) = hook.upgrade() {
                 h.session_event(KeeperState::Closed);
@@ -687,6 +704,9 @@ impl WeakZooKeeperWatcher {
             hooks.next += 1;
             let id = hooks.next;
             hooks.by_id.insert(id, hook.clone());
+            if let Some(owned) = owned {
+                hooks.owned.insert(id, owned);
+            }
             id
         };
         if let Err(e) = inner.check_session() {
@@ -705,7 +725,9 @@ impl WeakZooKeeperWatcher {
     /// Ends a subscription of [`add_hook`](Self::add_hook).
     pub(crate) fn remove_hook(&self, id: u64) {
         if let Some(inner) = self.inner.upgrade() {
-            inner.hooks.lock().by_id.remove(&id);
+            let mut hooks = inner.hooks.lock();
+            hooks.by_id.remove(&id);
+            hooks.owned.remove(&id);
         }
     }
 }
@@ -804,7 +826,11 @@ impl Inner {
         // The library's waits end with the session, whatever the event thread
         // did (their handlers are idempotent).
         self.tell_hooks(KeeperState::Closed);
-        self.hooks.lock().by_id.clear();
+        {
+            let mut hooks = self.hooks.lock();
+            hooks.by_id.clear();
+            hooks.owned.clear();
+        }
         {
             let _g = self.state_lock.lock();
             self.state_seq.fetch_add(1, Ordering::SeqCst);

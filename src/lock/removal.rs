@@ -1,17 +1,21 @@
 //! Removing a failed or abandoned attempt's node without blocking: asynchronous
 //! calls answered on the event thread, finished after a reconnect when the
 //! connection is lost first (Curator's "guaranteed delete").
+//!
+//! Nothing here goes through the user's listener registry or keeps the session
+//! alive: a removal waiting for the reconnect is a session hook of the watcher,
+//! holding it weakly.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use log::{info, warn};
 use parking_lot::Mutex;
 
-use crate::client::{KeeperState, State as ClientState, WatchedEvent};
+use crate::client::{KeeperState, State as ClientState};
 use crate::error::ZkError;
-use crate::listener::ZooKeeperListener;
-use crate::watcher::ZooKeeperWatcher;
+use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 
 /// What a failed attempt left behind: its node, or (when the create's reply was
@@ -23,33 +27,46 @@ pub(super) enum Attempt {
 }
 
 /// Removes an attempt's node once the connection is back, when removing it
-/// failed with a recoverable error (Curator's "guaranteed delete"). Registered
-/// on the watcher; unregisters itself when done or when the session ends (its
-/// ephemeral node then goes with it).
+/// failed with a recoverable error. Owned by the watcher's hook list until it is
+/// done or the session ends (its ephemeral node then goes with it).
 struct Sweeper {
     attempt: Attempt,
-    zkw: Mutex<Option<ZooKeeperWatcher>>,
-    me: Mutex<Weak<Sweeper>>,
+    zkw: WeakZooKeeperWatcher,
+    /// The hook's id, once subscribed.
+    id: Mutex<Option<u64>>,
+    /// Set by the first `finish`.
+    done: AtomicBool,
+    me: Weak<Sweeper>,
 }
 
 impl Sweeper {
-    fn start(zkw: &ZooKeeperWatcher, attempt: Attempt) {
-        if zkw.state().is_terminal() {
-            return; // ephemeral: gone with the session
+    fn start(zkw: &WeakZooKeeperWatcher, attempt: Attempt) {
+        let Some(zk) = zkw.zookeeper() else {
+            return; // the watcher is gone: its session's end removes the node
+        };
+        if zk.state().is_terminal() {
+            return;
         }
-        let sweeper = Arc::new(Sweeper {
+        let sweeper = Arc::new_cyclic(|me| Sweeper {
             attempt,
-            zkw: Mutex::new(Some(zkw.clone())),
-            me: Mutex::new(Weak::new()),
+            zkw: zkw.clone(),
+            id: Mutex::new(None),
+            done: AtomicBool::new(false),
+            me: me.clone(),
         });
-        *sweeper.me.lock() = Arc::downgrade(&sweeper);
         info!(
             "will remove {:?} when the connection is back",
             sweeper.attempt
         );
-        zkw.register_listener(sweeper.clone());
-        // Reconnected before the registration: do not wait for the next time.
-        if zkw.state() == ClientState::Connected {
+        // An event may come before the id is stored (at once, if the session
+        // just ended): whichever of `finish` and this sees the id removes it.
+        let id = zkw.add_owned_hook(sweeper.clone());
+        *sweeper.id.lock() = id;
+        if sweeper.done.load(Ordering::SeqCst) {
+            sweeper.unsubscribe();
+        }
+        // Reconnected before the subscription: do not wait for the next time.
+        if zk.state() == ClientState::Connected {
             sweeper.sweep();
         }
     }
@@ -57,25 +74,33 @@ impl Sweeper {
     /// Hands the removal back to `remove_async` (which starts a new sweeper if it
     /// fails again) and retires this one.
     fn sweep(&self) {
-        if let Some(zkw) = self.finish() {
+        if self.finish() {
             let (done, _) = crossbeam_channel::bounded(1);
-            remove_async(zkw, self.attempt.clone(), done);
+            remove_async(&self.zkw, self.attempt.clone(), done);
         }
     }
 
-    fn finish(&self) -> Option<ZooKeeperWatcher> {
-        let zkw = self.zkw.lock().take()?;
-        if let Some(me) = self.me.lock().upgrade() {
-            let me: Arc<dyn ZooKeeperListener> = me;
-            zkw.unregister_listener(&me);
+    /// Retires the sweeper; `true` the first time.
+    fn finish(&self) -> bool {
+        if self.done.swap(true, Ordering::SeqCst) {
+            return false;
         }
-        Some(zkw)
+        self.unsubscribe();
+        true
+    }
+
+    fn unsubscribe(&self) {
+        let id = self.id.lock().take();
+        if let Some(id) = id {
+            let _me = self.me.upgrade(); // alive until this call returns
+            self.zkw.remove_hook(id);
+        }
     }
 }
 
-impl ZooKeeperListener for Sweeper {
-    fn connection_event(&self, event: &WatchedEvent) {
-        match event.keeper_state {
+impl SessionHook for Sweeper {
+    fn session_event(&self, state: KeeperState) {
+        match state {
             KeeperState::SyncConnected => self.sweep(),
             KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed => {
                 self.finish();
@@ -92,12 +117,12 @@ pub(super) const REMOVAL_WAIT: Duration = Duration::from_millis(250);
 /// Removes an attempt's node without blocking (async calls, answered on the event
 /// thread); when the connection is lost first, a [`Sweeper`] removes it after the
 /// reconnect. `done` is told once the removal is settled here.
-pub(super) fn remove_async(
-    zkw: ZooKeeperWatcher,
-    attempt: Attempt,
-    done: crossbeam_channel::Sender<()>,
-) {
-    let zk = zkw.zookeeper().clone();
+fn remove_async(zkw: &WeakZooKeeperWatcher, attempt: Attempt, done: crossbeam_channel::Sender<()>) {
+    let Some(zk) = zkw.zookeeper() else {
+        let _ = done.send(());
+        return;
+    };
+    let zkw = zkw.clone();
     match attempt.clone() {
         Attempt::Node(path) => zk.delete_async(&path.clone(), None, move |r| {
             match r {
@@ -117,7 +142,7 @@ pub(super) fn remove_async(
             zk.get_children_async(&parent.clone(), None, move |r| match r {
                 Ok(children) => match children.iter().find(|c| c.starts_with(&name_prefix)) {
                     Some(c) => {
-                        remove_async(zkw, Attempt::Node(zkutil::join_znode(&parent, c)), done)
+                        remove_async(&zkw, Attempt::Node(zkutil::join_znode(&parent, c)), done)
                     }
                     None => {
                         let _ = done.send(());
@@ -142,7 +167,7 @@ pub(super) fn remove_and_wait(zkw: &ZooKeeperWatcher, attempt: Attempt) {
         return; // ephemeral: gone with the session
     }
     let (done, removed) = crossbeam_channel::bounded(1);
-    remove_async(zkw.clone(), attempt, done);
+    remove_async(&zkw.downgrade(), attempt, done);
     let _ = removed.recv_timeout(REMOVAL_WAIT);
 }
 
@@ -152,5 +177,5 @@ pub(super) fn remove_in_background(zkw: &ZooKeeperWatcher, attempt: Attempt) {
         return;
     }
     let (done, _) = crossbeam_channel::bounded(1);
-    remove_async(zkw.clone(), attempt, done);
+    remove_async(&zkw.downgrade(), attempt, done);
 }
