@@ -555,3 +555,114 @@ fn a_metadata_handler_is_not_cut_by_the_locks_deadline() {
     );
     holder.release().unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// 2. InDoubt at the read timeout, whatever else the session is doing
+// ---------------------------------------------------------------------------
+
+#[test]
+fn in_doubt_comes_at_the_read_timeout_with_a_tracker_and_100_waiters_on_the_session() {
+    use zklock::{LoggingAbortable, ZooKeeperNodeTracker};
+
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let session = Duration::from_secs(3);
+    let zkw = watcher(&proxy.connect_string(), session);
+    let negotiated = zkw.zookeeper().session_timeout();
+    let read_timeout = negotiated * 2 / 3;
+    let direct = self::zkw();
+    let zk = raw();
+    let root = unique_root("in-doubt-load");
+
+    // The held lock, with a listener noting when each event came.
+    let events: Arc<Mutex<Vec<(LockEvent, Instant)>>> = Arc::default();
+    let e = events.clone();
+    let held = ZkInterProcessWriteLock::new(&zkw, &format!("{root}/held"), b"h", None)
+        .unwrap()
+        .with_lock_listener(move |_p: &str, ev: LockEvent| {
+            e.lock().unwrap().push((ev, Instant::now()))
+        });
+    held.acquire().unwrap();
+
+    // A tracker on the same session, on a node that changes as the link stalls.
+    let tracked = format!("{root}/tracked");
+    zklock::zkutil::create_with_parents(&direct, &root).unwrap();
+    zk.create(
+        &tracked,
+        b"v0",
+        zklock::client::Acl::open_unsafe(),
+        zklock::client::CreateMode::Persistent,
+    )
+    .unwrap();
+    let tracker = ZooKeeperNodeTracker::new(&zkw, &tracked, Arc::new(LoggingAbortable::new()));
+    tracker.start().unwrap();
+
+    // 100 waiters on the same session, each behind another session's holder.
+    let holders: Vec<_> = (0..100)
+        .map(|i| {
+            let h =
+                ZkInterProcessWriteLock::new(&direct, &format!("{root}/l{i}"), b"x", None).unwrap();
+            h.acquire().unwrap();
+            h
+        })
+        .collect();
+    let waiters: Vec<_> = (0..100)
+        .map(|i| {
+            let lock =
+                ZkInterProcessWriteLock::new(&zkw, &format!("{root}/l{i}"), b"w", None).unwrap();
+            thread::spawn(move || lock.acquire())
+        })
+        .collect();
+    for i in 0..100 {
+        wait_for_children(&zk, &format!("{root}/l{i}"), 2);
+    }
+
+    // The stall starts with a change the tracker must re-read, then releases
+    // that would wake waiters: all of it goes into the partition.
+    zk.set_data(&tracked, b"v1", None).unwrap();
+    proxy.stall();
+    let stalled = Instant::now();
+    for h in holders.iter().take(10) {
+        h.release().unwrap();
+    }
+    assert!(
+        eventually(negotiated * 2, || events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(e, _)| *e == LockEvent::Lost)),
+        "{:?}",
+        events.lock().unwrap()
+    );
+    let evs = events.lock().unwrap().clone();
+    let at = |which: LockEvent| {
+        evs.iter()
+            .find(|(e, _)| *e == which)
+            .map(|(_, t)| t.duration_since(stalled))
+            .unwrap_or_else(|| panic!("no {which:?} in {evs:?}"))
+    };
+    let in_doubt = at(LockEvent::InDoubt);
+    let lost = at(LockEvent::Lost);
+    eprintln!(
+        "session {negotiated:?}, read timeout {read_timeout:?}: InDoubt after {in_doubt:?}, Lost after {lost:?}"
+    );
+    // The last answer came at most a ping interval (T/6) before the stall.
+    assert!(
+        in_doubt <= read_timeout + Duration::from_millis(500)
+            && in_doubt + negotiated / 6 + Duration::from_millis(300) >= read_timeout,
+        "InDoubt {in_doubt:?} after the stall; read timeout {read_timeout:?}"
+    );
+    assert!(
+        lost >= in_doubt + Duration::from_millis(500),
+        "InDoubt ({in_doubt:?}) must warn well before Lost ({lost:?})"
+    );
+    // Every waiter ends with the session.
+    for w in waiters {
+        let r = w.join().unwrap();
+        assert!(matches!(&r, Err(e) if e.is_fatal()), "{r:?}");
+    }
+    proxy.reset();
+    for h in holders.iter().skip(10) {
+        h.release().unwrap();
+    }
+    drop(tracker);
+}
