@@ -22,9 +22,14 @@
 //! 2. **Contended**: `ZK_BENCH_THREADS` threads of one process (one
 //!    `ZooKeeperWatcher`), each with its own write-lock instance on one lock znode,
 //!    each doing `ZK_BENCH_GRANTS` acquire/release cycles: grants/s and requests
-//!    per grant. HBase's floor for a grant that waited one round is 5 (create,
-//!    getChildren, getData watch on the predecessor, getChildren, delete); zklock
-//!    also watches the waiter's own node (so a reaped waiter fails at once): 6.
+//!    per grant.
+//!    **Hand-off**: two instances (two threads, one watcher) pass a write lock back
+//!    and forth, each queuing behind the other's grant (the step hook tells the
+//!    holder when the waiter's watch is set): requests and notifications per
+//!    hand-off from `zk_packets_received` and `zk_packets_sent` (sent − received =
+//!    notifications). Curator's floor, and the target: 5 requests (the waiter's
+//!    create, getChildren, getData watch on the predecessor; the holder's delete;
+//!    the woken waiter's getChildren) and 1 notification.
 //! 3. **1,000 waiters**: a holder session holds the write lock of each of 1,000
 //!    lock znodes; then one thread per lock (stack `ZK_BENCH_WAITER_STACK_KIB`)
 //!    blocks in `acquire()` through one waiter `ZooKeeperWatcher`. Printed: RSS
@@ -51,7 +56,7 @@ use std::time::{Duration, Instant};
 
 use zklock::client::{Acl, CreateMode, EventType, WatchedEvent, ZooKeeper};
 use zklock::lock::{
-    InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadLock,
+    InterProcessLock, InterProcessReadWriteLock, LockStep, ZkInterProcessReadLock,
     ZkInterProcessReadWriteLock, ZkInterProcessWriteLock,
 };
 use zklock::testing::{eventually, four_letter, parse_mntr, ZkServer};
@@ -103,6 +108,8 @@ struct Mntr {
     /// Packets one `packets()` call itself adds (measured; 0 when four-letter
     /// words are not counted).
     overhead: u64,
+    /// The same for `zk_packets_sent`.
+    sent_overhead: u64,
 }
 
 impl Mntr {
@@ -113,15 +120,20 @@ impl Mntr {
             .map(|h| h.trim().to_string())
             .filter(|h| !h.is_empty())
             .collect();
-        let mut m = Mntr { hosts, overhead: 0 };
+        let mut m = Mntr {
+            hosts,
+            overhead: 0,
+            sent_overhead: 0,
+        };
         // Consecutive reads with nothing in between: what the reads cost.
-        let first = m.packets();
+        let first = m.received_and_sent();
         let mut last = first;
         const READS: u64 = 5;
         for _ in 0..READS {
-            last = m.packets();
+            last = m.received_and_sent();
         }
-        m.overhead = (last - first) / READS;
+        m.overhead = (last.0 - first.0) / READS;
+        m.sent_overhead = (last.1 - first.1) / READS;
         m
     }
 
@@ -151,6 +163,17 @@ impl Mntr {
 
     fn packets(&self) -> u64 {
         self.sum("zk_packets_received")
+    }
+
+    /// `(zk_packets_received, zk_packets_sent)` from one read.
+    fn received_and_sent(&self) -> (u64, u64) {
+        let maps = self.read();
+        let get = |key: &str| -> u64 {
+            maps.iter()
+                .map(|x| x.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0))
+                .sum()
+        };
+        (get("zk_packets_received"), get("zk_packets_sent"))
     }
 
     /// Every path with a watch on any of the servers (`wchp`: a path line, then
@@ -204,16 +227,26 @@ impl Requests {
         };
         let after = get("zk_packets_received");
         let connections = get("zk_num_alive_connections");
-        // Each session pings every third of its timeout, whatever the traffic.
-        let interval = SESSION_TIMEOUT.as_secs_f64() / 3.0;
-        let per_session = (elapsed.as_secs_f64() / interval).ceil() as u64;
         Counted {
             requests: after.saturating_sub(self.before + m.overhead),
-            ping_allowance: per_session * connections,
+            ping_allowance: pings_in(elapsed, connections),
             outstanding: get("zk_outstanding_requests"),
             connections,
         }
     }
+}
+
+/// Most pings `connections` sessions may send in `elapsed`: each pings at least
+/// every sixth of its timeout, whatever the traffic (the client times its pings:
+/// see `zklock::client`).
+fn pings_in(elapsed: Duration, connections: u64) -> u64 {
+    let interval = SESSION_TIMEOUT.as_secs_f64() / 6.0;
+    (elapsed.as_secs_f64() / interval).ceil() as u64 * connections
+}
+
+/// [`pings_in`] for the servers' current connections.
+fn ping_allowance(elapsed: Duration, m: &Mntr) -> u64 {
+    pings_in(elapsed, m.sum("zk_num_alive_connections"))
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -503,6 +536,105 @@ fn contended(m: &Mntr, zkw: &ZooKeeperWatcher, znode: &str, n: usize, k: usize) 
     assert!(
         children(zkw.zookeeper(), znode).is_empty(),
         "contended lock left children"
+    );
+    r
+}
+
+/// Per hand-off figures of [`handoff`].
+struct Handoff {
+    handoffs: usize,
+    requests: f64,
+    notifications: f64,
+    per_second: f64,
+}
+
+/// What the two hand-off threads tell each other.
+enum Turn {
+    /// My watch on your node is set: release.
+    Queued,
+    /// I am done: release the last time.
+    Done,
+}
+
+/// Two write-lock instances pass the lock back and forth `k` times each; each
+/// holder releases only once the other's watch is set, so every grant but the
+/// first is a hand-off.
+fn handoff(m: &Mntr, zkw: &ZooKeeperWatcher, znode: &str, k: usize) -> Handoff {
+    // The lock znode exists before the window.
+    zkutil::create_with_parents(zkw, znode).unwrap();
+    let (to_a, a_rx) = mpsc::channel::<Turn>();
+    let (to_b, b_rx) = mpsc::channel::<Turn>();
+    let make = |name: &str, tell_other: Sender<Turn>| {
+        let tell = std::sync::Mutex::new(tell_other);
+        ZkInterProcessWriteLock::new(zkw, znode, name.as_bytes(), None)
+            .unwrap()
+            .with_step_hook(move |step, _path| {
+                if step == LockStep::Watching {
+                    let _ = tell.lock().unwrap().send(Turn::Queued);
+                }
+            })
+    };
+    let a = make("a", to_b.clone());
+    let b = make("b", to_a.clone());
+    let barrier = Arc::new(Barrier::new(3));
+    let run = |lock: ZkInterProcessWriteLock,
+               rx: Receiver<Turn>,
+               other: Sender<Turn>,
+               barrier: Arc<Barrier>| {
+        thread::spawn(move || {
+            barrier.wait();
+            let mut other_done = false;
+            for _ in 0..k {
+                lock.acquire().expect("hand-off acquire");
+                if !other_done {
+                    match rx.recv_timeout(WAKE_BOUND) {
+                        Ok(Turn::Queued) => {}
+                        Ok(Turn::Done) => other_done = true,
+                        Err(e) => panic!("hand-off: no word from the other thread: {e}"),
+                    }
+                }
+                lock.release().expect("hand-off release");
+            }
+            let _ = other.send(Turn::Done);
+        })
+    };
+    let (received_before, sent_before) = m.received_and_sent();
+    let ta = run(a, a_rx, to_b, barrier.clone());
+    let tb = run(b, b_rx, to_a, barrier.clone());
+    barrier.wait();
+    let started = Instant::now();
+    ta.join().expect("hand-off thread");
+    tb.join().expect("hand-off thread");
+    let elapsed = started.elapsed();
+    let (received_after, sent_after) = m.received_and_sent();
+    // One mntr read's own packets are inside the window (each way).
+    let received = received_after.saturating_sub(received_before + m.overhead);
+    let sent = sent_after.saturating_sub(sent_before + m.sent_overhead);
+    let pings = ping_allowance(elapsed, m);
+    // 2k grants, all but the first after a hand-off. Outside the hand-offs: the
+    // first grant's create + getChildren and the last release's delete.
+    let handoffs = 2 * k - 1;
+    let requests = received.saturating_sub(3);
+    // Every request and ping is answered once; the rest sent are notifications.
+    let notifications = sent.saturating_sub(received);
+    let r = Handoff {
+        handoffs,
+        requests: requests as f64 / handoffs as f64,
+        notifications: notifications as f64 / handoffs as f64,
+        per_second: handoffs as f64 / elapsed.as_secs_f64(),
+    };
+    println!(
+        "  hand-off between two instances, {handoffs} hand-offs in {:.2} s = {:.0}/s: \
+         {received} requests ({pings} pings at most; 3 outside the hand-offs) = {:.2} per \
+         hand-off; {notifications} notifications = {:.2} per hand-off",
+        elapsed.as_secs_f64(),
+        r.per_second,
+        r.requests,
+        r.notifications,
+    );
+    assert!(
+        children(zkw.zookeeper(), znode).is_empty(),
+        "hand-off left children"
     );
     r
 }
@@ -815,9 +947,9 @@ fn many_waiters(m: &Mntr, servers: &str, root: &str, n: usize, stack_kib: usize)
         watches as f64 / n as f64,
         server_watches as f64 / n as f64
     );
-    // Every waiter is blocked in a DeletionListener on its holder's node (and
-    // may watch more, e.g. its own node).
-    assert!(listeners >= n, "{listeners} listeners for {n} waiters");
+    // Every waiter waits on a per-watch watcher of its holder's node, never on
+    // the watcher's listener registry (which is the users' alone).
+    assert_eq!(listeners, 0, "{listeners} listeners for {n} waiters");
     assert!(watches >= n, "{watches} watches for {n} waiters");
     for l in &locks[..3] {
         assert_eq!(children(&zk, l).len(), 2, "{l}: holder + waiter");
@@ -947,8 +1079,8 @@ fn main() {
     let total = Instant::now();
     let m = Mntr::new(&servers);
     println!(
-        "mntr: a read adds {} packets to zk_packets_received (subtracted)",
-        m.overhead
+        "mntr: a read adds {} packets to zk_packets_received and {} to zk_packets_sent (subtracted)",
+        m.overhead, m.sent_overhead
     );
     let root = format!("/zklock-bench-lock-{}", std::process::id());
     let admin = connect(&servers, "bench-admin");
@@ -1010,6 +1142,7 @@ fn main() {
     println!();
     println!("2. contended: write locks on one znode, one watcher, a thread per instance");
     let cont = contended(&m, &zkw, &format!("{root}/contended"), threads_n, grants);
+    let hand = handoff(&m, &zkw, &format!("{root}/handoff"), grants.max(100));
     zkw.close().unwrap();
 
     // 3. Many waiters.
@@ -1077,6 +1210,10 @@ fn main() {
         us(cont.p99)
     );
     println!(
+        "| hand-off between two instances ({} hand-offs) | {:.2} requests + {:.2} notifications / hand-off | {:.0} hand-offs/s | | |",
+        hand.handoffs, hand.requests, hand.notifications, hand.per_second
+    );
+    println!(
         "| {} waiters: release → waiter acquired ({}..{} waiting) | | | {:.0} µs | {:.0} µs |",
         w.n,
         w.n,
@@ -1119,6 +1256,12 @@ fn main() {
         w.n
     );
 
+    assert!(
+        hand.requests < 5.05 && hand.notifications < 1.05,
+        "hand-off: {:.3} requests, {:.3} notifications",
+        hand.requests,
+        hand.notifications
+    );
     for u in &unc {
         assert!(
             u.per_cycle() < MAX_REQUESTS_PER_CYCLE as f64 + 0.05,
