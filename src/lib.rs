@@ -58,10 +58,28 @@
 //!
 //! All blocking work happens on the caller's thread. Each session costs two
 //! threads: the client's connection thread and its event thread, which runs
-//! watchers and [`ZooKeeperListener`]s in registration order. Listeners about one
-//! path (every waiting lock's [`DeletionListener`]) are found by path, so a
-//! thousand threads waiting on distinct locks through one watcher cost nothing to
-//! unrelated events. Every wait is bounded or ends with the session.
+//! watchers and [`ZooKeeperListener`]s in registration order.
+//!
+//! - **Library waits never go through the listener registry.** A waiting lock, a
+//!   held lock's node watch, a tracker's re-read, a node removal waiting for the
+//!   reconnect: each uses a per-watch watcher handed to the client with its
+//!   request (registered on the connection thread together with the reply, so no
+//!   event falls into a gap) or a session hook of the watcher.
+//!   `unregister_all_listeners` affects only your listeners.
+//! - **The event thread never blocks in library code**: library reactions wake a
+//!   waiting thread or issue an asynchronous request. A blocking call in *your*
+//!   listener delays every event of the session, locks' `InDoubt`/`Lost` signals
+//!   included: keep listeners short.
+//! - **`Drop` never waits on the network**: a dropped guard or held lock removes
+//!   its node in the background; `unlock()`/`release()` are the synchronous forms.
+//! - **Deadlines are values** ([`Deadline`]) passed down the layers
+//!   ([`RecoverableZooKeeper::with_deadline`], [`client::ZooKeeper::with_deadline`]),
+//!   never a thread-local side channel.
+//! - Every wait is bounded or ends with the session; a waiting `acquire` can be
+//!   cancelled ([`lock::ZkInterProcessLockBase::cancel`]) and ends with
+//!   [`ZooKeeperWatcher::close`]. A thousand threads waiting on distinct locks
+//!   through one watcher cost nothing to unrelated events (watches are found by
+//!   path).
 //!
 //! ## Errors
 //!

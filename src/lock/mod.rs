@@ -21,6 +21,27 @@
 //! the instance ready for a new `acquire`. `reap_expired_locks` measures age
 //! against the server's clock.
 //!
+//! # Waiting, timeouts, drops and shutdown
+//! - A waiter wakes through a per-watch watcher set with its `get_data` on the
+//!   node it waits for: a contended hand-off costs 5 requests and 1 notification
+//!   (Curator's count), and nothing done to the `ZooKeeperWatcher`'s listener
+//!   registry affects it.
+//! - `try_acquire(timeout)` bounds the waiting for the nodes ahead, as HBase's
+//!   `tryAcquire` and kazoo's `acquire(timeout=)`: `try_acquire(Duration::ZERO)`
+//!   takes a free lock whenever the server answers. Its ZooKeeper calls get a
+//!   grace past the timeout ([`DEFAULT_CALL_GRACE`], see
+//!   [`ZkInterProcessLockBase::with_call_grace`]), so a partition cannot stretch
+//!   the call past `timeout` + grace (+ up to 250 ms to remove its node).
+//! - Dropping a guard or a held instance releases in the background and never
+//!   waits on the network; `unlock()`/`release()` are synchronous and return the
+//!   error.
+//! - A blocked `acquire` ends with [`Error::Cancelled`](crate::Error::Cancelled)
+//!   on [`ZkInterProcessLockBase::cancel`] (or a [`LockCanceller`] from another
+//!   thread), and with `Closed` when the watcher is closed; either way its node
+//!   is removed.
+//! - [`InterProcessLock::lock_owned`] returns an [`OwnedLockGuard`] to store and
+//!   release elsewhere (HBase's `TableLock` shape).
+//!
 //! # Examples
 //! ```no_run
 //! use std::time::Duration;
@@ -121,8 +142,9 @@ pub enum LockEvent {
 }
 
 /// Receives [`LockEvent`]s for a held lock, with the lock node's path. Closures
-/// `Fn(&str, LockEvent)` implement it. Called on the client's event thread: keep
-/// it short.
+/// `Fn(&str, LockEvent)` implement it. Called on the client's event thread (or,
+/// for a change seen before `acquire` returned, on the acquiring thread), one
+/// event at a time in the order they happened: keep it short.
 pub trait LockListener: Send + Sync {
     /// The held lock at `path` went through `event`.
     fn lock_event(&self, path: &str, event: LockEvent);
