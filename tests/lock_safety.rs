@@ -666,3 +666,86 @@ fn in_doubt_comes_at_the_read_timeout_with_a_tracker_and_100_waiters_on_the_sess
     }
     drop(tracker);
 }
+
+// ---------------------------------------------------------------------------
+// Found in review
+// ---------------------------------------------------------------------------
+
+#[test]
+fn polling_try_acquire_behind_a_holder_registers_one_watch() {
+    let zkw = zkw();
+    let root = unique_root("poll-watch");
+    let holder = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"h", None).unwrap();
+    holder.acquire().unwrap();
+    let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None).unwrap();
+    let before = zkw.zookeeper().watch_count();
+    for _ in 0..50 {
+        assert!(!lock.try_acquire(Duration::from_millis(5)).unwrap());
+    }
+    // One watch on the holder's node, however many waits set it.
+    assert_eq!(zkw.zookeeper().watch_count(), before + 1);
+    holder.release().unwrap();
+    assert!(lock.try_acquire(Duration::from_secs(5)).unwrap());
+    lock.release().unwrap();
+}
+
+#[test]
+fn close_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
+    use zklock::ZooKeeperListener;
+
+    /// Blocks the event thread for a while on the first creation it sees.
+    struct Stuck(String);
+    impl ZooKeeperListener for Stuck {
+        fn node_created(&self, path: &str) {
+            if path == self.0 {
+                thread::sleep(Duration::from_secs(4));
+            }
+        }
+    }
+
+    let zkw = zkw();
+    let root = unique_root("close-stuck");
+    let trigger = format!("{root}-trigger");
+    zkw.register_listener(Arc::new(Stuck(trigger.clone())));
+    assert!(!zklock::zkutil::watch_and_check_exists(&zkw, &trigger).unwrap());
+    let holder = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"h", None).unwrap();
+    holder.acquire().unwrap();
+    let watching = Arc::new(AtomicBool::new(false));
+    let w = watching.clone();
+    let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None)
+        .unwrap()
+        .with_step_hook(move |s, _| {
+            if s == LockStep::Watching {
+                w.store(true, Ordering::SeqCst);
+            }
+        });
+    let waiter = thread::spawn(move || {
+        let r = lock.acquire();
+        (r, Instant::now())
+    });
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(10), || watching.load(Ordering::SeqCst)));
+    // The listener now holds the event thread for 4 s.
+    zk.create(
+        &trigger,
+        b"",
+        zklock::client::Acl::open_unsafe(),
+        zklock::client::CreateMode::Ephemeral,
+    )
+    .unwrap();
+    thread::sleep(Duration::from_millis(200));
+    let closing = Instant::now();
+    let closer = {
+        let zkw = zkw.clone();
+        thread::spawn(move || zkw.close())
+    };
+    let (r, ended) = waiter.join().unwrap();
+    assert!(matches!(&r, Err(e) if e.is_fatal()), "{r:?}");
+    let took = ended.duration_since(closing);
+    assert!(
+        took < Duration::from_millis(1500),
+        "the waiter ended {took:?} after close()"
+    );
+    let _ = closer.join().unwrap();
+    holder.release().unwrap();
+}

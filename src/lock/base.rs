@@ -25,6 +25,10 @@ use crate::zkutil;
 /// [`ZkInterProcessLockBase::with_call_grace`].
 pub const DEFAULT_CALL_GRACE: Duration = Duration::from_secs(2);
 
+/// How often a waiting attempt looks at its session and cancel flag without
+/// being woken (see `wait_for_wake`).
+const RECHECK: Duration = Duration::from_millis(500);
+
 /// The state of one lock instance.
 enum State {
     Idle,
@@ -147,6 +151,10 @@ pub struct ZkInterProcessLockBase<K: LockKind> {
     metadata: Vec<u8>,
     handler: Option<Arc<dyn MetadataHandler>>,
     shared: Arc<Shared>,
+    /// Wakes this instance's waits: one watcher for every wait of the instance,
+    /// so a watch left on a node it stopped waiting for (a timeout) is not
+    /// registered again for each new wait on that node.
+    waiter: Arc<dyn Watcher>,
     state: Mutex<State>,
     call_grace: Duration,
     #[cfg(feature = "testing")]
@@ -214,12 +222,14 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         handler: Option<Arc<dyn MetadataHandler>>,
     ) -> Result<Self> {
         crate::client::validate_path(parent)?;
+        let shared = Arc::new(Shared::default());
         Ok(ZkInterProcessLockBase {
             zkw: zkw.clone(),
             parent: parent.to_string(),
             metadata: metadata.to_vec(),
             handler,
-            shared: Arc::new(Shared::default()),
+            waiter: Arc::new(WaitWatcher(shared.clone())),
+            shared,
             state: Mutex::new(State::Idle),
             call_grace: DEFAULT_CALL_GRACE,
             #[cfg(feature = "testing")]
@@ -398,7 +408,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 // Watch the held node so that a deletion (reaping) is told as
                 // Lost: registered with the reply, so a deletion from here on
                 // fires it, and one before it shows as a missing node.
-                let own = NodeWatch::new(path, &self.shared, rzk.zookeeper());
+                let own = NodeWatch::new(path, &self.shared, &self.zkw.downgrade());
                 if rzk.exists_watch(path, &own.watcher())?.is_none() {
                     return Err(lost());
                 }
@@ -456,7 +466,6 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         let lost = || Error::LockLost {
             path: my_path.to_string(),
         };
-        let waiter: Arc<dyn Watcher> = Arc::new(WaitWatcher(self.shared.clone()));
         let mut own: Option<Arc<NodeWatch>> = None;
         loop {
             self.zkw.check_session()?;
@@ -489,7 +498,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 // node we wait for in place; watch our own node to learn it at
                 // once. (Behind our own kind, a reaper removes us first, newest
                 // first, and our predecessor's deletion then wakes us.)
-                let w = NodeWatch::new(my_path, &self.shared, rzk.zookeeper());
+                let w = NodeWatch::new(my_path, &self.shared, &self.zkw.downgrade());
                 if rzk.exists_watch(my_path, &w.watcher())?.is_none() {
                     return Err(lost());
                 }
@@ -504,17 +513,38 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 return Err(lost());
             }
             // getData, not exists: no watch is left behind when it is gone.
-            match rzk.get_data_watch(&watch_path, &waiter) {
+            match rzk.get_data_watch(&watch_path, &self.waiter) {
                 Ok(_) => {}
                 Err(e) if e.is(ZkError::NoNode) => continue,
                 Err(e) => return Err(e),
             }
             step!(self, Watching, my_path);
-            let woken = self.shared.wake.wait(bounds.wait);
+            let woken = self.wait_for_wake(bounds.wait)?;
             step!(self, Woken, my_path);
-            if !woken && !self.shared.cancelled.load(Ordering::SeqCst) {
+            if !woken {
                 return Ok(Waited::TimedOut);
             }
+        }
+    }
+
+    /// Waits for a wake-up until `deadline`: `Ok(true)` woken, `Ok(false)` out of
+    /// time. The end of the session and a cancel wake the wait through its
+    /// watchers; in case the event thread is held up by a listener, the session
+    /// and the cancel flag are also looked at every [`RECHECK`] (no request).
+    fn wait_for_wake(&self, deadline: Deadline) -> Result<bool> {
+        loop {
+            if self
+                .shared
+                .wake
+                .wait(deadline.min(Deadline::after(RECHECK)))
+            {
+                return Ok(true);
+            }
+            if deadline.is_past() {
+                return Ok(false);
+            }
+            self.zkw.check_session()?;
+            self.check_cancelled()?;
         }
     }
 
@@ -644,11 +674,17 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             remove_and_wait(&self.zkw, Attempt::Node(lock.path.clone()));
             return lost(self);
         }
-        match self
-            .zkw
-            .recoverable_zookeeper()
-            .delete(&lock.path, Some(lock.version))
-        {
+        let rzk = self.zkw.recoverable_zookeeper();
+        let deleted = match rzk.delete(&lock.path, Some(lock.version)) {
+            // Someone wrote to our node: it is still ours (ephemeral, our tag);
+            // delete it at any version rather than fail every release.
+            Err(e) if e.is(ZkError::BadVersion) => {
+                warn!("lock node {} was written to; deleting it anyway", lock.path);
+                rzk.delete(&lock.path, None)
+            }
+            other => other,
+        };
+        match deleted {
             Ok(()) => {
                 *self.state.lock() = State::Idle;
                 debug!("released {}", lock.path);

@@ -6,7 +6,6 @@
 //! alive: a removal waiting for the reconnect is a session hook of the watcher,
 //! holding it weakly.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -26,67 +25,56 @@ pub(super) enum Attempt {
     Tag(String),
 }
 
-/// Removes an attempt's node once the connection is back, when removing it
-/// failed with a recoverable error. Owned by the watcher's hook list until it is
-/// done or the session ends (its ephemeral node then goes with it).
-struct Sweeper {
-    attempt: Attempt,
+/// Runs `f(true)` once, on the event thread, at the next `SyncConnected`, or
+/// `f(false)` when the session ends first (or has ended). Owned by the watcher's
+/// hook list until then, holding the watcher weakly: no cycle, and not in the
+/// user's listener registry (`unregister_all_listeners` cannot drop it).
+pub(super) fn on_reconnect(zkw: &WeakZooKeeperWatcher, f: impl FnOnce(bool) + Send + 'static) {
+    let hook = Arc::new_cyclic(|me| OnReconnect {
+        f: Mutex::new(Some(Box::new(f))),
+        zkw: zkw.clone(),
+        id: Mutex::new(None),
+        me: me.clone(),
+    });
+    // An event may come before the id is stored (at once, if the session just
+    // ended): whichever of `fire` and this sees the id removes it.
+    let id = zkw.add_owned_hook(hook.clone());
+    let fired = hook.f.lock().is_none();
+    *hook.id.lock() = id;
+    if fired || id.is_none() {
+        hook.unsubscribe();
+        if id.is_none() {
+            hook.fire(false); // the watcher is gone: so is the session
+        }
+        return;
+    }
+    // Reconnected before the subscription: do not wait for the next time.
+    if zkw
+        .zookeeper()
+        .is_some_and(|zk| zk.state() == ClientState::Connected)
+    {
+        hook.fire(true);
+    }
+}
+
+type Reaction = Box<dyn FnOnce(bool) + Send>;
+
+/// The hook of [`on_reconnect`].
+struct OnReconnect {
+    f: Mutex<Option<Reaction>>,
     zkw: WeakZooKeeperWatcher,
     /// The hook's id, once subscribed.
     id: Mutex<Option<u64>>,
-    /// Set by the first `finish`.
-    done: AtomicBool,
-    me: Weak<Sweeper>,
+    me: Weak<OnReconnect>,
 }
 
-impl Sweeper {
-    fn start(zkw: &WeakZooKeeperWatcher, attempt: Attempt) {
-        let Some(zk) = zkw.zookeeper() else {
-            return; // the watcher is gone: its session's end removes the node
-        };
-        if zk.state().is_terminal() {
-            return;
+impl OnReconnect {
+    fn fire(&self, connected: bool) {
+        let f = self.f.lock().take();
+        if let Some(f) = f {
+            self.unsubscribe();
+            f(connected);
         }
-        let sweeper = Arc::new_cyclic(|me| Sweeper {
-            attempt,
-            zkw: zkw.clone(),
-            id: Mutex::new(None),
-            done: AtomicBool::new(false),
-            me: me.clone(),
-        });
-        info!(
-            "will remove {:?} when the connection is back",
-            sweeper.attempt
-        );
-        // An event may come before the id is stored (at once, if the session
-        // just ended): whichever of `finish` and this sees the id removes it.
-        let id = zkw.add_owned_hook(sweeper.clone());
-        *sweeper.id.lock() = id;
-        if sweeper.done.load(Ordering::SeqCst) {
-            sweeper.unsubscribe();
-        }
-        // Reconnected before the subscription: do not wait for the next time.
-        if zk.state() == ClientState::Connected {
-            sweeper.sweep();
-        }
-    }
-
-    /// Hands the removal back to `remove_async` (which starts a new sweeper if it
-    /// fails again) and retires this one.
-    fn sweep(&self) {
-        if self.finish() {
-            let (done, _) = crossbeam_channel::bounded(1);
-            remove_async(&self.zkw, self.attempt.clone(), done);
-        }
-    }
-
-    /// Retires the sweeper; `true` the first time.
-    fn finish(&self) -> bool {
-        if self.done.swap(true, Ordering::SeqCst) {
-            return false;
-        }
-        self.unsubscribe();
-        true
     }
 
     fn unsubscribe(&self) {
@@ -98,16 +86,30 @@ impl Sweeper {
     }
 }
 
-impl SessionHook for Sweeper {
+impl SessionHook for OnReconnect {
     fn session_event(&self, state: KeeperState) {
         match state {
-            KeeperState::SyncConnected => self.sweep(),
+            KeeperState::SyncConnected => self.fire(true),
             KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed => {
-                self.finish();
+                self.fire(false)
             }
             _ => {}
         }
     }
+}
+
+/// Removes an attempt's node once the connection is back, when removing it
+/// failed with a recoverable error (Curator's "guaranteed delete"); nothing when
+/// the session ends first (its ephemeral node goes with it).
+fn sweep_after_reconnect(zkw: &WeakZooKeeperWatcher, attempt: Attempt) {
+    info!("will remove {attempt:?} when the connection is back");
+    let again = zkw.clone();
+    on_reconnect(zkw, move |connected| {
+        if connected {
+            let (done, _) = crossbeam_channel::bounded(1);
+            remove_async(&again, attempt, done);
+        }
+    });
 }
 
 /// How long a failed attempt waits for its node's removal before returning; the
@@ -115,7 +117,7 @@ impl SessionHook for Sweeper {
 pub(super) const REMOVAL_WAIT: Duration = Duration::from_millis(250);
 
 /// Removes an attempt's node without blocking (async calls, answered on the event
-/// thread); when the connection is lost first, a [`Sweeper`] removes it after the
+/// thread); when the connection is lost first, it is removed after the
 /// reconnect. `done` is told once the removal is settled here.
 fn remove_async(zkw: &WeakZooKeeperWatcher, attempt: Attempt, done: crossbeam_channel::Sender<()>) {
     let Some(zk) = zkw.zookeeper() else {
@@ -126,7 +128,7 @@ fn remove_async(zkw: &WeakZooKeeperWatcher, attempt: Attempt, done: crossbeam_ch
     match attempt.clone() {
         Attempt::Node(path) => zk.delete_async(&path.clone(), None, move |r| {
             match r {
-                Err(e) if e.is_retryable() => Sweeper::start(&zkw, attempt),
+                Err(e) if e.is_retryable() => sweep_after_reconnect(&zkw, attempt),
                 Err(e) if !e.is(ZkError::NoNode) && !e.is_fatal() => {
                     warn!("could not remove lock node {path}: {e}")
                 }
@@ -140,17 +142,23 @@ fn remove_async(zkw: &WeakZooKeeperWatcher, attempt: Attempt, done: crossbeam_ch
                 None => return,
             };
             zk.get_children_async(&parent.clone(), None, move |r| match r {
-                Ok(children) => match children.iter().find(|c| c.starts_with(&name_prefix)) {
-                    Some(c) => {
-                        remove_async(&zkw, Attempt::Node(zkutil::join_znode(&parent, c)), done)
-                    }
-                    None => {
+                Ok(children) => {
+                    // One node at most carries the tag; remove whatever does.
+                    let tagged: Vec<&String> = children
+                        .iter()
+                        .filter(|c| c.starts_with(&name_prefix))
+                        .collect();
+                    if tagged.is_empty() {
                         let _ = done.send(());
                     }
-                },
+                    for c in tagged {
+                        let node = Attempt::Node(zkutil::join_znode(&parent, c));
+                        remove_async(&zkw, node, done.clone());
+                    }
+                }
                 Err(e) => {
                     if e.is_retryable() {
-                        Sweeper::start(&zkw, attempt);
+                        sweep_after_reconnect(&zkw, attempt);
                     }
                     let _ = done.send(());
                 }

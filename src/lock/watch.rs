@@ -10,13 +10,16 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use log::{info, warn};
+use std::collections::VecDeque;
+
+use log::{debug, info, warn};
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::removal::on_reconnect;
 use super::{LockEvent, LockListener};
 use crate::client::{EventType, KeeperState, State as ClientState, WatchedEvent, Watcher};
-use crate::client::{WeakZooKeeper, ZooKeeper};
 use crate::deadline::Deadline;
+use crate::watcher::WeakZooKeeperWatcher;
 
 /// Wakes the thread waiting in an attempt: set by watchers (on the event thread)
 /// and by `cancel`, waited on by the acquiring thread.
@@ -65,12 +68,58 @@ pub(super) struct Shared {
     pub(super) cancelled: AtomicBool,
     pub(super) listener: RwLock<Option<Arc<dyn LockListener>>>,
     pub(super) wake: Wake,
-    /// Serialises the listener's events in the order they were decided.
-    tell_order: Mutex<()>,
+    /// Listener events decided but not told yet, in decision order.
+    queue: Mutex<VecDeque<(String, LockEvent, &'static str)>>,
+    /// Held by the one thread telling the queue; never waited for.
+    telling: Mutex<()>,
 }
 
 impl Shared {
-    fn tell(&self, path: &str, event: LockEvent) {
+    /// Queues a decided event; call [`drain`](Self::drain) once no lock is held.
+    fn decide(&self, path: &str, event: LockEvent, why: &'static str) {
+        self.queue.lock().push_back((path.to_string(), event, why));
+    }
+
+    /// Tells the queued events in order. Whoever finds another thread telling
+    /// leaves its events to it: no lock is held while the listener runs except
+    /// the teller's own flag, which nobody waits for, so a listener may call back
+    /// into the lock (release, drop a guard) without a deadlock.
+    fn drain(&self) {
+        loop {
+            let Some(_telling) = self.telling.try_lock() else {
+                return;
+            };
+            loop {
+                // Not in the `while let`: its guard would live through the call.
+                let next = self.queue.lock().pop_front();
+                let Some((path, event, why)) = next else {
+                    break;
+                };
+                self.tell(&path, event, why);
+            }
+            drop(_telling);
+            // An event queued after the last pop, while we still held the flag.
+            if self.queue.lock().is_empty() {
+                return;
+            }
+        }
+    }
+
+    fn tell(&self, path: &str, event: LockEvent, why: &'static str) {
+        match event {
+            LockEvent::Lost => {
+                if self.lost.swap(true, Ordering::SeqCst) {
+                    return;
+                }
+                warn!("lock {path} lost: {why}");
+            }
+            _ => {
+                if self.lost.load(Ordering::SeqCst) {
+                    return;
+                }
+                info!("lock {path} {event:?}: {why}");
+            }
+        }
         let l = self.listener.read().clone();
         if let Some(l) = l {
             l.lock_event(path, event);
@@ -80,7 +129,8 @@ impl Shared {
 
 /// Wakes the waiting attempt on any event of the node it waits for, and when the
 /// session ends (every watcher hears the session's end, as in Java). One per
-/// lock instance, so the client registers it once per path.
+/// lock instance, so the client registers it once per path however often the
+/// instance waits on it.
 pub(super) struct WaitWatcher(pub(super) Arc<Shared>);
 
 impl Watcher for WaitWatcher {
@@ -113,7 +163,7 @@ struct NodeState {
     in_doubt: bool,
 }
 
-/// What a [`NodeWatch`] decided, to be told outside its state lock.
+/// What a [`NodeWatch`] decided, acted on outside its state lock.
 enum Tell {
     Nothing,
     Wake,
@@ -129,12 +179,16 @@ pub(super) struct NodeWatch {
     path: String,
     shared: Arc<Shared>,
     state: Mutex<NodeState>,
-    zk: WeakZooKeeper,
+    zkw: WeakZooKeeperWatcher,
     me: Weak<NodeWatch>,
 }
 
 impl NodeWatch {
-    pub(super) fn new(path: &str, shared: &Arc<Shared>, zk: &ZooKeeper) -> Arc<NodeWatch> {
+    pub(super) fn new(
+        path: &str,
+        shared: &Arc<Shared>,
+        zkw: &WeakZooKeeperWatcher,
+    ) -> Arc<NodeWatch> {
         Arc::new_cyclic(|me| NodeWatch {
             path: path.to_string(),
             shared: shared.clone(),
@@ -143,7 +197,7 @@ impl NodeWatch {
                 gone: false,
                 in_doubt: false,
             }),
-            zk: zk.downgrade(),
+            zkw: zkw.clone(),
             me: me.clone(),
         })
     }
@@ -181,46 +235,35 @@ impl NodeWatch {
         self.state.lock().phase = Phase::Released;
     }
 
-    /// A release that failed with a recoverable error: the lock is still held.
+    /// A release that failed with a recoverable error: the lock is still held
+    /// (or lost, if its node went meanwhile).
     pub(super) fn unrelease(&self) {
         let mut st = self.state.lock();
-        if st.gone {
-            drop(st);
-            self.lose("its node was deleted");
+        st.phase = Phase::Held;
+        let tell = if st.gone {
+            Tell::Event(LockEvent::Lost, "its node was deleted")
         } else {
-            st.phase = Phase::Held;
-        }
+            Tell::Nothing
+        };
+        self.tell(st, tell);
     }
 
-    fn lose(&self, why: &'static str) {
-        let st = self.state.lock();
-        if st.phase == Phase::Held {
-            self.tell(st, Tell::Event(LockEvent::Lost, why));
-        }
-    }
-
-    /// Acts on a decision: the listener is called after the state lock is let go
-    /// (it may call back into the lock) but in decision order.
+    /// Acts on a decision: the event is queued under the state lock (so events
+    /// are told in decision order) and told once it is let go (the listener may
+    /// call back into the lock).
     fn tell(&self, st: parking_lot::MutexGuard<'_, NodeState>, tell: Tell) {
-        let order = self.shared.tell_order.lock();
-        drop(st);
         match tell {
-            Tell::Nothing => {}
-            Tell::Wake => self.shared.wake.wake(),
-            Tell::Event(LockEvent::Lost, why) => {
-                if !self.shared.lost.swap(true, Ordering::SeqCst) {
-                    warn!("lock {} lost: {why}", self.path);
-                    self.shared.tell(&self.path, LockEvent::Lost);
-                }
+            Tell::Nothing => drop(st),
+            Tell::Wake => {
+                drop(st);
+                self.shared.wake.wake();
             }
             Tell::Event(event, why) => {
-                if !self.shared.lost.load(Ordering::SeqCst) {
-                    info!("lock {} {event:?}: {why}", self.path);
-                    self.shared.tell(&self.path, event);
-                }
+                self.shared.decide(&self.path, event, why);
+                drop(st);
+                self.shared.drain();
             }
         }
-        drop(order);
     }
 
     fn gone(&self, why: &'static str) {
@@ -235,20 +278,34 @@ impl NodeWatch {
     }
 
     /// A write to our node spent the one-shot watch: set it again, without
-    /// blocking (the answer comes back on the event thread).
+    /// blocking (the answer comes back on the event thread); when the connection
+    /// is lost first, again after the reconnect (the watch missed the changes of
+    /// the gap, so the answer tells whether the node is still there).
     fn rearm(&self) {
-        let (Some(zk), Some(me)) = (self.zk.upgrade(), self.me.upgrade()) else {
+        let (Some(zk), Some(me)) = (self.zkw.zookeeper(), self.me.upgrade()) else {
             return;
         };
         let watcher: Arc<dyn Watcher> = me.clone();
         zk.exists_async(&self.path, Some(watcher), move |r| match r {
             Ok(Some(_)) => {}
             Ok(None) => me.gone("its node was deleted"),
-            Err(e) if e.is_fatal() => me.gone("the session ended"),
-            Err(e) => warn!(
-                "lock node {}: could not watch it again ({e}); a deletion may go unnoticed",
-                me.path
-            ),
+            Err(e) if e.is_fatal() => me.connection(KeeperState::Expired),
+            Err(e) => {
+                debug!(
+                    "lock node {}: watching it again after the reconnect ({e})",
+                    me.path
+                );
+                // Not in the client's table now: no event reaches it until then.
+                let again = me.clone();
+                on_reconnect(&me.zkw, move |connected| {
+                    if connected {
+                        again.connection(KeeperState::SyncConnected);
+                        again.rearm();
+                    } else {
+                        again.connection(KeeperState::Expired);
+                    }
+                });
+            }
         });
     }
 
@@ -299,5 +356,101 @@ impl Watcher for NodeWatch {
             EventType::None => self.connection(event.keeper_state),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorded() -> (Arc<Shared>, Arc<Mutex<Vec<LockEvent>>>) {
+        let events: Arc<Mutex<Vec<LockEvent>>> = Arc::default();
+        let shared = Arc::new(Shared::default());
+        let e = events.clone();
+        let listener: Arc<dyn LockListener> =
+            Arc::new(move |_p: &str, ev: LockEvent| e.lock().push(ev));
+        *shared.listener.write() = Some(listener);
+        (shared, events)
+    }
+
+    fn event(t: EventType) -> WatchedEvent {
+        WatchedEvent {
+            event_type: t,
+            keeper_state: KeeperState::SyncConnected,
+            path: Some("/l/write-0".into()),
+        }
+    }
+
+    #[test]
+    fn a_deletion_during_a_failed_release_is_a_loss() {
+        let (shared, events) = recorded();
+        let w = NodeWatch::new("/l/write-0", &shared, &WeakZooKeeperWatcher::default());
+        assert!(w.hold());
+        w.release();
+        w.process(event(EventType::NodeDeleted));
+        assert!(events.lock().is_empty(), "our own delete is no loss");
+        // The delete failed (connection loss): the node went all the same.
+        w.unrelease();
+        assert_eq!(*events.lock(), [LockEvent::Lost]);
+        assert!(shared.lost.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn in_doubt_restored_lost_in_order_and_lost_once() {
+        let (shared, events) = recorded();
+        let w = NodeWatch::new("/l/write-0", &shared, &WeakZooKeeperWatcher::default());
+        // Disconnected before the grant: told at the grant.
+        w.process(WatchedEvent::state(KeeperState::Disconnected));
+        assert!(events.lock().is_empty());
+        assert!(w.hold());
+        w.process(WatchedEvent::state(KeeperState::SyncConnected));
+        w.process(WatchedEvent::state(KeeperState::Disconnected));
+        w.process(event(EventType::NodeDeleted));
+        w.process(WatchedEvent::state(KeeperState::Expired));
+        assert_eq!(
+            *events.lock(),
+            [
+                LockEvent::InDoubt,
+                LockEvent::Restored,
+                LockEvent::InDoubt,
+                LockEvent::Lost
+            ]
+        );
+    }
+
+    #[test]
+    fn a_listener_may_call_back_into_the_lock() {
+        // The listener releases (as a user dropping a guard on Lost would) and
+        // its own decision is told after it returns: no deadlock, no reordering.
+        let shared = Arc::new(Shared::default());
+        let w = NodeWatch::new("/l/write-0", &shared, &WeakZooKeeperWatcher::default());
+        let events: Arc<Mutex<Vec<LockEvent>>> = Arc::default();
+        let (e, again) = (events.clone(), Arc::downgrade(&w));
+        let listener: Arc<dyn LockListener> = Arc::new(move |_p: &str, ev: LockEvent| {
+            e.lock().push(ev);
+            if let Some(w) = again.upgrade() {
+                if ev == LockEvent::InDoubt {
+                    w.release();
+                    w.unrelease(); // the node is there: nothing to tell
+                    w.process(WatchedEvent::state(KeeperState::SyncConnected));
+                }
+            }
+        });
+        *shared.listener.write() = Some(listener);
+        assert!(w.hold());
+        w.process(WatchedEvent::state(KeeperState::Disconnected));
+        assert_eq!(*events.lock(), [LockEvent::InDoubt, LockEvent::Restored]);
+    }
+
+    #[test]
+    fn a_waiting_node_deleted_wakes_the_waiter_and_voids_the_grant() {
+        let (shared, events) = recorded();
+        let w = NodeWatch::new("/l/write-0", &shared, &WeakZooKeeperWatcher::default());
+        shared.wake.arm();
+        w.process(event(EventType::NodeDeleted));
+        assert!(shared.wake.wait(Deadline::after(std::time::Duration::ZERO)));
+        assert!(w.is_gone());
+        assert!(!w.hold(), "a grant of a deleted node is void");
+        assert!(events.lock().is_empty());
     }
 }
