@@ -265,7 +265,7 @@ pub enum Error {
         /// Its error code.
         code: ZkError,
         /// The server's per-operation results (the failing one, the rolled-back ones).
-        results: Vec<crate::client::OpResult>,
+        results: Vec<crate::types::OpResult>,
     },
     /// A bounded wait ran out.
     Timeout(Duration),

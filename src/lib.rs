@@ -102,12 +102,14 @@ mod error;
 mod listener;
 pub mod lock;
 mod metadata;
+mod path;
 mod pending;
 mod recoverable;
 mod retry;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tracker;
+mod types;
 mod util;
 mod watcher;
 pub mod zkutil;

@@ -359,7 +359,7 @@ impl RecoverableZooKeeper {
             if is_retry {
                 // The earlier attempt may still be on its way through the
                 // ensemble: catch the connected server up before looking.
-                if let Some(parent) = crate::zkutil::get_parent(tagged) {
+                if let Some(parent) = crate::path::get_parent(tagged) {
                     self.zk.sync(parent)?;
                 }
                 if let Some(previous) = self.find_previous_sequential_node(tagged)? {
@@ -388,7 +388,7 @@ impl RecoverableZooKeeper {
         Ok(children
             .into_iter()
             .find(|c| c.starts_with(node_prefix))
-            .map(|c| crate::zkutil::join_znode(parent, &c)))
+            .map(|c| crate::path::join_znode(parent, &c)))
     }
 
     /// Runs `ops` atomically; creates and set-datas get the metadata prefix.
@@ -460,7 +460,7 @@ mod tests {
     fn sequential_names_parse_at_every_sequence() {
         use crate::metadata::{sequence_of, tagged_sequence};
         let prefix = tagged_prefix("/locks/l/write-");
-        let name = crate::zkutil::get_node_name(&prefix);
+        let name = crate::path::get_node_name(&prefix);
         assert_eq!(name.len(), "write-".len() + 16 + 1, "{name}");
         assert!(name.ends_with('-'));
         // ZooKeeper's `%010d` of the parent's cversion, past 2^31 negative.

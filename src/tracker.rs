@@ -249,7 +249,7 @@ impl ZooKeeperNodeTracker {
     /// is also passed to the `Abortable` (as HBase does). The tracker stays
     /// started.
     pub fn start(&self) -> Result<()> {
-        crate::client::validate_path(&self.shared.node)?;
+        crate::path::validate(&self.shared.node)?;
         {
             let mut st = self.shared.state.lock();
             if st.started && !st.stopped {
@@ -688,7 +688,7 @@ impl DeletionListener {
             .zkw
             .recoverable_zookeeper()
             .ok_or(Error::Closed)?;
-        crate::client::validate_path(&self.shared.path_to_watch)?;
+        crate::path::validate(&self.shared.path_to_watch)?;
         match rzk
             .get_data_watch(&self.shared.path_to_watch, &self.shared.watch)
             .optional()?

@@ -345,7 +345,7 @@ impl ZooKeeperWatcherBuilder {
     /// `BadArguments` (connect string, base znode); `ConnectionLoss` when no
     /// server answered in time; errors creating the base znode.
     pub fn connect(self) -> Result<ZooKeeperWatcher> {
-        crate::client::validate_path(&self.base_znode)?;
+        crate::path::validate(&self.base_znode)?;
         let pending = Arc::new(PendingWatcher::new());
         let mut builder =
             ZooKeeper::builder(&self.quorum).with_session_timeout(self.session_timeout);

@@ -31,54 +31,10 @@ use crate::watcher::ZooKeeperWatcher;
 // Path helpers
 // ---------------------------------------------------------------------------
 
-/// `ZKUtil.joinZNode`: `prefix` + `/` + `suffix` (no doubled `/` under the root).
-///
-/// ```
-/// use zklock::zkutil::join_znode;
-/// assert_eq!(join_znode("/a", "b"), "/a/b");
-/// assert_eq!(join_znode("/", "b"), "/b");
-/// ```
-pub fn join_znode(prefix: &str, suffix: &str) -> String {
-    if prefix.ends_with('/') {
-        format!("{prefix}{suffix}")
-    } else {
-        format!("{prefix}/{suffix}")
-    }
-}
-
-/// `ZKUtil.getParent`: the parent of `node`, `None` for the root or a path
-/// without `/`.
-///
-/// ```
-/// use zklock::zkutil::get_parent;
-/// assert_eq!(get_parent("/a/b"), Some("/a"));
-/// assert_eq!(get_parent("/a"), Some("/"));
-/// assert_eq!(get_parent("/"), None);
-/// ```
-pub fn get_parent(node: &str) -> Option<&str> {
-    match node.rfind('/') {
-        Some(0) if node.len() > 1 => Some("/"),
-        Some(0) | None => None,
-        Some(i) => Some(&node[..i]),
-    }
-}
-
-/// `ZKUtil.getNodeName`: the last segment of `path`.
-///
-/// ```
-/// use zklock::zkutil::get_node_name;
-/// assert_eq!(get_node_name("/a/b"), "b");
-/// assert_eq!(get_node_name("b"), "b");
-/// ```
-pub fn get_node_name(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(i) => &path[i + 1..],
-        None => path,
-    }
-}
+pub use crate::path::{get_node_name, get_parent, join_znode};
 
 fn validate(node: &str) -> Result<()> {
-    crate::client::validate_path(node)
+    crate::path::validate(node)
 }
 
 // ---------------------------------------------------------------------------
@@ -448,7 +404,7 @@ pub fn create_with_parents(zkw: &ZooKeeperWatcher, znode: &str) -> Result<()> {
 /// # Errors
 /// As [`create_with_parents`].
 pub fn create_with_parents_data(zkw: &ZooKeeperWatcher, znode: &str, data: &[u8]) -> Result<()> {
-    crate::client::validate_path(znode)?;
+    crate::path::validate(znode)?;
     if znode == "/" {
         return Ok(());
     }

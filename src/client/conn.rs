@@ -20,12 +20,12 @@ use crossbeam_channel::{Receiver, Sender};
 use log::{debug, error, info, trace, warn};
 use parking_lot::{Condvar, Mutex};
 
-use super::path::strip_chroot;
+use super::connect::strip_chroot;
 use super::proto::{self, op, xid, ConnectResponse, Reader, ReplyHeader, Writer};
-use super::types::{EventType, KeeperState, State, WatchedEvent};
 use super::watches::{same, Kind, WatchManager, WatcherRef};
 use crate::deadline::Deadline;
 use crate::error::{Error, ZkError};
+use crate::types::{EventType, KeeperState, State, WatchedEvent};
 use crate::util::{jitter, shuffle};
 
 /// What a caller gets back: the reply body, or the failure.
@@ -1088,7 +1088,7 @@ impl Shared {
                 .filter(|p| path.map_or(true, |o| o == p.as_str()))
                 .filter(|_| one_shots || !one_shot)
                 .filter(|p| f(p))
-                .map(|p| super::path::prepend_chroot(chroot, p))
+                .map(|p| super::connect::prepend_chroot(chroot, p))
                 .collect()
         };
         let recursive_set: HashSet<&str> = recursive.iter().map(String::as_str).collect();
@@ -1108,7 +1108,7 @@ impl Shared {
             child
                 .iter()
                 .filter(|p| path.map_or(true, |o| o == p.as_str()) && after_recursive(p))
-                .map(|p| super::path::prepend_chroot(chroot, p))
+                .map(|p| super::connect::prepend_chroot(chroot, p))
                 .collect(),
             Vec::new(),
             Vec::new(),

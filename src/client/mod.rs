@@ -46,9 +46,8 @@
 //! `AuthFailed` or `Closed` they are dropped.
 
 mod conn;
-mod path;
+mod connect;
 pub(crate) mod proto;
-mod types;
 mod watches;
 
 use std::fmt;
@@ -57,20 +56,15 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-pub use types::*;
+pub use crate::types::*;
 
 pub use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
+use crate::path::validate_path;
 use conn::{Settings, Shared, WatchReg};
-use path::{prepend_chroot, strip_chroot, ConnectString};
+use connect::{prepend_chroot, strip_chroot, ConnectString};
 use proto::{op, Reader, Writer};
 use watches::{Kind, WatcherRef};
-
-/// Checks a znode path before it is sent (absolute, no trailing `/`, no empty,
-/// `.` or `..` segment, no NUL or control character).
-pub(crate) fn validate_path(path: &str) -> Result<()> {
-    path::validate_path(path, false)
-}
 
 /// ZooKeeper's default `jute.maxbuffer`: the largest request a server accepts,
 /// and the default bound on a frame from a server
@@ -498,12 +492,12 @@ impl ZooKeeper {
         ttl: Option<Duration>,
         want_stat: bool,
     ) -> Result<(String, Option<Stat>)> {
-        path::validate_path(path, mode.is_sequential())?;
+        validate_path(path, mode.is_sequential())?;
         if acl.is_empty() {
             return Err(Error::zk(ZkError::InvalidAcl, path));
         }
         let ttl_ms = match (mode.is_ttl(), ttl) {
-            (true, Some(t)) => Some(types::ttl_millis(t).ok_or_else(|| {
+            (true, Some(t)) => Some(crate::types::ttl_millis(t).ok_or_else(|| {
                 Error::BadArguments(format!("ttl {t:?} out of range (1 ms to 2^40 ms)"))
             })?),
             (true, None) => {
@@ -598,7 +592,7 @@ impl ZooKeeper {
     /// # Errors
     /// `NoNode`, `BadVersion`, `NotEmpty`, `NoAuth`.
     pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
-        path::validate_path(path, false)?;
+        validate_path(path, false)?;
         let mut w = Writer::request(0, op::DELETE);
         w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
         self.call(op::DELETE, w, None, path).map(drop)
@@ -614,7 +608,7 @@ impl ZooKeeper {
         version: Option<i32>,
         callback: impl FnOnce(Result<()>) + Send + 'static,
     ) {
-        if let Err(e) = path::validate_path(path, false) {
+        if let Err(e) = validate_path(path, false) {
             return callback(Err(e));
         }
         let mut w = Writer::request(0, op::DELETE);
@@ -639,7 +633,7 @@ impl ZooKeeper {
         watcher: Option<Arc<dyn Watcher>>,
         callback: impl FnOnce(Result<Vec<String>>) + Send + 'static,
     ) {
-        if let Err(e) = path::validate_path(path, false) {
+        if let Err(e) = validate_path(path, false) {
             return callback(Err(e));
         }
         let mut w = Writer::request(0, op::GET_CHILDREN);
@@ -670,7 +664,7 @@ impl ZooKeeper {
         watcher: Option<Arc<dyn Watcher>>,
         callback: impl FnOnce(Result<Option<Stat>>) + Send + 'static,
     ) {
-        if let Err(e) = path::validate_path(path, false) {
+        if let Err(e) = validate_path(path, false) {
             return callback(Err(e));
         }
         let mut w = Writer::request(0, op::EXISTS);
@@ -704,7 +698,7 @@ impl ZooKeeper {
         watcher: Option<Arc<dyn Watcher>>,
         callback: impl FnOnce(Result<(Vec<u8>, Stat)>) + Send + 'static,
     ) {
-        if let Err(e) = path::validate_path(path, false) {
+        if let Err(e) = validate_path(path, false) {
             return callback(Err(e));
         }
         let mut w = Writer::request(0, op::GET_DATA);
@@ -726,7 +720,7 @@ impl ZooKeeper {
     }
 
     fn exists_impl(&self, path: &str, watcher: Option<WatcherRef>) -> Result<Option<Stat>> {
-        path::validate_path(path, false)?;
+        validate_path(path, false)?;
         let mut w = Writer::request(0, op::EXISTS);
         w.string(&self.server_path(path)).bool(watcher.is_some());
         let reg = watch_reg(true, Kind::Data, path, watcher);
@@ -758,7 +752,7 @@ impl ZooKeeper {
     }
 
     fn get_data_impl(&self, path: &str, watcher: Option<WatcherRef>) -> Result<(Vec<u8>, Stat)> {
-        path::validate_path(path, false)?;
+        validate_path(path, false)?;
         let mut w = Writer::request(0, op::GET_DATA);
         w.string(&self.server_path(path)).bool(watcher.is_some());
         let reg = watch_reg(false, Kind::Data, path, watcher);
@@ -795,7 +789,7 @@ impl ZooKeeper {
     /// # Errors
     /// `NoNode`, `BadVersion`, `NoAuth`; `BadArguments` over the packet limit.
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
-        path::validate_path(path, false)?;
+        validate_path(path, false)?;
         let mut w = Writer::request(0, op::SET_DATA);
         w.string(&self.server_path(path))
             .buffer(data)
@@ -812,7 +806,7 @@ impl ZooKeeper {
         watcher: Option<WatcherRef>,
         with_stat: bool,
     ) -> Result<(Vec<String>, Option<Stat>)> {
-        path::validate_path(path, false)?;
+        validate_path(path, false)?;
         let opcode = if with_stat {
             op::GET_CHILDREN2
         } else {
@@ -874,7 +868,7 @@ impl ZooKeeper {
     /// # Errors
     /// `NoNode`.
     pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
-        path::validate_path(path, false)?;
+        validate_path(path, false)?;
         let mut w = Writer::request(0, op::GET_ACL);
         w.string(&self.server_path(path));
         let body = self.call(op::GET_ACL, w, None, path)?;
@@ -889,7 +883,7 @@ impl ZooKeeper {
     /// # Errors
     /// `NoNode`, `BadVersion`, `InvalidAcl`, `NoAuth`.
     pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
-        path::validate_path(path, false)?;
+        validate_path(path, false)?;
         if acl.is_empty() {
             return Err(Error::zk(ZkError::InvalidAcl, path));
         }
@@ -904,7 +898,7 @@ impl ZooKeeper {
     /// Waits until the connected server has caught up with the leader for `path`
     /// (Java's `sync`, made blocking).
     pub fn sync(&self, path: &str) -> Result<()> {
-        path::validate_path(path, false)?;
+        validate_path(path, false)?;
         let mut w = Writer::request(0, op::SYNC);
         w.string(&self.server_path(path));
         self.call(op::SYNC, w, None, path).map(drop)
@@ -927,7 +921,7 @@ impl ZooKeeper {
     // ---- watches -------------------------------------------------------------
 
     fn add_watch_impl(&self, path: &str, mode: AddWatchMode, watcher: WatcherRef) -> Result<()> {
-        path::validate_path(path, false)?;
+        validate_path(path, false)?;
         let mut w = Writer::request(0, op::ADD_WATCH);
         w.string(&self.server_path(path)).i32(mode.code());
         let kind = match mode {
@@ -966,7 +960,7 @@ impl ZooKeeper {
     /// # Errors
     /// `NoWatcher` when this client has no such watch on `path`.
     pub fn remove_watches(&self, path: &str, watcher_type: WatcherType) -> Result<()> {
-        path::validate_path(path, false)?;
+        validate_path(path, false)?;
         let removed = self.shared().watches.lock().remove(path, watcher_type);
         if removed.is_empty() {
             return Err(Error::zk(ZkError::NoWatcher, path));
@@ -1042,7 +1036,7 @@ impl ZooKeeper {
                     acl,
                     mode,
                 } => {
-                    path::validate_path(path, mode.is_sequential())?;
+                    validate_path(path, mode.is_sequential())?;
                     if mode.is_ttl() {
                         return Err(Error::BadArguments(format!(
                             "{mode:?} is not supported in multi"
@@ -1063,7 +1057,7 @@ impl ZooKeeper {
                         .i32(mode.flags());
                 }
                 Op::Delete { path, version } => {
-                    path::validate_path(path, false)?;
+                    validate_path(path, false)?;
                     w.i32(op::DELETE).bool(false).i32(-1);
                     w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
                 }
@@ -1072,14 +1066,14 @@ impl ZooKeeper {
                     data,
                     version,
                 } => {
-                    path::validate_path(path, false)?;
+                    validate_path(path, false)?;
                     w.i32(op::SET_DATA).bool(false).i32(-1);
                     w.string(&self.server_path(path))
                         .buffer(data)
                         .i32(version.unwrap_or(-1));
                 }
                 Op::Check { path, version } => {
-                    path::validate_path(path, false)?;
+                    validate_path(path, false)?;
                     w.i32(op::CHECK).bool(false).i32(-1);
                     w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
                 }

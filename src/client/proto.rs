@@ -4,7 +4,7 @@
 //! `vector` an int count (-1 = null) then elements. Decoding never panics: every
 //! read is bounds-checked and a bad record is a [`DecodeError`].
 
-use super::types::{Acl, Id, Perms, Stat};
+use crate::types::{Acl, Id, Perms, Stat};
 
 /// Opcodes (`ZooDefs.OpCode`).
 pub(crate) mod op {

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::types::{EventType, Watcher, WatcherType};
+use crate::types::{EventType, Watcher, WatcherType};
 
 pub(crate) type WatcherRef = Arc<dyn Watcher>;
 

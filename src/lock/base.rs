@@ -221,7 +221,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         metadata: &[u8],
         handler: Option<Arc<dyn MetadataHandler>>,
     ) -> Result<Self> {
-        crate::client::validate_path(parent)?;
+        crate::path::validate(parent)?;
         let shared = Arc::new(Shared::default());
         Ok(ZkInterProcessLockBase {
             zkw: zkw.clone(),

@@ -48,7 +48,7 @@ impl ZkInterProcessReadWriteLock {
         znode: &str,
         handler: Option<Arc<dyn MetadataHandler>>,
     ) -> Result<ZkInterProcessReadWriteLock> {
-        crate::client::validate_path(znode)?;
+        crate::path::validate(znode)?;
         Ok(ZkInterProcessReadWriteLock {
             zkw: zkw.clone(),
             znode: znode.to_string(),

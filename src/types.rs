@@ -1,5 +1,5 @@
-//! Public value types of the client: `Stat`, ACLs, create modes, events, watchers,
-//! multi operations.
+//! ZooKeeper's value types (`Stat`, ACLs, create modes, events, watchers, multi
+//! operations), below every layer that uses them; public as `zklock::client::*`.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};

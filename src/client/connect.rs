@@ -1,51 +1,8 @@
-//! Path validation, chroot handling and connect-string parsing.
+//! The connect string (`host:port[,host:port...][/chroot]`) and the chroot's
+//! translation of paths.
 
 use crate::error::{Error, Result};
-
-/// Checks a znode path the way ZooKeeper's `PathUtils.validatePath` does:
-/// absolute, no trailing `/` (but `/` itself), no empty, `.` or `..` segment, no
-/// NUL or control characters. With `sequential`, a trailing `/` is allowed (the
-/// server appends the sequence number).
-pub(crate) fn validate_path(path: &str, sequential: bool) -> Result<()> {
-    let bad = |why: &str| Err(Error::BadArguments(format!("invalid path {path:?}: {why}")));
-    if path.is_empty() {
-        return bad("path is empty");
-    }
-    if !path.starts_with('/') {
-        return bad("path must start with /");
-    }
-    if path == "/" {
-        return if sequential {
-            bad("cannot create a sequential node at /")
-        } else {
-            Ok(())
-        };
-    }
-    let body = if sequential && path.ends_with('/') {
-        &path[1..path.len() - 1]
-    } else if path.ends_with('/') {
-        return bad("path must not end with /");
-    } else {
-        &path[1..]
-    };
-    for segment in body.split('/') {
-        match segment {
-            "" => return bad("empty segment"),
-            "." | ".." => return bad("relative segment"),
-            _ => {}
-        }
-    }
-    if let Some(c) = path.chars().find(|&c| {
-        c == '\0'
-            || ('\u{1}'..='\u{1f}').contains(&c)
-            || ('\u{7f}'..='\u{9f}').contains(&c)
-            || ('\u{f000}'..='\u{f8ff}').contains(&c)
-            || ('\u{fff0}'..='\u{ffff}').contains(&c)
-    }) {
-        return bad(&format!("invalid character {c:?}"));
-    }
-    Ok(())
-}
+use crate::path::validate_path;
 
 /// A parsed connect string: `host:port[,host:port...][/chroot]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,49 +96,6 @@ pub(crate) fn strip_chroot(chroot: Option<&str>, server_path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn valid_paths() {
-        for p in [
-            "/",
-            "/a",
-            "/a/b",
-            "/a.b/c..d",
-            "/zk-lock/write-x-0000000001",
-            "/ünï",
-        ] {
-            validate_path(p, false).unwrap();
-        }
-        validate_path("/a/", true).unwrap();
-        validate_path("/a/x-", true).unwrap();
-    }
-
-    #[test]
-    fn invalid_paths_are_bad_arguments() {
-        for p in [
-            "",
-            "a",
-            "a/b",
-            "/a/",
-            "//",
-            "/a//b",
-            "/a/./b",
-            "/a/../b",
-            "/.",
-            "/..",
-            "/a\0b",
-            "/a\u{1}",
-            "/\u{7f}",
-            "/\u{fff5}",
-        ] {
-            match validate_path(p, false) {
-                Err(Error::BadArguments(msg)) => assert!(msg.contains("invalid path"), "{msg}"),
-                other => panic!("{p:?} → {other:?}"),
-            }
-        }
-        assert!(validate_path("/", true).is_err());
-        assert!(validate_path("/a//", true).is_err());
-    }
 
     #[test]
     fn connect_strings() {
