@@ -106,6 +106,7 @@ mod path;
 mod pending;
 mod recoverable;
 mod retry;
+mod sequence;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tracker;

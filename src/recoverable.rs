@@ -8,8 +8,9 @@ use log::{debug, info, warn};
 
 use crate::client::{Acl, CreateMode, Deadline, Op, OpResult, Stat, Watcher, ZooKeeper};
 use crate::error::{Error, Result, ZkError};
-use crate::metadata::{append_metadata, remove_metadata, unique_tag};
+use crate::metadata::{append_metadata, remove_metadata};
 use crate::retry::{RetryConfig, RetryCounter};
+use crate::sequence::unique_tag;
 
 /// HBase's `RecoverableZooKeeper`: a [`ZooKeeper`] handle whose calls retry
 /// recoverable errors and stay correct when they do.
@@ -432,7 +433,7 @@ impl RecoverableZooKeeper {
 
 /// The prefix of a sequential create: `path`, a tag unique to this call, `-`
 /// (ZooKeeper appends the sequence): `write-<tag>-0000000042`. The tag has a fixed
-/// length, so [`tagged_sequence`](crate::metadata::tagged_sequence) reads the
+/// length, so [`tagged_sequence`](crate::sequence::tagged_sequence) reads the
 /// sequence by position — a plain "last 10 or 11 characters" reading would take
 /// the `-` for a minus sign from sequence 1000000000 on.
 pub(crate) fn tagged_prefix(path: &str) -> String {
@@ -458,7 +459,7 @@ mod tests {
 
     #[test]
     fn sequential_names_parse_at_every_sequence() {
-        use crate::metadata::{sequence_of, tagged_sequence};
+        use crate::sequence::{sequence_of, tagged_sequence};
         let prefix = tagged_prefix("/locks/l/write-");
         let name = crate::path::get_node_name(&prefix);
         assert_eq!(name.len(), "write-".len() + 16 + 1, "{name}");

@@ -3,19 +3,41 @@
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-/// A random `u64` (not cryptographic): std's per-process random hash keys over a
-/// counter and the clock. Enough for jitter, host order, salts and tags.
+/// A process-random, never-repeating 64-bit value: a bijective mix of a random
+/// per-process seed plus a counter.
 pub(crate) fn random_u64() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    if let Ok(t) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
-        h.write_u128(t.as_nanos());
-    }
-    h.write_u32(std::process::id());
-    h.finish()
+    let seed = *SEED.get_or_init(|| {
+        // RandomState's keys come from the OS's random source.
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        if let Ok(since_epoch) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)
+        {
+            hasher.write_u128(since_epoch.as_nanos());
+        }
+        hasher.finish()
+    });
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    // Odd multiplier and splitmix64's finalizer are both bijections on u64, so
+    // distinct counters give distinct values.
+    mix(seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+}
+
+/// splitmix64's finalizer (a bijection on `u64`).
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Whether two `Arc`s point at the same value (data pointers only: two `Arc<dyn
+/// Trait>` of one value may carry different vtable pointers).
+pub(crate) fn same_arc<T: ?Sized>(a: &Arc<T>, b: &Arc<T>) -> bool {
+    std::ptr::eq(Arc::as_ptr(a).cast::<u8>(), Arc::as_ptr(b).cast::<u8>())
 }
 
 /// A random duration in `[d/2, d]`.
@@ -56,5 +78,10 @@ mod tests {
         shuffle(&mut v);
         v.sort_unstable();
         assert_eq!(v, (0..50).collect::<Vec<_>>());
+    }
+    #[test]
+    fn mix_is_a_bijection_on_a_sample() {
+        let outputs: std::collections::HashSet<u64> = (0..10_000u64).map(mix).collect();
+        assert_eq!(outputs.len(), 10_000);
     }
 }

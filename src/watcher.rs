@@ -17,6 +17,7 @@ use crate::listener::{Abortable, LoggingAbortable, ZooKeeperListener};
 use crate::pending::PendingWatcher;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::retry::RetryConfig;
+use crate::util::same_arc;
 
 /// The default base znode.
 pub const DEFAULT_BASE_ZNODE: &str = "/zklock";
@@ -35,10 +36,6 @@ struct Registry {
     general: Vec<(i64, ListenerRef)>,
     by_path: HashMap<String, Vec<(i64, ListenerRef)>>,
     count: usize,
-}
-
-fn same(a: &ListenerRef, b: &ListenerRef) -> bool {
-    std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
 }
 
 impl Registry {
@@ -70,7 +67,7 @@ impl Registry {
             },
             None => (&mut self.general, None),
         };
-        let Some(i) = list.iter().position(|(_, l)| same(l, listener)) else {
+        let Some(i) = list.iter().position(|(_, l)| same_arc(l, listener)) else {
             return false;
         };
         list.remove(i);

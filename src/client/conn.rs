@@ -343,11 +343,12 @@ impl Shared {
             let mut watchers = vec![self.default_watcher.clone()];
             {
                 let mut m = self.watches.lock();
-                for w in m.all_watchers() {
-                    if !watchers.iter().any(|x| same(x, &w)) {
-                        watchers.push(w);
-                    }
+                // Distinct already; only the default watcher may be among them.
+                let all = m.all_watchers();
+                if all.iter().any(|w| same(w, &self.default_watcher)) {
+                    watchers.clear();
                 }
+                watchers.extend(all);
                 if matches!(
                     ks,
                     KeeperState::Expired | KeeperState::AuthFailed | KeeperState::Closed

@@ -20,9 +20,7 @@ pub(crate) enum Kind {
     Recursive,
 }
 
-pub(crate) fn same(a: &WatcherRef, b: &WatcherRef) -> bool {
-    std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
-}
+pub(crate) use crate::util::same_arc as same;
 
 fn push_unique(out: &mut Vec<WatcherRef>, w: WatcherRef) {
     if !out.iter().any(|x| same(x, &w)) {
@@ -194,6 +192,8 @@ impl WatchManager {
     /// (Java's `materialize(state, None, path)`).
     pub(crate) fn all_watchers(&self) -> Vec<WatcherRef> {
         let mut out = Vec::new();
+        // By address: linear in the number of registrations, however many.
+        let mut seen = std::collections::HashSet::new();
         for table in [
             &self.data,
             &self.exist,
@@ -203,7 +203,9 @@ impl WatchManager {
         ] {
             for ws in table.values() {
                 for w in ws {
-                    push_unique(&mut out, w.clone());
+                    if seen.insert(Arc::as_ptr(w).cast::<u8>() as usize) {
+                        out.push(w.clone());
+                    }
                 }
             }
         }

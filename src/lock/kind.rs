@@ -1,6 +1,6 @@
 //! The two lock kinds: which child a waiter watches (HBase's `getLockPath`).
 
-use crate::metadata::{sequence_of, tagged_sequence};
+use crate::sequence::{sequence_of, tagged_sequence};
 
 /// HBase's `READ_LOCK_CHILD_NODE_PREFIX`.
 pub const READ_LOCK_PREFIX: &str = "read-";
