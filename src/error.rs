@@ -1,6 +1,7 @@
 //! zklock's error type: every ZooKeeper `KeeperException` code, plus the
 //! library's own failures (timeouts, bad arguments, lock state).
 
+use crate::types::{KeeperState, State};
 use std::fmt;
 use std::time::Duration;
 
@@ -298,6 +299,32 @@ pub enum Error {
     Closed,
     /// An I/O error outside a ZooKeeper session (the test harness, a local file).
     Io(std::io::Error),
+}
+
+impl Error {
+    /// What every call and wait of a session that ended in `state` fails with:
+    /// `Expired` → `SessionExpired`, `AuthFailed` → `AuthFailed`, `Closed` →
+    /// [`Error::Closed`]; `None` while the session lives. The one mapping of the
+    /// crate (the client, the watcher and the trackers use it).
+    pub(crate) fn for_ended_session(state: State) -> Option<Error> {
+        match state {
+            State::Expired => Some(Error::zk_code(ZkError::SessionExpired)),
+            State::AuthFailed => Some(Error::zk_code(ZkError::AuthFailed)),
+            State::Closed => Some(Error::Closed),
+            _ => None,
+        }
+    }
+
+    /// [`for_ended_session`](Self::for_ended_session) of a connection-state
+    /// event (`Disconnected` is no end: the client reconnects).
+    pub(crate) fn for_session_event(state: KeeperState) -> Option<Error> {
+        Error::for_ended_session(match state {
+            KeeperState::Expired => State::Expired,
+            KeeperState::AuthFailed => State::AuthFailed,
+            KeeperState::Closed => State::Closed,
+            _ => return None,
+        })
+    }
 }
 
 impl Clone for Error {

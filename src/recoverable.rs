@@ -45,13 +45,13 @@ use crate::sequence::unique_tag;
 /// `Send + Sync`, a cheap `Clone` sharing the one session.
 #[derive(Clone)]
 pub struct RecoverableZooKeeper {
-    inner: Arc<Inner>,
+    inner: Arc<RecoverableInner>,
     /// The session's handle, bounded by this handle's deadline (see
     /// [`RecoverableZooKeeper::with_deadline`]).
     zk: ZooKeeper,
 }
 
-struct Inner {
+struct RecoverableInner {
     identifier: String,
     retry: RetryConfig,
 }
@@ -77,7 +77,7 @@ impl RecoverableZooKeeper {
             identifier.to_string()
         };
         RecoverableZooKeeper {
-            inner: Arc::new(Inner { identifier, retry }),
+            inner: Arc::new(RecoverableInner { identifier, retry }),
             zk,
         }
     }

@@ -35,19 +35,6 @@ use crate::metadata::remove_metadata;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 
-/// The error a connection-state event means for a waiter, if the session is
-/// over: `Expired` → `SessionExpired`, `AuthFailed` → `AuthFailed`, `Closed` →
-/// [`Error::Closed`]. `Disconnected` is not an end: the client reconnects and
-/// re-sets every watch.
-fn session_end(state: KeeperState) -> Option<Error> {
-    match state {
-        KeeperState::Expired => Some(Error::zk_code(ZkError::SessionExpired)),
-        KeeperState::AuthFailed => Some(Error::zk_code(ZkError::AuthFailed)),
-        KeeperState::Closed => Some(Error::Closed),
-        _ => None,
-    }
-}
-
 /// Whether `e` means the session is over (no point re-arming anything).
 fn ends_session(e: &Error) -> bool {
     matches!(e, Error::Closed) || e.is(ZkError::SessionExpired) || e.is(ZkError::AuthFailed)
@@ -530,7 +517,7 @@ impl TrackerShared {
 
 impl SessionHook for TrackerShared {
     fn session_event(&self, state: KeeperState) {
-        if let Some(e) = session_end(state) {
+        if let Some(e) = Error::for_session_event(state) {
             let mut st = self.state.lock();
             st.session_error.get_or_insert(e);
             self.changed.notify_all();
@@ -812,7 +799,7 @@ impl DeletionShared {
     }
 
     fn session_event(&self, state: KeeperState) {
-        if let Some(e) = session_end(state) {
+        if let Some(e) = Error::for_session_event(state) {
             debug!(
                 "session ended ({state:?}) while waiting for the deletion of {}",
                 self.path_to_watch
@@ -853,7 +840,7 @@ impl ZooKeeperListener for DeletionListener {
     fn connection_event(&self, event: &WatchedEvent) {
         // Session ends also come through the hook; releasing is idempotent.
         // SyncConnected re-arms only through the hook (once).
-        if session_end(event.keeper_state).is_some() {
+        if Error::for_session_event(event.keeper_state).is_some() {
             self.shared.session_event(event.keeper_state);
         }
     }
@@ -869,14 +856,16 @@ mod tests {
 
     #[test]
     fn session_end_maps_terminal_states_only() {
-        assert!(session_end(KeeperState::Expired).is_some_and(|e| e.is(ZkError::SessionExpired)));
-        assert!(session_end(KeeperState::AuthFailed).is_some_and(|e| e.is(ZkError::AuthFailed)));
+        assert!(Error::for_session_event(KeeperState::Expired)
+            .is_some_and(|e| e.is(ZkError::SessionExpired)));
+        assert!(Error::for_session_event(KeeperState::AuthFailed)
+            .is_some_and(|e| e.is(ZkError::AuthFailed)));
         assert!(matches!(
-            session_end(KeeperState::Closed),
+            Error::for_session_event(KeeperState::Closed),
             Some(Error::Closed)
         ));
-        assert!(session_end(KeeperState::Disconnected).is_none());
-        assert!(session_end(KeeperState::SyncConnected).is_none());
+        assert!(Error::for_session_event(KeeperState::Disconnected).is_none());
+        assert!(Error::for_session_event(KeeperState::SyncConnected).is_none());
     }
 
     #[test]

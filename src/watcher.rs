@@ -115,7 +115,7 @@ fn merge(a: &[(i64, ListenerRef)], b: &[(i64, ListenerRef)]) -> Vec<ListenerRef>
     out
 }
 
-struct Inner {
+struct WatcherInner {
     prefix: String,
     identifier: RwLock<String>,
     rzk: RecoverableZooKeeper,
@@ -220,16 +220,16 @@ struct Hooks {
 /// ```
 #[derive(Clone)]
 pub struct ZooKeeperWatcher {
-    inner: Arc<Inner>,
-    /// Shared by the handle's clones only. The event thread holds `Inner` too
+    inner: Arc<WatcherInner>,
+    /// Shared by the handle's clones only. The event thread holds `WatcherInner` too
     /// while it dispatches an event (the `PendingWatcher` upgrades its `Weak`), so
-    /// the last `Arc<Inner>` may be dropped there; the last *handle* closes the
+    /// the last `Arc<WatcherInner>` may be dropped there; the last *handle* closes the
     /// session on the thread that drops it, and joins the client's threads.
     _closer: Arc<Closer>,
 }
 
 /// Closes the session when the last [`ZooKeeperWatcher`] clone is dropped.
-struct Closer(Arc<Inner>);
+struct Closer(Arc<WatcherInner>);
 
 impl Drop for Closer {
     fn drop(&mut self) {
@@ -354,7 +354,7 @@ impl ZooKeeperWatcherBuilder {
         // Started, not connected: events queue in the PendingWatcher until the
         // watcher below is ready (HBase's InstancePending dance).
         let zk = builder.start(pending.clone())?;
-        let inner = Arc::new(Inner {
+        let inner = Arc::new(WatcherInner {
             prefix: self.prefix.clone(),
             identifier: RwLock::new(self.prefix.clone()),
             rzk: RecoverableZooKeeper::new(zk.clone(), &self.prefix, self.retry),
@@ -623,7 +623,7 @@ impl ZooKeeperWatcher {
 /// [`ZooKeeperWatcher::downgrade`]; [`Default`] is a handle to no session.
 #[derive(Clone, Default)]
 pub struct WeakZooKeeperWatcher {
-    inner: Weak<Inner>,
+    inner: Weak<WatcherInner>,
     closer: Weak<Closer>,
 }
 
@@ -733,7 +733,7 @@ impl WeakZooKeeperWatcher {
 /// dropped. Holds the watcher weakly (it does not keep the session alive).
 #[must_use = "dropping the registration unregisters the listener at once"]
 pub struct ListenerRegistration {
-    watcher: Weak<Inner>,
+    watcher: Weak<WatcherInner>,
     listener: Option<Arc<dyn ZooKeeperListener>>,
 }
 
@@ -779,14 +779,12 @@ impl Drop for ListenerRegistration {
     }
 }
 
-impl Inner {
+impl WatcherInner {
     fn check_session(&self) -> Result<()> {
-        match self.rzk.state() {
-            State::Expired => Err(Error::zk_code(ZkError::SessionExpired)),
-            State::AuthFailed => Err(Error::zk_code(ZkError::AuthFailed)),
-            State::Closed => Err(Error::Closed),
-            _ if self.closed.load(Ordering::SeqCst) => Err(Error::Closed),
-            _ => Ok(()),
+        match Error::for_ended_session(self.rzk.state()) {
+            Some(e) => Err(e),
+            None if self.closed.load(Ordering::SeqCst) => Err(Error::Closed),
+            None => Ok(()),
         }
     }
 
@@ -895,7 +893,7 @@ impl Inner {
     }
 }
 
-impl Watcher for Inner {
+impl Watcher for WatcherInner {
     fn process(&self, event: WatchedEvent) {
         debug!("{} received {event}", self.identifier.read());
         let path = event.path.as_deref();
@@ -929,7 +927,7 @@ impl Watcher for Inner {
     }
 }
 
-impl Drop for Inner {
+impl Drop for WatcherInner {
     fn drop(&mut self) {
         let _ = self.rzk.close();
     }

@@ -31,11 +31,8 @@ use crate::watcher::ZooKeeperWatcher;
 // Path helpers
 // ---------------------------------------------------------------------------
 
+use crate::path::validate;
 pub use crate::path::{get_node_name, get_parent, join_znode};
-
-fn validate(node: &str) -> Result<()> {
-    crate::path::validate(node)
-}
 
 // ---------------------------------------------------------------------------
 // Existence checks and watches

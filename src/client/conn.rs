@@ -32,7 +32,7 @@ use crate::util::{jitter, shuffle};
 pub(crate) type Reply = Result<Vec<u8>, Error>;
 
 /// Queued event-thread messages past which a warning is logged (see
-/// [`Shared::enqueue`]).
+/// [`SessionShared::enqueue`]).
 pub(crate) const EVENT_QUEUE_WARN: usize = 10_000;
 
 /// The most a single SetWatches packet carries (the Java client's limit).
@@ -71,7 +71,7 @@ struct Pending {
     to: ReplyTo,
     reg: Option<WatchReg>,
     /// removeWatches: the client path whose remaining watches are set again
-    /// when the reply arrives (see [`Shared::call_remove_watches`]).
+    /// when the reply arrives (see [`SessionShared::call_remove_watches`]).
     rewatch: Option<String>,
 }
 
@@ -132,13 +132,13 @@ pub(crate) struct Settings {
 }
 
 /// State shared by the handle, the connection thread and the event thread.
-pub(crate) struct Shared {
+pub(crate) struct SessionShared {
     pub(crate) settings: Settings,
     pub(crate) default_watcher: WatcherRef,
     session: Mutex<Session>,
     session_cv: Condvar,
     last_zxid: AtomicI64,
-    /// Whether the event-queue warning was logged (see [`Shared::enqueue`]).
+    /// Whether the event-queue warning was logged (see [`SessionShared::enqueue`]).
     queue_warned: AtomicBool,
     /// Set by `close()`: the connection thread stops whatever it still does
     /// after the session's end (closing an expired session on the server).
@@ -161,10 +161,10 @@ pub(crate) struct Shared {
     lose_replies: Mutex<Vec<i32>>,
 }
 
-impl std::fmt::Debug for Shared {
+impl std::fmt::Debug for SessionShared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = self.session.lock();
-        f.debug_struct("Shared")
+        f.debug_struct("SessionShared")
             .field("hosts", &self.settings.hosts)
             .field("state", &s.state)
             .field("session_id", &format_args!("{:#x}", s.id))
@@ -184,7 +184,7 @@ pub(crate) struct Threads {
 pub(crate) fn start(
     settings: Settings,
     default_watcher: WatcherRef,
-) -> io::Result<(Arc<Shared>, Threads)> {
+) -> io::Result<(Arc<SessionShared>, Threads)> {
     let (tx, rx) = crossbeam_channel::unbounded();
     let negotiated = settings.session_timeout;
     let session = Session {
@@ -195,7 +195,7 @@ pub(crate) fn start(
         closing: false,
         told: None,
     };
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(SessionShared {
         settings,
         default_watcher,
         session: Mutex::new(session),
@@ -273,7 +273,7 @@ fn run_events(rx: Receiver<EventMsg>) {
     trace!("event thread ends");
 }
 
-impl Shared {
+impl SessionShared {
     // ---- state -------------------------------------------------------------
 
     pub(crate) fn state(&self) -> State {
@@ -360,20 +360,11 @@ impl Shared {
         }
     }
 
-    fn terminal_error(state: State) -> Option<Error> {
-        match state {
-            State::Expired => Some(Error::zk_code(ZkError::SessionExpired)),
-            State::AuthFailed => Some(Error::zk_code(ZkError::AuthFailed)),
-            State::Closed => Some(Error::Closed),
-            _ => None,
-        }
-    }
-
     /// Waits until connected, a terminal state, or `deadline`.
     pub(crate) fn wait_connected(&self, deadline: Instant) -> Result<(), Error> {
         let mut s = self.session.lock();
         loop {
-            if let Some(e) = Self::terminal_error(s.state) {
+            if let Some(e) = Error::for_ended_session(s.state) {
                 return Err(e);
             }
             if s.closing {
@@ -383,7 +374,7 @@ impl Shared {
                 return Ok(());
             }
             if self.session_cv.wait_until(&mut s, deadline).timed_out() {
-                return match Self::terminal_error(s.state) {
+                return match Error::for_ended_session(s.state) {
                     Some(e) => Err(e),
                     None if s.state == State::Connected => Ok(()),
                     None => Err(Error::zk_code(ZkError::ConnectionLoss)),
@@ -500,7 +491,7 @@ impl Shared {
         callback: Callback,
     ) {
         let state = self.state();
-        if let Some(e) = Self::terminal_error(state) {
+        if let Some(e) = Error::for_ended_session(state) {
             // No event thread to answer on any more: answer here, never drop it.
             return callback(Err(e));
         }
@@ -1437,7 +1428,7 @@ impl Shared {
             self.tell_state(&mut s, ks);
             self.session_cv.notify_all();
         }
-        let err = Self::terminal_error(state).unwrap_or(Error::Closed);
+        let err = Error::for_ended_session(state).unwrap_or(Error::Closed);
         let code = err.code();
         self.fail_pending(|| match code {
             Some(c) => Error::zk_code(c),
@@ -1449,7 +1440,7 @@ impl Shared {
     }
 }
 
-/// Which watches [`Shared::set_watches_frames`] sends again.
+/// Which watches [`SessionShared::set_watches_frames`] sends again.
 #[derive(Debug, Clone, Copy)]
 enum Resend<'a> {
     /// Every watch (after a reconnect).

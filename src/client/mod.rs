@@ -61,7 +61,7 @@ pub use crate::types::*;
 pub use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::path::validate_path;
-use conn::{Settings, Shared, WatchReg};
+use conn::{SessionShared, Settings, WatchReg};
 use connect::{prepend_chroot, strip_chroot, ConnectString};
 use proto::{op, Reader, Writer};
 use watches::{Kind, WatcherRef};
@@ -105,7 +105,7 @@ pub struct ZooKeeper {
 }
 
 struct Handle {
-    shared: Arc<Shared>,
+    shared: Arc<SessionShared>,
     threads: Mutex<Option<conn::Threads>>,
 }
 
@@ -362,7 +362,7 @@ impl ZooKeeper {
             .connect(watcher)
     }
 
-    fn shared(&self) -> &Shared {
+    fn shared(&self) -> &SessionShared {
         &self.handle.shared
     }
 

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use super::kind::LockKind;
 use super::kind::{distance, sequence_of_child};
 use super::removal::{remove_and_wait, remove_in_background, Attempt};
-use super::watch::{NodeWatch, Shared, WaitWatcher};
+use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
 use crate::client::{Acl, CreateMode, Deadline, Stat, Watcher};
 use crate::error::{Error, Result, ZkError};
@@ -30,7 +30,7 @@ pub const DEFAULT_CALL_GRACE: Duration = Duration::from_secs(2);
 const RECHECK: Duration = Duration::from_millis(500);
 
 /// The state of one lock instance.
-enum State {
+enum LockState {
     Idle,
     Acquiring,
     Held {
@@ -41,12 +41,12 @@ enum State {
     },
 }
 
-impl std::fmt::Debug for State {
+impl std::fmt::Debug for LockState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            State::Idle => f.write_str("Idle"),
-            State::Acquiring => f.write_str("Acquiring"),
-            State::Held { lock, .. } => f.debug_tuple("Held").field(lock).finish(),
+            LockState::Idle => f.write_str("Idle"),
+            LockState::Acquiring => f.write_str("Acquiring"),
+            LockState::Held { lock, .. } => f.debug_tuple("Held").field(lock).finish(),
         }
     }
 }
@@ -150,12 +150,12 @@ pub struct ZkInterProcessLockBase<K: LockKind> {
     parent: String,
     metadata: Vec<u8>,
     handler: Option<Arc<dyn MetadataHandler>>,
-    shared: Arc<Shared>,
+    shared: Arc<LockShared>,
     /// Wakes this instance's waits: one watcher for every wait of the instance,
     /// so a watch left on a node it stopped waiting for (a timeout) is not
     /// registered again for each new wait on that node.
     waiter: Arc<dyn Watcher>,
-    state: Mutex<State>,
+    state: Mutex<LockState>,
     call_grace: Duration,
     #[cfg(feature = "testing")]
     step_hook: Option<StepHook>,
@@ -177,7 +177,7 @@ impl<K: LockKind> std::fmt::Debug for ZkInterProcessLockBase<K> {
 /// session.
 #[derive(Clone)]
 pub struct LockCanceller {
-    shared: Arc<Shared>,
+    shared: Arc<LockShared>,
     lock: String,
 }
 
@@ -222,7 +222,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         handler: Option<Arc<dyn MetadataHandler>>,
     ) -> Result<Self> {
         crate::path::validate(parent)?;
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(LockShared::default());
         Ok(ZkInterProcessLockBase {
             zkw: zkw.clone(),
             parent: parent.to_string(),
@@ -230,7 +230,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             handler,
             waiter: Arc::new(WaitWatcher(shared.clone())),
             shared,
-            state: Mutex::new(State::Idle),
+            state: Mutex::new(LockState::Idle),
             call_grace: DEFAULT_CALL_GRACE,
             #[cfg(feature = "testing")]
             step_hook: None,
@@ -295,12 +295,12 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     fn try_acquire_within(&self, bounds: Bounds) -> Result<bool> {
         {
             let mut st = self.state.lock();
-            if !matches!(*st, State::Idle) {
+            if !matches!(*st, LockState::Idle) {
                 return Err(Error::LockBusy {
                     lock: self.parent.clone(),
                 });
             }
-            *st = State::Acquiring;
+            *st = LockState::Acquiring;
         }
         self.shared.lost.store(false, Ordering::SeqCst);
         let result = self.attempt(bounds);
@@ -308,15 +308,15 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         match result {
             Ok(Some((lock, watch))) => {
                 debug!("acquired {}", lock.path);
-                *st = State::Held { lock, watch };
+                *st = LockState::Held { lock, watch };
                 Ok(true)
             }
             Ok(None) => {
-                *st = State::Idle;
+                *st = LockState::Idle;
                 Ok(false)
             }
             Err(e) => {
-                *st = State::Idle;
+                *st = LockState::Idle;
                 Err(e)
             }
         }
@@ -420,7 +420,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             if !w.hold() {
                 return Err(lost());
             }
-            w.check_session(self.zkw.state());
+            w.catch_up(self.zkw.state());
         }
         Ok(Some(watch))
     }
@@ -651,7 +651,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
         let (lock, watch) = {
             let st = self.state.lock();
             match &*st {
-                State::Held { lock, watch } => (lock.clone(), watch.clone()),
+                LockState::Held { lock, watch } => (lock.clone(), watch.clone()),
                 _ => {
                     return Err(Error::LockNotHeld {
                         lock: self.parent.clone(),
@@ -664,7 +664,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             w.release();
         }
         let lost = |this: &Self| {
-            *this.state.lock() = State::Idle;
+            *this.state.lock() = LockState::Idle;
             Err(Error::LockLost {
                 path: lock.path.clone(),
             })
@@ -686,7 +686,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
         };
         match deleted {
             Ok(()) => {
-                *self.state.lock() = State::Idle;
+                *self.state.lock() = LockState::Idle;
                 debug!("released {}", lock.path);
                 Ok(())
             }
@@ -705,8 +705,8 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
     fn release_in_background(&self) {
         let lock = {
             let mut st = self.state.lock();
-            match std::mem::replace(&mut *st, State::Idle) {
-                State::Held { lock, watch } => {
+            match std::mem::replace(&mut *st, LockState::Idle) {
+                LockState::Held { lock, watch } => {
                     if let Some(w) = watch {
                         w.release();
                     }
@@ -787,14 +787,14 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
     }
 
     fn is_held(&self) -> bool {
-        matches!(*self.state.lock(), State::Held { .. })
+        matches!(*self.state.lock(), LockState::Held { .. })
             && !self.shared.lost.load(Ordering::SeqCst)
             && !self.zkw.state().is_terminal()
     }
 
     fn acquired_lock(&self) -> Option<AcquiredLock> {
         match &*self.state.lock() {
-            State::Held { lock, .. } => Some(lock.clone()),
+            LockState::Held { lock, .. } => Some(lock.clone()),
             _ => None,
         }
     }

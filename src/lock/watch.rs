@@ -61,7 +61,7 @@ impl Wake {
 /// What one lock instance shares with its watchers (no `ZooKeeperWatcher`
 /// inside: a watcher in the client's table must not keep the session alive).
 #[derive(Default)]
-pub(super) struct Shared {
+pub(super) struct LockShared {
     /// Set when the held lock is known lost; reset by each new attempt.
     pub(super) lost: AtomicBool,
     /// Set by `cancel`: attempts in progress and later ones fail with `Cancelled`.
@@ -74,7 +74,7 @@ pub(super) struct Shared {
     telling: Mutex<()>,
 }
 
-impl Shared {
+impl LockShared {
     /// Queues a decided event; call [`drain`](Self::drain) once no lock is held.
     fn decide(&self, path: &str, event: LockEvent, why: &'static str) {
         self.queue.lock().push_back((path.to_string(), event, why));
@@ -131,7 +131,7 @@ impl Shared {
 /// session ends (every watcher hears the session's end, as in Java). One per
 /// lock instance, so the client registers it once per path however often the
 /// instance waits on it.
-pub(super) struct WaitWatcher(pub(super) Arc<Shared>);
+pub(super) struct WaitWatcher(pub(super) Arc<LockShared>);
 
 impl Watcher for WaitWatcher {
     fn process(&self, event: WatchedEvent) {
@@ -177,7 +177,7 @@ enum Tell {
 /// point is seen, either as `LockLost` from the attempt or as `Lost`.
 pub(super) struct NodeWatch {
     path: String,
-    shared: Arc<Shared>,
+    shared: Arc<LockShared>,
     state: Mutex<NodeState>,
     zkw: WeakZooKeeperWatcher,
     me: Weak<NodeWatch>,
@@ -186,7 +186,7 @@ pub(super) struct NodeWatch {
 impl NodeWatch {
     pub(super) fn new(
         path: &str,
-        shared: &Arc<Shared>,
+        shared: &Arc<LockShared>,
         zkw: &WeakZooKeeperWatcher,
     ) -> Arc<NodeWatch> {
         Arc::new_cyclic(|me| NodeWatch {
@@ -341,7 +341,7 @@ impl NodeWatch {
     }
 
     /// Catches up with a session that ended before the watch could hear it.
-    pub(super) fn check_session(&self, state: ClientState) {
+    pub(super) fn catch_up(&self, state: ClientState) {
         if state.is_terminal() {
             self.connection(KeeperState::Expired);
         }
@@ -363,9 +363,9 @@ impl Watcher for NodeWatch {
 mod tests {
     use super::*;
 
-    fn recorded() -> (Arc<Shared>, Arc<Mutex<Vec<LockEvent>>>) {
+    fn recorded() -> (Arc<LockShared>, Arc<Mutex<Vec<LockEvent>>>) {
         let events: Arc<Mutex<Vec<LockEvent>>> = Arc::default();
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(LockShared::default());
         let e = events.clone();
         let listener: Arc<dyn LockListener> =
             Arc::new(move |_p: &str, ev: LockEvent| e.lock().push(ev));
@@ -422,7 +422,7 @@ mod tests {
     fn a_listener_may_call_back_into_the_lock() {
         // The listener releases (as a user dropping a guard on Lost would) and
         // its own decision is told after it returns: no deadlock, no reordering.
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(LockShared::default());
         let w = NodeWatch::new("/l/write-0", &shared, &WeakZooKeeperWatcher::default());
         let events: Arc<Mutex<Vec<LockEvent>>> = Arc::default();
         let (e, again) = (events.clone(), Arc::downgrade(&w));

@@ -100,12 +100,12 @@ pub struct FaultProxy {
 #[derive(Debug)]
 struct Shared {
     id: u64,
-    state: Mutex<State>,
+    state: Mutex<ProxyState>,
     changed: Condvar,
 }
 
 #[derive(Debug)]
-struct State {
+struct ProxyState {
     mode: ProxyMode,
     target: SocketAddr,
     stopped: bool,
@@ -139,7 +139,7 @@ impl FaultProxy {
         static IDS: AtomicU64 = AtomicU64::new(1);
         let shared = Arc::new(Shared {
             id: IDS.fetch_add(1, Ordering::Relaxed),
-            state: Mutex::new(State {
+            state: Mutex::new(ProxyState {
                 mode: ProxyMode::Pass,
                 target,
                 stopped: false,
@@ -286,15 +286,19 @@ impl Drop for FaultProxy {
 
 impl Shared {
     /// The state lock; a panic on another thread does not poison the harness.
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, ProxyState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    fn wait<'a>(&self, guard: MutexGuard<'a, ProxyState>) -> MutexGuard<'a, ProxyState> {
         self.changed.wait(guard).unwrap_or_else(|e| e.into_inner())
     }
 
-    fn wait_timeout<'a>(&self, guard: MutexGuard<'a, State>, d: Duration) -> MutexGuard<'a, State> {
+    fn wait_timeout<'a>(
+        &self,
+        guard: MutexGuard<'a, ProxyState>,
+        d: Duration,
+    ) -> MutexGuard<'a, ProxyState> {
         match self.changed.wait_timeout(guard, d) {
             Ok((g, _)) => g,
             Err(e) => e.into_inner().0,
