@@ -297,7 +297,9 @@ pub enum Error {
     },
     /// The handle was closed.
     Closed,
-    /// An I/O error outside a ZooKeeper session (the test harness, a local file).
+    /// An I/O error outside a ZooKeeper session: the client's threads could not
+    /// be spawned. (Server I/O is `ConnectionLoss`; the test harness has its own
+    /// `std::io::Result`s.)
     Io(std::io::Error),
 }
 

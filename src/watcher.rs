@@ -11,7 +11,9 @@ use std::time::Duration;
 use log::{debug, error, info, warn};
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
+use crate::client::{
+    EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper, ZooKeeperBuilder,
+};
 use crate::error::{Error, Result, ZkError};
 use crate::listener::{Abortable, LoggingAbortable, ZooKeeperListener};
 use crate::pending::PendingWatcher;
@@ -265,11 +267,10 @@ impl std::fmt::Debug for ZooKeeperWatcher {
 /// ```
 #[derive(Clone)]
 pub struct ZooKeeperWatcherBuilder {
-    quorum: String,
+    /// The client's settings (connect string, timeouts, buffer limit).
+    client: ZooKeeperBuilder,
     prefix: String,
     abortable: Option<Arc<dyn Abortable>>,
-    session_timeout: Duration,
-    connect_wait: Option<Duration>,
     retry: RetryConfig,
     base_znode: String,
     create_base: bool,
@@ -278,9 +279,8 @@ pub struct ZooKeeperWatcherBuilder {
 impl std::fmt::Debug for ZooKeeperWatcherBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ZooKeeperWatcherBuilder")
-            .field("quorum", &self.quorum)
+            .field("client", &self.client)
             .field("prefix", &self.prefix)
-            .field("session_timeout", &self.session_timeout)
             .field("retry", &self.retry)
             .field("base_znode", &self.base_znode)
             .field("create_base", &self.create_base)
@@ -303,15 +303,35 @@ impl ZooKeeperWatcherBuilder {
 
     /// The requested session timeout. Default 30 s (HBase's
     /// `zookeeper.session.timeout` is 90 s; ZooKeeper caps at 20 ticks by default).
-    pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
-        self.session_timeout = timeout;
-        self
+    pub fn with_session_timeout(self, timeout: Duration) -> Self {
+        self.with_client(|c| c.with_session_timeout(timeout))
     }
 
     /// How long `connect` (and a call while disconnected) waits for a
     /// connection. Default: the session timeout.
-    pub fn with_connect_wait(mut self, wait: Duration) -> Self {
-        self.connect_wait = Some(wait);
+    pub fn with_connect_wait(self, wait: Duration) -> Self {
+        self.with_client(|c| c.with_connect_wait(wait))
+    }
+
+    /// How long a sent request waits for its reply (see
+    /// [`ZooKeeperBuilder::with_request_timeout`]).
+    pub fn with_request_timeout(self, timeout: Duration) -> Self {
+        self.with_client(|c| c.with_request_timeout(timeout))
+    }
+
+    /// Any other client setting (handshake timeout, `jute.maxbuffer`, ...): `f`
+    /// gets the client's builder and returns it.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zklock::ZooKeeperWatcher;
+    /// let zkw = ZooKeeperWatcher::builder("127.0.0.1:2181")
+    ///     .with_client(|c| c.with_handshake_timeout(Duration::from_millis(500)))
+    ///     .connect()?;
+    /// # Ok::<(), zklock::Error>(())
+    /// ```
+    pub fn with_client(mut self, f: impl FnOnce(ZooKeeperBuilder) -> ZooKeeperBuilder) -> Self {
+        self.client = f(self.client);
         self
     }
 
@@ -344,16 +364,11 @@ impl ZooKeeperWatcherBuilder {
     pub fn connect(self) -> Result<ZooKeeperWatcher> {
         crate::path::validate(&self.base_znode)?;
         let pending = Arc::new(PendingWatcher::new());
-        let mut builder =
-            ZooKeeper::builder(&self.quorum).with_session_timeout(self.session_timeout);
-        if let Some(w) = self.connect_wait {
-            builder = builder.with_connect_wait(w);
-        }
-        let wait = self.connect_wait.unwrap_or(self.session_timeout);
+        let wait = self.client.connect_wait();
         let deadline = std::time::Instant::now().checked_add(wait);
         // Started, not connected: events queue in the PendingWatcher until the
         // watcher below is ready (HBase's InstancePending dance).
-        let zk = builder.start(pending.clone())?;
+        let zk = self.client.start(pending.clone())?;
         let inner = Arc::new(WatcherInner {
             prefix: self.prefix.clone(),
             identifier: RwLock::new(self.prefix.clone()),
@@ -415,11 +430,9 @@ impl ZooKeeperWatcher {
     /// A builder for `quorum` (`"host:port,..."`, optionally with a chroot).
     pub fn builder(quorum: &str) -> ZooKeeperWatcherBuilder {
         ZooKeeperWatcherBuilder {
-            quorum: quorum.to_string(),
+            client: ZooKeeper::builder(quorum).with_session_timeout(Duration::from_secs(30)),
             prefix: "zklock".to_string(),
             abortable: None,
-            session_timeout: Duration::from_secs(30),
-            connect_wait: None,
             retry: RetryConfig::default(),
             base_znode: DEFAULT_BASE_ZNODE.to_string(),
             create_base: false,

@@ -246,6 +246,11 @@ impl ZooKeeperBuilder {
         self
     }
 
+    /// How long `connect` waits: the connect wait, or the session timeout.
+    pub(crate) fn connect_wait(&self) -> Duration {
+        self.connect_wait.unwrap_or(self.session_timeout)
+    }
+
     /// Resumes an existing session (Java's `ZooKeeper(.., sessionId, passwd)`).
     pub fn with_session(mut self, session_id: i64, password: &[u8]) -> Self {
         self.session = Some((session_id, password.to_vec()));
