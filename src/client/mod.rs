@@ -45,9 +45,9 @@
 //! `SyncConnected` (they are set again on the reconnect); after `Expired`,
 //! `AuthFailed` or `Closed` they are dropped.
 
-mod conn;
 mod connect;
 pub(crate) mod proto;
+mod session;
 mod watches;
 
 use std::fmt;
@@ -61,9 +61,9 @@ pub use crate::types::*;
 pub use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::path::validate_path;
-use conn::{SessionShared, Settings, WatchReg};
 use connect::{prepend_chroot, strip_chroot, ConnectString};
 use proto::{op, Reader, Writer};
+use session::{SessionShared, Settings, WatchReg};
 use watches::{Kind, WatcherRef};
 
 /// ZooKeeper's default `jute.maxbuffer`: the largest request a server accepts,
@@ -106,7 +106,7 @@ pub struct ZooKeeper {
 
 struct Handle {
     shared: Arc<SessionShared>,
-    threads: Mutex<Option<conn::Threads>>,
+    threads: Mutex<Option<session::Threads>>,
 }
 
 /// How long `close` waits for a watcher still running on the event thread.
@@ -309,7 +309,7 @@ impl ZooKeeperBuilder {
                 .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT)
                 .max(Duration::from_millis(1)),
         };
-        let (shared, threads) = conn::start(settings, Arc::new(watcher))?;
+        let (shared, threads) = session::start(settings, Arc::new(watcher))?;
         Ok(ZooKeeper {
             handle: Arc::new(Handle {
                 shared,

@@ -1,0 +1,699 @@
+//! The connection thread: connect and handshake (a total deadline per attempt),
+//! read frames (bounded by `jute.maxbuffer`), ping and time the pings, match
+//! replies to requests, dispatch notifications, detect a dead connection,
+//! reconnect, and end the session (closing it on the server after a local
+//! expiry).
+
+use super::*;
+
+/// Why a connection ended (its fields are read through `Debug`, in logs).
+#[derive(Debug)]
+#[allow(dead_code)]
+pub(super) enum ConnEnd {
+    Io(io::Error),
+    ReadTimeout(Duration),
+    /// A ping unanswered for the read timeout (bytes may still flow).
+    PingTimeout(Duration),
+    Protocol(String),
+    AuthFailed,
+    Closing,
+    #[cfg(feature = "testing")]
+    Injected,
+}
+
+/// Reads one length-prefixed frame of less than `max` bytes by `deadline`.
+pub(super) fn read_frame_by(
+    stream: &mut TcpStream,
+    max: usize,
+    deadline: Instant,
+) -> io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    read_by(stream, &mut len, deadline)?;
+    let len = i32::from_be_bytes(len);
+    if len < 0 || len as usize >= max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("frame length {len} out of range"),
+        ));
+    }
+    let mut body = vec![0u8; len as usize];
+    read_by(stream, &mut body, deadline)?;
+    Ok(body)
+}
+
+/// The time left until `deadline`; `TimedOut` when none.
+pub(super) fn left_until(deadline: Instant) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "handshake timed out",
+        ));
+    }
+    Ok(left)
+}
+
+/// Fills `buf` by `deadline`, a bound on the whole read (a peer trickling one
+/// byte at a time cannot stretch it, as a per-`read` timeout would let it).
+pub(super) fn read_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        stream.set_read_timeout(Some(left_until(deadline)?))?;
+        match stream.read(&mut buf[done..]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "server closed the connection during the handshake",
+                ))
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                left_until(deadline)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+impl SessionShared {
+    pub(super) fn run(self: Arc<Self>) {
+        let mut hosts = self.settings.hosts.clone();
+        shuffle(&mut hosts);
+        let mut next = 0usize;
+        let mut failures = 0u32;
+        let mut expired_here = false;
+        let terminal = loop {
+            if self.session.lock().closing {
+                break Terminal::Closed;
+            }
+            if let Some(silence) = self.surely_expired() {
+                info!(
+                    "no server heard from for {silence:?}, the session timeout: the session has expired; not reconnecting"
+                );
+                expired_here = true;
+                break Terminal::Expired;
+            }
+            let host = &hosts[next % hosts.len()];
+            next = next.wrapping_add(1);
+            match self.handshake(host, hosts.len()) {
+                Ok(None) => break Terminal::Expired,
+                Ok(Some((stream, reconnect))) => {
+                    failures = 0;
+                    let end = match self.on_connected(&stream, reconnect) {
+                        Ok(()) => self.serve(&stream),
+                        Err(e) => ConnEnd::Io(e),
+                    };
+                    // Through the reader's own handle, never the writer lock: a
+                    // caller blocked writing into a dead link fails at once.
+                    let _ = stream.shutdown(Shutdown::Both);
+                    let closing = self.session.lock().closing;
+                    match &end {
+                        ConnEnd::Closing => {}
+                        _ if closing => debug!("connection to {host} closed ({end:?})"),
+                        ConnEnd::AuthFailed => info!("authentication failed on {host}"),
+                        ConnEnd::ReadTimeout(d) => info!(
+                            "no answer from {host} for {d:?}: closing the connection and reconnecting"
+                        ),
+                        ConnEnd::PingTimeout(d) => info!(
+                            "a ping to {host} unanswered for {d:?}: closing the connection and reconnecting"
+                        ),
+                        e => info!("connection to {host} lost ({e:?}); reconnecting"),
+                    }
+                    // An auth failure ends the handle: no Disconnected before
+                    // AuthFailed, and pending calls fail with AuthFailed.
+                    if let ConnEnd::AuthFailed = end {
+                        break Terminal::AuthFailed;
+                    }
+                    self.on_disconnected();
+                    if let ConnEnd::Closing = end {
+                        break Terminal::Closed;
+                    }
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    // 10 ms, 20 ms, ... up to 1 s, jittered: a dead ensemble costs
+                    // no CPU, a blip costs little time.
+                    let exp = failures.saturating_sub(1).min(7);
+                    let mut delay =
+                        jitter(Duration::from_millis(10 << exp).min(Duration::from_secs(1)));
+                    if let Some(left) = self.until_surely_expired() {
+                        delay = delay.min(left);
+                    }
+                    debug!("connect to {host} failed: {e}; next attempt in {delay:?}");
+                    let mut s = self.session.lock();
+                    if !s.closing {
+                        self.session_cv.wait_for(&mut s, delay);
+                    }
+                }
+            }
+        };
+        self.finish(terminal);
+        if expired_here {
+            self.close_expired_session(&hosts, next);
+        }
+    }
+
+    /// After declaring the session expired on its own (no server heard for a
+    /// whole session timeout), the client closes it on the server: the server
+    /// may still hold it (a one-way partition; a server restarted from its
+    /// snapshot restores sessions), and its ephemeral nodes would block others
+    /// for up to another session timeout. Reconnects with the old id and
+    /// password only to send closeSession; tells nobody anything (the handle is
+    /// dead, Expired was delivered) and gives up after one more negotiated
+    /// session timeout, or at once when `close()` is called, so close and drop
+    /// stay bounded as before.
+    pub(super) fn close_expired_session(&self, hosts: &[String], mut next: usize) {
+        let (id, password, negotiated) = {
+            let s = self.session.lock();
+            (s.id, s.password.clone(), s.negotiated)
+        };
+        if id == 0 || hosts.is_empty() {
+            return;
+        }
+        let until = Instant::now() + negotiated;
+        let mut failures = 0u32;
+        while !self.abandon.load(Ordering::SeqCst) && Instant::now() < until {
+            let host = &hosts[next % hosts.len()];
+            next = next.wrapping_add(1);
+            match self.close_remote(host, id, &password, until) {
+                Ok(gone) => {
+                    info!("session {id:#x}: {gone} on {host}");
+                    return;
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    let exp = failures.saturating_sub(1).min(7);
+                    let delay =
+                        jitter(Duration::from_millis(10 << exp).min(Duration::from_secs(1)))
+                            .min(until.saturating_duration_since(Instant::now()));
+                    debug!("closing expired session {id:#x} on {host}: {e}");
+                    let mut s = self.session.lock();
+                    if !self.abandon.load(Ordering::SeqCst) {
+                        self.session_cv.wait_for(&mut s, delay);
+                    }
+                }
+            }
+        }
+        debug!("gave up closing expired session {id:#x} on the server");
+    }
+
+    /// One attempt of [`close_expired_session`](Self::close_expired_session).
+    pub(super) fn close_remote(
+        &self,
+        host: &str,
+        id: i64,
+        password: &[u8],
+        until: Instant,
+    ) -> io::Result<&'static str> {
+        let deadline = (Instant::now() + self.settings.handshake_timeout).min(until);
+        let addr = host
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
+        let mut stream = TcpStream::connect_timeout(&addr, left_until(deadline)?)?;
+        *self.handshaking.lock() = Some(stream.try_clone()?);
+        let result = (|| {
+            if self.abandon.load(Ordering::SeqCst) {
+                return Err(io::Error::new(io::ErrorKind::Interrupted, "closed"));
+            }
+            stream.set_nodelay(true)?;
+            stream.set_write_timeout(Some(left_until(deadline)?))?;
+            let requested =
+                i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
+            stream.write_all(&proto::connect_request(
+                self.last_zxid(),
+                requested,
+                id,
+                password,
+            ))?;
+            let body = read_frame_by(&mut stream, 4096, deadline)?;
+            let resp = ConnectResponse::read(&mut Reader::new(&body))
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+            if resp.timeout_ms <= 0 {
+                return Ok("already expired");
+            }
+            if resp.session_id != id {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "server answered with another session id",
+                ));
+            }
+            stream.write_all(&Writer::request(1, op::CLOSE_SESSION).finish())?;
+            // Its answer (or the server closing the connection) ends it.
+            let _ = read_frame_by(&mut stream, self.settings.max_buffer, deadline);
+            Ok("closed")
+        })();
+        self.handshaking.lock().take();
+        let _ = stream.shutdown(Shutdown::Both);
+        result
+    }
+
+    /// TCP connect + ConnectRequest/Response. `Ok(None)`: the session expired.
+    /// `Ok(Some((stream, reconnect)))`: connected; `reconnect` when the session
+    /// already existed.
+    pub(super) fn handshake(
+        &self,
+        host: &str,
+        n_hosts: usize,
+    ) -> io::Result<Option<(TcpStream, bool)>> {
+        let (id, password, negotiated) = {
+            let s = self.session.lock();
+            (s.id, s.password.clone(), s.negotiated)
+        };
+        let n = u32::try_from(n_hosts).unwrap_or(u32::MAX).max(1);
+        // A live server answers a ConnectRequest in milliseconds; one in its
+        // start-up window accepts and never answers. Bound the attempt by the
+        // handshake timeout, not only by the session's share of the hosts.
+        let mut attempt = (negotiated / n)
+            .min(self.settings.handshake_timeout)
+            .max(Duration::from_millis(100));
+        // Never wait on a silent server past the point where the session must
+        // have expired.
+        if let Some(left) = self.until_surely_expired() {
+            attempt = attempt.min(left.max(Duration::from_millis(10)));
+        }
+        let deadline = Instant::now() + attempt;
+        let addrs: Vec<SocketAddr> = host.to_socket_addrs()?.collect();
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "host resolved to no address");
+        let mut stream = None;
+        for addr in addrs {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match TcpStream::connect_timeout(&addr, left) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = e,
+            }
+        }
+        let stream = stream.ok_or(last)?;
+        *self.handshaking.lock() = Some(stream.try_clone()?);
+        // After publishing the socket: a close() before it is seen here, one
+        // after it shuts the socket down.
+        let result = if self.session.lock().closing {
+            Err(io::Error::new(io::ErrorKind::Interrupted, "closing"))
+        } else {
+            self.exchange_connect(stream, host, id, &password, deadline)
+        };
+        self.handshaking.lock().take();
+        result
+    }
+
+    /// The ConnectRequest/ConnectResponse exchange of [`handshake`](Self::handshake).
+    pub(super) fn exchange_connect(
+        &self,
+        mut stream: TcpStream,
+        host: &str,
+        id: i64,
+        password: &[u8],
+        deadline: Instant,
+    ) -> io::Result<Option<(TcpStream, bool)>> {
+        stream.set_nodelay(true)?;
+        stream.set_write_timeout(Some(left_until(deadline)?))?;
+        let requested =
+            i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
+        let frame = proto::connect_request(self.last_zxid(), requested, id, password);
+        stream.write_all(&frame)?;
+        let mut len = [0u8; 4];
+        read_by(&mut stream, &mut len, deadline)?;
+        let len = i32::from_be_bytes(len);
+        if !(0..=4096).contains(&len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad connect response length {len}"),
+            ));
+        }
+        let mut body = vec![0u8; len as usize];
+        read_by(&mut stream, &mut body, deadline)?;
+        let resp = ConnectResponse::read(&mut Reader::new(&body))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+        if resp.timeout_ms <= 0 {
+            if id != 0 {
+                info!("session {id:#x} expired (told by {host})");
+                return Ok(None);
+            }
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "server refused a new session",
+            ));
+        }
+        if id != 0 && resp.session_id != id {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "server answered with another session id",
+            ));
+        }
+        self.touch_heard();
+        let mut s = self.session.lock();
+        s.id = resp.session_id;
+        s.password = resp.password;
+        s.negotiated = Duration::from_millis(resp.timeout_ms as u64);
+        debug!(
+            "connected to {host}: session {:#x}, timeout {:?}",
+            s.id, s.negotiated
+        );
+        Ok(Some((stream, id != 0)))
+    }
+
+    /// Replays auth and watches, then opens the connection to callers.
+    pub(super) fn on_connected(&self, stream: &TcpStream, reconnect: bool) -> io::Result<()> {
+        {
+            // The previous connection's socket (shut down) goes; nothing can be
+            // pending on it any more, but never let a stale slot meet a new reply.
+            let mut slot = self.writer.lock();
+            slot.take();
+            self.fail_pending(|| Error::zk_code(ZkError::ConnectionLoss));
+        }
+        let mut w = stream.try_clone()?;
+        let read_timeout = self.negotiated_timeout() * 2 / 3;
+        w.set_write_timeout(Some((read_timeout / 2).max(Duration::from_millis(50))))?;
+        {
+            let auths = self.auth.lock().clone();
+            let mut waiters = self.auth_waiters.lock();
+            for (scheme, auth) in &auths {
+                waiters.push_back(None);
+                w.write_all(&auth_frame(scheme, auth))?;
+            }
+        }
+        if reconnect {
+            for frame in self.set_watches_frames(Resend::All, self.last_zxid()) {
+                w.write_all(&frame)?;
+            }
+        }
+        self.touch_send();
+        *self.writer.lock() = Some(w);
+        let mut s = self.session.lock();
+        if s.closing {
+            // close() found no connection to end: this one must not open.
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "closing"));
+        }
+        s.state = State::Connected;
+        self.tell_state(&mut s, KeeperState::SyncConnected);
+        self.session_cv.notify_all();
+        Ok(())
+    }
+
+    /// Reads replies and notifications until the connection ends.
+    ///
+    /// Pings: one when nothing was sent for half the read timeout (Java's
+    /// rule), and in any case one every quarter of it (1/6 of the session
+    /// timeout) unless one is unanswered. A ping unanswered for the read timeout
+    /// is a dead connection, even while other bytes (notifications) flow: a
+    /// one-way partition that loses the requests is found at most 5/6 of the
+    /// session timeout after the server last heard from the client, before the
+    /// server expires the session, and the client reconnects in time.
+    pub(super) fn serve(&self, mut stream: &TcpStream) -> ConnEnd {
+        let negotiated = self.negotiated_timeout();
+        let read_timeout = negotiated * 2 / 3;
+        let ping_after = read_timeout / 2;
+        let ping_every = read_timeout / 4;
+        let mut pings: VecDeque<Instant> = VecDeque::new();
+        let mut last_ping = Instant::now();
+        let tick = (read_timeout / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
+        if let Err(e) = stream.set_read_timeout(Some(tick)) {
+            return ConnEnd::Io(e);
+        }
+        let ping = Writer::request(xid::PING, op::PING).finish();
+        let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+        let mut start = 0usize;
+        let mut chunk = vec![0u8; 64 * 1024];
+        let max_buffer = self.settings.max_buffer;
+        let mut last_recv = Instant::now();
+        loop {
+            if self.session.lock().closing {
+                return ConnEnd::Closing;
+            }
+            let quiet = last_recv.elapsed();
+            if quiet >= read_timeout {
+                return ConnEnd::ReadTimeout(quiet);
+            }
+            if let Some(sent) = pings.front() {
+                let waited = sent.elapsed();
+                if waited >= read_timeout {
+                    return ConnEnd::PingTimeout(waited);
+                }
+            }
+            let due = self.since_send() >= ping_after
+                || (pings.is_empty() && last_ping.elapsed() >= ping_every);
+            if due {
+                // Never wait behind a caller's write: if one is writing, that counts.
+                if let Some(mut w) = self.writer.try_lock_for(Duration::from_millis(1)) {
+                    if let Some(s) = w.as_mut() {
+                        if let Err(e) = s.write_all(&ping) {
+                            return ConnEnd::Io(e);
+                        }
+                        trace!("ping");
+                        last_ping = Instant::now();
+                        pings.push_back(last_ping);
+                    }
+                    self.touch_send();
+                }
+            }
+            match stream.read(&mut chunk) {
+                Ok(0) => {
+                    return ConnEnd::Io(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "server closed the connection",
+                    ))
+                }
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    let mut framed = false;
+                    // Every complete frame.
+                    loop {
+                        let avail = &buf[start..];
+                        if avail.len() < 4 {
+                            break;
+                        }
+                        let len = i32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]);
+                        // Java's "Packet len is out of range": reset before
+                        // buffering any of it, so memory stays bounded.
+                        if len < 16 || len as usize >= max_buffer {
+                            return ConnEnd::Protocol(format!(
+                                "frame length {len} out of range (max buffer {max_buffer})"
+                            ));
+                        }
+                        let len = len as usize;
+                        if avail.len() < 4 + len {
+                            break;
+                        }
+                        match self.handle_frame(&avail[4..4 + len]) {
+                            Ok(true) => {
+                                pings.pop_front();
+                            }
+                            Ok(false) => {}
+                            Err(end) => return end,
+                        }
+                        framed = true;
+                        start += 4 + len;
+                    }
+                    // Only whole frames count as hearing from the server (as in
+                    // Java): bytes that never complete a frame, e.g. after a
+                    // corrupted length, end in the read timeout.
+                    if framed {
+                        last_recv = Instant::now();
+                        self.touch_heard();
+                    }
+                    if start == buf.len() {
+                        buf.clear();
+                        start = 0;
+                    } else if start > 64 * 1024 {
+                        buf.drain(..start);
+                        start = 0;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return ConnEnd::Io(e),
+            }
+        }
+    }
+
+    /// Handles one frame; `Ok(true)` for a ping reply.
+    pub(super) fn handle_frame(&self, body: &[u8]) -> Result<bool, ConnEnd> {
+        let mut r = Reader::new(body);
+        let hdr = ReplyHeader::read(&mut r).map_err(|e| ConnEnd::Protocol(e.0.into()))?;
+        match hdr.xid {
+            xid::PING => Ok(true),
+            xid::SET_WATCHES => {
+                if hdr.err != 0 {
+                    warn!("SetWatches failed: {}", ZkError::from_code(hdr.err));
+                }
+                Ok(false)
+            }
+            xid::AUTH => {
+                let waiter = self.auth_waiters.lock().pop_front().flatten();
+                let reply = if hdr.err == 0 {
+                    Ok(Vec::new())
+                } else {
+                    Err(Error::zk_code(ZkError::from_code(hdr.err)))
+                };
+                if let Some(tx) = waiter {
+                    let _ = tx.send(reply);
+                }
+                if hdr.err == ZkError::AuthFailed.code() {
+                    return Err(ConnEnd::AuthFailed);
+                }
+                Ok(false)
+            }
+            xid::NOTIFICATION => {
+                let (t, state, server_path) = proto::read_watcher_event(&mut r)
+                    .map_err(|e| ConnEnd::Protocol(format!("notification: {}", e.0)))?;
+                self.dispatch(t, state, &server_path);
+                Ok(false)
+            }
+            x => {
+                let p = self.pending.lock().pop_front();
+                let Some(p) = p else {
+                    return Err(ConnEnd::Protocol(format!(
+                        "reply xid {x} with no request in flight"
+                    )));
+                };
+                if p.xid != x {
+                    let want = p.xid;
+                    self.pending.lock().push_front(p);
+                    return Err(ConnEnd::Protocol(format!(
+                        "xid out of order: got {x}, expected {want}"
+                    )));
+                }
+                #[cfg(feature = "testing")]
+                if self.take_lost_reply(p.opcode) {
+                    self.pending.lock().push_front(p);
+                    return Err(ConnEnd::Injected);
+                }
+                // Only a reply matched to its request moves the last zxid seen (as
+                // Java's readResponse): a zxid from a bad header or a notification
+                // sent on reconnect makes the server refuse the client ("client
+                // must try another server") and costs the session.
+                if hdr.zxid > 0 {
+                    self.last_zxid.fetch_max(hdr.zxid, Ordering::Relaxed);
+                }
+                if let Some(reg) = p.reg {
+                    let ok = hdr.err == 0;
+                    let no_node = hdr.err == ZkError::NoNode.code();
+                    let kind = match (reg.exists, ok, no_node) {
+                        (true, true, _) => Some(Kind::Data),
+                        (true, false, true) => Some(Kind::Exist),
+                        (false, true, _) => Some(reg.kind),
+                        _ => None,
+                    };
+                    if let Some(kind) = kind {
+                        let mut m = self.watches.lock();
+                        m.add(kind, &reg.path, reg.watcher);
+                        // ZooKeeper 3.8 keeps one mode per path and connection in
+                        // each table: a one-shot watch turns this client's
+                        // persistent watch on the same path into a one-shot one
+                        // (ZOOKEEPER-4466). Set the persistent one again; it serves
+                        // the one-shot too (which stays one-shot here). A child
+                        // watch leaves a recursive watch's data-table entry alone.
+                        let (persistent, recursive) = m.persistent_on(&reg.path);
+                        let restore = match kind {
+                            Kind::Data | Kind::Exist => persistent || recursive,
+                            Kind::Child => persistent,
+                            Kind::Persistent | Kind::Recursive => false,
+                        };
+                        drop(m);
+                        if restore {
+                            self.rewatch(Resend::PersistentOf(&reg.path), hdr.zxid)?;
+                        }
+                    }
+                }
+                if let Some(path) = &p.rewatch {
+                    if hdr.err == 0 {
+                        self.rewatch(Resend::Path(path), hdr.zxid)?;
+                    }
+                }
+                let reply = if hdr.err == 0 {
+                    Ok(body[body.len() - r.remaining()..].to_vec())
+                } else {
+                    Err(Error::zk_code(ZkError::from_code(hdr.err)))
+                };
+                trace!("reply xid {x} op {}: err {}", p.opcode, hdr.err);
+                self.answer(p.to, reply);
+                Ok(false)
+            }
+        }
+    }
+
+    pub(super) fn dispatch(&self, t: i32, state: i32, server_path: &str) {
+        let Some(event_type) = EventType::from_code(t) else {
+            warn!("ignoring a notification of unknown type {t} on {server_path}");
+            return;
+        };
+        let path = strip_chroot(self.settings.chroot.as_deref(), server_path);
+        let watchers = self.watches.lock().materialize(event_type, &path);
+        trace!("event {event_type:?} {path}: {} watcher(s)", watchers.len());
+        if watchers.is_empty() {
+            return;
+        }
+        let keeper_state = KeeperState::from_code(state).unwrap_or(KeeperState::SyncConnected);
+        let event = WatchedEvent {
+            event_type,
+            keeper_state,
+            path: Some(path),
+        };
+        let _ = self.enqueue(EventMsg::Deliver(watchers, event));
+    }
+
+    /// The connection (already shut down) is gone. Never takes the writer lock:
+    /// a caller may hold it, blocked in a write, and Disconnected must not wait
+    /// for it. A request written after the shutdown fails its write and answers
+    /// itself (see [`send_to`](Self::send_to)); one written before is drained here.
+    pub(super) fn on_disconnected(&self) {
+        // The state before the callers wake up: a caller that retries at once
+        // must wait for the reconnect, not find "connected" without a connection.
+        {
+            let mut s = self.session.lock();
+            if !s.state.is_terminal() {
+                s.state = State::Connecting;
+            }
+            if !s.closing {
+                self.tell_state(&mut s, KeeperState::Disconnected);
+            }
+        }
+        self.fail_pending(|| Error::zk_code(ZkError::ConnectionLoss));
+    }
+
+    pub(super) fn finish(&self, terminal: Terminal) {
+        let mut w = self.writer.lock();
+        if let Some(s) = w.take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let (state, ks) = match terminal {
+            Terminal::Expired => (State::Expired, KeeperState::Expired),
+            Terminal::AuthFailed => (State::AuthFailed, KeeperState::AuthFailed),
+            Terminal::Closed => (State::Closed, KeeperState::Closed),
+        };
+        {
+            let mut s = self.session.lock();
+            s.state = state;
+            s.closing = true;
+            self.tell_state(&mut s, ks);
+            self.session_cv.notify_all();
+        }
+        let err = Error::for_ended_session(state).unwrap_or(Error::Closed);
+        let code = err.code();
+        self.fail_pending(|| match code {
+            Some(c) => Error::zk_code(c),
+            None => Error::Closed,
+        });
+        drop(w);
+        let _ = self.events.send(EventMsg::Stop);
+        debug!("connection thread ends: {state:?}");
+    }
+}

@@ -1,0 +1,278 @@
+//! The depot of requests: xids, the pending queue (one reply slot per request,
+//! answered in order), writing a caller's frame, waiting for its reply, and
+//! failing what is pending when the connection or the session ends.
+
+use super::*;
+
+/// A request frame on its way out, with what its reply needs.
+pub(super) struct Outgoing {
+    pub(super) opcode: i32,
+    pub(super) frame: Vec<u8>,
+    pub(super) reg: Option<WatchReg>,
+    pub(super) rewatch: Option<String>,
+}
+
+/// Where a reply goes: a blocked caller, or a callback on the event thread.
+pub(super) enum ReplyTo {
+    Caller(Sender<Reply>),
+    Callback(Callback),
+}
+
+pub(super) struct Pending {
+    pub(super) xid: i32,
+    pub(super) opcode: i32,
+    pub(super) to: ReplyTo,
+    pub(super) reg: Option<WatchReg>,
+    /// removeWatches: the client path whose remaining watches are set again
+    /// when the reply arrives (see [`SessionShared::call_remove_watches`]).
+    pub(super) rewatch: Option<String>,
+}
+
+pub(super) fn auth_frame(scheme: &str, auth: &[u8]) -> Vec<u8> {
+    let mut w = Writer::request(xid::AUTH, op::AUTH);
+    w.i32(0).string(scheme).buffer(auth);
+    w.finish()
+}
+
+impl SessionShared {
+    pub(super) fn xid(&self) -> i32 {
+        loop {
+            let x = self.next_xid.fetch_add(1, Ordering::Relaxed);
+            if x > 0 {
+                return x;
+            }
+            // Wrapped: start again at 1 (negative xids are reserved).
+            let _ = self.next_xid.compare_exchange(
+                x.wrapping_add(1),
+                1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// Writes a request frame on the current connection and queues its reply
+    /// slot; not connected: gives the request back, unsent.
+    pub(super) fn send(&self, req: Outgoing) -> Result<Receiver<Reply>, Outgoing> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        match self.send_to(req, ReplyTo::Caller(tx)) {
+            Ok(()) => Ok(rx),
+            Err(back) => Err(back.0),
+        }
+    }
+
+    /// Answers a reply slot: wakes the caller, or queues the callback.
+    pub(super) fn answer(&self, to: ReplyTo, reply: Reply) {
+        match to {
+            ReplyTo::Caller(tx) => {
+                let _ = tx.send(reply);
+            }
+            ReplyTo::Callback(callback) => {
+                // The event thread has ended (the handle is dead): answer here.
+                if let Err(crossbeam_channel::SendError(EventMsg::Answer(callback, reply))) =
+                    self.enqueue(EventMsg::Answer(callback, reply))
+                {
+                    callback(reply);
+                }
+            }
+        }
+    }
+
+    /// Sends a request without waiting (Java's async calls): `callback` gets the
+    /// reply on the event thread, or `ConnectionLoss` at once when not connected
+    /// (and when the connection is lost before the reply), or the session's end.
+    pub(crate) fn call_async(
+        &self,
+        opcode: i32,
+        frame: Vec<u8>,
+        reg: Option<WatchReg>,
+        callback: Callback,
+    ) {
+        let state = self.state();
+        if let Some(e) = Error::for_ended_session(state) {
+            // No event thread to answer on any more: answer here, never drop it.
+            return callback(Err(e));
+        }
+        if state != State::Connected {
+            return self.answer(
+                ReplyTo::Callback(callback),
+                Err(Error::zk_code(ZkError::ConnectionLoss)),
+            );
+        }
+        let req = Outgoing {
+            opcode,
+            frame,
+            reg,
+            rewatch: None,
+        };
+        if let Err(back) = self.send_to(req, ReplyTo::Callback(callback)) {
+            self.answer(back.1, Err(Error::zk_code(ZkError::ConnectionLoss)));
+        }
+    }
+
+    /// Writes a request frame on the current connection and queues where its
+    /// reply goes. Not connected: hands the request and `to` back, unsent.
+    ///
+    /// A failed write is a disconnect at once: the socket is shut down (the
+    /// connection thread's read fails promptly and it reconnects), the state
+    /// becomes `Connecting` before the writer lock is released (so the next
+    /// callers wait for the reconnect instead of failing in a hot loop), and this
+    /// request is answered with `ConnectionLoss`.
+    pub(super) fn send_to(
+        &self,
+        req: Outgoing,
+        to: ReplyTo,
+    ) -> Result<(), Box<(Outgoing, ReplyTo)>> {
+        let mut w = self.writer.lock();
+        let Some(stream) = w.as_mut() else {
+            drop(w);
+            return Err(Box::new((req, to)));
+        };
+        let Outgoing {
+            opcode,
+            mut frame,
+            reg,
+            rewatch,
+        } = req;
+        let xid = self.xid();
+        proto::set_xid(&mut frame, xid);
+        self.pending.lock().push_back(Pending {
+            xid,
+            opcode,
+            to,
+            reg,
+            rewatch,
+        });
+        if let Err(e) = stream.write_all(&frame) {
+            debug!("write failed: {e}; dropping the connection");
+            self.write_failed(&mut w);
+            drop(w);
+            // Unless the connection thread's drain has answered it already.
+            let mine = {
+                let mut pending = self.pending.lock();
+                let i = pending.iter().position(|p| p.xid == xid);
+                i.and_then(|i| pending.remove(i))
+            };
+            if let Some(p) = mine {
+                self.answer(p.to, Err(Error::zk_code(ZkError::ConnectionLoss)));
+            }
+            return Ok(());
+        }
+        self.touch_send();
+        Ok(())
+    }
+
+    /// A write on the connection in `slot` failed (the writer lock is held): shut
+    /// the socket down, forget it, and stop calling the session connected.
+    pub(super) fn write_failed(&self, slot: &mut Option<TcpStream>) {
+        if let Some(s) = slot.take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let mut s = self.session.lock();
+        if s.state == State::Connected {
+            s.state = State::Connecting;
+        }
+    }
+
+    /// Sends a request and waits for its reply: waits for a connection first
+    /// (up to `connect_wait`), then for the reply (up to `request_timeout`).
+    pub(crate) fn call(
+        &self,
+        opcode: i32,
+        frame: Vec<u8>,
+        reg: Option<WatchReg>,
+        deadline: Deadline,
+    ) -> Reply {
+        self.call_inner(opcode, frame, reg, None, deadline)
+    }
+
+    /// A removeWatches request for the client path `path`. ZooKeeper 3.8 keeps one
+    /// entry per path and connection in each of its two watch tables, whatever the
+    /// watch's mode, and knows only the types Children, Data and Any: a removal
+    /// also drops server-side the watches this client still holds on `path` (a
+    /// persistent watch lives in both tables). So when the reply arrives, the
+    /// connection thread sets those again with SetWatches from the reply's zxid:
+    /// a change after the removal still fires them, none fires twice.
+    pub(crate) fn call_remove_watches(
+        &self,
+        frame: Vec<u8>,
+        path: &str,
+        deadline: Deadline,
+    ) -> Reply {
+        self.call_inner(
+            op::REMOVE_WATCHES,
+            frame,
+            None,
+            Some(path.to_string()),
+            deadline,
+        )
+    }
+
+    pub(super) fn call_inner(
+        &self,
+        opcode: i32,
+        frame: Vec<u8>,
+        reg: Option<WatchReg>,
+        rewatch: Option<String>,
+        deadline: Deadline,
+    ) -> Reply {
+        // The caller's deadline caps both waits.
+        let connect_by = deadline.min_after(self.settings.connect_wait);
+        let mut req = Outgoing {
+            opcode,
+            frame,
+            reg,
+            rewatch,
+        };
+        let rx = loop {
+            self.wait_connected(connect_by)?;
+            match self.send(req) {
+                Ok(rx) => break rx,
+                // The connection went between the two steps: wait for the next.
+                Err(back) => req = back,
+            }
+        };
+        let reply_within = deadline.cap(self.settings.request_timeout);
+        match rx.recv_timeout(reply_within) {
+            Ok(reply) => reply,
+            Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
+        }
+    }
+
+    /// `add_auth`: remembered for reconnects; waits for the server's answer.
+    pub(crate) fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
+        self.auth.lock().push((scheme.to_string(), auth.to_vec()));
+        self.wait_connected(Deadline::never().min_after(self.settings.connect_wait))?;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        {
+            let mut w = self.writer.lock();
+            let Some(stream) = w.as_mut() else {
+                // Replayed on the next connection.
+                return Ok(());
+            };
+            self.auth_waiters.lock().push_back(Some(tx));
+            if stream.write_all(&auth_frame(scheme, auth)).is_err() {
+                self.write_failed(&mut w);
+            }
+            self.touch_send();
+        }
+        match rx.recv_timeout(self.settings.request_timeout) {
+            Ok(Ok(_)) => Ok(()),
+            // The packet is replayed after the reconnect.
+            Ok(Err(e)) if e.is_retryable() => Ok(()),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
+        }
+    }
+
+    pub(super) fn fail_pending(&self, error: impl Fn() -> Error) {
+        let drained: Vec<Pending> = self.pending.lock().drain(..).collect();
+        for p in drained {
+            self.answer(p.to, Err(error()));
+        }
+        let waiters: Vec<_> = self.auth_waiters.lock().drain(..).collect();
+        for tx in waiters.into_iter().flatten() {
+            let _ = tx.send(Err(error()));
+        }
+    }
+}

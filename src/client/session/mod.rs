@@ -1,0 +1,402 @@
+//! The session layer: one connection thread (connect, handshake, read replies and
+//! notifications, ping, detect dead connections, reconnect) and one event thread
+//! (calls watchers). Callers write their request frames themselves, under the
+//! writer lock, and block on their own reply, matched by xid.
+//!
+//! Timers follow the Java client (`ClientCnxn`), tightened where a fault probe
+//! showed a gap: read timeout = 2/3 of the negotiated session timeout; a ping at
+//! least every sixth of it, each timed (unanswered for the read timeout = a dead
+//! connection, even while notifications flow); each connect attempt bounded by
+//! a total handshake deadline.
+//!
+//! This module holds the session's shared state, its start and close; by job:
+//! [`depot`] (xids, pending calls, answering and failing them), [`connection`]
+//! (the connection thread), [`rewatch`] (SetWatches), [`events`] (the event
+//! thread).
+
+mod connection;
+mod depot;
+mod events;
+mod rewatch;
+
+use super::connect::strip_chroot;
+use super::proto::{self, op, xid, ConnectResponse, Reader, ReplyHeader, Writer};
+use super::watches::{same, Kind, WatchManager, WatcherRef};
+use crate::deadline::Deadline;
+use crate::error::{Error, ZkError};
+use crate::types::{EventType, KeeperState, State, WatchedEvent};
+use crate::util::{jitter, shuffle};
+use crossbeam_channel::{Receiver, Sender};
+use log::{debug, error, info, trace, warn};
+use parking_lot::{Condvar, Mutex};
+use std::collections::{HashSet, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use connection::*;
+use depot::*;
+use events::*;
+use rewatch::*;
+
+/// What a caller gets back: the reply body, or the failure.
+pub(crate) type Reply = Result<Vec<u8>, Error>;
+
+/// A watch to register when the reply arrives.
+#[derive(Clone)]
+pub(crate) struct WatchReg {
+    /// `exists`: registered as a data watch on success, an exist watch on NoNode.
+    pub(crate) exists: bool,
+    pub(crate) kind: Kind,
+    pub(crate) path: String,
+    pub(crate) watcher: WatcherRef,
+}
+
+/// A callback for an asynchronous call: run on the event thread with the reply.
+pub(crate) type Callback = Box<dyn FnOnce(Reply) + Send>;
+
+/// How the connection thread ended the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Terminal {
+    Expired,
+    AuthFailed,
+    Closed,
+}
+
+struct Session {
+    state: State,
+    id: i64,
+    password: Vec<u8>,
+    negotiated: Duration,
+    closing: bool,
+    /// The last connection-state event delivered (each change is told once).
+    told: Option<KeeperState>,
+}
+
+/// Settings fixed at connect time.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) hosts: Vec<String>,
+    pub(crate) chroot: Option<String>,
+    pub(crate) session_timeout: Duration,
+    pub(crate) request_timeout: Duration,
+    pub(crate) connect_wait: Duration,
+    pub(crate) session_id: i64,
+    pub(crate) password: Vec<u8>,
+    /// Frames from a server must be shorter than this (Java's `jute.maxbuffer`).
+    pub(crate) max_buffer: usize,
+    /// The most one connect attempt (TCP connect, then the whole
+    /// ConnectRequest/ConnectResponse exchange) may take.
+    pub(crate) handshake_timeout: Duration,
+}
+
+/// State shared by the handle, the connection thread and the event thread.
+pub(crate) struct SessionShared {
+    pub(crate) settings: Settings,
+    pub(crate) default_watcher: WatcherRef,
+    session: Mutex<Session>,
+    session_cv: Condvar,
+    last_zxid: AtomicI64,
+    /// Whether the event-queue warning was logged (see [`SessionShared::enqueue`]).
+    queue_warned: AtomicBool,
+    /// Set by `close()`: the connection thread stops whatever it still does
+    /// after the session's end (closing an expired session on the server).
+    abandon: AtomicBool,
+    /// The connection's write half; `None` while not connected.
+    writer: Mutex<Option<TcpStream>>,
+    /// The socket of a handshake in progress, so that `close` can end it.
+    handshaking: Mutex<Option<TcpStream>>,
+    pending: Mutex<VecDeque<Pending>>,
+    auth_waiters: Mutex<VecDeque<Option<Sender<Reply>>>>,
+    auth: Mutex<Vec<(String, Vec<u8>)>>,
+    pub(crate) watches: Mutex<WatchManager>,
+    events: Sender<EventMsg>,
+    next_xid: AtomicI32,
+    epoch: Instant,
+    last_send_nanos: AtomicU64,
+    /// When a byte last came from a server (since `epoch`; 0 = the start).
+    last_heard_nanos: AtomicU64,
+    #[cfg(feature = "testing")]
+    lose_replies: Mutex<Vec<i32>>,
+}
+
+impl std::fmt::Debug for SessionShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.session.lock();
+        f.debug_struct("SessionShared")
+            .field("hosts", &self.settings.hosts)
+            .field("state", &s.state)
+            .field("session_id", &format_args!("{:#x}", s.id))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The client's two threads.
+pub(crate) struct Threads {
+    pub(crate) conn: JoinHandle<()>,
+    pub(crate) events: JoinHandle<()>,
+    /// Receives once when the event thread has ended.
+    pub(crate) events_done: Receiver<()>,
+}
+
+/// Starts the threads. Returns the shared state and their handles.
+pub(crate) fn start(
+    settings: Settings,
+    default_watcher: WatcherRef,
+) -> io::Result<(Arc<SessionShared>, Threads)> {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let negotiated = settings.session_timeout;
+    let session = Session {
+        state: State::Connecting,
+        id: settings.session_id,
+        password: settings.password.clone(),
+        negotiated,
+        closing: false,
+        told: None,
+    };
+    let shared = Arc::new(SessionShared {
+        settings,
+        default_watcher,
+        session: Mutex::new(session),
+        session_cv: Condvar::new(),
+        last_zxid: AtomicI64::new(0),
+        abandon: AtomicBool::new(false),
+        queue_warned: AtomicBool::new(false),
+        writer: Mutex::new(None),
+        handshaking: Mutex::new(None),
+        pending: Mutex::new(VecDeque::new()),
+        auth_waiters: Mutex::new(VecDeque::new()),
+        auth: Mutex::new(Vec::new()),
+        watches: Mutex::new(WatchManager::default()),
+        events: tx,
+        next_xid: AtomicI32::new(1),
+        epoch: Instant::now(),
+        last_send_nanos: AtomicU64::new(0),
+        last_heard_nanos: AtomicU64::new(0),
+        #[cfg(feature = "testing")]
+        lose_replies: Mutex::new(Vec::new()),
+    });
+    let (done_tx, events_done) = crossbeam_channel::bounded(1);
+    let events = thread::Builder::new()
+        .name("zklock-event".into())
+        .spawn(move || {
+            run_events(rx);
+            let _ = done_tx.send(());
+        })?;
+    let s = shared.clone();
+    let conn = match thread::Builder::new()
+        .name("zklock-conn".into())
+        .spawn(move || s.run())
+    {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = shared.events.send(EventMsg::Stop);
+            let _ = events.join();
+            return Err(e);
+        }
+    };
+    Ok((
+        shared,
+        Threads {
+            conn,
+            events,
+            events_done,
+        },
+    ))
+}
+
+impl SessionShared {
+    pub(crate) fn state(&self) -> State {
+        self.session.lock().state
+    }
+
+    pub(crate) fn session_id(&self) -> i64 {
+        self.session.lock().id
+    }
+
+    pub(crate) fn session_password(&self) -> Vec<u8> {
+        self.session.lock().password.clone()
+    }
+
+    pub(crate) fn negotiated_timeout(&self) -> Duration {
+        self.session.lock().negotiated
+    }
+
+    pub(crate) fn last_zxid(&self) -> i64 {
+        self.last_zxid.load(Ordering::Relaxed)
+    }
+
+    /// Tells a connection-state change, once per change, as Java's
+    /// `ZKWatchManager.materialize(state, None, path)` does: to the default
+    /// watcher and to every distinct per-watch watcher registered in any table,
+    /// each once. Registrations stay on Disconnected / SyncConnected (they are set
+    /// again on the reconnect); a session's end (Expired, AuthFailed, Closed)
+    /// clears them after telling them.
+    fn tell_state(&self, s: &mut Session, ks: KeeperState) {
+        if s.told != Some(ks) {
+            s.told = Some(ks);
+            info!("session {:#x}: {ks:?}", s.id);
+            let mut watchers = vec![self.default_watcher.clone()];
+            {
+                let mut m = self.watches.lock();
+                // Distinct already; only the default watcher may be among them.
+                let all = m.all_watchers();
+                if all.iter().any(|w| same(w, &self.default_watcher)) {
+                    watchers.clear();
+                }
+                watchers.extend(all);
+                if matches!(
+                    ks,
+                    KeeperState::Expired | KeeperState::AuthFailed | KeeperState::Closed
+                ) {
+                    m.clear();
+                }
+            }
+            let _ = self.enqueue(EventMsg::Deliver(watchers, WatchedEvent::state(ks)));
+        }
+    }
+
+    /// Waits until connected, a terminal state, or `deadline`.
+    pub(crate) fn wait_connected(&self, deadline: Instant) -> Result<(), Error> {
+        let mut s = self.session.lock();
+        loop {
+            if let Some(e) = Error::for_ended_session(s.state) {
+                return Err(e);
+            }
+            if s.closing {
+                return Err(Error::Closed);
+            }
+            if s.state == State::Connected {
+                return Ok(());
+            }
+            if self.session_cv.wait_until(&mut s, deadline).timed_out() {
+                return match Error::for_ended_session(s.state) {
+                    Some(e) => Err(e),
+                    None if s.state == State::Connected => Ok(()),
+                    None => Err(Error::zk_code(ZkError::ConnectionLoss)),
+                };
+            }
+        }
+    }
+
+    fn touch_send(&self) {
+        self.last_send_nanos
+            .store(self.now_nanos(), Ordering::Relaxed);
+    }
+
+    fn touch_heard(&self) {
+        self.last_heard_nanos
+            .store(self.now_nanos(), Ordering::Relaxed);
+    }
+
+    /// Nanoseconds since `epoch`, for the atomics above.
+    fn now_nanos(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// `Some(silence)` when the session must have expired: it exists (an id), and
+    /// no server has been heard from for a whole negotiated session timeout. The
+    /// server expires a session it has not heard from for that long, so waiting
+    /// longer only lets a lock holder believe in a lock another process may hold
+    /// now. (The Java client keeps trying and learns of the expiry only on
+    /// reconnect; Curator simulates the expiry the same way.)
+    fn surely_expired(&self) -> Option<Duration> {
+        let (silence, negotiated) = self.session_silence()?;
+        (silence >= negotiated).then_some(silence)
+    }
+
+    /// How long until [`surely_expired`](Self::surely_expired) holds (`None` when
+    /// there is no session yet).
+    fn until_surely_expired(&self) -> Option<Duration> {
+        let (silence, negotiated) = self.session_silence()?;
+        Some(negotiated.saturating_sub(silence))
+    }
+
+    /// How long no server has been heard from, and the negotiated timeout;
+    /// `None` before the session exists.
+    fn session_silence(&self) -> Option<(Duration, Duration)> {
+        let (id, negotiated) = {
+            let s = self.session.lock();
+            (s.id, s.negotiated)
+        };
+        if id == 0 {
+            return None;
+        }
+        let heard = Duration::from_nanos(self.last_heard_nanos.load(Ordering::Relaxed));
+        Some((self.epoch.elapsed().saturating_sub(heard), negotiated))
+    }
+
+    fn since_send(&self) -> Duration {
+        let last = Duration::from_nanos(self.last_send_nanos.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+
+    /// Ends the session: closeSession when connected (bounded wait), then stops
+    /// the connection thread. Idempotent; joining is the handle's job.
+    pub(crate) fn close(&self) {
+        self.abandon.store(true, Ordering::SeqCst);
+        let connected = {
+            let mut s = self.session.lock();
+            if s.closing || s.state.is_terminal() {
+                s.closing = true;
+                self.session_cv.notify_all();
+                drop(s);
+                self.shutdown_socket();
+                return;
+            }
+            s.closing = true;
+            s.state == State::Connected
+        };
+        self.session_cv.notify_all();
+        if connected {
+            let frame = Writer::request(0, op::CLOSE_SESSION).finish();
+            let req = Outgoing {
+                opcode: op::CLOSE_SESSION,
+                frame,
+                reg: None,
+                rewatch: None,
+            };
+            if let Ok(rx) = self.send(req) {
+                let bound = (self.negotiated_timeout() * 2 / 3).min(Duration::from_secs(2));
+                match rx.recv_timeout(bound) {
+                    Ok(Ok(_)) => debug!("session closed by the server"),
+                    Ok(Err(e)) => debug!("closeSession: {e}"),
+                    Err(_) => debug!("closeSession: no answer within {bound:?}"),
+                }
+            }
+        }
+        self.shutdown_socket();
+    }
+
+    fn shutdown_socket(&self) {
+        if let Some(s) = self.writer.lock().take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        // A handshake waiting for a silent server ends now, not at its timeout.
+        if let Some(s) = self.handshaking.lock().take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Makes the connection drop when the reply to the next request with one of
+    /// `opcodes` arrives: the server applied it, the caller sees ConnectionLoss.
+    #[cfg(feature = "testing")]
+    pub(crate) fn lose_next_reply(&self, opcodes: &[i32]) {
+        self.lose_replies.lock().extend_from_slice(opcodes);
+    }
+
+    #[cfg(feature = "testing")]
+    fn take_lost_reply(&self, opcode: i32) -> bool {
+        let mut l = self.lose_replies.lock();
+        if l.contains(&opcode) {
+            l.clear();
+            true
+        } else {
+            false
+        }
+    }
+}
