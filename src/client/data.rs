@@ -1,0 +1,435 @@
+//! Operations on nodes: create, delete, exists, data, children, ACLs, sync,
+//! ephemerals (blocking and asynchronous forms).
+
+use super::*;
+
+impl ZooKeeper {
+    fn create_impl(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        ttl: Option<Duration>,
+        want_stat: bool,
+    ) -> Result<(String, Option<Stat>)> {
+        validate_path(path, mode.is_sequential())?;
+        if acl.is_empty() {
+            return Err(Error::zk(ZkError::InvalidAcl, path));
+        }
+        let ttl_ms = match (mode.is_ttl(), ttl) {
+            (true, Some(t)) => Some(crate::types::ttl_millis(t).ok_or_else(|| {
+                Error::BadArguments(format!("ttl {t:?} out of range (1 ms to 2^40 ms)"))
+            })?),
+            (true, None) => {
+                return Err(Error::BadArguments(format!(
+                    "{mode:?} needs a ttl: use create_ttl"
+                )))
+            }
+            (false, Some(_)) => {
+                return Err(Error::BadArguments(format!("{mode:?} takes no ttl")));
+            }
+            (false, None) => None,
+        };
+        let opcode = if ttl_ms.is_some() {
+            op::CREATE_TTL
+        } else if mode == CreateMode::Container {
+            op::CREATE_CONTAINER
+        } else if want_stat {
+            op::CREATE2
+        } else {
+            op::CREATE
+        };
+        let mut w = Writer::request(0, opcode);
+        w.string(&self.server_path(path))
+            .buffer(data)
+            .acl(acl)
+            .i32(mode.flags());
+        if let Some(ms) = ttl_ms {
+            w.i64(ms);
+        }
+        let body = self.call(opcode, w, None, path)?;
+        let mut r = Reader::new(&body);
+        let created = r.string().map_err(|_| marshalling(path))?;
+        let stat = if opcode == op::CREATE {
+            None
+        } else {
+            Some(r.stat().map_err(|_| marshalling(path))?)
+        };
+        Ok((self.client_path(&created), stat))
+    }
+
+    /// Creates a node; returns its path (with the sequence number for sequential
+    /// modes). Java's `create(path, data, acl, mode)`.
+    ///
+    /// # Errors
+    /// `NodeExists`, `NoNode` (no parent), `NoChildrenForEphemerals`, `NoAuth`,
+    /// `InvalidAcl`; `BadArguments` for a bad path, a TTL mode (use
+    /// [`create_ttl`](Self::create_ttl)) or data over the packet limit.
+    pub fn create(&self, path: &str, data: &[u8], acl: &[Acl], mode: CreateMode) -> Result<String> {
+        self.create_impl(path, data, acl, mode, None, false)
+            .map(|(p, _)| p)
+    }
+
+    /// Creates a node and returns its path and `Stat` (Java's `create(.., stat)`,
+    /// opcode create2).
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
+    pub fn create2(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+    ) -> Result<(String, Stat)> {
+        let (p, stat) = self.create_impl(path, data, acl, mode, None, true)?;
+        Ok((p, stat.unwrap_or_default()))
+    }
+
+    /// Creates a node with a TTL (`PersistentWithTtl` or
+    /// `PersistentSequentialWithTtl`; the server needs
+    /// `zookeeper.extendedTypesEnabled=true`).
+    ///
+    /// # Errors
+    /// As [`create`](Self::create); `Unimplemented` when the server has TTLs
+    /// disabled; `BadArguments` for a non-TTL mode or a TTL out of range.
+    pub fn create_ttl(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        ttl: Duration,
+    ) -> Result<(String, Stat)> {
+        let (p, stat) = self.create_impl(path, data, acl, mode, Some(ttl), true)?;
+        Ok((p, stat.unwrap_or_default()))
+    }
+
+    /// Deletes a node, at `version` or any version (`None`).
+    ///
+    /// # Errors
+    /// `NoNode`, `BadVersion`, `NotEmpty`, `NoAuth`.
+    pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::DELETE);
+        w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
+        self.call(op::DELETE, w, None, path).map(drop)
+    }
+
+    /// [`delete`](Self::delete) without waiting (Java's `delete(path, version,
+    /// VoidCallback, ctx)`): `callback` gets the outcome on the event thread —
+    /// `ConnectionLoss` at once when not connected, or when the connection is lost
+    /// before the reply. Keep callbacks short, as watchers.
+    pub fn delete_async(
+        &self,
+        path: &str,
+        version: Option<i32>,
+        callback: impl FnOnce(Result<()>) + Send + 'static,
+    ) {
+        if let Err(e) = validate_path(path, false) {
+            return callback(Err(e));
+        }
+        let mut w = Writer::request(0, op::DELETE);
+        w.string(&self.server_path(path)).i32(version.unwrap_or(-1));
+        let p = path.to_string();
+        self.shared().call_async(
+            op::DELETE,
+            w.finish(),
+            None,
+            Box::new(move |reply| callback(reply.map(drop).map_err(|e| with_path(e, &p)))),
+        );
+    }
+
+    /// [`get_children`](Self::get_children) without waiting; `callback` gets the
+    /// outcome on the event thread (see [`delete_async`](Self::delete_async)).
+    /// With `watcher`, a child watch is set for it, registered on the connection
+    /// thread together with the reply: an event for it can only come after the
+    /// callback has run.
+    pub fn get_children_async(
+        &self,
+        path: &str,
+        watcher: Option<Arc<dyn Watcher>>,
+        callback: impl FnOnce(Result<Vec<String>>) + Send + 'static,
+    ) {
+        if let Err(e) = validate_path(path, false) {
+            return callback(Err(e));
+        }
+        let mut w = Writer::request(0, op::GET_CHILDREN);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watch_reg(false, Kind::Child, path, watcher);
+        let p = path.to_string();
+        self.shared().call_async(
+            op::GET_CHILDREN,
+            w.finish(),
+            reg,
+            Box::new(move |reply| {
+                callback(
+                    reply
+                        .map_err(|e| with_path(e, &p))
+                        .and_then(|body| Reader::new(&body).strings().map_err(|_| marshalling(&p))),
+                )
+            }),
+        );
+    }
+
+    /// [`exists`](Self::exists) without waiting: `callback` gets the node's
+    /// `Stat` or `None` on the event thread (see
+    /// [`delete_async`](Self::delete_async)). With `watcher`, a watch is set as by
+    /// [`exists_watch`](Self::exists_watch), registered together with the reply.
+    pub fn exists_async(
+        &self,
+        path: &str,
+        watcher: Option<Arc<dyn Watcher>>,
+        callback: impl FnOnce(Result<Option<Stat>>) + Send + 'static,
+    ) {
+        if let Err(e) = validate_path(path, false) {
+            return callback(Err(e));
+        }
+        let mut w = Writer::request(0, op::EXISTS);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watch_reg(true, Kind::Data, path, watcher);
+        let p = path.to_string();
+        self.shared().call_async(
+            op::EXISTS,
+            w.finish(),
+            reg,
+            Box::new(move |reply| {
+                callback(match reply {
+                    Ok(body) => Reader::new(&body)
+                        .stat()
+                        .map(Some)
+                        .map_err(|_| marshalling(&p)),
+                    Err(e) if e.is(ZkError::NoNode) => Ok(None),
+                    Err(e) => Err(with_path(e, &p)),
+                })
+            }),
+        );
+    }
+
+    /// [`get_data`](Self::get_data) without waiting: `callback` gets the data and
+    /// `Stat` on the event thread (see [`delete_async`](Self::delete_async)). With
+    /// `watcher`, a data watch is set as by [`get_data_watch`](Self::get_data_watch)
+    /// (none when the node is missing), registered together with the reply.
+    pub fn get_data_async(
+        &self,
+        path: &str,
+        watcher: Option<Arc<dyn Watcher>>,
+        callback: impl FnOnce(Result<(Vec<u8>, Stat)>) + Send + 'static,
+    ) {
+        if let Err(e) = validate_path(path, false) {
+            return callback(Err(e));
+        }
+        let mut w = Writer::request(0, op::GET_DATA);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watch_reg(false, Kind::Data, path, watcher);
+        let p = path.to_string();
+        self.shared().call_async(
+            op::GET_DATA,
+            w.finish(),
+            reg,
+            Box::new(move |reply| {
+                callback(
+                    reply
+                        .map_err(|e| with_path(e, &p))
+                        .and_then(|body| read_data(&body).map_err(|_| marshalling(&p))),
+                )
+            }),
+        );
+    }
+
+    fn exists_impl(&self, path: &str, watcher: Option<WatcherRef>) -> Result<Option<Stat>> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::EXISTS);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watch_reg(true, Kind::Data, path, watcher);
+        match self.call(op::EXISTS, w, reg, path) {
+            Ok(body) => Ok(Some(
+                Reader::new(&body).stat().map_err(|_| marshalling(path))?,
+            )),
+            Err(e) if e.is(ZkError::NoNode) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The node's `Stat`, or `None` if it does not exist. With `watch`, the
+    /// default watcher is told when the node is created, deleted or changed (a
+    /// watch is set even when the node does not exist).
+    pub fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>> {
+        self.exists_impl(path, watch.then(|| self.default_watcher()))
+    }
+
+    /// [`exists`](Self::exists) with its own watcher.
+    pub fn exists_w(&self, path: &str, watcher: impl Watcher + 'static) -> Result<Option<Stat>> {
+        self.exists_impl(path, Some(Arc::new(watcher)))
+    }
+
+    /// [`exists`](Self::exists) with a shared watcher (registered once per path
+    /// however often it is passed).
+    pub fn exists_watch(&self, path: &str, watcher: Arc<dyn Watcher>) -> Result<Option<Stat>> {
+        self.exists_impl(path, Some(watcher))
+    }
+
+    fn get_data_impl(&self, path: &str, watcher: Option<WatcherRef>) -> Result<(Vec<u8>, Stat)> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::GET_DATA);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watch_reg(false, Kind::Data, path, watcher);
+        let body = self.call(op::GET_DATA, w, reg, path)?;
+        read_data(&body).map_err(|_| marshalling(path))
+    }
+
+    /// The node's data and `Stat`. With `watch`, the default watcher is told of
+    /// the next change or deletion (no watch is left when the node is missing).
+    ///
+    /// # Errors
+    /// `NoNode`, `NoAuth`.
+    pub fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
+        self.get_data_impl(path, watch.then(|| self.default_watcher()))
+    }
+
+    /// [`get_data`](Self::get_data) with its own watcher.
+    pub fn get_data_w(
+        &self,
+        path: &str,
+        watcher: impl Watcher + 'static,
+    ) -> Result<(Vec<u8>, Stat)> {
+        self.get_data_impl(path, Some(Arc::new(watcher)))
+    }
+
+    /// [`get_data`](Self::get_data) with a shared watcher.
+    pub fn get_data_watch(&self, path: &str, watcher: Arc<dyn Watcher>) -> Result<(Vec<u8>, Stat)> {
+        self.get_data_impl(path, Some(watcher))
+    }
+
+    /// Sets the node's data, at `version` or any version (`None`); returns the new
+    /// `Stat`.
+    ///
+    /// # Errors
+    /// `NoNode`, `BadVersion`, `NoAuth`; `BadArguments` over the packet limit.
+    pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::SET_DATA);
+        w.string(&self.server_path(path))
+            .buffer(data)
+            .i32(version.unwrap_or(-1));
+        let body = self.call(op::SET_DATA, w, None, path)?;
+        Reader::new(&body).stat().map_err(|_| marshalling(path))
+    }
+
+    fn children_impl(
+        &self,
+        path: &str,
+        watcher: Option<WatcherRef>,
+        with_stat: bool,
+    ) -> Result<(Vec<String>, Option<Stat>)> {
+        validate_path(path, false)?;
+        let opcode = if with_stat {
+            op::GET_CHILDREN2
+        } else {
+            op::GET_CHILDREN
+        };
+        let mut w = Writer::request(0, opcode);
+        w.string(&self.server_path(path)).bool(watcher.is_some());
+        let reg = watch_reg(false, Kind::Child, path, watcher);
+        let body = self.call(opcode, w, reg, path)?;
+        let mut r = Reader::new(&body);
+        let children = r.strings().map_err(|_| marshalling(path))?;
+        let stat = if with_stat {
+            Some(r.stat().map_err(|_| marshalling(path))?)
+        } else {
+            None
+        };
+        Ok((children, stat))
+    }
+
+    /// The names of the node's children (unordered). With `watch`, the default
+    /// watcher is told when the children change or the node is deleted.
+    ///
+    /// # Errors
+    /// `NoNode`, `NoAuth`.
+    pub fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>> {
+        self.children_impl(path, watch.then(|| self.default_watcher()), false)
+            .map(|(c, _)| c)
+    }
+
+    /// [`get_children`](Self::get_children) with its own watcher.
+    pub fn get_children_w(
+        &self,
+        path: &str,
+        watcher: impl Watcher + 'static,
+    ) -> Result<Vec<String>> {
+        self.children_impl(path, Some(Arc::new(watcher)), false)
+            .map(|(c, _)| c)
+    }
+
+    /// [`get_children`](Self::get_children) with a shared watcher.
+    pub fn get_children_watch(&self, path: &str, watcher: Arc<dyn Watcher>) -> Result<Vec<String>> {
+        self.children_impl(path, Some(watcher), false)
+            .map(|(c, _)| c)
+    }
+
+    /// The children and the node's `Stat` (opcode getChildren2).
+    ///
+    /// # Errors
+    /// `NoNode`, `NoAuth`.
+    pub fn get_children2(&self, path: &str, watch: bool) -> Result<(Vec<String>, Stat)> {
+        let (c, s) = self.children_impl(path, watch.then(|| self.default_watcher()), true)?;
+        Ok((c, s.unwrap_or_default()))
+    }
+
+    /// The node's ACL and `Stat`.
+    ///
+    /// # Errors
+    /// `NoNode`.
+    pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::GET_ACL);
+        w.string(&self.server_path(path));
+        let body = self.call(op::GET_ACL, w, None, path)?;
+        let mut r = Reader::new(&body);
+        let acl = r.acl().map_err(|_| marshalling(path))?;
+        let stat = r.stat().map_err(|_| marshalling(path))?;
+        Ok((acl, stat))
+    }
+
+    /// Sets the node's ACL at ACL `version` (or any, `None`).
+    ///
+    /// # Errors
+    /// `NoNode`, `BadVersion`, `InvalidAcl`, `NoAuth`.
+    pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
+        validate_path(path, false)?;
+        if acl.is_empty() {
+            return Err(Error::zk(ZkError::InvalidAcl, path));
+        }
+        let mut w = Writer::request(0, op::SET_ACL);
+        w.string(&self.server_path(path))
+            .acl(acl)
+            .i32(version.unwrap_or(-1));
+        let body = self.call(op::SET_ACL, w, None, path)?;
+        Reader::new(&body).stat().map_err(|_| marshalling(path))
+    }
+
+    /// Waits until the connected server has caught up with the leader for `path`
+    /// (Java's `sync`, made blocking).
+    pub fn sync(&self, path: &str) -> Result<()> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::SYNC);
+        w.string(&self.server_path(path));
+        self.call(op::SYNC, w, None, path).map(drop)
+    }
+
+    /// The session's ephemeral nodes whose path starts with `prefix` (`/` for all).
+    pub fn get_ephemerals(&self, prefix: &str) -> Result<Vec<String>> {
+        if !prefix.starts_with('/') || prefix.contains('\0') {
+            return Err(Error::BadArguments(format!("invalid prefix {prefix:?}")));
+        }
+        let mut w = Writer::request(0, op::GET_EPHEMERALS);
+        w.string(&self.server_path(prefix));
+        let body = self.call(op::GET_EPHEMERALS, w, None, prefix)?;
+        let list = Reader::new(&body)
+            .strings()
+            .map_err(|_| marshalling(prefix))?;
+        Ok(list.iter().map(|p| self.client_path(p)).collect())
+    }
+}
