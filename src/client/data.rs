@@ -152,25 +152,12 @@ impl ZooKeeper {
         watcher: Option<Arc<dyn Watcher>>,
         callback: impl FnOnce(Result<Vec<String>>) + Send + 'static,
     ) {
-        if let Err(e) = validate_path(path, false) {
-            return callback(Err(e));
-        }
-        let mut w = Writer::request(0, op::GET_CHILDREN);
-        w.string(&self.server_path(path)).bool(watcher.is_some());
-        let reg = watch_reg(false, Kind::Child, path, watcher);
-        let p = path.to_string();
-        self.shared().call_async(
-            op::GET_CHILDREN,
-            w.finish(),
-            reg,
-            Box::new(move |reply| {
-                callback(
-                    reply
-                        .map_err(|e| with_path(e, &p))
-                        .and_then(|body| Reader::new(&body).strings().map_err(|_| marshalling(&p))),
-                )
-            }),
-        );
+        let watch = watch_reg(false, Kind::Child, path, watcher);
+        self.read_async(op::GET_CHILDREN, path, watch, callback, |reply, p| {
+            reply
+                .map_err(|e| with_path(e, p))
+                .and_then(|body| Reader::new(&body).strings().map_err(|_| marshalling(p)))
+        });
     }
 
     /// [`exists`](Self::exists) without waiting: `callback` gets the node's
@@ -183,28 +170,15 @@ impl ZooKeeper {
         watcher: Option<Arc<dyn Watcher>>,
         callback: impl FnOnce(Result<Option<Stat>>) + Send + 'static,
     ) {
-        if let Err(e) = validate_path(path, false) {
-            return callback(Err(e));
-        }
-        let mut w = Writer::request(0, op::EXISTS);
-        w.string(&self.server_path(path)).bool(watcher.is_some());
-        let reg = watch_reg(true, Kind::Data, path, watcher);
-        let p = path.to_string();
-        self.shared().call_async(
-            op::EXISTS,
-            w.finish(),
-            reg,
-            Box::new(move |reply| {
-                callback(match reply {
-                    Ok(body) => Reader::new(&body)
-                        .stat()
-                        .map(Some)
-                        .map_err(|_| marshalling(&p)),
-                    Err(e) if e.is(ZkError::NoNode) => Ok(None),
-                    Err(e) => Err(with_path(e, &p)),
-                })
-            }),
-        );
+        let watch = watch_reg(true, Kind::Data, path, watcher);
+        self.read_async(op::EXISTS, path, watch, callback, |reply, p| match reply {
+            Ok(body) => Reader::new(&body)
+                .stat()
+                .map(Some)
+                .map_err(|_| marshalling(p)),
+            Err(e) if e.is(ZkError::NoNode) => Ok(None),
+            Err(e) => Err(with_path(e, p)),
+        });
     }
 
     /// [`get_data`](Self::get_data) without waiting: `callback` gets the data and
@@ -217,24 +191,36 @@ impl ZooKeeper {
         watcher: Option<Arc<dyn Watcher>>,
         callback: impl FnOnce(Result<(Vec<u8>, Stat)>) + Send + 'static,
     ) {
+        let watch = watch_reg(false, Kind::Data, path, watcher);
+        self.read_async(op::GET_DATA, path, watch, callback, |reply, p| {
+            reply
+                .map_err(|e| with_path(e, p))
+                .and_then(|body| read_data(&body).map_err(|_| marshalling(p)))
+        });
+    }
+
+    /// A read (`path` and a watch flag) sent without waiting: `decode` turns the
+    /// reply into `callback`'s answer on the event thread; the watch is
+    /// registered together with the reply.
+    fn read_async<T: 'static>(
+        &self,
+        opcode: i32,
+        path: &str,
+        watch: Option<WatchReg>,
+        callback: impl FnOnce(Result<T>) + Send + 'static,
+        decode: fn(session::Reply, &str) -> Result<T>,
+    ) {
         if let Err(e) = validate_path(path, false) {
             return callback(Err(e));
         }
-        let mut w = Writer::request(0, op::GET_DATA);
-        w.string(&self.server_path(path)).bool(watcher.is_some());
-        let reg = watch_reg(false, Kind::Data, path, watcher);
+        let mut w = Writer::request(0, opcode);
+        w.string(&self.server_path(path)).bool(watch.is_some());
         let p = path.to_string();
         self.shared().call_async(
-            op::GET_DATA,
+            opcode,
             w.finish(),
-            reg,
-            Box::new(move |reply| {
-                callback(
-                    reply
-                        .map_err(|e| with_path(e, &p))
-                        .and_then(|body| read_data(&body).map_err(|_| marshalling(&p))),
-                )
-            }),
+            watch,
+            Box::new(move |reply| callback(decode(reply, &p))),
         );
     }
 
