@@ -333,6 +333,31 @@ impl RecoverableZooKeeper {
         })
     }
 
+    /// HBase's `ZKUtil.createWithParents(zkw, znode, data)` at this layer:
+    /// creates `znode` (with `data`) and any missing parents (empty), all
+    /// persistent; an existing node is fine. `zkutil`, the watcher's base znode
+    /// and the locks use it.
+    ///
+    /// # Errors
+    /// `BadArguments` for a bad path; `NoAuth`; session errors.
+    pub(crate) fn create_with_parents(&self, znode: &str, data: &[u8]) -> Result<()> {
+        crate::path::validate(znode)?;
+        if znode == "/" {
+            return Ok(());
+        }
+        match self.create(znode, data, Acl::open_unsafe(), CreateMode::Persistent) {
+            Ok(_) => Ok(()),
+            Err(e) if e.is(ZkError::NodeExists) => Ok(()),
+            Err(e) if e.is(ZkError::NoNode) => {
+                if let Some(parent) = crate::path::get_parent(znode) {
+                    self.create_with_parents(parent, &[])?;
+                }
+                self.create_with_parents(znode, data)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// A sequential create under a prefix that already carries this call's tag
     /// (`<path><tag>-`, see `tagged_prefix`): the lock keeps the tag so that it can
     /// find and remove its node when every retry failed. `data` gets the metadata

@@ -417,7 +417,11 @@ impl ZooKeeperWatcherBuilder {
         }
         *zkw.inner.identifier.write() = format!("{}-0x{:x}", zkw.inner.prefix, zk.session_id());
         if self.create_base {
-            if let Err(e) = crate::zkutil::create_with_parents(&zkw, &zkw.inner.base_znode) {
+            if let Err(e) = zkw
+                .inner
+                .rzk
+                .create_with_parents(&zkw.inner.base_znode, &[])
+            {
                 let _ = zkw.close();
                 return Err(e);
             }

@@ -401,22 +401,7 @@ pub fn create_with_parents(zkw: &ZooKeeperWatcher, znode: &str) -> Result<()> {
 /// # Errors
 /// As [`create_with_parents`].
 pub fn create_with_parents_data(zkw: &ZooKeeperWatcher, znode: &str, data: &[u8]) -> Result<()> {
-    crate::path::validate(znode)?;
-    if znode == "/" {
-        return Ok(());
-    }
-    let rzk = zkw.recoverable_zookeeper();
-    match rzk.create(znode, data, Acl::open_unsafe(), CreateMode::Persistent) {
-        Ok(_) => Ok(()),
-        Err(e) if e.is(ZkError::NodeExists) => Ok(()),
-        Err(e) if e.is(ZkError::NoNode) => {
-            if let Some(parent) = get_parent(znode) {
-                create_with_parents(zkw, parent)?;
-            }
-            create_with_parents_data(zkw, znode, data)
-        }
-        Err(e) => Err(e),
-    }
+    zkw.recoverable_zookeeper().create_with_parents(znode, data)
 }
 
 // ---------------------------------------------------------------------------

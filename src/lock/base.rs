@@ -16,9 +16,9 @@ use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
 use crate::client::{Acl, CreateMode, Deadline, Stat, Watcher};
 use crate::error::{Error, Result, ZkError};
+use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::watcher::ZooKeeperWatcher;
-use crate::zkutil;
 
 /// How long past its timeout a `try_acquire` lets the ZooKeeper calls of its
 /// attempt run (the create and each listing), unless set with
@@ -337,7 +337,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         self.zkw.check_session()?;
         self.check_cancelled()?;
         let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
-        let tagged = tagged_prefix(&zkutil::join_znode(&self.parent, K::PREFIX));
+        let tagged = tagged_prefix(&path::join_znode(&self.parent, K::PREFIX));
         step!(self, Creating, "");
         let (path, stat) = match self.create_lock_znode(&rzk, &tagged) {
             Ok(created) => created,
@@ -358,7 +358,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         match self.grant(&rzk, &path, bounds) {
             Ok(Some(watch)) => {
                 let sequence =
-                    sequence_of_child(zkutil::get_node_name(&path), K::PREFIX).unwrap_or(0);
+                    sequence_of_child(path::get_node_name(&path), K::PREFIX).unwrap_or(0);
                 step!(self, Held, &path);
                 Ok(Some((
                     AcquiredLock {
@@ -442,7 +442,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         };
         match create() {
             Err(e) if e.is(ZkError::NoNode) => {
-                create_with_parents(rzk, &self.parent)?;
+                rzk.create_with_parents(&self.parent, &[])?;
                 create()
             }
             other => other,
@@ -457,7 +457,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         my_path: &str,
         bounds: Bounds,
     ) -> Result<Waited> {
-        let my_node = zkutil::get_node_name(my_path);
+        let my_node = path::get_node_name(my_path);
         if sequence_of_child(my_node, K::PREFIX).is_none() {
             return Err(Error::BadArguments(format!(
                 "lock node {my_path} has no sequence number"
@@ -485,7 +485,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             if let Some(holder) = K::lock_holder(my_node, &children) {
                 self.handle_lock_metadata(
                     rzk,
-                    &zkutil::join_znode(&self.parent, &holder),
+                    &path::join_znode(&self.parent, &holder),
                     self.handler.as_deref(),
                 );
             }
@@ -504,7 +504,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 }
                 own = Some(w);
             }
-            let watch_path = zkutil::join_znode(&self.parent, &to_watch);
+            let watch_path = path::join_znode(&self.parent, &to_watch);
             self.shared.wake.arm();
             // A cancel or a deletion of our node just before `arm` woke nobody:
             // both are flagged before their wake-up, so look once more.
@@ -574,7 +574,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// lock znode (not a lock child: ignored by lock logic).
     fn server_now(&self) -> Result<i64> {
         let rzk = self.zkw.recoverable_zookeeper();
-        let probe = zkutil::join_znode(&self.parent, "reap-clock-");
+        let probe = path::join_znode(&self.parent, "reap-clock-");
         let (path, stat) = rzk.create2(
             &probe,
             &[],
@@ -602,24 +602,6 @@ fn own_kind_by_sequence<K: LockKind>(children: &[String]) -> Vec<(i32, &String)>
         mine.sort_by_key(|&(s, _)| distance(s, reference));
     }
     mine
-}
-
-/// `ZKUtil.createWithParents` through a (bounded) `RecoverableZooKeeper`.
-fn create_with_parents(rzk: &RecoverableZooKeeper, znode: &str) -> Result<()> {
-    if znode == "/" {
-        return Ok(());
-    }
-    match rzk.create(znode, &[], Acl::open_unsafe(), CreateMode::Persistent) {
-        Ok(_) => Ok(()),
-        Err(e) if e.is(ZkError::NodeExists) => Ok(()),
-        Err(e) if e.is(ZkError::NoNode) => {
-            if let Some(parent) = zkutil::get_parent(znode) {
-                create_with_parents(rzk, parent)?;
-            }
-            create_with_parents(rzk, znode)
-        }
-        Err(e) => Err(e),
-    }
 }
 
 impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
@@ -736,7 +718,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
         // Newest first: a waiter is always reaped before the node it waits on, so
         // no waiter of a reaped node wakes in the middle and takes the lock.
         for (_, child) in own_kind_by_sequence::<K>(&children).into_iter().rev() {
-            let node = zkutil::join_znode(&self.parent, child);
+            let node = path::join_znode(&self.parent, child);
             match rzk.exists(&node, false) {
                 Ok(Some(stat))
                     if stat.ctime < cutoff || (expire_after.is_zero() && stat.ctime <= now) =>
@@ -779,7 +761,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             }
             self.handle_lock_metadata(
                 self.zkw.recoverable_zookeeper(),
-                &zkutil::join_znode(&self.parent, child),
+                &path::join_znode(&self.parent, child),
                 Some(handler),
             );
         }

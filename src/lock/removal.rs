@@ -15,7 +15,6 @@ use parking_lot::Mutex;
 use crate::client::{KeeperState, State as ClientState};
 use crate::error::ZkError;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
-use crate::zkutil;
 
 /// What a failed attempt left behind: its node, or (when the create's reply was
 /// lost) the tagged prefix its node carries.
@@ -152,7 +151,7 @@ fn remove_async(zkw: &WeakZooKeeperWatcher, attempt: Attempt, done: crossbeam_ch
                         let _ = done.send(());
                     }
                     for c in tagged {
-                        let node = Attempt::Node(zkutil::join_znode(&parent, c));
+                        let node = Attempt::Node(crate::path::join_znode(&parent, c));
                         remove_async(&zkw, node, done.clone());
                     }
                 }
