@@ -103,6 +103,7 @@ mod listener;
 pub mod lock;
 mod metadata;
 mod pending;
+pub mod recipes;
 mod recoverable;
 mod retry;
 #[cfg(feature = "testing")]
