@@ -244,7 +244,10 @@ fn queue_4_producers_4_consumers_1000_items_each_once_in_order() {
                 let end = Instant::now() + Duration::from_secs(240);
                 while taken.load(Ordering::SeqCst) < total {
                     assert!(Instant::now() < end, "consumers stuck at {taken:?}");
-                    if let Some(item) = q.take_timeout(Duration::from_millis(500)).unwrap() {
+                    if let Some(item) = q
+                        .take_timeout(Duration::from_millis(500))
+                        .unwrap_or_else(|e| panic!("take_timeout: {e:?}"))
+                    {
                         let s = String::from_utf8(item).unwrap();
                         let (p, i) = s.split_once('-').unwrap();
                         got.push((p.parse().unwrap(), i.parse().unwrap()));

@@ -90,6 +90,13 @@ impl Barrier {
     /// down for a session timeout.
     pub fn wait_on_barrier(&self, timeout: Duration) -> Result<bool> {
         let bounds = Bounds::new(Some(timeout));
+        match self.wait_loop(bounds) {
+            Err(e) if bounds.cut_short(&e) => Ok(false),
+            other => other,
+        }
+    }
+
+    fn wait_loop(&self, bounds: Bounds) -> Result<bool> {
         let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
         loop {
             self.zkw.check_session()?;

@@ -156,7 +156,10 @@ impl DoubleBarrier {
         let result = if ready_already {
             Ok(true)
         } else {
-            self.wait_entered(&rzk, &ready, bounds)
+            match self.wait_entered(&rzk, &ready, bounds) {
+                Err(e) if bounds.cut_short(&e) => Ok(false),
+                other => other,
+            }
         };
         match result {
             Ok(true) => Ok(true),
@@ -225,7 +228,10 @@ impl DoubleBarrier {
         };
         let bounds = Bounds::new(Some(timeout));
         let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
-        let result = self.wait_left(&rzk, &me, bounds);
+        let result = match self.wait_left(&rzk, &me, bounds) {
+            Err(e) if bounds.cut_short(&e) => Ok(false),
+            other => other,
+        };
         match result {
             Ok(true) => {
                 *self.node.lock() = None;

@@ -149,6 +149,13 @@ impl Group {
         timeout: Duration,
     ) -> Result<Option<Vec<String>>> {
         let bounds = Bounds::new(Some(timeout));
+        match self.wait_loop(seen, bounds) {
+            Err(e) if bounds.cut_short(&e) => Ok(None),
+            other => other,
+        }
+    }
+
+    fn wait_loop(&self, seen: &[String], bounds: Bounds) -> Result<Option<Vec<String>>> {
         let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
         loop {
             self.zkw.check_session()?;

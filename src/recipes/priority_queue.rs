@@ -110,17 +110,28 @@ impl DistributedPriorityQueue {
     }
 
     /// Takes the first item, waiting at most `timeout` for one: `Ok(None)` when
-    /// none came. The ZooKeeper calls get a 2 s grace past `timeout`.
+    /// none came. The listing and watching calls get a 2 s grace past `timeout`
+    /// (cut short: a timeout); claims are not cut short (see
+    /// [`DistributedQueue::take_timeout`](super::queue::DistributedQueue::take_timeout)).
     ///
     /// # Errors
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout, or a claim is in doubt.
     pub fn take_timeout(&self, timeout: Duration) -> Result<Option<(u32, Vec<u8>)>> {
         let bounds = Bounds::new(Some(timeout));
-        let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
+        match self.take_loop(bounds) {
+            Err(e) if bounds.cut_short(&e) => Ok(None),
+            other => other,
+        }
+    }
+
+    fn take_loop(&self, bounds: Bounds) -> Result<Option<(u32, Vec<u8>)>> {
+        // As DistributedQueue: claims are not cut short by the deadline.
+        let unbounded = self.zkw.recoverable_zookeeper();
+        let rzk = unbounded.with_deadline(bounds.calls);
         loop {
             self.zkw.check_session()?;
-            if let Some(item) = self.poll_with(&rzk)? {
+            if let Some(item) = self.poll_with(unbounded)? {
                 return Ok(Some(item));
             }
             if bounds.wait.is_past() {

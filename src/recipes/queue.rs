@@ -241,7 +241,10 @@ impl DistributedQueue {
     }
 
     /// [`take`](Self::take), waiting at most `timeout` for an item: `Ok(None)`
-    /// when none came. The ZooKeeper calls get a 2 s grace past `timeout`.
+    /// when none came. The listing and watching calls get a 2 s grace past
+    /// `timeout` (a call cut short makes a timeout, not an error); claiming an
+    /// item found is never cut short (bounded by the client's request timeout
+    /// and the retries), so that no item is left in doubt by a timeout.
     ///
     /// # Errors
     /// As [`take`](Self::take).
@@ -250,10 +253,21 @@ impl DistributedQueue {
     }
 
     fn take_within(&self, bounds: Bounds) -> Result<Option<Vec<u8>>> {
-        let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
+        match self.take_loop(bounds) {
+            Err(e) if bounds.cut_short(&e) => Ok(None),
+            other => other,
+        }
+    }
+
+    fn take_loop(&self, bounds: Bounds) -> Result<Option<Vec<u8>>> {
+        // Claims are not cut short by the wait's deadline (an interrupted claim
+        // would leave its item in doubt): they are bounded by the client's
+        // request timeout and retries; the listings and the watch are.
+        let unbounded = self.zkw.recoverable_zookeeper();
+        let rzk = unbounded.with_deadline(bounds.calls);
         loop {
             self.zkw.check_session()?;
-            if let Some(data) = self.poll_with(&rzk)? {
+            if let Some(data) = self.poll_with(unbounded)? {
                 return Ok(Some(data));
             }
             if bounds.wait.is_past() {

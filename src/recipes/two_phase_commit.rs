@@ -202,6 +202,13 @@ impl TwoPhaseCommit {
     /// down for a session timeout; `NoNode` when the transaction was deleted.
     pub fn wait_outcome(&self, timeout: Duration) -> Result<Option<Outcome>> {
         let bounds = Bounds::new(Some(timeout));
+        match self.wait_loop(bounds) {
+            Err(e) if bounds.cut_short(&e) => Ok(None),
+            other => other,
+        }
+    }
+
+    fn wait_loop(&self, bounds: Bounds) -> Result<Option<Outcome>> {
         let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
         loop {
             self.zkw.check_session()?;

@@ -138,6 +138,12 @@ pub(super) struct Bounds {
 }
 
 impl Bounds {
+    /// A recoverable error from a call that the calls' deadline cut short:
+    /// the wait ran out of time (a timeout, not an error).
+    pub(super) fn cut_short(&self, e: &Error) -> bool {
+        e.is_retryable() && self.calls.is_past()
+    }
+
     pub(super) fn new(timeout: Option<Duration>) -> Bounds {
         match timeout {
             None => Bounds {
