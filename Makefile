@@ -28,6 +28,7 @@ zookeeper:
 	fi; \
 	if [ -n "$${JAVA_HOME:-}" ] && [ -x "$$JAVA_HOME/bin/java" ]; then :; \
 	elif ! command -v java >/dev/null 2>&1; then missing="$$missing default-jre-headless"; fi; \
+	command -v javac >/dev/null 2>&1 || missing="$$missing default-jdk-headless"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then \
 	    echo "make zookeeper: missing Debian packages:$$missing" >&2; \

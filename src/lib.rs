@@ -104,6 +104,7 @@ pub mod lock;
 mod metadata;
 mod path;
 mod pending;
+pub mod recipes;
 mod recoverable;
 mod retry;
 mod sequence;

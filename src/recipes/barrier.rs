@@ -1,0 +1,114 @@
+//! `Barrier`: the "Barriers" recipe.
+
+use std::time::Duration;
+
+use super::waiting::{create_with_parents, Bounds, Waiter};
+use crate::error::{Result, ZkError};
+use crate::watcher::ZooKeeperWatcher;
+
+/// A barrier: the "Barriers" recipe of ZooKeeper's recipes page (Curator's
+/// `DistributedBarrier`). While its node exists, [`wait_on_barrier`](Self::wait_on_barrier)
+/// blocks; removing the node lets every waiter through.
+///
+/// The node is persistent: a barrier outlives the process that set it (remove
+/// it with [`remove_barrier`](Self::remove_barrier)).
+///
+/// # zklock differs here
+/// The page sets an `exists` watch; a waiter here reads the node with a data
+/// watch (`getData`), so that no watch is left on the server when the barrier
+/// is already gone. Every waiter is woken by the one deletion: that is the
+/// recipe (all waiters must go).
+pub struct Barrier {
+    zkw: ZooKeeperWatcher,
+    path: String,
+    waiter: Waiter,
+}
+
+impl std::fmt::Debug for Barrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Barrier").field("path", &self.path).finish()
+    }
+}
+
+impl Barrier {
+    /// A barrier on the node `path` (nothing is created yet).
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid path.
+    pub fn new(zkw: &ZooKeeperWatcher, path: &str) -> Result<Barrier> {
+        crate::client::validate_path(path)?;
+        Ok(Barrier {
+            zkw: zkw.clone(),
+            path: path.to_string(),
+            waiter: Waiter::default(),
+        })
+    }
+
+    /// The barrier's node.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Sets the barrier: creates its node (and missing parents); no error when
+    /// it is already set.
+    ///
+    /// # Errors
+    /// Session errors.
+    pub fn set_barrier(&self) -> Result<()> {
+        create_with_parents(self.zkw.recoverable_zookeeper(), &self.path)
+    }
+
+    /// Removes the barrier: deletes its node, waking every waiter; no error
+    /// when it is not set.
+    ///
+    /// # Errors
+    /// `NotEmpty` if someone put children under the node; session errors.
+    pub fn remove_barrier(&self) -> Result<()> {
+        match self.zkw.recoverable_zookeeper().delete(&self.path, None) {
+            Err(e) if e.is(ZkError::NoNode) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Whether the barrier is set now.
+    ///
+    /// # Errors
+    /// Session errors.
+    pub fn is_set(&self) -> Result<bool> {
+        Ok(self
+            .zkw
+            .recoverable_zookeeper()
+            .exists(&self.path, false)?
+            .is_some())
+    }
+
+    /// Waits until the barrier is removed, at most `timeout`: `Ok(true)` when
+    /// it is gone (at once when it is not set), `Ok(false)` out of time.
+    ///
+    /// # Errors
+    /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
+    /// down for a session timeout.
+    pub fn wait_on_barrier(&self, timeout: Duration) -> Result<bool> {
+        let bounds = Bounds::new(Some(timeout));
+        match self.wait_loop(bounds) {
+            Err(e) if bounds.cut_short(&e) => Ok(false),
+            other => other,
+        }
+    }
+
+    fn wait_loop(&self, bounds: Bounds) -> Result<bool> {
+        let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
+        loop {
+            self.zkw.check_session()?;
+            self.waiter.arm();
+            match rzk.get_data_watch(&self.path, self.waiter.watcher()) {
+                Err(e) if e.is(ZkError::NoNode) => return Ok(true),
+                Err(e) => return Err(e),
+                Ok(_) => {}
+            }
+            if !self.waiter.wait(&self.zkw, bounds.wait, &self.path)? {
+                return Ok(false);
+            }
+        }
+    }
+}

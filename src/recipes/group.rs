@@ -1,0 +1,234 @@
+//! `Group`: group membership (the page's ephemeral-node idiom, ZooKeeper's
+//! tutorial "Group Membership").
+
+use std::time::Duration;
+
+use log::warn;
+
+use super::waiting::{create_with_parents, Bounds, Waiter};
+use crate::client::{Acl, CreateMode};
+use crate::error::{Result, ZkError};
+use crate::watcher::ZooKeeperWatcher;
+use crate::zkutil;
+
+/// A group: each member is an ephemeral child `<path>/<name>` holding the
+/// member's data, so a member whose process dies (its session ends) leaves the
+/// group by itself. The recipes page builds on this idiom (its "ephemeral
+/// nodes" and the group-membership example of ZooKeeper's programmer's guide;
+/// Curator's `GroupMember`).
+///
+/// [`members`](Self::members) lists the group; [`wait_for_change`](Self::wait_for_change)
+/// is the membership watch: it waits, through a child watch with a per-watch
+/// watcher, until the membership differs from what the caller saw.
+///
+/// # zklock differs here
+/// The membership watch is a blocking, bounded wait rather than a callback: no
+/// library code runs on the event thread, and the caller re-reads at its pace
+/// (changes between two calls are never missed: the wait compares with what
+/// the caller saw, not with the last event).
+pub struct Group {
+    zkw: ZooKeeperWatcher,
+    path: String,
+    waiter: Waiter,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group").field("path", &self.path).finish()
+    }
+}
+
+/// This process's membership of a [`Group`]: [`leave`](Self::leave) ends it,
+/// and so does dropping it (in the background) or the session's end.
+#[must_use = "if unused the member leaves the group at once"]
+pub struct Member {
+    zkw: ZooKeeperWatcher,
+    node: Option<String>,
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member").field("node", &self.node).finish()
+    }
+}
+
+impl Group {
+    /// The group at `path` (created with parents on the first join).
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid path.
+    pub fn new(zkw: &ZooKeeperWatcher, path: &str) -> Result<Group> {
+        crate::client::validate_path(path)?;
+        Ok(Group {
+            zkw: zkw.clone(),
+            path: path.to_string(),
+            waiter: Waiter::default(),
+        })
+    }
+
+    /// The group's node.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Joins as `name` with `data` (an ephemeral node of this session).
+    ///
+    /// # Errors
+    /// `NodeExists` when a live member already has `name`; `BadArguments` for a
+    /// name with a `/`; session errors.
+    pub fn join(&self, name: &str, data: &[u8]) -> Result<Member> {
+        let node = zkutil::join_znode(&self.path, name);
+        crate::client::validate_path(&node)?;
+        if name.contains('/') {
+            return Err(crate::Error::BadArguments(format!(
+                "a member name has no '/': {name}"
+            )));
+        }
+        let rzk = self.zkw.recoverable_zookeeper();
+        let create = || rzk.create(&node, data, Acl::open_unsafe(), CreateMode::Ephemeral);
+        match create() {
+            Err(e) if e.is(ZkError::NoNode) => {
+                create_with_parents(rzk, &self.path)?;
+                create()?;
+            }
+            other => {
+                other?;
+            }
+        }
+        Ok(Member {
+            zkw: self.zkw.clone(),
+            node: Some(node),
+        })
+    }
+
+    /// The members' names, sorted (empty when the group does not exist).
+    ///
+    /// # Errors
+    /// Session errors.
+    pub fn members(&self) -> Result<Vec<String>> {
+        match self
+            .zkw
+            .recoverable_zookeeper()
+            .get_children(&self.path, false)
+        {
+            Ok(mut c) => {
+                c.sort();
+                Ok(c)
+            }
+            Err(e) if e.is(ZkError::NoNode) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A member's data, `None` when there is no such member.
+    ///
+    /// # Errors
+    /// Session errors.
+    pub fn member_data(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        match self
+            .zkw
+            .recoverable_zookeeper()
+            .get_data(&zkutil::join_znode(&self.path, name), false)
+        {
+            Ok((d, _)) => Ok(Some(d)),
+            Err(e) if e.is(ZkError::NoNode) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The membership watch: waits at most `timeout` until the members differ
+    /// from `seen` (sorted names, as [`members`](Self::members) returns them):
+    /// `Ok(Some(members))` the new membership, `Ok(None)` unchanged in time.
+    ///
+    /// # Errors
+    /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
+    /// down for a session timeout.
+    pub fn wait_for_change(
+        &self,
+        seen: &[String],
+        timeout: Duration,
+    ) -> Result<Option<Vec<String>>> {
+        let bounds = Bounds::new(Some(timeout));
+        match self.wait_loop(seen, bounds) {
+            Err(e) if bounds.cut_short(&e) => Ok(None),
+            other => other,
+        }
+    }
+
+    fn wait_loop(&self, seen: &[String], bounds: Bounds) -> Result<Option<Vec<String>>> {
+        let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
+        loop {
+            self.zkw.check_session()?;
+            self.waiter.arm();
+            let mut now = match rzk.get_children_watch(&self.path, self.waiter.watcher()) {
+                Ok(c) => c,
+                Err(e) if e.is(ZkError::NoNode) => {
+                    create_with_parents(&rzk, &self.path)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            now.sort();
+            if now != seen {
+                return Ok(Some(now));
+            }
+            if !self.waiter.wait(&self.zkw, bounds.wait, &self.path)? {
+                return Ok(None);
+            }
+        }
+    }
+}
+
+impl Member {
+    /// The member's node.
+    pub fn node(&self) -> &str {
+        self.node.as_deref().unwrap_or_default()
+    }
+
+    /// Replaces the member's data.
+    ///
+    /// # Errors
+    /// `NoNode` when the membership was lost (session); session errors.
+    pub fn set_data(&self, data: &[u8]) -> Result<()> {
+        self.zkw
+            .recoverable_zookeeper()
+            .set_data(self.node(), data, None)
+            .map(drop)
+    }
+
+    /// Leaves the group: deletes the member's node (no error when it is
+    /// already gone).
+    ///
+    /// # Errors
+    /// Recoverable errors after the retries (the node then goes with the
+    /// session).
+    pub fn leave(mut self) -> Result<()> {
+        let node = self.node.take().unwrap_or_default();
+        if self.zkw.state().is_terminal() {
+            return Ok(());
+        }
+        match self.zkw.recoverable_zookeeper().delete(&node, None) {
+            Err(e) if e.is(ZkError::NoNode) => Ok(()),
+            other => other,
+        }
+    }
+}
+
+impl Drop for Member {
+    /// Leaves in the background; never waits on the network.
+    fn drop(&mut self) {
+        if let Some(node) = self.node.take() {
+            if !self.zkw.state().is_terminal() {
+                self.zkw
+                    .zookeeper()
+                    .delete_async(&node.clone(), None, move |r| {
+                        if let Err(e) = r {
+                            if !e.is(ZkError::NoNode) {
+                                warn!("could not remove group member {node}: {e}");
+                            }
+                        }
+                    });
+            }
+        }
+    }
+}

@@ -1,0 +1,975 @@
+//! The recipes of `zklock::recipes` against a real ZooKeeper server, with several
+//! sessions each, their failure paths (a process killed with SIGKILL, a session
+//! expired behind a stalled `FaultProxy`, timeouts) and a no-orphan check of the
+//! test's whole tree at the end of each test.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::client::{WatchedEvent, ZooKeeper};
+use zklock::recipes::barrier::Barrier;
+use zklock::recipes::double_barrier::DoubleBarrier;
+use zklock::recipes::group::Group;
+use zklock::recipes::priority_queue::DistributedPriorityQueue;
+use zklock::recipes::queue::DistributedQueue;
+use zklock::recipes::two_phase_commit::{Outcome, TwoPhaseCommit, Vote};
+use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
+use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
+
+const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+const QUEUE_JAR: &str = "/usr/share/java/zookeeper-recipes-queue.jar";
+const SLF4J_NOP_JAR: &str = "/usr/share/java/slf4j-nop.jar";
+
+fn init_log() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
+fn connect_to(servers: &str, session: Duration) -> ZooKeeperWatcher {
+    ZooKeeperWatcher::builder(servers)
+        .with_identifier("recipes-test")
+        .with_session_timeout(session)
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .connect()
+        .expect("connect")
+}
+
+fn session() -> ZooKeeperWatcher {
+    init_log();
+    connect_to(&shared_server().connect_string(), Duration::from_secs(6))
+}
+
+/// A session through a proxy, to expire it by stalling the proxy.
+fn proxied(session: Duration) -> (FaultProxy, ZooKeeperWatcher) {
+    init_log();
+    let proxy = FaultProxy::start(shared_server().connect_string()).expect("proxy");
+    let zkw = connect_to(&proxy.connect_string(), session);
+    (proxy, zkw)
+}
+
+fn raw() -> ZooKeeper {
+    ZooKeeper::connect(
+        &shared_server().connect_string(),
+        Duration::from_secs(6),
+        |_e: WatchedEvent| {},
+    )
+    .expect("raw connect")
+}
+
+/// Every node under `root` (relative paths, sorted), `root` excluded.
+fn tree(zk: &ZooKeeper, root: &str) -> Vec<String> {
+    fn walk(zk: &ZooKeeper, path: &str, rel: &str, out: &mut Vec<String>) {
+        let children = match zk.get_children(path, false) {
+            Ok(c) => c,
+            Err(e) if e.is(ZkError::NoNode) => return,
+            Err(e) => panic!("get_children {path}: {e}"),
+        };
+        for c in children {
+            let r = if rel.is_empty() {
+                c.clone()
+            } else {
+                format!("{rel}/{c}")
+            };
+            out.push(r.clone());
+            walk(zk, &format!("{path}/{c}"), &r, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(zk, root, "", &mut out);
+    out.sort();
+    out
+}
+
+/// The no-orphan check: the tree under `root` is exactly `expected` (within a
+/// few seconds, for nodes removed in the background or with a dead session),
+/// then the test's tree is removed.
+#[track_caller]
+fn assert_tree_then_clean(root: &str, expected: &[&str]) {
+    let zk = raw();
+    let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+    let ok = eventually(Duration::from_secs(10), || tree(&zk, root) == expected);
+    assert!(
+        ok,
+        "orphans under {root}: {:?} (expected {expected:?})",
+        tree(&zk, root)
+    );
+    let mut all = tree(&zk, root);
+    all.sort_by_key(|p| std::cmp::Reverse(p.matches('/').count()));
+    for p in all {
+        zk.delete(&format!("{root}/{p}"), None).expect("clean");
+    }
+    let _ = zk.delete(root, None);
+    zk.close().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Java side
+// ---------------------------------------------------------------------------
+
+fn java_classes() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        for jar in [ZOOKEEPER_JAR, QUEUE_JAR, SLF4J_NOP_JAR] {
+            assert!(
+                Path::new(jar).exists(),
+                "{jar} is missing: run `make zookeeper`"
+            );
+        }
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/RecipeClient.java");
+        let out = std::env::temp_dir().join(format!("zklock-recipes-java-{}", std::process::id()));
+        std::fs::create_dir_all(&out).unwrap();
+        let status = Command::new("javac")
+            .args(["-nowarn", "-d"])
+            .arg(&out)
+            .args(["-cp", &format!("{ZOOKEEPER_JAR}:{QUEUE_JAR}")])
+            .arg(&src)
+            .status()
+            .expect("cannot run javac: run `make zookeeper` (default-jdk-headless)");
+        assert!(status.success(), "javac failed: {status}");
+        out
+    })
+}
+
+/// A Java `RecipeClient` child; its stdout lines arrive on a channel. Killed
+/// (SIGKILL) when dropped.
+struct JavaChild {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl JavaChild {
+    fn start(args: &[&str]) -> JavaChild {
+        let cp = format!(
+            "{}:{ZOOKEEPER_JAR}:{QUEUE_JAR}:{SLF4J_NOP_JAR}",
+            java_classes().display()
+        );
+        let mut child = Command::new("java")
+            .args([
+                "-Xss512k",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+                &cp,
+                "RecipeClient",
+            ])
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("cannot run java: run `make zookeeper`");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        JavaChild { child, lines }
+    }
+
+    /// The next line, within `timeout`.
+    #[track_caller]
+    fn line(&self, timeout: Duration) -> String {
+        self.lines
+            .recv_timeout(timeout)
+            .unwrap_or_else(|e| panic!("no line from the Java child in {timeout:?}: {e}"))
+    }
+
+    #[track_caller]
+    fn expect(&self, want: &str, timeout: Duration) {
+        let got = self.line(timeout);
+        assert_eq!(got, want, "from the Java child");
+    }
+
+    /// `kill -9`.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    #[track_caller]
+    fn wait_success(&mut self, timeout: Duration) {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "the Java child failed: {status}");
+                return;
+            }
+            assert!(
+                Instant::now() < end,
+                "the Java child did not end in {timeout:?}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for JavaChild {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Queue
+// ---------------------------------------------------------------------------
+
+/// 4 producers × 4 consumers × 1,000 items, each in its own session: every item
+/// consumed exactly once, and each consumer sees each producer's items in the
+/// order they were offered.
+#[test]
+fn queue_4_producers_4_consumers_1000_items_each_once_in_order() {
+    const PRODUCERS: usize = 4;
+    const CONSUMERS: usize = 4;
+    const ITEMS: usize = 1000;
+    let root = unique_root("queue-4x4");
+    let dir = format!("{root}/q");
+    let total = PRODUCERS * ITEMS;
+    let taken = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|_| {
+            let (dir, taken) = (dir.clone(), taken.clone());
+            thread::spawn(move || {
+                let zkw = session();
+                let q = DistributedQueue::new(&zkw, &dir).unwrap();
+                let mut got: Vec<(usize, usize)> = Vec::new();
+                let end = Instant::now() + Duration::from_secs(240);
+                while taken.load(Ordering::SeqCst) < total {
+                    assert!(Instant::now() < end, "consumers stuck at {taken:?}");
+                    if let Some(item) = q
+                        .take_timeout(Duration::from_millis(500))
+                        .unwrap_or_else(|e| panic!("take_timeout: {e:?}"))
+                    {
+                        let s = String::from_utf8(item).unwrap();
+                        let (p, i) = s.split_once('-').unwrap();
+                        got.push((p.parse().unwrap(), i.parse().unwrap()));
+                        taken.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                zkw.close().unwrap();
+                got
+            })
+        })
+        .collect();
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let dir = dir.clone();
+            thread::spawn(move || {
+                let zkw = session();
+                let q = DistributedQueue::new(&zkw, &dir).unwrap();
+                for i in 0..ITEMS {
+                    q.offer(format!("{p}-{i}").as_bytes()).unwrap();
+                }
+                zkw.close().unwrap();
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let mut seen = HashSet::new();
+    let mut per_consumer = Vec::new();
+    for c in consumers {
+        let got = c.join().unwrap();
+        per_consumer.push(got.len());
+        let mut last: HashMap<usize, usize> = HashMap::new();
+        for (p, i) in got {
+            assert!(seen.insert((p, i)), "item {p}-{i} consumed twice");
+            if let Some(&prev) = last.get(&p) {
+                assert!(i > prev, "producer {p}: {i} after {prev} in one consumer");
+            }
+            last.insert(p, i);
+        }
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(seen.len(), total, "every item consumed once");
+    println!(
+        "4x4x1000: {total} items in {elapsed:.1?} ({:.0} items/s), per consumer {per_consumer:?}",
+        total as f64 / elapsed.as_secs_f64()
+    );
+    assert_tree_then_clean(&root, &["q"]);
+}
+
+/// Java's own `DistributedQueue` produces, Rust consumes, in order; then the
+/// reverse, with both on one queue at once.
+#[test]
+fn queue_java_producer_rust_consumer_and_the_reverse() {
+    let zkw = session();
+    let root = unique_root("queue-java");
+    let dir = format!("{root}/q");
+    let servers = shared_server().connect_string();
+    let q = DistributedQueue::new(&zkw, &dir).unwrap();
+
+    // Java → Rust: the Rust consumer waits before the Java producer starts.
+    let consumer = {
+        let dir = dir.clone();
+        thread::spawn(move || {
+            let zkw = session();
+            let q = DistributedQueue::new(&zkw, &dir).unwrap();
+            let got: Vec<String> = (0..200)
+                .map(|_| {
+                    let item = q.take_timeout(Duration::from_secs(60)).unwrap();
+                    String::from_utf8(item.expect("an item from Java in time")).unwrap()
+                })
+                .collect();
+            zkw.close().unwrap();
+            got
+        })
+    };
+    let mut producer = JavaChild::start(&["produce", &servers, &dir, "200", "java"]);
+    producer.expect("ready", Duration::from_secs(60));
+    producer.expect("done", Duration::from_secs(60));
+    producer.wait_success(Duration::from_secs(10));
+    let got = consumer.join().unwrap();
+    let want: Vec<String> = (0..200).map(|i| format!("java-{i}")).collect();
+    assert_eq!(got, want, "Java's items in Java's order");
+
+    // Rust → Java: the Java consumer (take) starts first and waits.
+    let consumer = JavaChild::start(&["consume", &servers, &dir, "200"]);
+    consumer.expect("ready", Duration::from_secs(60));
+    for i in 0..200 {
+        q.offer(format!("rust-{i}").as_bytes()).unwrap();
+    }
+    for i in 0..200 {
+        assert_eq!(consumer.line(Duration::from_secs(60)), format!("rust-{i}"));
+    }
+    consumer.expect("done", Duration::from_secs(10));
+    assert_eq!(q.peek().unwrap(), None);
+    zkw.close().unwrap();
+    assert_tree_then_clean(&root, &["q"]);
+}
+
+/// `peek`/`element`/`poll`/`remove` on empty and full queues, `take_timeout`
+/// running out, and an offer waking a waiting `take`.
+#[test]
+fn queue_api_timeouts_and_wake_up() {
+    let zkw = session();
+    let root = unique_root("queue-api");
+    let q = DistributedQueue::new(&zkw, &format!("{root}/q")).unwrap();
+    assert_eq!(q.peek().unwrap(), None);
+    assert_eq!(q.poll().unwrap(), None);
+    assert!(matches!(
+        q.element(),
+        Err(Error::Zk {
+            code: ZkError::NoNode,
+            ..
+        })
+    ));
+    assert!(matches!(
+        q.remove(),
+        Err(Error::Zk {
+            code: ZkError::NoNode,
+            ..
+        })
+    ));
+    let t = Instant::now();
+    assert_eq!(q.take_timeout(Duration::from_millis(400)).unwrap(), None);
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+
+    q.offer(b"a").unwrap();
+    q.offer(b"b").unwrap();
+    assert_eq!(q.peek().unwrap().as_deref(), Some(&b"a"[..]));
+    assert_eq!(q.element().unwrap(), b"a");
+    assert_eq!(q.remove().unwrap(), b"a");
+    assert_eq!(q.poll().unwrap().as_deref(), Some(&b"b"[..]));
+
+    // A take waiting in another session is woken by the offer.
+    let dir = q.dir().to_string();
+    let (tx, rx) = mpsc::channel();
+    let h = thread::spawn(move || {
+        let zkw = session();
+        let q = DistributedQueue::new(&zkw, &dir).unwrap();
+        tx.send(()).unwrap();
+        let t = Instant::now();
+        let item = q.take_timeout(Duration::from_secs(30)).unwrap();
+        zkw.close().unwrap();
+        (item, t.elapsed())
+    });
+    rx.recv().unwrap();
+    thread::sleep(Duration::from_millis(300)); // let it wait (any order is correct)
+    q.offer(b"c").unwrap();
+    let (item, waited) = h.join().unwrap();
+    assert_eq!(item.as_deref(), Some(&b"c"[..]));
+    assert!(waited < Duration::from_secs(10), "woken late: {waited:?}");
+    zkw.close().unwrap();
+    assert_tree_then_clean(&root, &["q"]);
+}
+
+/// A consumer waiting in `take` whose session is partitioned past its timeout
+/// ends with an error (not a hang); the items offered meanwhile stay for the
+/// other consumers.
+#[test]
+fn queue_consumer_partitioned_past_its_session_ends_with_an_error() {
+    let root = unique_root("queue-expiry");
+    let dir = format!("{root}/q");
+    let (proxy, victim) = proxied(Duration::from_secs(2));
+    let vq = DistributedQueue::new(&victim, &dir).unwrap();
+    let other = session();
+    let q = DistributedQueue::new(&other, &dir).unwrap();
+    q.offer(b"first").unwrap();
+    assert_eq!(vq.poll().unwrap().as_deref(), Some(&b"first"[..]));
+
+    let h = thread::spawn(move || {
+        let t = Instant::now();
+        let r = vq.take();
+        (r, t.elapsed())
+    });
+    thread::sleep(Duration::from_millis(300));
+    proxy.stall();
+    q.offer(b"second").unwrap();
+    let (r, waited) = h.join().unwrap();
+    let e = r.expect_err("a partitioned take ends with an error");
+    assert!(
+        matches!(
+            e.code(),
+            Some(ZkError::ConnectionLoss | ZkError::SessionExpired)
+        ),
+        "{e}"
+    );
+    assert!(waited < Duration::from_secs(10), "ended after {waited:?}");
+    println!("partitioned take ended after {waited:.1?} with: {e}");
+    proxy.pass();
+    assert!(
+        eventually(Duration::from_secs(10), || victim.check_session().is_err()),
+        "the partitioned session is expired after the partition"
+    );
+    assert_eq!(q.poll().unwrap().as_deref(), Some(&b"second"[..]));
+    victim.close().unwrap();
+    other.close().unwrap();
+    assert_tree_then_clean(&root, &["q"]);
+}
+
+// ---------------------------------------------------------------------------
+// Barrier
+// ---------------------------------------------------------------------------
+
+#[test]
+fn barrier_holds_waiters_until_removed_and_times_out() {
+    let zkw = session();
+    let root = unique_root("barrier");
+    let path = format!("{root}/b");
+    let b = Barrier::new(&zkw, &path).unwrap();
+    assert!(
+        b.wait_on_barrier(Duration::from_secs(5)).unwrap(),
+        "absent: at once"
+    );
+    b.set_barrier().unwrap();
+    b.set_barrier().unwrap(); // idempotent
+    assert!(b.is_set().unwrap());
+    let t = Instant::now();
+    assert!(!b.wait_on_barrier(Duration::from_millis(300)).unwrap());
+    assert!(t.elapsed() >= Duration::from_millis(300));
+
+    let released = Arc::new(AtomicUsize::new(0));
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let (path, released) = (path.clone(), released.clone());
+            thread::spawn(move || {
+                let zkw = session();
+                let b = Barrier::new(&zkw, &path).unwrap();
+                let through = b.wait_on_barrier(Duration::from_secs(60)).unwrap();
+                released.fetch_add(1, Ordering::SeqCst);
+                zkw.close().unwrap();
+                through
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        released.load(Ordering::SeqCst),
+        0,
+        "nobody passes a set barrier"
+    );
+    let t = Instant::now();
+    b.remove_barrier().unwrap();
+    for w in waiters {
+        assert!(w.join().unwrap());
+    }
+    println!(
+        "3 barrier waiters released {:.0?} after the removal",
+        t.elapsed()
+    );
+    assert!(t.elapsed() < Duration::from_secs(10));
+    b.remove_barrier().unwrap(); // idempotent
+    zkw.close().unwrap();
+    assert_tree_then_clean(&root, &[]);
+}
+
+#[test]
+fn barrier_waiter_partitioned_past_its_session_ends_with_an_error() {
+    let root = unique_root("barrier-expiry");
+    let path = format!("{root}/b");
+    let setter = session();
+    Barrier::new(&setter, &path).unwrap().set_barrier().unwrap();
+    let (proxy, victim) = proxied(Duration::from_secs(2));
+    let b = Barrier::new(&victim, &path).unwrap();
+    let h = thread::spawn(move || {
+        let t = Instant::now();
+        (b.wait_on_barrier(Duration::from_secs(60)), t.elapsed())
+    });
+    thread::sleep(Duration::from_millis(300));
+    proxy.stall();
+    let (r, waited) = h.join().unwrap();
+    assert!(r.is_err(), "{r:?}");
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    proxy.pass();
+    victim.close().unwrap();
+    Barrier::new(&setter, &path)
+        .unwrap()
+        .remove_barrier()
+        .unwrap();
+    setter.close().unwrap();
+    assert_tree_then_clean(&root, &[]);
+}
+
+// ---------------------------------------------------------------------------
+// Double barrier
+// ---------------------------------------------------------------------------
+
+#[test]
+fn double_barrier_enters_together_and_leaves_together() {
+    const N: usize = 4;
+    let root = unique_root("double");
+    let path = format!("{root}/db");
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let leaving = Arc::new(AtomicUsize::new(0));
+    let members: Vec<_> = (0..N)
+        .map(|i| {
+            let (path, arrived, leaving) = (path.clone(), arrived.clone(), leaving.clone());
+            thread::spawn(move || {
+                let zkw = session();
+                let db = DoubleBarrier::new(&zkw, &path, N).unwrap();
+                thread::sleep(Duration::from_millis(100 * i as u64)); // staggered arrivals
+                arrived.fetch_add(1, Ordering::SeqCst);
+                assert!(db.enter(Duration::from_secs(60)).unwrap());
+                assert_eq!(
+                    arrived.load(Ordering::SeqCst),
+                    N,
+                    "entered before all arrived"
+                );
+                thread::sleep(Duration::from_millis(100 * (N - i) as u64)); // work
+                leaving.fetch_add(1, Ordering::SeqCst);
+                assert!(db.leave(Duration::from_secs(60)).unwrap());
+                assert_eq!(
+                    leaving.load(Ordering::SeqCst),
+                    N,
+                    "left before all were leaving"
+                );
+                assert_eq!(db.node(), None);
+                zkw.close().unwrap();
+            })
+        })
+        .collect();
+    for m in members {
+        m.join().unwrap();
+    }
+    assert_tree_then_clean(&root, &["db"]);
+}
+
+#[test]
+fn double_barrier_timeouts_and_a_dead_member() {
+    let root = unique_root("double-fail");
+    let path = format!("{root}/db");
+    // Two of three arrive: both time out and withdraw.
+    let a = session();
+    let b = session();
+    let (da, db) = (
+        DoubleBarrier::new(&a, &path, 3).unwrap(),
+        DoubleBarrier::new(&b, &path, 3).unwrap(),
+    );
+    let h = thread::spawn(move || (db.enter(Duration::from_millis(600)).unwrap(), db));
+    let t = Instant::now();
+    assert!(!da.enter(Duration::from_millis(600)).unwrap());
+    assert!(t.elapsed() >= Duration::from_millis(600));
+    let (entered, db) = h.join().unwrap();
+    assert!(!entered);
+    assert_eq!(da.node(), None);
+    assert!(tree(&raw(), &path).is_empty(), "timed-out members withdrew");
+
+    // Three enter; one dies (its session ends) instead of leaving: the others
+    // still leave.
+    let c = session();
+    let dc = DoubleBarrier::new(&c, &path, 3).unwrap();
+    let hb = thread::spawn(move || {
+        assert!(db.enter(Duration::from_secs(30)).unwrap());
+        db
+    });
+    let hc = thread::spawn(move || {
+        assert!(dc.enter(Duration::from_secs(30)).unwrap());
+        dc
+    });
+    assert!(da.enter(Duration::from_secs(30)).unwrap());
+    let db = hb.join().unwrap();
+    let dc = hc.join().unwrap();
+    let hl = thread::spawn(move || (db.leave(Duration::from_secs(30)), db));
+    thread::sleep(Duration::from_millis(300));
+    c.close().unwrap(); // c dies in the barrier
+    assert!(da.leave(Duration::from_secs(30)).unwrap());
+    let (left, _db) = hl.join().unwrap();
+    assert!(left.unwrap());
+    drop(dc);
+    a.close().unwrap();
+    b.close().unwrap();
+    assert_tree_then_clean(&root, &["db"]);
+}
+
+// ---------------------------------------------------------------------------
+// Group membership
+// ---------------------------------------------------------------------------
+
+#[test]
+fn group_members_join_leave_and_a_killed_process_leaves() {
+    let zkw = session();
+    let root = unique_root("group");
+    let path = format!("{root}/g");
+    let g = Group::new(&zkw, &path).unwrap();
+    let m1 = g.join("rust-1", b"one").unwrap();
+    let other = session();
+    let m2 = Group::new(&other, &path)
+        .unwrap()
+        .join("rust-2", b"two")
+        .unwrap();
+    assert_eq!(g.members().unwrap(), ["rust-1", "rust-2"]);
+    assert_eq!(
+        g.member_data("rust-2").unwrap().as_deref(),
+        Some(&b"two"[..])
+    );
+    assert!(matches!(
+        Group::new(&other, &path).unwrap().join("rust-1", b""),
+        Err(Error::Zk {
+            code: ZkError::NodeExists,
+            ..
+        })
+    ));
+    assert_eq!(
+        g.wait_for_change(&g.members().unwrap(), Duration::from_millis(300))
+            .unwrap(),
+        None
+    );
+
+    // A Java process joins, then is killed with SIGKILL (2 s session).
+    let seen = g.members().unwrap();
+    let servers = shared_server().connect_string();
+    let mut java = JavaChild::start(&["member", &servers, &format!("{path}/java")]);
+    java.expect("ready", Duration::from_secs(60));
+    let now = g
+        .wait_for_change(&seen, Duration::from_secs(60))
+        .unwrap()
+        .expect("the Java member seen");
+    assert_eq!(now, ["java", "rust-1", "rust-2"]);
+    java.kill();
+    let t = Instant::now();
+    let now = g
+        .wait_for_change(&now, Duration::from_secs(30))
+        .unwrap()
+        .expect("the killed member leaves");
+    println!(
+        "killed Java member left the group {:.1?} after kill -9",
+        t.elapsed()
+    );
+    assert_eq!(now, ["rust-1", "rust-2"]);
+
+    // Leaving, dropping and a session ending.
+    m1.leave().unwrap();
+    drop(m2); // in the background
+    let now = g
+        .wait_for_change(&now, Duration::from_secs(10))
+        .unwrap()
+        .unwrap();
+    assert!(now.len() < 2);
+    assert!(eventually(Duration::from_secs(10), || g
+        .members()
+        .unwrap()
+        .is_empty()));
+    let m3 = Group::new(&other, &path)
+        .unwrap()
+        .join("rust-3", b"")
+        .unwrap();
+    other.close().unwrap();
+    assert!(eventually(Duration::from_secs(10), || g
+        .members()
+        .unwrap()
+        .is_empty()));
+    drop(m3); // after close: nothing to do, no hang
+    zkw.close().unwrap();
+    assert_tree_then_clean(&root, &["g"]);
+}
+
+#[test]
+fn group_member_partitioned_past_its_session_leaves_and_its_watch_errors() {
+    let root = unique_root("group-expiry");
+    let path = format!("{root}/g");
+    let observer = session();
+    let g = Group::new(&observer, &path).unwrap();
+    let (proxy, victim) = proxied(Duration::from_secs(2));
+    let vg = Group::new(&victim, &path).unwrap();
+    let _m = vg.join("victim", b"").unwrap();
+    let seen = g.members().unwrap();
+    assert_eq!(seen, ["victim"]);
+    let h = thread::spawn(move || {
+        let t = Instant::now();
+        (
+            vg.wait_for_change(&["victim".to_string()], Duration::from_secs(60)),
+            t.elapsed(),
+        )
+    });
+    thread::sleep(Duration::from_millis(300));
+    proxy.stall();
+    let now = g.wait_for_change(&seen, Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        now,
+        Some(vec![]),
+        "the partitioned member left with its session"
+    );
+    let (r, waited) = h.join().unwrap();
+    assert!(
+        r.is_err(),
+        "the partitioned watch ends with an error: {r:?}"
+    );
+    assert!(waited < Duration::from_secs(10));
+    proxy.pass();
+    victim.close().unwrap();
+    observer.close().unwrap();
+    assert_tree_then_clean(&root, &["g"]);
+}
+
+// ---------------------------------------------------------------------------
+// Priority queue
+// ---------------------------------------------------------------------------
+
+#[test]
+fn priority_queue_orders_by_priority_then_fifo_and_urgent_items_go_next() {
+    let zkw = session();
+    let root = unique_root("pq");
+    let dir = format!("{root}/pq");
+    let q = DistributedPriorityQueue::new(&zkw, &dir).unwrap();
+    for i in 0..5 {
+        q.offer(9, format!("low-{i}").as_bytes()).unwrap();
+    }
+    q.offer(5, b"mid-0").unwrap();
+    q.offer(5, b"mid-1").unwrap();
+    assert_eq!(q.peek().unwrap(), Some((5, b"mid-0".to_vec())));
+    assert_eq!(q.poll().unwrap(), Some((5, b"mid-0".to_vec())));
+    assert_eq!(q.poll().unwrap(), Some((5, b"mid-1".to_vec())));
+    assert_eq!(q.poll().unwrap(), Some((9, b"low-0".to_vec())));
+    // Another session offers an urgent item while this consumer works.
+    let other = session();
+    DistributedPriorityQueue::new(&other, &dir)
+        .unwrap()
+        .offer(0, b"urgent")
+        .unwrap();
+    assert_eq!(q.remove().unwrap(), (0, b"urgent".to_vec()));
+    for i in 1..5 {
+        assert_eq!(
+            q.poll().unwrap(),
+            Some((9, format!("low-{i}").into_bytes()))
+        );
+    }
+    assert_eq!(q.poll().unwrap(), None);
+
+    // Two consumers wait on the empty queue; an urgent item offered after
+    // low ones is taken first.
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let consumers: Vec<_> = (0..2)
+        .map(|_| {
+            let (dir, got) = (dir.clone(), got.clone());
+            thread::spawn(move || {
+                let zkw = session();
+                let q = DistributedPriorityQueue::new(&zkw, &dir).unwrap();
+                while let Some(item) = q.take_timeout(Duration::from_secs(3)).unwrap() {
+                    got.lock().unwrap().push(item);
+                }
+                zkw.close().unwrap();
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        q.take_timeout(Duration::from_millis(200)).unwrap(),
+        None,
+        "empty: times out"
+    );
+    let oq = DistributedPriorityQueue::new(&other, &dir).unwrap();
+    for i in 0..3 {
+        oq.offer(3, format!("n-{i}").as_bytes()).unwrap();
+    }
+    for c in consumers {
+        c.join().unwrap();
+    }
+    let got = got.lock().unwrap();
+    assert_eq!(got.len(), 3, "{got:?}");
+    other.close().unwrap();
+    zkw.close().unwrap();
+    assert_tree_then_clean(&root, &["pq"]);
+}
+
+#[test]
+fn priority_queue_urgent_item_overtakes_a_backlog_between_takes() {
+    let zkw = session();
+    let root = unique_root("pq-backlog");
+    let dir = format!("{root}/pq");
+    let q = DistributedPriorityQueue::new(&zkw, &dir).unwrap();
+    for i in 0..20 {
+        q.offer(7, format!("b-{i}").as_bytes()).unwrap();
+    }
+    let other = session();
+    let oq = DistributedPriorityQueue::new(&other, &dir).unwrap();
+    let mut order = Vec::new();
+    for step in 0..21 {
+        if step == 10 {
+            oq.offer(1, b"urgent").unwrap();
+        }
+        let (p, d) = q.take_timeout(Duration::from_secs(5)).unwrap().unwrap();
+        order.push((p, String::from_utf8(d).unwrap()));
+    }
+    assert_eq!(
+        order[10],
+        (1, "urgent".to_string()),
+        "taken right after it came"
+    );
+    let backlog: Vec<String> = order
+        .iter()
+        .filter(|(p, _)| *p == 7)
+        .map(|(_, d)| d.clone())
+        .collect();
+    let want: Vec<String> = (0..20).map(|i| format!("b-{i}")).collect();
+    assert_eq!(backlog, want, "FIFO within a priority");
+    other.close().unwrap();
+    zkw.close().unwrap();
+    assert_tree_then_clean(&root, &["pq"]);
+}
+
+// ---------------------------------------------------------------------------
+// Two-phase commit
+// ---------------------------------------------------------------------------
+
+fn run_sites(
+    path: &str,
+    votes: &[(&str, Option<Vote>)],
+) -> Vec<thread::JoinHandle<Option<Outcome>>> {
+    votes
+        .iter()
+        .map(|&(site, vote)| {
+            let (path, site) = (path.to_string(), site.to_string());
+            thread::spawn(move || {
+                let zkw = session();
+                let tx = TwoPhaseCommit::open(&zkw, &path).unwrap();
+                tx.join(&site).unwrap();
+                if let Some(v) = vote {
+                    tx.vote(&site, v).unwrap();
+                }
+                let o = tx.wait_outcome(Duration::from_secs(30)).unwrap();
+                zkw.close().unwrap();
+                o
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn two_phase_commit_commits_when_all_commit_and_aborts_on_one_abort() {
+    let coordinator = session();
+    let root = unique_root("2pc");
+    // All commit: every site and the coordinator see Commit.
+    let path = format!("{root}/tx1");
+    let tx = TwoPhaseCommit::create(&coordinator, &path, &["s1", "s2", "s3"]).unwrap();
+    assert_eq!(tx.outcome().unwrap(), None);
+    let sites = run_sites(
+        &path,
+        &[
+            ("s1", Some(Vote::Commit)),
+            ("s2", Some(Vote::Commit)),
+            ("s3", Some(Vote::Commit)),
+        ],
+    );
+    assert_eq!(
+        tx.wait_outcome(Duration::from_secs(30)).unwrap(),
+        Some(Outcome::Commit)
+    );
+    for s in sites {
+        assert_eq!(s.join().unwrap(), Some(Outcome::Commit));
+    }
+    tx.delete().unwrap();
+
+    // One abort decides at once, though s3 never votes.
+    let path = format!("{root}/tx2");
+    let tx = TwoPhaseCommit::create(&coordinator, &path, &["s1", "s2", "s3"]).unwrap();
+    let s3 = session();
+    let s3tx = TwoPhaseCommit::open(&s3, &path).unwrap();
+    s3tx.join("s3").unwrap();
+    let sites = run_sites(
+        &path,
+        &[("s1", Some(Vote::Commit)), ("s2", Some(Vote::Abort))],
+    );
+    for s in sites {
+        assert_eq!(s.join().unwrap(), Some(Outcome::Abort));
+    }
+    assert_eq!(
+        s3tx.wait_outcome(Duration::from_secs(5)).unwrap(),
+        Some(Outcome::Abort)
+    );
+
+    // Undecided: a bounded wait returns None.
+    let path3 = format!("{root}/tx3");
+    let tx3 = TwoPhaseCommit::create(&coordinator, &path3, &["a", "b"]).unwrap();
+    tx3.vote("a", Vote::Commit).unwrap();
+    let t = Instant::now();
+    assert_eq!(tx3.wait_outcome(Duration::from_millis(400)).unwrap(), None);
+    assert!(t.elapsed() >= Duration::from_millis(400));
+    assert!(matches!(
+        tx3.vote("zz", Vote::Commit),
+        Err(Error::BadArguments(_))
+    ));
+    s3.close().unwrap();
+    tx.delete().unwrap();
+    tx3.delete().unwrap();
+    coordinator.close().unwrap();
+    assert_tree_then_clean(&root, &[]);
+}
+
+#[test]
+fn two_phase_commit_aborts_when_a_site_dies_before_voting() {
+    let coordinator = session();
+    let root = unique_root("2pc-death");
+    let path = format!("{root}/tx");
+    let tx = TwoPhaseCommit::create(&coordinator, &path, &["s1", "s2", "s3"]).unwrap();
+    // s3 joins through a proxy, then is partitioned past its session timeout.
+    let (proxy, s3) = proxied(Duration::from_secs(2));
+    TwoPhaseCommit::open(&s3, &path)
+        .unwrap()
+        .join("s3")
+        .unwrap();
+    let sites = run_sites(
+        &path,
+        &[("s1", Some(Vote::Commit)), ("s2", Some(Vote::Commit))],
+    );
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(tx.outcome().unwrap(), None);
+    let t = Instant::now();
+    proxy.stall();
+    for s in sites {
+        assert_eq!(s.join().unwrap(), Some(Outcome::Abort));
+    }
+    println!(
+        "sites saw the dead site's abort {:.1?} after the partition",
+        t.elapsed()
+    );
+    assert_eq!(tx.outcome().unwrap(), Some(Outcome::Abort));
+    proxy.pass();
+    s3.close().unwrap();
+    tx.delete().unwrap();
+    coordinator.close().unwrap();
+    assert_tree_then_clean(&root, &[]);
+}
