@@ -3,7 +3,6 @@
 
 use crate::types::{KeeperState, State};
 use std::fmt;
-use std::time::Duration;
 
 /// A ZooKeeper error code: Java's `KeeperException.Code`.
 ///
@@ -268,8 +267,6 @@ pub enum Error {
         /// The server's per-operation results (the failing one, the rolled-back ones).
         results: Vec<crate::types::OpResult>,
     },
-    /// A bounded wait ran out.
-    Timeout(Duration),
     /// An argument was rejected before anything was sent (bad path, bad connect
     /// string, data over the size limit, ...).
     BadArguments(String),
@@ -346,7 +343,6 @@ impl Clone for Error {
                 code: *code,
                 results: results.clone(),
             },
-            Error::Timeout(d) => Error::Timeout(*d),
             Error::BadArguments(s) => Error::BadArguments(s.clone()),
             Error::LockNotHeld { lock } => Error::LockNotHeld { lock: lock.clone() },
             Error::LockLost { path } => Error::LockLost { path: path.clone() },
@@ -410,7 +406,6 @@ impl fmt::Display for Error {
             Error::Multi { index, code, .. } => {
                 write!(f, "multi failed at operation {index}: {code}")
             }
-            Error::Timeout(d) => write!(f, "timed out after {d:?}"),
             Error::BadArguments(why) => write!(f, "bad arguments: {why}"),
             Error::LockNotHeld { lock } => write!(f, "lock {lock} is not held"),
             Error::LockLost { path } => write!(f, "lock lost: node {path} is gone"),

@@ -36,7 +36,7 @@ impl Barrier {
     /// # Errors
     /// `BadArguments` for an invalid path.
     pub fn new(zkw: &ZooKeeperWatcher, path: &str) -> Result<Barrier> {
-        crate::client::validate_path(path)?;
+        crate::path::validate(path)?;
         Ok(Barrier {
             zkw: zkw.clone(),
             path: path.to_string(),

@@ -79,7 +79,7 @@ impl DoubleBarrier {
     /// # Errors
     /// `BadArguments` for an invalid path or a zero count.
     pub fn new(zkw: &ZooKeeperWatcher, path: &str, member_count: usize) -> Result<DoubleBarrier> {
-        crate::client::validate_path(path)?;
+        crate::path::validate(path)?;
         if member_count == 0 {
             return Err(Error::BadArguments(
                 "a double barrier needs at least one member".into(),

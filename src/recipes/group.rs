@@ -58,7 +58,7 @@ impl Group {
     /// # Errors
     /// `BadArguments` for an invalid path.
     pub fn new(zkw: &ZooKeeperWatcher, path: &str) -> Result<Group> {
-        crate::client::validate_path(path)?;
+        crate::path::validate(path)?;
         Ok(Group {
             zkw: zkw.clone(),
             path: path.to_string(),
@@ -78,7 +78,7 @@ impl Group {
     /// name with a `/`; session errors.
     pub fn join(&self, name: &str, data: &[u8]) -> Result<Member> {
         let node = zkutil::join_znode(&self.path, name);
-        crate::client::validate_path(&node)?;
+        crate::path::validate(&node)?;
         if name.contains('/') {
             return Err(crate::Error::BadArguments(format!(
                 "a member name has no '/': {name}"

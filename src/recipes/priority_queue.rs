@@ -59,7 +59,7 @@ impl DistributedPriorityQueue {
     /// # Errors
     /// `BadArguments` for an invalid path.
     pub fn new(zkw: &ZooKeeperWatcher, dir: &str) -> Result<DistributedPriorityQueue> {
-        crate::client::validate_path(dir)?;
+        crate::path::validate(dir)?;
         Ok(DistributedPriorityQueue {
             zkw: zkw.clone(),
             dir: dir.to_string(),

@@ -158,7 +158,7 @@ impl DistributedQueue {
     /// # Errors
     /// `BadArguments` for an invalid path.
     pub fn new(zkw: &ZooKeeperWatcher, dir: &str) -> Result<DistributedQueue> {
-        crate::client::validate_path(dir)?;
+        crate::path::validate(dir)?;
         Ok(DistributedQueue {
             zkw: zkw.clone(),
             dir: dir.to_string(),
@@ -236,7 +236,8 @@ impl DistributedQueue {
     pub fn take(&self) -> Result<Vec<u8>> {
         match self.take_within(Bounds::new(None))? {
             Some(data) => Ok(data),
-            None => Err(Error::Timeout(Duration::MAX)),
+            // Without a deadline the wait ends only with an item or an error.
+            None => Err(Error::zk(ZkError::OperationTimeout, self.dir.clone())),
         }
     }
 

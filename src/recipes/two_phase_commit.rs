@@ -99,7 +99,7 @@ impl TwoPhaseCommit {
     /// `NodeExists` when the transaction exists; `BadArguments` for bad names
     /// or no site; session errors.
     pub fn create(zkw: &ZooKeeperWatcher, path: &str, sites: &[&str]) -> Result<TwoPhaseCommit> {
-        crate::client::validate_path(path)?;
+        crate::path::validate(path)?;
         if sites.is_empty() || sites.iter().any(|s| s.is_empty() || s.contains('/')) {
             return Err(Error::BadArguments(format!("bad site names: {sites:?}")));
         }
@@ -130,7 +130,7 @@ impl TwoPhaseCommit {
     /// # Errors
     /// `NoNode` when there is no such transaction; session errors.
     pub fn open(zkw: &ZooKeeperWatcher, path: &str) -> Result<TwoPhaseCommit> {
-        crate::client::validate_path(path)?;
+        crate::path::validate(path)?;
         let mut sites = zkw.recoverable_zookeeper().get_children(path, false)?;
         sites.sort();
         Ok(TwoPhaseCommit {
