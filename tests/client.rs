@@ -6,14 +6,14 @@
 //! injection (proxy, restarts, ensembles) lives in `client_faults.rs` and
 //! `client_ensemble.rs`; process-wide measurements in `client_process.rs`.
 
-mod client_common;
+mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use client_common::*;
+use common::client::*;
 use zklock::client::{
     Acl, AddWatchMode, CreateMode, EventType, Id, KeeperState, Op, OpResult, Perms, State,
     WatchedEvent, Watcher, WatcherType, ZooKeeper,
@@ -240,7 +240,8 @@ fn container_is_reaped_after_its_last_child_goes() {
     assert_eq!(p, c);
     // The server shows clients 0 as a container's owner (its marker is internal).
     assert_eq!(st.ephemeral_owner, 0);
-    // Never had a child: not reaped (give the 1 s container check a chance).
+    // Never had a child: not reaped (deliberate: give the 1 s container check a
+    // chance).
     zk.create(&format!("{c}/k"), b"", open(), CreateMode::Persistent)
         .unwrap();
     thread::sleep(Duration::from_millis(1500));
@@ -547,6 +548,7 @@ fn unknown_auth_scheme_is_auth_failed_and_final() {
     assert_eq!(events.states().len(), 2);
 }
 
+/// Deliberate: gives an unwanted event time to show (nothing to wait for).
 fn settle_closed() {
     thread::sleep(Duration::from_millis(200));
 }

@@ -1,11 +1,12 @@
 //! `zklock::client` under faults: partitions, cuts, server restarts, expiry, a
-//! silent host, malformed input from a fake server, pipelining under cuts.
+//! silent host, malformed input from a fake server, pipelining under cuts, and
+//! the failure of the ensemble member a client is connected to.
 //!
 //! Issue 3, "Session and connection behaviour" 1–9. Every test that injects a
 //! fault puts a `FaultProxy` (or its own server, or a fake server) between itself
 //! and the client; the binary's shared server is never disturbed.
 
-mod client_common;
+mod common;
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -14,12 +15,13 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use client_common::*;
+use common::client::*;
+use common::member_of;
 use zklock::client::{
     Acl, AddWatchMode, CreateMode, EventType, KeeperState, ReplyKind, State, WatchedEvent,
     ZooKeeper,
 };
-use zklock::testing::{shared_server, unique_root, FaultProxy, ZkServer};
+use zklock::testing::{shared_server, unique_root, FaultProxy, ZkEnsemble, ZkServer};
 use zklock::{Error, ZkError};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -106,7 +108,7 @@ fn pings_keep_a_session_alive_over_a_slow_link_with_calls_in_flight() {
             t.elapsed()
         );
         calls += 1;
-        thread::sleep(Duration::from_millis(600)); // idle gaps too
+        thread::sleep(Duration::from_millis(600)); // deliberate: idle gaps too
     }
     assert!(calls >= 2);
     assert_eq!(
@@ -352,7 +354,7 @@ fn watches_survive_a_short_cut() {
 
     // A 5 ms cut.
     proxy.cut();
-    thread::sleep(Duration::from_millis(5));
+    thread::sleep(Duration::from_millis(5)); // deliberate: the cut lasts 5 ms
     events.wait_state(KeeperState::SyncConnected, 2, WAIT);
     assert_eq!(zk.session_id(), id);
     assert_eq!(zk.watch_count(), watches);
@@ -750,7 +752,8 @@ fn a_partition_longer_than_the_session_ends_in_expired_once() {
     );
     assert_eq!(zk.session_id(), id);
 
-    // No replacement session: the client stays off the server.
+    // No replacement session: the client stays off the server (deliberate
+    // sleeps: nothing must happen meanwhile).
     thread::sleep(Duration::from_millis(700));
     wait_until(WAIT, "the client's connections are gone", || {
         proxy.connections() == 0
@@ -831,6 +834,7 @@ fn a_second_handle_closing_the_session_expires_the_first() {
     other.close().unwrap();
 }
 
+/// Deliberate: gives an unwanted event time to show (nothing to wait for).
 fn settle_ms(ms: u64) {
     thread::sleep(Duration::from_millis(ms));
 }
@@ -878,7 +882,7 @@ fn calls_while_disconnected_wait_a_bound_then_fail_or_go_through() {
             (long.exists("/", false), t.elapsed())
         })
     };
-    thread::sleep(Duration::from_millis(500));
+    thread::sleep(Duration::from_millis(500)); // deliberate: the call waits meanwhile
     proxy.reset();
     let (r, took) = call.join().unwrap();
     assert!(r.unwrap().is_some());
@@ -938,7 +942,7 @@ fn a_busy_client_survives_a_blip_like_an_idle_one() {
 
     // A 700 ms stall (below the 4 s read timeout): nobody notices but latency.
     proxy.stall();
-    thread::sleep(Duration::from_millis(700));
+    thread::sleep(Duration::from_millis(700)); // deliberate: the stall's length
     proxy.pass();
     let before = ok.load(Ordering::Relaxed);
     wait_until(WAIT, "progress after the stall", || {
@@ -1022,7 +1026,8 @@ fn close_and_drop_are_bounded_during_a_stall() {
     let (proxy, zk, events) = via_proxy(Duration::from_secs(4));
     proxy.stall();
     events.wait_state(KeeperState::Disconnected, 1, WAIT);
-    thread::sleep(Duration::from_millis(300)); // into the next handshake
+    // Deliberate: into the next handshake (no event marks it).
+    thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
     drop(zk); // the last handle
     assert!(
@@ -1067,17 +1072,18 @@ fn thirty_two_threads_under_cuts_every_700ms_each_get_their_own_replies() {
     let start = Instant::now();
     let mut cuts = 0;
     while start.elapsed() < Duration::from_secs(5) {
-        thread::sleep(Duration::from_millis(700));
+        thread::sleep(Duration::from_millis(700)); // deliberate: a cut every 700 ms
         proxy.cut();
         cuts += 1;
     }
     stop.store(true, Ordering::Relaxed);
     let deadline = Instant::now() + Duration::from_secs(30);
     for h in threads {
-        while !h.is_finished() {
-            assert!(Instant::now() < deadline, "a worker hangs");
-            thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(
+            deadline.saturating_duration_since(Instant::now()),
+            "a worker hangs",
+            || h.is_finished(),
+        );
         h.join().expect("a worker failed: see its panic message");
     }
     let ok = ok.load(Ordering::Relaxed);
@@ -1224,7 +1230,8 @@ fn fake_case(name: &str, expect: Expect, garbage: fn(&mut TcpStream, i32)) {
                 fake_serve_well(s);
                 return;
             }
-            // Hold the socket a while (a client that waits for more must not hang).
+            // Deliberate: hold the socket a while (a client that waits for more
+            // must not hang).
             thread::sleep(Duration::from_secs(3));
             return;
         }
@@ -1246,8 +1253,12 @@ fn fake_case(name: &str, expect: Expect, garbage: fn(&mut TcpStream, i32)) {
         "{name}: the call took {took:?}"
     );
     match expect {
-        Expect::Reset => assert_code(r, ZkError::ConnectionLoss),
-        Expect::Code(c) => assert_code(r, c),
+        Expect::Reset => {
+            assert_code(r, ZkError::ConnectionLoss);
+        }
+        Expect::Code(c) => {
+            assert_code(r, c);
+        }
         Expect::Fine => assert_eq!(r.unwrap().unwrap().version, 42, "{name}"),
     }
     // The client works afterwards (after reconnecting with its session, if reset).
@@ -1488,11 +1499,288 @@ fn a_client_hearing_nothing_for_a_session_timeout_declares_the_expiry_itself() {
     assert_code(zk.exists("/", false), ZkError::SessionExpired);
     // Final: healing the network opens no new session.
     proxy.pass();
-    thread::sleep(Duration::from_millis(500));
+    thread::sleep(Duration::from_millis(500)); // deliberate: nothing must happen
     assert_eq!(zk.state(), State::Expired);
     assert_eq!(zk.session_id(), id);
     wait_until(WAIT, "the client's connections are gone", || {
         proxy.connections() == 0
     });
     no_client_panics();
+}
+
+// ---------------------------------------------------------------------------
+// An ensemble (was tests/client_ensemble.rs): killing the member a client is
+// connected to keeps its session and its watches (issue 3, behaviour 3).
+// ---------------------------------------------------------------------------
+
+const ENSEMBLE_WAIT: Duration = Duration::from_secs(20);
+const QUORUM: Duration = Duration::from_secs(60);
+
+/// Retries `f` while it fails with ConnectionLoss (an election in progress).
+#[track_caller]
+fn retry_election<T>(what: &str, mut f: impl FnMut() -> zklock::Result<T>) -> T {
+    let mut out = None;
+    wait_until(QUORUM, what, || match f() {
+        Ok(v) => {
+            out = Some(v);
+            true
+        }
+        Err(e) if e.is_retryable() => false,
+        Err(e) => panic!("{what}: {e}"),
+    });
+    out.unwrap()
+}
+
+struct EnsembleWatches {
+    data: Arc<Events>,
+    child: Arc<Events>,
+    exist: Arc<Events>,
+    persistent: Arc<Events>,
+}
+
+fn arm_ensemble(zk: &ZooKeeper, root: &str) -> EnsembleWatches {
+    let w = EnsembleWatches {
+        data: Events::new(),
+        child: Events::new(),
+        exist: Events::new(),
+        persistent: Events::new(),
+    };
+    zk.get_data_w(&format!("{root}/d"), w.data.watcher())
+        .unwrap();
+    zk.get_children_w(&format!("{root}/c"), w.child.watcher())
+        .unwrap();
+    assert!(zk
+        .exists_w(&format!("{root}/e"), w.exist.watcher())
+        .unwrap()
+        .is_none());
+    zk.add_watch_w(
+        &format!("{root}/p"),
+        AddWatchMode::Persistent,
+        w.persistent.watcher(),
+    )
+    .unwrap();
+    w
+}
+
+fn ensemble_nodes(other: &ZooKeeper, root: &str) {
+    mkdirs(other, root);
+    for n in ["d", "c", "p"] {
+        other
+            .create(
+                &format!("{root}/{n}"),
+                b"",
+                Acl::open_unsafe(),
+                CreateMode::Persistent,
+            )
+            .unwrap();
+    }
+}
+
+#[test]
+fn killing_the_member_a_client_uses_keeps_its_session_and_watches() {
+    init_log();
+    count_client_thread_panics();
+    let mut ensemble = ZkEnsemble::start().unwrap();
+    let servers = ensemble.connect_string();
+    let other = ZooKeeper::builder(&servers)
+        .with_session_timeout(Duration::from_secs(10))
+        .with_connect_wait(QUORUM)
+        .connect(|_e: zklock::client::WatchedEvent| {})
+        .unwrap();
+
+    // Phase 1: a client on the plain connect string; its member is killed.
+    let root = unique_root("ensemble_kill");
+    ensemble_nodes(&other, &root);
+    let (zk, events) = connect(&servers, Duration::from_secs(10));
+    let id = zk.session_id();
+    let eph = zk
+        .create(
+            &format!("{root}/eph"),
+            b"",
+            Acl::open_unsafe(),
+            CreateMode::Ephemeral,
+        )
+        .unwrap();
+    let w = arm_ensemble(&zk, &root);
+    let victim = member_of(&ensemble, id);
+    ensemble.kill(victim).unwrap();
+    events.wait_state(KeeperState::SyncConnected, 2, QUORUM);
+    assert_eq!(zk.session_id(), id);
+    assert_eq!(zk.state(), State::Connected);
+    assert_ne!(member_of(&ensemble, id), victim);
+    assert!(
+        retry_election("exists eph", || other.exists(&eph, false)).is_some(),
+        "session lives"
+    );
+    // Every watch survived the failover: each fires once.
+    retry_election("set d", || other.set_data(&format!("{root}/d"), b"1", None));
+    retry_election("create c/k", || {
+        other.create(
+            &format!("{root}/c/k"),
+            b"",
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+    });
+    retry_election("create e", || {
+        other.create(
+            &format!("{root}/e"),
+            b"",
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+    });
+    retry_election("set p", || other.set_data(&format!("{root}/p"), b"1", None));
+    w.data.wait_node(
+        EventType::NodeDataChanged,
+        &format!("{root}/d"),
+        1,
+        ENSEMBLE_WAIT,
+    );
+    w.child.wait_node(
+        EventType::NodeChildrenChanged,
+        &format!("{root}/c"),
+        1,
+        ENSEMBLE_WAIT,
+    );
+    w.exist.wait_node(
+        EventType::NodeCreated,
+        &format!("{root}/e"),
+        1,
+        ENSEMBLE_WAIT,
+    );
+    w.persistent.wait_node(
+        EventType::NodeDataChanged,
+        &format!("{root}/p"),
+        1,
+        ENSEMBLE_WAIT,
+    );
+    // Deleting a watched node fires its watcher exactly once.
+    let del = Events::new();
+    zk.exists_w(&format!("{root}/d"), del.watcher()).unwrap();
+    retry_election("delete d", || other.delete(&format!("{root}/d"), None));
+    del.wait_node(
+        EventType::NodeDeleted,
+        &format!("{root}/d"),
+        1,
+        ENSEMBLE_WAIT,
+    );
+    settle(&zk);
+    for (name, e) in [
+        ("data", &w.data),
+        ("child", &w.child),
+        ("exist", &w.exist),
+        ("persistent", &w.persistent),
+        ("delete", &del),
+    ] {
+        assert_eq!(e.nodes().len(), 1, "{name}: {:?}", e.all());
+    }
+    assert!(!events.states().contains(&KeeperState::Expired));
+    zk.close().unwrap();
+    ensemble.restart(victim).unwrap();
+    ensemble.wait_for_quorum(QUORUM).unwrap();
+
+    // Phase 2: behind one proxy per member, so that a change can be made while
+    // the client is away: it must be delivered once after the failover.
+    let root = unique_root("ensemble_gap");
+    ensemble_nodes(&other, &root);
+    let proxies: Vec<FaultProxy> = (0..ensemble.size())
+        .map(|i| FaultProxy::start(ensemble.address(i)).unwrap())
+        .collect();
+    let cs = proxies
+        .iter()
+        .map(FaultProxy::connect_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let (zk, events) = connect(&cs, Duration::from_secs(10));
+    let id = zk.session_id();
+    let w = arm_ensemble(&zk, &root);
+    let victim = member_of(&ensemble, id);
+    assert_eq!(proxies[victim].connections(), 1);
+    for p in &proxies {
+        p.stall();
+    }
+    ensemble.kill(victim).unwrap();
+    ensemble.wait_for_quorum(QUORUM).unwrap();
+    retry_election("gap set d", || {
+        other.set_data(&format!("{root}/d"), b"gap", None)
+    });
+    retry_election("gap create c/g", || {
+        other.create(
+            &format!("{root}/c/g"),
+            b"",
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+    });
+    retry_election("gap create e", || {
+        other.create(
+            &format!("{root}/e"),
+            b"",
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+    });
+    let connected = events
+        .states()
+        .iter()
+        .filter(|s| **s == KeeperState::SyncConnected)
+        .count();
+    for p in &proxies {
+        p.reset();
+    }
+    events.wait_state(KeeperState::SyncConnected, connected + 1, QUORUM);
+    assert_eq!(zk.session_id(), id);
+    assert_ne!(member_of(&ensemble, id), victim);
+    w.data.wait_node(
+        EventType::NodeDataChanged,
+        &format!("{root}/d"),
+        1,
+        ENSEMBLE_WAIT,
+    );
+    w.child.wait_node(
+        EventType::NodeChildrenChanged,
+        &format!("{root}/c"),
+        1,
+        ENSEMBLE_WAIT,
+    );
+    w.exist.wait_node(
+        EventType::NodeCreated,
+        &format!("{root}/e"),
+        1,
+        ENSEMBLE_WAIT,
+    );
+    // The persistent watch did not replay the gap, and works on.
+    retry_election("set p", || {
+        other.set_data(&format!("{root}/p"), b"after", None)
+    });
+    w.persistent.wait_node(
+        EventType::NodeDataChanged,
+        &format!("{root}/p"),
+        1,
+        ENSEMBLE_WAIT,
+    );
+    let del = Events::new();
+    zk.get_data_w(&format!("{root}/d"), del.watcher()).unwrap();
+    retry_election("delete d", || other.delete(&format!("{root}/d"), None));
+    del.wait_node(
+        EventType::NodeDeleted,
+        &format!("{root}/d"),
+        1,
+        ENSEMBLE_WAIT,
+    );
+    settle(&zk);
+    for (name, e) in [
+        ("data", &w.data),
+        ("child", &w.child),
+        ("exist", &w.exist),
+        ("persistent", &w.persistent),
+        ("delete", &del),
+    ] {
+        assert_eq!(e.nodes().len(), 1, "{name}: {:?}", e.all());
+    }
+    assert!(!events.states().contains(&KeeperState::Expired));
+    zk.close().unwrap();
+    other.close().unwrap();
+    assert_eq!(client_thread_panics(), 0);
 }

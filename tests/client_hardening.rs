@@ -2,14 +2,14 @@
 //! the fault probe fixed, against a real ZooKeeper 3.8 behind a `FaultProxy`,
 //! or a scripted fake endpoint for what a real server cannot be made to send.
 
-mod client_common;
+mod common;
 
 use std::io::Write;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use client_common::*;
+use common::client::*;
 use zklock::client::{Acl, CreateMode, EventType, KeeperState, State, Watcher, ZooKeeper};
 use zklock::testing::{shared_server, unique_root, FaultProxy};
 use zklock::ZkError;
@@ -103,7 +103,7 @@ fn every_registered_watcher_hears_each_session_change_once() {
         e.wait_state(KeeperState::Expired, 1, WAIT);
     }
     default.wait_state(KeeperState::Expired, 1, WAIT);
-    thread::sleep(Duration::from_millis(200));
+    thread::sleep(Duration::from_millis(200)); // deliberate: no further event must come
     for e in custom {
         assert_eq!(
             e.states(),
@@ -163,7 +163,7 @@ fn deaf_then_well() -> FakeServer {
                 if s.write_all(&reply(-2, 1, 0, &[])).is_err() {
                     return;
                 }
-                thread::sleep(Duration::from_millis(100));
+                thread::sleep(Duration::from_millis(100)); // deliberate pacing
             }
             return;
         }
@@ -192,6 +192,7 @@ fn callers_behind_a_failed_write_wait_for_the_reconnect_instead_of_failing() {
             })
         })
         .collect();
+    // Deliberate: the writes stay blocked a while; the state must not move.
     thread::sleep(Duration::from_millis(400));
     assert_eq!(zk.state(), State::Connected);
     // These queue behind the blocked write. When it fails they must wait for
@@ -231,7 +232,7 @@ fn a_failed_write_makes_the_state_connecting_at_once() {
     let fake = FakeServer::start(|n, mut s| {
         if n > 0 {
             // Later connections: a server that takes a while to answer, so a
-            // quick reconnect cannot hide a wrong state.
+            // quick reconnect cannot hide a wrong state (deliberate).
             thread::sleep(Duration::from_millis(1500));
         }
         if fake_handshake(&mut s, FAKE_SESSION).is_err() {
@@ -243,7 +244,7 @@ fn a_failed_write_makes_the_state_connecting_at_once() {
                 if s.write_all(&reply(-2, 1, 0, &[])).is_err() {
                     return;
                 }
-                thread::sleep(Duration::from_millis(100));
+                thread::sleep(Duration::from_millis(100)); // deliberate pacing
             }
             return;
         }
@@ -343,7 +344,7 @@ fn a_bad_header_or_a_notification_does_not_move_the_last_zxid() {
             put_buffer(&mut body, b"/elsewhere");
             let _ = s.write_all(&reply(-1, 1 << 41, 0, &body));
             let _ = s.write_all(&reply(xid + 100, 1 << 40, 0, &stat_bytes(1)));
-            thread::sleep(Duration::from_secs(2));
+            thread::sleep(Duration::from_secs(2)); // deliberate: hold the socket
             return;
         }
         seen.lock().unwrap().push(zxid);
@@ -538,7 +539,7 @@ fn reconnect_past_a_stuck_handshake(stuck: fn(std::net::TcpStream)) {
 #[test]
 fn a_silent_server_costs_one_handshake_timeout_not_the_session() {
     reconnect_past_a_stuck_handshake(|s| {
-        // Accepts, never answers (ZooKeeper 3.8 starting up).
+        // Accepts, never answers (ZooKeeper 3.8 starting up): deliberate.
         thread::sleep(Duration::from_secs(12));
         drop(s);
     });
@@ -555,9 +556,9 @@ fn a_trickling_server_cannot_stretch_a_handshake() {
             if s.write_all(&[b]).is_err() {
                 return;
             }
-            thread::sleep(Duration::from_millis(300));
+            thread::sleep(Duration::from_millis(300)); // deliberate trickle
         }
-        thread::sleep(Duration::from_secs(2));
+        thread::sleep(Duration::from_secs(2)); // deliberate: hold the socket
     });
 }
 
@@ -591,7 +592,7 @@ fn a_one_way_partition_with_notifications_flowing_is_found_before_the_session_en
         thread::spawn(move || {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 other.set_data(&node, b"x", None).unwrap();
-                thread::sleep(Duration::from_millis(150));
+                thread::sleep(Duration::from_millis(150)); // deliberate pacing
             }
         })
     };
@@ -654,7 +655,8 @@ fn a_locally_expired_session_is_closed_on_the_server_when_it_is_reachable() {
         gone < Duration::from_millis(1000),
         "the ephemeral node went {gone:?} after the heal"
     );
-    // Nothing is told to the dead handle's watcher after Expired.
+    // Nothing is told to the dead handle's watcher after Expired (deliberate
+    // sleep: nothing to wait for).
     thread::sleep(Duration::from_millis(200));
     assert_eq!(
         events.states(),
@@ -677,7 +679,8 @@ fn close_after_a_local_expiry_does_not_wait_for_the_server() {
     let (proxy, zk, events) = via_proxy(session);
     proxy.stall();
     events.wait_state(KeeperState::Expired, 1, WAIT);
-    // The connection thread is trying to close the session through a dead link.
+    // The connection thread is trying to close the session through a dead link
+    // (deliberate: no event marks it).
     thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
     zk.close().unwrap();

@@ -3,7 +3,7 @@
 //! behind (behaviour 8). Their own binary, run one at a time, so nothing else
 //! in the process uses CPU or threads.
 
-mod client_common;
+mod common;
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use client_common::*;
+use common::client::*;
 use zklock::client::{Acl, CreateMode, KeeperState, WatchedEvent, ZooKeeper};
 use zklock::testing::{shared_server, unique_root, FaultProxy};
 use zklock::ZkError;
@@ -86,7 +86,7 @@ fn a_refused_port_costs_little_cpu_and_logs_at_most_debug_per_attempt() {
         .with_session_timeout(Duration::from_secs(2))
         .start(events.watcher())
         .unwrap();
-    thread::sleep(Duration::from_secs(5));
+    thread::sleep(Duration::from_secs(5)); // deliberate: the measured interval
     let cpu = process_cpu() - cpu_before;
     let wall = t.elapsed();
     let attempts = log.attempts.load(Ordering::SeqCst) - attempts_before;

@@ -426,8 +426,9 @@ fn shared_server_dies_when_the_test_process_aborts() {
 fn shared_server_keeps_its_log_when_a_test_panics() {
     let (pid, dir) = run_child("panic");
     assert_jvm_gone(pid);
-    // The watchdog is done once the JVM is reaped; give it a moment, then the
-    // directory must still be there, log included.
+    // The watchdog is done once the JVM is reaped; give it a moment (deliberate:
+    // a removal would take that long), then the directory must still be there,
+    // log included.
     thread::sleep(Duration::from_millis(300));
     assert!(
         dir.join("zookeeper.log").exists(),
@@ -570,7 +571,7 @@ fn proxy_stall_holds_bytes_until_pass() {
         || proxy.connections() == 1,
     );
 
-    // Still stalled a while later; then the held "ruok" goes through.
+    // Still stalled a while later (deliberate); then the held "ruok" goes through.
     thread::sleep(Duration::from_millis(300));
     proxy.pass();
     stream

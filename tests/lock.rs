@@ -1,55 +1,24 @@
 //! Inter-process read/write locks against a real ZooKeeper server: exclusion,
-//! sharing, timeouts leaving no node, reaping, metadata, expiry, herd, FIFO.
+//! sharing, timeouts leaving no node, reaping, metadata, expiry, herd, FIFO, and
+//! a waiter failing over to another ensemble member.
+
+mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zklock::client::{WatchedEvent, ZooKeeper};
+use common::client::cons_sessions;
+use common::{
+    children, init_log, local, local_raw, local_zkw, lock_recorder, lock_watcher, member_of, raw,
+    zkw,
+};
 use zklock::lock::{
     InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
 };
-use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
+use zklock::testing::{eventually, test_servers, unique_root, wait_until, FaultProxy, ZkEnsemble};
 use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
-
-fn init_log() {
-    let _ = env_logger::builder().is_test(true).try_init();
-}
-
-fn watcher(servers: &str) -> ZooKeeperWatcher {
-    ZooKeeperWatcher::builder(servers)
-        .with_identifier("lock-test")
-        .with_session_timeout(Duration::from_secs(6))
-        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
-        .connect()
-        .expect("connect")
-}
-
-fn zkw() -> ZooKeeperWatcher {
-    init_log();
-    watcher(&shared_server().connect_string())
-}
-
-fn raw() -> ZooKeeper {
-    ZooKeeper::connect(
-        &shared_server().connect_string(),
-        Duration::from_secs(6),
-        |_e: WatchedEvent| {},
-    )
-    .expect("raw connect")
-}
-
-fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
-    match zk.get_children(path, false) {
-        Ok(mut c) => {
-            c.sort();
-            c
-        }
-        Err(e) if e.is(ZkError::NoNode) => Vec::new(),
-        Err(e) => panic!("get_children {path}: {e}"),
-    }
-}
 
 #[test]
 fn writers_exclude_writers() {
@@ -67,6 +36,7 @@ fn writers_exclude_writers() {
                 let guard = lock.lock().expect("lock");
                 assert!(!inside.swap(true, Ordering::SeqCst), "two writers inside");
                 entries.fetch_add(1, Ordering::SeqCst);
+                // Deliberate: stay inside a while, for another writer to collide.
                 thread::sleep(Duration::from_millis(100));
                 inside.store(false, Ordering::SeqCst);
                 guard.unlock().expect("unlock");
@@ -133,6 +103,7 @@ fn readers_and_writers_exclude_each_other() {
                     if readers.load(Ordering::SeqCst) != 0 {
                         violations.fetch_add(1, Ordering::SeqCst);
                     }
+                    // Deliberate: hold the lock a while (exclusion is checked meanwhile).
                     thread::sleep(Duration::from_millis(20));
                     writer.store(false, Ordering::SeqCst);
                     drop(g);
@@ -143,6 +114,7 @@ fn readers_and_writers_exclude_each_other() {
                     if writer.load(Ordering::SeqCst) {
                         violations.fetch_add(1, Ordering::SeqCst);
                     }
+                    // Deliberate: hold the lock a while (exclusion is checked meanwhile).
                     thread::sleep(Duration::from_millis(10));
                     readers.fetch_sub(1, Ordering::SeqCst);
                     drop(g);
@@ -205,7 +177,10 @@ fn timed_out_writer_does_not_block_a_later_writer() {
         let ok = later.try_acquire(Duration::from_secs(5)).unwrap();
         (ok, later)
     });
-    thread::sleep(Duration::from_millis(100));
+    // The later writer is queued (behind the holder) once its node exists.
+    wait_until(Duration::from_secs(5), "the later writer queued", || {
+        children(zkw.zookeeper(), &root).len() == 2
+    });
     holder.release().unwrap();
     let (ok, later) = handle.join().unwrap();
     assert!(ok);
@@ -263,6 +238,7 @@ fn fifo_across_kinds_and_fencing_tokens_grow() {
         let g = w.lock().unwrap();
         o.lock().unwrap().push("w");
         let token = g.fencing_token();
+        // Deliberate: hold the write lock a while before the reader's turn.
         thread::sleep(Duration::from_millis(100));
         drop(g);
         token
@@ -384,6 +360,7 @@ fn reaping_frees_stuck_holders_and_fails_reaped_waiters() {
     // Reaping by age: only nodes older than the expiry go.
     let old = rw.write_lock(b"old");
     old.acquire().unwrap();
+    // Deliberate: let the old node age past the expiry used below.
     thread::sleep(Duration::from_millis(1500));
     let young = rw.read_lock(b"young");
     let hy = thread::spawn(move || {
@@ -429,7 +406,8 @@ fn herd_one_release_wakes_exactly_one_waiter() {
     let holder = rw.write_lock(b"holder");
     holder.acquire().unwrap();
     let acquired = Arc::new(AtomicUsize::new(0));
-    let release = Arc::new(AtomicBool::new(false));
+    // A gate: every waiter holds a receiver; dropping the sender opens it.
+    let (open_gate, release) = crossbeam_channel::bounded::<()>(0);
     let n = 50;
     let handles: Vec<_> = (0..n)
         .map(|_| {
@@ -438,9 +416,8 @@ fn herd_one_release_wakes_exactly_one_waiter() {
             thread::spawn(move || {
                 let g = lock.lock().unwrap();
                 acquired.fetch_add(1, Ordering::SeqCst);
-                while !release.load(Ordering::SeqCst) {
-                    thread::sleep(Duration::from_millis(5));
-                }
+                // Held until the test opens the gate (drops the sender).
+                let _ = release.recv();
                 drop(g);
             })
         })
@@ -460,6 +437,7 @@ fn herd_one_release_wakes_exactly_one_waiter() {
     assert!(eventually(Duration::from_secs(5), || acquired
         .load(Ordering::SeqCst)
         == 1));
+    // Deliberate: give a wrong wake-up time to show (nothing to wait for).
     thread::sleep(Duration::from_millis(300));
     assert_eq!(acquired.load(Ordering::SeqCst), 1);
     assert_eq!(
@@ -467,7 +445,7 @@ fn herd_one_release_wakes_exactly_one_waiter() {
         before,
         "no other waiter woke"
     );
-    release.store(true, Ordering::SeqCst);
+    drop(open_gate);
     for h in handles {
         h.join().unwrap();
     }
@@ -479,25 +457,23 @@ fn herd_one_release_wakes_exactly_one_waiter() {
 #[test]
 fn expiry_while_holding_and_while_waiting() {
     init_log();
-    let server = shared_server();
-    let proxy = FaultProxy::start(server.connect_string().as_str()).unwrap();
-    let events = Arc::new(Mutex::new(Vec::new()));
+    let proxy = FaultProxy::start(local().as_str()).unwrap();
+    let (events, listener) = lock_recorder();
     let holder_zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
         .with_session_timeout(Duration::from_millis(1500))
         .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
         .connect()
         .unwrap();
     let root = unique_root("expiry");
-    let e = events.clone();
     let rw = ZkInterProcessReadWriteLock::new(&holder_zkw, &root, None)
         .unwrap()
-        .with_lock_listener(move |_p: &str, ev: LockEvent| e.lock().unwrap().push(ev));
+        .with_lock_listener(listener);
     let held = rw.write_lock(b"holder");
     held.acquire().unwrap();
     // A waiter in the same (soon expired) session.
     let waiter = rw.write_lock(b"waiter");
     let hw = thread::spawn(move || waiter.acquire());
-    let other = zkw();
+    let other = local_zkw();
     assert!(eventually(Duration::from_secs(5), || children(
         other.zookeeper(),
         &root
@@ -505,6 +481,7 @@ fn expiry_while_holding_and_while_waiting() {
     .len()
         == 2));
     proxy.stall();
+    // Deliberate: stay partitioned past the 1.5 s session.
     thread::sleep(Duration::from_millis(2500));
     proxy.pass();
     let r = hw.join().unwrap();
@@ -540,15 +517,13 @@ fn expiry_while_holding_and_while_waiting() {
 #[test]
 fn lock_survives_a_short_blip_in_doubt_then_restored() {
     init_log();
-    let server = shared_server();
-    let proxy = FaultProxy::start(server.connect_string().as_str()).unwrap();
-    let zkw = watcher(&proxy.connect_string());
+    let proxy = FaultProxy::start(local().as_str()).unwrap();
+    let zkw = lock_watcher(&proxy.connect_string(), Duration::from_secs(6));
     let root = unique_root("blip");
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let e = events.clone();
+    let (events, listener) = lock_recorder();
     let lock = ZkInterProcessReadWriteLock::new(&zkw, &root, None)
         .unwrap()
-        .with_lock_listener(move |_p: &str, ev: LockEvent| e.lock().unwrap().push(ev))
+        .with_lock_listener(listener)
         .write_lock(b"x");
     lock.acquire().unwrap();
     proxy.cut();
@@ -563,7 +538,7 @@ fn lock_survives_a_short_blip_in_doubt_then_restored() {
     );
     assert!(lock.is_held());
     lock.release().unwrap();
-    assert!(children(&raw(), &root).is_empty());
+    assert!(children(&local_raw(), &root).is_empty());
     zkw.close().unwrap();
 }
 
@@ -573,7 +548,7 @@ fn a_create_whose_reply_was_lost_leaves_no_orphan_when_retries_run_out() {
     let root = unique_root("lost-create");
     // No retries: the first ConnectionLoss is returned, as when a flapping link
     // spends the whole budget.
-    let zkw = ZooKeeperWatcher::builder(&shared_server().connect_string())
+    let zkw = ZooKeeperWatcher::builder(&test_servers())
         .with_session_timeout(Duration::from_secs(6))
         .with_retry(RetryConfig::default().with_max_attempts(0))
         .connect()
@@ -597,7 +572,7 @@ fn a_create_whose_reply_was_lost_leaves_no_orphan_when_retries_run_out() {
         "orphan: {:?}",
         children(&zk, &root)
     );
-    let other = ZkInterProcessReadWriteLock::new(&self::zkw(), &root, None)
+    let other = ZkInterProcessReadWriteLock::new(&common::zkw(), &root, None)
         .unwrap()
         .write_lock(b"next");
     assert!(other.try_acquire(Duration::from_secs(2)).unwrap());
@@ -651,11 +626,10 @@ fn a_reaped_waiter_behind_the_other_kind_fails_at_once() {
 fn a_reaped_holder_with_a_listener_is_told_lost() {
     let (a, b) = (zkw(), zkw());
     let root = unique_root("reaped-holder");
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let e = events.clone();
+    let (events, listener) = lock_recorder();
     let held = ZkInterProcessReadWriteLock::new(&a, &root, None)
         .unwrap()
-        .with_lock_listener(move |_p: &str, ev: LockEvent| e.lock().unwrap().push(ev))
+        .with_lock_listener(listener)
         .write_lock(b"holder");
     held.acquire().unwrap();
     ZkInterProcessReadWriteLock::new(&b, &root, None)
@@ -677,7 +651,7 @@ fn a_reaped_holder_with_a_listener_is_told_lost() {
 #[test]
 fn a_holder_partitioned_past_its_session_is_told_lost_while_still_partitioned() {
     init_log();
-    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let proxy = FaultProxy::start(local().as_str()).unwrap();
     let session = Duration::from_millis(2000);
     let holder_zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
         .with_session_timeout(session)
@@ -685,11 +659,10 @@ fn a_holder_partitioned_past_its_session_is_told_lost_while_still_partitioned() 
         .connect()
         .unwrap();
     let root = unique_root("partitioned-holder");
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let e = events.clone();
+    let (events, listener) = lock_recorder();
     let held = ZkInterProcessReadWriteLock::new(&holder_zkw, &root, None)
         .unwrap()
-        .with_lock_listener(move |_p: &str, ev: LockEvent| e.lock().unwrap().push(ev))
+        .with_lock_listener(listener)
         .write_lock(b"partitioned holder");
     held.acquire().unwrap();
     let partitioned_at = Instant::now();
@@ -714,7 +687,7 @@ fn a_holder_partitioned_past_its_session_is_told_lost_while_still_partitioned() 
         [LockEvent::InDoubt, LockEvent::Lost]
     );
     // Meanwhile the server expired the session and another session can take it.
-    let other = zkw();
+    let other = local_zkw();
     let lock = ZkInterProcessReadWriteLock::new(&other, &root, None)
         .unwrap()
         .write_lock(b"other");
@@ -730,7 +703,7 @@ fn a_holder_partitioned_past_its_session_is_told_lost_while_still_partitioned() 
 #[test]
 fn try_acquire_keeps_its_bound_through_a_partition_and_leaves_nothing() {
     init_log();
-    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let proxy = FaultProxy::start(local().as_str()).unwrap();
     // Defaults that would take many seconds per call: a 6 s session, HBase's
     // retries with 1 s sleeps.
     let zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
@@ -762,9 +735,91 @@ fn try_acquire_keeps_its_bound_through_a_partition_and_leaves_nothing() {
     }
     proxy.reset();
     // Whatever reached the server is removed once the connection is back.
-    let zk = raw();
+    let zk = local_raw();
     assert!(eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()));
     assert!(lock.try_acquire(Duration::from_secs(5)).unwrap());
     lock.release().unwrap();
     zkw.close().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Failover (was tests/lock_failover.rs): a waiter survives the failure of the
+// ensemble member it is connected to.
+// ---------------------------------------------------------------------------
+
+fn failover_watcher(servers: &str) -> ZooKeeperWatcher {
+    ZooKeeperWatcher::builder(servers)
+        .with_session_timeout(Duration::from_secs(8))
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(50)))
+        .connect()
+        .expect("connect")
+}
+
+#[test]
+fn waiter_gets_the_lock_after_its_server_is_killed() {
+    init_log();
+    let mut ensemble = ZkEnsemble::start().expect("ensemble");
+    ensemble
+        .wait_for_quorum(Duration::from_secs(60))
+        .expect("quorum");
+    let holder_zkw = failover_watcher(&ensemble.connect_string());
+    let holder_member = member_of(&ensemble, holder_zkw.zookeeper().session_id());
+    // The waiter connects only to a member other than the holder's, so killing it
+    // leaves the holder alone; it knows every member, to fail over.
+    let mut waiter_zkw = failover_watcher(&ensemble.connect_string());
+    while member_of(&ensemble, waiter_zkw.zookeeper().session_id()) == holder_member {
+        waiter_zkw.close().unwrap();
+        waiter_zkw = failover_watcher(&ensemble.connect_string());
+    }
+    let waiter_id = waiter_zkw.zookeeper().session_id();
+    let waiter_member = member_of(&ensemble, waiter_id);
+    let root = "/zklock-test/failover";
+    let holder = ZkInterProcessReadWriteLock::new(&holder_zkw, root, None)
+        .unwrap()
+        .write_lock(b"holder");
+    holder.acquire().unwrap();
+    let waiter = ZkInterProcessReadWriteLock::new(&waiter_zkw, root, None)
+        .unwrap()
+        .write_lock(b"waiter");
+    let h = thread::spawn(move || {
+        let ok = waiter.try_acquire(Duration::from_secs(60)).unwrap();
+        (ok, waiter)
+    });
+    wait_until(Duration::from_secs(10), "the waiter queued", || {
+        holder_zkw
+            .zookeeper()
+            .get_children(root, false)
+            .unwrap()
+            .len()
+            >= 2
+    });
+    ensemble.kill(waiter_member).unwrap();
+    // The waiter notices and moves to another member.
+    wait_until(
+        Duration::from_secs(20),
+        "the waiter reconnected to another member",
+        || {
+            (0..ensemble.size())
+                .filter(|&i| i != waiter_member)
+                .any(|i| cons_sessions(&ensemble.address(i)).contains(&waiter_id))
+        },
+    );
+    holder.release().unwrap();
+    let (ok, waiter) = h.join().unwrap();
+    assert!(ok, "the waiter got the lock after failover");
+    assert_ne!(
+        member_of(&ensemble, waiter_zkw.zookeeper().session_id()),
+        waiter_member
+    );
+    waiter.release().unwrap();
+    // The holder's member may apply the waiter's delete a moment after the
+    // waiter's member answered it: sync first (ZooKeeper's read-your-others'-writes).
+    holder_zkw.zookeeper().sync(root).unwrap();
+    assert!(holder_zkw
+        .zookeeper()
+        .get_children(root, false)
+        .unwrap()
+        .is_empty());
+    holder_zkw.close().unwrap();
+    waiter_zkw.close().unwrap();
 }

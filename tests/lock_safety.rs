@@ -7,66 +7,23 @@
 //! (`ZkInterProcessLockBase::with_step_hook`): the fault is put at an exact step
 //! of the attempt.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zklock::client::{WatchedEvent, ZooKeeper};
+use common::{
+    children, local, local_raw, local_zkw, lock_recorder as recorder, lock_watcher, raw, zkw,
+};
+use zklock::client::ZooKeeper;
 use zklock::lock::{
     InterProcessLock, InterProcessReadWriteLock, LockEvent, LockStep, ZkInterProcessReadLock,
     ZkInterProcessReadWriteLock, ZkInterProcessWriteLock,
 };
-use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
-use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
-
-fn init_log() {
-    let _ = env_logger::builder().is_test(true).try_init();
-}
-
-fn watcher(servers: &str, session: Duration) -> ZooKeeperWatcher {
-    init_log();
-    ZooKeeperWatcher::builder(servers)
-        .with_identifier("lock-safety")
-        .with_session_timeout(session)
-        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
-        .connect()
-        .expect("connect")
-}
-
-fn zkw() -> ZooKeeperWatcher {
-    watcher(&shared_server().connect_string(), Duration::from_secs(6))
-}
-
-fn raw() -> ZooKeeper {
-    ZooKeeper::connect(
-        &shared_server().connect_string(),
-        Duration::from_secs(6),
-        |_e: WatchedEvent| {},
-    )
-    .expect("raw connect")
-}
-
-fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
-    match zk.get_children(path, false) {
-        Ok(mut c) => {
-            c.sort();
-            c
-        }
-        Err(e) if e.is(ZkError::NoNode) => Vec::new(),
-        Err(e) => panic!("get_children {path}: {e}"),
-    }
-}
-
-type Events = Arc<Mutex<Vec<LockEvent>>>;
-
-fn recorder() -> (Events, impl Fn(&str, LockEvent) + Send + Sync + 'static) {
-    let events: Events = Arc::default();
-    let e = events.clone();
-    (events, move |_p: &str, ev: LockEvent| {
-        e.lock().unwrap().push(ev)
-    })
-}
+use zklock::testing::{eventually, unique_root, FaultProxy};
+use zklock::Error;
 
 /// A hook that runs `action` with the node path the first time `step` comes.
 fn at_step(
@@ -229,8 +186,8 @@ fn try_acquire_keeps_its_bound_when_a_stall_starts_at_any_step() {
     ];
     for with_listener in [false, true] {
         for step in steps {
-            let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
-            let zkw = watcher(&proxy.connect_string(), Duration::from_secs(8));
+            let proxy = FaultProxy::start(local().as_str()).unwrap();
+            let zkw = lock_watcher(&proxy.connect_string(), Duration::from_secs(8));
             let root = unique_root("stall-step");
             zklock::zkutil::create_with_parents(&zkw, &root).unwrap();
             let p = Arc::new(proxy);
@@ -263,7 +220,7 @@ fn try_acquire_keeps_its_bound_when_a_stall_starts_at_any_step() {
             if lock.is_held() {
                 lock.release().unwrap();
             }
-            let zk = raw();
+            let zk = local_raw();
             assert!(
                 eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()),
                 "stall at {step:?}: a node was left behind: {:?}",
@@ -281,10 +238,10 @@ fn a_contended_try_acquire_keeps_its_bound_when_a_stall_starts_while_it_waits() 
     let timeout = Duration::from_millis(500);
     let bound = timeout + grace + Duration::from_millis(250 + 500);
     for step in [LockStep::Listed, LockStep::Watching] {
-        let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
-        let zkw = watcher(&proxy.connect_string(), Duration::from_secs(8));
+        let proxy = FaultProxy::start(local().as_str()).unwrap();
+        let zkw = lock_watcher(&proxy.connect_string(), Duration::from_secs(8));
         let root = unique_root("stall-wait");
-        let holder = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"h", None).unwrap();
+        let holder = ZkInterProcessWriteLock::new(&local_zkw(), &root, b"h", None).unwrap();
         holder.acquire().unwrap();
         let p = Arc::new(proxy);
         let p2 = p.clone();
@@ -299,7 +256,7 @@ fn a_contended_try_acquire_keeps_its_bound_when_a_stall_starts_while_it_waits() 
         assert!(took < bound, "stall at {step:?}: took {took:?}");
         p.reset();
         holder.release().unwrap();
-        let zk = raw();
+        let zk = local_raw();
         assert!(eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()));
         zkw.close().unwrap();
     }
@@ -311,10 +268,10 @@ fn a_contended_try_acquire_keeps_its_bound_when_a_stall_starts_while_it_waits() 
 
 #[test]
 fn dropping_a_held_guard_or_lock_during_a_stall_returns_at_once_and_the_node_goes_after() {
-    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let proxy = FaultProxy::start(local().as_str()).unwrap();
     let session = Duration::from_secs(4);
-    let zkw = watcher(&proxy.connect_string(), session);
-    let zk = raw();
+    let zkw = lock_watcher(&proxy.connect_string(), session);
+    let zk = local_raw();
     let root = unique_root("drop-stall");
     let rw = ZkInterProcessReadWriteLock::new(&zkw, &root, None).unwrap();
 
@@ -378,6 +335,7 @@ fn dropping_a_held_guard_or_lock_during_a_stall_returns_at_once_and_the_node_goe
     );
 
     // Past the read timeout the client reconnects; the nodes are removed then.
+    // Deliberate: stay partitioned past the read timeout.
     thread::sleep(session * 2 / 3 + Duration::from_millis(300));
     p.reset();
     assert!(
@@ -526,12 +484,12 @@ fn an_owned_guard_is_stored_and_released_elsewhere() {
 
 #[test]
 fn a_metadata_handler_is_not_cut_by_the_locks_deadline() {
-    let zkw = zkw();
+    let zkw = local_zkw();
     let root = unique_root("handler-deadline");
-    let holder = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"holder", None).unwrap();
+    let holder = ZkInterProcessWriteLock::new(&local_zkw(), &root, b"holder", None).unwrap();
     holder.acquire().unwrap();
     // The handler makes a slow call (a 300 ms link each way) on another session.
-    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let proxy = FaultProxy::start(local().as_str()).unwrap();
     let slow = ZooKeeper::connect(&proxy.connect_string(), Duration::from_secs(6), |_e| {})
         .expect("slow connect");
     proxy.delay(Duration::from_millis(300));
@@ -564,13 +522,13 @@ fn a_metadata_handler_is_not_cut_by_the_locks_deadline() {
 fn in_doubt_comes_at_the_read_timeout_with_a_tracker_and_100_waiters_on_the_session() {
     use zklock::{LoggingAbortable, ZooKeeperNodeTracker};
 
-    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let proxy = FaultProxy::start(local().as_str()).unwrap();
     let session = Duration::from_secs(3);
-    let zkw = watcher(&proxy.connect_string(), session);
+    let zkw = lock_watcher(&proxy.connect_string(), session);
     let negotiated = zkw.zookeeper().session_timeout();
     let read_timeout = negotiated * 2 / 3;
-    let direct = self::zkw();
-    let zk = raw();
+    let direct = local_zkw();
+    let zk = local_raw();
     let root = unique_root("in-doubt-load");
 
     // The held lock, with a listener noting when each event came.
@@ -693,11 +651,14 @@ fn polling_try_acquire_behind_a_holder_registers_one_watch() {
 fn close_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
     use zklock::ZooKeeperListener;
 
-    /// Blocks the event thread for a while on the first creation it sees.
-    struct Stuck(String);
+    /// Blocks the event thread for a while on the first creation it sees, and
+    /// says when it starts to.
+    struct Stuck(String, Arc<AtomicBool>);
     impl ZooKeeperListener for Stuck {
         fn node_created(&self, path: &str) {
             if path == self.0 {
+                self.1.store(true, Ordering::SeqCst);
+                // Deliberate: hold the event thread.
                 thread::sleep(Duration::from_secs(4));
             }
         }
@@ -706,7 +667,8 @@ fn close_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
     let zkw = zkw();
     let root = unique_root("close-stuck");
     let trigger = format!("{root}-trigger");
-    zkw.register_listener(Arc::new(Stuck(trigger.clone())));
+    let stuck = Arc::new(AtomicBool::new(false));
+    zkw.register_listener(Arc::new(Stuck(trigger.clone(), stuck.clone())));
     assert!(!zklock::zkutil::watch_and_check_exists(&zkw, &trigger).unwrap());
     let holder = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"h", None).unwrap();
     holder.acquire().unwrap();
@@ -733,7 +695,7 @@ fn close_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
         zklock::client::CreateMode::Ephemeral,
     )
     .unwrap();
-    thread::sleep(Duration::from_millis(200));
+    assert!(eventually(Duration::from_secs(10), || stuck.load(Ordering::SeqCst)));
     let closing = Instant::now();
     let closer = {
         let zkw = zkw.clone();

@@ -13,17 +13,20 @@
 //!   stalled: the retry cannot run until the test has changed the node through a
 //!   second session and lets that proxy pass.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{assert_code, init_log, local, ms, setup_root, WAIT};
 use zklock::client::{
     Acl, CreateMode, EventType, KeeperState, Op, OpResult, ReplyKind, State, WatchedEvent,
     ZooKeeper,
 };
-use zklock::testing::{shared_server, test_servers, unique_root, wait_until, FaultProxy};
+use zklock::testing::{test_servers, wait_until, FaultProxy};
 use zklock::{
     metadata_identifier, BackoffPolicy, Error, RecoverableZooKeeper, RetryConfig, ZkError,
 };
@@ -35,31 +38,10 @@ use zklock::{
 const SESSION: Duration = Duration::from_secs(6);
 /// The identifier every handle under test writes into its metadata.
 const ID: &str = "rzk-test";
-/// Bound for every wait on an event.
-const WAIT: Duration = Duration::from_secs(10);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn init_log() {
-    let _ = env_logger::builder().is_test(true).try_init();
-}
 
 /// HBase's defaults with a 10 ms interval: 3 retries after 10, 20, 40 ms.
 fn fast_retry() -> RetryConfig {
     RetryConfig::default().with_sleep_interval(ms(10))
-}
-
-/// The local server: tests that put a proxy in front of it use it for every
-/// client, so the proxied handle and the other writer see the same server.
-fn local() -> String {
-    shared_server().connect_string()
-}
-
-/// A plain client (another session).
-fn raw(servers: &str) -> ZooKeeper {
-    ZooKeeper::connect(servers, SESSION, |_e: WatchedEvent| {}).expect("connect")
 }
 
 /// A `RecoverableZooKeeper` under test, and the connection events of its default
@@ -122,35 +104,9 @@ impl Under {
     }
 }
 
-/// A fresh root for one test (created with its parent), and a plain client.
-fn setup(servers: &str, name: &str) -> (ZooKeeper, String) {
-    let zk = raw(servers);
-    let root = unique_root(name);
-    match zk.create(
-        "/zklock-test",
-        b"",
-        Acl::open_unsafe(),
-        CreateMode::Persistent,
-    ) {
-        Ok(_) => {}
-        Err(e) if e.is(ZkError::NodeExists) => {}
-        Err(e) => panic!("create /zklock-test: {e}"),
-    }
-    zk.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
-        .expect("create root");
-    (zk, root)
-}
-
 /// Whether raw `data` carries the metadata prefix of the handle under test.
 fn written_by_us(data: &[u8]) -> bool {
     metadata_identifier(data).is_some_and(|id| id.starts_with(ID.as_bytes()))
-}
-
-fn assert_code<T: std::fmt::Debug>(result: Result<T, Error>, code: ZkError) -> Error {
-    match result {
-        Err(e) if e.code() == Some(code) => e,
-        other => panic!("expected {code:?}, got {other:?}"),
-    }
 }
 
 /// A handle connected through two proxies to the local server, one of which
@@ -223,7 +179,7 @@ fn node_events() -> (
 #[test]
 fn delete_no_node_on_a_retry_is_success() {
     init_log();
-    let (zk, root) = setup(&test_servers(), "delete_retry");
+    let (zk, root) = setup_root(&test_servers(), "delete_retry");
     let under = Under::on(&test_servers(), fast_retry());
     let rzk = &under.rzk;
     for (i, version) in [None, Some(0)].into_iter().enumerate() {
@@ -241,7 +197,7 @@ fn delete_no_node_on_a_retry_is_success() {
 #[test]
 fn delete_no_node_on_the_first_attempt_is_an_error() {
     init_log();
-    let (_zk, root) = setup(&test_servers(), "delete_first");
+    let (_zk, root) = setup_root(&test_servers(), "delete_first");
     let under = Under::on(&test_servers(), fast_retry());
     let path = format!("{root}/missing");
     let e = assert_code(under.rzk.delete(&path, None), ZkError::NoNode);
@@ -262,7 +218,7 @@ fn delete_no_node_on_the_first_attempt_is_an_error() {
 #[test]
 fn set_data_whose_reply_was_lost_succeeds_and_the_data_is_ours() {
     init_log();
-    let (zk, root) = setup(&test_servers(), "set_data_lost");
+    let (zk, root) = setup_root(&test_servers(), "set_data_lost");
     let under = Under::on(&test_servers(), fast_retry());
     let rzk = &under.rzk;
     let path = format!("{root}/n");
@@ -287,7 +243,7 @@ fn set_data_whose_reply_was_lost_succeeds_and_the_data_is_ours() {
 #[test]
 fn set_data_bad_version_on_the_first_attempt_is_an_error() {
     init_log();
-    let (zk, root) = setup(&test_servers(), "set_data_first");
+    let (zk, root) = setup_root(&test_servers(), "set_data_first");
     let under = Under::on(&test_servers(), fast_retry());
     let path = format!("{root}/n");
     zk.create(&path, b"theirs", Acl::open_unsafe(), CreateMode::Persistent)
@@ -303,7 +259,7 @@ fn set_data_bad_version_on_the_first_attempt_is_an_error() {
 #[test]
 fn set_data_bad_version_on_a_retry_with_another_writers_data_is_an_error() {
     init_log();
-    let (zk, root) = setup(&local(), "set_data_theirs");
+    let (zk, root) = setup_root(&local(), "set_data_theirs");
     let split = Split::start();
     let path = format!("{root}/n");
     zk.create(&path, b"v0", Acl::open_unsafe(), CreateMode::Persistent)
@@ -340,7 +296,7 @@ fn set_data_bad_version_on_a_retry_with_another_writers_data_is_an_error() {
 #[test]
 fn create_node_exists_on_a_retry_with_our_data_is_success() {
     init_log();
-    let (zk, root) = setup(&test_servers(), "create_ours");
+    let (zk, root) = setup_root(&test_servers(), "create_ours");
     let under = Under::on(&test_servers(), fast_retry());
     let rzk = &under.rzk;
     // Empty data too: zklock prefixes it, so the retry can recognise it.
@@ -369,7 +325,7 @@ fn create_node_exists_on_a_retry_with_our_data_is_success() {
 #[test]
 fn create_node_exists_on_the_first_attempt_is_an_error() {
     init_log();
-    let (_zk, root) = setup(&test_servers(), "create_first");
+    let (_zk, root) = setup_root(&test_servers(), "create_first");
     let under = Under::on(&test_servers(), fast_retry());
     let path = format!("{root}/n");
     let rzk = &under.rzk;
@@ -386,7 +342,7 @@ fn create_node_exists_on_the_first_attempt_is_an_error() {
 #[test]
 fn create_node_exists_on_a_retry_with_another_writers_data_is_an_error() {
     init_log();
-    let (zk, root) = setup(&local(), "create_theirs");
+    let (zk, root) = setup_root(&local(), "create_theirs");
     let split = Split::start();
     let path = format!("{root}/n");
     let (watcher, created) = node_events();
@@ -440,7 +396,7 @@ fn creator_tag<'a>(name: &'a str, prefix: &str) -> &'a str {
 #[test]
 fn sequential_create_whose_reply_was_lost_adopts_its_one_node() {
     init_log();
-    let (zk, root) = setup(&test_servers(), "sequential_lost");
+    let (zk, root) = setup_root(&test_servers(), "sequential_lost");
     let under = Under::on(&test_servers(), fast_retry());
     let rzk = &under.rzk;
     let prefix = format!("{root}/write-");
@@ -485,7 +441,7 @@ fn concurrent_sequential_creates_with_lost_replies_never_adopt_each_others_node(
     init_log();
     const THREADS: usize = 4;
     const ROUNDS: usize = 8;
-    let (zk, root) = setup(&test_servers(), "sequential_concurrent");
+    let (zk, root) = setup_root(&test_servers(), "sequential_concurrent");
     let under = Under::on(&test_servers(), fast_retry());
     let prefix = format!("{root}/write-");
     let mut created: Vec<(String, String)> = Vec::new();
@@ -549,7 +505,7 @@ fn behind_proxy(retry: RetryConfig) -> (Under, FaultProxy) {
 #[test]
 fn retries_exhausted_return_the_last_error_after_exactly_the_configured_calls() {
     init_log();
-    let (zk, root) = setup(&local(), "exhausted");
+    let (zk, root) = setup_root(&local(), "exhausted");
     for retries in [0u32, 1, 3] {
         let retry = RetryConfig::default()
             .with_max_attempts(retries)
@@ -605,7 +561,7 @@ fn retries_exhausted_return_the_last_error_after_exactly_the_configured_calls() 
 #[test]
 fn session_expired_is_never_retried() {
     init_log();
-    let (zk, root) = setup(&local(), "expired");
+    let (zk, root) = setup_root(&local(), "expired");
     // A retry would sleep 5 s first: a fast SessionExpired proves there was none.
     let retry = RetryConfig::default().with_sleep_interval(Duration::from_secs(5));
     let proxy = FaultProxy::start(local()).unwrap();
@@ -664,7 +620,7 @@ fn session_expired_is_never_retried() {
 #[test]
 fn multi_is_retried_as_a_whole() {
     init_log();
-    let (zk, root) = setup(&test_servers(), "multi");
+    let (zk, root) = setup_root(&test_servers(), "multi");
     let under = Under::on(&test_servers(), fast_retry());
     let rzk = &under.rzk;
 
@@ -738,7 +694,7 @@ fn multi_is_retried_as_a_whole() {
 #[test]
 fn get_data_strips_the_metadata_and_leaves_raw_data_unchanged() {
     init_log();
-    let (zk, root) = setup(&test_servers(), "metadata");
+    let (zk, root) = setup_root(&test_servers(), "metadata");
     let under = Under::on(&test_servers(), fast_retry());
     let rzk = &under.rzk;
 

@@ -1,46 +1,24 @@
 //! `ZooKeeperNodeTracker` and `DeletionListener` against a real ZooKeeper
 //! server, with a raw second session playing "another process".
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{node_recorder, raw_session, setup, watcher, CountingAbortable, NodeRecorder, WAIT};
 use parking_lot::{Condvar, Mutex};
 use zklock::client::KeeperState;
-use zklock::client::{Acl, CreateMode, EventType, Op, WatchedEvent, ZooKeeper};
+use zklock::client::{Acl, CreateMode, EventType, Op, WatchedEvent};
 use zklock::testing::{shared_server, test_servers, unique_root, FaultProxy};
 use zklock::{
     zkutil, Abortable, DeletionListener, Error, LoggingAbortable, WeakZooKeeperWatcher, ZkError,
     ZooKeeperListener, ZooKeeperNodeTracker, ZooKeeperWatcher,
 };
 
-type TestResult = Result<(), Error>;
-
-const WAIT: Duration = Duration::from_secs(10);
-
-fn watcher() -> ZooKeeperWatcher {
-    ZooKeeperWatcher::builder(&test_servers())
-        .with_session_timeout(Duration::from_secs(4))
-        .connect()
-        .expect("connect a ZooKeeperWatcher")
-}
-
-fn raw() -> ZooKeeper {
-    ZooKeeper::connect(
-        &test_servers(),
-        Duration::from_secs(4),
-        |_e: WatchedEvent| {},
-    )
-    .expect("connect a raw session")
-}
-
-fn setup(name: &str) -> (ZooKeeperWatcher, String) {
-    let zkw = watcher();
-    let root = unique_root(name);
-    zkutil::create_with_parents(&zkw, &root).expect("create the test root");
-    (zkw, root)
-}
+/// The session timeout of the tests' plain clients.
+const SESSION: Duration = Duration::from_secs(4);
 
 fn logging() -> Arc<dyn Abortable> {
     Arc::new(LoggingAbortable::new())
@@ -50,56 +28,6 @@ fn logging() -> Arc<dyn Abortable> {
 #[track_caller]
 fn eventually(what: &str, f: impl FnMut() -> bool) {
     zklock::testing::wait_until(WAIT, what, f);
-}
-
-/// Records node events. Registered *after* a tracker or deletion listener, it
-/// sees each event after that listener handled it (dispatch is in registration
-/// order on the one event thread): a sync point without sleeps.
-#[derive(Default)]
-struct Recorder {
-    events: Mutex<Vec<(EventType, String)>>,
-    cv: Condvar,
-}
-
-impl Recorder {
-    fn push(&self, t: EventType, path: &str) {
-        self.events.lock().push((t, path.to_string()));
-        self.cv.notify_all();
-    }
-
-    fn count(&self, t: EventType, path: &str) -> usize {
-        self.events
-            .lock()
-            .iter()
-            .filter(|(k, p)| *k == t && p == path)
-            .count()
-    }
-
-    /// Waits (bounded) until `n` events `t` on `path` were recorded.
-    fn wait_for(&self, t: EventType, path: &str, n: usize) -> bool {
-        let deadline = Instant::now() + WAIT;
-        let mut events = self.events.lock();
-        loop {
-            if events.iter().filter(|(k, p)| *k == t && p == path).count() >= n {
-                return true;
-            }
-            if self.cv.wait_until(&mut events, deadline).timed_out() {
-                return false;
-            }
-        }
-    }
-}
-
-impl ZooKeeperListener for Recorder {
-    fn node_created(&self, path: &str) {
-        self.push(EventType::NodeCreated, path);
-    }
-    fn node_deleted(&self, path: &str) {
-        self.push(EventType::NodeDeleted, path);
-    }
-    fn node_data_changed(&self, path: &str) {
-        self.push(EventType::NodeDataChanged, path);
-    }
 }
 
 /// Waits until `zkw`'s event thread has run the callbacks of every request
@@ -115,31 +43,14 @@ fn drain_event_thread(zkw: &ZooKeeperWatcher, rounds: usize) {
     }
 }
 
-/// A user listener for `zkw`'s default watcher. The trackers and deletion
-/// listeners watch with watchers of their own: to see an event on the same
-/// path, set a default watch too (after theirs, so the client calls theirs
-/// first).
-fn recorder(zkw: &ZooKeeperWatcher) -> Arc<Recorder> {
-    let r = Arc::new(Recorder::default());
-    zkw.register_listener(r.clone());
-    r
-}
-
-/// Counts `abort` calls and keeps the last error.
-#[derive(Default)]
-struct CountingAbortable {
-    calls: AtomicUsize,
-    last: Mutex<Option<Error>>,
-}
-
-impl Abortable for CountingAbortable {
-    fn abort(&self, _why: &str, error: Option<&Error>) {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        *self.last.lock() = error.cloned();
-    }
-    fn is_aborted(&self) -> bool {
-        self.calls.load(Ordering::SeqCst) > 0
-    }
+/// A user listener for `zkw`'s default watcher ([`node_recorder`]). Registered
+/// *after* a tracker or deletion listener, it sees each event after that
+/// listener handled it (dispatch is in registration order on the one event
+/// thread): a sync point without sleeps. The trackers and deletion listeners
+/// watch with watchers of their own: to see an event on the same path, set a
+/// default watch too (after theirs, so the client calls theirs first).
+fn recorder(zkw: &ZooKeeperWatcher) -> Arc<NodeRecorder> {
+    node_recorder(zkw)
 }
 
 // ---------------------------------------------------------------------------
@@ -147,7 +58,7 @@ impl Abortable for CountingAbortable {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn trackers_follow_a_node_another_session_creates_changes_and_deletes() -> TestResult {
+fn trackers_follow_a_node_another_session_creates_changes_and_deletes() {
     let (zkw1, root) = setup("tracker-follow");
     let zkw2 = watcher();
     let node = format!("{root}/master");
@@ -157,10 +68,13 @@ fn trackers_follow_a_node_another_session_creates_changes_and_deletes() -> TestR
         Arc::new(ZooKeeperNodeTracker::new(&zkw2, &node, logging())),
     ];
     for t in &trackers {
-        t.start()?;
+        t.start().unwrap();
         assert_eq!(t.get_node(), node);
         assert_eq!(t.get_data(false), None, "started before the node exists");
-        assert_eq!(t.block_until_available(Duration::ZERO, false)?, None);
+        assert_eq!(
+            t.block_until_available(Duration::ZERO, false).unwrap(),
+            None
+        );
     }
     // Threads blocked until the node appears.
     let waiters: Vec<_> = trackers
@@ -170,10 +84,12 @@ fn trackers_follow_a_node_another_session_creates_changes_and_deletes() -> TestR
             thread::spawn(move || t.block_until_available(Duration::from_secs(60), false))
         })
         .collect();
-    let timed = trackers[0].block_until_available(Duration::from_millis(50), false)?;
+    let timed = trackers[0]
+        .block_until_available(Duration::from_millis(50), false)
+        .unwrap();
     assert_eq!(timed, None, "a bounded wait on a missing node times out");
 
-    let other = raw();
+    let other = raw_session(&test_servers(), SESSION);
     let all_see = |want: Option<&[u8]>| {
         eventually(&format!("every tracker sees {want:?}"), || {
             trackers
@@ -181,23 +97,29 @@ fn trackers_follow_a_node_another_session_creates_changes_and_deletes() -> TestR
                 .all(|t| t.get_data(false).as_deref() == want)
         })
     };
-    other.create(&node, b"v1", Acl::open_unsafe(), CreateMode::Persistent)?;
+    other
+        .create(&node, b"v1", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
     for w in waiters {
-        assert_eq!(w.join().unwrap()?.as_deref(), Some(&b"v1"[..]));
+        assert_eq!(w.join().unwrap().unwrap().as_deref(), Some(&b"v1"[..]));
     }
     all_see(Some(b"v1"));
-    other.set_data(&node, b"v2", None)?;
+    other.set_data(&node, b"v2", None).unwrap();
     all_see(Some(b"v2"));
-    other.delete(&node, None)?;
+    other.delete(&node, None).unwrap();
     all_see(None);
-    other.create(&node, b"v3", Acl::open_unsafe(), CreateMode::Persistent)?;
+    other
+        .create(&node, b"v3", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
     all_see(Some(b"v3"));
-    other.set_data(&node, b"", None)?;
+    other.set_data(&node, b"", None).unwrap();
     all_see(Some(b""));
     for t in &trackers {
         assert_eq!(t.get_data(true).as_deref(), Some(&b""[..]));
         assert_eq!(
-            t.block_until_available(Duration::ZERO, true)?.as_deref(),
+            t.block_until_available(Duration::ZERO, true)
+                .unwrap()
+                .as_deref(),
             Some(&b""[..])
         );
     }
@@ -205,30 +127,34 @@ fn trackers_follow_a_node_another_session_creates_changes_and_deletes() -> TestR
     for t in &trackers {
         t.stop();
     }
-    zkutil::delete_node_recursively(&zkw1, &root)?;
-    other.close()?;
-    zkw2.close()?;
-    zkw1.close()
+    zkutil::delete_node_recursively(&zkw1, &root).unwrap();
+    other.close().unwrap();
+    zkw2.close().unwrap();
+    zkw1.close().unwrap();
 }
 
 /// HBase: "a delete re-sets the watch and notices a re-create". Deleting and
 /// re-creating in one transaction fires only NodeDeleted at the tracker; only
 /// its re-check finds the new node.
 #[test]
-fn a_delete_notices_a_re_create_in_the_same_transaction() -> TestResult {
+fn a_delete_notices_a_re_create_in_the_same_transaction() {
     let (zkw, root) = setup("tracker-recreate");
     let node = format!("{root}/n");
-    let other = raw();
-    other.create(&node, b"old", Acl::open_unsafe(), CreateMode::Persistent)?;
+    let other = raw_session(&test_servers(), SESSION);
+    other
+        .create(&node, b"old", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
     let t = ZooKeeperNodeTracker::new(&zkw, &node, logging());
-    t.start()?;
+    t.start().unwrap();
     assert_eq!(t.get_data(false).as_deref(), Some(&b"old"[..]));
     let rec = recorder(&zkw);
-    assert!(zkutil::watch_and_check_exists(&zkw, &node)?);
-    other.multi(&[
-        Op::delete(node.as_str(), None),
-        Op::create(node.as_str(), b"new".to_vec(), CreateMode::Persistent),
-    ])?;
+    assert!(zkutil::watch_and_check_exists(&zkw, &node).unwrap());
+    other
+        .multi(&[
+            Op::delete(node.as_str(), None),
+            Op::create(node.as_str(), b"new".to_vec(), CreateMode::Persistent),
+        ])
+        .unwrap();
     assert!(rec.wait_for(EventType::NodeDeleted, &node, 1));
     // The tracker's exists → getData chain, answered on the event thread.
     drain_event_thread(&zkw, 3);
@@ -243,47 +169,51 @@ fn a_delete_notices_a_re_create_in_the_same_transaction() -> TestResult {
         "no creation event came"
     );
     t.stop();
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
 }
 
 /// HBase: "a create that finds the node gone handles it as a delete" — which
 /// re-sets the exists watch, so a later creation is still seen.
 #[test]
-fn a_create_that_finds_the_node_gone_keeps_watching() -> TestResult {
+fn a_create_that_finds_the_node_gone_keeps_watching() {
     let (zkw, root) = setup("tracker-flash");
     let node = format!("{root}/n");
-    let other = raw();
+    let other = raw_session(&test_servers(), SESSION);
     let t = ZooKeeperNodeTracker::new(&zkw, &node, logging());
-    t.start()?;
+    t.start().unwrap();
     let rec = recorder(&zkw);
-    assert!(!zkutil::watch_and_check_exists(&zkw, &node)?);
-    other.multi(&[
-        Op::create(node.as_str(), b"flash".to_vec(), CreateMode::Persistent),
-        Op::delete(node.as_str(), None),
-    ])?;
+    assert!(!zkutil::watch_and_check_exists(&zkw, &node).unwrap());
+    other
+        .multi(&[
+            Op::create(node.as_str(), b"flash".to_vec(), CreateMode::Persistent),
+            Op::delete(node.as_str(), None),
+        ])
+        .unwrap();
     assert!(rec.wait_for(EventType::NodeCreated, &node, 1));
     // getData → NoNode → exists (which re-sets the exists watch) → None.
     drain_event_thread(&zkw, 3);
     assert_eq!(t.get_data(false), None);
-    other.create(&node, b"later", Acl::open_unsafe(), CreateMode::Persistent)?;
+    other
+        .create(&node, b"later", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
     eventually(
         "the tracker left an exists watch: it sees the creation",
         || t.get_data(false).as_deref() == Some(&b"later"[..]),
     );
     t.stop();
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn stop_wakes_a_blocked_thread() -> TestResult {
+fn stop_wakes_a_blocked_thread() {
     let (zkw, root) = setup("tracker-stop");
     let node = format!("{root}/never");
     let t = Arc::new(ZooKeeperNodeTracker::new(&zkw, &node, logging()));
-    t.start()?;
+    t.start().unwrap();
     let barrier = Arc::new(std::sync::Barrier::new(2));
     let waiter = {
         let (t, barrier) = (t.clone(), barrier.clone());
@@ -295,109 +225,109 @@ fn stop_wakes_a_blocked_thread() -> TestResult {
         })
     };
     barrier.wait();
-    // Not for correctness: lets the thread park, so `stop` has to wake it.
+    // Deliberate, not for correctness: lets the thread park, so `stop` has to
+    // wake it.
     thread::sleep(Duration::from_millis(200));
     t.stop();
     let (r, waited) = waiter.join().unwrap();
-    assert_eq!(r?, None);
+    assert_eq!(r.unwrap(), None);
     assert!(
         waited < Duration::from_secs(5),
         "woken promptly, waited {waited:?}"
     );
     assert!(t.is_stopped());
     assert_eq!(
-        t.block_until_available(Duration::from_secs(60), false)?,
+        t.block_until_available(Duration::from_secs(60), false)
+            .unwrap(),
         None
     );
 
     // Stopped: events no longer reach it.
     let rec = recorder(&zkw);
-    assert!(!zkutil::watch_and_check_exists(&zkw, &node)?);
-    let other = raw();
-    other.create(&node, b"x", Acl::open_unsafe(), CreateMode::Persistent)?;
+    assert!(!zkutil::watch_and_check_exists(&zkw, &node).unwrap());
+    let other = raw_session(&test_servers(), SESSION);
+    other
+        .create(&node, b"x", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
     assert!(rec.wait_for(EventType::NodeCreated, &node, 1));
     drain_event_thread(&zkw, 3);
     assert_eq!(t.get_data(false), None);
     // Started again, it reads the node.
-    t.start()?;
+    t.start().unwrap();
     assert_eq!(t.get_data(false).as_deref(), Some(&b"x"[..]));
     drop(t); // Drop stops and unregisters.
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn closing_the_session_ends_a_wait() -> TestResult {
+fn closing_the_session_ends_a_wait() {
     let (zkw, root) = setup("tracker-close");
     let t = Arc::new(ZooKeeperNodeTracker::new(
         &zkw,
         &format!("{root}/never"),
         logging(),
     ));
-    t.start()?;
+    t.start().unwrap();
     let waiter = {
         let t = t.clone();
         thread::spawn(move || t.block_until_available(Duration::from_secs(60), false))
     };
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()?;
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
     let r = waiter.join().unwrap();
     assert!(matches!(r, Err(Error::Closed)), "{r:?}");
     let r = t.block_until_available(Duration::from_secs(60), false);
     assert!(matches!(r, Err(Error::Closed)), "{r:?}");
-    Ok(())
 }
 
 #[test]
-fn a_zookeeper_error_while_tracking_aborts() -> TestResult {
+fn a_zookeeper_error_while_tracking_aborts() {
     let (zkw, root) = setup("tracker-abort");
     let node = format!("{root}/secret");
-    let owner = raw();
-    owner.add_auth("digest", b"u:p")?;
-    owner.create(&node, b"hidden", Acl::creator_all(), CreateMode::Persistent)?;
+    let owner = raw_session(&test_servers(), SESSION);
+    owner.add_auth("digest", b"u:p").unwrap();
+    owner
+        .create(&node, b"hidden", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
     let abortable = Arc::new(CountingAbortable::default());
     let t = ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone());
     let e = t.start().unwrap_err();
     assert!(e.is(ZkError::NoAuth), "{e}");
-    assert_eq!(abortable.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(abortable.calls(), 1);
     assert!(abortable
-        .last
-        .lock()
-        .as_ref()
+        .last_error()
         .is_some_and(|e| e.is(ZkError::NoAuth)));
     assert_eq!(t.get_data(true), None);
-    assert_eq!(
-        abortable.calls.load(Ordering::SeqCst),
-        2,
-        "getData(true) aborts too"
-    );
+    assert_eq!(abortable.calls(), 2, "getData(true) aborts too");
     t.stop();
-    owner.delete(&node, None)?;
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    owner.close()?;
-    zkw.close()
+    owner.delete(&node, None).unwrap();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    owner.close().unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn check_if_base_node_available_and_not_started() -> TestResult {
+fn check_if_base_node_available_and_not_started() {
     let root = unique_root("tracker-base");
     let base = format!("{root}/base");
     let zkw = ZooKeeperWatcher::builder(&test_servers())
         .with_session_timeout(Duration::from_secs(4))
         .with_base_znode(&base)
-        .connect()?;
+        .connect()
+        .unwrap();
     let t = ZooKeeperNodeTracker::new(&zkw, &format!("{base}/x"), logging());
     assert!(!t.check_if_base_node_available());
-    zkutil::create_with_parents(&zkw, &base)?;
+    zkutil::create_with_parents(&zkw, &base).unwrap();
     assert!(t.check_if_base_node_available());
     let r = t.block_until_available(Duration::ZERO, false);
     assert!(
         matches!(r, Err(Error::BadArguments(_))),
         "not started: {r:?}"
     );
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
 }
 
 // ---------------------------------------------------------------------------
@@ -417,39 +347,43 @@ fn listen(
 }
 
 #[test]
-fn deletion_listener_is_released_by_a_delete() -> TestResult {
+fn deletion_listener_is_released_by_a_delete() {
     let (zkw, root) = setup("deletion-delete");
     let node = format!("{root}/holder");
-    let other = raw();
-    other.create(&node, b"", Acl::open_unsafe(), CreateMode::Persistent)?;
+    let other = raw_session(&test_servers(), SESSION);
+    other
+        .create(&node, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
     let (l, registered) = listen(&zkw, &node);
     assert_eq!(l.path_to_watch(), node);
     assert_eq!(registered.path(), Some(node.as_str()));
-    assert!(zkutil::set_watch_if_node_exists(&zkw, &node)?);
+    assert!(zkutil::set_watch_if_node_exists(&zkw, &node).unwrap());
     assert!(!l.is_released());
     let waiter = {
         let l = l.clone();
         thread::spawn(move || l.await_deletion(None))
     };
-    other.delete(&node, None)?;
+    other.delete(&node, None).unwrap();
     assert!(waiter.join().unwrap());
     assert!(l.is_released() && !l.has_exception());
     assert!(zkw.unregister_listener(&registered));
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn deletion_listener_is_not_released_by_a_data_change_alone() -> TestResult {
+fn deletion_listener_is_not_released_by_a_data_change_alone() {
     let (zkw, root) = setup("deletion-change");
     let node = format!("{root}/holder");
-    let other = raw();
-    other.create(&node, b"a", Acl::open_unsafe(), CreateMode::Persistent)?;
+    let other = raw_session(&test_servers(), SESSION);
+    other
+        .create(&node, b"a", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
     let (l, registered) = listen(&zkw, &node);
     let rec = recorder(&zkw);
-    assert!(zkutil::set_watch_if_node_exists(&zkw, &node)?);
-    other.set_data(&node, b"b", None)?;
+    assert!(zkutil::set_watch_if_node_exists(&zkw, &node).unwrap());
+    other.set_data(&node, b"b", None).unwrap();
     assert!(rec.wait_for(EventType::NodeDataChanged, &node, 1));
     assert!(
         !l.is_released(),
@@ -459,45 +393,47 @@ fn deletion_listener_is_not_released_by_a_data_change_alone() -> TestResult {
     assert!(!l.has_exception());
 
     // The change re-set the watch: the delete that follows releases it.
-    other.delete(&node, None)?;
+    other.delete(&node, None).unwrap();
     assert!(
         l.await_deletion(Some(WAIT)),
         "released by the delete after a change"
     );
     assert!(!l.has_exception());
     zkw.unregister_listener(&registered);
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn deletion_listener_is_released_by_a_data_change_then_a_delete() -> TestResult {
+fn deletion_listener_is_released_by_a_data_change_then_a_delete() {
     let (zkw, root) = setup("deletion-change-delete");
     let node = format!("{root}/holder");
-    let other = raw();
-    other.create(&node, b"a", Acl::open_unsafe(), CreateMode::Persistent)?;
+    let other = raw_session(&test_servers(), SESSION);
+    other
+        .create(&node, b"a", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
     let (l, registered) = listen(&zkw, &node);
-    assert!(zkutil::set_watch_if_node_exists(&zkw, &node)?);
+    assert!(zkutil::set_watch_if_node_exists(&zkw, &node).unwrap());
     let waiter = {
         let l = l.clone();
         thread::spawn(move || l.await_deletion(Some(WAIT)))
     };
-    other.set_data(&node, b"b", None)?;
-    other.set_data(&node, b"c", None)?;
-    other.delete(&node, None)?;
+    other.set_data(&node, b"b", None).unwrap();
+    other.set_data(&node, b"c", None).unwrap();
+    other.delete(&node, None).unwrap();
     assert!(waiter.join().unwrap());
     assert!(!l.has_exception());
     zkw.unregister_listener(&registered);
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
 }
 
 /// A NodeDataChanged whose re-check finds the node gone releases (the deletion
 /// itself was not seen: the watch had fired for the change).
 #[test]
-fn deletion_listener_released_when_the_changed_node_is_gone() -> TestResult {
+fn deletion_listener_released_when_the_changed_node_is_gone() {
     let (zkw, root) = setup("deletion-gone");
     let node = format!("{root}/holder");
     let (l, registered) = listen(&zkw, &node);
@@ -509,18 +445,20 @@ fn deletion_listener_released_when_the_changed_node_is_gone() -> TestResult {
     assert!(l.await_deletion(Some(WAIT)));
     assert!(!l.has_exception());
     zkw.unregister_listener(&registered);
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
 }
 
 /// An error re-setting the watch is recorded and releases the waiter.
 #[test]
-fn deletion_listener_records_an_error_re_setting_the_watch() -> TestResult {
+fn deletion_listener_records_an_error_re_setting_the_watch() {
     let (zkw, root) = setup("deletion-error");
     let node = format!("{root}/secret");
-    let owner = raw();
-    owner.add_auth("digest", b"u:p")?;
-    owner.create(&node, b"", Acl::creator_all(), CreateMode::Persistent)?;
+    let owner = raw_session(&test_servers(), SESSION);
+    owner.add_auth("digest", b"u:p").unwrap();
+    owner
+        .create(&node, b"", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
     let (l, registered) = listen(&zkw, &node);
     zkw.process(WatchedEvent::node(
         EventType::NodeDataChanged,
@@ -533,29 +471,29 @@ fn deletion_listener_records_an_error_re_setting_the_watch() -> TestResult {
         "{l:?}"
     );
     zkw.unregister_listener(&registered);
-    owner.delete(&node, None)?;
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    owner.close()?;
-    zkw.close()
+    owner.delete(&node, None).unwrap();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    owner.close().unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn deletion_listener_is_released_with_an_error_when_the_session_closes() -> TestResult {
+fn deletion_listener_is_released_with_an_error_when_the_session_closes() {
     let (zkw, root) = setup("deletion-close");
     let node = format!("{root}/holder");
-    zkutil::create_and_fail_silent(&zkw, &node)?;
+    zkutil::create_and_fail_silent(&zkw, &node).unwrap();
     let (l, _registered) = listen(&zkw, &node);
-    assert!(zkutil::set_watch_if_node_exists(&zkw, &node)?);
+    assert!(zkutil::set_watch_if_node_exists(&zkw, &node).unwrap());
     let waiter = {
         let l = l.clone();
         thread::spawn(move || l.await_deletion(Some(WAIT)))
     };
     let cleanup = watcher();
-    zkw.close()?;
+    zkw.close().unwrap();
     assert!(waiter.join().unwrap());
     assert!(matches!(l.exception(), Some(Error::Closed)), "{l:?}");
-    zkutil::delete_node_recursively(&cleanup, &root)?;
-    cleanup.close()
+    zkutil::delete_node_recursively(&cleanup, &root).unwrap();
+    cleanup.close().unwrap();
 }
 
 // ---------------------------------------------------------------------------
@@ -623,19 +561,24 @@ impl ZooKeeperListener for Staller {
 /// after the heal the tracker (re-armed on `SyncConnected`) has the node's
 /// state, follows it on, and both deletion listeners are released.
 #[test]
-fn a_stall_while_a_tracker_re_reads_does_not_delay_disconnected_and_heals() -> TestResult {
+fn a_stall_while_a_tracker_re_reads_does_not_delay_disconnected_and_heals() {
     let _ = env_logger::builder().is_test(true).try_init();
-    let proxy = Arc::new(FaultProxy::start(shared_server().connect_string())?);
+    let proxy = Arc::new(FaultProxy::start(shared_server().connect_string()).unwrap());
     let zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
         .with_session_timeout(Duration::from_secs(6))
-        .connect()?;
+        .connect()
+        .unwrap();
     let root = unique_root("tracker-stall");
-    zkutil::create_with_parents(&zkw, &root)?;
+    zkutil::create_with_parents(&zkw, &root).unwrap();
     let node = format!("{root}/n");
     let other_node = format!("{root}/m");
-    let other = raw();
-    other.create(&node, b"v1", Acl::open_unsafe(), CreateMode::Persistent)?;
-    other.create(&other_node, b"", Acl::open_unsafe(), CreateMode::Persistent)?;
+    let other = raw_session(&test_servers(), SESSION);
+    other
+        .create(&node, b"v1", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    other
+        .create(&other_node, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
 
     // The staller first, by registration and by watch order (its default
     // watch is set before the tracker's own).
@@ -648,10 +591,10 @@ fn a_stall_while_a_tracker_re_reads_does_not_delay_disconnected_and_heals() -> T
         cv: Condvar::new(),
     });
     let _staller_registration = zkw.listen(staller.clone());
-    assert!(zkutil::set_watch_if_node_exists(&zkw, &node)?);
+    assert!(zkutil::set_watch_if_node_exists(&zkw, &node).unwrap());
     let abortable = Arc::new(CountingAbortable::default());
     let tracker = ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone());
-    tracker.start()?;
+    tracker.start().unwrap();
     assert_eq!(tracker.get_data(false).as_deref(), Some(&b"v1"[..]));
     // HBase's way: registered, on the default watch; its re-arm after the
     // change goes into the stall.
@@ -659,13 +602,13 @@ fn a_stall_while_a_tracker_re_reads_does_not_delay_disconnected_and_heals() -> T
     let _hbase_registration = zkw.listen(hbase_style.clone());
     // Self-contained, on its own watch, which the client re-sets on reconnect.
     let own = DeletionListener::new(&zkw, &other_node);
-    assert!(own.set_watch_if_node_exists()?);
+    assert!(own.set_watch_if_node_exists().unwrap());
 
-    other.set_data(&node, b"v2", None)?;
+    other.set_data(&node, b"v2", None).unwrap();
     let stalled_at = staller.wait("stall", |s| &s.stalled_at);
     // Partitioned: another process deletes both nodes.
-    other.delete(&node, None)?;
-    other.delete(&other_node, None)?;
+    other.delete(&node, None).unwrap();
+    other.delete(&other_node, None).unwrap();
     let disconnected_at = staller.wait("Disconnected", |s| &s.disconnected_at);
     proxy.pass();
 
@@ -690,37 +633,43 @@ fn a_stall_while_a_tracker_re_reads_does_not_delay_disconnected_and_heals() -> T
         "the tracker re-reads on reconnect: the node is gone",
         || tracker.get_data(false).is_none(),
     );
-    other.create(&node, b"v4", Acl::open_unsafe(), CreateMode::Persistent)?;
+    other
+        .create(&node, b"v4", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
     eventually("the tracker follows the node after the heal", || {
         tracker.get_data(false).as_deref() == Some(&b"v4"[..])
     });
     assert!(!zkw.is_expired(), "the session outlived the stall");
-    assert_eq!(abortable.calls.load(Ordering::SeqCst), 0, "nothing aborted");
+    assert_eq!(abortable.calls(), 0, "nothing aborted");
 
     tracker.stop();
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
 }
 
 /// Issue 9, item 4: `unregister_all_listeners` removes the user's listeners
 /// only; a tracker (its watch, and a thread blocked in it) and a deletion
 /// listener on its own watch keep working.
 #[test]
-fn unregister_all_listeners_does_not_stop_a_tracker_or_a_deletion_listener() -> TestResult {
+fn unregister_all_listeners_does_not_stop_a_tracker_or_a_deletion_listener() {
     let (zkw, root) = setup("tracker-unregister-all");
-    let other = raw();
+    let other = raw_session(&test_servers(), SESSION);
     let followed = format!("{root}/followed");
     let awaited = format!("{root}/awaited");
     let deleted = format!("{root}/deleted");
-    other.create(&followed, b"a", Acl::open_unsafe(), CreateMode::Persistent)?;
-    other.create(&deleted, b"", Acl::open_unsafe(), CreateMode::Persistent)?;
+    other
+        .create(&followed, b"a", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    other
+        .create(&deleted, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
     let tracker = ZooKeeperNodeTracker::new(&zkw, &followed, logging());
-    tracker.start()?;
+    tracker.start().unwrap();
     let waiting = Arc::new(ZooKeeperNodeTracker::new(&zkw, &awaited, logging()));
-    waiting.start()?;
+    waiting.start().unwrap();
     let listener = DeletionListener::new(&zkw, &deleted);
-    assert!(listener.set_watch_if_node_exists()?);
+    assert!(listener.set_watch_if_node_exists().unwrap());
     let rec = recorder(&zkw);
     assert_eq!(zkw.number_of_listeners(), 1, "only the user's listener");
 
@@ -732,24 +681,29 @@ fn unregister_all_listeners_does_not_stop_a_tracker_or_a_deletion_listener() -> 
     assert_eq!(zkw.number_of_listeners(), 0);
     drop(rec);
 
-    other.set_data(&followed, b"b", None)?;
+    other.set_data(&followed, b"b", None).unwrap();
     eventually("the tracker follows a change", || {
         tracker.get_data(false).as_deref() == Some(&b"b"[..])
     });
-    other.create(
-        &awaited,
-        b"here",
-        Acl::open_unsafe(),
-        CreateMode::Persistent,
-    )?;
-    assert_eq!(blocked.join().unwrap()?.as_deref(), Some(&b"here"[..]));
-    other.delete(&deleted, None)?;
+    other
+        .create(
+            &awaited,
+            b"here",
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    assert_eq!(
+        blocked.join().unwrap().unwrap().as_deref(),
+        Some(&b"here"[..])
+    );
+    other.delete(&deleted, None).unwrap();
     assert!(listener.await_deletion(Some(WAIT)));
     assert!(!listener.has_exception(), "{listener:?}");
 
     tracker.stop();
     waiting.stop();
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
 }

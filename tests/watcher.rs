@@ -5,8 +5,10 @@
 //! default watcher (`exists(path, true)` and friends) and changes the node. A
 //! listener registered last (the *sentinel*) tells the test when one event's
 //! dispatch is complete, since listeners run one after another on the event
-//! thread. Thread and connection counts are in `tests/watcher_leaks.rs`, alone in
-//! their binary.
+//! thread. The leak test (threads, connections, listeners) runs alone: see
+//! [`common::Serial`].
+
+mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -14,12 +16,16 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{init_log, ms, setup_root, thread_names, CountingAbortable, Serial, WAIT};
 use zklock::client::{
     Acl, CreateMode, EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper,
 };
-use zklock::testing::{shared_server, test_servers, unique_root, wait_until, FaultProxy};
+use zklock::testing::{
+    eventually, four_letter, shared_server, test_servers, unique_root, wait_until, FaultProxy,
+};
 use zklock::{
-    Abortable, Error, PendingWatcher, RetryConfig, ZkError, ZooKeeperListener, ZooKeeperWatcher,
+    zkutil, Abortable, DeletionListener, Error, LoggingAbortable, PendingWatcher, RetryConfig,
+    WeakZooKeeperWatcher, ZkError, ZooKeeperListener, ZooKeeperNodeTracker, ZooKeeperWatcher,
     DEFAULT_BASE_ZNODE,
 };
 
@@ -28,18 +34,8 @@ use zklock::{
 // ---------------------------------------------------------------------------
 
 const SESSION: Duration = Duration::from_secs(6);
-/// Bound for every wait on an event.
-const WAIT: Duration = Duration::from_secs(10);
 /// The client's event thread.
 const EVENT_THREAD: &str = "zklock-event";
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn init_log() {
-    let _ = env_logger::builder().is_test(true).try_init();
-}
 
 fn builder(servers: &str) -> zklock::ZooKeeperWatcherBuilder {
     ZooKeeperWatcher::builder(servers)
@@ -50,29 +46,6 @@ fn builder(servers: &str) -> zklock::ZooKeeperWatcherBuilder {
 
 fn watcher(servers: &str) -> ZooKeeperWatcher {
     builder(servers).connect().expect("connect")
-}
-
-fn raw(servers: &str) -> ZooKeeper {
-    ZooKeeper::connect(servers, SESSION, |_e: WatchedEvent| {}).expect("connect")
-}
-
-/// A fresh root (with its parent) and a plain client.
-fn setup(servers: &str, name: &str) -> (ZooKeeper, String) {
-    let zk = raw(servers);
-    let root = unique_root(name);
-    match zk.create(
-        "/zklock-test",
-        b"",
-        Acl::open_unsafe(),
-        CreateMode::Persistent,
-    ) {
-        Ok(_) => {}
-        Err(e) if e.is(ZkError::NodeExists) => {}
-        Err(e) => panic!("create /zklock-test: {e}"),
-    }
-    zk.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
-        .expect("create root");
-    (zk, root)
 }
 
 /// One listener call: who, which callback, the path or connection state, and the
@@ -198,29 +171,13 @@ fn expect_state(sentinel: &Receiver<String>, state: KeeperState) {
     }
 }
 
-/// Counts `abort` calls and keeps the last one.
-#[derive(Default)]
-struct CountingAbortable {
-    calls: AtomicUsize,
-    last: Mutex<Option<(String, Option<ZkError>)>>,
-}
-
-impl Abortable for CountingAbortable {
-    fn abort(&self, why: &str, error: Option<&Error>) {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        *self.last.lock().unwrap() = Some((why.to_owned(), error.and_then(Error::code)));
-    }
-    fn is_aborted(&self) -> bool {
-        self.calls.load(Ordering::SeqCst) > 0
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Identity
 // ---------------------------------------------------------------------------
 
 #[test]
 fn identifier_is_prefix_dash_session_id_in_hex() {
+    let _serial = Serial::shared();
     init_log();
     fn send_sync<T: Send + Sync + Clone + 'static>() {}
     send_sync::<ZooKeeperWatcher>();
@@ -260,9 +217,10 @@ fn identifier_is_prefix_dash_session_id_in_hex() {
 
 #[test]
 fn pending_watcher_delivers_events_from_before_prepare_after_it_in_order() {
+    let _serial = Serial::shared();
     init_log();
     let servers = test_servers();
-    let (other, root) = setup(&servers, "pending");
+    let (other, root) = setup_root(&servers, "pending");
     let path = format!("{root}/n");
 
     // The client starts with a PendingWatcher and connects: its SyncConnected
@@ -329,6 +287,7 @@ fn pending_watcher_delivers_events_from_before_prepare_after_it_in_order() {
 
 #[test]
 fn disconnected_and_sync_connected_reach_the_listeners() {
+    let _serial = Serial::shared();
     init_log();
     let proxy = FaultProxy::start(shared_server().connect_string()).unwrap();
     let zkw = watcher(&proxy.connect_string());
@@ -371,8 +330,9 @@ fn disconnected_and_sync_connected_reach_the_listeners() {
 
 #[test]
 fn expiry_aborts_exactly_once_and_ends_every_wait() {
+    let _serial = Serial::shared();
     init_log();
-    let (other, root) = setup(&shared_server().connect_string(), "expiry");
+    let (other, root) = setup_root(&shared_server().connect_string(), "expiry");
     let proxy = FaultProxy::start(shared_server().connect_string()).unwrap();
     let abortable = Arc::new(CountingAbortable::default());
     let zkw = builder(&proxy.connect_string())
@@ -413,7 +373,7 @@ fn expiry_aborts_exactly_once_and_ends_every_wait() {
     wait_until(
         WAIT,
         "the client declares the expiry while partitioned",
-        || abortable.calls.load(Ordering::SeqCst) == 1,
+        || abortable.calls() == 1,
     );
     expect_state(&rx, KeeperState::Expired);
     proxy.reset();
@@ -422,8 +382,9 @@ fn expiry_aborts_exactly_once_and_ends_every_wait() {
         Err(e) if e.is(ZkError::SessionExpired) => {}
         other => panic!("the waiter should end with SessionExpired, got {other:?}"),
     }
-    assert_eq!(abortable.calls.load(Ordering::SeqCst), 1);
-    let (why, code) = abortable.last.lock().unwrap().clone().unwrap();
+    assert_eq!(abortable.calls(), 1);
+    let (why, error) = abortable.last().unwrap();
+    let code = error.and_then(|e| e.code());
     assert!(why.contains(&identifier), "{why}");
     assert_eq!(code, Some(ZkError::SessionExpired));
     assert!(zkw.is_expired());
@@ -438,7 +399,7 @@ fn expiry_aborts_exactly_once_and_ends_every_wait() {
     // No replacement session, no second abort: not on close either.
     zkw.close().unwrap();
     zkw.close().unwrap();
-    assert_eq!(abortable.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(abortable.calls(), 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -460,6 +421,7 @@ fn assert_listeners(zkw: &ZooKeeperWatcher, expected: &[&Arc<Recorder>]) {
 
 #[test]
 fn registry_register_first_unregister_and_unregister_all() {
+    let _serial = Serial::shared();
     init_log();
     let zkw = watcher(&test_servers());
     let log = Log::default();
@@ -503,9 +465,10 @@ fn registry_register_first_unregister_and_unregister_all() {
 
 #[test]
 fn events_reach_listeners_in_registration_order_on_the_event_thread() {
+    let _serial = Serial::shared();
     init_log();
     let servers = test_servers();
-    let (_other, root) = setup(&servers, "order");
+    let (_other, root) = setup_root(&servers, "order");
     let zkw = watcher(&servers);
     let rzk = zkw.recoverable_zookeeper().clone();
     let (x, y) = (format!("{root}/x"), format!("{root}/y"));
@@ -577,9 +540,10 @@ fn events_reach_listeners_in_registration_order_on_the_event_thread() {
 
 #[test]
 fn a_panicking_listener_does_not_stop_the_others() {
+    let _serial = Serial::shared();
     init_log();
     let servers = test_servers();
-    let (other, root) = setup(&servers, "panic");
+    let (other, root) = setup_root(&servers, "panic");
     let zkw = watcher(&servers);
     let log = Log::default();
     let path = format!("{root}/n");
@@ -625,9 +589,10 @@ fn a_panicking_listener_does_not_stop_the_others() {
 
 #[test]
 fn base_znode_is_created_with_parents_only_when_asked() {
+    let _serial = Serial::shared();
     init_log();
     let servers = test_servers();
-    let (zk, root) = setup(&servers, "base");
+    let (zk, root) = setup_root(&servers, "base");
 
     let default = watcher(&servers);
     assert_eq!(default.base_znode(), DEFAULT_BASE_ZNODE);
@@ -675,6 +640,7 @@ fn base_znode_is_created_with_parents_only_when_asked() {
 
 #[test]
 fn close_is_idempotent_and_drops_the_listeners() {
+    let _serial = Serial::shared();
     init_log();
     let zkw = watcher(&test_servers());
     let clone = zkw.clone();
@@ -712,6 +678,7 @@ fn close_is_idempotent_and_drops_the_listeners() {
 /// client delivers events (no `Arc` cycle through the default watcher).
 #[test]
 fn dropping_the_last_handle_frees_the_watcher() {
+    let _serial = Serial::shared();
     init_log();
     let abortable = Arc::new(CountingAbortable::default());
     let zkw = builder(&test_servers())
@@ -726,7 +693,7 @@ fn dropping_the_last_handle_frees_the_watcher() {
     clone.recoverable_zookeeper().exists("/", false).unwrap();
     drop(clone);
     assert_eq!(Arc::strong_count(&abortable), 1, "the watcher was freed");
-    assert_eq!(abortable.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(abortable.calls(), 0);
     drop(abortable);
     assert!(weak.upgrade().is_none());
 }
@@ -735,9 +702,10 @@ fn dropping_the_last_handle_frees_the_watcher() {
 /// no more events. `unregister` says whether it was still registered.
 #[test]
 fn a_listener_registration_unregisters_on_drop() {
+    let _serial = Serial::shared();
     init_log();
     let servers = test_servers();
-    let (zk, root) = setup(&servers, "registration");
+    let (zk, root) = setup_root(&servers, "registration");
     let zkw = watcher(&servers);
     let log = Log::default();
     let listener = Recorder::new("listener", None, &log);
@@ -781,4 +749,252 @@ fn a_listener_registration_unregisters_on_drop() {
     drop(registration);
     assert_eq!(Arc::strong_count(&listener), 1);
     zk.close().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Leaks (was tests/watcher_leaks.rs): no leaked threads, connections or
+// listeners, `ZooKeeperWatcher`s opened and closed (or dropped). The test runs
+// alone ([`Serial::exclusive`]; every other test here takes [`Serial::shared`]
+// first) so that no other test's sessions move the server's `cons`, and counts
+// only its own and the client's threads (see [`threads`]).
+// ---------------------------------------------------------------------------
+
+/// The threads the leak test counts: the client's (`zklock-*`) and those named
+/// like the calling test's thread. On Linux a thread spawned without a name
+/// inherits its creator's, so every thread the library could start — from the
+/// test's thread or from its own — is counted, as when the test was alone in its
+/// binary. Not counted: the other tests' threads, which libtest names after
+/// their tests and which wait on [`Serial`] (or are ending) meanwhile.
+fn threads() -> usize {
+    let me = std::fs::read_to_string("/proc/thread-self/comm").expect("/proc/thread-self/comm");
+    let me = me.trim();
+    thread_names()
+        .iter()
+        .filter(|n| n.starts_with("zklock") || n.as_str() == me)
+        .count()
+}
+
+/// Asserts this process has `expected` threads. A thread that `join` has
+/// returned for can stay listed in /proc/self/task for a moment until the
+/// kernel reaps it, so the count gets a short bounded time to settle: a thread
+/// that is really left behind still fails.
+fn assert_threads(expected: usize, what: &str) {
+    eventually(Duration::from_secs(2), || threads() == expected);
+    assert_eq!(threads(), expected, "{what}");
+}
+
+/// The server's client connections with a session (`cons` lists one line per
+/// connection, ours for `cons` itself included, which has no session).
+fn sessions(server: &str) -> Vec<String> {
+    four_letter(server, "cons")
+        .expect("cons")
+        .lines()
+        .filter(|l| l.contains("sid=0x") && !l.contains("sid=0x0,") && !l.contains("sid=0x0)"))
+        .map(str::to_owned)
+        .collect()
+}
+
+struct Counting(AtomicUsize);
+
+impl ZooKeeperListener for Counting {
+    fn node_deleted(&self, _path: &str) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Abortable for Counting {
+    fn abort(&self, _why: &str, _error: Option<&Error>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn open(server: &str, listener: &Arc<Counting>, abortable: &Arc<Counting>) -> ZooKeeperWatcher {
+    let zkw = ZooKeeperWatcher::builder(server)
+        .with_identifier("leaks")
+        .with_session_timeout(Duration::from_secs(6))
+        .with_abortable(Arc::clone(abortable) as Arc<dyn Abortable>)
+        .connect()
+        .expect("connect");
+    zkw.register_listener(Arc::clone(listener) as Arc<dyn ZooKeeperListener>);
+    zkw
+}
+
+#[test]
+fn fifty_watchers_open_and_close_without_leaking_threads_connections_or_listeners() {
+    // Alone in the process while it counts: no other test's threads or sessions.
+    let _serial = Serial::exclusive();
+    init_log();
+    let server = shared_server().connect_string();
+    let listener = Arc::new(Counting(AtomicUsize::new(0)));
+    let abortable = Arc::new(Counting(AtomicUsize::new(0)));
+    // Warm up (lazy statics, the server's first session), then the baseline.
+    open(&server, &listener, &abortable).close().unwrap();
+    let base_threads = threads();
+    wait_until(Duration::from_secs(10), "no session left", || {
+        sessions(&server).is_empty()
+    });
+    let counts = |what: &str| {
+        assert_threads(base_threads, &format!("{what}: threads"));
+        assert_eq!(
+            Arc::strong_count(&listener),
+            1,
+            "{what}: listener references"
+        );
+        assert_eq!(
+            Arc::strong_count(&abortable),
+            1,
+            "{what}: watcher not freed"
+        );
+        wait_until(
+            Duration::from_secs(10),
+            "the server drops the sessions",
+            || sessions(&server).is_empty(),
+        );
+    };
+
+    // 30 one after another, closed.
+    for _ in 0..30 {
+        let zkw = open(&server, &listener, &abortable);
+        assert_threads(base_threads + 2, "one connection + one event thread");
+        zkw.close().unwrap();
+        assert_eq!(zkw.number_of_listeners(), 0);
+        assert_threads(base_threads, "close joins the client's threads");
+    }
+    counts("30 closed one by one");
+
+    // 20 open at once, then closed: 20 sessions, 40 threads while open.
+    let open_now: Vec<ZooKeeperWatcher> = (0..20)
+        .map(|_| open(&server, &listener, &abortable))
+        .collect();
+    assert_threads(base_threads + 40, "20 sessions: 40 threads");
+    assert_eq!(Arc::strong_count(&listener), 21);
+    let ids: Vec<String> = open_now
+        .iter()
+        .map(|zkw| format!("sid=0x{:x}", zkw.zookeeper().session_id()))
+        .collect();
+    let listed = sessions(&server);
+    assert_eq!(listed.len(), 20, "{listed:#?}");
+    for id in &ids {
+        assert!(listed.iter().any(|l| l.contains(&format!("{id},"))), "{id}");
+    }
+    for zkw in &open_now {
+        zkw.close().unwrap();
+    }
+    drop(open_now);
+    counts("20 closed together");
+
+    // 10 only dropped: drop closes.
+    for _ in 0..10 {
+        let zkw = open(&server, &listener, &abortable);
+        let clone = zkw.clone();
+        drop(zkw);
+        assert_threads(base_threads + 2, "a clone keeps the session");
+        drop(clone);
+        assert_threads(base_threads, "the last drop joins the threads");
+    }
+    counts("10 dropped");
+
+    self_registered_listeners_do_not_keep_the_session_alive(
+        &server,
+        base_threads,
+        &listener,
+        &abortable,
+    );
+    counts("a session with self-registered listeners, dropped");
+
+    // 5 that never connect (nothing listens on port 1).
+    for _ in 0..5 {
+        match ZooKeeperWatcher::builder("127.0.0.1:1")
+            .with_session_timeout(Duration::from_secs(2))
+            .with_connect_wait(Duration::from_millis(200))
+            .with_abortable(Arc::clone(&abortable) as Arc<dyn Abortable>)
+            .connect()
+        {
+            Err(e) if e.is(ZkError::ConnectionLoss) => {}
+            other => panic!("expected ConnectionLoss, got {other:?}"),
+        }
+    }
+    counts("5 failed connects");
+    assert_eq!(abortable.0.load(Ordering::SeqCst), 0, "nobody aborted");
+}
+
+/// An HBase listener ported with a weak handle (HBase keeps `watcher`): it
+/// reaches the session in its callbacks without keeping it alive.
+struct Ported {
+    watcher: WeakZooKeeperWatcher,
+}
+
+impl ZooKeeperListener for Ported {
+    fn node_deleted(&self, path: &str) {
+        if let Some(zkw) = self.watcher.upgrade() {
+            let _ = zkutil::check_exists(&zkw, path);
+        }
+    }
+}
+
+/// Issue 9, item 5: a tracker, two deletion listeners (one self-contained, one
+/// registered the HBase way) and user listeners holding weak handles (one
+/// registered for good, one through `listen`) all on one session: when the
+/// application drops its last `ZooKeeperWatcher`, the session ends anyway —
+/// its two threads are joined, the server lists no session, its ephemeral node
+/// is gone — and the library's waits end with `Closed`.
+fn self_registered_listeners_do_not_keep_the_session_alive(
+    server: &str,
+    base_threads: usize,
+    listener: &Arc<Counting>,
+    abortable: &Arc<Counting>,
+) {
+    let zkw = open(server, listener, abortable);
+    let root = unique_root("leaks-cycle");
+    zkutil::create_with_parents(&zkw, &root).unwrap();
+    let ephemeral = format!("{root}/ephemeral");
+    zkw.recoverable_zookeeper()
+        .create(&ephemeral, b"x", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let tracker = ZooKeeperNodeTracker::new(&zkw, &ephemeral, Arc::new(LoggingAbortable::new()));
+    tracker.start().unwrap();
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"x"[..]));
+    let deletion = DeletionListener::new(&zkw, &ephemeral);
+    assert!(deletion.set_watch_if_node_exists().unwrap());
+    let hbase_style = Arc::new(DeletionListener::new(&zkw, &ephemeral));
+    zkw.register_listener(hbase_style.clone());
+    assert!(zkutil::set_watch_if_node_exists(&zkw, &ephemeral).unwrap());
+    zkw.register_listener(Arc::new(Ported {
+        watcher: zkw.downgrade(),
+    }));
+    let registration = zkw.listen(Arc::new(Ported {
+        watcher: zkw.downgrade(),
+    }));
+    let weak = zkw.downgrade();
+    let sid = format!("sid=0x{:x},", zkw.zookeeper().session_id());
+    assert!(sessions(server).iter().any(|l| l.contains(&sid)));
+    assert_threads(base_threads + 2, "one session");
+
+    drop(zkw);
+    assert_threads(base_threads, "the last user handle's drop ends the session");
+    assert!(weak.upgrade().is_none());
+    wait_until(
+        Duration::from_secs(10),
+        "the server drops the session",
+        || sessions(server).is_empty(),
+    );
+    let r = tracker.block_until_available(Duration::from_secs(60), false);
+    assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+    assert!(deletion.await_deletion(Some(Duration::from_secs(10))));
+    assert!(
+        matches!(deletion.exception(), Some(Error::Closed)),
+        "{deletion:?}"
+    );
+    assert!(hbase_style.await_deletion(Some(Duration::from_secs(10))));
+    drop((tracker, deletion, registration));
+    assert_eq!(Arc::strong_count(&hbase_style), 1, "the registry let it go");
+
+    let check = ZooKeeper::connect(server, Duration::from_secs(6), |_e: WatchedEvent| {}).unwrap();
+    assert_eq!(
+        check.exists(&ephemeral, false).unwrap(),
+        None,
+        "the session's ephemeral node is gone"
+    );
+    check.delete(&root, None).unwrap();
+    check.close().unwrap();
 }

@@ -2,99 +2,18 @@
 //! nodes are values), watches reaching the watcher's listeners, creation with
 //! parents, deletes, ACLs, and `multi_or_sequential`.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod common;
 
-use parking_lot::{Condvar, Mutex};
-use zklock::client::{Acl, CreateMode, Op, WatchedEvent, ZooKeeper};
-use zklock::testing::{test_servers, unique_root};
+use std::time::Duration;
+
+use common::{node_recorder, raw_session, setup, watcher};
+use zklock::client::{Acl, CreateMode, EventType, Op};
+use zklock::testing::test_servers;
 use zklock::zkutil::{self, ZkUtilOp};
-use zklock::{Error, ZkError, ZooKeeperListener, ZooKeeperWatcher};
+use zklock::{Error, ZkError, ZooKeeperWatcher};
 
-type TestResult = Result<(), Error>;
-
-const WAIT: Duration = Duration::from_secs(10);
-
-fn watcher() -> ZooKeeperWatcher {
-    ZooKeeperWatcher::builder(&test_servers())
-        .with_session_timeout(Duration::from_secs(4))
-        .connect()
-        .expect("connect a ZooKeeperWatcher")
-}
-
-/// A second, raw session: what "another process" does.
-fn raw() -> ZooKeeper {
-    ZooKeeper::connect(
-        &test_servers(),
-        Duration::from_secs(4),
-        |_e: WatchedEvent| {},
-    )
-    .expect("connect a raw session")
-}
-
-/// A watcher and a fresh root znode for one test.
-fn setup(name: &str) -> (ZooKeeperWatcher, String) {
-    let zkw = watcher();
-    let root = unique_root(name);
-    zkutil::create_with_parents(&zkw, &root).expect("create the test root");
-    (zkw, root)
-}
-
-/// Records every node event it is given (a general listener: sees all paths).
-#[derive(Default)]
-struct Recorder {
-    events: Mutex<Vec<(&'static str, String)>>,
-    cv: Condvar,
-}
-
-impl Recorder {
-    fn push(&self, kind: &'static str, path: &str) {
-        self.events.lock().push((kind, path.to_string()));
-        self.cv.notify_all();
-    }
-
-    fn has(&self, kind: &str, path: &str) -> bool {
-        self.events
-            .lock()
-            .iter()
-            .any(|(k, p)| *k == kind && p == path)
-    }
-
-    /// Waits (bounded) until an event `kind` on `path` was recorded.
-    fn wait_for(&self, kind: &str, path: &str) -> bool {
-        let deadline = Instant::now() + WAIT;
-        let mut events = self.events.lock();
-        loop {
-            if events.iter().any(|(k, p)| *k == kind && p == path) {
-                return true;
-            }
-            if self.cv.wait_until(&mut events, deadline).timed_out() {
-                return events.iter().any(|(k, p)| *k == kind && p == path);
-            }
-        }
-    }
-}
-
-impl ZooKeeperListener for Recorder {
-    fn node_created(&self, path: &str) {
-        self.push("created", path);
-    }
-    fn node_deleted(&self, path: &str) {
-        self.push("deleted", path);
-    }
-    fn node_data_changed(&self, path: &str) {
-        self.push("changed", path);
-    }
-    fn node_children_changed(&self, path: &str) {
-        self.push("children", path);
-    }
-}
-
-fn recorder(zkw: &ZooKeeperWatcher) -> Arc<Recorder> {
-    let r = Arc::new(Recorder::default());
-    zkw.register_listener(r.clone());
-    r
-}
+/// The session timeout of the tests' plain clients.
+const SESSION: Duration = Duration::from_secs(4);
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
@@ -106,48 +25,57 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn create_with_parents_five_levels_deep() -> TestResult {
+fn create_with_parents_five_levels_deep() {
     let (zkw, root) = setup("zkutil-parents");
     let leaf = format!("{root}/a/b/c/d/e");
-    zkutil::create_with_parents_data(&zkw, &leaf, b"leaf")?;
+    zkutil::create_with_parents_data(&zkw, &leaf, b"leaf").unwrap();
     for level in ["a", "a/b", "a/b/c", "a/b/c/d", "a/b/c/d/e"] {
         let p = format!("{root}/{level}");
-        assert!(zkutil::check_exists(&zkw, &p)?.is_some(), "{p} missing");
+        assert!(
+            zkutil::check_exists(&zkw, &p).unwrap().is_some(),
+            "{p} missing"
+        );
     }
     assert_eq!(
-        zkutil::get_data(&zkw, &leaf)?.as_deref(),
+        zkutil::get_data(&zkw, &leaf).unwrap().as_deref(),
         Some(&b"leaf"[..])
     );
     assert_eq!(
-        zkutil::get_data(&zkw, &format!("{root}/a/b/c/d"))?.as_deref(),
+        zkutil::get_data(&zkw, &format!("{root}/a/b/c/d"))
+            .unwrap()
+            .as_deref(),
         Some(&b""[..]),
         "parents are created empty"
     );
     // Existing nodes are fine, and keep their data.
-    zkutil::create_with_parents_data(&zkw, &leaf, b"other")?;
-    zkutil::create_with_parents(&zkw, &leaf)?;
+    zkutil::create_with_parents_data(&zkw, &leaf, b"other").unwrap();
+    zkutil::create_with_parents(&zkw, &leaf).unwrap();
     assert_eq!(
-        zkutil::get_data(&zkw, &leaf)?.as_deref(),
+        zkutil::get_data(&zkw, &leaf).unwrap().as_deref(),
         Some(&b"leaf"[..])
     );
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn create_and_fail_silent_ignores_an_existing_node_the_caller_may_not_write() -> TestResult {
+fn create_and_fail_silent_ignores_an_existing_node_the_caller_may_not_write() {
     let (zkw, root) = setup("zkutil-acl");
-    let owner = raw();
-    owner.add_auth("digest", b"u:p")?;
+    let owner = raw_session(&test_servers(), SESSION);
+    owner.add_auth("digest", b"u:p").unwrap();
     let locked = format!("{root}/locked");
     let child = format!("{locked}/child");
-    owner.create(
-        &locked,
-        b"owned",
-        Acl::creator_all(),
-        CreateMode::Persistent,
-    )?;
-    owner.create(&child, b"owned", Acl::creator_all(), CreateMode::Persistent)?;
+    owner
+        .create(
+            &locked,
+            b"owned",
+            Acl::creator_all(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    owner
+        .create(&child, b"owned", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
 
     // The watcher's session is not authenticated: it may not write there.
     let e = zkutil::set_data(&zkw, &locked, b"x", None).unwrap_err();
@@ -162,50 +90,54 @@ fn create_and_fail_silent_ignores_an_existing_node_the_caller_may_not_write() ->
     assert!(e.is(ZkError::NoAuth), "{e}");
 
     // Existing nodes: no error, whether or not the parent lets us create.
-    zkutil::create_and_fail_silent(&zkw, &locked)?;
-    zkutil::create_and_fail_silent_data(&zkw, &child, b"mine")?;
+    zkutil::create_and_fail_silent(&zkw, &locked).unwrap();
+    zkutil::create_and_fail_silent_data(&zkw, &child, b"mine").unwrap();
     // A node that does not exist and may not be created: the error is not hidden.
     let e = zkutil::create_and_fail_silent(&zkw, &format!("{locked}/new")).unwrap_err();
     assert!(e.is(ZkError::NoAuth), "{e}");
 
     // Where it may create, it creates (once).
     let open = format!("{root}/open");
-    zkutil::create_and_fail_silent_data(&zkw, &open, b"first")?;
-    zkutil::create_and_fail_silent_data(&zkw, &open, b"second")?;
+    zkutil::create_and_fail_silent_data(&zkw, &open, b"first").unwrap();
+    zkutil::create_and_fail_silent_data(&zkw, &open, b"second").unwrap();
     assert_eq!(
-        zkutil::get_data(&zkw, &open)?.as_deref(),
+        zkutil::get_data(&zkw, &open).unwrap().as_deref(),
         Some(&b"first"[..])
     );
 
-    owner.delete(&child, None)?;
-    owner.delete(&locked, None)?;
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    owner.close()?;
-    zkw.close()
+    owner.delete(&child, None).unwrap();
+    owner.delete(&locked, None).unwrap();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    owner.close().unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn create_variants_report_whether_they_created() -> TestResult {
+fn create_variants_report_whether_they_created() {
     let (zkw, root) = setup("zkutil-create");
-    let rec = recorder(&zkw);
+    let rec = node_recorder(&zkw);
 
     // createNodeIfNotExistsNoWatch: Some(path) when created, None when it existed.
     let p = format!("{root}/nowatch");
     assert_eq!(
-        zkutil::create_node_if_not_exists_no_watch(&zkw, &p, b"1", CreateMode::Persistent)?,
+        zkutil::create_node_if_not_exists_no_watch(&zkw, &p, b"1", CreateMode::Persistent).unwrap(),
         Some(p.clone())
     );
     assert_eq!(
-        zkutil::create_node_if_not_exists_no_watch(&zkw, &p, b"2", CreateMode::Persistent)?,
+        zkutil::create_node_if_not_exists_no_watch(&zkw, &p, b"2", CreateMode::Persistent).unwrap(),
         None
     );
-    assert_eq!(zkutil::get_data(&zkw, &p)?.as_deref(), Some(&b"1"[..]));
+    assert_eq!(
+        zkutil::get_data(&zkw, &p).unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
     let seq = zkutil::create_node_if_not_exists_no_watch(
         &zkw,
         &format!("{root}/seq-"),
         b"",
         CreateMode::PersistentSequential,
-    )?
+    )
+    .unwrap()
     .expect("a sequential create always creates");
     assert!(
         seq.starts_with(&format!("{root}/seq-")) && seq.len() > root.len() + 15,
@@ -214,37 +146,42 @@ fn create_variants_report_whether_they_created() -> TestResult {
 
     // createNodeIfNotExistsAndWatch: true, then false; a watch in both cases.
     let w = format!("{root}/andwatch");
-    assert!(zkutil::create_node_if_not_exists_and_watch(&zkw, &w, b"a")?);
-    assert!(!zkutil::create_node_if_not_exists_and_watch(
-        &zkw, &w, b"b"
-    )?);
-    raw().set_data(&w, b"changed", None)?;
+    assert!(zkutil::create_node_if_not_exists_and_watch(&zkw, &w, b"a").unwrap());
+    assert!(!zkutil::create_node_if_not_exists_and_watch(&zkw, &w, b"b").unwrap());
+    raw_session(&test_servers(), SESSION)
+        .set_data(&w, b"changed", None)
+        .unwrap();
     assert!(
-        rec.wait_for("changed", &w),
+        rec.wait_for(EventType::NodeDataChanged, &w, 1),
         "the watch reached the listener"
     );
 
     // createEphemeralNodeAndWatch: ephemeral of this session, watched.
     let e = format!("{root}/ephemeral");
-    assert!(zkutil::create_ephemeral_node_and_watch(&zkw, &e, b"me")?);
-    assert!(!zkutil::create_ephemeral_node_and_watch(
-        &zkw, &e, b"again"
-    )?);
-    let (_, stat) = zkutil::get_data_no_watch(&zkw, &e)?.expect("exists");
+    assert!(zkutil::create_ephemeral_node_and_watch(&zkw, &e, b"me").unwrap());
+    assert!(!zkutil::create_ephemeral_node_and_watch(&zkw, &e, b"again").unwrap());
+    let (_, stat) = zkutil::get_data_no_watch(&zkw, &e)
+        .unwrap()
+        .expect("exists");
     assert_eq!(stat.ephemeral_owner, zkw.zookeeper().session_id());
-    raw().delete(&e, None)?;
-    assert!(rec.wait_for("deleted", &e));
+    raw_session(&test_servers(), SESSION)
+        .delete(&e, None)
+        .unwrap();
+    assert!(rec.wait_for(EventType::NodeDeleted, &e, 1));
 
     // createAndWatch: the version; NodeExists the second time.
     let c = format!("{root}/createandwatch");
-    assert_eq!(zkutil::create_and_watch(&zkw, &c, b"v")?, 0);
+    assert_eq!(zkutil::create_and_watch(&zkw, &c, b"v").unwrap(), 0);
     let err = zkutil::create_and_watch(&zkw, &c, b"v").unwrap_err();
     assert!(err.is(ZkError::NodeExists), "{err}");
-    zkutil::delete_node(&zkw, &c, None)?;
-    assert!(rec.wait_for("deleted", &c), "createAndWatch set a watch");
+    zkutil::delete_node(&zkw, &c, None).unwrap();
+    assert!(
+        rec.wait_for(EventType::NodeDeleted, &c, 1),
+        "createAndWatch set a watch"
+    );
 
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
 }
 
 // ---------------------------------------------------------------------------
@@ -252,154 +189,181 @@ fn create_variants_report_whether_they_created() -> TestResult {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn missing_nodes_are_none_not_errors() -> TestResult {
+fn missing_nodes_are_none_not_errors() {
     let (zkw, root) = setup("zkutil-missing");
     let missing = format!("{root}/missing");
-    assert_eq!(zkutil::check_exists(&zkw, &missing)?, None);
-    assert!(!zkutil::watch_and_check_exists(&zkw, &missing)?);
-    assert!(!zkutil::set_watch_if_node_exists(&zkw, &missing)?);
-    assert_eq!(zkutil::get_data(&zkw, &missing)?, None);
-    assert_eq!(zkutil::get_data_and_watch(&zkw, &missing)?, None);
-    assert_eq!(zkutil::get_data_and_watch_stat(&zkw, &missing)?, None);
-    assert_eq!(zkutil::get_data_no_watch(&zkw, &missing)?, None);
-    assert_eq!(zkutil::list_children_no_watch(&zkw, &missing)?, None);
+    assert_eq!(zkutil::check_exists(&zkw, &missing).unwrap(), None);
+    assert!(!zkutil::watch_and_check_exists(&zkw, &missing).unwrap());
+    assert!(!zkutil::set_watch_if_node_exists(&zkw, &missing).unwrap());
+    assert_eq!(zkutil::get_data(&zkw, &missing).unwrap(), None);
+    assert_eq!(zkutil::get_data_and_watch(&zkw, &missing).unwrap(), None);
     assert_eq!(
-        zkutil::list_children_and_watch_for_new_children(&zkw, &missing)?,
+        zkutil::get_data_and_watch_stat(&zkw, &missing).unwrap(),
         None
     );
-    assert_eq!(zkutil::list_children_and_watch_them(&zkw, &missing)?, None);
+    assert_eq!(zkutil::get_data_no_watch(&zkw, &missing).unwrap(), None);
+    assert_eq!(
+        zkutil::list_children_no_watch(&zkw, &missing).unwrap(),
+        None
+    );
+    assert_eq!(
+        zkutil::list_children_and_watch_for_new_children(&zkw, &missing).unwrap(),
+        None
+    );
+    assert_eq!(
+        zkutil::list_children_and_watch_them(&zkw, &missing).unwrap(),
+        None
+    );
     // Where HBase throws, so does zklock.
     let e = zkutil::set_data(&zkw, &missing, b"x", None).unwrap_err();
     assert!(e.is(ZkError::NoNode), "{e}");
     let e = zkutil::delete_node(&zkw, &missing, None).unwrap_err();
     assert!(e.is(ZkError::NoNode), "{e}");
-    zkutil::delete_node_fail_silent(&zkw, &missing)?;
-    zkutil::delete_node_recursively(&zkw, &missing)?;
-    zkutil::delete_children_recursively(&zkw, &missing)?;
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()
+    zkutil::delete_node_fail_silent(&zkw, &missing).unwrap();
+    zkutil::delete_node_recursively(&zkw, &missing).unwrap();
+    zkutil::delete_children_recursively(&zkw, &missing).unwrap();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn reads_return_data_versions_and_children() -> TestResult {
+fn reads_return_data_versions_and_children() {
     let (zkw, root) = setup("zkutil-reads");
     let n = format!("{root}/n");
-    zkutil::create_and_fail_silent_data(&zkw, &n, b"one")?;
-    assert_eq!(zkutil::check_exists(&zkw, &n)?, Some(0));
-    let stat = zkutil::set_data(&zkw, &n, b"two", Some(0))?;
+    zkutil::create_and_fail_silent_data(&zkw, &n, b"one").unwrap();
+    assert_eq!(zkutil::check_exists(&zkw, &n).unwrap(), Some(0));
+    let stat = zkutil::set_data(&zkw, &n, b"two", Some(0)).unwrap();
     assert_eq!(stat.version, 1);
-    assert_eq!(zkutil::check_exists(&zkw, &n)?, Some(1));
+    assert_eq!(zkutil::check_exists(&zkw, &n).unwrap(), Some(1));
     let e = zkutil::set_data(&zkw, &n, b"three", Some(0)).unwrap_err();
     assert!(e.is(ZkError::BadVersion), "{e}");
-    let (data, stat) = zkutil::get_data_no_watch(&zkw, &n)?.expect("exists");
+    let (data, stat) = zkutil::get_data_no_watch(&zkw, &n)
+        .unwrap()
+        .expect("exists");
     assert_eq!((data.as_slice(), stat.version), (&b"two"[..], 1));
-    let (data, stat) = zkutil::get_data_and_watch_stat(&zkw, &n)?.expect("exists");
+    let (data, stat) = zkutil::get_data_and_watch_stat(&zkw, &n)
+        .unwrap()
+        .expect("exists");
     assert_eq!((data.as_slice(), stat.version), (&b"two"[..], 1));
     assert_eq!(
-        zkutil::get_data_and_watch(&zkw, &n)?.as_deref(),
+        zkutil::get_data_and_watch(&zkw, &n).unwrap().as_deref(),
         Some(&b"two"[..])
     );
 
     for c in ["x", "y", "z"] {
-        zkutil::create_and_fail_silent(&zkw, &format!("{n}/{c}"))?;
+        zkutil::create_and_fail_silent(&zkw, &format!("{n}/{c}")).unwrap();
     }
     let expect = vec!["x".to_string(), "y".into(), "z".into()];
     assert_eq!(
-        zkutil::list_children_no_watch(&zkw, &n)?.map(sorted),
+        zkutil::list_children_no_watch(&zkw, &n)
+            .unwrap()
+            .map(sorted),
         Some(expect.clone())
     );
     assert_eq!(
-        zkutil::list_children_and_watch_for_new_children(&zkw, &n)?.map(sorted),
+        zkutil::list_children_and_watch_for_new_children(&zkw, &n)
+            .unwrap()
+            .map(sorted),
         Some(expect.clone())
     );
     assert_eq!(
-        zkutil::list_children_and_watch_them(&zkw, &n)?.map(sorted),
+        zkutil::list_children_and_watch_them(&zkw, &n)
+            .unwrap()
+            .map(sorted),
         Some(expect)
     );
     assert_eq!(
-        zkutil::list_children_no_watch(&zkw, &format!("{n}/x"))?,
+        zkutil::list_children_no_watch(&zkw, &format!("{n}/x")).unwrap(),
         Some(vec![])
     );
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn watches_reach_the_watchers_listeners() -> TestResult {
+fn watches_reach_the_watchers_listeners() {
     let (zkw, root) = setup("zkutil-watches");
-    let rec = recorder(&zkw);
-    let other = raw();
+    let rec = node_recorder(&zkw);
+    let other = raw_session(&test_servers(), SESSION);
     let data = format!("{root}/data");
     let kids = format!("{root}/kids");
     let later = format!("{root}/later");
-    zkutil::create_and_fail_silent(&zkw, &data)?;
-    zkutil::create_and_fail_silent(&zkw, &kids)?;
-    zkutil::create_and_fail_silent(&zkw, &format!("{kids}/k1"))?;
+    zkutil::create_and_fail_silent(&zkw, &data).unwrap();
+    zkutil::create_and_fail_silent(&zkw, &kids).unwrap();
+    zkutil::create_and_fail_silent(&zkw, &format!("{kids}/k1")).unwrap();
 
-    zkutil::get_data_and_watch(&zkw, &data)?;
-    other.set_data(&data, b"new", None)?;
-    assert!(rec.wait_for("changed", &data));
+    zkutil::get_data_and_watch(&zkw, &data).unwrap();
+    other.set_data(&data, b"new", None).unwrap();
+    assert!(rec.wait_for(EventType::NodeDataChanged, &data, 1));
 
-    assert!(!zkutil::watch_and_check_exists(&zkw, &later)?);
-    other.create(&later, b"", Acl::open_unsafe(), CreateMode::Persistent)?;
-    assert!(rec.wait_for("created", &later));
+    assert!(!zkutil::watch_and_check_exists(&zkw, &later).unwrap());
+    other
+        .create(&later, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    assert!(rec.wait_for(EventType::NodeCreated, &later, 1));
 
-    zkutil::list_children_and_watch_them(&zkw, &kids)?;
-    other.create(
-        &format!("{kids}/k2"),
-        b"",
-        Acl::open_unsafe(),
-        CreateMode::Persistent,
-    )?;
-    assert!(rec.wait_for("children", &kids));
-    other.delete(&format!("{kids}/k1"), None)?;
+    zkutil::list_children_and_watch_them(&zkw, &kids).unwrap();
+    other
+        .create(
+            &format!("{kids}/k2"),
+            b"",
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    assert!(rec.wait_for(EventType::NodeChildrenChanged, &kids, 1));
+    other.delete(&format!("{kids}/k1"), None).unwrap();
     assert!(
-        rec.wait_for("deleted", &format!("{kids}/k1")),
+        rec.wait_for(EventType::NodeDeleted, &format!("{kids}/k1"), 1),
         "each child is watched"
     );
 
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
 }
 
 /// A lock waiter relies on this: `set_watch_if_node_exists` on a missing node
 /// must not leave an exists watch that fires when someone re-creates the path.
 #[test]
-fn set_watch_if_node_exists_leaves_no_watch_on_a_missing_node() -> TestResult {
+fn set_watch_if_node_exists_leaves_no_watch_on_a_missing_node() {
     let (zkw, root) = setup("zkutil-setwatch");
-    let rec = recorder(&zkw);
-    let other = raw();
+    let rec = node_recorder(&zkw);
+    let other = raw_session(&test_servers(), SESSION);
     let unwatched = format!("{root}/unwatched");
     let watched = format!("{root}/watched");
 
     let before = zkw.zookeeper().watch_count();
-    assert!(!zkutil::set_watch_if_node_exists(&zkw, &unwatched)?);
+    assert!(!zkutil::set_watch_if_node_exists(&zkw, &unwatched).unwrap());
     assert_eq!(zkw.zookeeper().watch_count(), before, "no watch registered");
-    assert!(!zkutil::watch_and_check_exists(&zkw, &watched)?);
+    assert!(!zkutil::watch_and_check_exists(&zkw, &watched).unwrap());
     assert_eq!(zkw.zookeeper().watch_count(), before + 1);
 
     // Created in this order: an event for `unwatched` would arrive first.
-    other.create(&unwatched, b"", Acl::open_unsafe(), CreateMode::Persistent)?;
-    other.create(&watched, b"", Acl::open_unsafe(), CreateMode::Persistent)?;
-    assert!(rec.wait_for("created", &watched));
+    other
+        .create(&unwatched, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    other
+        .create(&watched, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    assert!(rec.wait_for(EventType::NodeCreated, &watched, 1));
     assert!(
-        !rec.has("created", &unwatched),
+        !rec.has(EventType::NodeCreated, &unwatched),
         "a stray exists watch fired"
     );
 
     // On an existing node it sets a data watch: deletion is heard.
-    assert!(zkutil::set_watch_if_node_exists(&zkw, &unwatched)?);
-    other.delete(&unwatched, None)?;
-    assert!(rec.wait_for("deleted", &unwatched));
+    assert!(zkutil::set_watch_if_node_exists(&zkw, &unwatched).unwrap());
+    other.delete(&unwatched, None).unwrap();
+    assert!(rec.wait_for(EventType::NodeDeleted, &unwatched, 1));
 
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn bad_paths_are_bad_arguments() -> TestResult {
+fn bad_paths_are_bad_arguments() {
     let zkw = watcher();
     for bad in [
         "",
@@ -477,7 +441,7 @@ fn bad_paths_are_bad_arguments() -> TestResult {
             );
         }
     }
-    zkw.close()
+    zkw.close().unwrap();
 }
 
 // ---------------------------------------------------------------------------
@@ -485,14 +449,14 @@ fn bad_paths_are_bad_arguments() -> TestResult {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn delete_node_with_children_is_not_empty_and_the_node_stays() -> TestResult {
+fn delete_node_with_children_is_not_empty_and_the_node_stays() {
     let (zkw, root) = setup("zkutil-notempty");
     let parent = format!("{root}/parent");
-    zkutil::create_with_parents(&zkw, &format!("{parent}/child"))?;
+    zkutil::create_with_parents(&zkw, &format!("{parent}/child")).unwrap();
     let e = zkutil::delete_node(&zkw, &parent, None).unwrap_err();
     assert!(e.is(ZkError::NotEmpty), "{e}");
     assert!(
-        zkutil::check_exists(&zkw, &parent)?.is_some(),
+        zkutil::check_exists(&zkw, &parent).unwrap().is_some(),
         "the node stays"
     );
     let e = zkutil::delete_node_fail_silent(&zkw, &parent).unwrap_err();
@@ -503,18 +467,18 @@ fn delete_node_with_children_is_not_empty_and_the_node_stays() -> TestResult {
 
     // Versions: a mismatch is `false` and the node stays.
     let leaf = format!("{parent}/child");
-    zkutil::set_data(&zkw, &leaf, b"v1", None)?;
-    assert!(!zkutil::delete_node(&zkw, &leaf, Some(0))?);
-    assert!(zkutil::check_exists(&zkw, &leaf)?.is_some());
-    assert!(zkutil::delete_node(&zkw, &leaf, Some(1))?);
-    assert!(zkutil::check_exists(&zkw, &leaf)?.is_none());
-    assert!(zkutil::delete_node(&zkw, &parent, None)?);
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()
+    zkutil::set_data(&zkw, &leaf, b"v1", None).unwrap();
+    assert!(!zkutil::delete_node(&zkw, &leaf, Some(0)).unwrap());
+    assert!(zkutil::check_exists(&zkw, &leaf).unwrap().is_some());
+    assert!(zkutil::delete_node(&zkw, &leaf, Some(1)).unwrap());
+    assert!(zkutil::check_exists(&zkw, &leaf).unwrap().is_none());
+    assert!(zkutil::delete_node(&zkw, &parent, None).unwrap());
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn delete_node_recursively_removes_the_subtree_and_is_idempotent() -> TestResult {
+fn delete_node_recursively_removes_the_subtree_and_is_idempotent() {
     let (zkw, root) = setup("zkutil-rmr");
     let sub = format!("{root}/sub");
     let keep = format!("{root}/keep");
@@ -525,41 +489,46 @@ fn delete_node_recursively_removes_the_subtree_and_is_idempotent() -> TestResult
         format!("{sub}/c/z"),
         format!("{keep}/k"),
     ] {
-        zkutil::create_with_parents(&zkw, &p)?;
+        zkutil::create_with_parents(&zkw, &p).unwrap();
     }
-    zkutil::delete_node_recursively(&zkw, &sub)?;
-    assert_eq!(zkutil::check_exists(&zkw, &sub)?, None);
+    zkutil::delete_node_recursively(&zkw, &sub).unwrap();
+    assert_eq!(zkutil::check_exists(&zkw, &sub).unwrap(), None);
     assert_eq!(
-        zkutil::list_children_no_watch(&zkw, &root)?,
+        zkutil::list_children_no_watch(&zkw, &root).unwrap(),
         Some(vec!["keep".to_string()]),
         "only the subtree is gone"
     );
-    assert!(zkutil::check_exists(&zkw, &format!("{keep}/k"))?.is_some());
-    zkutil::delete_node_recursively(&zkw, &sub)?;
-    zkutil::delete_node_recursively(&zkw, &sub)?;
+    assert!(zkutil::check_exists(&zkw, &format!("{keep}/k"))
+        .unwrap()
+        .is_some());
+    zkutil::delete_node_recursively(&zkw, &sub).unwrap();
+    zkutil::delete_node_recursively(&zkw, &sub).unwrap();
 
     // deleteChildrenRecursively keeps the node itself.
-    zkutil::create_with_parents(&zkw, &format!("{keep}/k/l/m"))?;
-    zkutil::delete_children_recursively(&zkw, &keep)?;
-    assert_eq!(zkutil::list_children_no_watch(&zkw, &keep)?, Some(vec![]));
-    zkutil::delete_children_recursively(&zkw, &keep)?;
+    zkutil::create_with_parents(&zkw, &format!("{keep}/k/l/m")).unwrap();
+    zkutil::delete_children_recursively(&zkw, &keep).unwrap();
+    assert_eq!(
+        zkutil::list_children_no_watch(&zkw, &keep).unwrap(),
+        Some(vec![])
+    );
+    zkutil::delete_children_recursively(&zkw, &keep).unwrap();
 
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    assert_eq!(zkutil::check_exists(&zkw, &root)?, None);
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    assert_eq!(zkutil::check_exists(&zkw, &root).unwrap(), None);
+    zkw.close().unwrap();
 }
 
 #[test]
-fn delete_node_recursively_handles_a_tree_larger_than_one_request() -> TestResult {
+fn delete_node_recursively_handles_a_tree_larger_than_one_request() {
     let (zkw, root) = setup("zkutil-rmr-big");
     let sub = format!("{root}/big");
     // 2 x 2 000 children with 250-byte names: ~1.2 MB of deletes, more than
     // ZooKeeper's 1 MB request limit, so one multi cannot carry them.
     let long = "n".repeat(240);
-    let other = raw();
+    let other = raw_session(&test_servers(), SESSION);
     for half in ["p1", "p2"] {
         let parent = format!("{sub}/{half}");
-        zkutil::create_with_parents(&zkw, &parent)?;
+        zkutil::create_with_parents(&zkw, &parent).unwrap();
         let ops: Vec<Op> = (0..2_000)
             .map(|i| {
                 Op::create(
@@ -570,18 +539,20 @@ fn delete_node_recursively_handles_a_tree_larger_than_one_request() -> TestResul
             })
             .collect();
         for chunk in ops.chunks(500) {
-            other.multi(chunk)?;
+            other.multi(chunk).unwrap();
         }
         assert_eq!(
-            zkutil::list_children_no_watch(&zkw, &parent)?.map(|c| c.len()),
+            zkutil::list_children_no_watch(&zkw, &parent)
+                .unwrap()
+                .map(|c| c.len()),
             Some(2_000)
         );
     }
-    zkutil::delete_node_recursively(&zkw, &sub)?;
-    assert_eq!(zkutil::check_exists(&zkw, &sub)?, None);
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &sub).unwrap();
+    assert_eq!(zkutil::check_exists(&zkw, &sub).unwrap(), None);
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
 }
 
 // ---------------------------------------------------------------------------
@@ -590,21 +561,21 @@ fn delete_node_recursively_handles_a_tree_larger_than_one_request() -> TestResul
 
 /// `root/exists` ("old") and `root/d` ("d0") exist; `root/new` and
 /// `root/missing` do not.
-fn multi_fixture(zkw: &ZooKeeperWatcher, root: &str) -> Result<Vec<ZkUtilOp>, Error> {
-    zkutil::create_and_fail_silent_data(zkw, &format!("{root}/exists"), b"old")?;
-    zkutil::create_and_fail_silent_data(zkw, &format!("{root}/d"), b"d0")?;
-    Ok(vec![
+fn multi_fixture(zkw: &ZooKeeperWatcher, root: &str) -> Vec<ZkUtilOp> {
+    zkutil::create_and_fail_silent_data(zkw, &format!("{root}/exists"), b"old").unwrap();
+    zkutil::create_and_fail_silent_data(zkw, &format!("{root}/d"), b"d0").unwrap();
+    vec![
         ZkUtilOp::create_and_fail_silent(format!("{root}/new"), b"n".to_vec()),
         ZkUtilOp::create_and_fail_silent(format!("{root}/exists"), b"clobber".to_vec()),
         ZkUtilOp::delete_node_fail_silent(format!("{root}/missing")),
         ZkUtilOp::set_data(format!("{root}/d"), b"d1".to_vec()),
-    ])
+    ]
 }
 
 #[test]
-fn multi_failure_returns_the_first_failing_op_and_applies_nothing() -> TestResult {
+fn multi_failure_returns_the_first_failing_op_and_applies_nothing() {
     let (zkw, root) = setup("zkutil-multi-atomic");
-    let ops = multi_fixture(&zkw, &root)?;
+    let ops = multi_fixture(&zkw, &root);
     let e = zkutil::multi_or_sequential(&zkw, &ops, false).unwrap_err();
     match &e {
         Error::Multi { index, code, .. } => {
@@ -612,15 +583,20 @@ fn multi_failure_returns_the_first_failing_op_and_applies_nothing() -> TestResul
         }
         other => panic!("expected Error::Multi, got {other:?}"),
     }
-    assert_eq!(zkutil::check_exists(&zkw, &format!("{root}/new"))?, None);
     assert_eq!(
-        zkutil::get_data(&zkw, &format!("{root}/d"))?.as_deref(),
+        zkutil::check_exists(&zkw, &format!("{root}/new")).unwrap(),
+        None
+    );
+    assert_eq!(
+        zkutil::get_data(&zkw, &format!("{root}/d"))
+            .unwrap()
+            .as_deref(),
         Some(&b"d0"[..]),
         "nothing applied"
     );
 
     // A failure the fallback does not cover (NotEmpty) is returned even with it.
-    zkutil::create_with_parents(&zkw, &format!("{root}/full/child"))?;
+    zkutil::create_with_parents(&zkw, &format!("{root}/full/child")).unwrap();
     let e = zkutil::multi_or_sequential(
         &zkw,
         &[
@@ -641,7 +617,10 @@ fn multi_failure_returns_the_first_failing_op_and_applies_nothing() -> TestResul
         ),
         "{e:?}"
     );
-    assert_eq!(zkutil::check_exists(&zkw, &format!("{root}/new"))?, None);
+    assert_eq!(
+        zkutil::check_exists(&zkw, &format!("{root}/new")).unwrap(),
+        None
+    );
 
     // All ops passing: applied atomically.
     zkutil::multi_or_sequential(
@@ -656,41 +635,55 @@ fn multi_failure_returns_the_first_failing_op_and_applies_nothing() -> TestResul
             ZkUtilOp::delete_node_fail_silent(format!("{root}/exists")),
         ],
         false,
-    )?;
+    )
+    .unwrap();
     assert_eq!(
-        zkutil::get_data(&zkw, &format!("{root}/m1"))?.as_deref(),
+        zkutil::get_data(&zkw, &format!("{root}/m1"))
+            .unwrap()
+            .as_deref(),
         Some(&b"1"[..])
     );
     assert_eq!(
-        zkutil::get_data(&zkw, &format!("{root}/d"))?.as_deref(),
+        zkutil::get_data(&zkw, &format!("{root}/d"))
+            .unwrap()
+            .as_deref(),
         Some(&b"d2"[..])
     );
-    assert_eq!(zkutil::check_exists(&zkw, &format!("{root}/exists"))?, None);
+    assert_eq!(
+        zkutil::check_exists(&zkw, &format!("{root}/exists")).unwrap(),
+        None
+    );
 
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn multi_with_sequential_fallback_applies_what_can_pass() -> TestResult {
+fn multi_with_sequential_fallback_applies_what_can_pass() {
     let (zkw, root) = setup("zkutil-multi-fallback");
-    let ops = multi_fixture(&zkw, &root)?;
-    zkutil::multi_or_sequential(&zkw, &ops, true)?;
+    let ops = multi_fixture(&zkw, &root);
+    zkutil::multi_or_sequential(&zkw, &ops, true).unwrap();
     assert_eq!(
-        zkutil::get_data(&zkw, &format!("{root}/new"))?.as_deref(),
+        zkutil::get_data(&zkw, &format!("{root}/new"))
+            .unwrap()
+            .as_deref(),
         Some(&b"n"[..])
     );
     assert_eq!(
-        zkutil::get_data(&zkw, &format!("{root}/exists"))?.as_deref(),
+        zkutil::get_data(&zkw, &format!("{root}/exists"))
+            .unwrap()
+            .as_deref(),
         Some(&b"old"[..]),
         "an existing node is left alone"
     );
     assert_eq!(
-        zkutil::check_exists(&zkw, &format!("{root}/missing"))?,
+        zkutil::check_exists(&zkw, &format!("{root}/missing")).unwrap(),
         None
     );
     assert_eq!(
-        zkutil::get_data(&zkw, &format!("{root}/d"))?.as_deref(),
+        zkutil::get_data(&zkw, &format!("{root}/d"))
+            .unwrap()
+            .as_deref(),
         Some(&b"d1"[..])
     );
 
@@ -710,28 +703,35 @@ fn multi_with_sequential_fallback_applies_what_can_pass() -> TestResult {
         e.is(ZkError::NoNode) && !matches!(e, Error::Multi { .. }),
         "{e:?}"
     );
-    assert!(zkutil::check_exists(&zkw, &format!("{root}/before"))?.is_some());
-    assert_eq!(zkutil::check_exists(&zkw, &format!("{root}/after"))?, None);
+    assert!(zkutil::check_exists(&zkw, &format!("{root}/before"))
+        .unwrap()
+        .is_some());
+    assert_eq!(
+        zkutil::check_exists(&zkw, &format!("{root}/after")).unwrap(),
+        None
+    );
 
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]
-fn multi_with_an_empty_op_list_is_a_no_op() -> TestResult {
+fn multi_with_an_empty_op_list_is_a_no_op() {
     let (zkw, root) = setup("zkutil-multi-empty");
-    zkutil::multi_or_sequential(&zkw, &[], false)?;
-    zkutil::multi_or_sequential(&zkw, &[], true)?;
-    assert_eq!(zkutil::list_children_no_watch(&zkw, &root)?, Some(vec![]));
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()?;
+    zkutil::multi_or_sequential(&zkw, &[], false).unwrap();
+    zkutil::multi_or_sequential(&zkw, &[], true).unwrap();
+    assert_eq!(
+        zkutil::list_children_no_watch(&zkw, &root).unwrap(),
+        Some(vec![])
+    );
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
     // No request is made: even a closed watcher accepts it.
-    zkutil::multi_or_sequential(&zkw, &[], true)?;
-    Ok(())
+    zkutil::multi_or_sequential(&zkw, &[], true).unwrap();
 }
 
 #[test]
-fn multi_with_a_bad_path_sends_nothing() -> TestResult {
+fn multi_with_a_bad_path_sends_nothing() {
     let (zkw, root) = setup("zkutil-multi-badpath");
     let e = zkutil::multi_or_sequential(
         &zkw,
@@ -743,7 +743,10 @@ fn multi_with_a_bad_path_sends_nothing() -> TestResult {
     )
     .unwrap_err();
     assert!(matches!(e, Error::BadArguments(_)), "{e:?}");
-    assert_eq!(zkutil::check_exists(&zkw, &format!("{root}/good"))?, None);
-    zkutil::delete_node_recursively(&zkw, &root)?;
-    zkw.close()
+    assert_eq!(
+        zkutil::check_exists(&zkw, &format!("{root}/good")).unwrap(),
+        None
+    );
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
 }

@@ -1,9 +1,7 @@
-//! Helpers shared by the `client*` test binaries: an event recorder, bounded
-//! waits, error assertions, `/proc` readings and a fake ZooKeeper server.
-#![allow(dead_code, unreachable_pub)]
+//! Helpers of the `client*` test binaries: an event recorder, bounded waits,
+//! error assertions, `/proc` readings and a fake ZooKeeper server.
 
 use std::collections::HashSet;
-use std::fs;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -13,13 +11,8 @@ use std::time::{Duration, Instant};
 use zklock::client::{EventType, KeeperState, WatchedEvent, Watcher, ZooKeeper};
 use zklock::{Error, ZkError};
 
-/// Installs `env_logger` once (RUST_LOG=zklock=debug to see the client).
-pub fn init_log() {
-    static ONCE: OnceLock<()> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        let _ = env_logger::builder().is_test(true).try_init();
-    });
-}
+#[allow(unused_imports)]
+pub use super::{assert_code, init_log, process_cpu, thread_names, threads_named};
 
 /// Records every event it is given; tests wait on it with a bound.
 #[derive(Default)]
@@ -145,16 +138,8 @@ impl Events {
     }
 }
 
+#[allow(unused_imports)]
 pub use zklock::testing::wait_until;
-
-/// Asserts `r` failed with the ZooKeeper code `code`.
-#[track_caller]
-pub fn assert_code<T: std::fmt::Debug>(r: zklock::Result<T>, code: ZkError) {
-    match r {
-        Err(e) if e.is(code) => {}
-        other => panic!("expected {code:?}, got {other:?}"),
-    }
-}
 
 /// Asserts `r` failed with `BadArguments`.
 #[track_caller]
@@ -175,7 +160,7 @@ pub fn connect(servers: &str, session: Duration) -> (ZooKeeper, Arc<Events>) {
 
 /// Gives in-flight notifications time to arrive: a round trip on `zk` (replies and
 /// notifications come in order on one connection), then a short pause for the
-/// event thread.
+/// event thread. Deliberate: for checks that no further event comes.
 pub fn settle(zk: &ZooKeeper) {
     let _ = zk.exists("/", false);
     thread::sleep(Duration::from_millis(150));
@@ -239,32 +224,6 @@ pub fn wchc_paths(addr: &str, id: i64) -> Vec<String> {
         }
     }
     out
-}
-
-/// This process's CPU time (user + system) from `/proc/self/stat`.
-pub fn process_cpu() -> Duration {
-    let stat = fs::read_to_string("/proc/self/stat").unwrap();
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // Fields 14 and 15 (utime, stime) are 12 and 13 after the state field.
-    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
-    Duration::from_millis(ticks * 10) // USER_HZ is 100 on Linux
-}
-
-/// Names of this process's threads.
-pub fn thread_names() -> Vec<String> {
-    fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|e| fs::read_to_string(e.ok()?.path().join("comm")).ok())
-        .map(|n| n.trim().to_string())
-        .collect()
-}
-
-pub fn threads_named(prefix: &str) -> usize {
-    thread_names()
-        .iter()
-        .filter(|n| n.starts_with(prefix))
-        .count()
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,318 @@
+//! Fixtures shared by the integration-test binaries (`mod common;` in each):
+//! connections, test roots, event recorders, `/proc` readings, and the
+//! `client*` binaries' helpers in [`client`].
+//!
+//! Each binary uses only some of them.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod client;
+
+use std::fs;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use zklock::client::{Acl, CreateMode, EventType, WatchedEvent, ZooKeeper};
+use zklock::lock::LockEvent;
+use zklock::testing::{shared_server, test_servers, unique_root, wait_until, ZkEnsemble};
+use zklock::{zkutil, Abortable, Error, RetryConfig, ZkError, ZooKeeperListener, ZooKeeperWatcher};
+
+/// Bound for every wait on an event.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// Installs `env_logger` once (`RUST_LOG=zklock=debug` to see the library).
+pub fn init_log() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let _ = env_logger::builder().is_test(true).try_init();
+    });
+}
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Asserts `result` failed with the ZooKeeper code `code`; returns the error.
+#[track_caller]
+pub fn assert_code<T: std::fmt::Debug>(result: zklock::Result<T>, code: ZkError) -> Error {
+    match result {
+        Err(e) if e.is(code) => e,
+        other => panic!("expected {code:?}, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Connections and test roots
+// ---------------------------------------------------------------------------
+
+/// A plain client with no default-watcher work: "another process".
+pub fn raw_session(servers: &str, session: Duration) -> ZooKeeper {
+    ZooKeeper::connect(servers, session, |_e: WatchedEvent| {}).expect("raw connect")
+}
+
+/// A fresh root (with its parent `/zklock-test`) and a plain client with a 6 s
+/// session on `servers`.
+pub fn setup_root(servers: &str, name: &str) -> (ZooKeeper, String) {
+    let zk = raw_session(servers, Duration::from_secs(6));
+    let root = unique_root(name);
+    match zk.create(
+        "/zklock-test",
+        b"",
+        Acl::open_unsafe(),
+        CreateMode::Persistent,
+    ) {
+        Ok(_) => {}
+        Err(e) if e.is(ZkError::NodeExists) => {}
+        Err(e) => panic!("create /zklock-test: {e}"),
+    }
+    zk.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .expect("create root");
+    (zk, root)
+}
+
+/// The `zkutil`/tracker tests' watcher: `$ZK_TEST_SERVERS` or the shared server,
+/// a 4 s session, default retries.
+pub fn watcher() -> ZooKeeperWatcher {
+    ZooKeeperWatcher::builder(&test_servers())
+        .with_session_timeout(Duration::from_secs(4))
+        .connect()
+        .expect("connect a ZooKeeperWatcher")
+}
+
+/// [`watcher`] and a fresh root znode for one test.
+pub fn setup(name: &str) -> (ZooKeeperWatcher, String) {
+    let zkw = watcher();
+    let root = unique_root(name);
+    zkutil::create_with_parents(&zkw, &root).expect("create the test root");
+    (zkw, root)
+}
+
+// ---------------------------------------------------------------------------
+// Lock tests
+// ---------------------------------------------------------------------------
+
+/// The lock tests' watcher: `session`, retries 20 ms apart.
+pub fn lock_watcher(servers: &str, session: Duration) -> ZooKeeperWatcher {
+    init_log();
+    ZooKeeperWatcher::builder(servers)
+        .with_identifier("lock-test")
+        .with_session_timeout(session)
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .connect()
+        .expect("connect")
+}
+
+/// [`lock_watcher`] on `$ZK_TEST_SERVERS` or the shared server, 6 s session.
+pub fn zkw() -> ZooKeeperWatcher {
+    lock_watcher(&test_servers(), Duration::from_secs(6))
+}
+
+/// A plain session (6 s) on `$ZK_TEST_SERVERS` or the shared server.
+pub fn raw() -> ZooKeeper {
+    raw_session(&test_servers(), Duration::from_secs(6))
+}
+
+/// The local shared server, whatever `$ZK_TEST_SERVERS` says: for tests that put
+/// a [`zklock::testing::FaultProxy`] in front of it, and for every other session
+/// of such a test, so that all of them see the same server.
+pub fn local() -> String {
+    shared_server().connect_string()
+}
+
+/// [`zkw`] on the [`local`] server.
+pub fn local_zkw() -> ZooKeeperWatcher {
+    lock_watcher(&local(), Duration::from_secs(6))
+}
+
+/// [`raw`] on the [`local`] server.
+pub fn local_raw() -> ZooKeeper {
+    raw_session(&local(), Duration::from_secs(6))
+}
+
+/// The sorted children of `path`; none if it does not exist.
+pub fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
+    match zk.get_children(path, false) {
+        Ok(mut c) => {
+            c.sort();
+            c
+        }
+        Err(e) if e.is(ZkError::NoNode) => Vec::new(),
+        Err(e) => panic!("get_children {path}: {e}"),
+    }
+}
+
+pub type LockEvents = Arc<Mutex<Vec<LockEvent>>>;
+
+/// A lock listener recording every event, and the record.
+pub fn lock_recorder() -> (LockEvents, impl Fn(&str, LockEvent) + Send + Sync + 'static) {
+    let events: LockEvents = Arc::default();
+    let e = events.clone();
+    (events, move |_p: &str, ev: LockEvent| {
+        e.lock().unwrap().push(ev)
+    })
+}
+
+/// The ensemble member whose `cons` lists session `id`.
+pub fn member_of(ensemble: &ZkEnsemble, id: i64) -> usize {
+    let mut found = None;
+    wait_until(
+        Duration::from_secs(20),
+        "the session shows in a member's cons",
+        || {
+            found = (0..ensemble.size())
+                .find(|&i| client::cons_sessions(&ensemble.address(i)).contains(&id));
+            found.is_some()
+        },
+    );
+    found.unwrap()
+}
+
+// ---------------------------------------------------------------------------
+// Listeners
+// ---------------------------------------------------------------------------
+
+/// Records node events (a general listener: sees all paths) and wakes waiters.
+#[derive(Default)]
+pub struct NodeRecorder {
+    events: Mutex<Vec<(EventType, String)>>,
+    cv: Condvar,
+}
+
+impl NodeRecorder {
+    fn push(&self, t: EventType, path: &str) {
+        self.events.lock().unwrap().push((t, path.to_string()));
+        self.cv.notify_all();
+    }
+
+    pub fn count(&self, t: EventType, path: &str) -> usize {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, p)| *k == t && p == path)
+            .count()
+    }
+
+    pub fn has(&self, t: EventType, path: &str) -> bool {
+        self.count(t, path) > 0
+    }
+
+    /// Waits (bounded by [`WAIT`]) until `n` events `t` on `path` were recorded.
+    pub fn wait_for(&self, t: EventType, path: &str, n: usize) -> bool {
+        let deadline = Instant::now() + WAIT;
+        let mut events = self.events.lock().unwrap();
+        loop {
+            if events.iter().filter(|(k, p)| *k == t && p == path).count() >= n {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            events = self.cv.wait_timeout(events, left).unwrap().0;
+        }
+    }
+}
+
+impl ZooKeeperListener for NodeRecorder {
+    fn node_created(&self, path: &str) {
+        self.push(EventType::NodeCreated, path);
+    }
+    fn node_deleted(&self, path: &str) {
+        self.push(EventType::NodeDeleted, path);
+    }
+    fn node_data_changed(&self, path: &str) {
+        self.push(EventType::NodeDataChanged, path);
+    }
+    fn node_children_changed(&self, path: &str) {
+        self.push(EventType::NodeChildrenChanged, path);
+    }
+}
+
+/// A [`NodeRecorder`] registered on `zkw` (after the listeners already there).
+pub fn node_recorder(zkw: &ZooKeeperWatcher) -> Arc<NodeRecorder> {
+    let r = Arc::new(NodeRecorder::default());
+    zkw.register_listener(r.clone());
+    r
+}
+
+/// Counts `abort` calls and keeps the last one.
+#[derive(Default)]
+pub struct CountingAbortable {
+    calls: AtomicUsize,
+    last: Mutex<Option<(String, Option<Error>)>>,
+}
+
+impl CountingAbortable {
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// The reason and error of the last `abort`.
+    pub fn last(&self) -> Option<(String, Option<Error>)> {
+        self.last.lock().unwrap().clone()
+    }
+
+    /// The error of the last `abort`.
+    pub fn last_error(&self) -> Option<Error> {
+        self.last().and_then(|(_, e)| e)
+    }
+}
+
+impl Abortable for CountingAbortable {
+    fn abort(&self, why: &str, error: Option<&Error>) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        *self.last.lock().unwrap() = Some((why.to_owned(), error.cloned()));
+    }
+    fn is_aborted(&self) -> bool {
+        self.calls() > 0
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The process: /proc readings, and tests that measure it
+// ---------------------------------------------------------------------------
+
+/// This process's CPU time (user + system) from `/proc/self/stat`.
+pub fn process_cpu() -> Duration {
+    let stat = fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) are 12 and 13 after the state field.
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10) // USER_HZ is 100 on Linux
+}
+
+/// Names of this process's threads (`comm`: at most 15 bytes).
+pub fn thread_names() -> Vec<String> {
+    fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect()
+}
+
+pub fn threads_named(prefix: &str) -> usize {
+    thread_names()
+        .iter()
+        .filter(|n| n.starts_with(prefix))
+        .count()
+}
+
+/// Serialises the tests of one binary against a test that measures the whole
+/// process (threads, sessions on the shared server): every test takes
+/// [`Serial::shared`] first (so it is dropped last), the measuring test takes
+/// [`Serial::exclusive`], and runs alone.
+pub struct Serial;
+
+static SERIAL: RwLock<()> = RwLock::new(());
+
+impl Serial {
+    pub fn shared() -> RwLockReadGuard<'static, ()> {
+        SERIAL.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
+        SERIAL.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
