@@ -50,6 +50,7 @@
 //! | `ZKInterProcessLockBase`, `ZKInterProcessReadLock`, `ZKInterProcessWriteLock`, `ZKInterProcessReadWriteLock` | [`lock::ZkInterProcessLockBase`], [`lock::ZkInterProcessReadLock`], [`lock::ZkInterProcessWriteLock`], [`lock::ZkInterProcessReadWriteLock`] |
 //! | `org.apache.zookeeper.ZooKeeper` | [`client::ZooKeeper`] (zklock's own client) |
 //! | `KeeperException.Code` | [`ZkError`] inside [`Error::Zk`] |
+//! | ZooKeeper's `WriteLock`, `LeaderElectionSupport`, revocable locks; HBase's `ZKLeaderManager` | [`recipes`] |
 //!
 //! HBase's names are kept; acronyms are one word (`ZKUtil` → `zkutil`,
 //! `ZKInterProcessReadWriteLock` → `ZkInterProcessReadWriteLock`, with a doc alias).
@@ -103,6 +104,7 @@ mod listener;
 pub mod lock;
 mod metadata;
 mod pending;
+pub mod recipes;
 mod recoverable;
 mod retry;
 #[cfg(feature = "testing")]
