@@ -12,8 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use zklock::client::{Acl, WatchedEvent, ZooKeeper};
+use zklock::recipes::election::{ElectionEventType as Ev, LeaderElectionSupport};
 use zklock::recipes::write_lock::{LockListener, WriteLock, WriteLockStep};
-use zklock::testing::{eventually, shared_server, unique_root};
+use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ZkServer};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
 
 const JARS: &[&str] = &[
@@ -145,7 +146,6 @@ impl Java {
         }
     }
 
-    #[allow(dead_code)] // used by the election tests
     fn send(&mut self, line: &str) {
         use std::io::Write;
         let stdin = self.child.stdin.as_mut().unwrap();
@@ -398,4 +398,217 @@ fn write_lock_session_expiry_fails_a_waiter() {
         .len()
         == 1));
     owner.unlock().unwrap();
+}
+
+// ---------------------------------------------------------------- election
+
+type Events = Arc<std::sync::Mutex<Vec<Ev>>>;
+
+fn candidate(zkw: &ZooKeeperWatcher, root: &str, host: &str) -> (LeaderElectionSupport, Events) {
+    let c = LeaderElectionSupport::new(zkw, root, host).unwrap();
+    let events: Events = Arc::default();
+    let e = events.clone();
+    c.add_listener(move |ev: Ev| e.lock().unwrap().push(ev));
+    (c, events)
+}
+
+fn java_leader(j: &mut Java) -> String {
+    j.send("LEADER");
+    j.expect("LEADER ", Duration::from_secs(20))["LEADER ".len()..].to_string()
+}
+
+#[test]
+fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
+    let server = shared_server();
+    let servers = server.connect_string();
+    let root = unique_root("election-mixed");
+    let admin = zkw();
+    zklock::zkutil::create_with_parents(&admin, &root).unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+    let short = Duration::from_secs(4);
+    let (w0, w1, w2) = (
+        watcher(&proxy.connect_string(), short),
+        watcher(&servers, short),
+        watcher(&servers, short),
+    );
+    let java_args = |host: &'static str| {
+        let (servers, root) = (servers.clone(), root.clone());
+        move || Java::start("ElectionParticipant", &[&servers, &root, host, "4000"])
+    };
+    // Candidates in node order: r0, j0, r1, j1, r2.
+    let (r0, ev0) = candidate(&w0, &root, "r0");
+    r0.start().unwrap();
+    let mut j0 = java_args("j0")();
+    j0.expect("STARTED", Duration::from_secs(60));
+    let (r1, ev1) = candidate(&w1, &root, "r1");
+    r1.start().unwrap();
+    let mut j1 = java_args("j1")();
+    j1.expect("STARTED", Duration::from_secs(60));
+    let (r2, ev2) = candidate(&w2, &root, "r2");
+    r2.start().unwrap();
+    assert_eq!(
+        *ev0.lock().unwrap(),
+        [
+            Ev::Start,
+            Ev::OfferStart,
+            Ev::OfferComplete,
+            Ev::DetermineStart,
+            Ev::DetermineComplete,
+            Ev::ElectedStart,
+            Ev::ElectedComplete
+        ]
+    );
+    assert_eq!(
+        *ev2.lock().unwrap(),
+        [
+            Ev::Start,
+            Ev::OfferStart,
+            Ev::OfferComplete,
+            Ev::DetermineStart,
+            Ev::DetermineComplete,
+            Ev::ReadyStart,
+            Ev::ReadyComplete
+        ]
+    );
+    // A monitor: never two Rust leaders at once.
+    let rust = Arc::new([r0, r1, r2]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (m_rust, m_stop) = (rust.clone(), stop.clone());
+    let monitor = thread::spawn(move || {
+        let mut samples = 0u64;
+        while !m_stop.load(Ordering::SeqCst) {
+            let n = m_rust.iter().filter(|c| c.is_leader()).count();
+            assert!(n <= 1, "{n} Rust leaders at once");
+            samples += 1;
+            thread::sleep(Duration::from_millis(5));
+        }
+        samples
+    });
+    let agree = |expected: &str, javas: &mut [&mut Java]| {
+        for c in rust.iter().filter(|c| !c.zkw_is_dead()) {
+            assert_eq!(c.get_leader_host_name().unwrap().as_deref(), Some(expected));
+        }
+        for j in javas.iter_mut() {
+            assert_eq!(java_leader(j), expected);
+        }
+    };
+    agree("r0", &mut [&mut j0, &mut j1]);
+    assert!(rust[0].is_leader());
+
+    // 1. Session expiry of the leader through a stalled proxy: told in doubt at
+    //    once, before anyone else is elected; lost after the expiry.
+    proxy.stall();
+    assert!(eventually(Duration::from_secs(10), || ev0
+        .lock()
+        .unwrap()
+        .contains(&Ev::LeadershipInDoubt)));
+    assert!(!rust[0].is_leader());
+    let in_doubt_at = Instant::now();
+    j0.expect("EVENT ELECTED_COMPLETE", Duration::from_secs(20));
+    eprintln!(
+        "j0 elected {:?} after r0 was told in doubt",
+        in_doubt_at.elapsed()
+    );
+    proxy.pass();
+    assert!(eventually(Duration::from_secs(20), || ev0
+        .lock()
+        .unwrap()
+        .ends_with(&[Ev::LeadershipLost, Ev::Failed])));
+    agree("j0", &mut [&mut j1]);
+
+    // 2. kill -9 of the Java leader: r1 next, after its session times out.
+    j0.kill9();
+    assert!(eventually(Duration::from_secs(20), || rust[1].is_leader()));
+    agree("r1", &mut [&mut j1]);
+    assert!(ev1.lock().unwrap().ends_with(&[
+        Ev::DetermineStart,
+        Ev::DetermineComplete,
+        Ev::ElectedStart,
+        Ev::ElectedComplete
+    ]));
+
+    // 3. close (stop) of the Rust leader: j1 next.
+    rust[1].stop().unwrap();
+    j1.expect("EVENT ELECTED_COMPLETE", Duration::from_secs(20));
+    assert!(ev1
+        .lock()
+        .unwrap()
+        .ends_with(&[Ev::StopStart, Ev::StopComplete]));
+    agree("j1", &mut [&mut j1]);
+    assert!(!rust[2].is_leader());
+
+    // 4. the Java leader stops: r2 last.
+    j1.send("STOP");
+    j1.expect("STOPPED", Duration::from_secs(20));
+    assert!(eventually(Duration::from_secs(10), || rust[2].is_leader()));
+    agree("r2", &mut []);
+    stop.store(true, Ordering::SeqCst);
+    let samples = monitor.join().unwrap();
+    eprintln!("election: {samples} samples, never two Rust leaders");
+    rust[2].stop().unwrap();
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()));
+}
+
+trait Dead {
+    fn zkw_is_dead(&self) -> bool;
+}
+
+impl Dead for LeaderElectionSupport {
+    fn zkw_is_dead(&self) -> bool {
+        self.state() == zklock::recipes::election::ElectionState::Failed
+    }
+}
+
+#[test]
+fn election_succession_wakes_only_the_successor() {
+    // Own server: its packet counters see only this test.
+    let server = ZkServer::start().unwrap();
+    let servers = server.connect_string();
+    let root = "/election-herd";
+    let zkws: Vec<_> = (0..6)
+        .map(|_| watcher(&servers, Duration::from_secs(30)))
+        .collect();
+    zklock::zkutil::create_with_parents(&zkws[0], root).unwrap();
+    let (cands, evs): (Vec<_>, Vec<_>) = zkws
+        .iter()
+        .enumerate()
+        .map(|(i, w)| candidate(w, root, &format!("h{i}")))
+        .unzip();
+    for c in &cands {
+        c.start().unwrap();
+    }
+    let net = || -> i64 {
+        let m = server.mntr().unwrap();
+        let get = |k: &str| -> i64 { m[k].parse().unwrap() };
+        get("zk_packets_sent") - get("zk_packets_received")
+    };
+    // A mntr read's own packets (sent - received): measured back to back.
+    let overhead = {
+        let a = net();
+        let b = net();
+        b - a
+    };
+    let mut per = Vec::new();
+    for i in 0..cands.len() - 1 {
+        let told: Vec<usize> = evs.iter().map(|e| e.lock().unwrap().len()).collect();
+        let before = net();
+        cands[i].stop().unwrap();
+        assert!(eventually(Duration::from_secs(10), || cands[i + 1].is_leader()));
+        thread::sleep(Duration::from_millis(300)); // let any stray notification land
+        let after = net();
+        per.push(after - before - overhead);
+        // Herd-free: the candidates behind the successor heard nothing.
+        for j in i + 2..cands.len() {
+            assert_eq!(
+                evs[j].lock().unwrap().len(),
+                told[j],
+                "candidate {j} was woken"
+            );
+        }
+    }
+    eprintln!("notifications per succession: {per:?} (mntr overhead {overhead})");
+    // 2 = the successor's watch + the departing leader's watch on its own
+    // offer (how a leader hears that its offer went); nobody else.
+    assert!(per.iter().all(|&n| n == 2), "{per:?}");
 }

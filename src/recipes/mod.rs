@@ -9,4 +9,5 @@
 
 mod support;
 
+pub mod election;
 pub mod write_lock;
