@@ -612,3 +612,57 @@ fn election_succession_wakes_only_the_successor() {
     // offer (how a leader hears that its offer went); nobody else.
     assert!(per.iter().all(|&n| n == 2), "{per:?}");
 }
+
+// ---------------------------------------------------------------- ZKLeaderManager
+
+#[test]
+fn leader_manager_like_hbase_test_zk_leader_manager() {
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let root = unique_root("leader-manager");
+    let zkws: Vec<_> = (0..3).map(|_| zkw()).collect();
+    let managers: Vec<Arc<ZkLeaderManager>> = zkws
+        .iter()
+        .enumerate()
+        .map(|(i, w)| Arc::new(ZkLeaderManager::new(w, &root, &format!("server{i}"))))
+        .collect();
+    let leaders = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = managers
+        .iter()
+        .map(|m| {
+            let m = m.clone();
+            m.start().unwrap();
+            thread::spawn(move || m.wait_to_become_leader().unwrap())
+        })
+        .collect();
+    let current = || {
+        let l: Vec<usize> = (0..3).filter(|&i| managers[i].has_leadership()).collect();
+        assert!(l.len() <= 1, "two leaders: {l:?}");
+        l.first().copied()
+    };
+    assert!(eventually(Duration::from_secs(10), || current().is_some()));
+    let first = current().unwrap();
+    leaders.fetch_add(1, Ordering::SeqCst);
+    // Abdicate: another takes over.
+    managers[first].abdicate().unwrap();
+    assert!(!managers[first].has_leadership());
+    assert!(eventually(Duration::from_secs(10), || current()
+        .is_some_and(|l| l != first)));
+    let second = current().unwrap();
+    // Stop the new leader: the third takes over.
+    managers[second].stop().unwrap();
+    assert!(managers[second].is_stopped());
+    assert!(eventually(Duration::from_secs(10), || current()
+        .is_some_and(|l| l != first && l != second)));
+    let third = current().unwrap();
+    // Every waiting thread returned true once it led.
+    for h in handles {
+        assert!(h.join().unwrap());
+    }
+    managers[third].stop().unwrap();
+    // The abdicated one may offer again and lead.
+    let m = managers[first].clone();
+    assert!(m.wait_to_become_leader().unwrap());
+    m.stop().unwrap();
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &root).is_empty()));
+}

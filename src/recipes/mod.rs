@@ -10,4 +10,5 @@
 mod support;
 
 pub mod election;
+pub mod leader_manager;
 pub mod write_lock;
