@@ -50,6 +50,7 @@
 //! | `ZKInterProcessLockBase`, `ZKInterProcessReadLock`, `ZKInterProcessWriteLock`, `ZKInterProcessReadWriteLock` | [`lock::ZkInterProcessLockBase`], [`lock::ZkInterProcessReadLock`], [`lock::ZkInterProcessWriteLock`], [`lock::ZkInterProcessReadWriteLock`] |
 //! | `org.apache.zookeeper.ZooKeeper` | [`client::ZooKeeper`] (zklock's own client) |
 //! | `KeeperException.Code` | [`ZkError`] inside [`Error::Zk`] |
+//! | ZooKeeper's recipes: `WriteLock`, `LeaderElectionSupport`, `DistributedQueue`, barriers, group, 2PC; HBase's `ZKLeaderManager` | [`recipes`] |
 //!
 //! HBase's names are kept; acronyms are one word (`ZKUtil` → `zkutil`,
 //! `ZKInterProcessReadWriteLock` → `ZkInterProcessReadWriteLock`, with a doc alias).

@@ -1,0 +1,668 @@
+//! ZooKeeper's recipes against a real server, with Java participants running
+//! ZooKeeper's own recipe jars: WriteLock, leader election, HBase's
+//! ZKLeaderManager, revocable shared locks.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::client::{Acl, WatchedEvent, ZooKeeper};
+use zklock::recipes::election::{ElectionEventType as Ev, LeaderElectionSupport};
+use zklock::recipes::write_lock::{LockListener, WriteLock, WriteLockStep};
+use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ZkServer};
+use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
+
+const JARS: &[&str] = &[
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/zookeeper-jute.jar",
+    "/usr/share/java/zookeeper-recipes-lock.jar",
+    "/usr/share/java/zookeeper-recipes-election.jar",
+    "/usr/share/java/slf4j-api.jar",
+    "/usr/share/java/slf4j-nop.jar",
+];
+
+fn init_log() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
+fn watcher(servers: &str, timeout: Duration) -> ZooKeeperWatcher {
+    init_log();
+    ZooKeeperWatcher::builder(servers)
+        .with_identifier("recipes-test")
+        .with_session_timeout(timeout)
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .connect()
+        .expect("connect")
+}
+
+fn zkw() -> ZooKeeperWatcher {
+    watcher(&shared_server().connect_string(), Duration::from_secs(10))
+}
+
+fn raw() -> ZooKeeper {
+    ZooKeeper::connect(
+        &shared_server().connect_string(),
+        Duration::from_secs(10),
+        |_e: WatchedEvent| {},
+    )
+    .expect("raw connect")
+}
+
+fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
+    match zk.get_children(path, false) {
+        Ok(mut c) => {
+            c.sort();
+            c
+        }
+        Err(e) if e.is(ZkError::NoNode) => Vec::new(),
+        Err(e) => panic!("get_children {path}: {e}"),
+    }
+}
+
+/// Compiles tests/java/*.java once (javac against Debian's jars); panics with
+/// the fix when there is no JDK (no silent skip).
+fn java_classes() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        for jar in JARS {
+            assert!(
+                Path::new(jar).exists(),
+                "{jar} missing: run `make zookeeper`"
+            );
+        }
+        let out = std::env::temp_dir().join(format!("zklock-recipes-java-{}", std::process::id()));
+        fs::create_dir_all(&out).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java");
+        // This binary's participants only (tests/java holds other binaries' too).
+        let sources: Vec<PathBuf> = ["WriteLockParticipant.java", "ElectionParticipant.java"]
+            .iter()
+            .map(|f| src.join(f))
+            .collect();
+        let status = Command::new("javac")
+            .args(["-nowarn", "-d"])
+            .arg(&out)
+            .args(["-cp", &JARS.join(":")])
+            .args(&sources)
+            .status()
+            .expect("javac not found: run `make zookeeper` (installs default-jdk-headless)");
+        assert!(status.success(), "javac failed");
+        out
+    })
+}
+
+/// A running Java participant; its stdout lines arrive on `lines`; killed on
+/// drop.
+struct Java {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Java {
+    fn start(class: &str, args: &[&str]) -> Java {
+        let cp = format!("{}:{}", java_classes().display(), JARS.join(":"));
+        let mut child = Command::new("java")
+            .args([
+                "-Xss512k",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+                &cp,
+                class,
+            ])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("java");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Java { child, lines }
+    }
+
+    /// The next line starting with `prefix` within `timeout`; other lines are
+    /// returned to the caller through `seen`.
+    fn expect(&self, prefix: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with(prefix) => return l,
+                Ok(_) => {}
+                Err(e) => panic!("java: no {prefix:?} within {timeout:?}: {e}"),
+            }
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Java {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+// ---------------------------------------------------------------- WriteLock
+
+/// The owner flag shared by Rust and Java contenders: a file created with
+/// O_EXCL inside the lock and deleted before unlock. A second owner finds it.
+fn enter(flag: &Path) {
+    if let Err(e) = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(flag)
+    {
+        panic!("two owners at once: {flag:?} exists ({e})");
+    }
+}
+
+fn leave(flag: &Path) {
+    fs::remove_file(flag).expect("flag gone while owner");
+}
+
+#[test]
+fn write_lock_rust_and_java_contenders_200_grants_never_two_owners() {
+    let servers = shared_server().connect_string();
+    let dir = unique_root("wl-mixed");
+    let flag = std::env::temp_dir().join(format!("zklock-wl-flag-{}", std::process::id()));
+    let _ = fs::remove_file(&flag);
+    const RUST: usize = 5;
+    let java_n: usize = std::env::var("WL_JAVA")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    const JAVA: usize = 3;
+    const EACH: usize = 25; // 8 x 25 = 200 grants
+    let flag_s = flag.display().to_string();
+    let mut javas: Vec<Java> = (0..java_n)
+        .map(|_| {
+            Java::start(
+                "WriteLockParticipant",
+                &[&servers, &dir, &EACH.to_string(), &flag_s],
+            )
+        })
+        .collect();
+    for j in &javas {
+        j.expect("READY", Duration::from_secs(60));
+    }
+    let started = Instant::now();
+    let inside = Arc::new(AtomicBool::new(false));
+    let grants = Arc::new(AtomicUsize::new(0));
+    let acquired_events = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..RUST)
+        .map(|_| {
+            let (servers, dir, flag) = (servers.clone(), dir.clone(), flag.clone());
+            let (inside, grants, events) =
+                (inside.clone(), grants.clone(), acquired_events.clone());
+            thread::spawn(move || {
+                let zkw = watcher(&servers, Duration::from_secs(10));
+                for _ in 0..EACH {
+                    let e = events.clone();
+                    let lock = WriteLock::new(&zkw, &dir, Acl::open_unsafe())
+                        .unwrap()
+                        .with_lock_listener(Listener(e));
+                    if !lock.lock_blocking(Duration::from_secs(90)).unwrap() {
+                        let zk = zkw.zookeeper();
+                        let c = zk.get_children(&dir, false).unwrap_or_default();
+                        let owners: Vec<_> = c
+                            .iter()
+                            .map(|n| {
+                                let st = zk.exists(&format!("{dir}/{n}"), false).ok().flatten();
+                                (n.clone(), st.map(|s| s.ephemeral_owner))
+                            })
+                            .collect();
+                        panic!(
+                            "a Rust contender ({}) waited 90 s: {owners:?}",
+                            lock.id().unwrap_or_default()
+                        );
+                    }
+                    assert!(lock.is_owner());
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two Rust owners");
+                    enter(&flag);
+                    thread::sleep(Duration::from_millis(2));
+                    leave(&flag);
+                    inside.store(false, Ordering::SeqCst);
+                    lock.unlock().unwrap();
+                    grants.fetch_add(1, Ordering::SeqCst);
+                }
+                zkw.close().unwrap();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("a Rust contender failed");
+    }
+    let mut java_grants = 0;
+    for j in &mut javas {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let line = j
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("a Java contender hung");
+            assert!(!line.starts_with("VIOLATION"), "{line}");
+            assert!(!line.starts_with("HANG"), "{line}");
+            if line.starts_with("GRANT") {
+                java_grants += 1;
+            }
+            if line == "DONE" {
+                break;
+            }
+        }
+    }
+    let total = grants.load(Ordering::SeqCst) + java_grants;
+    eprintln!(
+        "write lock: {} Rust + {java_grants} Java grants = {total} in {:?}",
+        grants.load(Ordering::SeqCst),
+        started.elapsed()
+    );
+    assert_eq!(total, (RUST + java_n) * EACH);
+    let _ = JAVA;
+    assert_eq!(acquired_events.load(Ordering::SeqCst), RUST * EACH);
+    let zk = raw();
+    assert!(
+        eventually(Duration::from_secs(10), || children(&zk, &dir).is_empty()),
+        "orphans: {:?}",
+        children(&zk, &dir)
+    );
+}
+
+struct Listener(Arc<AtomicUsize>);
+
+impl LockListener for Listener {
+    fn lock_acquired(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+    fn lock_released(&self) {}
+}
+
+#[test]
+fn write_lock_predecessor_gone_before_the_watch_is_rechecked() {
+    // The race Java's recipe loses, forced: the predecessor is deleted right
+    // before the waiter's watch is set. The waiter must list again and own the
+    // lock, not wait for a watch that never fires.
+    let (a, b) = (zkw(), zkw());
+    let dir = unique_root("wl-race");
+    let first = WriteLock::new(&a, &dir, Acl::open_unsafe()).unwrap();
+    assert!(first.lock().unwrap());
+    let victim = first.id().unwrap();
+    let deleter = raw();
+    let fired = Arc::new(AtomicUsize::new(0));
+    let f = fired.clone();
+    let second = WriteLock::new(&b, &dir, Acl::open_unsafe())
+        .unwrap()
+        .with_step_hook(move |step, path| {
+            if step == WriteLockStep::Watching && path == victim {
+                deleter.delete(path, None).unwrap();
+                f.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    let t = Instant::now();
+    assert!(second.lock().unwrap(), "the recheck found the lock free");
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+    assert!(second.is_owner());
+    assert!(t.elapsed() < Duration::from_secs(5));
+    second.unlock().unwrap();
+    // The first instance learns its node is gone.
+    assert!(eventually(Duration::from_secs(5), || !first.is_owner()));
+    drop(first);
+}
+
+#[test]
+fn write_lock_wakes_the_listener_and_close_while_waiting_leaves_no_node() {
+    let (a, b, c) = (zkw(), zkw(), zkw());
+    let dir = unique_root("wl-close");
+    let owner = WriteLock::new(&a, &dir, Acl::open_unsafe()).unwrap();
+    assert!(owner.lock().unwrap());
+    let acquired = Arc::new(AtomicUsize::new(0));
+    let waiter = WriteLock::new(&b, &dir, Acl::open_unsafe())
+        .unwrap()
+        .with_lock_listener(Listener(acquired.clone()));
+    assert!(!waiter.lock().unwrap(), "not owner yet");
+    let quitter = WriteLock::new(&c, &dir, Acl::open_unsafe()).unwrap();
+    assert!(!quitter.lock().unwrap());
+    let zk = raw();
+    assert_eq!(children(&zk, &dir).len(), 3);
+    // close() while waiting: its node goes, nobody else moves.
+    quitter.close().unwrap();
+    assert_eq!(children(&zk, &dir).len(), 2);
+    assert!(quitter.id().is_none());
+    // A timed-out blocking lock leaves no node either.
+    let timed = WriteLock::new(&c, &dir, Acl::open_unsafe()).unwrap();
+    let t = Instant::now();
+    assert!(!timed.lock_blocking(Duration::from_millis(300)).unwrap());
+    assert!(t.elapsed() < Duration::from_secs(3));
+    assert_eq!(children(&zk, &dir).len(), 2);
+    // The owner lets go: the waiter's listener hears lock_acquired (event
+    // thread, no call to lock()).
+    owner.unlock().unwrap();
+    assert!(eventually(Duration::from_secs(5), || acquired
+        .load(Ordering::SeqCst)
+        == 1));
+    assert!(waiter.is_owner());
+    // A lock_blocking ended by close() from another thread.
+    let blocked = Arc::new(WriteLock::new(&c, &dir, Acl::open_unsafe()).unwrap());
+    let b2 = blocked.clone();
+    let h = thread::spawn(move || b2.lock_blocking(Duration::from_secs(30)));
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &dir)
+        .len()
+        == 2));
+    blocked.close().unwrap();
+    assert!(h.join().unwrap().is_err());
+    assert_eq!(children(&zk, &dir).len(), 1);
+    drop(waiter); // dropped while owner: removed in the background
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &dir).is_empty()));
+}
+
+#[test]
+fn write_lock_session_expiry_fails_a_waiter() {
+    let (a, b) = (zkw(), zkw());
+    let dir = unique_root("wl-expiry");
+    let owner = WriteLock::new(&a, &dir, Acl::open_unsafe()).unwrap();
+    assert!(owner.lock().unwrap());
+    let waiter = Arc::new(WriteLock::new(&b, &dir, Acl::open_unsafe()).unwrap());
+    let w = waiter.clone();
+    let h = thread::spawn(move || w.lock_blocking(Duration::from_secs(60)));
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &dir)
+        .len()
+        == 2));
+    let t = Instant::now();
+    b.close().unwrap();
+    assert!(h.join().unwrap().is_err());
+    assert!(t.elapsed() < Duration::from_secs(3));
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &dir)
+        .len()
+        == 1));
+    owner.unlock().unwrap();
+}
+
+// ---------------------------------------------------------------- election
+
+type Events = Arc<std::sync::Mutex<Vec<Ev>>>;
+
+fn candidate(zkw: &ZooKeeperWatcher, root: &str, host: &str) -> (LeaderElectionSupport, Events) {
+    let c = LeaderElectionSupport::new(zkw, root, host).unwrap();
+    let events: Events = Arc::default();
+    let e = events.clone();
+    c.add_listener(move |ev: Ev| e.lock().unwrap().push(ev));
+    (c, events)
+}
+
+fn java_leader(j: &mut Java) -> String {
+    j.send("LEADER");
+    j.expect("LEADER ", Duration::from_secs(20))["LEADER ".len()..].to_string()
+}
+
+#[test]
+fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
+    let server = shared_server();
+    let servers = server.connect_string();
+    let root = unique_root("election-mixed");
+    let admin = zkw();
+    zklock::zkutil::create_with_parents(&admin, &root).unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+    let short = Duration::from_secs(4);
+    let (w0, w1, w2) = (
+        watcher(&proxy.connect_string(), short),
+        watcher(&servers, short),
+        watcher(&servers, short),
+    );
+    let java_args = |host: &'static str| {
+        let (servers, root) = (servers.clone(), root.clone());
+        move || Java::start("ElectionParticipant", &[&servers, &root, host, "4000"])
+    };
+    // Candidates in node order: r0, j0, r1, j1, r2.
+    let (r0, ev0) = candidate(&w0, &root, "r0");
+    r0.start().unwrap();
+    let mut j0 = java_args("j0")();
+    j0.expect("STARTED", Duration::from_secs(60));
+    let (r1, ev1) = candidate(&w1, &root, "r1");
+    r1.start().unwrap();
+    let mut j1 = java_args("j1")();
+    j1.expect("STARTED", Duration::from_secs(60));
+    let (r2, ev2) = candidate(&w2, &root, "r2");
+    r2.start().unwrap();
+    assert_eq!(
+        *ev0.lock().unwrap(),
+        [
+            Ev::Start,
+            Ev::OfferStart,
+            Ev::OfferComplete,
+            Ev::DetermineStart,
+            Ev::DetermineComplete,
+            Ev::ElectedStart,
+            Ev::ElectedComplete
+        ]
+    );
+    assert_eq!(
+        *ev2.lock().unwrap(),
+        [
+            Ev::Start,
+            Ev::OfferStart,
+            Ev::OfferComplete,
+            Ev::DetermineStart,
+            Ev::DetermineComplete,
+            Ev::ReadyStart,
+            Ev::ReadyComplete
+        ]
+    );
+    // A monitor: never two Rust leaders at once.
+    let rust = Arc::new([r0, r1, r2]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (m_rust, m_stop) = (rust.clone(), stop.clone());
+    let monitor = thread::spawn(move || {
+        let mut samples = 0u64;
+        while !m_stop.load(Ordering::SeqCst) {
+            let n = m_rust.iter().filter(|c| c.is_leader()).count();
+            assert!(n <= 1, "{n} Rust leaders at once");
+            samples += 1;
+            thread::sleep(Duration::from_millis(5));
+        }
+        samples
+    });
+    let agree = |expected: &str, javas: &mut [&mut Java]| {
+        for c in rust.iter().filter(|c| !c.zkw_is_dead()) {
+            assert_eq!(c.get_leader_host_name().unwrap().as_deref(), Some(expected));
+        }
+        for j in javas.iter_mut() {
+            assert_eq!(java_leader(j), expected);
+        }
+    };
+    agree("r0", &mut [&mut j0, &mut j1]);
+    assert!(rust[0].is_leader());
+
+    // 1. Session expiry of the leader through a stalled proxy: told in doubt at
+    //    once, before anyone else is elected; lost after the expiry.
+    proxy.stall();
+    assert!(eventually(Duration::from_secs(10), || ev0
+        .lock()
+        .unwrap()
+        .contains(&Ev::LeadershipInDoubt)));
+    assert!(!rust[0].is_leader());
+    let in_doubt_at = Instant::now();
+    j0.expect("EVENT ELECTED_COMPLETE", Duration::from_secs(20));
+    eprintln!(
+        "j0 elected {:?} after r0 was told in doubt",
+        in_doubt_at.elapsed()
+    );
+    proxy.pass();
+    assert!(eventually(Duration::from_secs(20), || ev0
+        .lock()
+        .unwrap()
+        .ends_with(&[Ev::LeadershipLost, Ev::Failed])));
+    agree("j0", &mut [&mut j1]);
+
+    // 2. kill -9 of the Java leader: r1 next, after its session times out.
+    j0.kill9();
+    assert!(eventually(Duration::from_secs(20), || rust[1].is_leader()));
+    agree("r1", &mut [&mut j1]);
+    assert!(ev1.lock().unwrap().ends_with(&[
+        Ev::DetermineStart,
+        Ev::DetermineComplete,
+        Ev::ElectedStart,
+        Ev::ElectedComplete
+    ]));
+
+    // 3. close (stop) of the Rust leader: j1 next.
+    rust[1].stop().unwrap();
+    j1.expect("EVENT ELECTED_COMPLETE", Duration::from_secs(20));
+    assert!(ev1
+        .lock()
+        .unwrap()
+        .ends_with(&[Ev::StopStart, Ev::StopComplete]));
+    agree("j1", &mut [&mut j1]);
+    assert!(!rust[2].is_leader());
+
+    // 4. the Java leader stops: r2 last.
+    j1.send("STOP");
+    j1.expect("STOPPED", Duration::from_secs(20));
+    assert!(eventually(Duration::from_secs(10), || rust[2].is_leader()));
+    agree("r2", &mut []);
+    stop.store(true, Ordering::SeqCst);
+    let samples = monitor.join().unwrap();
+    eprintln!("election: {samples} samples, never two Rust leaders");
+    rust[2].stop().unwrap();
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()));
+}
+
+trait Dead {
+    fn zkw_is_dead(&self) -> bool;
+}
+
+impl Dead for LeaderElectionSupport {
+    fn zkw_is_dead(&self) -> bool {
+        self.state() == zklock::recipes::election::ElectionState::Failed
+    }
+}
+
+#[test]
+fn election_succession_wakes_only_the_successor() {
+    // Own server: its packet counters see only this test.
+    let server = ZkServer::start().unwrap();
+    let servers = server.connect_string();
+    let root = "/election-herd";
+    let zkws: Vec<_> = (0..6)
+        .map(|_| watcher(&servers, Duration::from_secs(30)))
+        .collect();
+    zklock::zkutil::create_with_parents(&zkws[0], root).unwrap();
+    let (cands, evs): (Vec<_>, Vec<_>) = zkws
+        .iter()
+        .enumerate()
+        .map(|(i, w)| candidate(w, root, &format!("h{i}")))
+        .unzip();
+    for c in &cands {
+        c.start().unwrap();
+    }
+    let net = || -> i64 {
+        let m = server.mntr().unwrap();
+        let get = |k: &str| -> i64 { m[k].parse().unwrap() };
+        get("zk_packets_sent") - get("zk_packets_received")
+    };
+    // A mntr read's own packets (sent - received): measured back to back.
+    let overhead = {
+        let a = net();
+        let b = net();
+        b - a
+    };
+    let mut per = Vec::new();
+    for i in 0..cands.len() - 1 {
+        let told: Vec<usize> = evs.iter().map(|e| e.lock().unwrap().len()).collect();
+        let before = net();
+        cands[i].stop().unwrap();
+        assert!(eventually(Duration::from_secs(10), || cands[i + 1].is_leader()));
+        thread::sleep(Duration::from_millis(300)); // let any stray notification land
+        let after = net();
+        per.push(after - before - overhead);
+        // Herd-free: the candidates behind the successor heard nothing.
+        for j in i + 2..cands.len() {
+            assert_eq!(
+                evs[j].lock().unwrap().len(),
+                told[j],
+                "candidate {j} was woken"
+            );
+        }
+    }
+    eprintln!("notifications per succession: {per:?} (mntr overhead {overhead})");
+    // 2 = the successor's watch + the departing leader's watch on its own
+    // offer (how a leader hears that its offer went); nobody else.
+    assert!(per.iter().all(|&n| n == 2), "{per:?}");
+}
+
+// ---------------------------------------------------------------- ZKLeaderManager
+
+#[test]
+fn leader_manager_like_hbase_test_zk_leader_manager() {
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let root = unique_root("leader-manager");
+    let zkws: Vec<_> = (0..3).map(|_| zkw()).collect();
+    let managers: Vec<Arc<ZkLeaderManager>> = zkws
+        .iter()
+        .enumerate()
+        .map(|(i, w)| Arc::new(ZkLeaderManager::new(w, &root, &format!("server{i}"))))
+        .collect();
+    let leaders = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = managers
+        .iter()
+        .map(|m| {
+            let m = m.clone();
+            m.start().unwrap();
+            thread::spawn(move || m.wait_to_become_leader().unwrap())
+        })
+        .collect();
+    let current = || {
+        let l: Vec<usize> = (0..3).filter(|&i| managers[i].has_leadership()).collect();
+        assert!(l.len() <= 1, "two leaders: {l:?}");
+        l.first().copied()
+    };
+    assert!(eventually(Duration::from_secs(10), || current().is_some()));
+    let first = current().unwrap();
+    leaders.fetch_add(1, Ordering::SeqCst);
+    // Abdicate: another takes over.
+    managers[first].abdicate().unwrap();
+    assert!(!managers[first].has_leadership());
+    assert!(eventually(Duration::from_secs(10), || current()
+        .is_some_and(|l| l != first)));
+    let second = current().unwrap();
+    // Stop the new leader: the third takes over.
+    managers[second].stop().unwrap();
+    assert!(managers[second].is_stopped());
+    assert!(eventually(Duration::from_secs(10), || current()
+        .is_some_and(|l| l != first && l != second)));
+    let third = current().unwrap();
+    // Every waiting thread returned true once it led.
+    for h in handles {
+        assert!(h.join().unwrap());
+    }
+    managers[third].stop().unwrap();
+    // The abdicated one may offer again and lead.
+    let m = managers[first].clone();
+    assert!(m.wait_to_become_leader().unwrap());
+    m.stop().unwrap();
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &root).is_empty()));
+}
