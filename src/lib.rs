@@ -97,6 +97,7 @@
 
 #![forbid(unsafe_code)]
 
+mod background;
 pub mod client;
 mod deadline;
 mod error;

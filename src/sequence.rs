@@ -90,6 +90,14 @@ fn parse_sequence(suffix: &str) -> Option<i32> {
     (format!("{n:010}") == suffix).then_some(n)
 }
 
+/// The number after the last `sep` of a sequential node's name, as Java's
+/// recipes read it (`ZNodeName` after the last `-`, `LeaderElectionSupport`
+/// after the last `_`); `None` when it is not a number.
+pub(crate) fn number_after_last(name: &str, sep: char) -> Option<i64> {
+    let i = name.rfind(sep)?;
+    name[i + 1..].parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

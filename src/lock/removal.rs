@@ -6,15 +6,13 @@
 //! alive: a removal waiting for the reconnect is a session hook of the watcher,
 //! holding it weakly.
 
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use log::{info, warn};
-use parking_lot::Mutex;
 
-use crate::client::{KeeperState, State as ClientState};
+use crate::background::on_reconnect;
 use crate::error::ZkError;
-use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
+use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// What a failed attempt left behind: its node, or (when the create's reply was
 /// lost) the tagged prefix its node carries.
@@ -22,79 +20,6 @@ use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 pub(super) enum Attempt {
     Node(String),
     Tag(String),
-}
-
-/// Runs `f(true)` once, on the event thread, at the next `SyncConnected`, or
-/// `f(false)` when the session ends first (or has ended). Owned by the watcher's
-/// hook list until then, holding the watcher weakly: no cycle, and not in the
-/// user's listener registry (`unregister_all_listeners` cannot drop it).
-pub(super) fn on_reconnect(zkw: &WeakZooKeeperWatcher, f: impl FnOnce(bool) + Send + 'static) {
-    let hook = Arc::new_cyclic(|me| OnReconnect {
-        f: Mutex::new(Some(Box::new(f))),
-        zkw: zkw.clone(),
-        id: Mutex::new(None),
-        me: me.clone(),
-    });
-    // An event may come before the id is stored (at once, if the session just
-    // ended): whichever of `fire` and this sees the id removes it.
-    let id = zkw.add_owned_hook(hook.clone());
-    let fired = hook.f.lock().is_none();
-    *hook.id.lock() = id;
-    if fired || id.is_none() {
-        hook.unsubscribe();
-        if id.is_none() {
-            hook.fire(false); // the watcher is gone: so is the session
-        }
-        return;
-    }
-    // Reconnected before the subscription: do not wait for the next time.
-    if zkw
-        .zookeeper()
-        .is_some_and(|zk| zk.state() == ClientState::Connected)
-    {
-        hook.fire(true);
-    }
-}
-
-type Reaction = Box<dyn FnOnce(bool) + Send>;
-
-/// The hook of [`on_reconnect`].
-struct OnReconnect {
-    f: Mutex<Option<Reaction>>,
-    zkw: WeakZooKeeperWatcher,
-    /// The hook's id, once subscribed.
-    id: Mutex<Option<u64>>,
-    me: Weak<OnReconnect>,
-}
-
-impl OnReconnect {
-    fn fire(&self, connected: bool) {
-        let f = self.f.lock().take();
-        if let Some(f) = f {
-            self.unsubscribe();
-            f(connected);
-        }
-    }
-
-    fn unsubscribe(&self) {
-        let id = self.id.lock().take();
-        if let Some(id) = id {
-            let _me = self.me.upgrade(); // alive until this call returns
-            self.zkw.remove_hook(id);
-        }
-    }
-}
-
-impl SessionHook for OnReconnect {
-    fn session_event(&self, state: KeeperState) {
-        match state {
-            KeeperState::SyncConnected => self.fire(true),
-            KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed => {
-                self.fire(false)
-            }
-            _ => {}
-        }
-    }
 }
 
 /// Removes an attempt's node once the connection is back, when removing it

@@ -15,8 +15,8 @@ use std::collections::VecDeque;
 use log::{debug, info, warn};
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::removal::on_reconnect;
 use super::{LockEvent, LockListener};
+use crate::background::on_reconnect;
 use crate::client::{EventType, KeeperState, State as ClientState, WatchedEvent, Watcher};
 use crate::deadline::Deadline;
 use crate::watcher::WeakZooKeeperWatcher;

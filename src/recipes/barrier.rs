@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::waiting::{create_with_parents, Bounds, Waiter};
+use super::waiting::{Bounds, Waiter};
 use crate::error::{Result, ZkError};
 use crate::watcher::ZooKeeperWatcher;
 
@@ -55,7 +55,9 @@ impl Barrier {
     /// # Errors
     /// Session errors.
     pub fn set_barrier(&self) -> Result<()> {
-        create_with_parents(self.zkw.recoverable_zookeeper(), &self.path)
+        self.zkw
+            .recoverable_zookeeper()
+            .create_with_parents(&self.path, &[])
     }
 
     /// Removes the barrier: deletes its node, waking every waiter; no error

@@ -5,10 +5,11 @@ use std::time::Duration;
 use log::{debug, warn};
 use parking_lot::Mutex;
 
-use super::waiting::{create_with_parents, sequence_of, Bounds, Waiter};
+use super::waiting::{Bounds, Waiter};
 use crate::client::{Acl, CreateMode};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
+use crate::sequence::sequence_of;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -67,7 +68,7 @@ fn members(children: &[String]) -> Vec<String> {
     let mut m: Vec<(i64, &String)> = children
         .iter()
         .filter(|c| c.starts_with(MEMBER_PREFIX))
-        .filter_map(|c| sequence_of(c).map(|s| (s, c)))
+        .filter_map(|c| sequence_of(c).map(|s| (i64::from(s), c)))
         .collect();
     m.sort();
     m.into_iter().map(|(_, c)| c.clone()).collect()
@@ -138,7 +139,7 @@ impl DoubleBarrier {
         };
         let created = match create() {
             Err(e) if e.is(ZkError::NoNode) => {
-                create_with_parents(&rzk, &self.path)?;
+                rzk.create_with_parents(&self.path, &[])?;
                 create()
             }
             other => other,

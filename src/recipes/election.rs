@@ -6,9 +6,10 @@ use std::time::Duration;
 use log::{info, warn};
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::support::{on_reconnect, remove_in_background, sequence_after};
+use crate::background::{on_reconnect, remove_in_background};
 use crate::client::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, Watcher};
 use crate::error::{Error, Result, ZkError};
+use crate::sequence::number_after_last;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 
@@ -365,7 +366,7 @@ fn sorted_offers(children: &[String]) -> Vec<&String> {
     let mut v: Vec<(i64, &String)> = children
         .iter()
         .filter(|c| c.starts_with("n_"))
-        .filter_map(|c| sequence_after(c, '_').map(|s| (s, c)))
+        .filter_map(|c| number_after_last(c, '_').map(|s| (s, c)))
         .collect();
     v.sort();
     v.into_iter().map(|(_, c)| c).collect()

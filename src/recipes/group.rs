@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use log::warn;
 
-use super::waiting::{create_with_parents, Bounds, Waiter};
+use super::waiting::{Bounds, Waiter};
 use crate::client::{Acl, CreateMode};
 use crate::error::{Result, ZkError};
 use crate::watcher::ZooKeeperWatcher;
@@ -88,7 +88,7 @@ impl Group {
         let create = || rzk.create(&node, data, Acl::open_unsafe(), CreateMode::Ephemeral);
         match create() {
             Err(e) if e.is(ZkError::NoNode) => {
-                create_with_parents(rzk, &self.path)?;
+                rzk.create_with_parents(&self.path, &[])?;
                 create()?;
             }
             other => {
@@ -163,7 +163,7 @@ impl Group {
             let mut now = match rzk.get_children_watch(&self.path, self.waiter.watcher()) {
                 Ok(c) => c,
                 Err(e) if e.is(ZkError::NoNode) => {
-                    create_with_parents(&rzk, &self.path)?;
+                    rzk.create_with_parents(&self.path, &[])?;
                     continue;
                 }
                 Err(e) => return Err(e),

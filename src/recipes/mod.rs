@@ -13,7 +13,6 @@
 //! when the connection stays down for a whole session timeout. No exit leaves an
 //! orphan node (drops remove nodes in the background).
 
-mod support;
 mod waiting;
 
 pub mod barrier;

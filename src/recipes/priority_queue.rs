@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use super::queue::{claim, create_item};
-use super::waiting::{create_with_parents, sequence_of, Bounds, Waiter};
+use super::waiting::{Bounds, Waiter};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
+use crate::sequence::sequence_of;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -46,7 +47,11 @@ fn ordered(children: &[String]) -> Vec<(u32, i64, String)> {
         .filter_map(|c| {
             let rest = c.strip_prefix(PRIORITY_PREFIX)?;
             let (priority, _) = rest.split_once('-')?;
-            Some((priority.parse().ok()?, sequence_of(rest)?, c.clone()))
+            Some((
+                priority.parse().ok()?,
+                i64::from(sequence_of(rest)?),
+                c.clone(),
+            ))
         })
         .collect();
     items.sort();
@@ -142,7 +147,7 @@ impl DistributedPriorityQueue {
                 Ok(children) if !ordered(&children).is_empty() => continue,
                 Ok(_) => {}
                 Err(e) if e.is(ZkError::NoNode) => {
-                    create_with_parents(&rzk, &self.dir)?;
+                    rzk.create_with_parents(&self.dir, &[])?;
                     continue;
                 }
                 Err(e) => return Err(e),

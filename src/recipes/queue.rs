@@ -7,7 +7,7 @@ use std::time::Duration;
 use log::{debug, warn};
 use parking_lot::Mutex;
 
-use super::waiting::{create_with_parents, Bounds, Waiter};
+use super::waiting::{Bounds, Waiter};
 use crate::client::{Acl, CreateMode, ZooKeeper};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
@@ -144,7 +144,7 @@ pub(super) fn create_item(
     };
     match create() {
         Err(e) if e.is(ZkError::NoNode) => {
-            create_with_parents(zkw.recoverable_zookeeper(), dir)?;
+            zkw.recoverable_zookeeper().create_with_parents(dir, &[])?;
             create()
         }
         other => other,
@@ -285,7 +285,7 @@ impl DistributedQueue {
                 }
                 Err(e) if e.is(ZkError::NoNode) => {
                     // Java creates the directory to wait on it.
-                    create_with_parents(&rzk, &self.dir)?;
+                    rzk.create_with_parents(&self.dir, &[])?;
                     continue;
                 }
                 Err(e) => return Err(e),

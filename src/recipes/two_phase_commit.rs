@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::double_barrier::delete_if_present;
-use super::waiting::{create_with_parents, Bounds, Waiter};
+use super::waiting::{Bounds, Waiter};
 use crate::client::{Acl, CreateMode, Stat};
 use crate::error::{Error, Result};
 use crate::recoverable::RecoverableZooKeeper;
@@ -105,7 +105,7 @@ impl TwoPhaseCommit {
         }
         let rzk = zkw.recoverable_zookeeper();
         if let Some(parent) = zkutil::get_parent(path) {
-            create_with_parents(rzk, parent)?;
+            rzk.create_with_parents(parent, &[])?;
         }
         rzk.create(path, &[], Acl::open_unsafe(), CreateMode::Persistent)?;
         for s in sites {

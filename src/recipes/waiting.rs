@@ -8,12 +8,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::client::{Acl, CreateMode, EventType, KeeperState, State, WatchedEvent, Watcher};
+use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
-use crate::recoverable::RecoverableZooKeeper;
 use crate::watcher::ZooKeeperWatcher;
-use crate::zkutil;
 
 /// How often a waiting thread looks at its session without being woken (in
 /// case the event thread is held up by a user's listener, or the connection is
@@ -158,55 +156,9 @@ impl Bounds {
     }
 }
 
-/// `ZKUtil.createWithParents` through a (bounded) `RecoverableZooKeeper`, with
-/// empty data (the recipes' directories carry none, as in ZooKeeper's Java
-/// recipes).
-pub(super) fn create_with_parents(rzk: &RecoverableZooKeeper, znode: &str) -> Result<()> {
-    if znode == "/" {
-        return Ok(());
-    }
-    match rzk
-        .zookeeper()
-        .create(znode, &[], Acl::open_unsafe(), CreateMode::Persistent)
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.is(ZkError::NodeExists) => Ok(()),
-        Err(e) if e.is(ZkError::NoNode) => {
-            if let Some(parent) = zkutil::get_parent(znode) {
-                create_with_parents(rzk, parent)?;
-            }
-            create_with_parents(rzk, znode)
-        }
-        // A lost reply: the create may have happened; look.
-        Err(e) if e.is_retryable() => match rzk.exists(znode, false)? {
-            Some(_) => Ok(()),
-            None => create_with_parents(rzk, znode),
-        },
-        Err(e) => Err(e),
-    }
-}
-
-/// The sequence number ZooKeeper appended to `name` (its last 10 characters).
-pub(super) fn sequence_of(name: &str) -> Option<i64> {
-    let digits = name.get(name.len().checked_sub(10)?..)?;
-    if digits.bytes().all(|b| b.is_ascii_digit()) {
-        digits.parse().ok()
-    } else {
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sequences() {
-        assert_eq!(sequence_of("qn-0000000042"), Some(42));
-        assert_eq!(sequence_of("m-abcdef0123456789-0000000007"), Some(7));
-        assert_eq!(sequence_of("ready"), None);
-        assert_eq!(sequence_of("qn-00000000x2"), None);
-    }
 
     #[test]
     fn a_disconnect_does_not_wake_but_a_reconnect_and_events_do() {

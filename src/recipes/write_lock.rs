@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 use parking_lot::{Condvar, Mutex};
 
-use super::support::{remove_and_wait, remove_in_background, sequence_after};
+use crate::background::{remove_and_wait, remove_in_background};
 use crate::client::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, Watcher};
 use crate::error::{Error, Result, ZkError};
+use crate::sequence::number_after_last;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 
@@ -189,7 +190,7 @@ impl Inner {
     /// Runs `round` again after the reconnect, or fails when the session ends.
     fn after_reconnect(&self, generation: u64) {
         let Some(me) = self.me.upgrade() else { return };
-        super::support::on_reconnect(&self.zkw, move |connected| {
+        crate::background::on_reconnect(&self.zkw, move |connected| {
             if connected {
                 me.round(generation);
             } else {
@@ -289,7 +290,7 @@ impl Inner {
             Ok(None) => me.fail(generation, ZkError::NoNode),
             Err(e) if e.is_retryable() => {
                 let again = me.clone();
-                super::support::on_reconnect(&me.zkw, move |connected| {
+                crate::background::on_reconnect(&me.zkw, move |connected| {
                     if connected {
                         again.watch_own(generation);
                     } else {
@@ -328,7 +329,7 @@ fn sort_like_znode_name(children: &[String]) -> Vec<&String> {
     let mut v: Vec<&String> = children.iter().collect();
     v.sort_by(|a, b| {
         let key = |n: &str| {
-            let seq = sequence_after(n, '-');
+            let seq = number_after_last(n, '-');
             let prefix = n.rfind('-').map_or(n, |i| &n[..i]).to_string();
             (seq.is_none(), seq, prefix)
         };

@@ -1,5 +1,8 @@
-//! What the recipes share: a one-shot reconnect hook and background node removal
-//! (the same shape as the lock's `removal`, kept private to the recipes).
+//! Work that must not block, shared by the locks and the recipes: a one-shot
+//! reaction to the next reconnect, and removing a node in the background (tried
+//! again after the reconnect when the connection is lost first). Both live on
+//! the watcher's session hooks, never in the user's listener registry, and hold
+//! the watcher weakly.
 
 use std::sync::{Arc, Weak};
 
@@ -124,11 +127,4 @@ pub(crate) fn remove_and_wait(zkw: &WeakZooKeeperWatcher, path: String) {
         }),
     );
     let _ = rx.recv_timeout(std::time::Duration::from_millis(250));
-}
-
-/// The sequence number of a sequential node name: the digits after its last
-/// `-` or `_` (Java's `ZNodeName` and `LeaderElectionSupport` parse it so).
-pub(crate) fn sequence_after(name: &str, sep: char) -> Option<i64> {
-    let i = name.rfind(sep)?;
-    name[i + 1..].parse().ok()
 }
