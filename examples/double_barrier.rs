@@ -7,21 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 use zklock::recipes::double_barrier::DoubleBarrier;
-use zklock::testing::ZkServer;
 use zklock::ZooKeeperWatcher;
-
-fn servers() -> anyhow::Result<(Option<ZkServer>, String)> {
-    match std::env::var("ZK_SERVERS") {
-        Ok(s) if !s.trim().is_empty() => Ok((None, s.trim().to_string())),
-        _ => {
-            let server = ZkServer::start()
-                .context("starting a throwaway ZooKeeper (try `make zookeeper`)")?;
-            let cs = server.connect_string();
-            println!("started a throwaway ZooKeeper at {cs}");
-            Ok((Some(server), cs))
-        }
-    }
-}
 
 fn connect(servers: &str, name: &str) -> anyhow::Result<ZooKeeperWatcher> {
     ZooKeeperWatcher::builder(servers)
@@ -33,7 +19,7 @@ fn connect(servers: &str, name: &str) -> anyhow::Result<ZooKeeperWatcher> {
 
 fn main() -> anyhow::Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let (_server, servers) = servers()?;
+    let (_server, servers) = zklock::testing::example_servers()?;
     let path = format!("/zklock-example-double-barrier-{}", std::process::id());
     let start = Instant::now();
     let members: Vec<_> = (0..4u64)

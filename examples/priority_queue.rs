@@ -6,21 +6,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use zklock::recipes::priority_queue::DistributedPriorityQueue;
-use zklock::testing::ZkServer;
 use zklock::ZooKeeperWatcher;
-
-fn servers() -> anyhow::Result<(Option<ZkServer>, String)> {
-    match std::env::var("ZK_SERVERS") {
-        Ok(s) if !s.trim().is_empty() => Ok((None, s.trim().to_string())),
-        _ => {
-            let server = ZkServer::start()
-                .context("starting a throwaway ZooKeeper (try `make zookeeper`)")?;
-            let cs = server.connect_string();
-            println!("started a throwaway ZooKeeper at {cs}");
-            Ok((Some(server), cs))
-        }
-    }
-}
 
 fn connect(servers: &str, name: &str) -> anyhow::Result<ZooKeeperWatcher> {
     ZooKeeperWatcher::builder(servers)
@@ -32,7 +18,7 @@ fn connect(servers: &str, name: &str) -> anyhow::Result<ZooKeeperWatcher> {
 
 fn main() -> anyhow::Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let (_server, servers) = servers()?;
+    let (_server, servers) = zklock::testing::example_servers()?;
     let dir = format!("/zklock-example-pq-{}", std::process::id());
     let worker = connect(&servers, "worker")?;
     let q = DistributedPriorityQueue::new(&worker, &dir)?;

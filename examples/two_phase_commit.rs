@@ -7,21 +7,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use zklock::recipes::two_phase_commit::{Outcome, TwoPhaseCommit, Vote};
-use zklock::testing::ZkServer;
 use zklock::ZooKeeperWatcher;
-
-fn servers() -> anyhow::Result<(Option<ZkServer>, String)> {
-    match std::env::var("ZK_SERVERS") {
-        Ok(s) if !s.trim().is_empty() => Ok((None, s.trim().to_string())),
-        _ => {
-            let server = ZkServer::start()
-                .context("starting a throwaway ZooKeeper (try `make zookeeper`)")?;
-            let cs = server.connect_string();
-            println!("started a throwaway ZooKeeper at {cs}");
-            Ok((Some(server), cs))
-        }
-    }
-}
 
 fn connect(servers: &str, name: &str) -> anyhow::Result<ZooKeeperWatcher> {
     ZooKeeperWatcher::builder(servers)
@@ -68,7 +54,7 @@ fn run(servers: &str, path: &str, votes: [Vote; 3]) -> anyhow::Result<Outcome> {
 
 fn main() -> anyhow::Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let (_server, servers) = servers()?;
+    let (_server, servers) = zklock::testing::example_servers()?;
     let root = format!("/zklock-example-2pc-{}", std::process::id());
     println!("transaction 1");
     let o = run(&servers, &format!("{root}/tx1"), [Vote::Commit; 3])?;

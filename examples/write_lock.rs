@@ -12,7 +12,6 @@ use std::time::Duration;
 use zklock::client::Acl;
 use zklock::recipes::election::LeaderElectionSupport;
 use zklock::recipes::write_lock::{LockListener, WriteLock};
-use zklock::testing::ZkServer;
 use zklock::ZooKeeperWatcher;
 
 struct Told(Arc<AtomicUsize>);
@@ -29,16 +28,7 @@ impl LockListener for Told {
 
 fn main() -> anyhow::Result<()> {
     let _ = env_logger::try_init();
-    let mut _server = None;
-    let servers = match std::env::var("ZK_SERVERS") {
-        Ok(s) if !s.is_empty() => s,
-        _ => {
-            let s = ZkServer::start()?;
-            let c = s.connect_string();
-            _server = Some(s);
-            c
-        }
-    };
+    let (_server, servers) = zklock::testing::example_servers()?;
     let dir = format!("/zklock-example/write-lock-{}", std::process::id());
     let (a, b) = (
         ZooKeeperWatcher::connect(&servers, "a", None)?,

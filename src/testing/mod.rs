@@ -85,6 +85,30 @@ pub(crate) const FOUR_LETTER_TIMEOUT: Duration = Duration::from_secs(5);
 
 static SHARED: OnceLock<Result<ZkServer, String>> = OnceLock::new();
 
+/// The servers an example, a demo or a benchmark runs against: `$ZK_SERVERS`
+/// when it is set, else a throwaway local server started here (announced on
+/// stdout), kept running while the returned `ZkServer` lives.
+///
+/// # Errors
+/// Starting the local server failed (no Java or ZooKeeper jars: run `make
+/// zookeeper`).
+pub fn example_servers() -> io::Result<(Option<ZkServer>, String)> {
+    match std::env::var("ZK_SERVERS") {
+        Ok(s) if !s.trim().is_empty() => Ok((None, s.trim().to_string())),
+        _ => {
+            let server = ZkServer::start().map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("starting a throwaway ZooKeeper (try `make zookeeper`): {e}"),
+                )
+            })?;
+            let cs = server.connect_string();
+            println!("started a throwaway ZooKeeper at {cs}");
+            Ok((Some(server), cs))
+        }
+    }
+}
+
 /// The connect string the tests of this binary should use: `$ZK_TEST_SERVERS` if
 /// set (and not empty), otherwise the [`shared_server`]'s, started on first call.
 ///
