@@ -11,8 +11,15 @@
 //! `OperationTimeout`) is not retried inline: the read is issued again on the
 //! next `SyncConnected` (or at once, a few times, if the client is connected
 //! already). Only application threads (`start`, `get_data(true)`,
-//! `block_until_available(.., true)`, `set_watch_if_node_exists`) make blocking,
-//! retrying calls, on their own thread.
+//! `block_until_available(.., true)`, `set_watch_if_node_exists`) wait and
+//! retry, on their own thread.
+//!
+//! # Reads answered in the order they are numbered
+//! The tracker numbers its reads and keeps the answer of the latest one. A read
+//! is numbered and sent in one step (under one lock, around an asynchronous call
+//! that never waits), whoever sends it: the event thread, or an application
+//! thread's refresh, which then waits for its answer. One session answers in
+//! send order, so a higher number is always a newer answer.
 //!
 //! # Never through the user's registry, never keeping the session alive
 //! Their watches use their own watcher, not the default one, and they learn of
@@ -26,12 +33,14 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use log::{debug, error, warn};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, ReentrantMutex};
 
-use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher};
+use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
 use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::listener::{Abortable, ZooKeeperListener};
 use crate::metadata::remove_metadata;
+use crate::recoverable::RecoverableZooKeeper;
+use crate::retry::RetryCounter;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 
@@ -112,9 +121,10 @@ fn is_connected(zkw: &WeakZooKeeperWatcher) -> bool {
 /// Any other ZooKeeper error while tracking (`NoAuth`, ...) is passed to the
 /// [`Abortable`] given at construction, as in HBase.
 ///
-/// Every read is numbered when it is sent; what a read found is stored only if
-/// no later-sent read was stored already. Any change after a read fires the
-/// watch that read left, so the tracker always converges on the node's state.
+/// Every read is numbered as it is sent (in one step, so numbers follow the
+/// send order, and the answers' order); what a read found is stored only if no
+/// later-sent read was stored already. Any change after a read fires the watch
+/// that read left, so the tracker always converges on the node's state.
 ///
 /// Unlike HBase's, the tracker is not in the watcher's listener registry (its
 /// watch has its own watcher), so `unregister_all_listeners` does not stop it,
@@ -155,9 +165,17 @@ struct TrackerShared {
     abortable: Arc<dyn Abortable>,
     state: Mutex<TrackerState>,
     changed: Condvar,
+    /// Held around numbering a read and sending it, so that reads are sent in
+    /// the order of their numbers (and answered in it: one session answers in
+    /// send order). Reentrant: a send answered at once on the sending thread
+    /// (the session is over) may run a callback that sends again.
+    send_order: ReentrantMutex<()>,
     /// The one watcher of every watch the tracker sets (one identity, so the
     /// client keeps one registration per path however often it is passed).
     watch: Arc<dyn Watcher>,
+    /// Run once on the refreshing thread before its next read is sent (tests).
+    #[cfg(feature = "testing")]
+    before_refresh_send: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 #[derive(Default)]
@@ -221,7 +239,10 @@ impl ZooKeeperNodeTracker {
             abortable,
             state: Mutex::new(TrackerState::default()),
             changed: Condvar::new(),
+            send_order: ReentrantMutex::new(()),
             watch: Arc::new(TrackerWatch(me.clone())),
+            #[cfg(feature = "testing")]
+            before_refresh_send: Mutex::new(None),
         });
         let hook = weak.add_hook(Arc::downgrade(&shared) as Weak<dyn SessionHook>);
         ZooKeeperNodeTracker { shared, hook }
@@ -341,6 +362,16 @@ impl ZooKeeperNodeTracker {
         self.shared.state.lock().data.clone()
     }
 
+    /// Testing only: runs `hook` once, on the thread of the next blocking
+    /// refresh ([`get_data(true)`](Self::get_data), `start`,
+    /// `block_until_available(.., true)`), just before that refresh sends its
+    /// next read: how a test makes an event-driven read overtake it.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn before_next_refresh_send(&self, hook: impl FnOnce() + Send + 'static) {
+        *self.shared.before_refresh_send.lock() = Some(Box::new(hook));
+    }
+
     /// `ZooKeeperNodeTracker.getNode`: the tracked path.
     pub fn get_node(&self) -> &str {
         &self.shared.node
@@ -392,7 +423,8 @@ impl TrackerShared {
         e
     }
 
-    /// Numbers a read about to be sent.
+    /// Numbers a read about to be sent; call it under `send_order`, with the
+    /// send.
     fn next_read(&self) -> u64 {
         let mut st = self.state.lock();
         st.sent += 1;
@@ -418,14 +450,23 @@ impl TrackerShared {
         let mut check = check_first;
         loop {
             if check {
-                let read = self.next_read();
-                if rzk.exists_watch(&self.node, &self.watch)?.is_none() {
+                let (read, stat) = self.read_blocking(&rzk, "exists", |zk, watch, answer| {
+                    zk.exists_async(&self.node, Some(watch), answer);
+                })?;
+                if stat.is_none() {
                     self.store(read, None);
                     return Ok(None);
                 }
             }
-            let read = self.next_read();
-            if let Some((data, _)) = rzk.get_data_watch(&self.node, &self.watch).optional()? {
+            let (read, found) = self.read_blocking(&rzk, "getData", |zk, watch, answer| {
+                zk.get_data_async(&self.node, Some(watch), move |r| {
+                    answer(
+                        r.map(|(data, _)| remove_metadata(&data).to_vec())
+                            .optional(),
+                    );
+                });
+            })?;
+            if let Some(data) = found {
                 self.store(read, Some(data.clone()));
                 return Ok(Some(data));
             }
@@ -435,6 +476,87 @@ impl TrackerShared {
                 self.node
             );
             check = true;
+        }
+    }
+
+    /// One read of [`refresh`](Self::refresh), on the calling thread: numbered
+    /// and sent (by `send`, with an asynchronous call, the tracker's watch and
+    /// the callback it is given) in one step under `send_order`, like every
+    /// read of the tracker; then waits for the callback's answer. The
+    /// `RecoverableZooKeeper`'s rule for reads: `ConnectionLoss` and
+    /// `OperationTimeout` are retried as its `RetryConfig` says (no retry
+    /// starts whose backoff would pass the handle's deadline), any other error
+    /// is returned. Each attempt waits for a connection first, and for the
+    /// answer, as long as a blocking call does by default (the session timeout,
+    /// twice that), within the handle's deadline.
+    fn read_blocking<T: Send + 'static>(
+        &self,
+        rzk: &RecoverableZooKeeper,
+        what: &str,
+        send: impl Fn(&ZooKeeper, Arc<dyn Watcher>, Box<dyn FnOnce(Result<T>) + Send>),
+    ) -> Result<(u64, T)> {
+        let zk = rzk.zookeeper();
+        let deadline = zk.deadline();
+        let mut counter = RetryCounter::new(rzk.retry_config());
+        loop {
+            let attempt = zk
+                .wait_connected(deadline.cap(zk.session_timeout()))
+                .and_then(|()| {
+                    #[cfg(feature = "testing")]
+                    if let Some(hook) = self.before_refresh_send.lock().take() {
+                        hook();
+                    }
+                    let (tx, rx) = crossbeam_channel::bounded(1);
+                    let read = {
+                        let _order = self.send_order.lock();
+                        let read = self.next_read();
+                        send(
+                            zk,
+                            self.watch.clone(),
+                            Box::new(move |r| {
+                                let _ = tx.send(r);
+                            }),
+                        );
+                        read
+                    };
+                    // Every request is answered (its reply, or the connection's
+                    // or the session's end); the bound is a blocking call's.
+                    match rx.recv_timeout(deadline.cap(zk.session_timeout() * 2)) {
+                        Ok(r) => r.map(|t| (read, t)),
+                        Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
+                    }
+                });
+            match attempt {
+                Err(e) if e.is_retryable() => {
+                    let backoff = counter.backoff_time(counter.attempt_times());
+                    let past_deadline = deadline
+                        .instant()
+                        .is_some_and(|d| Instant::now() + backoff >= d);
+                    if past_deadline {
+                        debug!(
+                            "tracker of {}: {what}: {e}; the caller's deadline stops the retries",
+                            self.node
+                        );
+                        return Err(e);
+                    }
+                    if !counter.should_retry() {
+                        warn!(
+                            "tracker of {}: {what} failed after {} attempts: {e}",
+                            self.node,
+                            counter.attempt_times() + 1
+                        );
+                        return Err(e);
+                    }
+                    debug!(
+                        "tracker of {}: {what}: {e}; retry {} of {} after {backoff:?}",
+                        self.node,
+                        counter.attempt_times() + 1,
+                        counter.max_attempts()
+                    );
+                    counter.sleep_until_next_retry();
+                }
+                other => return other,
+            }
         }
     }
 
@@ -455,6 +577,8 @@ impl TrackerShared {
         let (Some(me), Some(zk)) = (self.me.upgrade(), self.zkw.zookeeper()) else {
             return;
         };
+        // Numbered and sent in one step (the asynchronous call never waits).
+        let _order = self.send_order.lock();
         let read = self.next_read();
         if check_first {
             zk.exists_async(&self.node, Some(self.watch.clone()), move |r| match r {

@@ -373,6 +373,7 @@ impl SessionShared {
             let mut slot = self.writer.lock();
             slot.take();
             self.fail_pending(|| Error::zk_code(ZkError::ConnectionLoss));
+            self.release_writer(slot);
         }
         let mut w = stream.try_clone()?;
         let read_timeout = self.negotiated_timeout() * 2 / 3;
@@ -391,7 +392,11 @@ impl SessionShared {
             }
         }
         self.touch_send();
-        *self.writer.lock() = Some(w);
+        {
+            let mut slot = self.writer.lock();
+            *slot = Some(w);
+            self.release_writer(slot);
+        }
         let mut s = self.session.lock();
         if s.closing {
             // close() found no connection to end: this one must not open.
@@ -445,18 +450,26 @@ impl SessionShared {
             }
             let due = self.since_send() >= ping_after
                 || (pings.is_empty() && last_ping.elapsed() >= ping_every);
-            if due {
-                // Never wait behind a caller's write: if one is writing, that counts.
+            // Deferred requests whose writer left them (a safety net: every
+            // holder of the writer flushes them before releasing it).
+            let deferred = !self.deferred.lock().is_empty();
+            if due || deferred {
+                // Never wait behind a caller's write: if one is writing, that counts
+                // (and it flushes the deferred requests when done).
                 if let Some(mut w) = self.writer.try_lock_for(Duration::from_millis(1)) {
-                    if let Some(s) = w.as_mut() {
-                        if let Err(e) = s.write_all(&ping) {
-                            return ConnEnd::Io(e);
+                    if due {
+                        if let Some(s) = w.as_mut() {
+                            if let Err(e) = s.write_all(&ping) {
+                                // Deferred requests are answered with the disconnect.
+                                return ConnEnd::Io(e);
+                            }
+                            trace!("ping");
+                            last_ping = Instant::now();
+                            pings.push_back(last_ping);
                         }
-                        trace!("ping");
-                        last_ping = Instant::now();
-                        pings.push_back(last_ping);
+                        self.touch_send();
                     }
-                    self.touch_send();
+                    self.release_writer(w);
                 }
             }
             match stream.read(&mut chunk) {
@@ -692,7 +705,8 @@ impl SessionShared {
             Some(c) => Error::zk_code(c),
             None => Error::Closed,
         });
-        drop(w);
+        // A request deferred meanwhile gets the session's end too.
+        self.release_writer(w);
         let _ = self.events.send(EventMsg::Stop);
         debug!("connection thread ends: {state:?}");
     }

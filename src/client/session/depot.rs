@@ -1,6 +1,7 @@
 //! The depot of requests: xids, the pending queue (one reply slot per request,
-//! answered in order), writing a caller's frame, waiting for its reply, and
-//! failing what is pending when the connection or the session ends.
+//! answered in order), the deferred queue (asynchronous requests that found the
+//! writer taken), writing a caller's frame, waiting for its reply, and failing
+//! what is pending or deferred when the connection or the session ends.
 
 use super::*;
 
@@ -81,6 +82,12 @@ impl SessionShared {
     /// Sends a request without waiting (Java's async calls): `callback` gets the
     /// reply on the event thread, or `ConnectionLoss` at once when not connected
     /// (and when the connection is lost before the reply), or the session's end.
+    ///
+    /// Never waits for the writer lock: when another caller holds it (perhaps
+    /// blocked writing into a full socket), the request joins the deferred
+    /// queue, which the writer's holder writes before letting it go (see
+    /// [`release_writer`](Self::release_writer)). A `Drop`'s background release
+    /// and the event thread's re-reads stay non-blocking that way.
     pub(crate) fn call_async(
         &self,
         opcode: i32,
@@ -105,27 +112,100 @@ impl SessionShared {
             reg,
             rewatch: None,
         };
-        if let Err(back) = self.send_to(req, ReplyTo::Callback(callback)) {
-            self.answer(back.1, Err(Error::zk_code(ZkError::ConnectionLoss)));
+        let to = ReplyTo::Callback(callback);
+        match self.writer.try_lock() {
+            Some(mut w) => {
+                // What waits in the deferred queue was asked for first.
+                self.flush_deferred(&mut w);
+                if let Err(back) = self.write_locked(&mut w, req, to) {
+                    self.answer(back.1, Err(self.unsent_error()));
+                }
+                self.release_writer(w);
+            }
+            None => {
+                self.deferred.lock().push_back((req, to));
+                // The holder may have let the writer go meanwhile, after its
+                // last look at the queue: then it is this caller's to flush.
+                if let Some(w) = self.writer.try_lock() {
+                    self.release_writer(w);
+                }
+            }
         }
+    }
+
+    /// Releases the writer lock after writing the deferred requests; what
+    /// every holder of the writer does. Once the lock is released, a request
+    /// deferred meanwhile (its caller found the lock taken) is written by this
+    /// thread if the lock is free, else by its next holder: none stays behind.
+    pub(super) fn release_writer<'a>(&'a self, mut w: MutexGuard<'a, Option<TcpStream>>) {
+        loop {
+            self.flush_deferred(&mut w);
+            drop(w);
+            if self.deferred.lock().is_empty() {
+                return;
+            }
+            match self.writer.try_lock() {
+                Some(again) => w = again,
+                // Its holder flushes the queue before releasing it.
+                None => return,
+            }
+        }
+    }
+
+    /// Writes the deferred requests, in the order they were asked for (the
+    /// writer lock is held). Not connected (or the connection fails on the
+    /// way): they are answered as pending ones would be.
+    pub(super) fn flush_deferred(&self, w: &mut Option<TcpStream>) {
+        loop {
+            let Some((req, to)) = self.deferred.lock().pop_front() else {
+                return;
+            };
+            if let Err(back) = self.write_locked(w, req, to) {
+                self.answer(back.1, Err(self.unsent_error()));
+            }
+        }
+    }
+
+    /// What a request that could not be sent is answered with: the session's
+    /// end, else `ConnectionLoss`.
+    fn unsent_error(&self) -> Error {
+        Error::for_ended_session(self.state())
+            .unwrap_or_else(|| Error::zk_code(ZkError::ConnectionLoss))
     }
 
     /// Writes a request frame on the current connection and queues where its
     /// reply goes. Not connected: hands the request and `to` back, unsent.
-    ///
-    /// A failed write is a disconnect at once: the socket is shut down (the
-    /// connection thread's read fails promptly and it reconnects), the state
-    /// becomes `Connecting` before the writer lock is released (so the next
-    /// callers wait for the reconnect instead of failing in a hot loop), and this
-    /// request is answered with `ConnectionLoss`.
+    /// Waits for the writer lock (a caller's thread); what was deferred is
+    /// written first.
     pub(super) fn send_to(
         &self,
         req: Outgoing,
         to: ReplyTo,
     ) -> Result<(), Box<(Outgoing, ReplyTo)>> {
         let mut w = self.writer.lock();
-        let Some(stream) = w.as_mut() else {
-            drop(w);
+        self.flush_deferred(&mut w);
+        let sent = self.write_locked(&mut w, req, to);
+        self.release_writer(w);
+        sent
+    }
+
+    /// Writes a request frame on the connection in `slot` (the writer lock is
+    /// held): its xid is given and its reply slot queued now, so the pending
+    /// queue stays in write order. No connection: hands the request and `to`
+    /// back, unsent.
+    ///
+    /// A failed write is a disconnect at once: the socket is shut down (the
+    /// connection thread's read fails promptly and it reconnects), the state
+    /// becomes `Connecting` before the writer lock is released (so the next
+    /// callers wait for the reconnect instead of failing in a hot loop), and this
+    /// request is answered with `ConnectionLoss`.
+    fn write_locked(
+        &self,
+        slot: &mut Option<TcpStream>,
+        req: Outgoing,
+        to: ReplyTo,
+    ) -> Result<(), Box<(Outgoing, ReplyTo)>> {
+        let Some(stream) = slot.as_mut() else {
             return Err(Box::new((req, to)));
         };
         let Outgoing {
@@ -145,8 +225,7 @@ impl SessionShared {
         });
         if let Err(e) = stream.write_all(&frame) {
             debug!("write failed: {e}; dropping the connection");
-            self.write_failed(&mut w);
-            drop(w);
+            self.write_failed(slot);
             // Unless the connection thread's drain has answered it already.
             let mine = {
                 let mut pending = self.pending.lock();
@@ -244,17 +323,22 @@ impl SessionShared {
         self.auth.lock().push((scheme.to_string(), auth.to_vec()));
         self.wait_connected(Deadline::never().min_after(self.settings.connect_wait))?;
         let (tx, rx) = crossbeam_channel::bounded(1);
-        {
-            let mut w = self.writer.lock();
-            let Some(stream) = w.as_mut() else {
-                // Replayed on the next connection.
-                return Ok(());
-            };
-            self.auth_waiters.lock().push_back(Some(tx));
-            if stream.write_all(&auth_frame(scheme, auth)).is_err() {
-                self.write_failed(&mut w);
+        let mut w = self.writer.lock();
+        let written = match w.as_mut() {
+            Some(stream) => {
+                self.auth_waiters.lock().push_back(Some(tx));
+                if stream.write_all(&auth_frame(scheme, auth)).is_err() {
+                    self.write_failed(&mut w);
+                }
+                self.touch_send();
+                true
             }
-            self.touch_send();
+            None => false,
+        };
+        self.release_writer(w);
+        if !written {
+            // Replayed on the next connection.
+            return Ok(());
         }
         match rx.recv_timeout(self.settings.request_timeout) {
             Ok(Ok(_)) => Ok(()),
@@ -265,10 +349,16 @@ impl SessionShared {
         }
     }
 
+    /// Answers every request written and not answered, then every deferred
+    /// one (never written), with `error`; and the auth waiters.
     pub(super) fn fail_pending(&self, error: impl Fn() -> Error) {
         let drained: Vec<Pending> = self.pending.lock().drain(..).collect();
         for p in drained {
             self.answer(p.to, Err(error()));
+        }
+        let deferred: Vec<(Outgoing, ReplyTo)> = self.deferred.lock().drain(..).collect();
+        for (_, to) in deferred {
+            self.answer(to, Err(error()));
         }
         let waiters: Vec<_> = self.auth_waiters.lock().drain(..).collect();
         for tx in waiters.into_iter().flatten() {

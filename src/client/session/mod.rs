@@ -1,7 +1,8 @@
 //! The session layer: one connection thread (connect, handshake, read replies and
 //! notifications, ping, detect dead connections, reconnect) and one event thread
 //! (calls watchers). Callers write their request frames themselves, under the
-//! writer lock, and block on their own reply, matched by xid.
+//! writer lock, and block on their own reply, matched by xid; an asynchronous
+//! request never waits for that lock (it is deferred to the lock's holder).
 //!
 //! Timers follow the Java client (`ClientCnxn`), tightened where a fault probe
 //! showed a gap: read timeout = 2/3 of the negotiated session timeout; a ping at
@@ -28,7 +29,7 @@ use crate::types::{EventType, KeeperState, State, WatchedEvent};
 use crate::util::{jitter, shuffle};
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, error, info, trace, warn};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::{HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
@@ -111,6 +112,11 @@ pub(crate) struct SessionShared {
     /// The socket of a handshake in progress, so that `close` can end it.
     handshaking: Mutex<Option<TcpStream>>,
     pending: Mutex<VecDeque<Pending>>,
+    /// Asynchronous requests that found the writer taken: written, in order,
+    /// by whoever holds the writer next, before releasing it (see
+    /// [`SessionShared::release_writer`]); answered as pending ones when the
+    /// connection or the session ends.
+    deferred: Mutex<VecDeque<(Outgoing, ReplyTo)>>,
     auth_waiters: Mutex<VecDeque<Option<Sender<Reply>>>>,
     auth: Mutex<Vec<(String, Vec<u8>)>>,
     pub(crate) watches: Mutex<WatchManager>,
@@ -169,6 +175,7 @@ pub(crate) fn start(
         writer: Mutex::new(None),
         handshaking: Mutex::new(None),
         pending: Mutex::new(VecDeque::new()),
+        deferred: Mutex::new(VecDeque::new()),
         auth_waiters: Mutex::new(VecDeque::new()),
         auth: Mutex::new(Vec::new()),
         watches: Mutex::new(WatchManager::default()),
@@ -373,9 +380,12 @@ impl SessionShared {
     }
 
     fn shutdown_socket(&self) {
-        if let Some(s) = self.writer.lock().take() {
+        let mut w = self.writer.lock();
+        if let Some(s) = w.take() {
             let _ = s.shutdown(Shutdown::Both);
         }
+        // Anything deferred meanwhile is answered, not left behind.
+        self.release_writer(w);
         // A handshake waiting for a silent server ends now, not at its timeout.
         if let Some(s) = self.handshaking.lock().take() {
             let _ = s.shutdown(Shutdown::Both);

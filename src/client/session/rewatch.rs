@@ -128,11 +128,13 @@ impl SessionShared {
         if let Some(s) = w.as_mut() {
             for frame in &frames {
                 if let Err(e) = s.write_all(frame) {
+                    // The connection ends: what is deferred is answered then.
                     return Err(ConnEnd::Io(e));
                 }
             }
             self.touch_send();
         }
+        self.release_writer(w);
         Ok(())
     }
 }
