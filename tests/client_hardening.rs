@@ -430,6 +430,10 @@ fn a_frame_over_the_max_buffer_resets_the_connection_and_keeps_the_session() {
         .unwrap();
     assert_code(zk.exists("/x", false), ZkError::ConnectionLoss);
     assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
+    // The fake notes an id just after answering the handshake: wait for it.
+    zklock::testing::wait_until(WAIT, "the fake to note both sessions", || {
+        ids.lock().unwrap().len() >= 2
+    });
     assert_eq!(*ids.lock().unwrap(), [0, FAKE_SESSION], "same session");
     zk.close().unwrap();
 
@@ -477,6 +481,10 @@ fn a_corrupted_length_in_range_does_not_wedge_the_handle() {
             t.elapsed()
         );
         assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
+        // The fake notes an id just after answering the handshake: wait for it.
+        zklock::testing::wait_until(WAIT, "the fake to note both sessions", || {
+            ids.lock().unwrap().len() >= 2
+        });
         assert_eq!(*ids.lock().unwrap(), [0, FAKE_SESSION], "same session");
         zk.close().unwrap();
     }
@@ -529,6 +537,10 @@ fn reconnect_past_a_stuck_handshake(stuck: fn(std::net::TcpStream)) {
         "back after {back:?} (default handshake timeout 2 s)"
     );
     assert!(fake.accepted() >= 3);
+    // The fake notes an id just after answering the handshake: wait for it.
+    zklock::testing::wait_until(WAIT, "the fake to note both sessions", || {
+        ids.lock().unwrap().len() >= 2
+    });
     assert_eq!(*ids.lock().unwrap(), [0, FAKE_SESSION], "same session");
     assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
     assert_eq!(events.count(is_state(KeeperState::Expired)), 0);
@@ -726,4 +738,176 @@ fn a_stuck_watcher_never_blocks_the_connection_thread() {
     zk.close().unwrap();
     let (cleanup, _) = connect(&server(), Duration::from_secs(4));
     rmr(&cleanup, &root);
+}
+
+// ---------------------------------------------------------------------------
+// Asynchronous calls never wait for a blocked writer (found in review)
+// ---------------------------------------------------------------------------
+
+mod deferred_async {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use zklock::client::{Acl, CreateMode, WatchedEvent, ZooKeeper};
+    use zklock::testing::{shared_server, unique_root, wait_until, FaultProxy};
+    use zklock::{Error, ZkError};
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    fn init_log() {
+        let _ = env_logger::builder().is_test(true).try_init();
+    }
+
+    fn raw(servers: &str, session: Duration) -> ZooKeeper {
+        init_log();
+        ZooKeeper::connect(servers, session, |_e: WatchedEvent| {}).expect("connect a raw session")
+    }
+
+    // ---------------------------------------------------------------------------
+    // 2. Asynchronous requests never wait behind a blocked writer
+    // ---------------------------------------------------------------------------
+
+    /// A client through a stalled proxy with writers blocked: `writers` threads
+    /// each send a 900 KB `setData`, more than the stalled link's socket buffers
+    /// hold (the client's send buffer is at most 4 MB here, the proxy reads
+    /// nothing), so one of them is blocked in its write, holding the writer, and
+    /// the others wait for it. Returns the client, the proxy, the nodes to play
+    /// with and the writer threads.
+    struct Blocked {
+        proxy: FaultProxy,
+        zk: ZooKeeper,
+        nodes: Vec<String>,
+        writers: Vec<thread::JoinHandle<()>>,
+    }
+
+    fn blocked_writer(name: &str, n_writers: usize, nodes: usize) -> Blocked {
+        let proxy = FaultProxy::start(shared_server().connect_string()).unwrap();
+        // Write timeout: 1/3 of the session timeout, 3 s: the blocked writer stays
+        // blocked for the whole test unless the proxy lets it go.
+        let zk = raw(&proxy.connect_string(), Duration::from_secs(9));
+        let root = unique_root(name);
+        let mut cur = String::new();
+        for seg in root.split('/').filter(|s| !s.is_empty()) {
+            cur.push('/');
+            cur.push_str(seg);
+            match zk.create(&cur, b"", Acl::open_unsafe(), CreateMode::Persistent) {
+                Ok(_) => {}
+                Err(e) if e.is(ZkError::NodeExists) => {}
+                Err(e) => panic!("create {cur}: {e}"),
+            }
+        }
+        let nodes: Vec<String> = (0..nodes)
+            .map(|i| {
+                let p = format!("{root}/n{i}");
+                zk.create(&p, b"", Acl::open_unsafe(), CreateMode::Persistent)
+                    .unwrap();
+                p
+            })
+            .collect();
+        proxy.stall();
+        let big = Arc::new(vec![7u8; 900 * 1024]);
+        let started = Arc::new(AtomicUsize::new(0));
+        let writers = (0..n_writers)
+            .map(|i| {
+                let (zk, big, started) = (zk.clone(), big.clone(), started.clone());
+                let path = format!("{root}/nowhere-{i}");
+                thread::spawn(move || {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    let _ = zk.set_data(&path, &big, None);
+                })
+            })
+            .collect();
+        wait_until(WAIT, "the writers started", || {
+            started.load(Ordering::SeqCst) == n_writers
+        });
+        // Copying 7 MB into socket buffers takes milliseconds; this leaves the
+        // writer threads time to be scheduled on a busy machine.
+        thread::sleep(Duration::from_millis(500));
+        Blocked {
+            proxy,
+            zk,
+            nodes,
+            writers,
+        }
+    }
+
+    /// Sends a `delete_async` and an `exists_async` for each node from this
+    /// thread, each returning within 50 ms; returns the answers as they come.
+    /// (`Ok(true)`: the node was there.)
+    fn send_async(zk: &ZooKeeper, nodes: &[String]) -> Arc<Mutex<Vec<Result<bool, Error>>>> {
+        let answers = Arc::new(Mutex::new(Vec::new()));
+        for node in nodes {
+            let a = answers.clone();
+            let t = Instant::now();
+            zk.exists_async(node, None, move |r| {
+                a.lock().unwrap().push(r.map(|stat| stat.is_some()));
+            });
+            let took = t.elapsed();
+            assert!(
+                took < Duration::from_millis(50),
+                "exists_async took {took:?}"
+            );
+            let a = answers.clone();
+            let t = Instant::now();
+            zk.delete_async(node, None, move |r| {
+                a.lock().unwrap().push(r.map(|()| true))
+            });
+            let took = t.elapsed();
+            assert!(
+                took < Duration::from_millis(50),
+                "delete_async took {took:?}"
+            );
+        }
+        answers
+    }
+
+    /// Behind a writer blocked on a full socket, asynchronous calls return at
+    /// once; when the link flows again, each is sent and answered.
+    #[test]
+    fn async_calls_do_not_wait_for_a_blocked_writer_and_are_sent_when_it_is_done() {
+        let b = blocked_writer("review_async_pass", 8, 4);
+        let answers = send_async(&b.zk, &b.nodes);
+        b.proxy.pass();
+        wait_until(WAIT, "every asynchronous call answered", || {
+            answers.lock().unwrap().len() == 2 * b.nodes.len()
+        });
+        for r in answers.lock().unwrap().iter() {
+            assert!(matches!(r, Ok(true)), "{r:?}");
+        }
+        for w in b.writers {
+            w.join().unwrap();
+        }
+        for node in &b.nodes {
+            assert!(b.zk.exists(node, false).unwrap().is_none(), "{node}");
+        }
+        b.zk.close().unwrap();
+    }
+
+    /// Behind a writer blocked on a full socket, asynchronous calls return at
+    /// once; when the connection is lost instead, each is answered (none is
+    /// dropped), and the session goes on.
+    #[test]
+    fn async_calls_deferred_behind_a_blocked_writer_are_answered_when_the_connection_goes() {
+        let b = blocked_writer("review_async_cut", 8, 4);
+        let answers = send_async(&b.zk, &b.nodes);
+        b.proxy.reset();
+        wait_until(WAIT, "every asynchronous call answered", || {
+            answers.lock().unwrap().len() == 2 * b.nodes.len()
+        });
+        for r in answers.lock().unwrap().iter() {
+            assert!(
+                r.as_ref()
+                    .map_or_else(|e| e.is(ZkError::ConnectionLoss), |there| *there),
+                "{r:?}"
+            );
+        }
+        for w in b.writers {
+            w.join().unwrap();
+        }
+        b.zk.wait_connected(WAIT).unwrap();
+        b.zk.exists("/", false).unwrap();
+        b.zk.close().unwrap();
+    }
 }

@@ -707,3 +707,158 @@ fn unregister_all_listeners_does_not_stop_a_tracker_or_a_deletion_listener() {
     other.close().unwrap();
     zkw.close().unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// A tracker keeps the newest answer, whatever order its reads were numbered in
+// (found in review: a refresh and an event-driven re-read crossing)
+// ---------------------------------------------------------------------------
+
+mod read_order {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::thread;
+    use std::time::Duration;
+
+    use zklock::client::{Acl, CreateMode, WatchedEvent, WatcherType, ZooKeeper};
+    use zklock::testing::{shared_server, unique_root, wait_until, FaultProxy};
+    use zklock::{zkutil, Abortable, Error, ZooKeeperNodeTracker, ZooKeeperWatcher};
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    fn init_log() {
+        let _ = env_logger::builder().is_test(true).try_init();
+    }
+
+    fn raw(servers: &str, session: Duration) -> ZooKeeper {
+        init_log();
+        ZooKeeper::connect(servers, session, |_e: WatchedEvent| {}).expect("connect a raw session")
+    }
+
+    fn watcher(servers: &str) -> ZooKeeperWatcher {
+        init_log();
+        ZooKeeperWatcher::builder(servers)
+            .with_session_timeout(Duration::from_secs(4))
+            .connect()
+            .expect("connect a ZooKeeperWatcher")
+    }
+
+    /// Counts what the tracker passes to its `Abortable`.
+    #[derive(Default)]
+    struct Aborts(Mutex<Vec<String>>);
+
+    impl Abortable for Aborts {
+        fn abort(&self, why: &str, e: Option<&Error>) {
+            self.0.lock().unwrap().push(format!("{why}: {e:?}"));
+        }
+
+        fn is_aborted(&self) -> bool {
+            !self.0.lock().unwrap().is_empty()
+        }
+    }
+
+    // ---------------------------------------------------------------------------
+    // 1. A tracker keeps the newest answer, whatever order its reads were numbered
+    // ---------------------------------------------------------------------------
+
+    /// The reviewer's interleaving, forced: a blocking refresh (`get_data(true)`)
+    /// starts; before it sends its read, the node changes and the tracker's
+    /// event-driven re-read is sent, answered and stored. Then the node changes
+    /// once more and the refresh is sent: its answer is the newest, and the
+    /// tracker must keep it.
+    ///
+    /// To make a stale answer visible instead of healed a moment later, the
+    /// tracker's watch is removed before the last change (the tracker ignores the
+    /// removal), so the refresh is the only read that sees that change.
+    #[test]
+    fn a_refresh_overtaken_by_an_event_read_keeps_the_newest_data() {
+        let servers = shared_server().connect_string();
+        let zkw = watcher(&servers);
+        let other = raw(&servers, Duration::from_secs(4));
+        let root = unique_root("review_tracker_order");
+        zkutil::create_with_parents(&zkw, &root).unwrap();
+        let node = format!("{root}/master");
+        other
+            .create(&node, b"one", Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+        let aborts = Arc::new(Aborts::default());
+        let tracker = Arc::new(ZooKeeperNodeTracker::new(&zkw, &node, aborts.clone()));
+        tracker.start().unwrap();
+        assert_eq!(tracker.get_data(false).as_deref(), Some(&b"one"[..]));
+
+        let overtaken = Arc::new(AtomicUsize::new(0));
+        {
+            let (t, zkw, other, node, overtaken) = (
+                tracker.clone(),
+                zkw.clone(),
+                other.clone(),
+                node.clone(),
+                overtaken.clone(),
+            );
+            tracker.before_next_refresh_send(move || {
+                other.set_data(&node, b"two", None).unwrap();
+                wait_until(WAIT, "the tracker's event read stored 'two'", || {
+                    t.get_data(false).as_deref() == Some(&b"two"[..])
+                });
+                zkw.zookeeper()
+                    .remove_watches(&node, WatcherType::Data)
+                    .unwrap();
+                other.set_data(&node, b"three", None).unwrap();
+                overtaken.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        assert_eq!(tracker.get_data(true).as_deref(), Some(&b"three"[..]));
+        assert_eq!(overtaken.load(Ordering::SeqCst), 1, "the hook ran");
+        assert_eq!(
+            tracker.get_data(false).as_deref(),
+            Some(&b"three"[..]),
+            "the tracker kept the event read's older answer over the refresh's newer one"
+        );
+        assert_eq!(
+            tracker
+                .block_until_available(Duration::ZERO, false)
+                .unwrap()
+                .as_deref(),
+            Some(&b"three"[..])
+        );
+        assert!(!aborts.is_aborted(), "{:?}", aborts.0.lock().unwrap());
+        tracker.stop();
+    }
+
+    /// The blocking refresh, now made of asynchronous calls, keeps the
+    /// `RecoverableZooKeeper`'s retry rule: a connection lost under it is retried
+    /// (after the configured backoff), not reported.
+    #[test]
+    fn a_refresh_retries_a_lost_connection() {
+        let proxy = FaultProxy::start(shared_server().connect_string()).unwrap();
+        let zkw = watcher(&proxy.connect_string());
+        let other = raw(&shared_server().connect_string(), Duration::from_secs(4));
+        let root = unique_root("review_tracker_retry");
+        zkutil::create_with_parents(&zkw, &root).unwrap();
+        let node = format!("{root}/master");
+        other
+            .create(&node, b"one", Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+        let aborts = Arc::new(Aborts::default());
+        let tracker = Arc::new(ZooKeeperNodeTracker::new(&zkw, &node, aborts.clone()));
+        tracker.start().unwrap();
+        other.set_data(&node, b"two", None).unwrap();
+        wait_until(WAIT, "the tracker read 'two'", || {
+            tracker.get_data(false).as_deref() == Some(&b"two"[..])
+        });
+
+        proxy.stall();
+        let refresh = {
+            let t = tracker.clone();
+            thread::spawn(move || t.get_data(true))
+        };
+        other.set_data(&node, b"three", None).unwrap();
+        // The refresh's read is on its way (or about to be) into the stalled link;
+        // cutting the connection answers it with ConnectionLoss.
+        thread::sleep(Duration::from_millis(200));
+        proxy.reset();
+        assert_eq!(refresh.join().unwrap().as_deref(), Some(&b"three"[..]));
+        assert_eq!(tracker.get_data(false).as_deref(), Some(&b"three"[..]));
+        assert!(!aborts.is_aborted(), "{:?}", aborts.0.lock().unwrap());
+        tracker.stop();
+    }
+}
