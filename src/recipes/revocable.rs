@@ -154,7 +154,8 @@ struct GrantWatch {
     active: AtomicBool,
     /// A request came for this grant.
     requested: AtomicBool,
-    shared: Arc<Shared>,
+    /// Weak: the lock's slot holds this watch.
+    shared: Weak<Shared>,
     lock: Weak<dyn InterProcessLock>,
     zkw: WeakZooKeeperWatcher,
     me: Weak<GrantWatch>,
@@ -204,22 +205,25 @@ impl GrantWatch {
         if !self.active.load(Ordering::SeqCst) {
             return;
         }
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
         self.requested.store(true, Ordering::SeqCst);
         info!("revocation of {} requested", self.path);
-        let listener = self.shared.listener.read().clone();
+        let listener = shared.listener.read().clone();
         let reply = listener.map_or(RevocationReply::Keep, |l| {
             l.revocation_requested(&self.path)
         });
-        if reply == RevocationReply::Release || self.shared.auto_release.load(Ordering::SeqCst) {
-            self.release_lock();
+        if reply == RevocationReply::Release || shared.auto_release.load(Ordering::SeqCst) {
+            self.release_lock(&shared);
         }
     }
 
     /// Releases the grant in the background, if it is still the current one.
     /// Holds the grant slot meanwhile, so a concurrent release + acquire of the
     /// same instance cannot have its new grant released instead.
-    fn release_lock(&self) {
-        let mut slot = self.shared.grant.lock();
+    fn release_lock(&self, shared: &Shared) {
+        let mut slot = shared.grant.lock();
         let current = slot
             .as_ref()
             .is_some_and(|w| std::ptr::eq(Arc::as_ptr(w), self));
@@ -375,7 +379,7 @@ impl<K: LockKind> RevocableLock<K> {
             path,
             active: AtomicBool::new(true),
             requested: AtomicBool::new(false),
-            shared: self.shared.clone(),
+            shared: Arc::downgrade(&self.shared),
             lock: Arc::downgrade(&inner),
             zkw: self.zkw.downgrade(),
             me: me.clone(),
