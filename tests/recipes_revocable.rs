@@ -345,3 +345,40 @@ fn dropping_a_revocable_holder_mid_request_leaves_nothing() {
     drop(reader);
     assert_no_orphans(&root);
 }
+
+#[test]
+fn a_request_written_while_the_holder_is_cut_off_is_seen_after_the_reconnect() {
+    use zklock::testing::FaultProxy;
+    let proxy = FaultProxy::start(common::local().as_str()).unwrap();
+    let holder_s = common::lock_watcher(&proxy.connect_string(), Duration::from_secs(6));
+    let revoker_s = common::local_zkw();
+    let root = unique_root("revocable-cut");
+    let (paths, listener) = asked(RevocationReply::Release);
+    let (events, recorder) = lock_recorder();
+    let reader = RevocableReadLock::new(&holder_s, &root, b"cut off", None)
+        .unwrap()
+        .with_revocation_listener(listener)
+        .with_lock_listener(recorder);
+    reader.acquire().unwrap();
+    let node = reader.acquired_lock().unwrap().path;
+    // Cut the holder's connection and hold the reconnect back; ask meanwhile.
+    proxy.stall();
+    proxy.cut();
+    assert!(attempt_revoke(&revoker_s, &node).unwrap());
+    thread::sleep(Duration::from_millis(200));
+    assert!(paths.lock().unwrap().is_empty(), "cannot have heard it yet");
+    proxy.pass();
+    // The watch survives the reconnect (SetWatches): the request is heard.
+    assert!(eventually(Duration::from_secs(10), || !paths
+        .lock()
+        .unwrap()
+        .is_empty()));
+    assert!(eventually(Duration::from_secs(5), || !reader.is_held()));
+    assert!(!events.lock().unwrap().contains(&LockEvent::Lost));
+    let zk = common::local_raw();
+    assert!(
+        eventually(Duration::from_secs(5), || children(&zk, &root).is_empty()),
+        "orphan nodes: {:?}",
+        children(&zk, &root)
+    );
+}
