@@ -22,5 +22,6 @@ pub mod group;
 pub mod leader_manager;
 pub mod priority_queue;
 pub mod queue;
+pub mod revocable;
 pub mod two_phase_commit;
 pub mod write_lock;
