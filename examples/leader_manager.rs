@@ -9,7 +9,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use zklock::recipes::leader_manager::ZkLeaderManager;
-use zklock::testing::ZkServer;
 use zklock::ZooKeeperWatcher;
 
 /// The one candidate leading now, waiting up to 10 s for someone other than
@@ -31,16 +30,7 @@ fn leader(managers: &[Arc<ZkLeaderManager>], not: &[usize]) -> anyhow::Result<us
 
 fn main() -> anyhow::Result<()> {
     let _ = env_logger::try_init();
-    let mut _server = None;
-    let servers = match std::env::var("ZK_SERVERS") {
-        Ok(s) if !s.is_empty() => s,
-        _ => {
-            let s = ZkServer::start()?;
-            let c = s.connect_string();
-            _server = Some(s);
-            c
-        }
-    };
+    let (_server, servers) = zklock::testing::example_servers()?;
     let znode = format!("/zklock-example/leader-{}", std::process::id());
     let sessions = (0..3)
         .map(|i| ZooKeeperWatcher::connect(&servers, &format!("server{i}"), None))

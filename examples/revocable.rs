@@ -15,7 +15,6 @@ use zklock::recipes::revocable::{
     attempt_revoke, attempt_revoke_with_grace, lock_holders, RevocableReadLock, RevocableWriteLock,
     RevocationReply,
 };
-use zklock::testing::ZkServer;
 use zklock::ZooKeeperWatcher;
 
 /// A writer in its own session waits for the lock in a thread; returns once its
@@ -45,16 +44,7 @@ fn waiting_writer(
 
 fn main() -> anyhow::Result<()> {
     let _ = env_logger::try_init();
-    let mut _server = None;
-    let servers = match std::env::var("ZK_SERVERS") {
-        Ok(s) if !s.is_empty() => s,
-        _ => {
-            let s = ZkServer::start()?;
-            let c = s.connect_string();
-            _server = Some(s);
-            c
-        }
-    };
+    let (_server, servers) = zklock::testing::example_servers()?;
     let znode = format!("/zklock-example/revocable-{}", std::process::id());
     let holder = ZooKeeperWatcher::connect(&servers, "holder", None)?;
     let waiter = ZooKeeperWatcher::connect(&servers, "waiter", None)?;

@@ -61,7 +61,7 @@ use std::time::Duration;
 use log::{debug, info, warn};
 use parking_lot::{Mutex, RwLock};
 
-use super::support::on_reconnect;
+use crate::background::on_reconnect;
 use crate::client::{EventType, KeeperState, Stat, WatchedEvent, Watcher};
 use crate::deadline::Deadline;
 use crate::error::{Result, ZkError};
