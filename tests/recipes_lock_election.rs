@@ -608,9 +608,9 @@ fn election_succession_wakes_only_the_successor() {
         }
     }
     eprintln!("notifications per succession: {per:?} (mntr overhead {overhead})");
-    // 2 = the successor's watch + the departing leader's watch on its own
-    // offer (how a leader hears that its offer went); nobody else.
-    assert!(per.iter().all(|&n| n == 2), "{per:?}");
+    // 1 = the successor's watch; nobody else (the departing leader removes its
+    // watch on its own offer before withdrawing it).
+    assert!(per.iter().all(|&n| n == 1), "{per:?}");
 }
 
 // ---------------------------------------------------------------- ZKLeaderManager

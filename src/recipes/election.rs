@@ -7,7 +7,7 @@ use log::{info, warn};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::background::{on_reconnect, remove_in_background};
-use crate::client::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, Watcher};
+use crate::client::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, Watcher, WatcherType};
 use crate::error::{Error, Result, ZkError};
 use crate::sequence::number_after_last;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
@@ -539,18 +539,28 @@ impl LeaderElectionSupport {
     /// ZooKeeper errors after retries (the offer is then removed in the
     /// background); none when the session already ended.
     pub fn stop(&self) -> Result<()> {
-        let node = {
+        let (node, was_leader) = {
             let mut st = self.inner.st.lock();
+            let was_leader = st.state == ElectionState::Elected;
             st.state = ElectionState::Stop;
             st.generation += 1;
             st.in_doubt = false;
             self.inner.cv.notify_all();
-            st.node.take()
+            (st.node.take(), was_leader)
         };
         self.inner.dispatch(&[ElectionEventType::StopStart]);
         let mut result = Ok(());
         if let Some(node) = node {
             if !self.zkw.state().is_terminal() {
+                if was_leader {
+                    // The leader watches its own offer; removing the watch first
+                    // (a request, no notification) leaves one notification per
+                    // succession: the successor's.
+                    let _ = self
+                        .zkw
+                        .zookeeper()
+                        .remove_watches(&node, WatcherType::Data);
+                }
                 match self.zkw.recoverable_zookeeper().delete(&node, None) {
                     Ok(()) => {}
                     Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => {}
