@@ -9,8 +9,8 @@ use std::sync::{Arc, Weak};
 use log::{info, warn};
 use parking_lot::Mutex;
 
-use crate::client::{KeeperState, State as ClientState};
 use crate::error::ZkError;
+use crate::types::{KeeperState, State as ClientState};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher};
 
 type Reaction = Box<dyn FnOnce(bool) + Send>;

@@ -3,8 +3,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::client::WatchedEvent;
 use crate::error::Error;
+use crate::types::WatchedEvent;
 
 /// Receives node events from a [`ZooKeeperWatcher`](crate::ZooKeeperWatcher): HBase's
 /// `ZooKeeperListener`.

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::client::{WatchedEvent, Watcher};
 use crate::error::{Error, Result};
+use crate::types::{WatchedEvent, Watcher};
 
 /// HBase's `InstancePending`: a value that is set once and awaited by any number of
 /// threads.
@@ -258,7 +258,7 @@ impl fmt::Debug for PendingWatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::{EventType, KeeperState};
+    use crate::types::{EventType, KeeperState};
     use std::sync::mpsc;
     use std::sync::Arc;
     use std::thread;

@@ -14,10 +14,11 @@ use super::kind::{distance, sequence_of_child};
 use super::removal::{remove_and_wait, remove_in_background, Attempt};
 use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
-use crate::client::{Acl, CreateMode, Deadline, Stat, Watcher};
+use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
+use crate::types::{Acl, CreateMode, Stat, Watcher};
 use crate::watcher::ZooKeeperWatcher;
 
 /// How long past its timeout a `try_acquire` lets the ZooKeeper calls of its

@@ -17,8 +17,8 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::{LockEvent, LockListener};
 use crate::background::on_reconnect;
-use crate::client::{EventType, KeeperState, State as ClientState, WatchedEvent, Watcher};
 use crate::deadline::Deadline;
+use crate::types::{EventType, KeeperState, State as ClientState, WatchedEvent, Watcher};
 use crate::watcher::WeakZooKeeperWatcher;
 
 /// Wakes the thread waiting in an attempt: set by watchers (on the event thread)

@@ -6,10 +6,10 @@ use log::{debug, warn};
 use parking_lot::Mutex;
 
 use super::waiting::{Bounds, Waiter};
-use crate::client::{Acl, CreateMode};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::sequence_of;
+use crate::types::{Acl, CreateMode};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 

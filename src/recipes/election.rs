@@ -7,9 +7,9 @@ use log::{info, warn};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::background::{on_reconnect, remove_in_background};
-use crate::client::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, Watcher, WatcherType};
 use crate::error::{Error, Result, ZkError};
 use crate::sequence::number_after_last;
+use crate::types::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, Watcher, WatcherType};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 use log::warn;
 
 use super::waiting::{Bounds, Waiter};
-use crate::client::{Acl, CreateMode};
 use crate::error::{Result, ZkError};
+use crate::types::{Acl, CreateMode};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 

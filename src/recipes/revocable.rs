@@ -62,7 +62,6 @@ use log::{debug, info, warn};
 use parking_lot::{Mutex, RwLock};
 
 use crate::background::on_reconnect;
-use crate::client::{EventType, KeeperState, Stat, WatchedEvent, Watcher};
 use crate::deadline::Deadline;
 use crate::error::{Result, ZkError};
 use crate::lock::{
@@ -71,6 +70,7 @@ use crate::lock::{
     READ_LOCK_PREFIX, WRITE_LOCK_PREFIX,
 };
 use crate::path;
+use crate::types::{EventType, KeeperState, Stat, WatchedEvent, Watcher};
 use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// Revocable Shared Locks: the data a revoker writes into a holder's node to

@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use super::double_barrier::delete_if_present;
 use super::waiting::{Bounds, Waiter};
-use crate::client::{Acl, CreateMode, Stat};
 use crate::error::{Error, Result};
 use crate::recoverable::RecoverableZooKeeper;
+use crate::types::{Acl, CreateMode, Stat};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 

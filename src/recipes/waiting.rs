@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
+use crate::types::{EventType, KeeperState, State, WatchedEvent, Watcher};
 use crate::watcher::ZooKeeperWatcher;
 
 /// How often a waiting thread looks at its session without being woken (in

@@ -8,9 +8,9 @@ use log::{debug, info, warn};
 use parking_lot::{Condvar, Mutex};
 
 use crate::background::{remove_and_wait, remove_in_background};
-use crate::client::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, Watcher};
 use crate::error::{Error, Result, ZkError};
 use crate::sequence::number_after_last;
+use crate::types::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, Watcher};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 
