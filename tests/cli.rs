@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{children, raw};
+use common::{children, local, raw};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use zklock::client::ZooKeeper;
@@ -576,4 +576,75 @@ fn bad_input_fails_in_one_clear_line() {
         2,
         "invalid connect string",
     );
+}
+
+/// `examples/shutdown`, built by `cargo test --all-features` next to the binary.
+fn shutdown_example() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_zklock"));
+    let example = bin.parent().unwrap().join("examples").join("shutdown");
+    if !example.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--quiet",
+                "--features",
+                "cli",
+                "--example",
+                "shutdown",
+            ])
+            .status()
+            .expect("cargo build --example shutdown");
+        assert!(status.success(), "building examples/shutdown");
+    }
+    example
+}
+
+#[test]
+fn clean_shutdown_frees_the_session_and_its_nodes_within_a_second() {
+    // The server's four-letter words: the local shared server.
+    let server = local();
+    let root = unique_root("cli-shutdown");
+    let mut service = Command::new(shutdown_example())
+        .arg(&root)
+        .env("ZK_SERVERS", &server)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("run examples/shutdown");
+    let mut out = BufReader::new(service.stdout.take().unwrap());
+    let mut ready = String::new();
+    out.read_line(&mut ready).unwrap();
+    let session = ready
+        .split_whitespace()
+        .find(|w| w.starts_with("0x"))
+        .unwrap_or_else(|| panic!("no session in {ready:?}"))
+        .to_string();
+    let dump = four_letter(&server, "dump").unwrap();
+    assert!(
+        dump.contains(&format!("{session}:")),
+        "ephemerals before: {dump}"
+    );
+    assert!(four_letter(&server, "cons")
+        .unwrap()
+        .contains(&format!("sid={session}")));
+
+    signal(&service, Signal::SIGTERM);
+    let t = Instant::now();
+    wait_until(Duration::from_secs(1), "session and nodes gone", || {
+        let (dump, cons) = (
+            four_letter(&server, "dump").unwrap(),
+            four_letter(&server, "cons").unwrap(),
+        );
+        !dump.contains(&session) && !cons.contains(&format!("sid={session}"))
+    });
+    let gone_after = t.elapsed();
+    assert!(wait_for(&mut service, WAIT).success());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("waiters cancelled"), "{rest}");
+    let zk = ZooKeeper::connect(&server, Duration::from_secs(4), |_e| {}).unwrap();
+    for t in ["orders", "customers"] {
+        assert!(lock_nodes(&zk, &format!("{root}/{t}")).is_empty());
+    }
+    eprintln!("session and ephemerals gone {gone_after:?} after SIGTERM (session timeout 30 s)");
 }
