@@ -1,6 +1,7 @@
 # zklock — build, test and demo targets (run by .ci/run).
 #
-#   make demo       start a throwaway ZooKeeper, run the showcase, stop it
+#   make demo       start a throwaway ZooKeeper, run the zklock CLI showcase, stop it
+#   make cli        build the `zklock` command-line tool (target/release/zklock)
 #   make test       fmt, clippy, rustdoc, then every test against real ZooKeeper
 #   make check      fmt, clippy, rustdoc only
 #   make bench      benchmarks
@@ -12,10 +13,10 @@ CARGO ?= cargo
 ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
 SLF4J_JAR     := /usr/share/java/slf4j-simple.jar
 
-.PHONY: help zookeeper test check fmt clippy doc demo bench
+.PHONY: help zookeeper test check fmt clippy doc demo cli bench
 
 help:
-	@echo "make demo | make test | make check | make bench | make zookeeper"
+	@echo "make demo | make test | make check | make bench | make cli | make zookeeper"
 
 # Debian's `zookeeper` package brings the server jars (libzookeeper-java) and
 # slf4j (libslf4j-java); the tests start it themselves on free ports.
@@ -58,9 +59,16 @@ check: fmt clippy doc
 test: zookeeper check
 	$(CARGO) test --all-features
 
-# The example starts its own throwaway server unless $ZK_SERVERS names one.
+# The example runs the `zklock` binary built beside it, against its own
+# throwaway server unless $ZK_SERVERS names one.
 demo: zookeeper
-	$(CARGO) run --quiet --release --example demo
+	$(CARGO) build --quiet --release --features cli --bin zklock --example demo
+	$(CARGO) run --quiet --release --features cli --example demo
+
+# The command-line tool; `cargo install --path . --features cli` installs it.
+cli:
+	$(CARGO) build --quiet --release --features cli --bin zklock
+	@echo "built target/release/zklock (try: target/release/zklock --help)"
 
 bench: zookeeper
 	@if [ -d benches ]; then \

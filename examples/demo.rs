@@ -1,40 +1,209 @@
-//! `make demo`: zklock's showcase against a real ZooKeeper.
+//! `make demo`: the `zklock` command line against a real ZooKeeper.
 //!
-//! Starts a throwaway local ZooKeeper (unless `ZK_SERVERS` names one), then shows
-//! writers excluding each other, readers sharing, a timed-out attempt leaving no
-//! node, fencing tokens, what a lock cycle costs the server (counted from `mntr`),
-//! and a lock held through a connection blip and lost to session expiry.
+//! Starts a throwaway local ZooKeeper (unless `ZK_SERVERS` names one), then runs
+//! `zklock` processes — the binary built next to this example — and narrates
+//! what they do: writers contending, readers sharing, a holder killed with
+//! `kill -9` and its successor waiting out the session timeout, `zklock ls` of
+//! the queue, a clean shutdown handing the lock over at once, and a leader
+//! election with succession. Every command run under a lock stamps its start
+//! and end (`date +%s.%N`), and the summary checks them for overlaps.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{ensure, Context};
-use zklock::lock::{
-    InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
-};
-use zklock::testing::{four_letter, parse_mntr, FaultProxy, ZkServer};
-use zklock::{RetryConfig, ZooKeeperWatcher};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use zklock::testing::ZkServer;
 
-fn connect(servers: &str, name: &str, session: Duration) -> anyhow::Result<ZooKeeperWatcher> {
-    ZooKeeperWatcher::builder(servers)
-        .with_identifier(name)
-        .with_session_timeout(session)
-        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(50)))
-        .connect()
-        .with_context(|| format!("connecting to ZooKeeper at {servers}"))
+/// A command's start or end, stamped by the command itself.
+#[derive(Debug, Clone)]
+struct Stamp {
+    label: String,
+    lock: String,
+    start: bool,
+    at: f64,
 }
 
-fn packets(server: &str) -> anyhow::Result<u64> {
-    let m = parse_mntr(&four_letter(server, "mntr")?);
-    m.get("zk_packets_received")
-        .and_then(|v| v.parse().ok())
-        .context("mntr has no zk_packets_received")
+/// Runs `zklock` processes and keeps what they say.
+struct Demo {
+    bin: PathBuf,
+    servers: String,
+    root: String,
+    t0: f64,
+    stamps: Arc<Mutex<Vec<Stamp>>>,
+}
+
+fn epoch() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A shell command that stamps its start, runs until SIGTERM, then stamps its
+/// end (a service cleaning up before it exits).
+const UNTIL_SIGTERM: &str =
+    "trap 'kill $! 2>/dev/null; echo \"end $(date +%s.%N)\"; exit 0' TERM; \
+     echo \"start $(date +%s.%N)\"; sleep 30 & wait";
+
+/// A shell command that stamps its start and end around `body`.
+fn stamped(body: &str) -> String {
+    format!("echo \"start $(date +%s.%N)\"; {body}; echo \"end $(date +%s.%N)\"")
+}
+
+impl Demo {
+    fn rel(&self, at: f64) -> String {
+        format!("{:>6.2}s", at - self.t0)
+    }
+
+    /// Starts `zklock <args>` labelled `label`, its own process group (so a
+    /// `kill -9` of the group takes its command too); prints its output.
+    fn spawn(&self, label: &str, lock: &str, args: &[&str]) -> anyhow::Result<Child> {
+        let mut child = Command::new(&self.bin)
+            .arg("--zk")
+            .arg(&self.servers)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("running {}", self.bin.display()))?;
+        let out = child.stdout.take().context("stdout")?;
+        let err = child.stderr.take().context("stderr")?;
+        for (stream, is_out) in [
+            (Box::new(out) as Box<dyn std::io::Read + Send>, true),
+            (Box::new(err), false),
+        ] {
+            let (label, lock, stamps, t0) = (
+                label.to_string(),
+                lock.to_string(),
+                self.stamps.clone(),
+                self.t0,
+            );
+            thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let stamp = is_out
+                        .then(|| line.split_once(' '))
+                        .flatten()
+                        .and_then(|(what, at)| Some((what, at.parse::<f64>().ok()?)));
+                    match stamp {
+                        Some((what @ ("start" | "end"), at)) => {
+                            let text = if what == "start" {
+                                "command starts"
+                            } else {
+                                "command ends"
+                            };
+                            println!("  {:>6.2}s  {label:<10} {text}", at - t0);
+                            stamps.lock().unwrap().push(Stamp {
+                                label: label.clone(),
+                                lock: lock.clone(),
+                                start: what == "start",
+                                at,
+                            });
+                        }
+                        _ => println!("  {:>6.2}s  {label:<10} {line}", epoch() - t0),
+                    }
+                }
+            });
+        }
+        Ok(child)
+    }
+
+    /// `zklock <args>` to completion, its stdout indented.
+    fn show(&self, args: &[&str]) -> anyhow::Result<()> {
+        let out = Command::new(&self.bin)
+            .arg("--zk")
+            .arg(&self.servers)
+            .args(args)
+            .output()?;
+        println!("  $ zklock {}", args.join(" "));
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            println!("    {line}");
+        }
+        Ok(())
+    }
+
+    fn lock(&self, name: &str) -> String {
+        format!("{}/{name}", self.root)
+    }
+
+    /// Waits until `label`'s command has started (or `timeout`).
+    fn wait_start(&self, label: &str, timeout: Duration) -> Option<f64> {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self
+                .stamps
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|s| s.label == label && s.start)
+            {
+                return Some(s.at);
+            }
+            if Instant::now() >= end {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// When `label`'s command started (its output may still be in flight).
+    fn start_of(&self, label: &str) -> Option<f64> {
+        self.wait_start(label, Duration::from_secs(2))
+    }
+
+    /// Waits until `lock` has `n` holders and waiters.
+    fn wait_queue(&self, lock: &str, n: usize) -> anyhow::Result<()> {
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            let out = Command::new(&self.bin)
+                .args(["--zk", &self.servers, "ls", "--json", lock])
+                .output()?;
+            if String::from_utf8_lossy(&out.stdout)
+                .matches("\"state\"")
+                .count()
+                == n
+            {
+                return Ok(());
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        anyhow::bail!("{lock} never had {n} nodes")
+    }
+}
+
+fn wait_all(children: &mut [Child]) -> anyhow::Result<Vec<i32>> {
+    children
+        .iter_mut()
+        .map(|c| Ok(c.wait()?.code().unwrap_or(-1)))
+        .collect()
+}
+
+fn pid(c: &Child) -> Pid {
+    Pid::from_raw(i32::try_from(c.id()).unwrap_or(0))
 }
 
 fn main() -> anyhow::Result<()> {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let started = Instant::now();
+    let bin = match std::env::var_os("ZKLOCK_BIN") {
+        Some(b) => PathBuf::from(b),
+        None => std::env::current_exe()?
+            .parent()
+            .and_then(|examples| examples.parent())
+            .context("where is the zklock binary?")?
+            .join("zklock"),
+    };
+    ensure!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build --release --features cli` (make demo does)",
+        bin.display()
+    );
     let own_server;
     let servers = match std::env::var("ZK_SERVERS") {
         Ok(s) if !s.trim().is_empty() => {
@@ -46,183 +215,309 @@ fn main() -> anyhow::Result<()> {
             own_server = ZkServer::start()
                 .context("starting a throwaway ZooKeeper (try `make zookeeper`)")?;
             println!(
-                "started a throwaway ZooKeeper 3.8 at {} in {:.1?} (stopped when the demo ends)",
+                "started a throwaway ZooKeeper at {} in {:.1?} (the same one `zklock server` runs)",
                 own_server.connect_string(),
                 t.elapsed()
             );
             own_server.connect_string()
         }
     };
-    let root = format!("/zklock-demo-{}", std::process::id());
-    let zkw = connect(&servers, "demo", Duration::from_secs(10))?;
-    println!("connected: {}\n", zkw.identifier());
+    let demo = Demo {
+        bin,
+        servers,
+        root: format!("/zklock-demo-{}", std::process::id()),
+        t0: epoch(),
+        stamps: Arc::new(Mutex::new(Vec::new())),
+    };
+    let mut latencies: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
 
-    // 1. Writers exclude writers.
-    println!("1. five threads take turns on one write lock");
-    let rw = ZkInterProcessReadWriteLock::new(&zkw, &format!("{root}/table"), None)?;
-    let inside = Arc::new(AtomicBool::new(false));
-    let overlaps = Arc::new(AtomicUsize::new(0));
-    let handles: Vec<_> = (0..5)
-        .map(|i| {
-            let lock = rw.write_lock(format!("writer-{i}").as_bytes());
-            let (inside, overlaps) = (inside.clone(), overlaps.clone());
-            thread::spawn(move || -> zklock::Result<i64> {
-                let guard = lock.lock()?;
-                if inside.swap(true, Ordering::SeqCst) {
-                    overlaps.fetch_add(1, Ordering::SeqCst);
-                }
-                println!(
-                    "   writer-{i} holds the lock (fencing token {})",
-                    guard.fencing_token()
-                );
-                thread::sleep(Duration::from_millis(50));
-                inside.store(false, Ordering::SeqCst);
-                let token = guard.fencing_token();
-                guard.unlock()?;
-                Ok(token)
-            })
-        })
+    // 1. Writers contend.
+    let backup = demo.lock("nightly-backup");
+    println!("\n1. four `zklock lock {backup} -- backup` processes contend; each holds it 0.3 s");
+    let cmd = stamped("sleep 0.3");
+    let mut writers = Vec::new();
+    for i in 1..=4 {
+        let label = format!("worker-{i}");
+        writers.push(demo.spawn(
+            &label,
+            &backup,
+            &[
+                "lock",
+                &backup,
+                "--metadata",
+                &label,
+                "--",
+                "sh",
+                "-c",
+                &cmd,
+            ],
+        )?);
+        if i == 1 {
+            demo.wait_start("worker-1", Duration::from_secs(10));
+        }
+    }
+    demo.wait_queue(&backup, 4)?;
+    println!("   the queue, as `zklock ls` shows it:");
+    demo.show(&["ls", &backup])?;
+    let codes = wait_all(&mut writers)?;
+    ensure!(codes.iter().all(|&c| c == 0), "writers exited {codes:?}");
+
+    // 2. Readers share, a writer waits for all of them.
+    let table = demo.lock("orders-table");
+    println!("\n2. three `zklock read-lock` readers (0.6 s each) and then a writer");
+    let mut procs = Vec::new();
+    for i in 1..=3 {
+        let label = format!("reader-{i}");
+        procs.push(demo.spawn(
+            &label,
+            &table,
+            &[
+                "read-lock",
+                &table,
+                "-m",
+                &label,
+                "--",
+                "sh",
+                "-c",
+                &stamped("sleep 0.6"),
+            ],
+        )?);
+    }
+    demo.wait_queue(&table, 3)?;
+    procs.push(demo.spawn(
+        "writer",
+        &table,
+        &[
+            "lock",
+            &table,
+            "-m",
+            "writer",
+            "--",
+            "sh",
+            "-c",
+            &stamped("true"),
+        ],
+    )?);
+    let codes = wait_all(&mut procs)?;
+    ensure!(codes.iter().all(|&c| c == 0), "exited {codes:?}");
+    let starts: Vec<f64> = (1..=3)
+        .filter_map(|i| demo.start_of(&format!("reader-{i}")))
         .collect();
-    let mut tokens = Vec::new();
-    for h in handles {
-        tokens.push(h.join().expect("writer thread")?);
-    }
-    tokens.sort_unstable();
-    tokens.dedup();
-    ensure!(
-        overlaps.load(Ordering::SeqCst) == 0,
-        "two writers were inside at once"
-    );
-    ensure!(tokens.len() == 5, "every grant has its own fencing token");
-    println!("   no overlap; 5 distinct, growing fencing tokens\n");
-
-    // 2. Readers share.
-    println!("2. four readers hold the read lock at the same time");
-    let barrier = Arc::new(Barrier::new(4));
-    let handles: Vec<_> = (0..4)
-        .map(|i| {
-            let lock = rw.read_lock(format!("reader-{i}").as_bytes());
-            let barrier = barrier.clone();
-            thread::spawn(move || -> zklock::Result<()> {
-                let guard = lock.lock()?;
-                barrier.wait();
-                if i == 0 {
-                    println!("   all four readers are inside together");
-                }
-                drop(guard);
-                Ok(())
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().expect("reader thread")?;
-    }
-    println!();
-
-    // 3. A reader holds; a writer from another session times out and leaves nothing.
-    println!("3. another session's writer waits 500 ms behind a reader, then gives up");
-    let other = connect(&servers, "demo-other", Duration::from_secs(10))?;
-    let reader = rw.read_lock(b"long reader");
-    reader.acquire()?;
-    let seen = Arc::new(Mutex::new(String::new()));
-    let s = seen.clone();
-    let handler: Arc<dyn zklock::lock::MetadataHandler> =
-        Arc::new(move |m: &[u8]| *s.lock().unwrap() = String::from_utf8_lossy(m).into_owned());
-    let writer = ZkInterProcessReadWriteLock::new(&other, &format!("{root}/table"), Some(handler))?
-        .write_lock(b"impatient writer");
-    let t = Instant::now();
-    let got = writer.try_acquire(Duration::from_millis(500))?;
-    ensure!(
-        !got,
-        "the writer must not get the lock while a reader holds it"
-    );
-    let left = zkw
-        .zookeeper()
-        .get_children(&format!("{root}/table"), false)?;
+    let spread = starts.iter().cloned().fold(f64::MIN, f64::max)
+        - starts.iter().cloned().fold(f64::MAX, f64::min);
     println!(
-        "   try_acquire returned false after {:.0?}; it saw the holder's metadata {:?}; nodes left: {left:?}",
-        t.elapsed(),
-        seen.lock().unwrap()
-    );
-    ensure!(left.len() == 1, "only the reader's node remains");
-    reader.release()?;
-    ensure!(writer.try_acquire(Duration::from_secs(5))?, "free now");
-    writer.release()?;
-    println!("   after the reader released, the writer got it at once\n");
-
-    // 4. Cost of a lock cycle, counted by the server.
-    println!("4. what an uncontended acquire + release costs the server");
-    let lock = rw.write_lock(b"cycle");
-    // Warm up (the lock znode exists afterwards; a fresh JVM is slow at first).
-    for _ in 0..300 {
-        lock.acquire()?;
-        lock.release()?;
-    }
-    let cycles = 500u64;
-    let before = packets(&servers)?;
-    let t = Instant::now();
-    for _ in 0..cycles {
-        lock.acquire()?;
-        lock.release()?;
-    }
-    let elapsed = t.elapsed();
-    let after = packets(&servers)?;
-    // Each mntr is itself one packet.
-    let per_cycle = (after - before - 1) as f64 / cycles as f64;
-    println!(
-        "   {cycles} cycles in {elapsed:.2?}: {:.0} cycles/s, {per_cycle:.2} requests per cycle (create, getChildren, delete)\n",
-        cycles as f64 / elapsed.as_secs_f64()
+        "   the three readers started within {:.0} ms of each other: they share",
+        spread * 1000.0
     );
 
-    // 5. A held lock through a blip and through expiry.
-    println!("5. a lock held through a connection blip, then lost to session expiry");
-    let proxy = FaultProxy::start(servers.split(',').next().unwrap_or(&servers))?;
-    let fragile = connect(
-        &proxy.connect_string(),
-        "demo-fragile",
-        Duration::from_millis(2000),
+    // 3. kill -9 of a holder: its successor waits for the session timeout.
+    let job = demo.lock("report");
+    println!("\n3. a holder (session timeout 2 s) is killed with kill -9; its waiter takes over");
+    let mut victim = demo.spawn(
+        "victim",
+        &job,
+        &[
+            "--session-timeout",
+            "2s",
+            "lock",
+            &job,
+            "-m",
+            "victim",
+            "--",
+            "sh",
+            "-c",
+            &stamped("sleep 30"),
+        ],
     )?;
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let e = events.clone();
-    let lock = ZkInterProcessReadWriteLock::new(&fragile, &format!("{root}/fragile"), None)?
-        .with_lock_listener(move |path: &str, ev: LockEvent| {
-            println!("   lock listener: {path}: {ev:?}");
-            e.lock().unwrap().push(ev);
-        })
-        .write_lock(b"fragile");
-    lock.acquire()?;
-    proxy.cut();
-    let end = Instant::now() + Duration::from_secs(10);
-    while events.lock().unwrap().len() < 2 && Instant::now() < end {
-        thread::sleep(Duration::from_millis(20));
-    }
-    println!("   after the blip, is_held() = {}", lock.is_held());
-    proxy.stall();
-    println!("   network stalled for 3 s (session timeout 2 s) ...");
-    thread::sleep(Duration::from_secs(3));
-    proxy.pass();
-    let end = Instant::now() + Duration::from_secs(10);
-    while !events.lock().unwrap().contains(&LockEvent::Lost) && Instant::now() < end {
-        thread::sleep(Duration::from_millis(20));
-    }
+    demo.wait_start("victim", Duration::from_secs(10));
+    let mut successor = demo.spawn(
+        "successor",
+        &job,
+        &[
+            "lock",
+            &job,
+            "-m",
+            "successor",
+            "--",
+            "sh",
+            "-c",
+            &stamped("true"),
+        ],
+    )?;
+    demo.wait_queue(&job, 2)?;
+    demo.show(&["ls", &job])?;
+    let killed = epoch();
     println!(
-        "   is_held() = {}; release() = {:?}",
-        lock.is_held(),
-        lock.release().err().map(|e| e.to_string())
+        "  {}  (demo)     kill -9 victim's process group",
+        demo.rel(killed)
     );
-    let taker = ZkInterProcessReadWriteLock::new(&zkw, &format!("{root}/fragile"), None)?
-        .write_lock(b"taker");
-    ensure!(
-        taker.try_acquire(Duration::from_secs(5))?,
-        "the expired holder's node is gone"
+    killpg(pid(&victim), Signal::SIGKILL)?;
+    // Its command died with it, unable to say so.
+    demo.stamps.lock().unwrap().push(Stamp {
+        label: "victim".into(),
+        lock: job.clone(),
+        start: false,
+        at: killed,
+    });
+    let _ = victim.wait();
+    ensure!(successor.wait()?.success(), "successor failed");
+    let took = demo.start_of("successor").context("successor never ran")? - killed;
+    println!(
+        "   the successor ran {took:.2} s after the kill: ZooKeeper expired the dead session first"
     );
-    println!("   another session acquired it: no orphan node stayed behind");
-    taker.release()?;
-    let _ = fragile.close();
+    latencies
+        .entry("after kill -9 (session timeout 2 s)")
+        .or_default()
+        .push(took);
 
-    zklock::zkutil::delete_node_recursively(&zkw, &root)?;
-    other.close()?;
+    // 4. A clean shutdown: SIGTERM frees the lock at once.
+    let job = demo.lock("deploy");
+    println!("\n4. the same with SIGTERM: zklock stops its command, releases, closes its session");
+    let mut holder = demo.spawn(
+        "holder",
+        &job,
+        &[
+            "--session-timeout",
+            "10s",
+            "lock",
+            &job,
+            "-m",
+            "holder",
+            "--",
+            "sh",
+            "-c",
+            UNTIL_SIGTERM,
+        ],
+    )?;
+    demo.wait_start("holder", Duration::from_secs(10));
+    let mut next = demo.spawn(
+        "next",
+        &job,
+        &[
+            "lock",
+            &job,
+            "-m",
+            "next",
+            "--",
+            "sh",
+            "-c",
+            &stamped("true"),
+        ],
+    )?;
+    demo.wait_queue(&job, 2)?;
+    let termed = epoch();
+    println!("  {}  (demo)     kill -TERM holder", demo.rel(termed));
+    kill(pid(&holder), Signal::SIGTERM)?;
+    let code = holder.wait()?.code().unwrap_or(-1);
+    ensure!(next.wait()?.success(), "next failed");
+    let took = demo.start_of("next").context("next never ran")? - termed;
+    println!(
+        "   holder exited {code} (its command's code after cleaning up); next ran {:.0} ms after \
+         the signal, not after the 10 s session timeout",
+        took * 1000.0
+    );
+    latencies
+        .entry("after SIGTERM (clean shutdown)")
+        .or_default()
+        .push(took);
+
+    // 5. Leader election with succession.
+    let election = demo.lock("scheduler");
+    println!("\n5. three `zklock elect` candidates; each leader is stopped with SIGTERM in turn");
+    let mut candidates = Vec::new();
+    for i in 1..=3 {
+        let name = format!("node-{i}");
+        candidates.push(demo.spawn(
+            &name,
+            &election,
+            &[
+                "elect",
+                &election,
+                "--name",
+                &name,
+                "--",
+                "sh",
+                "-c",
+                UNTIL_SIGTERM,
+            ],
+        )?);
+        demo.wait_queue(&election, i)?;
+    }
+    demo.show(&["ls", &election])?;
+    for i in 1..=3 {
+        let name = format!("node-{i}");
+        demo.wait_start(&name, Duration::from_secs(10))
+            .with_context(|| format!("{name} never led"))?;
+        let termed = epoch();
+        println!("  {}  (demo)     kill -TERM {name}", demo.rel(termed));
+        kill(pid(&candidates[i - 1]), Signal::SIGTERM)?;
+        let _ = candidates[i - 1].wait();
+        if i < 3 {
+            let next = format!("node-{}", i + 1);
+            let at = demo
+                .wait_start(&next, Duration::from_secs(10))
+                .with_context(|| format!("{next} never led"))?;
+            latencies
+                .entry("election succession")
+                .or_default()
+                .push(at - termed);
+        }
+    }
+
+    // Summary: no two commands under one write lock overlapped.
+    thread::sleep(Duration::from_millis(50)); // the last output lines
+    let stamps = demo.stamps.lock().unwrap().clone();
+    let grants = stamps.iter().filter(|s| s.start).count();
+    let mut overlaps = 0;
+    let mut handoffs = Vec::new();
+    for lock in [
+        &backup,
+        &demo.lock("report"),
+        &demo.lock("deploy"),
+        &election,
+    ] {
+        let mut spans: Vec<(f64, f64)> = Vec::new();
+        for s in stamps.iter().filter(|s| &s.lock == lock && s.start) {
+            let end = stamps
+                .iter()
+                .find(|e| e.label == s.label && !e.start)
+                .map_or(f64::MAX, |e| e.at);
+            spans.push((s.at, end));
+        }
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for w in spans.windows(2) {
+            if w[1].0 < w[0].1 {
+                overlaps += 1;
+            } else if lock == &backup {
+                handoffs.push(w[1].0 - w[0].1);
+            }
+        }
+    }
+    // The writer of step 2 must not overlap any reader.
+    let writer = stamps.iter().find(|s| s.label == "writer" && s.start);
+    for r in stamps
+        .iter()
+        .filter(|s| s.label.starts_with("reader-") && !s.start)
+    {
+        if writer.is_some_and(|w| w.at < r.at) {
+            overlaps += 1;
+        }
+    }
+    latencies.insert("release -> next writer's command (step 1)", handoffs);
+    // Leave nothing behind on a shared server.
+    let zkw = zklock::ZooKeeperWatcher::connect(&demo.servers, "demo-cleanup", None)?;
+    zklock::zkutil::delete_node_recursively(&zkw, &demo.root)?;
     zkw.close()?;
-    println!("\ndemo finished: every step checked");
+
+    println!("\nsummary");
+    println!("  commands started under a lock or leadership: {grants}");
+    println!("  overlapping holders of a write lock, or leaders: {overlaps}");
+    for (what, v) in &latencies {
+        let ms: Vec<String> = v.iter().map(|s| format!("{:.0} ms", s * 1000.0)).collect();
+        println!("  hand-off {what}: {}", ms.join(", "));
+    }
+    println!("  demo took {:.1?}", started.elapsed());
+    ensure!(overlaps == 0, "holders overlapped");
+    println!("demo finished: every step checked; stopping the server");
     Ok(())
 }

@@ -1,0 +1,72 @@
+//! Durations on the command line: `500ms`, `2s`, `1.5s`, `1m`, `1h`; a bare
+//! number is seconds.
+
+use std::time::Duration;
+
+/// Parses a duration (clap value parser).
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let bad = || format!("invalid duration {text:?} (use e.g. 500ms, 2s, 1.5s, 1m, 1h)");
+    if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
+        return Err(bad());
+    }
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let seconds_per_unit = match unit.trim() {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(bad()),
+    };
+    Duration::try_from_secs_f64(value * seconds_per_unit).map_err(|_| bad())
+}
+
+/// A duration for people: `850ms`, `2.3s`, `4m05s`.
+pub(crate) fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else if ms < 3_600_000 {
+        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    } else {
+        format!("{}h{:02}m", ms / 3_600_000, (ms / 60_000) % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for bad in [
+            "", "s", "-1s", "1.s", ".5s", "2 weeks", "1x", "1e9999s", "ms",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn prints_for_people() {
+        assert_eq!(human(Duration::from_millis(850)), "850ms");
+        assert_eq!(human(Duration::from_millis(2300)), "2.3s");
+        assert_eq!(human(Duration::from_secs(245)), "4m05s");
+    }
+}

@@ -1,0 +1,650 @@
+//! The `zklock` binary against a real ZooKeeper: every subcommand, the signal
+//! paths and the error cases. Runs the built binary as a child process.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{children, local, raw};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use zklock::client::ZooKeeper;
+use zklock::testing::{four_letter, test_servers, unique_root, wait_until};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// `zklock` with `--zk` set to the test servers and a 4 s session.
+fn zklock() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
+    c.env("ZK_SERVERS", test_servers())
+        .env_remove("RUST_LOG")
+        .args(["--session-timeout", "4s"]);
+    c
+}
+
+/// Runs `zklock args...` to completion.
+fn run(args: &[&str]) -> Output {
+    let mut child = zklock()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn zklock");
+    let status = wait_for(&mut child, WAIT);
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_end(&mut err).unwrap();
+    Output {
+        status,
+        stdout: out,
+        stderr: err,
+    }
+}
+
+/// Starts `zklock args...` in the background, stderr piped.
+fn start(args: &[&str]) -> Child {
+    zklock()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn zklock")
+}
+
+/// Waits for `child` to exit, at most `timeout` (then kills it and fails).
+#[track_caller]
+fn wait_for(child: &mut Child, timeout: Duration) -> ExitStatus {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("zklock did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    let mut s = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut s).unwrap();
+    s
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn signal(child: &Child, sig: Signal) {
+    kill(Pid::from_raw(child.id() as i32), sig).expect("kill");
+}
+
+/// A temp directory for a test's marker files.
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("zklock-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A shell command that creates `started`, then waits until `release` exists.
+fn hold_until(started: &Path, release: &Path) -> String {
+    format!(
+        "touch {}; while [ ! -e {} ]; do sleep 0.02; done",
+        started.display(),
+        release.display()
+    )
+}
+
+fn lock_nodes(zk: &ZooKeeper, znode: &str) -> Vec<String> {
+    children(zk, znode)
+}
+
+/// One lock holder running `hold_until`, started and holding when this returns.
+fn start_holder(znode: &str, dir: &Path, name: &str, kind: &str) -> (Child, PathBuf) {
+    let (started, release) = (dir.join(format!("{name}.started")), dir.join(name));
+    let child = start(&[
+        kind,
+        znode,
+        "--metadata",
+        name,
+        "--",
+        "sh",
+        "-c",
+        &hold_until(&started, &release),
+    ]);
+    wait_until(WAIT, "the holder's command started", || started.exists());
+    (child, release)
+}
+
+#[test]
+fn lock_runs_the_command_and_exits_with_its_code() {
+    let root = unique_root("cli-exit");
+    let znode = format!("{root}/job");
+    let out = run(&["lock", &znode, "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    let out = run(&[
+        "read-lock",
+        &znode,
+        "--",
+        "sh",
+        "-c",
+        "case $ZKLOCK_LOCK_NODE in */read-*) echo $ZKLOCK_FENCING_TOKEN;; *) exit 9;; esac",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let token: i64 = text(&out.stdout).trim().parse().expect("a fencing token");
+    assert!(token > 0);
+    assert!(lock_nodes(&raw(), &znode).is_empty(), "released");
+    // A command that does not exist: 127, as a shell says, and no node left.
+    let out = run(&["lock", &znode, "--", "/no/such/command"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(lock_nodes(&raw(), &znode).is_empty());
+}
+
+#[test]
+fn a_second_writer_times_out_with_75_and_leaves_no_node() {
+    let (root, dir) = (unique_root("cli-timeout"), temp_dir("timeout"));
+    let znode = format!("{root}/job");
+    let (mut holder, release) = start_holder(&znode, &dir, "first-writer", "lock");
+    let t = Instant::now();
+    let out = run(&["lock", &znode, "--timeout", "500ms", "--", "true"]);
+    assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
+    assert!(t.elapsed() >= Duration::from_millis(500));
+    let err = text(&out.stderr);
+    assert!(err.contains("timed out after"), "{err}");
+    assert!(err.contains("first-writer"), "shows the holder: {err}");
+    assert_eq!(
+        lock_nodes(&raw(), &znode).len(),
+        1,
+        "only the holder's node"
+    );
+    // --timeout 0 tries once.
+    let out = run(&["read-lock", &znode, "--timeout", "0", "--", "true"]);
+    assert_eq!(out.status.code(), Some(75));
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut holder, WAIT).success());
+    assert!(lock_nodes(&raw(), &znode).is_empty());
+}
+
+#[test]
+fn writers_take_turns_and_the_waiter_runs_after_the_holder() {
+    let (root, dir) = (unique_root("cli-turns"), temp_dir("turns"));
+    let znode = format!("{root}/job");
+    let (mut holder, release) = start_holder(&znode, &dir, "a", "lock");
+    let log = dir.join("log");
+    let mut waiter = start(&[
+        "lock",
+        &znode,
+        "--",
+        "sh",
+        "-c",
+        &format!("echo waiter-ran >> {}", log.display()),
+    ]);
+    let zk = raw();
+    wait_until(WAIT, "the waiter queued", || {
+        lock_nodes(&zk, &znode).len() == 2
+    });
+    assert!(
+        !log.exists(),
+        "the waiter must not run while the lock is held"
+    );
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut holder, WAIT).success());
+    assert!(wait_for(&mut waiter, WAIT).success());
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "waiter-ran\n");
+    let err = stderr_of(&mut waiter);
+    assert!(err.contains("held by \"a\""), "plain waiting line: {err}");
+    assert!(err.contains("got the write lock"), "{err}");
+}
+
+#[test]
+fn readers_share_the_lock() {
+    let (root, dir) = (unique_root("cli-readers"), temp_dir("readers"));
+    let znode = format!("{root}/table");
+    // Each reader's command finishes only once the other one is inside too.
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let cmd = |me: &Path, other: &Path| {
+        format!(
+            "touch {}; while [ ! -e {} ]; do sleep 0.02; done",
+            me.display(),
+            other.display()
+        )
+    };
+    let mut r1 = start(&["read-lock", &znode, "--", "sh", "-c", &cmd(&a, &b)]);
+    let mut r2 = start(&["read-lock", &znode, "--", "sh", "-c", &cmd(&b, &a)]);
+    assert!(wait_for(&mut r1, WAIT).success());
+    assert!(wait_for(&mut r2, WAIT).success());
+}
+
+#[test]
+fn ls_shows_holders_and_waiters_in_order() {
+    let (root, dir) = (unique_root("cli-ls"), temp_dir("ls"));
+    let znode = format!("{root}/table");
+    let (mut holder, release) = start_holder(&znode, &dir, "reader-1", "read-lock");
+    let mut writer = start(&["lock", &znode, "-m", "writer-2", "--", "true"]);
+    let zk = raw();
+    wait_until(WAIT, "the writer queued", || {
+        lock_nodes(&zk, &znode).len() == 2
+    });
+    let mut reader = start(&["read-lock", &znode, "-m", "reader-3", "--", "true"]);
+    wait_until(WAIT, "the second reader queued", || {
+        lock_nodes(&zk, &znode).len() == 3
+    });
+
+    let out = run(&["ls", &znode]);
+    assert!(out.status.success());
+    let table = text(&out.stdout);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    let summary: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| (r[0], r[1], *r.last().unwrap()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("holder", "read", "reader-1"),
+            ("waiter", "write", "writer-2"),
+            ("waiter", "read", "reader-3"),
+        ],
+        "{table}"
+    );
+    assert!(rows[0][3].starts_with("0x"), "session column: {table}");
+
+    let out = run(&["ls", &znode, "--json"]);
+    let json = text(&out.stdout);
+    assert!(
+        json.starts_with('[') && json.trim_end().ends_with(']'),
+        "{json}"
+    );
+    let h = json.find("\"metadata\":\"reader-1\"").expect("reader-1");
+    let w = json.find("\"metadata\":\"writer-2\"").expect("writer-2");
+    let r = json.find("\"metadata\":\"reader-3\"").expect("reader-3");
+    assert!(h < w && w < r, "in queue order: {json}");
+    assert_eq!(json.matches("\"state\":\"waiter\"").count(), 2, "{json}");
+    assert!(json.contains("\"age_ms\":"), "{json}");
+
+    std::fs::write(&release, "").unwrap();
+    for c in [&mut holder, &mut writer, &mut reader] {
+        assert!(wait_for(c, WAIT).success());
+    }
+    let out = run(&["ls", &znode]);
+    assert!(
+        text(&out.stdout).contains("no holders"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn reap_removes_what_it_says_and_the_holder_sigterms_its_command() {
+    let (root, dir) = (unique_root("cli-reap"), temp_dir("reap"));
+    let znode = format!("{root}/job");
+    let (started, termed) = (dir.join("started"), dir.join("got-sigterm"));
+    let mut holder = start(&[
+        "lock",
+        &znode,
+        "-m",
+        "stuck",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "trap 'touch {}; exit 0' TERM; touch {}; while :; do sleep 0.02; done",
+            termed.display(),
+            started.display()
+        ),
+    ]);
+    wait_until(WAIT, "holding", || started.exists());
+
+    let out = run(&["reap", &znode, "--older-than", "1h"]);
+    assert!(out.status.success());
+    assert!(
+        text(&out.stdout).contains("nothing to reap"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(lock_nodes(&raw(), &znode).len(), 1);
+
+    let out = run(&["reap", &znode, "--all"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("removed") && said.contains("stuck"), "{said}");
+    // The holder learns the lock is lost, SIGTERMs its command, exits 3.
+    let status = wait_for(&mut holder, WAIT);
+    assert_eq!(status.code(), Some(3));
+    assert!(termed.exists(), "the command got SIGTERM");
+    let err = stderr_of(&mut holder);
+    assert!(err.contains("lost the write lock"), "{err}");
+    // Needs one of the two options.
+    let out = run(&["reap", &znode]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// SIGTERM or SIGINT while waiting: the waiter's node goes, exit 128 + signal.
+fn signal_while_waiting(sig: Signal, code: i32) {
+    let (root, dir) = (unique_root("cli-signal"), temp_dir(sig.as_str()));
+    let znode = format!("{root}/job");
+    let (mut holder, release) = start_holder(&znode, &dir, "holder", "lock");
+    let mut waiter = start(&["lock", &znode, "--", "true"]);
+    let zk = raw();
+    wait_until(WAIT, "the waiter queued", || {
+        lock_nodes(&zk, &znode).len() == 2
+    });
+    let t = Instant::now();
+    signal(&waiter, sig);
+    assert_eq!(wait_for(&mut waiter, WAIT).code(), Some(code));
+    wait_until(Duration::from_secs(1), "the waiter's node removed", || {
+        lock_nodes(&zk, &znode).len() == 1
+    });
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "not after the session timeout"
+    );
+    let err = stderr_of(&mut waiter);
+    assert!(err.contains("left the queue"), "{err}");
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut holder, WAIT).success());
+}
+
+#[test]
+fn sigterm_while_waiting_removes_the_waiters_node() {
+    signal_while_waiting(Signal::SIGTERM, 143);
+}
+
+#[test]
+fn sigint_while_waiting_removes_the_waiters_node() {
+    signal_while_waiting(Signal::SIGINT, 130);
+}
+
+#[test]
+fn sigterm_while_holding_is_forwarded_and_the_lock_released_at_once() {
+    let (root, dir) = (unique_root("cli-forward"), temp_dir("forward"));
+    let znode = format!("{root}/job");
+    let started = dir.join("started");
+    let mut holder = start(&[
+        "lock",
+        &znode,
+        "--",
+        "sh",
+        "-c",
+        &format!("touch {}; exec sleep 30", started.display()),
+    ]);
+    wait_until(WAIT, "holding", || started.exists());
+    signal(&holder, Signal::SIGTERM);
+    // The command died of SIGTERM: 128 + 15.
+    assert_eq!(wait_for(&mut holder, WAIT).code(), Some(143));
+    assert!(lock_nodes(&raw(), &znode).is_empty());
+}
+
+#[test]
+fn elect_runs_one_leader_at_a_time_in_order() {
+    let (root, dir) = (unique_root("cli-elect"), temp_dir("elect"));
+    let znode = format!("{root}/leader");
+    let log = dir.join("log");
+    let mut candidates = Vec::new();
+    let zk = raw();
+    for i in 1..=3 {
+        let cmd = format!(
+            "echo start $ZKLOCK_LEADER_NAME >> {0}; sleep 0.3; echo end $ZKLOCK_LEADER_NAME >> {0}",
+            log.display()
+        );
+        candidates.push(start(&[
+            "elect",
+            &znode,
+            "--name",
+            &format!("c{i}"),
+            "--",
+            "sh",
+            "-c",
+            &cmd,
+        ]));
+        // In order: each offer is made before the next candidate starts.
+        let me = format!("c{i}");
+        wait_until(WAIT, "the offer made", || {
+            std::fs::read_to_string(&log).is_ok_and(|l| l.contains(&format!("start {me}")))
+                || lock_nodes(&zk, &znode).iter().any(|c| {
+                    zk.get_data(&format!("{znode}/{c}"), false)
+                        .is_ok_and(|(d, _)| d == me.as_bytes())
+                })
+        });
+    }
+    for c in &mut candidates {
+        assert!(wait_for(c, WAIT).success());
+    }
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    for pair in lines.chunks(2) {
+        let (s, e) = (pair[0].strip_prefix("start "), pair[1].strip_prefix("end "));
+        assert!(s.is_some() && s == e, "one leader at a time: {lines:?}");
+    }
+    assert_eq!(lines[0], "start c1");
+    assert!(lock_nodes(&zk, &znode).is_empty(), "offers withdrawn");
+}
+
+#[test]
+fn elect_sigterms_the_command_when_leadership_is_lost_and_withdraws_on_signal() {
+    let (root, dir) = (unique_root("cli-elect-lost"), temp_dir("elect-lost"));
+    let znode = format!("{root}/leader");
+    let (started, termed) = (dir.join("started"), dir.join("termed"));
+    let mut leader = start(&[
+        "elect",
+        &znode,
+        "--name",
+        "first",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "trap 'touch {}; exit 0' TERM; touch {}; while :; do sleep 0.02; done",
+            termed.display(),
+            started.display()
+        ),
+    ]);
+    wait_until(WAIT, "leading", || started.exists());
+    let mut second = start(&["elect", &znode, "--name", "second", "--", "sleep", "30"]);
+    let zk = raw();
+    wait_until(WAIT, "second's offer", || {
+        lock_nodes(&zk, &znode).len() == 2
+    });
+    let out = run(&["ls", &znode]);
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("leader") && table.contains("candidate"),
+        "{table}"
+    );
+
+    // SIGTERM to the waiting candidate withdraws its offer at once.
+    signal(&second, Signal::SIGTERM);
+    assert_eq!(wait_for(&mut second, WAIT).code(), Some(143));
+    wait_until(Duration::from_secs(1), "second's offer withdrawn", || {
+        lock_nodes(&zk, &znode).len() == 1
+    });
+
+    // Deleting the leader's offer: leadership lost, command SIGTERMed, exit 3.
+    let offer = lock_nodes(&zk, &znode).remove(0);
+    zk.delete(&format!("{znode}/{offer}"), None).unwrap();
+    assert_eq!(wait_for(&mut leader, WAIT).code(), Some(3));
+    assert!(termed.exists(), "the command got SIGTERM");
+    let err = stderr_of(&mut leader);
+    assert!(err.contains("lost the leadership"), "{err}");
+}
+
+#[test]
+fn server_serves_until_interrupted() {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_zklock"))
+        .arg("server")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let connect = first.trim().to_string();
+    assert!(connect.starts_with("127.0.0.1:"), "{first:?}");
+    assert_eq!(four_letter(&connect, "ruok").unwrap(), "imok");
+    let out = zklock()
+        .args(["--zk", &connect, "lock", "/cli/server", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    signal(&server, Signal::SIGINT);
+    assert!(wait_for(&mut server, WAIT).success());
+    wait_until(WAIT, "the server is gone", || {
+        four_letter(&connect, "ruok").is_err()
+    });
+}
+
+/// Bad input: a non-zero exit, one line on stderr, no panic, no backtrace.
+#[track_caller]
+fn fails_in_one_line(args: &[&str], code: i32, says: &str) {
+    let out = run(args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+    assert!(err.starts_with("zklock: "), "{err}");
+    assert!(err.contains(says), "{args:?}: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_input_fails_in_one_clear_line() {
+    fails_in_one_line(
+        &["lock", "/x", "--timeout", "2x", "--", "true"],
+        2,
+        "invalid duration",
+    );
+    fails_in_one_line(
+        &["lock", "/x", "--timeout=-1s", "--", "true"],
+        2,
+        "invalid duration",
+    );
+    fails_in_one_line(
+        &["--connect-timeout", "soon", "ls", "/x"],
+        2,
+        "invalid duration",
+    );
+    fails_in_one_line(&["lock", "x", "--", "true"], 2, "must start with /");
+    fails_in_one_line(&["lock", "/x/", "--", "true"], 2, "must not end with /");
+    fails_in_one_line(&["ls", "/a//b"], 2, "segment");
+    fails_in_one_line(&["reap", "/a/./b", "--all"], 2, "segment");
+    fails_in_one_line(&["lock", "/x"], 2, "COMMAND");
+    fails_in_one_line(&["frobnicate"], 2, "frobnicate");
+    fails_in_one_line(
+        &[
+            "--zk",
+            "127.0.0.1:1",
+            "--connect-timeout",
+            "1s",
+            "lock",
+            "/x",
+            "--",
+            "true",
+        ],
+        1,
+        "cannot connect to ZooKeeper at 127.0.0.1:1",
+    );
+    fails_in_one_line(
+        &[
+            "--zk",
+            "127.0.0.1:1",
+            "--connect-timeout",
+            "500ms",
+            "ls",
+            "/x",
+        ],
+        1,
+        "cannot connect",
+    );
+    fails_in_one_line(
+        &["--zk", "not a host:port", "ls", "/x"],
+        2,
+        "invalid connect string",
+    );
+}
+
+/// `examples/shutdown`, built by `cargo test --all-features` next to the binary.
+fn shutdown_example() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_zklock"));
+    let example = bin.parent().unwrap().join("examples").join("shutdown");
+    if !example.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--quiet",
+                "--features",
+                "cli",
+                "--example",
+                "shutdown",
+            ])
+            .status()
+            .expect("cargo build --example shutdown");
+        assert!(status.success(), "building examples/shutdown");
+    }
+    example
+}
+
+#[test]
+fn clean_shutdown_frees_the_session_and_its_nodes_within_a_second() {
+    // The server's four-letter words: the local shared server.
+    let server = local();
+    let root = unique_root("cli-shutdown");
+    let mut service = Command::new(shutdown_example())
+        .arg(&root)
+        .env("ZK_SERVERS", &server)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("run examples/shutdown");
+    let mut out = BufReader::new(service.stdout.take().unwrap());
+    let mut ready = String::new();
+    out.read_line(&mut ready).unwrap();
+    let session = ready
+        .split_whitespace()
+        .find(|w| w.starts_with("0x"))
+        .unwrap_or_else(|| panic!("no session in {ready:?}"))
+        .to_string();
+    let dump = four_letter(&server, "dump").unwrap();
+    assert!(
+        dump.contains(&format!("{session}:")),
+        "ephemerals before: {dump}"
+    );
+    assert!(four_letter(&server, "cons")
+        .unwrap()
+        .contains(&format!("sid={session}")));
+
+    signal(&service, Signal::SIGTERM);
+    let t = Instant::now();
+    wait_until(Duration::from_secs(1), "session and nodes gone", || {
+        let (dump, cons) = (
+            four_letter(&server, "dump").unwrap(),
+            four_letter(&server, "cons").unwrap(),
+        );
+        !dump.contains(&session) && !cons.contains(&format!("sid={session}"))
+    });
+    let gone_after = t.elapsed();
+    assert!(wait_for(&mut service, WAIT).success());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("waiters cancelled"), "{rest}");
+    let zk = ZooKeeper::connect(&server, Duration::from_secs(4), |_e| {}).unwrap();
+    for t in ["orders", "customers"] {
+        assert!(lock_nodes(&zk, &format!("{root}/{t}")).is_empty());
+    }
+    eprintln!("session and ephemerals gone {gone_after:?} after SIGTERM (session timeout 30 s)");
+}
