@@ -53,6 +53,11 @@ pub trait ZooKeeperListener: Send + Sync {
     /// `Expired`, `AuthFailed`, `Closed`). Not in HBase's class; zklock tells
     /// listeners so that waits end when the session does.
     fn connection_event(&self, _event: &WatchedEvent) {}
+    /// A new session replaced an expired one and is connected (only with
+    /// [`ZooKeeperWatcherBuilder::with_session_renewal`](crate::ZooKeeperWatcherBuilder::with_session_renewal);
+    /// not in HBase, which aborts on expiry). Watches set on the old session are
+    /// gone: set again what you need.
+    fn session_renewed(&self) {}
     /// The single path this listener is about, if any (see the type docs). Must
     /// not change while registered.
     fn path(&self) -> Option<&str> {

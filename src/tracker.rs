@@ -640,6 +640,20 @@ impl TrackerShared {
 }
 
 impl SessionHook for TrackerShared {
+    fn session_renewed(&self) {
+        // A new session: the old one's end no longer holds, its watch is gone.
+        let go = {
+            let mut st = self.state.lock();
+            st.session_error = None;
+            st.rearm = Rearm::default();
+            st.started && !st.stopped
+        };
+        if go {
+            debug!("tracker of {}: session renewed, reading again", self.node);
+            self.read_async("session renewal", true);
+        }
+    }
+
     fn session_event(&self, state: KeeperState) {
         if let Some(e) = Error::for_session_event(state) {
             let mut st = self.state.lock();

@@ -130,6 +130,10 @@ struct WatcherInner {
     /// Whether the session's end (Expired, Closed, AuthFailed) reached the
     /// listeners.
     end_told: AtomicBool,
+    /// Session renewal is on (see [`ZooKeeperWatcherBuilder::with_session_renewal`]).
+    renew: bool,
+    /// A new session was opened after an expiry; announced at its SyncConnected.
+    renewing: AtomicBool,
     /// Connection generation: bumped on every state event, for waiters.
     state_seq: AtomicI64,
     state_lock: Mutex<KeeperState>,
@@ -148,6 +152,9 @@ pub(crate) trait SessionHook: Send + Sync {
     /// `state` is the new connection state (`SyncConnected`, `Disconnected`,
     /// `Expired`, `AuthFailed`, `Closed`).
     fn session_event(&self, state: KeeperState);
+
+    /// A new session replaced an expired one (session renewal), connected now.
+    fn session_renewed(&self) {}
 }
 
 #[derive(Default)]
@@ -274,6 +281,7 @@ pub struct ZooKeeperWatcherBuilder {
     retry: RetryConfig,
     base_znode: String,
     create_base: bool,
+    renew: bool,
 }
 
 impl std::fmt::Debug for ZooKeeperWatcherBuilder {
@@ -354,6 +362,20 @@ impl ZooKeeperWatcherBuilder {
         self
     }
 
+    /// Session renewal (opt-in; off by default, as in HBase, which aborts).
+    /// When the session expires, the watcher first tells every library wait and
+    /// every listener `Expired` (each held lock is told `Lost`, each waiting
+    /// acquire ends with an error), then opens a new session instead of calling
+    /// the [`Abortable`], and announces it once connected with
+    /// [`ZooKeeperListener::session_renewed`]. Locks, trackers and recipes made
+    /// from this watcher work on the new session; a lock held before the expiry
+    /// is never re-held silently: its `release()` returns `LockLost`, then it
+    /// can be acquired anew. Node trackers read their node again.
+    pub fn with_session_renewal(mut self, renew: bool) -> Self {
+        self.renew = renew;
+        self
+    }
+
     /// Connects and returns the watcher once the session is established and the
     /// watcher has handled its `SyncConnected` event: listeners registered
     /// afterwards are told only of later events.
@@ -386,6 +408,8 @@ impl ZooKeeperWatcherBuilder {
             state_cv: Condvar::new(),
             pending: pending.clone(),
             hooks: Mutex::new(Hooks::default()),
+            renew: self.renew,
+            renewing: AtomicBool::new(false),
         });
         let weak: Weak<dyn Watcher> = Arc::downgrade(&inner) as Weak<dyn Watcher>;
         pending.prepare(weak)?;
@@ -440,6 +464,7 @@ impl ZooKeeperWatcher {
             retry: RetryConfig::default(),
             base_znode: DEFAULT_BASE_ZNODE.to_string(),
             create_base: false,
+            renew: false,
         }
     }
 
@@ -805,13 +830,16 @@ impl WatcherInner {
         }
     }
 
-    /// Tells every library hook of `state`; drops the hooks that are gone.
+    /// The library hooks still alive (drops the ones that are gone).
+    fn live_hooks(&self) -> Vec<Arc<dyn SessionHook>> {
+        let mut g = self.hooks.lock();
+        g.by_id.retain(|_, h| h.strong_count() > 0);
+        g.by_id.values().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Tells every library hook of `state`.
     fn tell_hooks(&self, state: KeeperState) {
-        let hooks: Vec<Arc<dyn SessionHook>> = {
-            let mut g = self.hooks.lock();
-            g.by_id.retain(|_, h| h.strong_count() > 0);
-            g.by_id.values().filter_map(Weak::upgrade).collect()
-        };
+        let hooks = self.live_hooks();
         for h in hooks {
             if catch_unwind(AssertUnwindSafe(|| h.session_event(state))).is_err() {
                 error!("a library connection hook panicked");
@@ -879,6 +907,10 @@ impl WatcherInner {
                 *self.identifier.write() = id;
             }
             KeeperState::Disconnected => info!("{identifier} disconnected from ZooKeeper"),
+            KeeperState::Expired if self.renew => {
+                self.expired.store(true, Ordering::SeqCst);
+                warn!("{identifier} received expired from ZooKeeper; opening a new session (session renewal)");
+            }
             KeeperState::Expired => {
                 if !self.expired.swap(true, Ordering::SeqCst) {
                     let why = format!("{identifier} received expired from ZooKeeper, aborting");
@@ -907,6 +939,36 @@ impl WatcherInner {
         self.call_each(listeners, "a connection event", |l| {
             l.connection_event(event)
         });
+        match event.keeper_state {
+            // Everyone has been told the old session ended: open the new one
+            // (returns at once; its SyncConnected comes as an event).
+            KeeperState::Expired if self.renew && !self.closed.load(Ordering::SeqCst) => {
+                match self.rzk.zookeeper().renew_session() {
+                    Ok(()) => {
+                        self.renewing.store(true, Ordering::SeqCst);
+                        self.expired.store(false, Ordering::SeqCst);
+                        self.end_told.store(false, Ordering::SeqCst);
+                    }
+                    Err(e) => {
+                        let why = format!("{identifier} could not open a new session: {e}");
+                        error!("{why}");
+                        self.abortable.abort(&why, Some(&e));
+                    }
+                }
+            }
+            KeeperState::SyncConnected if self.renewing.swap(false, Ordering::SeqCst) => {
+                info!("{} is the renewed session", self.identifier.read());
+                let hooks = self.live_hooks();
+                for h in hooks {
+                    if catch_unwind(AssertUnwindSafe(|| h.session_renewed())).is_err() {
+                        error!("a library hook panicked on session renewal");
+                    }
+                }
+                let listeners = self.registry.read().all();
+                self.call_each(listeners, "a session renewal", |l| l.session_renewed());
+            }
+            _ => {}
+        }
     }
 }
 

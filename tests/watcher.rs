@@ -998,3 +998,149 @@ fn self_registered_listeners_do_not_keep_the_session_alive(
     check.delete(&root, None).unwrap();
     check.close().unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Session renewal (opt-in)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn session_renewal_after_a_forced_expiry_makes_locks_and_trackers_work_again() {
+    use zklock::lock::{InterProcessLock, LockEvent, ZkInterProcessWriteLock};
+
+    let _serial = Serial::shared();
+    init_log();
+    // Through a proxy: the forced expiry below must not race a reconnect.
+    let servers = shared_server().connect_string();
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let aborts = Arc::new(CountingAbortable::default());
+    let zkw = builder(&proxy.connect_string())
+        .with_abortable(aborts.clone())
+        .with_session_renewal(true)
+        .connect()
+        .unwrap();
+    let (other, root) = setup_root(&servers, "renewal");
+    let old_id = zkw.zookeeper().session_id();
+
+    /// Notes connection events and renewals, in order.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<String>>);
+    impl ZooKeeperListener for Seen {
+        fn connection_event(&self, e: &WatchedEvent) {
+            self.0.lock().unwrap().push(format!("{:?}", e.keeper_state));
+        }
+        fn session_renewed(&self) {
+            self.0.lock().unwrap().push("renewed".into());
+        }
+    }
+    let seen = Arc::new(Seen::default());
+    zkw.register_listener(seen.clone());
+
+    // A held lock with a listener, and a tracker on a node.
+    let lock_events: Arc<Mutex<Vec<LockEvent>>> = Arc::default();
+    let le = lock_events.clone();
+    let lock = ZkInterProcessWriteLock::new(&zkw, &format!("{root}/lock"), b"me", None)
+        .unwrap()
+        .with_lock_listener(move |_p: &str, e: LockEvent| le.lock().unwrap().push(e));
+    lock.acquire().unwrap();
+    let tracked = format!("{root}/tracked");
+    other
+        .create(&tracked, b"v1", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let tracker = ZooKeeperNodeTracker::new(&zkw, &tracked, Arc::new(LoggingAbortable::new()));
+    tracker.start().unwrap();
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"v1"[..]));
+
+    // Force the expiry: while the client is cut off, a second handle on the
+    // same session closes it; the reconnect then learns it expired.
+    proxy.stall();
+    let zk = zkw.zookeeper();
+    let twin = ZooKeeper::connect_with_session(
+        &servers,
+        SESSION,
+        |_e: WatchedEvent| {},
+        zk.session_id(),
+        &zk.session_password(),
+    )
+    .unwrap();
+    twin.close().unwrap();
+    proxy.reset();
+
+    // Everyone hears the end, then the new session is announced.
+    wait_until(WAIT, "the renewal", || {
+        seen.0.lock().unwrap().iter().any(|s| s == "renewed")
+    });
+    let order = seen.0.lock().unwrap().clone();
+    let expired = order
+        .iter()
+        .position(|s| s == "Expired")
+        .expect("Expired told");
+    let renewed = order.iter().position(|s| s == "renewed").unwrap();
+    assert!(expired < renewed, "{order:?}");
+    assert_eq!(order[renewed - 1], "SyncConnected", "{order:?}");
+    let new_id = zkw.zookeeper().session_id();
+    assert_ne!(new_id, old_id);
+    assert_eq!(zkw.state(), State::Connected);
+    assert!(!zkw.is_expired());
+    assert_eq!(aborts.calls(), 0, "renewal replaces the abort");
+    assert!(zkw.identifier().ends_with(&format!("0x{new_id:x}")));
+
+    // The held lock was lost, is never silently re-held, and works again.
+    // (InDoubt first when the client noticed the cut before the reconnect.)
+    let events = lock_events.lock().unwrap().clone();
+    assert_eq!(events.last(), Some(&LockEvent::Lost), "{events:?}");
+    assert_eq!(events.iter().filter(|e| **e == LockEvent::Lost).count(), 1);
+    assert!(!lock.is_held());
+    assert!(matches!(lock.release(), Err(Error::LockLost { .. })));
+    lock.acquire().unwrap();
+    assert!(lock.is_held());
+    assert_eq!(
+        lock.acquired_lock().map(|a| a.czxid > 0),
+        Some(true),
+        "a new grant"
+    );
+    lock.release().unwrap();
+
+    // The tracker reads again on the new session and follows changes.
+    other.set_data(&tracked, b"v2", None).unwrap();
+    wait_until(WAIT, "the tracker to follow on the new session", || {
+        tracker.get_data(false).as_deref() == Some(&b"v2"[..])
+    });
+    other.set_data(&tracked, b"v3", None).unwrap();
+    wait_until(WAIT, "the tracker's watch on the new session", || {
+        tracker.get_data(false).as_deref() == Some(&b"v3"[..])
+    });
+    drop(tracker);
+    zkw.close().unwrap();
+    zkutil::delete_node_recursively(&common::watcher(), &root).unwrap();
+}
+
+#[test]
+fn without_renewal_an_expiry_is_final_and_aborts() {
+    let _serial = Serial::shared();
+    init_log();
+    let servers = shared_server().connect_string();
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let aborts = Arc::new(CountingAbortable::default());
+    let zkw = builder(&proxy.connect_string())
+        .with_abortable(aborts.clone())
+        .connect()
+        .unwrap();
+    proxy.stall();
+    let zk = zkw.zookeeper();
+    let twin = ZooKeeper::connect_with_session(
+        &servers,
+        SESSION,
+        |_e: WatchedEvent| {},
+        zk.session_id(),
+        &zk.session_password(),
+    )
+    .unwrap();
+    twin.close().unwrap();
+    proxy.reset();
+    wait_until(WAIT, "the abort", || aborts.calls() == 1);
+    assert!(zkw.is_expired());
+    assert_eq!(zkw.state(), State::Expired);
+    thread::sleep(ms(300)); // deliberate: nothing else may happen
+    assert_eq!(zkw.state(), State::Expired, "no replacement session");
+    zkw.close().unwrap();
+}

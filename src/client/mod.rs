@@ -108,16 +108,23 @@ pub struct ZooKeeper {
 }
 
 struct Handle {
-    shared: Arc<SessionShared>,
+    /// The session; replaced only by [`ZooKeeper::renew_session`] after expiry.
+    shared: parking_lot::RwLock<Arc<SessionShared>>,
     threads: Mutex<Option<session::Threads>>,
+    /// The connect string's chroot (the same for every session of the handle).
+    chroot: Option<String>,
 }
 
 /// How long `close` waits for a watcher still running on the event thread.
 const EVENT_THREAD_JOIN: Duration = Duration::from_secs(5);
 
 impl Handle {
+    fn shared(&self) -> Arc<SessionShared> {
+        self.shared.read().clone()
+    }
+
     fn close(&self) {
-        self.shared.close();
+        self.shared().close();
         let Some(threads) = self.threads.lock().take() else {
             return;
         };
@@ -148,7 +155,7 @@ impl Drop for Handle {
 
 impl fmt::Debug for ZooKeeper {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.handle.shared, f)
+        fmt::Debug::fmt(&*self.handle.shared(), f)
     }
 }
 
@@ -315,7 +322,8 @@ impl ZooKeeperBuilder {
         let (shared, threads) = session::start(settings, Arc::new(watcher))?;
         Ok(ZooKeeper {
             handle: Arc::new(Handle {
-                shared,
+                chroot: shared.settings.chroot.clone(),
+                shared: parking_lot::RwLock::new(shared),
                 threads: Mutex::new(Some(threads)),
             }),
             deadline: Deadline::never(),
@@ -370,8 +378,39 @@ impl ZooKeeper {
             .connect(watcher)
     }
 
-    fn shared(&self) -> &SessionShared {
-        &self.handle.shared
+    fn shared(&self) -> Arc<SessionShared> {
+        self.handle.shared()
+    }
+
+    /// Opens a new session on this handle after the old one expired (a new
+    /// session id; the old session's watches are gone): returns at once, the
+    /// new session connects in the background and the default watcher is told
+    /// `SyncConnected`. Every clone of the handle uses the new session from
+    /// then on. What `ZooKeeperWatcher`'s opt-in session renewal uses; a plain
+    /// client never renews by itself.
+    ///
+    /// # Errors
+    /// `BadArguments` when the session has not expired; `Io` when the threads
+    /// cannot be spawned.
+    pub(crate) fn renew_session(&self) -> Result<()> {
+        let old = self.shared();
+        if old.state() != State::Expired {
+            return Err(Error::BadArguments(
+                "renew_session: the session has not expired".into(),
+            ));
+        }
+        let mut settings = old.settings.clone();
+        settings.session_id = 0;
+        settings.password = vec![0; 16];
+        let (shared, threads) = session::start(settings, old.default_watcher.clone())?;
+        *self.handle.shared.write() = shared;
+        // Ends the old connection thread's attempt to close the expired session
+        // on the server (it would outlive the handle's threads otherwise).
+        old.close();
+        // The old threads end by themselves (the connection thread has, the
+        // event thread may be the one running this): not joined.
+        *self.handle.threads.lock() = Some(threads);
+        Ok(())
     }
 
     /// This session's handle with every call ended by `deadline` (or by the
@@ -456,7 +495,7 @@ impl ZooKeeper {
 
     /// The chroot of the connect string, if any.
     pub fn chroot(&self) -> Option<&str> {
-        self.shared().settings.chroot.as_deref()
+        self.handle.chroot.as_deref()
     }
 
     /// The number of watch registrations held by this client (all kinds).
