@@ -130,7 +130,8 @@ pub struct ChaosConfig {
     pub calm_for: Duration,
     /// The nemesis's pause between two faults, drawn in this range.
     pub gap: (Duration, Duration),
-    /// The faults to draw from.
+    /// The faults to draw from, in seeded rounds: each once per round, in a
+    /// shuffled order.
     pub faults: Vec<Fault>,
     /// A worker (1-based) run in the broken mode: unfenced writes, continued
     /// after `Lost`. Per-worker faults then target it.
@@ -393,6 +394,7 @@ impl Run {
         self.wait_all_granted(Duration::from_secs(30));
         self.record(Event::now(CONTROLLER, "phase").with("name", "faults"));
         let end = Instant::now() + self.cfg.faults_for;
+        let mut round: Vec<Fault> = Vec::new();
         while Instant::now() < end {
             let (lo, hi) = self.cfg.gap;
             let gap = self
@@ -402,8 +404,15 @@ impl Run {
             if Instant::now() >= end || self.cfg.faults.is_empty() {
                 break;
             }
-            let n = self.rng.below(self.cfg.faults.len() as u64) as usize;
-            let fault = self.cfg.faults[n];
+            if round.is_empty() {
+                // Seeded rounds without replacement: every fault comes once a
+                // round, so even a short run sees the whole list.
+                round = self.cfg.faults.clone();
+                for i in (1..round.len()).rev() {
+                    round.swap(i, self.rng.below(i as u64 + 1) as usize);
+                }
+            }
+            let fault = round.pop().expect("a non-empty round");
             self.inject(fault)?;
         }
         self.heal()?;

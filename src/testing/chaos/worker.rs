@@ -518,6 +518,7 @@ impl Worker {
                 self.log.log(
                     ev("write_unknown")
                         .with("op", op)
+                        .with("prev", prev)
                         .with("sent", sent)
                         .with("err", e),
                 );
