@@ -540,6 +540,16 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
             count("write_unknown")
         ),
     );
+    report.fig(
+        "writes stopped by the fence",
+        events
+            .iter()
+            .filter(|e| {
+                e.kind == "write_rejected"
+                    && e.get("reason").is_some_and(|r| r.starts_with("fence"))
+            })
+            .count(),
+    );
     report.fig("reads", count("read"));
     report.fig("try_acquire calls", count("try"));
     report.fig(
@@ -552,7 +562,7 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
     );
     handoffs.sort_unstable();
     report.fig(
-        "hand-off p50/p99 under faults (ms)",
+        "hand-off p50/p99 in fault phase (ms)",
         format!(
             "{:.1}/{:.1} (n={})",
             percentile(&handoffs, 50) as f64 / 1000.0,
