@@ -5,6 +5,7 @@
 #   make test       fmt, clippy, rustdoc, then every test against real ZooKeeper
 #   make check      fmt, clippy, rustdoc only
 #   make bench      benchmarks
+#   make chaos      the long chaos runs (CHAOS_SEEDS=1,2,3 CHAOS_SECS=180 by default)
 #   make zookeeper  install Apache ZooKeeper and a JRE if missing (Debian, as root)
 
 SHELL := /bin/bash
@@ -13,10 +14,10 @@ CARGO ?= cargo
 ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
 SLF4J_JAR     := /usr/share/java/slf4j-simple.jar
 
-.PHONY: help zookeeper test check fmt clippy doc demo cli bench
+.PHONY: help zookeeper test check fmt clippy doc demo cli bench chaos
 
 help:
-	@echo "make demo | make test | make check | make bench | make cli | make zookeeper"
+	@echo "make demo | make test | make check | make bench | make chaos | make cli | make zookeeper"
 
 # Debian's `zookeeper` package brings the server jars (libzookeeper-java) and
 # slf4j (libslf4j-java); the tests start it themselves on free ports.
@@ -76,3 +77,12 @@ bench: zookeeper
 	else \
 	  echo "make bench: no benchmarks yet (they land with the benchmark issue)"; \
 	fi
+
+# The long chaos runs (tests/chaos.rs, `long_chaos_runs`): a three-server
+# ensemble, worker processes and a nemesis; each seed's report is printed.
+# CHAOS_SEEDS (comma-separated) and CHAOS_SECS (seconds of faults per seed).
+CHAOS_SEEDS ?= 1,2,3
+CHAOS_SECS ?= 180
+chaos: zookeeper
+	CHAOS_SEEDS=$(CHAOS_SEEDS) CHAOS_SECS=$(CHAOS_SECS) $(CARGO) test --release --all-features \
+	  --test chaos long_chaos_runs -- --ignored --nocapture

@@ -67,6 +67,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
+pub mod chaos;
 mod ensemble;
 mod process;
 mod proxy;
