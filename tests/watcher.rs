@@ -1003,6 +1003,24 @@ fn self_registered_listeners_do_not_keep_the_session_alive(
 // Session renewal (opt-in)
 // ---------------------------------------------------------------------------
 
+/// Expires `zkw`'s session for sure: while it is cut off behind `proxy`, a
+/// second handle on the same session closes it; the reconnect then learns it
+/// expired (no race with the client's own reconnect).
+fn force_expiry(proxy: &FaultProxy, servers: &str, zkw: &ZooKeeperWatcher) {
+    proxy.stall();
+    let zk = zkw.zookeeper();
+    let twin = ZooKeeper::connect_with_session(
+        servers,
+        SESSION,
+        |_e: WatchedEvent| {},
+        zk.session_id(),
+        &zk.session_password(),
+    )
+    .unwrap();
+    twin.close().unwrap();
+    proxy.reset();
+}
+
 #[test]
 fn session_renewal_after_a_forced_expiry_makes_locks_and_trackers_work_again() {
     use zklock::lock::{InterProcessLock, LockEvent, ZkInterProcessWriteLock};
@@ -1052,18 +1070,7 @@ fn session_renewal_after_a_forced_expiry_makes_locks_and_trackers_work_again() {
 
     // Force the expiry: while the client is cut off, a second handle on the
     // same session closes it; the reconnect then learns it expired.
-    proxy.stall();
-    let zk = zkw.zookeeper();
-    let twin = ZooKeeper::connect_with_session(
-        &servers,
-        SESSION,
-        |_e: WatchedEvent| {},
-        zk.session_id(),
-        &zk.session_password(),
-    )
-    .unwrap();
-    twin.close().unwrap();
-    proxy.reset();
+    force_expiry(&proxy, &servers, &zkw);
 
     // Everyone hears the end, then the new session is announced.
     wait_until(WAIT, "the renewal", || {
@@ -1125,18 +1132,7 @@ fn without_renewal_an_expiry_is_final_and_aborts() {
         .with_abortable(aborts.clone())
         .connect()
         .unwrap();
-    proxy.stall();
-    let zk = zkw.zookeeper();
-    let twin = ZooKeeper::connect_with_session(
-        &servers,
-        SESSION,
-        |_e: WatchedEvent| {},
-        zk.session_id(),
-        &zk.session_password(),
-    )
-    .unwrap();
-    twin.close().unwrap();
-    proxy.reset();
+    force_expiry(&proxy, &servers, &zkw);
     wait_until(WAIT, "the abort", || aborts.calls() == 1);
     assert!(zkw.is_expired());
     assert_eq!(zkw.state(), State::Expired);
