@@ -325,6 +325,44 @@ fn checker_resolves_writes_of_unknown_outcome() {
 }
 
 #[test]
+fn checker_settles_a_write_sent_by_a_worker_killed_before_its_outcome() {
+    // Worker 2 sent b2 and was killed before logging any outcome; the resource
+    // shows it applied. Seen in a short run (kill -9 4 ms after a grant).
+    let mut l = clean();
+    l.push((
+        58,
+        2,
+        "write_sent",
+        &[
+            ("lock", "0"),
+            ("path", B),
+            ("op", "b2"),
+            ("prev", "b1"),
+            ("sent", "1000057000"),
+        ],
+    ));
+    l.retain(|e| e.2 != "final");
+    l.push((
+        93,
+        0,
+        "final",
+        &[("lock", "0"), ("counter", "3"), ("op", "b2")],
+    ));
+    let report = checked(&l);
+    assert!(report.is_ok(), "{report}");
+    // An op that no worker ever sent still breaks the chain.
+    let mut l = clean();
+    l.retain(|e| e.2 != "final");
+    l.push((
+        93,
+        0,
+        "final",
+        &[("lock", "0"), ("counter", "3"), ("op", "ghost")],
+    ));
+    assert!(!checked(&l).is_ok());
+}
+
+#[test]
 fn checker_finds_a_try_acquire_past_its_bound_unless_paused() {
     let mut l = clean();
     l.push((

@@ -430,12 +430,19 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
             .filter(|e| e.get("lock") == Some(lock.as_str()))
         {
             if let (Some(op), Some(prev)) = (e.get("op"), e.get("prev")) {
-                if e.kind == "write_ok" || e.kind == "write_unknown" {
+                if matches!(e.kind.as_str(), "write_ok" | "write_unknown" | "write_sent") {
                     prev_of.insert(op, prev);
                 }
-                if e.kind == "write_unknown" {
+                // Sent with no outcome logged (the worker was killed with the
+                // write in flight) is an unknown outcome too.
+                if e.kind == "write_unknown" || e.kind == "write_sent" {
                     unknown.insert(op);
                 }
+            }
+        }
+        for e in &oks {
+            if let Some(op) = e.get("op") {
+                unknown.remove(op);
             }
         }
         let Some(fin) = events

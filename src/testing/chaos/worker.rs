@@ -487,6 +487,15 @@ impl Worker {
             version: Some(stat.version),
         });
         let sent = now_us();
+        // Before sending: a worker killed with the write in flight leaves a
+        // write whose outcome nobody logged; the checker settles it by the
+        // resource's chain of ops (seen: a kill 4 ms after a grant).
+        self.log.log(
+            ev("write_sent")
+                .with("op", &op)
+                .with("prev", &prev)
+                .with("sent", sent),
+        );
         match zk.multi(&ops) {
             Ok(results) => {
                 let mzxid = results
