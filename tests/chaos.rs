@@ -294,13 +294,14 @@ fn checker_finds_a_counter_that_does_not_match_the_writes() {
     assert!(report.has_violation("counter"), "{report}");
 }
 
-#[test]
-fn checker_resolves_writes_of_unknown_outcome() {
+/// The clean history plus b2 (prev b1) logged as `kind` and no outcome, and
+/// a resource that shows b2 applied (counter 3).
+fn with_unsettled_write(kind: &'static str) -> Vec<Line> {
     let mut l = clean();
     l.push((
         58,
         2,
-        "write_unknown",
+        kind,
         &[
             ("lock", "0"),
             ("path", B),
@@ -316,7 +317,12 @@ fn checker_resolves_writes_of_unknown_outcome() {
         "final",
         &[("lock", "0"), ("counter", "3"), ("op", "b2")],
     ));
-    let report = checked(&l);
+    l
+}
+
+#[test]
+fn checker_resolves_writes_of_unknown_outcome() {
+    let report = checked(&with_unsettled_write("write_unknown"));
     assert!(report.is_ok(), "{report}");
     assert_eq!(
         report.figure("writes ok/rejected/unknown(applied)"),
@@ -328,27 +334,7 @@ fn checker_resolves_writes_of_unknown_outcome() {
 fn checker_settles_a_write_sent_by_a_worker_killed_before_its_outcome() {
     // Worker 2 sent b2 and was killed before logging any outcome; the resource
     // shows it applied. Seen in a short run (kill -9 4 ms after a grant).
-    let mut l = clean();
-    l.push((
-        58,
-        2,
-        "write_sent",
-        &[
-            ("lock", "0"),
-            ("path", B),
-            ("op", "b2"),
-            ("prev", "b1"),
-            ("sent", "1000057000"),
-        ],
-    ));
-    l.retain(|e| e.2 != "final");
-    l.push((
-        93,
-        0,
-        "final",
-        &[("lock", "0"), ("counter", "3"), ("op", "b2")],
-    ));
-    let report = checked(&l);
+    let report = checked(&with_unsettled_write("write_sent"));
     assert!(report.is_ok(), "{report}");
     // An op that no worker ever sent still breaks the chain.
     let mut l = clean();
