@@ -115,6 +115,7 @@ pub mod testing;
 mod tracker;
 mod types;
 mod util;
+mod wait;
 mod watcher;
 pub mod zkutil;
 

@@ -19,16 +19,8 @@ use crate::error::{Error, Result, ZkError};
 use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::types::{Acl, CreateMode, Stat, Watcher};
+use crate::wait::{Bounds, DEFAULT_CALL_GRACE, RECHECK};
 use crate::watcher::ZooKeeperWatcher;
-
-/// How long past its timeout a `try_acquire` lets the ZooKeeper calls of its
-/// attempt run (the create and each listing), unless set with
-/// [`ZkInterProcessLockBase::with_call_grace`].
-pub const DEFAULT_CALL_GRACE: Duration = Duration::from_secs(2);
-
-/// How often a waiting attempt looks at its session and cancel flag without
-/// being woken (see `wait_for_wake`).
-const RECHECK: Duration = Duration::from_millis(500);
 
 /// The state of one lock instance.
 enum LockState {
@@ -94,22 +86,6 @@ enum Waited {
     /// Held; the own-node watch, when the wait set one.
     Held(Option<Arc<NodeWatch>>),
     TimedOut,
-}
-
-/// The bounds of one attempt: `wait` ends the waiting for predecessors, `calls`
-/// every ZooKeeper call (retries included).
-#[derive(Debug, Clone, Copy)]
-struct Bounds {
-    wait: Deadline,
-    calls: Deadline,
-}
-
-impl Bounds {
-    /// A recoverable error from a call that its deadline cut short: the attempt
-    /// ran out of time.
-    fn cut_short(&self, e: &Error) -> bool {
-        e.is_retryable() && self.calls.is_past()
-    }
 }
 
 /// HBase's `ZKInterProcessLockBase`: one lock instance (read or write, by `K`)
@@ -607,11 +583,7 @@ fn own_kind_by_sequence<K: LockKind>(children: &[String]) -> Vec<(i32, &String)>
 
 impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
     fn acquire(&self) -> Result<()> {
-        self.try_acquire_within(Bounds {
-            wait: Deadline::never(),
-            calls: Deadline::never(),
-        })
-        .map(drop)
+        self.try_acquire_within(Bounds::new(None)).map(drop)
     }
 
     /// Waits at most `timeout` for the nodes ahead of this attempt, as HBase's
@@ -624,10 +596,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
     /// fails. A call cut short by that bound makes the attempt a timeout
     /// (`Ok(false)`), not an error.
     fn try_acquire(&self, timeout: Duration) -> Result<bool> {
-        self.try_acquire_within(Bounds {
-            wait: Deadline::after(timeout),
-            calls: Deadline::after(timeout.saturating_add(self.call_grace)),
-        })
+        self.try_acquire_within(Bounds::with_grace(Some(timeout), self.call_grace))
     }
 
     fn release(&self) -> Result<()> {

@@ -72,9 +72,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::wait::DEFAULT_CALL_GRACE;
 #[cfg(feature = "testing")]
 pub use base::LockStep;
-pub use base::{LockCanceller, ZkInterProcessLockBase, DEFAULT_CALL_GRACE};
+pub use base::{LockCanceller, ZkInterProcessLockBase};
 pub use kind::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
 pub use rw::ZkInterProcessReadWriteLock;
 

@@ -13,50 +13,13 @@ use std::sync::{Arc, Weak};
 use std::collections::VecDeque;
 
 use log::{debug, info, warn};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
 use super::{LockEvent, LockListener};
 use crate::background::on_reconnect;
-use crate::deadline::Deadline;
 use crate::types::{EventType, KeeperState, State as ClientState, WatchedEvent, Watcher};
+use crate::wait::Wake;
 use crate::watcher::WeakZooKeeperWatcher;
-
-/// Wakes the thread waiting in an attempt: set by watchers (on the event thread)
-/// and by `cancel`, waited on by the acquiring thread.
-#[derive(Default)]
-pub(super) struct Wake {
-    woken: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Wake {
-    /// Forgets earlier wake-ups: called before the watch of a round is set, so a
-    /// wake-up for this round is never lost (a stale one only costs a re-list).
-    pub(super) fn arm(&self) {
-        *self.woken.lock() = false;
-    }
-
-    pub(super) fn wake(&self) {
-        *self.woken.lock() = true;
-        self.cv.notify_all();
-    }
-
-    /// Waits until woken or `deadline`; `true` when woken.
-    pub(super) fn wait(&self, deadline: Deadline) -> bool {
-        let mut woken = self.woken.lock();
-        while !*woken {
-            match deadline.instant() {
-                None => self.cv.wait(&mut woken),
-                Some(d) => {
-                    if self.cv.wait_until(&mut woken, d).timed_out() {
-                        return *woken;
-                    }
-                }
-            }
-        }
-        true
-    }
-}
 
 /// What one lock instance shares with its watchers (no `ZooKeeperWatcher`
 /// inside: a watcher in the client's table must not keep the session alive).
@@ -448,7 +411,9 @@ mod tests {
         let w = NodeWatch::new("/l/write-0", &shared, &WeakZooKeeperWatcher::default());
         shared.wake.arm();
         w.process(event(EventType::NodeDeleted));
-        assert!(shared.wake.wait(Deadline::after(std::time::Duration::ZERO)));
+        assert!(shared
+            .wake
+            .wait(crate::Deadline::after(std::time::Duration::ZERO)));
         assert!(w.is_gone());
         assert!(!w.hold(), "a grant of a deleted node is void");
         assert!(events.lock().is_empty());

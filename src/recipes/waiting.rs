@@ -4,36 +4,14 @@
 //! the session.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use parking_lot::{Condvar, Mutex};
+use std::time::Instant;
 
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::types::{EventType, KeeperState, State, WatchedEvent, Watcher};
+pub(super) use crate::wait::Bounds;
+use crate::wait::{Wake, RECHECK};
 use crate::watcher::ZooKeeperWatcher;
-
-/// How often a waiting thread looks at its session without being woken (in
-/// case the event thread is held up by a user's listener, or the connection is
-/// down and no event can come).
-const RECHECK: Duration = Duration::from_millis(500);
-
-/// How long past a recipe's timeout its ZooKeeper calls may run (the same grace
-/// as the locks' `DEFAULT_CALL_GRACE`).
-pub(super) const CALL_GRACE: Duration = Duration::from_secs(2);
-
-#[derive(Default)]
-struct Wake {
-    woken: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Wake {
-    fn wake(&self) {
-        *self.woken.lock() = true;
-        self.cv.notify_all();
-    }
-}
 
 /// Wakes the waiter on any node event, on a reconnect (the waiter re-reads: a
 /// watch set again by SetWatches may have fired during the gap) and when the
@@ -71,7 +49,7 @@ impl Default for Waiter {
 impl std::fmt::Debug for Waiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Waiter")
-            .field("woken", &*self.wake.woken.lock())
+            .field("woken", &self.wake.is_woken())
             .finish()
     }
 }
@@ -85,7 +63,7 @@ impl Waiter {
     /// Forgets earlier wake-ups; call before setting the watch of a round, so
     /// a wake-up of this round is never lost (a stale one costs a re-read).
     pub(super) fn arm(&self) {
-        *self.wake.woken.lock() = false;
+        self.wake.arm();
     }
 
     /// Waits until woken or `deadline`: `Ok(true)` woken, `Ok(false)` out of
@@ -101,15 +79,8 @@ impl Waiter {
     ) -> Result<bool> {
         let mut down_since: Option<Instant> = None;
         loop {
-            {
-                let mut woken = self.wake.woken.lock();
-                if !*woken {
-                    let until = deadline.min_after(RECHECK);
-                    let _ = self.wake.cv.wait_until(&mut woken, until);
-                }
-                if *woken {
-                    return Ok(true);
-                }
+            if self.wake.wait(deadline.min(Deadline::after(RECHECK))) {
+                return Ok(true);
             }
             zkw.check_session()?;
             if zkw.state() == State::Connecting {
@@ -127,35 +98,6 @@ impl Waiter {
     }
 }
 
-/// The bounds of a recipe call with a timeout: `wait` ends the waiting, `calls`
-/// every ZooKeeper call (retries included).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Bounds {
-    pub(super) wait: Deadline,
-    pub(super) calls: Deadline,
-}
-
-impl Bounds {
-    /// A recoverable error from a call that the calls' deadline cut short:
-    /// the wait ran out of time (a timeout, not an error).
-    pub(super) fn cut_short(&self, e: &Error) -> bool {
-        e.is_retryable() && self.calls.is_past()
-    }
-
-    pub(super) fn new(timeout: Option<Duration>) -> Bounds {
-        match timeout {
-            None => Bounds {
-                wait: Deadline::never(),
-                calls: Deadline::never(),
-            },
-            Some(t) => Bounds {
-                wait: Deadline::after(t),
-                calls: Deadline::after(t.saturating_add(CALL_GRACE)),
-            },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,16 +108,16 @@ mod tests {
         w.arm();
         w.watcher()
             .process(WatchedEvent::state(KeeperState::Disconnected));
-        assert!(!*w.wake.woken.lock());
+        assert!(!w.wake.is_woken());
         w.watcher()
             .process(WatchedEvent::state(KeeperState::SyncConnected));
-        assert!(*w.wake.woken.lock());
+        assert!(w.wake.is_woken());
         w.arm();
         w.watcher().process(WatchedEvent {
             event_type: EventType::NodeDeleted,
             keeper_state: KeeperState::SyncConnected,
             path: Some("/b".into()),
         });
-        assert!(*w.wake.woken.lock());
+        assert!(w.wake.is_woken());
     }
 }
