@@ -87,15 +87,6 @@ impl Deadline {
         self.remaining().map_or(wait, |left| left.min(wait))
     }
 
-    /// `Some(wait)` cut to the time left; `None` (wait forever) becomes the time
-    /// left, or stays `None` without a deadline.
-    pub fn cap_opt(self, wait: Option<Duration>) -> Option<Duration> {
-        match wait {
-            Some(w) => Some(self.cap(w)),
-            None => self.remaining(),
-        }
-    }
-
     /// The deadline `wait` from now, or this one if earlier (saturating: a
     /// `Duration::MAX` wait is no deadline of its own).
     pub fn min_after(self, wait: Duration) -> Instant {
@@ -134,14 +125,12 @@ mod tests {
         let n = Deadline::never();
         assert!(n.is_never() && !n.is_past());
         assert_eq!(n.cap(Duration::from_secs(3)), Duration::from_secs(3));
-        assert_eq!(n.cap_opt(None), None);
         let soon = Deadline::after(Duration::from_millis(50));
         let later = Deadline::after(Duration::from_secs(50));
         assert_eq!(soon.min(later), soon);
         assert_eq!(later.min(soon), soon);
         assert_eq!(n.min(soon), soon);
         assert!(soon.cap(Duration::from_secs(1)) <= Duration::from_millis(50));
-        assert!(soon.cap_opt(None).unwrap() <= Duration::from_millis(50));
     }
 
     #[test]
