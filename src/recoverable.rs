@@ -129,8 +129,9 @@ impl RecoverableZooKeeper {
         self.zk.close()
     }
 
-    /// Runs `f` in HBase's retry loop; `f` gets whether this is a retry.
-    fn retrying<T>(
+    /// Runs `f` in HBase's retry loop; `f` gets whether this is a retry. (The
+    /// trackers' reads, made with asynchronous calls, use it too.)
+    pub(crate) fn retrying<T>(
         &self,
         what: &str,
         path: &str,

@@ -30,28 +30,23 @@
 
 use std::fmt;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::{debug, error, warn};
 use parking_lot::{Condvar, Mutex, ReentrantMutex};
 
 use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
+use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::listener::{Abortable, ZooKeeperListener};
 use crate::metadata::remove_metadata;
 use crate::recoverable::RecoverableZooKeeper;
-use crate::retry::RetryCounter;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 
 /// Whether `e` means the session is over (no point re-arming anything).
 fn ends_session(e: &Error) -> bool {
     matches!(e, Error::Closed) || e.is(ZkError::SessionExpired) || e.is(ZkError::AuthFailed)
-}
-
-/// `now + timeout`, `None` (wait forever) when that overflows.
-fn deadline_after(timeout: Duration) -> Option<Instant> {
-    Instant::now().checked_add(timeout)
 }
 
 /// How many times in a row an asynchronous read that failed with a recoverable
@@ -308,7 +303,7 @@ impl ZooKeeperNodeTracker {
         timeout: Duration,
         refresh: bool,
     ) -> Result<Option<Vec<u8>>> {
-        let deadline = deadline_after(timeout);
+        let deadline = Deadline::after(timeout).instant();
         if !self.shared.state.lock().started {
             return Err(Error::BadArguments(format!(
                 "tracker of {} is not started",
@@ -482,11 +477,10 @@ impl TrackerShared {
     /// One read of [`refresh`](Self::refresh), on the calling thread: numbered
     /// and sent (by `send`, with an asynchronous call, the tracker's watch and
     /// the callback it is given) in one step under `send_order`, like every
-    /// read of the tracker; then waits for the callback's answer. The
-    /// `RecoverableZooKeeper`'s rule for reads: `ConnectionLoss` and
-    /// `OperationTimeout` are retried as its `RetryConfig` says (no retry
-    /// starts whose backoff would pass the handle's deadline), any other error
-    /// is returned. Each attempt waits for a connection first, and for the
+    /// read of the tracker; then waits for the callback's answer. Retried in
+    /// `RecoverableZooKeeper`'s own loop: `ConnectionLoss` and
+    /// `OperationTimeout` as its `RetryConfig` says (no retry starts whose
+    /// backoff would pass the handle's deadline), any other error returned. Each attempt waits for a connection first, and for the
     /// answer, as long as a blocking call does by default (the session timeout,
     /// twice that), within the handle's deadline.
     fn read_blocking<T: Send + 'static>(
@@ -497,10 +491,8 @@ impl TrackerShared {
     ) -> Result<(u64, T)> {
         let zk = rzk.zookeeper();
         let deadline = zk.deadline();
-        let mut counter = RetryCounter::new(rzk.retry_config());
-        loop {
-            let attempt = zk
-                .wait_connected(deadline.cap(zk.session_timeout()))
+        rzk.retrying(what, &self.node, |_| {
+            zk.wait_connected(deadline.cap(zk.session_timeout()))
                 .and_then(|()| {
                     #[cfg(feature = "testing")]
                     if let Some(hook) = self.before_refresh_send.lock().take() {
@@ -525,39 +517,8 @@ impl TrackerShared {
                         Ok(r) => r.map(|t| (read, t)),
                         Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
                     }
-                });
-            match attempt {
-                Err(e) if e.is_retryable() => {
-                    let backoff = counter.backoff_time(counter.attempt_times());
-                    let past_deadline = deadline
-                        .instant()
-                        .is_some_and(|d| Instant::now() + backoff >= d);
-                    if past_deadline {
-                        debug!(
-                            "tracker of {}: {what}: {e}; the caller's deadline stops the retries",
-                            self.node
-                        );
-                        return Err(e);
-                    }
-                    if !counter.should_retry() {
-                        warn!(
-                            "tracker of {}: {what} failed after {} attempts: {e}",
-                            self.node,
-                            counter.attempt_times() + 1
-                        );
-                        return Err(e);
-                    }
-                    debug!(
-                        "tracker of {}: {what}: {e}; retry {} of {} after {backoff:?}",
-                        self.node,
-                        counter.attempt_times() + 1,
-                        counter.max_attempts()
-                    );
-                    counter.sleep_until_next_retry();
-                }
-                other => return other,
-            }
-        }
+                })
+        })
     }
 
     /// An event on the node (on the event thread): re-read it asynchronously.
@@ -830,7 +791,7 @@ impl DeletionListener {
     /// error, session end) or until `timeout` passes; `None` waits without a
     /// bound (as does a timeout too large for an `Instant`). `true` if released.
     pub fn await_deletion(&self, timeout: Option<Duration>) -> bool {
-        let deadline = timeout.and_then(deadline_after);
+        let deadline = Deadline::from_timeout(timeout).instant();
         let mut latch = self.shared.latch.lock();
         while !latch.released {
             match deadline {
@@ -1004,12 +965,6 @@ mod tests {
         ));
         assert!(Error::for_session_event(KeeperState::Disconnected).is_none());
         assert!(Error::for_session_event(KeeperState::SyncConnected).is_none());
-    }
-
-    #[test]
-    fn huge_timeouts_mean_forever() {
-        assert!(deadline_after(Duration::MAX).is_none());
-        assert!(deadline_after(Duration::from_secs(1)).is_some());
     }
 
     /// A listener without a session: enough for the latch, which needs no
