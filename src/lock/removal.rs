@@ -8,10 +8,9 @@
 
 use std::time::Duration;
 
-use log::{info, warn};
+use log::info;
 
-use crate::background::on_reconnect;
-use crate::error::ZkError;
+use crate::background::{on_reconnect, remove_in_background as remove_node};
 use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// What a failed attempt left behind: its node, or (when the create's reply was
@@ -22,9 +21,10 @@ pub(super) enum Attempt {
     Tag(String),
 }
 
-/// Removes an attempt's node once the connection is back, when removing it
-/// failed with a recoverable error (Curator's "guaranteed delete"); nothing when
-/// the session ends first (its ephemeral node goes with it).
+/// Looks for a lost create's tagged node again once the connection is back,
+/// when listing failed with a recoverable error (Curator's "guaranteed
+/// delete"); nothing when the session ends first (its ephemeral node goes with
+/// it).
 fn sweep_after_reconnect(zkw: &WeakZooKeeperWatcher, attempt: Attempt) {
     info!("will remove {attempt:?} when the connection is back");
     let again = zkw.clone();
@@ -50,16 +50,14 @@ fn remove_async(zkw: &WeakZooKeeperWatcher, attempt: Attempt, done: crossbeam_ch
     };
     let zkw = zkw.clone();
     match attempt.clone() {
-        Attempt::Node(path) => zk.delete_async(&path.clone(), None, move |r| {
-            match r {
-                Err(e) if e.is_retryable() => sweep_after_reconnect(&zkw, attempt),
-                Err(e) if !e.is(ZkError::NoNode) && !e.is_fatal() => {
-                    warn!("could not remove lock node {path}: {e}")
-                }
-                _ => {}
-            }
-            let _ = done.send(());
-        }),
+        // The background removal every recipe uses (retried after a reconnect).
+        Attempt::Node(path) => remove_node(
+            &zkw,
+            path,
+            Box::new(move || {
+                let _ = done.send(());
+            }),
+        ),
         Attempt::Tag(prefix) => {
             let (parent, name_prefix) = match prefix.rfind('/') {
                 Some(i) => (prefix[..i.max(1)].to_string(), prefix[i + 1..].to_string()),
