@@ -341,17 +341,8 @@ impl Drop for DoubleBarrier {
     /// leave; never waits on the network.
     fn drop(&mut self) {
         if let Some(me) = self.node.get_mut().take() {
-            if !self.zkw.state().is_terminal() {
-                self.zkw
-                    .zookeeper()
-                    .delete_async(&me.clone(), None, move |r| {
-                        if let Err(e) = r {
-                            if !e.is(ZkError::NoNode) {
-                                warn!("could not remove double-barrier member {me}: {e}");
-                            }
-                        }
-                    });
-            }
+            // Retried after a reconnect; nothing to do once the session ended.
+            crate::background::remove_in_background(&self.zkw.downgrade(), me, Box::new(|| {}));
         }
     }
 }

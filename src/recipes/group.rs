@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use log::warn;
-
 use super::waiting::{Bounds, Waiter};
 use crate::error::{Result, ZkError};
 use crate::types::{Acl, CreateMode};
@@ -218,17 +216,8 @@ impl Drop for Member {
     /// Leaves in the background; never waits on the network.
     fn drop(&mut self) {
         if let Some(node) = self.node.take() {
-            if !self.zkw.state().is_terminal() {
-                self.zkw
-                    .zookeeper()
-                    .delete_async(&node.clone(), None, move |r| {
-                        if let Err(e) = r {
-                            if !e.is(ZkError::NoNode) {
-                                warn!("could not remove group member {node}: {e}");
-                            }
-                        }
-                    });
-            }
+            // Retried after a reconnect; nothing to do once the session ended.
+            crate::background::remove_in_background(&self.zkw.downgrade(), node, Box::new(|| {}));
         }
     }
 }
