@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use log::{debug, info, warn};
 
-use crate::client::{Acl, CreateMode, Deadline, Op, OpResult, Stat, Watcher, ZooKeeper};
+use crate::client::{
+    Acl, CreateMode, CreatedAndListed, Deadline, Op, OpResult, Stat, Watcher, ZooKeeper,
+};
 use crate::error::{Error, Result, ZkError};
 use crate::metadata::{append_metadata, remove_metadata};
 use crate::retry::{RetryConfig, RetryCounter};
@@ -374,6 +376,36 @@ impl RecoverableZooKeeper {
         self.create_sequential(tagged, &new_data, acl, mode)
     }
 
+    /// [`create_sequential_tagged`](Self::create_sequential_tagged) whose first
+    /// attempt also lists `parent` in the same round trip (see
+    /// `ZooKeeper::create2_and_get_children`): the lock's acquire. The retries
+    /// are the sequential create's own (after a lost reply, the node is found by
+    /// its tag and adopted, never made twice); the listing comes back only from
+    /// a first attempt that succeeded, and `None` when it failed: the caller
+    /// then lists on its own.
+    pub(crate) fn create_sequential_tagged_and_list(
+        &self,
+        tagged: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        parent: &str,
+    ) -> Result<CreatedAndListed> {
+        let new_data = append_metadata(&self.inner.identifier, data);
+        self.retrying("create", tagged, |is_retry| {
+            if is_retry {
+                let (path, stat) = self.sequential_attempt(tagged, &new_data, acl, mode, true)?;
+                return Ok(CreatedAndListed {
+                    path,
+                    stat,
+                    listed: None,
+                });
+            }
+            self.zk
+                .create2_and_get_children(tagged, &new_data, acl, mode, parent)
+        })
+    }
+
     fn create_sequential(
         &self,
         tagged: &str,
@@ -381,23 +413,36 @@ impl RecoverableZooKeeper {
         acl: &[Acl],
         mode: CreateMode,
     ) -> Result<(String, Stat)> {
-        let path = tagged;
-        self.retrying("create", path, |is_retry| {
-            if is_retry {
-                // The earlier attempt may still be on its way through the
-                // ensemble: catch the connected server up before looking.
-                if let Some(parent) = crate::path::get_parent(tagged) {
-                    self.zk.sync(parent)?;
-                }
-                if let Some(previous) = self.find_previous_sequential_node(tagged)? {
-                    if let Some(stat) = self.zk.exists(&previous, false)? {
-                        info!("create {path}: adopting {previous} from an earlier attempt");
-                        return Ok((previous, stat));
-                    }
+        self.retrying("create", tagged, |is_retry| {
+            self.sequential_attempt(tagged, data, acl, mode, is_retry)
+        })
+    }
+
+    /// One attempt of a sequential create under the tagged prefix `tagged`; a
+    /// retry first looks for the node an earlier attempt may have made (its
+    /// reply lost) and adopts it.
+    fn sequential_attempt(
+        &self,
+        tagged: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        is_retry: bool,
+    ) -> Result<(String, Stat)> {
+        if is_retry {
+            // The earlier attempt may still be on its way through the
+            // ensemble: catch the connected server up before looking.
+            if let Some(parent) = crate::path::get_parent(tagged) {
+                self.zk.sync(parent)?;
+            }
+            if let Some(previous) = self.find_previous_sequential_node(tagged)? {
+                if let Some(stat) = self.zk.exists(&previous, false)? {
+                    info!("create {tagged}: adopting {previous} from an earlier attempt");
+                    return Ok((previous, stat));
                 }
             }
-            self.zk.create2(tagged, data, acl, mode)
-        })
+        }
+        self.zk.create2(tagged, data, acl, mode)
     }
 
     /// HBase's `findPreviousSequentialNode`: the existing child of `prefix`'s

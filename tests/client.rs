@@ -1464,6 +1464,80 @@ fn threads_sharing_one_client_each_get_their_own_replies() {
     teardown(&zk, &root);
 }
 
+/// `create_async` answers on the event thread with the client path and the
+/// node's `Stat`; a request sent after it is answered after it and sees the node
+/// (the lock's one-round-trip acquire rests on that order); under a chroot the
+/// path is the client's; errors come to the callback.
+#[test]
+fn create_async_is_ordered_before_later_requests_and_answers_client_paths() {
+    let (plain, _pe) = connect(&test_servers(), SESSION);
+    let base = unique_root("create-async");
+    mkdirs(&plain, &base);
+    let (zk, _events) = connect(&format!("{}{base}", test_servers()), SESSION);
+    let (tx, rx) = crossbeam_channel::unbounded();
+    for i in 0..20 {
+        let t = tx.clone();
+        zk.create_async(
+            "/seq-",
+            &[i],
+            open(),
+            CreateMode::EphemeralSequential,
+            move |r| {
+                let on = thread::current().name().map(str::to_owned);
+                t.send((r, on)).unwrap();
+            },
+        );
+        // Sent after the create, without waiting for its answer: sees the node.
+        let listed = zk.get_children("/", false).unwrap();
+        let (created, on) = rx.recv_timeout(WAIT).unwrap();
+        let (path, stat) = created.unwrap();
+        assert_eq!(on.as_deref(), Some("zklock-event"));
+        assert!(path.starts_with("/seq-") && path.len() == 15, "{path}");
+        assert_eq!(stat.data_length, 1);
+        assert_eq!(stat.ephemeral_owner, zk.session_id());
+        assert!(
+            listed.contains(&path[1..].to_string()),
+            "{listed:?} lacks {path}"
+        );
+        assert_eq!(
+            plain.get_data(&format!("{base}{path}"), false).unwrap().0,
+            vec![i]
+        );
+        zk.delete(&path, None).unwrap();
+    }
+    let t = tx.clone();
+    zk.create_async(
+        "/no/parent",
+        b"",
+        open(),
+        CreateMode::Persistent,
+        move |r| t.send((r, None)).unwrap(),
+    );
+    let (r, _) = rx.recv_timeout(WAIT).unwrap();
+    assert!(
+        r.as_ref().err().and_then(|e| e.code()) == Some(ZkError::NoNode),
+        "{r:?}"
+    );
+    let t = tx.clone();
+    zk.create_async("bad path", b"", open(), CreateMode::Persistent, move |r| {
+        t.send((r, None)).unwrap()
+    });
+    assert!(matches!(
+        rx.recv_timeout(WAIT).unwrap().0,
+        Err(Error::BadArguments(_))
+    ));
+    zk.close().unwrap();
+    let t = tx.clone();
+    zk.create_async("/after", b"", open(), CreateMode::Persistent, move |r| {
+        t.send((r, None)).unwrap()
+    });
+    assert!(matches!(
+        rx.recv_timeout(WAIT).unwrap().0,
+        Err(Error::Closed)
+    ));
+    teardown(&plain, &base);
+}
+
 #[test]
 fn async_calls_answer_on_the_event_thread_and_fail_fast_when_closed() {
     let (zk, _events, root) = setup("async");

@@ -823,3 +823,100 @@ fn waiter_gets_the_lock_after_its_server_is_killed() {
     holder_zkw.close().unwrap();
     waiter_zkw.close().unwrap();
 }
+
+/// The create and the first listing go out together: over a link that delays
+/// every chunk by `D` each way, taking a free lock costs one round trip (2 D)
+/// where the one-request-at-a-time path costs two (4 D at least).
+#[test]
+fn a_free_lock_is_taken_in_one_round_trip() {
+    const D: Duration = Duration::from_millis(250);
+    let proxy = FaultProxy::start(local().as_str()).unwrap();
+    let zkw = lock_watcher(&proxy.connect_string(), Duration::from_secs(20));
+    let root = unique_root("one-round-trip");
+    zklock::zkutil::create_with_parents(&zkw, &root).unwrap();
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &root, None).unwrap();
+    let pipelined = rw.write_lock(b"pipelined");
+    let sequential = rw.write_lock(b"sequential").with_sequential_acquire();
+    proxy.delay(D);
+    let timed = |lock: &dyn InterProcessLock| {
+        let t = Instant::now();
+        lock.acquire().unwrap();
+        let took = t.elapsed();
+        lock.release().unwrap();
+        took
+    };
+    for _ in 0..3 {
+        let one = timed(&pipelined);
+        // Under two round trips, with room for a slow machine.
+        assert!(
+            one < 3 * D,
+            "pipelined acquire took {one:?} (one round trip: {:?})",
+            2 * D
+        );
+        let two = timed(&sequential);
+        assert!(two >= 4 * D, "sequential acquire took {two:?}");
+    }
+    proxy.pass();
+    assert!(children(&local_raw(), &root).is_empty());
+    zkw.close().unwrap();
+}
+
+/// The pipelined create's reply is lost (the server made the node, the
+/// connection drops): the retry finds the node by its tag and adopts it; the
+/// lock is taken with exactly one node.
+#[test]
+fn a_lost_reply_to_the_pipelined_create_adopts_the_node() {
+    init_log();
+    let zkw = zkw();
+    let root = unique_root("pipelined-lost-create");
+    zklock::zkutil::create_with_parents(&zkw, &root).unwrap();
+    let lock = ZkInterProcessReadWriteLock::new(&zkw, &root, None)
+        .unwrap()
+        .write_lock(b"adopter");
+    zkw.zookeeper()
+        .lose_next_reply(zklock::client::ReplyKind::Create);
+    lock.acquire().unwrap();
+    let held = lock.acquired_lock().unwrap();
+    let nodes = children(&raw(), &root);
+    assert_eq!(nodes.len(), 1, "one node, not two: {nodes:?}");
+    assert!(held.path.ends_with(&nodes[0]), "{} vs {nodes:?}", held.path);
+    lock.release().unwrap();
+    assert!(children(&raw(), &root).is_empty());
+    zkw.close().unwrap();
+}
+
+/// The pipelined listing's reply is lost (the create's came first): the
+/// attempt lists again after the reconnect and takes the lock.
+#[test]
+fn a_lost_reply_to_the_pipelined_listing_lists_again() {
+    init_log();
+    let zkw = zkw();
+    let root = unique_root("pipelined-lost-listing");
+    zklock::zkutil::create_with_parents(&zkw, &root).unwrap();
+    let lock = ZkInterProcessReadWriteLock::new(&zkw, &root, None)
+        .unwrap()
+        .write_lock(b"lister");
+    zkw.zookeeper()
+        .lose_next_reply(zklock::client::ReplyKind::GetChildren);
+    lock.acquire().unwrap();
+    assert!(lock.is_held());
+    assert_eq!(children(&raw(), &root).len(), 1);
+    lock.release().unwrap();
+    assert!(children(&raw(), &root).is_empty());
+    zkw.close().unwrap();
+}
+
+/// A lock znode that does not exist yet: the pair's create fails with NoNode
+/// (nothing made), the lock znode is created, and the attempt goes on.
+#[test]
+fn the_pipelined_acquire_creates_a_missing_lock_znode() {
+    let zkw = zkw();
+    let root = format!("{}/not/yet", unique_root("pipelined-no-parent"));
+    let lock = ZkInterProcessReadWriteLock::new(&zkw, &root, None)
+        .unwrap()
+        .write_lock(b"first");
+    assert!(lock.try_acquire(Duration::ZERO).unwrap());
+    assert_eq!(children(&raw(), &root).len(), 1);
+    lock.release().unwrap();
+    zkw.close().unwrap();
+}

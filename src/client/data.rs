@@ -4,7 +4,9 @@
 use super::*;
 
 impl ZooKeeper {
-    fn create_impl(
+    /// A create's request: its opcode (create, create2, createContainer or
+    /// createTTL) and frame.
+    fn create_request(
         &self,
         path: &str,
         data: &[u8],
@@ -12,7 +14,7 @@ impl ZooKeeper {
         mode: CreateMode,
         ttl: Option<Duration>,
         want_stat: bool,
-    ) -> Result<(String, Option<Stat>)> {
+    ) -> Result<(i32, Writer)> {
         validate_path(path, mode.is_sequential())?;
         if acl.is_empty() {
             return Err(Error::zk(ZkError::InvalidAcl, path));
@@ -48,15 +50,76 @@ impl ZooKeeper {
         if let Some(ms) = ttl_ms {
             w.i64(ms);
         }
+        Ok((opcode, w))
+    }
+
+    fn create_impl(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        ttl: Option<Duration>,
+        want_stat: bool,
+    ) -> Result<(String, Option<Stat>)> {
+        let (opcode, w) = self.create_request(path, data, acl, mode, ttl, want_stat)?;
         let body = self.call(opcode, w, None, path)?;
-        let mut r = Reader::new(&body);
-        let created = r.string().map_err(|_| marshalling(path))?;
-        let stat = if opcode == op::CREATE {
-            None
-        } else {
-            Some(r.stat().map_err(|_| marshalling(path))?)
+        created(opcode, &body, path, self.chroot())
+    }
+
+    /// [`create2`](Self::create2) and a [`get_children`](Self::get_children) of
+    /// `parent` sent together, without waiting between them: the server answers
+    /// a session's requests in order, so the listing is made after the create
+    /// took effect, and the pair costs one round trip. The lock's first step.
+    ///
+    /// The listing is `None` when it failed, whatever the reason (the caller
+    /// lists again); the create's outcome is as `create2`'s.
+    pub(crate) fn create2_and_get_children(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        parent: &str,
+    ) -> Result<CreatedAndListed> {
+        validate_path(parent, false)?;
+        let (opcode, create) = self.create_request(path, data, acl, mode, None, true)?;
+        self.check_size(&create, path)?;
+        let mut list = Writer::request(0, op::GET_CHILDREN);
+        list.string(&self.server_path(parent)).bool(false);
+        let replies = self
+            .shared()
+            .call_batch(
+                vec![(opcode, create.finish()), (op::GET_CHILDREN, list.finish())],
+                self.deadline,
+            )
+            .map_err(|e| with_path(e, path))?;
+        let mut replies = replies.into_iter();
+        let created = replies
+            .next()
+            .unwrap_or_else(|| Err(Error::zk_code(ZkError::ConnectionLoss)))
+            .map_err(|e| with_path(e, path))
+            .and_then(|body| created(opcode, &body, path, self.chroot()))?;
+        let listed = replies
+            .next()
+            .unwrap_or_else(|| Err(Error::zk_code(ZkError::ConnectionLoss)))
+            .and_then(|body| {
+                Reader::new(&body)
+                    .strings()
+                    .map_err(|_| marshalling(parent))
+            });
+        let listed = match listed {
+            Ok(children) => Some(children),
+            Err(e) => {
+                log::debug!("listing {parent} after creating {}: {e}", created.0);
+                None
+            }
         };
-        Ok((self.client_path(&created), stat))
+        Ok(CreatedAndListed {
+            path: created.0,
+            stat: created.1.unwrap_or_default(),
+            listed,
+        })
     }
 
     /// Creates a node; returns its path (with the sequence number for sequential
@@ -138,6 +201,48 @@ impl ZooKeeper {
             w.finish(),
             None,
             Box::new(move |reply| callback(reply.map(drop).map_err(|e| with_path(e, &p)))),
+        );
+    }
+
+    /// [`create2`](Self::create2) without waiting (Java's `create(path, data,
+    /// acl, mode, Create2Callback, ctx)`): `callback` gets the created path and
+    /// `Stat` on the event thread (see [`delete_async`](Self::delete_async)). A
+    /// request sent after it on this handle is answered after it, and sees
+    /// the node: `create_async` then a blocking `get_children` of the parent
+    /// lists the new node in one round trip.
+    ///
+    /// A lost connection answers `ConnectionLoss` without saying whether the
+    /// node was made; [`RecoverableZooKeeper`](crate::RecoverableZooKeeper)'s
+    /// blocking creates settle that, this call does not.
+    pub fn create_async(
+        &self,
+        path: &str,
+        data: &[u8],
+        acl: &[Acl],
+        mode: CreateMode,
+        callback: impl FnOnce(Result<(String, Stat)>) + Send + 'static,
+    ) {
+        let (opcode, w) = match self
+            .create_request(path, data, acl, mode, None, true)
+            .and_then(|(opcode, w)| self.check_size(&w, path).map(|()| (opcode, w)))
+        {
+            Ok(request) => request,
+            Err(e) => return callback(Err(e)),
+        };
+        let p = path.to_string();
+        let chroot = self.chroot().map(str::to_string);
+        self.shared().call_async(
+            opcode,
+            w.finish(),
+            None,
+            Box::new(move |reply| {
+                callback(
+                    reply
+                        .map_err(|e| with_path(e, &p))
+                        .and_then(|body| created(opcode, &body, &p, chroot.as_deref()))
+                        .map(|(path, stat)| (path, stat.unwrap_or_default())),
+                )
+            }),
         );
     }
 
@@ -418,4 +523,33 @@ impl ZooKeeper {
             .map_err(|_| marshalling(prefix))?;
         Ok(list.iter().map(|p| self.client_path(p)).collect())
     }
+}
+
+/// What [`ZooKeeper::create2_and_get_children`] and the lock's create return:
+/// the created node and, when it could be made, the parent's listing that
+/// followed the create.
+#[derive(Debug)]
+pub(crate) struct CreatedAndListed {
+    pub(crate) path: String,
+    pub(crate) stat: Stat,
+    /// The parent's children after the create; `None` when not listed.
+    pub(crate) listed: Option<Vec<String>>,
+}
+
+/// A create's reply: the created path (client side of the chroot), and its
+/// `Stat` unless the opcode was plain create.
+fn created(
+    opcode: i32,
+    body: &[u8],
+    path: &str,
+    chroot: Option<&str>,
+) -> Result<(String, Option<Stat>)> {
+    let mut r = Reader::new(body);
+    let created = r.string().map_err(|_| marshalling(path))?;
+    let stat = if opcode == op::CREATE {
+        None
+    } else {
+        Some(r.stat().map_err(|_| marshalling(path))?)
+    };
+    Ok((strip_chroot(chroot, &created), stat))
 }

@@ -65,6 +65,7 @@ pub use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::path::validate_path;
 use connect::{prepend_chroot, strip_chroot, ConnectString};
+pub(crate) use data::CreatedAndListed;
 use proto::{op, Reader, Writer};
 use session::{SessionShared, Settings, WatchReg};
 use watches::{Kind, WatcherRef};
@@ -515,13 +516,19 @@ impl ZooKeeper {
         self.shared().default_watcher.clone()
     }
 
-    fn call(&self, opcode: i32, w: Writer, reg: Option<WatchReg>, path: &str) -> Result<Vec<u8>> {
+    /// `BadArguments` for a request over ZooKeeper's packet limit.
+    fn check_size(&self, w: &Writer, path: &str) -> Result<()> {
         if w.body_len() > MAX_PACKET {
             return Err(Error::BadArguments(format!(
                 "request of {} bytes for {path} exceeds ZooKeeper's packet limit of {MAX_PACKET} bytes (jute.maxbuffer)",
                 w.body_len()
             )));
         }
+        Ok(())
+    }
+
+    fn call(&self, opcode: i32, w: Writer, reg: Option<WatchReg>, path: &str) -> Result<Vec<u8>> {
+        self.check_size(&w, path)?;
         log::trace!("op {opcode} {path}");
         self.shared()
             .call(opcode, w.finish(), reg, self.deadline)

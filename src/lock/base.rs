@@ -14,11 +14,12 @@ use super::kind::{distance, sequence_of_child};
 use super::removal::{remove_and_wait, remove_in_background, Attempt};
 use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
+use crate::client::CreatedAndListed;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
-use crate::types::{Acl, CreateMode, Stat, Watcher};
+use crate::types::{Acl, CreateMode, Watcher};
 use crate::wait::{Bounds, DEFAULT_CALL_GRACE, RECHECK};
 use crate::watcher::ZooKeeperWatcher;
 
@@ -53,7 +54,8 @@ impl std::fmt::Debug for LockState {
 pub enum LockStep {
     /// Before the attempt's node is created.
     Creating,
-    /// The node was created.
+    /// The node was created (and the first listing, sent with the create,
+    /// came back too: the next step is `Listed`).
     Created,
     /// The lock znode's children were listed (each round).
     Listed,
@@ -99,7 +101,12 @@ enum Waited {
 ///
 /// # Costs
 /// An uncontended `acquire` + `release` is 3 ZooKeeper requests (create, get
-/// children, delete). A contended hand-off between two of one kind is 5 and one
+/// children, delete) in two round trips: the create and the first listing of
+/// the lock's children are sent together (the server answers a session's
+/// requests in order, so the listing sees the new node), and `acquire` waits
+/// for one round trip. After any failure of that pair the attempt goes on
+/// one request at a time, with `RecoverableZooKeeper`'s rules for the create
+/// (a lost reply: the node is found by its tag, never made twice). A contended hand-off between two of one kind is 5 and one
 /// notification, as in Curator: the waiter's create, get children and `get_data`
 /// watch on its predecessor; after the predecessor's deletion, get children
 /// again; its own delete. Waiting behind a node of the other kind adds one
@@ -134,6 +141,9 @@ pub struct ZkInterProcessLockBase<K: LockKind> {
     waiter: Arc<dyn Watcher>,
     state: Mutex<LockState>,
     call_grace: Duration,
+    /// Whether an attempt sends its create and first listing together (one
+    /// round trip); off only for benchmarks comparing the two.
+    pipelined: bool,
     #[cfg(feature = "testing")]
     step_hook: Option<StepHook>,
     _kind: PhantomData<fn() -> K>,
@@ -209,6 +219,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             shared,
             state: Mutex::new(LockState::Idle),
             call_grace: DEFAULT_CALL_GRACE,
+            pipelined: true,
             #[cfg(feature = "testing")]
             step_hook: None,
             _kind: PhantomData,
@@ -239,6 +250,16 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     #[cfg(feature = "testing")]
     pub fn with_step_hook(mut self, hook: impl Fn(LockStep, &str) + Send + Sync + 'static) -> Self {
         self.step_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Makes each attempt wait for its create's reply before listing the lock's
+    /// children, as before the two were sent together: two round trips to take
+    /// a free lock instead of one, the same requests (feature `testing`; the
+    /// lock benchmark compares the two).
+    #[cfg(feature = "testing")]
+    pub fn with_sequential_acquire(mut self) -> Self {
+        self.pipelined = false;
         self
     }
 
@@ -316,7 +337,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
         let tagged = tagged_prefix(&path::join_znode(&self.parent, K::PREFIX));
         step!(self, Creating, "");
-        let (path, stat) = match self.create_lock_znode(&rzk, &tagged) {
+        let CreatedAndListed { path, stat, listed } = match self.create_lock_znode(&rzk, &tagged) {
             Ok(created) => created,
             Err(e) => {
                 // The create may have reached the server with its reply lost:
@@ -332,7 +353,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             }
         };
         step!(self, Created, &path);
-        match self.grant(&rzk, &path, bounds) {
+        match self.grant(&rzk, &path, listed, bounds) {
             Ok(Some(watch)) => {
                 let sequence =
                     sequence_of_child(path::get_node_name(&path), K::PREFIX).unwrap_or(0);
@@ -369,9 +390,10 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         &self,
         rzk: &RecoverableZooKeeper,
         path: &str,
+        listed: Option<Vec<String>>,
         bounds: Bounds,
     ) -> Result<Option<Option<Arc<NodeWatch>>>> {
-        let own = match self.wait_for_lock(rzk, path, bounds)? {
+        let own = match self.wait_for_lock(rzk, path, listed, bounds)? {
             Waited::TimedOut => return Ok(None),
             Waited::Held(own) => own,
         };
@@ -404,11 +426,13 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
 
     /// HBase's `createLockZNode`: an ephemeral sequential child under `tagged`
     /// (`<parent>/<kind><tag>-`), creating the lock znode's parents when missing.
+    /// Sent together with the first listing of the lock's children, which
+    /// comes back too when it could be made (`None`: the waiting lists anew).
     fn create_lock_znode(
         &self,
         rzk: &RecoverableZooKeeper,
         tagged: &str,
-    ) -> Result<(String, Stat)> {
+    ) -> Result<CreatedAndListed> {
         let create = || {
             rzk.create_sequential_tagged(
                 tagged,
@@ -416,8 +440,25 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 Acl::open_unsafe(),
                 CreateMode::EphemeralSequential,
             )
+            .map(|(path, stat)| CreatedAndListed {
+                path,
+                stat,
+                listed: None,
+            })
         };
-        match create() {
+        let first = if self.pipelined {
+            rzk.create_sequential_tagged_and_list(
+                tagged,
+                &self.metadata,
+                Acl::open_unsafe(),
+                CreateMode::EphemeralSequential,
+                &self.parent,
+            )
+        } else {
+            create()
+        };
+        match first {
+            // No lock znode yet (nothing was created): make it, then create.
             Err(e) if e.is(ZkError::NoNode) => {
                 rzk.create_with_parents(&self.parent, &[])?;
                 create()
@@ -432,6 +473,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         &self,
         rzk: &RecoverableZooKeeper,
         my_path: &str,
+        mut listed: Option<Vec<String>>,
         bounds: Bounds,
     ) -> Result<Waited> {
         let my_node = path::get_node_name(my_path);
@@ -447,10 +489,14 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         loop {
             self.zkw.check_session()?;
             self.check_cancelled()?;
-            let children = match rzk.get_children(&self.parent, false) {
-                Ok(c) => c,
-                Err(e) if e.is(ZkError::NoNode) => Vec::new(),
-                Err(e) => return Err(e),
+            // The first round's listing came with the create, when it could.
+            let children = match listed.take() {
+                Some(c) => c,
+                None => match rzk.get_children(&self.parent, false) {
+                    Ok(c) => c,
+                    Err(e) if e.is(ZkError::NoNode) => Vec::new(),
+                    Err(e) => return Err(e),
+                },
             };
             step!(self, Listed, my_path);
             if !children.iter().any(|c| c == my_node) || own.as_ref().is_some_and(|o| o.is_gone()) {

@@ -265,6 +265,120 @@ impl SessionShared {
         self.call_inner(opcode, frame, reg, None, deadline)
     }
 
+    /// Sends `reqs` together, in order and in one write, and waits for every
+    /// reply: ZooKeeper answers a session's requests in the order sent, each
+    /// after the earlier ones took effect, so a read placed after a write sees
+    /// it and the batch costs one round trip. Waits for a connection first, as
+    /// [`call`](Self::call); the replies are waited for up to `request_timeout`
+    /// (capped by `deadline`) from the send. `Err` when nothing could be sent
+    /// (no connection by then, or the session ended); otherwise one reply per
+    /// request, a lost connection answering `ConnectionLoss` to every request
+    /// not yet answered, as for single calls.
+    /// The requests are `(opcode, frame)`, without watches.
+    pub(crate) fn call_batch(
+        &self,
+        reqs: Vec<(i32, Vec<u8>)>,
+        deadline: Deadline,
+    ) -> Result<Vec<Reply>, Error> {
+        let connect_by = deadline.min_after(self.settings.connect_wait);
+        let mut reqs: Vec<Outgoing> = reqs
+            .into_iter()
+            .map(|(opcode, frame)| Outgoing {
+                opcode,
+                frame,
+                reg: None,
+                rewatch: None,
+            })
+            .collect();
+        let receivers = loop {
+            self.wait_connected(connect_by)?;
+            let mut batch = Vec::with_capacity(reqs.len());
+            let mut receivers = Vec::with_capacity(reqs.len());
+            for req in reqs {
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                batch.push((req, ReplyTo::Caller(tx)));
+                receivers.push(rx);
+            }
+            let mut w = self.writer.lock();
+            self.flush_deferred(&mut w);
+            let sent = self.write_batch_locked(&mut w, batch);
+            self.release_writer(w);
+            match sent {
+                Ok(()) => break receivers,
+                // The connection went between the two steps: wait for the next.
+                Err(back) => reqs = back.into_iter().map(|(req, _)| req).collect(),
+            }
+        };
+        let until = Instant::now() + deadline.cap(self.settings.request_timeout);
+        Ok(receivers
+            .into_iter()
+            .map(|rx| {
+                rx.recv_deadline(until)
+                    .unwrap_or_else(|_| Err(Error::zk_code(ZkError::OperationTimeout)))
+            })
+            .collect())
+    }
+
+    /// [`write_locked`](Self::write_locked) for several requests in one write:
+    /// their xids are given and their reply slots queued in order before the
+    /// bytes go out. No connection: hands them back, unsent.
+    fn write_batch_locked(
+        &self,
+        slot: &mut Option<TcpStream>,
+        batch: Vec<(Outgoing, ReplyTo)>,
+    ) -> Result<(), Vec<(Outgoing, ReplyTo)>> {
+        let Some(stream) = slot.as_mut() else {
+            return Err(batch);
+        };
+        let mut bytes = Vec::with_capacity(batch.iter().map(|(r, _)| r.frame.len()).sum());
+        let mut xids = Vec::with_capacity(batch.len());
+        {
+            let mut pending = self.pending.lock();
+            for (req, to) in batch {
+                let Outgoing {
+                    opcode,
+                    mut frame,
+                    reg,
+                    rewatch,
+                } = req;
+                let xid = self.xid();
+                proto::set_xid(&mut frame, xid);
+                bytes.extend_from_slice(&frame);
+                xids.push(xid);
+                pending.push_back(Pending {
+                    xid,
+                    opcode,
+                    to,
+                    reg,
+                    rewatch,
+                });
+            }
+        }
+        if let Err(e) = stream.write_all(&bytes) {
+            debug!("write failed: {e}; dropping the connection");
+            self.write_failed(slot);
+            // Those the connection thread's drain has not answered yet.
+            let mut mine = Vec::new();
+            {
+                let mut pending = self.pending.lock();
+                let all: Vec<Pending> = pending.drain(..).collect();
+                for p in all {
+                    if xids.contains(&p.xid) {
+                        mine.push(p);
+                    } else {
+                        pending.push_back(p);
+                    }
+                }
+            }
+            for p in mine {
+                self.answer(p.to, Err(Error::zk_code(ZkError::ConnectionLoss)));
+            }
+            return Ok(());
+        }
+        self.touch_send();
+        Ok(())
+    }
+
     /// A removeWatches request for the client path `path`. ZooKeeper 3.8 keeps one
     /// entry per path and connection in each of its two watch tables, whatever the
     /// watch's mode, and knows only the types Children, Data and Any: a removal
