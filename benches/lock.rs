@@ -10,8 +10,14 @@
 //!
 //! 1. **Uncontended** acquire + release of one lock, one thread, one session:
 //!    write lock (`acquire`/`release`), read lock, the RAII form
-//!    (`try_lock_for` + drop) of each, and as the floor the same 3 requests made
-//!    with the raw client. After a warm-up (the server's JIT), the forms run in 8
+//!    (`try_lock_for` + drop) of each, the write lock with the create and the
+//!    first listing sent one after the other (`with_sequential_acquire`: two
+//!    round trips to acquire instead of one), and as the floors the same 3
+//!    requests made with the raw client, in two round trips (`create_async`,
+//!    then `get_children` right behind it, then `delete`) and in three. Printed:
+//!    the gain of the one-round-trip acquire over the sequential one, and the
+//!    lock's median cycle over the raw two-round-trip floor (target: at most
+//!    1.05x). After a warm-up (the server's JIT), the forms run in 8
 //!    alternating rounds (the load of a shared machine drifts severalfold within
 //!    seconds); each cycle is timed: cycles/s, median and p99. ZooKeeper requests per cycle come from the
 //!    server's `zk_packets_received` (summed over the servers of the connect
@@ -103,9 +109,14 @@ enum Form<'a> {
     Guard(&'a ZkInterProcessWriteLock),
     /// The same for a read lock (the guard methods need a sized lock type).
     ReadGuard(&'a ZkInterProcessReadLock),
-    /// The protocol's floor without the lock code: create an ephemeral
-    /// sequential child, get the children, delete the child (raw client).
+    /// The lock's requests without the lock code, one at a time: create an
+    /// ephemeral sequential child, get the children, delete the child (raw
+    /// client; three round trips).
     Raw(&'a ZooKeeper, &'a str),
+    /// The same requests as the lock makes them: the create sent without
+    /// waiting (`create_async`), the children listed right behind it, then the
+    /// delete (raw client; two round trips, the protocol's floor).
+    RawPipelined(&'a ZooKeeper, &'a str),
 }
 
 /// One acquire + release cycle.
@@ -142,6 +153,24 @@ fn cycle(form: Form<'_>) {
                 )
                 .expect("raw create");
             black_box(zk.get_children(znode, false).expect("raw get_children"));
+            zk.delete(&node, None).expect("raw delete");
+        }
+        Form::RawPipelined(zk, znode) => {
+            let (tx, rx) = mpsc::channel();
+            zk.create_async(
+                &format!("{znode}/write-raw-"),
+                b"raw",
+                Acl::open_unsafe(),
+                CreateMode::EphemeralSequential,
+                move |r| {
+                    let _ = tx.send(r);
+                },
+            );
+            black_box(zk.get_children(znode, false).expect("raw get_children"));
+            let (node, _) = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("raw create answered")
+                .expect("raw create");
             zk.delete(&node, None).expect("raw delete");
         }
     }
@@ -900,15 +929,18 @@ fn main() {
     let rw = ZkInterProcessReadWriteLock::new(&zkw, &unc_znode, None).unwrap();
     let write = rw.write_lock(b"bench writer");
     let read = rw.read_lock(b"bench reader");
-    let forms: [(&'static str, Form<'_>); 5] = [
+    let sequential = rw.write_lock(b"bench writer").with_sequential_acquire();
+    let forms: [(&'static str, Form<'_>); 7] = [
         ("write acquire/release", Form::Explicit(&write)),
         ("read acquire/release", Form::Explicit(&read)),
         ("write try_lock_for + drop", Form::Guard(&write)),
         ("read try_lock_for + drop", Form::ReadGuard(&read)),
+        ("write, sequential acquire", Form::Explicit(&sequential)),
         (
-            "raw create/children/delete",
-            Form::Raw(zkw.zookeeper(), &unc_znode),
+            "raw, 2 round trips",
+            Form::RawPipelined(zkw.zookeeper(), &unc_znode),
         ),
+        ("raw, 3 round trips", Form::Raw(zkw.zookeeper(), &unc_znode)),
     ];
     // The JIT warms up on the write lock (which also makes the lock znode), then
     // a little on every form.
@@ -922,7 +954,29 @@ fn main() {
     }
     let unc = uncontended(&m, &forms, rounds, per_round);
     assert!(children(zkw.zookeeper(), &unc_znode).is_empty());
-    drop((write, read));
+    drop((write, read, sequential));
+    let by_name = |name: &str| unc.iter().find(|u| u.name == name).expect(name);
+    let (pipelined, sequential) = (
+        by_name("write acquire/release"),
+        by_name("write, sequential acquire"),
+    );
+    let floor = by_name("raw, 2 round trips");
+    println!(
+        "  one round trip to acquire: median {:.0} µs vs {:.0} µs sequential ({:.2}x faster; \
+         {:.2}x the cycles/s)",
+        us(pipelined.median()),
+        us(sequential.median()),
+        us(sequential.median()) / us(pipelined.median()),
+        pipelined.per_second() / sequential.per_second()
+    );
+    let floor_ratio = us(pipelined.median()) / us(floor.median());
+    println!(
+        "  vs the raw client's 2 round trips: median {:.2}x ({:.0} vs {:.0} µs; target <= 1.05: {})",
+        floor_ratio,
+        us(pipelined.median()),
+        us(floor.median()),
+        if floor_ratio <= 1.05 { "met" } else { "MISSED" }
+    );
 
     // 2. Contended.
     println!();
