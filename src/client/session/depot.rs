@@ -190,55 +190,19 @@ impl SessionShared {
     }
 
     /// Writes a request frame on the connection in `slot` (the writer lock is
-    /// held): its xid is given and its reply slot queued now, so the pending
-    /// queue stays in write order. No connection: hands the request and `to`
-    /// back, unsent.
-    ///
-    /// A failed write is a disconnect at once: the socket is shut down (the
-    /// connection thread's read fails promptly and it reconnects), the state
-    /// becomes `Connecting` before the writer lock is released (so the next
-    /// callers wait for the reconnect instead of failing in a hot loop), and this
-    /// request is answered with `ConnectionLoss`.
+    /// held): see [`write_batch_locked`](Self::write_batch_locked). No
+    /// connection: hands the request and `to` back, unsent.
     fn write_locked(
         &self,
         slot: &mut Option<TcpStream>,
         req: Outgoing,
         to: ReplyTo,
     ) -> Result<(), Box<(Outgoing, ReplyTo)>> {
-        let Some(stream) = slot.as_mut() else {
-            return Err(Box::new((req, to)));
-        };
-        let Outgoing {
-            opcode,
-            mut frame,
-            reg,
-            rewatch,
-        } = req;
-        let xid = self.xid();
-        proto::set_xid(&mut frame, xid);
-        self.pending.lock().push_back(Pending {
-            xid,
-            opcode,
-            to,
-            reg,
-            rewatch,
-        });
-        if let Err(e) = stream.write_all(&frame) {
-            debug!("write failed: {e}; dropping the connection");
-            self.write_failed(slot);
-            // Unless the connection thread's drain has answered it already.
-            let mine = {
-                let mut pending = self.pending.lock();
-                let i = pending.iter().position(|p| p.xid == xid);
-                i.and_then(|i| pending.remove(i))
-            };
-            if let Some(p) = mine {
-                self.answer(p.to, Err(Error::zk_code(ZkError::ConnectionLoss)));
-            }
-            return Ok(());
-        }
-        self.touch_send();
-        Ok(())
+        self.write_batch_locked(slot, vec![(req, to)])
+            .map_err(|mut back| match back.pop() {
+                Some(one) => Box::new(one),
+                None => unreachable!("a batch of one comes back whole"),
+            })
     }
 
     /// A write on the connection in `slot` failed (the writer lock is held): shut
@@ -319,9 +283,16 @@ impl SessionShared {
             .collect())
     }
 
-    /// [`write_locked`](Self::write_locked) for several requests in one write:
-    /// their xids are given and their reply slots queued in order before the
-    /// bytes go out. No connection: hands them back, unsent.
+    /// Writes request frames, in order and in one write, on the connection in
+    /// `slot` (the writer lock is held): their xids are given and their reply
+    /// slots queued before the bytes go out, so the pending queue stays in
+    /// write order. No connection: hands them back, unsent.
+    ///
+    /// A failed write is a disconnect at once: the socket is shut down (the
+    /// connection thread's read fails promptly and it reconnects), the state
+    /// becomes `Connecting` before the writer lock is released (so the next
+    /// callers wait for the reconnect instead of failing in a hot loop), and
+    /// these requests are answered with `ConnectionLoss`.
     fn write_batch_locked(
         &self,
         slot: &mut Option<TcpStream>,
@@ -330,7 +301,7 @@ impl SessionShared {
         let Some(stream) = slot.as_mut() else {
             return Err(batch);
         };
-        let mut bytes = Vec::with_capacity(batch.iter().map(|(r, _)| r.frame.len()).sum());
+        let mut frames = Vec::with_capacity(batch.len());
         let mut xids = Vec::with_capacity(batch.len());
         {
             let mut pending = self.pending.lock();
@@ -343,7 +314,7 @@ impl SessionShared {
                 } = req;
                 let xid = self.xid();
                 proto::set_xid(&mut frame, xid);
-                bytes.extend_from_slice(&frame);
+                frames.push(frame);
                 xids.push(xid);
                 pending.push_back(Pending {
                     xid,
@@ -354,10 +325,14 @@ impl SessionShared {
                 });
             }
         }
-        if let Err(e) = stream.write_all(&bytes) {
+        let written = match frames.as_slice() {
+            [one] => stream.write_all(one),
+            many => stream.write_all(&many.concat()),
+        };
+        if let Err(e) = written {
             debug!("write failed: {e}; dropping the connection");
             self.write_failed(slot);
-            // Those the connection thread's drain has not answered yet.
+            // Unless the connection thread's drain has answered them already.
             let mut mine = Vec::new();
             {
                 let mut pending = self.pending.lock();
