@@ -47,9 +47,10 @@
 //!    the connect string): `zk_packets_received` counts the requests (pings
 //!    included), `zk_packets_sent` − `zk_packets_received` the notifications
 //!    (every request and ping is answered once). The packets the two `mntr`
-//!    reads add are measured at start and subtracted, and so is the one packet
-//!    sent that a window with requests in it counts beyond their replies (an
-//!    empty window counts none; measured around plain `exists` reads); the pings
+//!    reads add are measured at start and subtracted (what a read adds to
+//!    `zk_packets_sent` is 2 or 3 from one run to the next, so what a window with
+//!    requests in it counts sent beyond their replies is measured too, around
+//!    plain `exists` reads, which have no notification, and subtracted); the pings
 //!    that may fall in a window (every session pings at least every sixth of its
 //!    timeout) are inside the counts and printed as an allowance. Printed per cycle for the uncontended forms, per
 //!    grant for the contended scenarios, and per hand-off for a **two-party
@@ -62,6 +63,12 @@
 //!    hand-offs and subtracted (3 per round). The floor: 5 requests (the waiter's
 //!    create, getChildren and watch on its predecessor; the holder's delete; the
 //!    woken waiter's getChildren) and 1 notification.
+//!
+//!    Each round also reads the CPU time (user + system, `/proc/<pid>/stat`, 10 ms
+//!    ticks) of the library's processes before and after: zklock's bench process
+//!    (its sessions' threads and the lock threads; its main thread otherwise only
+//!    waits) or its workers, Curator's JVM or JVMs (JIT and GC included): client
+//!    CPU per cycle, grant or hand-off.
 //! 6. **Summary**: a markdown table, scenario | zklock | Curator | ratio
 //!    (zklock/Curator) | ZooKeeper's recipe lock, with the date, kernel, cores,
 //!    load average, and the ZooKeeper and Curator versions.
@@ -188,20 +195,28 @@ struct Samples {
     p50s: Vec<f64>,
     /// Cycles, grants or hand-offs over all rounds.
     units: u64,
-    /// Traffic over all rounds (`None`: not counted).
-    traffic: Option<Traffic>,
+    /// Traffic over all rounds.
+    traffic: Traffic,
+    /// CPU time of the library's processes over all rounds.
+    cpu: Duration,
 }
 
 impl Samples {
-    fn push(&mut self, units: u64, elapsed: Duration, p50: Option<Duration>, t: Option<Traffic>) {
+    fn push(
+        &mut self,
+        units: u64,
+        elapsed: Duration,
+        p50: Option<Duration>,
+        t: Traffic,
+        cpu: Duration,
+    ) {
         self.rates.push(units as f64 / elapsed.as_secs_f64());
         if let Some(p) = p50 {
             self.p50s.push(us(p));
         }
         self.units += units;
-        if let Some(t) = t {
-            self.traffic.get_or_insert_with(Traffic::default).add(&t);
-        }
+        self.traffic.add(&t);
+        self.cpu += cpu;
     }
 
     fn rate(&self) -> Option<f64> {
@@ -213,21 +228,25 @@ impl Samples {
     }
 
     fn requests(&self) -> Option<f64> {
-        let t = self.traffic?;
-        (self.units > 0).then(|| t.received as f64 / self.units as f64)
+        (self.units > 0).then(|| self.traffic.received as f64 / self.units as f64)
     }
 
     fn notifications(&self) -> Option<f64> {
-        let t = self.traffic?;
-        (self.units > 0).then(|| t.notifications() as f64 / self.units as f64)
+        (self.units > 0).then(|| self.traffic.notifications() as f64 / self.units as f64)
     }
 
-    /// "R req + N notif / unit (P pings at most)".
+    /// Client CPU per unit, µs.
+    fn cpu_per(&self) -> Option<f64> {
+        (self.units > 0).then(|| us(self.cpu) / self.units as f64)
+    }
+
+    /// "R requests + N notifications per unit (...); C µs client CPU per unit".
     fn traffic_text(&self, unit: &str) -> String {
-        match (self.traffic, self.requests(), self.notifications()) {
-            (Some(t), Some(r), Some(n)) => format!(
-                "{r:.2} requests + {n:.2} notifications per {unit} ({} requests, {} pings at most)",
-                t.received, t.ping_allowance
+        match (self.requests(), self.notifications(), self.cpu_per()) {
+            (Some(r), Some(n), Some(c)) => format!(
+                "{r:.2} requests + {n:.2} notifications per {unit} ({} requests, {} pings at \
+                 most); {c:.0} µs client CPU per {unit}",
+                self.traffic.received, self.traffic.ping_allowance
             ),
             _ => String::new(),
         }
@@ -554,10 +573,11 @@ struct Meter {
 }
 
 impl Meter {
-    /// Measures the `mntr` reads' cost (`Mntr::new`) and the residual: a window
-    /// with requests in it counts a packet sent more than its replies and
-    /// notifications (an empty window counts none), measured here around plain
-    /// reads, which have no notification, and subtracted from every window.
+    /// Measures the `mntr` reads' cost (`Mntr::new`) and the residual: what a
+    /// window with requests in it counts sent beyond their replies after that
+    /// cost (0 or 1: what a read adds to `zk_packets_sent` varies from run to
+    /// run, and an empty window counts none), measured around plain reads, which
+    /// have no notification, and subtracted from every window.
     fn new(servers: &str, zk: &ZooKeeper, path: &str) -> Meter {
         let m = Mntr::new(servers);
         let residual = (0..3)
@@ -594,30 +614,36 @@ impl Meter {
 /// Returns the units (grants, hand-offs) and their time.
 type Round<'a> = &'a mut dyn FnMut(bool) -> (u64, Duration);
 
+/// The CPU time a library's processes have used so far.
+type Cpu<'a> = &'a dyn Fn() -> Duration;
+
 /// One unreported round of each, then `rounds` alternating rounds (zklock
-/// first), each inside its own window (`adjust` corrects its traffic).
+/// first), each inside its own window (`adjust` corrects its traffic) and
+/// between two readings of its processes' CPU time.
 fn alternate(
     meter: &Meter,
     rounds: usize,
     (unit, units): (&str, &str),
-    zklock: Round<'_>,
-    mut curator: Option<Round<'_>>,
+    (zklock, zk_cpu): (Round<'_>, Cpu<'_>),
+    mut curator: Option<(Round<'_>, Cpu<'_>)>,
     adjust: fn(Traffic) -> Traffic,
 ) -> (Samples, Samples) {
     let (mut zs, mut cs) = (Samples::default(), Samples::default());
     zklock(true);
-    if let Some(c) = curator.as_mut() {
+    if let Some((c, _)) = curator.as_mut() {
         c(true);
     }
     for r in 0..rounds {
-        let w = meter.window();
+        let (w, cpu) = (meter.window(), zk_cpu());
         let (n, elapsed) = zklock(false);
-        zs.push(n, elapsed, None, Some(adjust(meter.stop(w))));
+        let cpu = zk_cpu().saturating_sub(cpu);
+        zs.push(n, elapsed, None, adjust(meter.stop(w)), cpu);
         let mut line = format!("  round {r}: zklock {:>7.0} {units}/s", zs.rates[r]);
-        if let Some(c) = curator.as_mut() {
-            let w = meter.window();
+        if let Some((c, cu_cpu)) = curator.as_mut() {
+            let (w, cpu) = (meter.window(), cu_cpu());
             let (n, elapsed) = c(false);
-            cs.push(n, elapsed, None, Some(adjust(meter.stop(w))));
+            let cpu = cu_cpu().saturating_sub(cpu);
+            cs.push(n, elapsed, None, adjust(meter.stop(w)), cpu);
             line += &format!("  |  Curator {:>7.0} {units}/s", cs.rates[r]);
         }
         println!("{line}");
@@ -688,16 +714,19 @@ fn uncontended(
         );
     };
     let zk_form = |lock: &dyn InterProcessLock, s: &mut Samples| {
-        let w = meter.window();
+        let (w, cpu) = (meter.window(), cpu_time(None));
         let (times, elapsed) = zk_uncontended(lock, per_round);
+        let cpu = cpu_time(None).saturating_sub(cpu);
         let t = meter.stop(w);
-        s.push(per_round as u64, elapsed, Some(timed_p50(times)), Some(t));
+        s.push(per_round as u64, elapsed, Some(timed_p50(times)), t, cpu);
     };
     let cu_form = |c: &mut Curator, form: &str, s: &mut Samples| {
-        let w = meter.window();
+        let pid = Some(c.jvm.pid());
+        let (w, cpu) = (meter.window(), cpu_time(pid));
         let (n, elapsed, p50) = c.uncontended(form, per_round);
+        let cpu = cpu_time(pid).saturating_sub(cpu);
         let t = meter.stop(w);
-        s.push(n, elapsed, Some(p50), Some(t));
+        s.push(n, elapsed, Some(p50), t, cpu);
     };
     for r in 0..rounds {
         zk_form(&write, &mut u.zk_write);
@@ -794,6 +823,10 @@ fn processes(
         );
     }
     let length = |warm_up: bool| if warm_up { run / 2 } else { run };
+    let pids = |w: &Workers| w.procs.iter().map(LineProcess::pid).collect::<Vec<u32>>();
+    let cpu_of = |pids: Vec<u32>| move || pids.iter().map(|p| cpu_time(Some(*p))).sum();
+    let zk_cpu = cpu_of(pids(&zk_workers));
+    let cu_cpu = cpu_of(cu_workers.as_ref().map(pids).unwrap_or_default());
     let mut cu_round = cu_workers
         .as_mut()
         .map(|w| move |warm_up: bool| w.round(length(warm_up)));
@@ -801,8 +834,10 @@ fn processes(
         meter,
         sizes.rounds,
         ("grant", "grants"),
-        &mut |warm_up| zk_workers.round(length(warm_up)),
-        cu_round.as_mut().map(|f| f as Round<'_>),
+        (&mut |warm_up| zk_workers.round(length(warm_up)), &zk_cpu),
+        cu_round
+            .as_mut()
+            .map(|f| (f as Round<'_>, &cu_cpu as Cpu<'_>)),
         |t| t,
     );
     zk_workers.stop();
@@ -877,7 +912,10 @@ fn fmt_opt(v: Option<f64>, digits: usize, unit: &str) -> String {
     v.map_or_else(|| "—".to_string(), |v| format!("{v:.digits$}{unit}"))
 }
 
-/// The table's rows; `recipe`: the third column's figures, where it has some.
+/// One figure of a library's samples (`Samples::requests`, ...).
+type Figure = fn(&Samples) -> Option<f64>;
+
+/// The summary's rows (each method's `recipe`: the third column's figures, where it has any).
 struct Table {
     rows: Vec<Row>,
     have_curator: bool,
@@ -918,7 +956,24 @@ impl Table {
     fn count(
         &mut self,
         scenario: &str,
-        f: fn(&Samples) -> Option<f64>,
+        f: Figure,
+        z: &Samples,
+        c: &Samples,
+        recipe: Option<&Samples>,
+    ) {
+        self.total(scenario, (f, 2, ""), z, c, recipe);
+    }
+
+    /// Client CPU per unit over all rounds.
+    fn cpu(&mut self, scenario: &str, z: &Samples, c: &Samples, recipe: Option<&Samples>) {
+        self.total(scenario, (Samples::cpu_per, 0, " µs"), z, c, recipe);
+    }
+
+    /// `f` over all rounds, shown with `digits` and `unit`; the ratio of the two.
+    fn total(
+        &mut self,
+        scenario: &str,
+        (f, digits, unit): (Figure, usize, &str),
         z: &Samples,
         c: &Samples,
         recipe: Option<&Samples>,
@@ -926,13 +981,13 @@ impl Table {
         let (zv, cv) = (f(z), f(c));
         self.rows.push(Row {
             scenario: scenario.to_string(),
-            zklock: fmt_opt(zv, 2, ""),
-            curator: self.curator(fmt_opt(cv, 2, "")),
+            zklock: fmt_opt(zv, digits, unit),
+            curator: self.curator(fmt_opt(cv, digits, unit)),
             ratio: match (zv, cv) {
                 (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
                 _ => "—".to_string(),
             },
-            recipe: recipe.map_or_else(|| "—".to_string(), |r| fmt_opt(f(r), 2, "")),
+            recipe: recipe.map_or_else(|| "—".to_string(), |r| fmt_opt(f(r), digits, unit)),
         });
     }
 
@@ -1056,6 +1111,11 @@ fn main() {
 
     let (rounds, run) = (sizes.rounds, sizes.round);
     let length = |warm_up: bool| if warm_up { run / 2 } else { run };
+    // CPU time: zklock's is this process's (its sessions' threads and the lock
+    // threads; the bench's own main thread only waits), Curator's its JVM's.
+    let zk_cpu = || cpu_time(None);
+    let jvm_pid = curator.as_ref().map(|c| c.jvm.pid());
+    let cu_cpu = move || cpu_time(jvm_pid);
 
     // 2. Threads.
     let n = sizes.threads;
@@ -1071,14 +1131,19 @@ fn main() {
         &meter,
         rounds,
         ("grant", "grants"),
-        &mut |warm_up| {
-            zk_loop(
-                zk_write_locks(&zkw, &zl("threads"), n),
-                length(warm_up),
-                true,
-            )
-        },
-        cu_round.as_mut().map(|f| f as Round<'_>),
+        (
+            &mut |warm_up| {
+                zk_loop(
+                    zk_write_locks(&zkw, &zl("threads"), n),
+                    length(warm_up),
+                    true,
+                )
+            },
+            &zk_cpu,
+        ),
+        cu_round
+            .as_mut()
+            .map(|f| (f as Round<'_>, &cu_cpu as Cpu<'_>)),
         |t| t,
     );
     assert!(children(&zk, &zl("threads")).is_empty());
@@ -1109,14 +1174,19 @@ fn main() {
         &meter,
         rounds,
         ("read grant", "read grants"),
-        &mut |warm_up| {
-            zk_loop(
-                zk_read_locks(&zkw, &zl("readers"), n),
-                length(warm_up),
-                false,
-            )
-        },
-        cu_round.as_mut().map(|f| f as Round<'_>),
+        (
+            &mut |warm_up| {
+                zk_loop(
+                    zk_read_locks(&zkw, &zl("readers"), n),
+                    length(warm_up),
+                    false,
+                )
+            },
+            &zk_cpu,
+        ),
+        cu_round
+            .as_mut()
+            .map(|f| (f as Round<'_>, &cu_cpu as Cpu<'_>)),
         |t| t,
     );
     assert!(children(&zk, &zl("readers")).is_empty());
@@ -1136,8 +1206,10 @@ fn main() {
         &meter,
         rounds,
         ("hand-off", "hand-offs"),
-        &mut |_warm_up| zk_handoff(&zkw, &zl("handoff"), k),
-        cu_round.as_mut().map(|f| f as Round<'_>),
+        (&mut |_warm_up| zk_handoff(&zkw, &zl("handoff"), k), &zk_cpu),
+        cu_round
+            .as_mut()
+            .map(|f| (f as Round<'_>, &cu_cpu as Cpu<'_>)),
         |mut t| {
             // The requests outside the hand-offs, and their replies.
             t.received = t.received.saturating_sub(HANDOFF_OUTSIDE);
@@ -1319,6 +1391,34 @@ fn main() {
         &cu_readers,
         None,
     );
+    t.cpu(
+        "client CPU per uncontended cycle: write lock vs InterProcessMutex",
+        &unc.zk_write,
+        &unc.cu_mutex,
+        recipe_unc,
+    );
+    t.cpu(
+        &format!("client CPU per grant, {} threads", sizes.threads),
+        &zk_threads,
+        &cu_threads,
+        None,
+    );
+    t.cpu(
+        &format!(
+            "client CPU per grant, {} processes (all of them)",
+            sizes.processes
+        ),
+        &zk_procs,
+        &cu_procs,
+        None,
+    );
+    t.cpu(
+        &format!("client CPU per read grant, {} readers", sizes.readers),
+        &zk_readers,
+        &cu_readers,
+        None,
+    );
+    t.cpu("client CPU per hand-off", &zk_hand, &cu_hand, None);
 
     println!();
     println!(
@@ -1333,7 +1433,9 @@ fn main() {
     println!(
         "(rates and p50: medians over the rounds; ratio: zklock/Curator, for rates and p50 the \
          median of the per-round ratios: above 1 zklock is faster for rates, below 1 for p50 \
-         and counts; requests include pings, see the allowances above)"
+         and counts; requests include pings, see the allowances above; client CPU: user + \
+         system time of the library's processes, zklock's bench process or workers, Curator's \
+         JVMs, JIT and GC included)"
     );
     println!();
     t.print();

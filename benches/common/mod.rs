@@ -287,6 +287,25 @@ pub fn loadavg() -> String {
         .unwrap_or_default()
 }
 
+/// CPU time (user + system, all threads) a process has used so far, from
+/// `/proc/<pid>/stat` (`None`: this process); zero where unreadable. Clock ticks
+/// are taken as Linux's USER_HZ, 100 a second (10 ms resolution).
+pub fn cpu_time(pid: Option<u32>) -> Duration {
+    let path = pid.map_or_else(
+        || "/proc/self/stat".to_string(),
+        |p| format!("/proc/{p}/stat"),
+    );
+    let stat = fs::read_to_string(path).unwrap_or_default();
+    // "pid (comm) state ...": utime and stime are the 12th and 13th fields after
+    // the command's closing parenthesis.
+    let Some(i) = stat.rfind(')') else {
+        return Duration::ZERO;
+    };
+    let f: Vec<&str> = stat[i + 1..].split_whitespace().collect();
+    let ticks = |k: usize| f.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
 /// The current time as `YYYY-MM-DD HH:MM UTC` (no date crate for one line).
 pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
