@@ -35,9 +35,11 @@
 //!    are this bench binary re-executed as a worker (`ZKLOCK_COMPARE_WORKER`
 //!    names the lock znode); Curator's are JVMs running the Java bench's worker
 //!    mode. Every worker is started, connected and says `ready` before the first
-//!    round (JVM start-up is outside the timing), then warms up alone on a lock
-//!    znode of its own (`ZK_COMPARE_WORKER_WARMUP` uncontended cycles; a JVM's
-//!    JIT needs them, zklock's workers do the same). A round is a `go <ms>` line
+//!    round (JVM start-up is outside the timing), then warms up: a JVM's JIT needs
+//!    it, zklock's workers do the same. The workers warm up in pairs, each pair on
+//!    a lock znode of its own, `ZK_COMPARE_WORKER_WARMUP` acquire + release
+//!    cycles each, so that both the immediate grant and the queued one (watch,
+//!    wake-up) run hot in every process. A round is a `go <ms>` line
 //!    to each, answered with its grants and the time from `go` to its last
 //!    release; the rate is the sum of the grants over the longest of those times.
 //! 4. **Readers**: `ZK_COMPARE_READERS` threads of one session take the read
@@ -95,9 +97,11 @@
 //! `ZK_COMPARE_ROUND_MS` (length of a contended round, 1500),
 //! `ZK_COMPARE_THREADS` (8), `ZK_COMPARE_PROCESSES` (8), `ZK_COMPARE_READERS`
 //! (8), `ZK_COMPARE_HANDOFFS` (acquires per party per hand-off round, 100),
-//! `ZK_COMPARE_WORKER_WARMUP` (uncontended warm-up cycles per worker process,
-//! 2000); `ZK_COMPARE_RECIPE=0` leaves out ZooKeeper's recipe. About two
-//! minutes on two cores. The JVMs run with
+//! `ZK_COMPARE_WORKER_WARMUP` (warm-up cycles per worker process, in pairs,
+//! 5000: the JVMs' share of scenario 3 depends on it, as each JVM warms its own
+//! JIT: on a loaded two-core machine Curator's grants/s there were ~3× below
+//! zklock's after 2,000 cycles, ~1.8× after 8,000); `ZK_COMPARE_RECIPE=0` leaves
+//! out ZooKeeper's recipe. About three minutes on two cores. The JVMs run with
 //! `-Xmx256m -XX:+UseSerialGC` (nine of them on two cores).
 
 use std::env;
@@ -176,7 +180,7 @@ impl Sizes {
             processes: env_usize("ZK_COMPARE_PROCESSES", 8).max(1),
             readers: env_usize("ZK_COMPARE_READERS", 8).max(1),
             handoffs: env_usize("ZK_COMPARE_HANDOFFS", 100).max(2),
-            worker_warmup: env_usize("ZK_COMPARE_WORKER_WARMUP", 2000),
+            worker_warmup: env_usize("ZK_COMPARE_WORKER_WARMUP", 5000),
             recipe: env_usize("ZK_COMPARE_RECIPE", 1) != 0,
         }
     }
@@ -399,9 +403,9 @@ fn zk_handoff(zkw: &ZooKeeperWatcher, znode: &str, k: usize) -> (u64, Duration) 
 
 /// The worker process of scenario 3 (this binary with `ZKLOCK_COMPARE_WORKER`
 /// set): one session, one write lock; `ready`, then until the end of its input
-/// `warm <znode> <cycles>` (uncontended cycles on a znode of its own: the
-/// same warm-up as the JVMs get) and `go <ms>`, each answered with `done grants
-/// <n> elapsed_ns <ns>`.
+/// `warm <znode> <cycles>` (cycles of another write lock on `znode`, which one
+/// other worker shares: the same warm-up as the JVMs get) and `go <ms>`, each
+/// answered with `done grants <n> elapsed_ns <ns>`.
 fn worker(znode: &str) {
     let servers = env::var(WORKER_SERVERS_ENV).expect("ZKLOCK_COMPARE_SERVERS");
     let zkw = connect(&servers, "compare-worker");
@@ -514,7 +518,7 @@ impl Workers {
         self.all(|_| format!("go {}", run.as_millis()))
     }
 
-    /// Worker `i` warms up on `znode(i)`, all at once.
+    /// Worker `i` warms up on `znode(i)`, all at once; the time of the slowest.
     fn warm(&mut self, znode: impl Fn(usize) -> String, cycles: usize) -> Duration {
         self.all(|i| format!("warm {} {cycles}", znode(i))).1
     }
@@ -782,7 +786,7 @@ fn processes(
     println!();
     println!(
         "3. {} processes, a session each, contending on one lock znode: {} alternating rounds \
-         of {run:?} (after {} uncontended warm-up cycles each, on znodes of their own, and one \
+         of {run:?} (after {} warm-up cycles each, in pairs on znodes of their own, and one \
          unreported round)",
         sizes.processes, sizes.rounds, sizes.worker_warmup
     );
@@ -809,10 +813,10 @@ fn processes(
     );
     let cycles = sizes.worker_warmup;
     if cycles > 0 {
-        let zk_warm = zk_workers.warm(|i| warm_znode("zklock", i), cycles);
+        let zk_warm = zk_workers.warm(|i| warm_znode("zklock", i / 2), cycles);
         let cu_warm = cu_workers
             .as_mut()
-            .map(|w| w.warm(|i| warm_znode("curator", i), cycles));
+            .map(|w| w.warm(|i| warm_znode("curator", i / 2), cycles));
         println!(
             "  warm-up: zklock's workers {:.1} s{}",
             zk_warm.as_secs_f64(),
@@ -1055,7 +1059,8 @@ fn main() {
             .map(|n| cu(n)),
         )
         .chain(
-            (0..sizes.processes).flat_map(|i| [warm_znode("zklock", i), warm_znode("curator", i)]),
+            (0..sizes.processes.div_ceil(2))
+                .flat_map(|i| [warm_znode("zklock", i), warm_znode("curator", i)]),
         )
         .collect();
     for z in &lock_znodes {

@@ -42,8 +42,8 @@
 //     InterProcessMutex. Prints "ready"; then for each "go <ms>" line on stdin,
 //     acquire + release until <ms> have passed and print "done grants <n>
 //     elapsed_ns <ns>"; for "warm <znode> <cycles>", the JIT's warm-up, <cycles>
-//     uncontended cycles of another InterProcessMutex on <znode> (its own),
-//     answered the same way. Ends (closing its session) at end of input or on
+//     cycles of another InterProcessMutex on <znode> (which one other worker
+//     shares, so that the queued path warms up too), answered the same way. Ends (closing its session) at end of input or on
 //     anything else.
 
 import java.io.BufferedReader;
