@@ -614,9 +614,8 @@ impl Meter {
     }
 }
 
-/// A round of one library: `warm_up` true for the unreported first one.
-/// Returns the units (grants, hand-offs) and their time.
-type Round<'a> = &'a mut dyn FnMut(bool) -> (u64, Duration);
+/// A round of one library: the units (grants, hand-offs) and their time.
+type Round<'a> = &'a mut dyn FnMut() -> (u64, Duration);
 
 /// The CPU time a library's processes have used so far.
 type Cpu<'a> = &'a dyn Fn() -> Duration;
@@ -633,19 +632,19 @@ fn alternate(
     adjust: fn(Traffic) -> Traffic,
 ) -> (Samples, Samples) {
     let (mut zs, mut cs) = (Samples::default(), Samples::default());
-    zklock(true);
+    zklock();
     if let Some((c, _)) = curator.as_mut() {
-        c(true);
+        c();
     }
     for r in 0..rounds {
         let (w, cpu) = (meter.window(), zk_cpu());
-        let (n, elapsed) = zklock(false);
+        let (n, elapsed) = zklock();
         let cpu = zk_cpu().saturating_sub(cpu);
         zs.push(n, elapsed, None, adjust(meter.stop(w)), cpu);
         let mut line = format!("  round {r}: zklock {:>7.0} {units}/s", zs.rates[r]);
         if let Some((c, cu_cpu)) = curator.as_mut() {
             let (w, cpu) = (meter.window(), cu_cpu());
-            let (n, elapsed) = c(false);
+            let (n, elapsed) = c();
             let cpu = cu_cpu().saturating_sub(cpu);
             cs.push(n, elapsed, None, adjust(meter.stop(w)), cpu);
             line += &format!("  |  Curator {:>7.0} {units}/s", cs.rates[r]);
@@ -826,19 +825,16 @@ fn processes(
             ))
         );
     }
-    let length = |warm_up: bool| if warm_up { run / 2 } else { run };
     let pids = |w: &Workers| w.procs.iter().map(LineProcess::pid).collect::<Vec<u32>>();
     let cpu_of = |pids: Vec<u32>| move || pids.iter().map(|p| cpu_time(Some(*p))).sum();
     let zk_cpu = cpu_of(pids(&zk_workers));
     let cu_cpu = cpu_of(cu_workers.as_ref().map(pids).unwrap_or_default());
-    let mut cu_round = cu_workers
-        .as_mut()
-        .map(|w| move |warm_up: bool| w.round(length(warm_up)));
+    let mut cu_round = cu_workers.as_mut().map(|w| move || w.round(run));
     let pair = alternate(
         meter,
         sizes.rounds,
         ("grant", "grants"),
-        (&mut |warm_up| zk_workers.round(length(warm_up)), &zk_cpu),
+        (&mut || zk_workers.round(run), &zk_cpu),
         cu_round
             .as_mut()
             .map(|f| (f as Round<'_>, &cu_cpu as Cpu<'_>)),
@@ -1115,7 +1111,6 @@ fn main() {
     );
 
     let (rounds, run) = (sizes.rounds, sizes.round);
-    let length = |warm_up: bool| if warm_up { run / 2 } else { run };
     // CPU time: zklock's is this process's (its sessions' threads and the lock
     // threads; the bench's own main thread only waits), Curator's its JVM's.
     let zk_cpu = || cpu_time(None);
@@ -1129,21 +1124,15 @@ fn main() {
         "2. {n} threads, one session, a write-lock instance each on one lock znode: {rounds} \
          alternating rounds of {run:?} (after one unreported round each)"
     );
-    let mut cu_round = curator.as_mut().map(|c| {
-        move |warm_up: bool| c.grants(&format!("threads {n} {}", length(warm_up).as_millis()))
-    });
+    let mut cu_round = curator
+        .as_mut()
+        .map(|c| move || c.grants(&format!("threads {n} {}", run.as_millis())));
     let (zk_threads, cu_threads) = alternate(
         &meter,
         rounds,
         ("grant", "grants"),
         (
-            &mut |warm_up| {
-                zk_loop(
-                    zk_write_locks(&zkw, &zl("threads"), n),
-                    length(warm_up),
-                    true,
-                )
-            },
+            &mut || zk_loop(zk_write_locks(&zkw, &zl("threads"), n), run, true),
             &zk_cpu,
         ),
         cu_round
@@ -1172,21 +1161,15 @@ fn main() {
         "4. {n} readers, one session, a read-lock instance each on one lock znode: {rounds} \
          alternating rounds of {run:?} (after one unreported round each)"
     );
-    let mut cu_round = curator.as_mut().map(|c| {
-        move |warm_up: bool| c.grants(&format!("readers {n} {}", length(warm_up).as_millis()))
-    });
+    let mut cu_round = curator
+        .as_mut()
+        .map(|c| move || c.grants(&format!("readers {n} {}", run.as_millis())));
     let (zk_readers, cu_readers) = alternate(
         &meter,
         rounds,
         ("read grant", "read grants"),
         (
-            &mut |warm_up| {
-                zk_loop(
-                    zk_read_locks(&zkw, &zl("readers"), n),
-                    length(warm_up),
-                    false,
-                )
-            },
+            &mut || zk_loop(zk_read_locks(&zkw, &zl("readers"), n), run, false),
             &zk_cpu,
         ),
         cu_round
@@ -1206,12 +1189,12 @@ fn main() {
     );
     let mut cu_round = curator
         .as_mut()
-        .map(|c| move |_warm_up: bool| c.grants(&format!("handoff {k}")));
+        .map(|c| move || c.grants(&format!("handoff {k}")));
     let (zk_hand, cu_hand) = alternate(
         &meter,
         rounds,
         ("hand-off", "hand-offs"),
-        (&mut |_warm_up| zk_handoff(&zkw, &zl("handoff"), k), &zk_cpu),
+        (&mut || zk_handoff(&zkw, &zl("handoff"), k), &zk_cpu),
         cu_round
             .as_mut()
             .map(|f| (f as Round<'_>, &cu_cpu as Cpu<'_>)),
