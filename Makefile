@@ -7,14 +7,16 @@
 #   make bench      benchmarks
 #   make chaos      the long chaos runs (CHAOS_SEEDS=1,2,3 CHAOS_SECS=180 by default)
 #   make zookeeper  install Apache ZooKeeper and a JRE if missing (Debian, as root)
+#   make curator    install Apache Curator if missing (Debian, as root; for make bench)
 
 SHELL := /bin/bash
 CARGO ?= cargo
 
 ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
 SLF4J_JAR     := /usr/share/java/slf4j-simple.jar
+CURATOR_JAR   := /usr/share/java/curator-recipes.jar
 
-.PHONY: help zookeeper test check fmt clippy doc demo cli bench chaos
+.PHONY: help zookeeper curator test check fmt clippy doc demo cli bench chaos
 
 help:
 	@echo "make demo | make test | make check | make bench | make chaos | make cli | make zookeeper"
@@ -44,6 +46,22 @@ zookeeper:
 	    { echo "make zookeeper: installation failed" >&2; exit 1; }; \
 	fi
 
+# Debian's `libcurator-recipes-java` brings Apache Curator 5.4 (recipes,
+# framework, client) and Guava, for the Curator comparison (benches/compare.rs).
+# Only `make bench` needs it. Quiet when installed.
+curator: zookeeper
+	@if [ ! -f $(CURATOR_JAR) ]; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "make curator: missing Debian package: libcurator-recipes-java" >&2; \
+	    echo "  install it as root:  apt-get update && apt-get install -y libcurator-recipes-java" >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "make curator: installing libcurator-recipes-java"; \
+	  apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libcurator-recipes-java >/dev/null; \
+	  [ -f $(CURATOR_JAR) ] || { echo "make curator: installation failed" >&2; exit 1; }; \
+	fi
+
 fmt:
 	$(CARGO) fmt --all -- --check
 
@@ -71,7 +89,7 @@ cli:
 	$(CARGO) build --quiet --release --features cli --bin zklock
 	@echo "built target/release/zklock (try: target/release/zklock --help)"
 
-bench: zookeeper
+bench: zookeeper curator
 	@if [ -d benches ]; then \
 	  $(CARGO) bench --all-features; \
 	else \

@@ -22,14 +22,15 @@
 use std::env;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use zklock::client::{Acl, CreateMode, WatchedEvent, ZooKeeper};
+
+mod common;
 
 const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
 const SLF4J_NOP_JAR: &str = "/usr/share/java/slf4j-nop.jar";
@@ -117,33 +118,16 @@ fn parse_java(line: &str) -> Option<Stats> {
     })
 }
 
-/// Compiles ExistsBench.java into a temp dir; `None` (with a note) without a JDK
-/// or the ZooKeeper jar.
-fn compile_java() -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/java/ExistsBench.java");
-    if !Path::new(ZOOKEEPER_JAR).exists() {
-        println!("  (Java client skipped: {ZOOKEEPER_JAR} not found)");
-        return None;
-    }
-    let out = env::temp_dir().join(format!("zklock-bench-java-{}", std::process::id()));
-    fs::create_dir_all(&out).ok()?;
-    let status = Command::new("javac")
-        .args(["-nowarn", "-d"])
-        .arg(&out)
-        .args(["-cp", ZOOKEEPER_JAR])
-        .arg(&src)
-        .status();
-    match status {
-        Ok(s) if s.success() => Some(out),
-        Ok(s) => {
-            println!("  (Java client skipped: javac failed: {s})");
-            None
-        }
-        Err(e) => {
-            println!("  (Java client skipped: cannot run javac: {e})");
-            None
-        }
-    }
+/// Compiles ExistsBench.java (`common::compile_java`, into a temp dir removed
+/// on drop); `None` (with a note) without a JDK or the jars.
+fn compile_java() -> Option<common::JavaClasses> {
+    common::compile_java(
+        "client",
+        &["benches/java/ExistsBench.java"],
+        &[ZOOKEEPER_JAR, SLF4J_NOP_JAR],
+    )
+    .map_err(|e| println!("  (Java client skipped: {e})"))
+    .ok()
 }
 
 fn latency(servers: &str, zk: &ZooKeeper, root: &str) {
@@ -154,10 +138,10 @@ fn latency(servers: &str, zk: &ZooKeeper, root: &str) {
     zklock_round(zk, root, warm);
 
     let classes = compile_java();
-    let mut java = classes.as_ref().and_then(|dir| {
-        let cp = format!("{}:{ZOOKEEPER_JAR}:{SLF4J_NOP_JAR}", dir.display());
-        Command::new("java")
-            .args(["-cp", &cp, "ExistsBench", servers, root])
+    let mut java = classes.as_ref().and_then(|classes| {
+        classes
+            .java(&[], "ExistsBench")
+            .args([servers, root])
             .arg(warm.to_string())
             .arg(ops.to_string())
             .arg(rounds.to_string())
@@ -208,9 +192,7 @@ fn latency(servers: &str, zk: &ZooKeeper, root: &str) {
         drop(c.stdin.take());
         let _ = c.wait();
     }
-    if let Some(dir) = classes {
-        let _ = fs::remove_dir_all(dir);
-    }
+    drop(classes);
     let med = |v: &[Stats], f: fn(&Stats) -> Duration| -> Duration {
         let mut d: Vec<Duration> = v.iter().map(f).collect();
         d.sort();

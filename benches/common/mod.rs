@@ -1,11 +1,18 @@
 //! Measuring helpers shared by the benchmarks (`mod common;` in each): the
 //! servers' `mntr` counters, request windows with their ping allowance,
-//! percentiles, and `/proc` readings. Each bench uses only some of them.
+//! percentiles, `/proc` readings, and the Java side of the comparisons (compiling
+//! a bench's Java source, driving a child process line by line). Each bench uses
+//! only some of them.
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::{HashMap, HashSet};
 use std::env;
 use std::fs;
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use zklock::testing::{four_letter, parse_mntr};
@@ -168,6 +175,58 @@ impl Requests {
     }
 }
 
+/// A window of server traffic both ways: packets received and sent between
+/// `start` and `stop`, minus one `mntr` read's cost each way. Every request and
+/// ping is answered once, so sent − received counts the notifications.
+pub struct Window {
+    pub before: (u64, u64),
+    pub started: Instant,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Traffic {
+    /// Requests, pings included (`zk_packets_received`).
+    pub received: u64,
+    /// Replies and notifications (`zk_packets_sent`).
+    pub sent: u64,
+    /// Most pings the window may include (already inside `received`).
+    pub ping_allowance: u64,
+    pub elapsed: Duration,
+}
+
+impl Traffic {
+    pub fn notifications(&self) -> u64 {
+        self.sent.saturating_sub(self.received)
+    }
+
+    pub fn add(&mut self, other: &Traffic) {
+        self.received += other.received;
+        self.sent += other.sent;
+        self.ping_allowance += other.ping_allowance;
+        self.elapsed += other.elapsed;
+    }
+}
+
+impl Window {
+    pub fn start(m: &Mntr) -> Window {
+        Window {
+            before: m.received_and_sent(),
+            started: Instant::now(),
+        }
+    }
+
+    pub fn stop(self, m: &Mntr) -> Traffic {
+        let elapsed = self.started.elapsed();
+        let (received, sent) = m.received_and_sent();
+        Traffic {
+            received: received.saturating_sub(self.before.0 + m.overhead),
+            sent: sent.saturating_sub(self.before.1 + m.sent_overhead),
+            ping_allowance: ping_allowance(elapsed, m),
+            elapsed,
+        }
+    }
+}
+
 /// Most pings `connections` sessions may send in `elapsed`: each pings at least
 /// every sixth of its timeout, whatever the traffic (the client times its pings:
 /// see `zklock::client`).
@@ -226,4 +285,236 @@ pub fn loadavg() -> String {
     fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
+}
+
+/// CPU time (user + system, all threads) a process has used so far, from
+/// `/proc/<pid>/stat` (`None`: this process); zero where unreadable. Clock ticks
+/// are taken as Linux's USER_HZ, 100 a second (10 ms resolution).
+pub fn cpu_time(pid: Option<u32>) -> Duration {
+    let path = pid.map_or_else(
+        || "/proc/self/stat".to_string(),
+        |p| format!("/proc/{p}/stat"),
+    );
+    let stat = fs::read_to_string(path).unwrap_or_default();
+    // "pid (comm) state ...": utime and stime are the 12th and 13th fields after
+    // the command's closing parenthesis.
+    let Some(i) = stat.rfind(')') else {
+        return Duration::ZERO;
+    };
+    let f: Vec<&str> = stat[i + 1..].split_whitespace().collect();
+    let ticks = |k: usize| f.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+/// The current time as `YYYY-MM-DD HH:MM UTC` (no date crate for one line).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60
+    )
+}
+
+/// The kernel release (`uname -r`).
+pub fn kernel_release() -> String {
+    fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+// ---------------------------------------------------------------------------
+// The Java side of the comparisons
+// ---------------------------------------------------------------------------
+
+/// A bench's Java classes, compiled into a temp directory (removed on drop),
+/// with the jars they run against.
+pub struct JavaClasses {
+    pub dir: PathBuf,
+    pub jars: Vec<String>,
+}
+
+impl JavaClasses {
+    /// The runtime classpath: the classes, then the jars.
+    pub fn classpath(&self) -> String {
+        std::iter::once(self.dir.display().to_string())
+            .chain(self.jars.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
+    /// `java [jvm_options] -cp <classpath> main` (the JVM of `$JAVA_HOME` if set).
+    pub fn java(&self, jvm_options: &[&str], main: &str) -> Command {
+        let java = match env::var_os("JAVA_HOME") {
+            Some(home) if !home.is_empty() => Path::new(&home).join("bin").join("java"),
+            _ => PathBuf::from("java"),
+        };
+        let mut c = Command::new(java);
+        c.args(jvm_options)
+            .arg("-cp")
+            .arg(self.classpath())
+            .arg(main);
+        c
+    }
+}
+
+impl Drop for JavaClasses {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Compiles `sources` (paths relative to the crate root) with `javac` against
+/// `jars` into a fresh temp directory. `Err` says why (a missing jar, no JDK,
+/// a compile error) for the bench to print as a note and skip its Java side.
+pub fn compile_java(name: &str, sources: &[&str], jars: &[&str]) -> Result<JavaClasses, String> {
+    if let Some(missing) = jars.iter().find(|j| !Path::new(j).exists()) {
+        return Err(format!("{missing} not found"));
+    }
+    let dir = env::temp_dir().join(format!("zklock-bench-{name}-{}", std::process::id()));
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // Made now, so that an early return removes the directory.
+    let classes = JavaClasses {
+        dir,
+        jars: jars.iter().map(|j| j.to_string()).collect(),
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // -implicit:none: no class files for what the jars' sources would bring in.
+    let status = Command::new("javac")
+        .args(["-nowarn", "-proc:none", "-implicit:none", "-d"])
+        .arg(&classes.dir)
+        .arg("-cp")
+        .arg(jars.join(":"))
+        .args(sources.iter().map(|s| root.join(s)))
+        .status();
+    match status {
+        Ok(s) if s.success() => Ok(classes),
+        Ok(s) => Err(format!("javac failed: {s}")),
+        Err(e) => Err(format!("cannot run javac: {e}")),
+    }
+}
+
+/// A child process spoken to a line at a time: commands on its stdin, answers
+/// read from its stdout by a thread (so that a wait can time out). Dropping it
+/// closes its stdin (the bench's children then end by themselves), waits a
+/// little, and kills it if it is still there.
+pub struct LineProcess {
+    pub name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+impl LineProcess {
+    /// Spawns `command` with piped stdin and stdout (stderr inherited).
+    pub fn spawn(name: &str, mut command: Command) -> io::Result<LineProcess> {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = mpsc::channel();
+        thread::Builder::new()
+            .name(format!("{name}-stdout"))
+            .spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    match line {
+                        Ok(l) => {
+                            if tx.send(l).is_err() {
+                                break;
+                            }
+                        }
+                        Err(_) => break,
+                    }
+                }
+            })?;
+        Ok(LineProcess {
+            name: name.to_string(),
+            child,
+            stdin,
+            lines,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn send(&mut self, line: &str) -> Result<(), String> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| format!("{}: stdin closed", self.name))?;
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .and_then(|()| stdin.flush())
+            .map_err(|e| format!("{}: cannot write: {e}", self.name))
+    }
+
+    /// The next line, waiting at most `timeout`.
+    pub fn recv(&self, timeout: Duration) -> Result<String, String> {
+        match self.lines.recv_timeout(timeout) {
+            Ok(l) => Ok(l),
+            Err(RecvTimeoutError::Timeout) => {
+                Err(format!("{}: no answer within {timeout:?}", self.name))
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(format!("{}: ended", self.name)),
+        }
+    }
+
+    /// `send` then `recv`.
+    pub fn ask(&mut self, line: &str, timeout: Duration) -> Result<String, String> {
+        self.send(line)?;
+        self.recv(timeout)
+    }
+
+    /// Closes stdin and waits up to `timeout` for the process to end; kills it
+    /// after that.
+    pub fn finish(&mut self, timeout: Duration) -> io::Result<ExitStatus> {
+        self.stdin = None;
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() >= end {
+                let _ = self.child.kill();
+                return self.child.wait();
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for LineProcess {
+    fn drop(&mut self) {
+        let _ = self.finish(Duration::from_secs(10));
+    }
+}
+
+/// `key value key value ...` after a leading word (`ok`, `done`, ...) as numbers.
+pub fn parse_fields(line: &str) -> HashMap<String, f64> {
+    let words: Vec<&str> = line.split_whitespace().skip(1).collect();
+    words
+        .chunks(2)
+        .filter_map(|kv| match kv {
+            [k, v] => v.parse().ok().map(|v| (k.to_string(), v)),
+            _ => None,
+        })
+        .collect()
 }
