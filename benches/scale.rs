@@ -221,8 +221,29 @@ enum Msg {
     Failed(usize, String),
 }
 
+/// When a waiter passed its last steps (from its step hook).
+#[derive(Default)]
+struct Stamps {
+    /// Its wait ended (the watcher woke it).
+    woken: Mutex<Option<Instant>>,
+    /// It listed the lock's children (the last time).
+    listed: Mutex<Option<Instant>>,
+}
+
+/// Where a release → acquired goes: the holder's `release()` returns; the
+/// waiter is woken; it has listed the children (getChildren); `acquire()`
+/// returned. Each from the `release()` call.
+#[derive(Clone, Copy)]
+struct Parts {
+    returned: Duration,
+    woken: Duration,
+    listed: Duration,
+    acquired: Duration,
+}
+
 /// A thread blocking in `acquire()` on `znode` through `zkw`; counts itself in
-/// `queued` when its watch is set; releases right after it gets the lock.
+/// `queued` when its watch is set, stamps its wake-up and listing in `stamps`;
+/// releases right after it gets the lock.
 fn spawn_waiter(
     zkw: &ZooKeeperWatcher,
     znode: &str,
@@ -230,14 +251,19 @@ fn spawn_waiter(
     stack: usize,
     tx: Sender<Msg>,
     queued: &Arc<AtomicUsize>,
+    stamps: &Arc<Stamps>,
 ) -> thread::JoinHandle<()> {
     let queued = queued.clone();
+    let stamps = stamps.clone();
     let lock = ZkInterProcessWriteLock::new(zkw, znode, b"waiter", None)
         .unwrap()
-        .with_step_hook(move |step, _path| {
-            if step == LockStep::Watching {
+        .with_step_hook(move |step, _path| match step {
+            LockStep::Watching => {
                 queued.fetch_add(1, Ordering::SeqCst);
             }
+            LockStep::Woken => *stamps.woken.lock().unwrap() = Some(Instant::now()),
+            LockStep::Listed => *stamps.listed.lock().unwrap() = Some(Instant::now()),
+            _ => {}
         });
     thread::Builder::new()
         .name(format!("waiter-{i}"))
@@ -406,7 +432,7 @@ fn run_waiters(
     n: usize,
     samples: usize,
     measure: bool,
-) -> (Vec<Duration>, Option<Footprint>) {
+) -> (Vec<Parts>, Option<Footprint>) {
     let locks = &w.locks[..n];
     let loud = n > 1;
     // Holders.
@@ -432,11 +458,12 @@ fn run_waiters(
     let (rss_before, vm_before, threads_before) = (rss_kib(), vm_kib(), threads());
     let (tx, rx) = mpsc::channel();
     let queued = Arc::new(AtomicUsize::new(0));
+    let stamps: Vec<Arc<Stamps>> = (0..n).map(|_| Arc::default()).collect();
     let queue_started = Instant::now();
     let handles: Vec<_> = locks
         .iter()
         .enumerate()
-        .map(|(i, l)| spawn_waiter(&w.waiter, l, i, w.stack, tx.clone(), &queued))
+        .map(|(i, l)| spawn_waiter(&w.waiter, l, i, w.stack, tx.clone(), &queued, &stamps[i]))
         .collect();
     drop(tx);
     await_queued(w.m, &rx, &queued, n, &waited, measure || loud);
@@ -503,13 +530,25 @@ fn run_waiters(
     // The sampled releases, evenly spread, while (nearly) all still wait.
     let samples = samples.min(n);
     let sampled: Vec<usize> = (0..samples).map(|k| k * n / samples).collect();
-    let mut lat = Vec::with_capacity(samples);
+    let mut parts = Vec::with_capacity(samples);
     for &i in &sampled {
         thread::sleep(SETTLE);
         let released = Instant::now();
         holders[i].release().unwrap();
+        let returned = Instant::now();
         let acquired = await_waiter(&rx, i);
-        lat.push(acquired - released);
+        let stamp = |m: &Mutex<Option<Instant>>| {
+            m.lock()
+                .unwrap()
+                .expect("a woken waiter passed the step")
+                .saturating_duration_since(released)
+        };
+        parts.push(Parts {
+            returned: returned - released,
+            woken: stamp(&stamps[i].woken),
+            listed: stamp(&stamps[i].listed),
+            acquired: acquired - released,
+        });
     }
     // The rest, back to back.
     let sampled_set: HashSet<usize> = sampled.iter().copied().collect();
@@ -574,7 +613,7 @@ fn run_waiters(
             "  N = {n}: all {n} waiters got their lock; every lock znode is empty; no watch left"
         );
     }
-    (lat, footprint)
+    (parts, footprint)
 }
 
 fn per_waiter_bytes(f: &Footprint, n: usize) -> f64 {
@@ -586,6 +625,8 @@ struct Scale {
     n: usize,
     /// Sorted release → acquired times.
     lat: Vec<Duration>,
+    /// Their parts, unsorted.
+    parts: Vec<Parts>,
     foot: Footprint,
     /// p50 of each half of the single-waiter rounds (N = 1 only).
     halves: Option<(Duration, Duration)>,
@@ -597,6 +638,31 @@ impl Scale {
     }
     fn p99(&self) -> Duration {
         percentile(&self.lat, 0.99)
+    }
+    /// The p50 of each part: `release()` returned, woken, listed, acquired.
+    fn parts_p50(&self) -> [Duration; 4] {
+        let p50 =
+            |f: fn(&Parts) -> Duration| sorted_p50(&self.parts.iter().map(f).collect::<Vec<_>>());
+        [
+            p50(|p| p.returned),
+            p50(|p| p.woken),
+            p50(|p| p.listed),
+            p50(|p| p.acquired),
+        ]
+    }
+}
+
+impl Scale {
+    fn new(n: usize, parts: Vec<Parts>, foot: Footprint) -> Scale {
+        let mut lat: Vec<Duration> = parts.iter().map(|p| p.acquired).collect();
+        lat.sort();
+        Scale {
+            n,
+            lat,
+            parts,
+            foot,
+            halves: None,
+        }
     }
 }
 
@@ -667,25 +733,20 @@ fn waiters(m: &Mntr, servers: &str, root: &str, list: &[usize]) -> WaitersResult
         foot1 = foot1.or(f);
     }
     let half = one_rounds / 2;
-    let mut first: Vec<Duration> = (0..half)
+    let mut first: Vec<Parts> = (0..half)
         .flat_map(|_| run_waiters(&w, 1, 1, false).0)
         .collect();
+    let acquired = |v: &[Parts]| sorted_p50(&v.iter().map(|p| p.acquired).collect::<Vec<_>>());
     println!(
         "  N = 1: {half} rounds, release -> acquired p50 {:.0} µs (load {})",
-        us(sorted_p50(&first)),
+        us(acquired(&first)),
         loadavg()
     );
 
     let mut rows = Vec::new();
     for &n in &many {
-        let (mut lat, foot) = run_waiters(&w, n, samples, true);
-        lat.sort();
-        let s = Scale {
-            n,
-            lat,
-            foot: foot.expect("measured"),
-            halves: None,
-        };
+        let (parts, foot) = run_waiters(&w, n, samples, true);
+        let s = Scale::new(n, parts, foot.expect("measured"));
         println!(
             "  N = {n}: {} releases measured: release -> acquired p50 {:.0} µs, p99 {:.0} µs \
              (load {})",
@@ -697,27 +758,20 @@ fn waiters(m: &Mntr, servers: &str, root: &str, list: &[usize]) -> WaitersResult
         rows.push(s);
     }
 
-    let mut second: Vec<Duration> = (0..one_rounds - half)
+    let mut second: Vec<Parts> = (0..one_rounds - half)
         .flat_map(|_| run_waiters(&w, 1, 1, false).0)
         .collect();
     println!(
         "  N = 1: {} more rounds, release -> acquired p50 {:.0} µs (load {})",
         one_rounds - half,
-        us(sorted_p50(&second)),
+        us(acquired(&second)),
         loadavg()
     );
-    let halves = (sorted_p50(&first), sorted_p50(&second));
+    let halves = (acquired(&first), acquired(&second));
     first.append(&mut second);
-    first.sort();
-    rows.insert(
-        0,
-        Scale {
-            n: 1,
-            lat: first,
-            foot: foot1.expect("measured"),
-            halves: Some(halves),
-        },
-    );
+    let mut one = Scale::new(1, first, foot1.expect("measured"));
+    one.halves = Some(halves);
+    rows.insert(0, one);
 
     // The lock znodes go.
     let zk = w.holder.zookeeper();
@@ -1230,6 +1284,22 @@ fn main() {
             "| reference: 10 DeletionListeners, no waiter | | | | | | | {:.0} / {:.0} | | | | |",
             w.reference.unrelated, w.reference.sibling
         );
+        println!();
+        println!(
+            "| waiters | release() returned | waiter woken | children listed | acquire() returned |"
+        );
+        println!("|---|---|---|---|---|");
+        for s in &w.rows {
+            let [r, wk, l, a] = s.parts_p50();
+            println!(
+                "| {} | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |",
+                s.n,
+                us(r),
+                us(wk),
+                us(l),
+                us(a)
+            );
+        }
         if let Some((a, b)) = w.rows[0].halves {
             println!();
             println!(
