@@ -48,7 +48,10 @@
 //!    evenly spread locks, after the same 2 ms of quiet (`SETTLE`), the time
 //!    from the holder's `release()` call to that waiter's `acquire()` returning
 //!    (its thread sends the instant at once); p50 and p99, and the ratio of p50
-//!    to the single waiter's. Those are released first, so ≥ N − samples still
+//!    to the single waiter's; and its parts (p50 of each, from the `release()`
+//!    call): the holder's `release()` returned, the waiter was woken
+//!    (`LockStep::Woken`), it had listed the children (`LockStep::Listed`, the
+//!    getChildren after the wake-up). Those are released first, so ≥ N − samples still
 //!    wait at each; then the rest are released back to back and every waiter
 //!    must get its lock (a 30 s bound each) and release it. N = 1 is the same
 //!    code run `ZK_SCALE_ONE_ROUNDS` times, half before the larger N and half
@@ -79,6 +82,22 @@
 //! 3. A summary table (markdown): date, kernel, cores, load average, and the
 //!    figures.
 //!
+//! The load average counts the bench's own threads (10,000 runnable at once
+//! while they queue, 8,000 in part 2), so each figure also comes with the
+//! disturbance: the cores used meanwhile by everything but the bench, its
+//! workers and its server (`/proc/stat` busy time minus theirs).
+//!
+//! Reading the figures: every blocked thread waits on a futex. Since Linux
+//! 6.16 a process's futexes hash into a table of its own, sized when threads
+//! are made from min(threads, CPUs) × 4 buckets (at least 16): 16 buckets on a
+//! 2-CPU machine, so with 10,000 blocked threads every futex wake in the
+//! process (a condvar's notify, a channel's, a contended mutex's) walks a chain
+//! of about 600 waiters. `prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, n)`
+//! before the first thread sets the size (the bench cannot: the crate forbids
+//! `unsafe`; an `LD_PRELOAD` shim can). And a waiting lock looks at its session
+//! every `RECHECK` (500 ms, `src/wait.rs`) whatever happens: the idle CPU and
+//! context switches with N waiting are that.
+//!
 //! Everything started is stopped: waiter and worker threads are joined, worker
 //! processes waited for (killed if they hang), sessions closed, the bench's
 //! znodes deleted, the server stopped; a final check prints each.
@@ -91,7 +110,7 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -185,6 +204,58 @@ fn context_switches() -> u64 {
                 .sum::<u64>()
         })
         .sum()
+}
+
+/// The server's JVM, when this bench started it (its CPU is the bench's, not
+/// another engineer's).
+static SERVER_PID: OnceLock<u32> = OnceLock::new();
+
+/// CPU time, in clock ticks: busy time of the whole machine (`/proc/stat`), of
+/// this process and of the server's JVM.
+#[derive(Clone, Copy)]
+struct Busy {
+    at: Instant,
+    machine: u64,
+    own: u64,
+    server: u64,
+}
+
+fn pid_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    get(11) + get(12)
+}
+
+impl Busy {
+    fn now() -> Busy {
+        let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+        // cpu user nice system idle iowait irq softirq steal ...
+        let f: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        let get = |i: usize| f.get(i).copied().unwrap_or(0);
+        Busy {
+            at: Instant::now(),
+            machine: get(0) + get(1) + get(2) + get(5) + get(6) + get(7),
+            own: cpu_ticks(),
+            server: SERVER_PID.get().map_or(0, |&p| pid_ticks(p)),
+        }
+    }
+
+    /// Cores used since `start` by everything but this bench (`extra`: ticks
+    /// of the bench's other processes), on average: the disturbance.
+    fn others_since(&self, start: &Busy, extra: u64, tck: f64) -> f64 {
+        let ours = (self.own - start.own) + (self.server - start.server) + extra;
+        let others = (self.machine - start.machine).saturating_sub(ours);
+        others as f64 / tck / (self.at - start.at).as_secs_f64()
+    }
 }
 
 fn wall_ns() -> u64 {
@@ -630,6 +701,10 @@ struct Scale {
     foot: Footprint,
     /// p50 of each half of the single-waiter rounds (N = 1 only).
     halves: Option<(Duration, Duration)>,
+    /// The load average at the end of its measurement, and the cores used
+    /// meanwhile by everything but the bench and its server.
+    load: String,
+    others: f64,
 }
 
 impl Scale {
@@ -662,6 +737,8 @@ impl Scale {
             parts,
             foot,
             halves: None,
+            load: loadavg(),
+            others: 0.0,
         }
     }
 }
@@ -733,44 +810,61 @@ fn waiters(m: &Mntr, servers: &str, root: &str, list: &[usize]) -> WaitersResult
         foot1 = foot1.or(f);
     }
     let half = one_rounds / 2;
+    let busy = Busy::now();
     let mut first: Vec<Parts> = (0..half)
         .flat_map(|_| run_waiters(&w, 1, 1, false).0)
         .collect();
+    let mut one_ticks = (Busy::now(), busy);
     let acquired = |v: &[Parts]| sorted_p50(&v.iter().map(|p| p.acquired).collect::<Vec<_>>());
     println!(
-        "  N = 1: {half} rounds, release -> acquired p50 {:.0} µs (load {})",
+        "  N = 1: {half} rounds, release -> acquired p50 {:.0} µs (load {}; others used {:.2} \
+         cores)",
         us(acquired(&first)),
-        loadavg()
+        loadavg(),
+        one_ticks.0.others_since(&one_ticks.1, 0, w.tck)
     );
 
     let mut rows = Vec::new();
     for &n in &many {
+        let busy = Busy::now();
         let (parts, foot) = run_waiters(&w, n, samples, true);
-        let s = Scale::new(n, parts, foot.expect("measured"));
+        let mut s = Scale::new(n, parts, foot.expect("measured"));
+        s.others = Busy::now().others_since(&busy, 0, w.tck);
         println!(
             "  N = {n}: {} releases measured: release -> acquired p50 {:.0} µs, p99 {:.0} µs \
-             (load {})",
+             (load {}; others used {:.2} cores)",
             s.lat.len(),
             us(s.p50()),
             us(s.p99()),
-            loadavg()
+            s.load,
+            s.others
         );
         rows.push(s);
     }
 
+    let busy = Busy::now();
     let mut second: Vec<Parts> = (0..one_rounds - half)
         .flat_map(|_| run_waiters(&w, 1, 1, false).0)
         .collect();
+    let end = Busy::now();
     println!(
-        "  N = 1: {} more rounds, release -> acquired p50 {:.0} µs (load {})",
+        "  N = 1: {} more rounds, release -> acquired p50 {:.0} µs (load {}; others used {:.2} \
+         cores)",
         one_rounds - half,
         us(acquired(&second)),
-        loadavg()
+        loadavg(),
+        end.others_since(&busy, 0, w.tck)
     );
+    // Both halves together.
+    one_ticks.0.machine += end.machine - busy.machine;
+    one_ticks.0.own += end.own - busy.own;
+    one_ticks.0.server += end.server - busy.server;
+    one_ticks.0.at += end.at - busy.at;
     let halves = (acquired(&first), acquired(&second));
     first.append(&mut second);
     let mut one = Scale::new(1, first, foot1.expect("measured"));
     one.halves = Some(halves);
+    one.others = one_ticks.0.others_since(&one_ticks.1, 0, w.tck);
     rows.insert(0, one);
 
     // The lock znodes go.
@@ -879,6 +973,7 @@ fn worker(index: &str) {
         eprintln!("worker {index}: no start line ({line:?}); exiting");
         std::process::exit(2);
     }
+    let ticks = cpu_ticks();
     {
         let (m, cv) = &*gate;
         *m.lock().unwrap() = Some(Instant::now());
@@ -912,7 +1007,7 @@ fn worker(index: &str) {
         out.flush().unwrap();
         std::process::exit(1);
     }
-    writeln!(out, "done {total}").unwrap();
+    writeln!(out, "done {total} {}", cpu_ticks() - ticks).unwrap();
     out.flush().unwrap();
 }
 
@@ -931,6 +1026,8 @@ struct Contention {
     threads_per_proc: usize,
     rss_per_proc: u64,
     load: String,
+    /// Cores used by everything but the bench, its workers and its server.
+    others: f64,
 }
 
 impl Contention {
@@ -1042,6 +1139,8 @@ fn contention(m: &Mntr, servers: &str, root: &str) -> Contention {
         loadavg()
     );
     let window = Requests::start(m);
+    let busy = Busy::now();
+    let mut worker_ticks = 0;
     for w in &mut workers {
         writeln!(w.stdin, "start").unwrap();
         w.stdin.flush().unwrap();
@@ -1073,7 +1172,10 @@ fn contention(m: &Mntr, servers: &str, root: &str) -> Contention {
                             tail += 1;
                         }
                     }
-                    Some("done") => {}
+                    Some("done") => {
+                        let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+                        worker_ticks += v.get(1).copied().unwrap_or(0);
+                    }
                     Some("error") => errors.push(format!("worker {p}: {l}")),
                     _ => errors.push(format!("worker {p} said {l:?}")),
                 }
@@ -1092,6 +1194,7 @@ fn contention(m: &Mntr, servers: &str, root: &str) -> Contention {
     for r in readers {
         r.join().expect("reader thread");
     }
+    let others = Busy::now().others_since(&busy, worker_ticks, clk_tck());
     let counted = window.stop(m);
     assert!(errors.is_empty(), "{errors:?}");
     for (p, s) in statuses.iter().enumerate() {
@@ -1134,6 +1237,7 @@ fn contention(m: &Mntr, servers: &str, root: &str) -> Contention {
         threads_per_proc,
         rss_per_proc,
         load: loadavg(),
+        others,
     };
     println!(
         "  {} grants in {secs} s = {:.0} grants/s (per process: {:?}); {} more granted after \
@@ -1147,12 +1251,14 @@ fn contention(m: &Mntr, servers: &str, root: &str) -> Contention {
     );
     println!(
         "  {} requests ({} pings at most) = {:.2} per grant; no two grants of a lock overlap \
-         ({} grant intervals checked); every worker exited 0; every lock znode empty (load {})",
+         ({} grant intervals checked); every worker exited 0; every lock znode empty (load {}; \
+         others used {:.2} cores)",
         c.requests,
         c.pings,
         c.per_grant(),
         c.grants() + c.tail,
-        c.load
+        c.load,
+        c.others
     );
     c
 }
@@ -1183,6 +1289,9 @@ fn main() {
         _ => {
             let s = ZkServer::start().expect("start a ZooKeeper server");
             let c = s.connect_string();
+            if let Some(pid) = s.pid() {
+                let _ = SERVER_PID.set(pid);
+            }
             server = Some(s);
             c
         }
@@ -1253,14 +1362,14 @@ fn main() {
         let one = w.rows[0].p50();
         println!();
         println!(
-            "| waiters (one watcher) | queued in | bytes/waiter (RSS) | KiB/waiter (VmSize) | threads | listeners / client watches / server watches | idle CPU | zkw.process ns/event (unrelated / sibling) | release → acquired p50 | p99 | p50 ratio to N=1 | load |"
+            "| waiters (one watcher) | queued in | bytes/waiter (RSS) | KiB/waiter (VmSize) | threads | listeners / client watches / server watches | idle CPU | zkw.process ns/event (unrelated / sibling) | release → acquired p50 | p99 | p50 ratio to N=1 | load average; others' CPU |"
         );
         println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
         for s in &w.rows {
             let f = &s.foot;
             let ratio = us(s.p50()) / us(one);
             println!(
-                "| {} ({} releases) | {:.2} s | {:.0} | {:.0} | {} → {} | {} / {} / {} | {:.1}% ({:.0} cs/s) | {:.0} / {:.0} | {:.0} µs | {:.0} µs | {ratio:.2} | {} |",
+                "| {} ({} releases) | {:.2} s | {:.0} | {:.0} | {} → {} | {} / {} / {} | {:.1}% ({:.0} cs/s) | {:.0} / {:.0} | {:.0} µs | {:.0} µs | {ratio:.2} | {}; {:.2} cores |",
                 s.n,
                 s.lat.len(),
                 f.queue_time.as_secs_f64(),
@@ -1277,7 +1386,8 @@ fn main() {
                 f.dispatch.sibling,
                 us(s.p50()),
                 us(s.p99()),
-                f.load
+                s.load,
+                s.others
             );
         }
         println!(
@@ -1341,11 +1451,11 @@ fn main() {
     if let Some(c) = &contended {
         println!();
         println!(
-            "| contention | threads | RSS per process | grants/s | per process | acquire wait p50 | p99 | requests/grant | load |"
+            "| contention | threads | RSS per process | grants/s | per process | acquire wait p50 | p99 | requests/grant | load average; others' CPU |"
         );
         println!("|---|---|---|---|---|---|---|---|---|");
         println!(
-            "| {} locks × {} threads × {} processes, {} s | {} × {} | {} MiB | {:.0} | {} | {:.0} µs | {:.0} µs | {:.2} | {} |",
+            "| {} locks × {} threads × {} processes, {} s | {} × {} | {} MiB | {:.0} | {} | {:.0} µs | {:.0} µs | {:.2} | {}; {:.2} cores |",
             c.locks,
             c.per_lock,
             c.procs,
@@ -1362,7 +1472,8 @@ fn main() {
             us(percentile(&c.waits, 0.5)),
             us(percentile(&c.waits, 0.99)),
             c.per_grant(),
-            c.load
+            c.load,
+            c.others
         );
     }
     if let Some(v) = &verdict {
