@@ -25,9 +25,10 @@
 //! address space and 20,000 memory maps (`vm.max_map_count`, 65,530 by
 //! default); `ulimit -u` and `kernel.threads-max` must allow them, and part 2's
 //! 4 × 2,000 threads. The throwaway server has `maxClientCnxns=0` (unlimited;
-//! ZooKeeper's default is 60 per address, more than this bench's 7 sessions);
-//! the largest reply is a listing of 10,000 lock znodes, about 150 KB (under
-//! `jute.maxbuffer`, 1 MB).
+//! ZooKeeper's default is 60 per address, more than this bench's 8 sessions);
+//! no reply comes near `jute.maxbuffer` (1 MB): the bench never lists its
+//! 10,000 lock znodes, and a lock znode has at most 2 children in part 1 and 8
+//! in part 2.
 //!
 //! 1. **N threads waiting on distinct locks through one `ZooKeeperWatcher`**,
 //!    for each N: a holder session holds the write lock of each of N lock
@@ -51,14 +52,14 @@
 //!    to the single waiter's; and its parts (p50 of each, from the `release()`
 //!    call): the holder's `release()` returned, the waiter was woken
 //!    (`LockStep::Woken`), it had listed the children (`LockStep::Listed`, the
-//!    getChildren after the wake-up). Those are released first, so ≥ N − samples still
-//!    wait at each; then the rest are released back to back and every waiter
-//!    must get its lock (a 30 s bound each) and release it. N = 1 is the same
-//!    code run `ZK_SCALE_ONE_ROUNDS` times, half before the larger N and half
-//!    after (the load of a shared machine drifts). Target (issue 16): flat, and
-//!    p50 with 10,000 waiters within 1.2× of the single waiter's: printed as
-//!    PASS or MISS, not asserted. At the end of each N every lock znode must have
-//!    no child left and the client no watch.
+//!    getChildren after the wake-up). Those are released first, so ≥ N −
+//!    samples still wait at each; then the rest are released back to back and
+//!    every waiter must get its lock (a 30 s bound each) and release it. N = 1
+//!    is the same code run `ZK_SCALE_ONE_ROUNDS` times, half before the larger
+//!    N and half after (the load of a shared machine drifts). Target (issue
+//!    16): flat, and p50 with 10,000 waiters within 1.2× of the single
+//!    waiter's: printed as PASS or MISS, not asserted. At the end of each N
+//!    every lock znode must have no child left and the client no watch.
 //! 2. **Contention across processes**: `ZK_SCALE_LOCKS` lock znodes; the bench
 //!    re-executes itself `ZK_SCALE_PROCS` times as a worker
 //!    (`ZKLOCK_SCALE_WORKER`), each with one `ZooKeeperWatcher` and
@@ -77,8 +78,9 @@
 //!    exclusion: within a process a per-lock counter (two threads of one process
 //!    inside at once fail the run); across processes each grant's interval
 //!    (wall clock after `acquire()` returned, before `release()`: inside the
-//!    true holding) is sent to the parent, and no two intervals of one lock may
-//!    overlap. At the end no lock znode has a child left.
+//!    true holding; `CLOCK_REALTIME`, shared by the processes) is sent to the
+//!    parent, and no two intervals of one lock may overlap. At the end no lock
+//!    znode has a child left.
 //! 3. A summary table (markdown): date, kernel, cores, load average, and the
 //!    figures.
 //!
@@ -92,7 +94,8 @@
 //! are made from min(threads, CPUs) × 4 buckets (at least 16): 16 buckets on a
 //! 2-CPU machine, so with 10,000 blocked threads every futex wake in the
 //! process (a condvar's notify, a channel's, a contended mutex's) walks a chain
-//! of about 600 waiters. `prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, n)`
+//! of about 600 waiters (part 2's workers, 2,000 threads each, about 125).
+//! `prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, n)`
 //! before the first thread sets the size (the bench cannot: the crate forbids
 //! `unsafe`; an `LD_PRELOAD` shim can). And a waiting lock looks at its session
 //! every `RECHECK` (500 ms, `src/wait.rs`) whatever happens: the idle CPU and
