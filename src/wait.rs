@@ -14,10 +14,17 @@ use crate::error::Error;
 /// locks take another with `ZkInterProcessLockBase::with_call_grace`.
 pub const DEFAULT_CALL_GRACE: Duration = Duration::from_secs(2);
 
-/// How often a waiting thread looks at its session (and a lock its cancel
-/// flag) without being woken: in case a listener holds the event thread up, or
-/// no event can come.
+/// How often a recipe's waiting thread looks at its session without being
+/// woken: in case a listener holds the event thread up, or no event can come
+/// (and to end a wait through a connection down for a whole session timeout).
 pub(crate) const RECHECK: Duration = Duration::from_millis(500);
+
+/// How often a lock's waiting thread looks at its session and its cancel
+/// flag without being woken: a safety net only. The session's end wakes the
+/// wait directly (`ZooKeeper::wake_at_end`, from the thread that ends it, even
+/// while a listener holds the event thread up), and so does a cancel; a short
+/// period would wake every one of 10,000 idle waiters twice a second.
+pub(crate) const LOCK_RECHECK: Duration = Duration::from_secs(10);
 
 /// A waiting thread's wake-up: set by watchers (on the event thread) and by
 /// `cancel`, waited for by the thread that makes the calls.

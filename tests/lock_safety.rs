@@ -718,3 +718,136 @@ fn close_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
     let _ = closer.join().unwrap();
     holder.release().unwrap();
 }
+
+/// The voluntary context switches of this process's thread named `name`.
+fn context_switches_of(name: &str) -> Option<u64> {
+    std::fs::read_dir("/proc/self/task").ok()?.find_map(|e| {
+        let dir = e.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+        if comm.trim() != name {
+            return None;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        status
+            .lines()
+            .find(|l| l.starts_with("voluntary_ctxt_switches:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    })
+}
+
+/// A waiting thread sleeps until its wake-up: no periodic look at the session
+/// (10,000 idle waiters would otherwise wake 20,000 times a second). Counted
+/// by the waiting thread's own context switches over 3 s of waiting.
+#[test]
+fn a_waiting_acquire_does_not_wake_up_while_nothing_happens() {
+    let zkw = zkw();
+    let root = unique_root("idle-waiter");
+    let holder = ZkInterProcessWriteLock::new(&local_zkw(), &root, b"h", None).unwrap();
+    holder.acquire().unwrap();
+    let watching = Arc::new(AtomicBool::new(false));
+    let w = watching.clone();
+    let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None)
+        .unwrap()
+        .with_step_hook(move |s, _| {
+            if s == LockStep::Watching {
+                w.store(true, Ordering::SeqCst);
+            }
+        });
+    let waiter = thread::Builder::new()
+        .name("idle-waiter".into())
+        .spawn(move || lock.acquire().map(|()| lock))
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || watching.load(Ordering::SeqCst)));
+    let before = context_switches_of("idle-waiter").expect("the waiter's thread");
+    // Deliberate: an idle wait, long enough for 6 rechecks at 500 ms.
+    thread::sleep(Duration::from_secs(3));
+    let after = context_switches_of("idle-waiter").expect("the waiter's thread");
+    assert!(
+        after - before <= 1,
+        "the idle waiter woke {} times",
+        after - before
+    );
+    holder.release().unwrap();
+    let lock = waiter.join().unwrap().unwrap();
+    lock.release().unwrap();
+    zkw.close().unwrap();
+}
+
+/// The session expires while a listener holds the event thread: the waiting
+/// `acquire` ends with `SessionExpired` as soon as the client learns it, not
+/// when the event thread is free again (the end wakes the wait from the
+/// connection thread).
+#[test]
+fn expiry_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
+    use zklock::ZooKeeperListener;
+
+    /// Holds the event thread for a long time on the first creation of its
+    /// path.
+    struct Stuck(String, Arc<AtomicBool>);
+    impl ZooKeeperListener for Stuck {
+        fn node_created(&self, path: &str) {
+            if path == self.0 {
+                self.1.store(true, Ordering::SeqCst);
+                // Deliberate: hold the event thread.
+                thread::sleep(Duration::from_secs(12));
+            }
+        }
+    }
+
+    let proxy = FaultProxy::start(local().as_str()).unwrap();
+    let zkw = lock_watcher(&proxy.connect_string(), Duration::from_millis(1500));
+    let root = unique_root("expiry-stuck");
+    let trigger = format!("{root}-trigger");
+    let stuck = Arc::new(AtomicBool::new(false));
+    zkw.register_listener(Arc::new(Stuck(trigger.clone(), stuck.clone())));
+    assert!(!zklock::zkutil::watch_and_check_exists(&zkw, &trigger).unwrap());
+    let holder = ZkInterProcessWriteLock::new(&local_zkw(), &root, b"h", None).unwrap();
+    holder.acquire().unwrap();
+    let watching = Arc::new(AtomicBool::new(false));
+    let w = watching.clone();
+    let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None)
+        .unwrap()
+        .with_step_hook(move |s, _| {
+            if s == LockStep::Watching {
+                w.store(true, Ordering::SeqCst);
+            }
+        });
+    let waiter = thread::spawn(move || {
+        let r = lock.acquire();
+        (r, Instant::now())
+    });
+    assert!(eventually(Duration::from_secs(10), || watching.load(Ordering::SeqCst)));
+    local_raw()
+        .create(
+            &trigger,
+            b"",
+            zklock::client::Acl::open_unsafe(),
+            zklock::client::CreateMode::Ephemeral,
+        )
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || stuck.load(Ordering::SeqCst)));
+    // The listener now holds the event thread for 12 s. Partition past the
+    // session's 1.5 s, then heal: the client reconnects and learns the expiry.
+    proxy.stall();
+    // Deliberate: stay partitioned past the session timeout.
+    thread::sleep(Duration::from_millis(2500));
+    let healed = Instant::now();
+    proxy.reset();
+    let (r, ended) = waiter.join().unwrap();
+    assert!(
+        matches!(&r, Err(e) if e.is(zklock::ZkError::SessionExpired)),
+        "{r:?}"
+    );
+    let took = ended.duration_since(healed);
+    assert!(
+        took < Duration::from_secs(5),
+        "the waiter ended {took:?} after the heal (the event thread was held for 12 s)"
+    );
+    holder.release().unwrap();
+    assert!(eventually(Duration::from_secs(10), || children(
+        &local_raw(),
+        &root
+    )
+    .is_empty()));
+}

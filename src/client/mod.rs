@@ -559,6 +559,17 @@ impl ZooKeeper {
         Ok(())
     }
 
+    /// Wakes `wake` when this session ends or is closed, from the thread that
+    /// ends it (not the event thread, which a user's watcher may hold up),
+    /// until the returned registration is dropped; at once if it has ended.
+    /// The library's waits use it instead of looking at the session
+    /// periodically.
+    pub(crate) fn wake_at_end(&self, wake: &Arc<crate::wait::Wake>) -> EndWake {
+        let shared = self.shared();
+        let id = shared.wake_at_end(wake);
+        EndWake { shared, id }
+    }
+
     /// Events and async callbacks waiting for the event thread. The queue is
     /// unbounded, as Java's: the connection thread never waits for a watcher,
     /// so a slow watcher delays only other watchers, never the session. A
@@ -588,6 +599,18 @@ impl ZooKeeper {
             ReplyKind::Multi => &[op::MULTI],
         };
         self.shared().lose_next_reply(ops);
+    }
+}
+
+/// A registration of [`ZooKeeper::wake_at_end`]: unregistered on drop.
+pub(crate) struct EndWake {
+    shared: Arc<SessionShared>,
+    id: u64,
+}
+
+impl Drop for EndWake {
+    fn drop(&mut self) {
+        self.shared.forget_end_wake(self.id);
     }
 }
 

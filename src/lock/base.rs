@@ -20,7 +20,7 @@ use crate::error::{Error, Result, ZkError};
 use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::types::{Acl, CreateMode, Watcher};
-use crate::wait::{Bounds, DEFAULT_CALL_GRACE, RECHECK};
+use crate::wait::{Bounds, DEFAULT_CALL_GRACE, LOCK_RECHECK};
 use crate::watcher::ZooKeeperWatcher;
 
 /// The state of one lock instance.
@@ -551,15 +551,18 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     }
 
     /// Waits for a wake-up until `deadline`: `Ok(true)` woken, `Ok(false)` out of
-    /// time. The end of the session and a cancel wake the wait through its
-    /// watchers; in case the event thread is held up by a listener, the session
-    /// and the cancel flag are also looked at every [`RECHECK`] (no request).
+    /// time. A cancel wakes the wait directly, and so does the end of the
+    /// session, from the client thread that ends it (`close()` included): never
+    /// through the event thread, which a listener may hold up. The session and
+    /// the cancel flag are also looked at every [`LOCK_RECHECK`] (no request),
+    /// a safety net only.
     fn wait_for_wake(&self, deadline: Deadline) -> Result<bool> {
+        let _end = self.zkw.zookeeper().wake_at_end(&self.shared.wake);
         loop {
             if self
                 .shared
                 .wake
-                .wait(deadline.min(Deadline::after(RECHECK)))
+                .wait(deadline.min(Deadline::after(LOCK_RECHECK)))
             {
                 return Ok(true);
             }

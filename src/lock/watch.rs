@@ -30,7 +30,8 @@ pub(super) struct LockShared {
     /// Set by `cancel`: attempts in progress and later ones fail with `Cancelled`.
     pub(super) cancelled: AtomicBool,
     pub(super) listener: RwLock<Option<Arc<dyn LockListener>>>,
-    pub(super) wake: Wake,
+    /// Shared with the client's table of waits woken at the session's end.
+    pub(super) wake: Arc<Wake>,
     /// Listener events decided but not told yet, in decision order.
     queue: Mutex<VecDeque<(String, LockEvent, &'static str)>>,
     /// Held by the one thread telling the queue; never waited for.

@@ -699,6 +699,7 @@ impl SessionShared {
             self.tell_state(&mut s, ks);
             self.session_cv.notify_all();
         }
+        self.wake_end_waits();
         let err = Error::for_ended_session(state).unwrap_or(Error::Closed);
         let code = err.code();
         self.fail_pending(|| match code {

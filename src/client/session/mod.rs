@@ -27,15 +27,16 @@ use crate::deadline::Deadline;
 use crate::error::{Error, ZkError};
 use crate::types::{EventType, KeeperState, State, WatchedEvent};
 use crate::util::{jitter, shuffle};
+use crate::wait::Wake;
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, error, info, trace, warn};
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -126,8 +127,19 @@ pub(crate) struct SessionShared {
     last_send_nanos: AtomicU64,
     /// When a byte last came from a server (since `epoch`; 0 = the start).
     last_heard_nanos: AtomicU64,
+    /// Waits of the layers above to wake when the session ends, directly from
+    /// the thread that ends it: not through the event thread, which a user's
+    /// watcher or listener may hold up (see [`SessionShared::wake_at_end`]).
+    end_wakes: Mutex<EndWakes>,
     #[cfg(feature = "testing")]
     lose_replies: Mutex<Vec<i32>>,
+}
+
+/// The registered [`SessionShared::end_wakes`], by id.
+#[derive(Default)]
+struct EndWakes {
+    next: u64,
+    by_id: HashMap<u64, Weak<Wake>>,
 }
 
 impl std::fmt::Debug for SessionShared {
@@ -184,6 +196,7 @@ pub(crate) fn start(
         epoch: Instant::now(),
         last_send_nanos: AtomicU64::new(0),
         last_heard_nanos: AtomicU64::new(0),
+        end_wakes: Mutex::new(EndWakes::default()),
         #[cfg(feature = "testing")]
         lose_replies: Mutex::new(Vec::new()),
     });
@@ -264,6 +277,44 @@ impl SessionShared {
                 }
             }
             let _ = self.enqueue(EventMsg::Deliver(watchers, WatchedEvent::state(ks)));
+        }
+    }
+
+    /// Wakes `wake` when the session ends (Expired, AuthFailed, Closed) or
+    /// `close` is called, from the thread that ends it, until
+    /// [`forget_end_wake`](Self::forget_end_wake) with the returned id. Wakes it
+    /// at once when the session has ended already. A wait registered this way
+    /// needs no periodic look at the session: its end comes even while the
+    /// event thread is held up.
+    pub(crate) fn wake_at_end(&self, wake: &Arc<Wake>) -> u64 {
+        let id = {
+            let mut g = self.end_wakes.lock();
+            g.next += 1;
+            let id = g.next;
+            g.by_id.insert(id, Arc::downgrade(wake));
+            id
+        };
+        // After the insertion: an end after this look wakes it from the table.
+        if self.state().is_terminal() {
+            wake.wake();
+        }
+        id
+    }
+
+    /// Unregisters a [`wake_at_end`](Self::wake_at_end).
+    pub(crate) fn forget_end_wake(&self, id: u64) {
+        self.end_wakes.lock().by_id.remove(&id);
+    }
+
+    /// Wakes every registered end wake (never blocks: each only sets a flag).
+    fn wake_end_waits(&self) {
+        let wakes: Vec<Arc<Wake>> = {
+            let mut g = self.end_wakes.lock();
+            g.by_id.retain(|_, w| w.strong_count() > 0);
+            g.by_id.values().filter_map(Weak::upgrade).collect()
+        };
+        for w in wakes {
+            w.wake();
         }
     }
 
@@ -359,6 +410,10 @@ impl SessionShared {
             s.state == State::Connected
         };
         self.session_cv.notify_all();
+        // The waits of the layers above look at their session now (a
+        // ZooKeeperWatcher's is closed already); they are woken again when the
+        // state becomes Closed.
+        self.wake_end_waits();
         if connected {
             let frame = Writer::request(0, op::CLOSE_SESSION).finish();
             let req = Outgoing {
