@@ -8,6 +8,7 @@
 #   make chaos      the long chaos runs (CHAOS_SEEDS=1,2,3 CHAOS_SECS=180 by default)
 #   make zookeeper  install Apache ZooKeeper and a JRE if missing (Debian, as root)
 #   make curator    install Apache Curator if missing (Debian, as root; for make bench)
+#   make kazoo      install kazoo (Python) into target/kazoo-venv if missing (for make bench)
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -16,7 +17,11 @@ ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
 SLF4J_JAR     := /usr/share/java/slf4j-simple.jar
 CURATOR_JAR   := /usr/share/java/curator-recipes.jar
 
-.PHONY: help zookeeper curator test check fmt clippy doc demo cli bench chaos
+PYTHON3       ?= python3
+KAZOO_VERSION := 2.11.0
+KAZOO_VENV    := target/kazoo-venv
+
+.PHONY: help zookeeper curator kazoo test check fmt clippy doc demo cli bench chaos
 
 help:
 	@echo "make demo | make test | make check | make bench | make chaos | make cli | make zookeeper"
@@ -62,6 +67,22 @@ curator: zookeeper
 	  [ -f $(CURATOR_JAR) ] || { echo "make curator: installation failed" >&2; exit 1; }; \
 	fi
 
+# kazoo, the Python ZooKeeper client, for the kazoo column of the comparison
+# (benches/compare.rs runs benches/python/kazoo_lock_bench.py with this venv's
+# python): a venv under target/kazoo-venv with kazoo $(KAZOO_VERSION) from PyPI.
+# Only `make bench` needs it. Quiet when installed.
+kazoo:
+	@if ! $(KAZOO_VENV)/bin/python -c 'import sys; from kazoo.version import __version__ as v; sys.exit(v != "$(KAZOO_VERSION)")' >/dev/null 2>&1; then \
+	  echo "make kazoo: installing kazoo $(KAZOO_VERSION) into $(KAZOO_VENV)"; \
+	  { $(KAZOO_VENV)/bin/python -c '' 2>/dev/null || $(PYTHON3) -m venv --clear $(KAZOO_VENV); } && \
+	  $(KAZOO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check kazoo==$(KAZOO_VERSION) && \
+	  $(KAZOO_VENV)/bin/python -c 'import kazoo' || { \
+	    echo "make kazoo: installation failed (it needs $(PYTHON3) with its venv module," \
+	      "Debian: python3-venv, and PyPI); without it \`cargo bench --bench compare\`" \
+	      "runs without its kazoo column" >&2; \
+	    exit 1; }; \
+	fi
+
 fmt:
 	$(CARGO) fmt --all -- --check
 
@@ -89,7 +110,7 @@ cli:
 	$(CARGO) build --quiet --release --features cli --bin zklock
 	@echo "built target/release/zklock (try: target/release/zklock --help)"
 
-bench: zookeeper curator
+bench: zookeeper curator kazoo
 	@if [ -d benches ]; then \
 	  $(CARGO) bench --all-features; \
 	else \

@@ -1,42 +1,54 @@
-//! zklock's locks side by side with Apache Curator 5.4's (issue 16): prints
-//! figures and zklock's ratio over Curator; asserts only that the locks work
-//! and that nothing is left behind.
+//! zklock's locks side by side with Apache Curator 5.4's (issue 16) and kazoo's
+//! (Python, 2.11): prints figures and zklock's ratio over each; asserts only
+//! that the locks work and that nothing is left behind.
 //!
 //! `cargo bench --all-features --bench compare` (or `make bench`, which installs
-//! Curator first: `make curator`). Uses `$ZK_SERVERS` if set (the request counts
-//! then include every other client of those servers), else starts a ZooKeeper
-//! server through `zklock::testing`. The Java side is
+//! Curator and kazoo first: `make curator`, `make kazoo`). Uses `$ZK_SERVERS` if
+//! set (the request counts then include every other client of those servers),
+//! else starts a ZooKeeper server through `zklock::testing`. The Java side is
 //! `benches/java/CuratorLockBench.java`, compiled at run time with `javac`
 //! against Debian's jars in `/usr/share/java` (`libcurator-recipes-java` brings
 //! Curator 5.4 and Guava; ZooKeeper's jars come with `zookeeper`). Without them
-//! (or without a JDK) the bench prints a note and runs zklock alone; without
-//! `zookeeper-recipes-lock.jar` only the third column is skipped.
+//! (or without a JDK) the bench prints a note and leaves the Curator column
+//! empty; without `zookeeper-recipes-lock.jar` only the last column is skipped.
+//! The Python side is `benches/python/kazoo_lock_bench.py`, which speaks the
+//! Java bench's line protocol, run by `$ZK_COMPARE_PYTHON` or else by
+//! `target/kazoo-venv/bin/python`, the venv that `make kazoo` makes (`python3 -m
+//! venv`, then `pip install kazoo==2.11.0` from PyPI). When that python cannot
+//! be started or cannot import kazoo, the bench prints a note and leaves the
+//! kazoo column empty.
 //!
-//! Both libraries work on the same server, under one root znode
-//! (`/zklock-compare-<pid>`), every session with a 30 s timeout, and take turns:
-//! a zklock round, a Curator round, a zklock round, ... (a shared machine's speed
-//! drifts severalfold within seconds; alternating short rounds puts both under
-//! the same conditions). A rate or a median cycle is the median over the rounds;
-//! its ratio is the median of the per-round ratios (each zklock round against the
-//! Curator round right after it). Before the rounds both warm up, zklock with the
+//! The libraries work on the same server, each under a directory of its own
+//! below one root znode (`/zklock-compare-<pid>`), every session with a 30 s
+//! timeout, and take turns: a zklock round, a Curator round, a kazoo round, a
+//! zklock round, ... (a shared machine's speed drifts severalfold within
+//! seconds; alternating short rounds puts them all under the same conditions). A
+//! rate or a median cycle is the median over the rounds; its ratio is the median
+//! of the per-round ratios (each zklock round against the Curator or kazoo round
+//! that follows it in the same turn). Before the rounds all warm up, zklock and kazoo with the
 //! same number of cycles as the JVM's JIT gets: uncontended cycles, then one
 //! unreported round of each contended scenario.
 //!
 //! 1. **Uncontended**: one thread, one session, acquire + release in a loop,
 //!    each cycle timed: cycles/s and the median (p50) cycle. zklock's write lock
-//!    against Curator's `InterProcessMutex` and against the write lock of its
-//!    `InterProcessReadWriteLock`; zklock's read lock against Curator's read lock.
+//!    against Curator's `InterProcessMutex` and kazoo's `Lock` (exclusive locks),
+//!    and against the write lock of Curator's `InterProcessReadWriteLock` and
+//!    kazoo's `WriteLock`; zklock's read lock against Curator's read lock and
+//!    kazoo's `ReadLock`. Each lock instance is kept across the rounds.
 //! 2. **Threads**: `ZK_COMPARE_THREADS` threads of one process, one session
-//!    (one `ZooKeeperWatcher`; one `CuratorFramework`), each thread with its own
-//!    write-lock instance (`InterProcessMutex`) on one lock znode, acquire +
-//!    release until the round's time is up: grants (hand-offs) per second.
-//! 3. **Processes**: `ZK_COMPARE_PROCESSES` processes, each with its own session
-//!    and lock instance, contending on one lock znode: grants/s in total. zklock's
-//!    are this bench binary re-executed as a worker (`ZKLOCK_COMPARE_WORKER`
-//!    names the lock znode); Curator's are JVMs running the Java bench's worker
-//!    mode. Every worker is started, connected and says `ready` before the first
-//!    round (JVM start-up is outside the timing), then warms up: a JVM's JIT needs
-//!    it, zklock's workers do the same. The workers warm up in pairs, each pair on
+//!    (one `ZooKeeperWatcher`; one `CuratorFramework`; one `KazooClient`, which
+//!    is thread-safe, with its default threading handler), each thread with its
+//!    own write-lock instance (`InterProcessMutex`, kazoo `Lock`) on one lock
+//!    znode, acquire + release until the round's time is up: grants (hand-offs)
+//!    per second. Python's threads share its GIL.
+//! 3. **Processes**: `ZK_COMPARE_PROCESSES` processes per library, each with its
+//!    own session and lock instance, contending on one lock znode: grants/s in
+//!    total. zklock's are this bench binary re-executed as a worker
+//!    (`ZKLOCK_COMPARE_WORKER` names the lock znode); Curator's are JVMs running
+//!    the Java bench's worker mode, kazoo's Pythons running the Python bench's.
+//!    Every worker is started, connected and says `ready` before the first
+//!    round (start-up is outside the timing), then warms up: a JVM's JIT needs
+//!    it, the others do the same. The workers warm up in pairs, each pair on
 //!    a lock znode of its own, `ZK_COMPARE_WORKER_WARMUP` acquire + release
 //!    cycles each, so that both the immediate grant and the queued one (watch,
 //!    wake-up) run hot in every process. A round is a `go <ms>` line
@@ -59,23 +71,37 @@
 //!    hand-off**: two instances (two threads, one session) pass a write lock back
 //!    and forth, each holder releasing only once the other's watch on its node is
 //!    set (zklock: the lock's step hook; Curator: its `AdvancedTracerDriver`,
-//!    which sees the waiter's `getData` with a watcher once the server answered),
-//!    so that every grant but the first is a queued hand-off. The first grant's
-//!    create + getChildren and the last release's delete are outside the
-//!    hand-offs and subtracted (3 per round). The floor: 5 requests (the waiter's
+//!    which sees the waiter's `getData` with a watcher once the server answered;
+//!    kazoo, which has no tracer: each of its two `Lock`s is given a proxy of
+//!    the client whose `get` with a watcher tells the other thread once it
+//!    returned), so that every grant but the first is a queued hand-off. The
+//!    first grant's create + getChildren and the last release's delete are
+//!    outside the hand-offs and subtracted (3 per round; 5 for kazoo, whose two
+//!    new `Lock`s each check with an `exists` that the lock znode is there at
+//!    their first acquire). The floor: 5 requests (the waiter's
 //!    create, getChildren and watch on its predecessor; the holder's delete; the
 //!    woken waiter's getChildren) and 1 notification.
+//!
+//!    kazoo's `Lock` (and its `WriteLock` and `ReadLock`) does 4 requests per
+//!    uncontended cycle where the others do 3 (create, getChildren, delete):
+//!    from its second acquire on, an instance first lists the lock znode's
+//!    children to look for a node of its own that an earlier create may have
+//!    left (its `create_tried` flag, set at the first acquire, is never reset,
+//!    so `_find_node` runs at every acquire after the first), hence 6 per
+//!    contended grant or hand-off where the floor is 5. A new instance's first
+//!    acquire also checks once that the lock znode exists (`ensure_path`).
 //!
 //!    Each round also reads the CPU time (user + system, `/proc/<pid>/stat`, 10 ms
 //!    ticks) of the library's processes before and after: zklock's bench process
 //!    (its sessions' threads and the lock threads; its main thread otherwise only
-//!    waits) or its workers, Curator's JVM or JVMs (JIT and GC included): client
-//!    CPU per cycle, grant or hand-off.
+//!    waits) or its workers, Curator's JVM or JVMs (JIT and GC included), kazoo's
+//!    Python process or processes: client CPU per cycle, grant or hand-off.
 //! 6. **Summary**: a markdown table, scenario | zklock | Curator | ratio
-//!    (zklock/Curator) | ZooKeeper's recipe lock, with the date, kernel, cores,
-//!    load average, and the ZooKeeper and Curator versions.
+//!    (zklock/Curator) | kazoo | ratio (zklock/kazoo) | ZooKeeper's recipe lock,
+//!    with the date, kernel, cores, load average, and the ZooKeeper, Curator,
+//!    kazoo and Python versions.
 //!
-//! The third column is ZooKeeper's own recipe (`org.apache.zookeeper.recipes.
+//! The last column is ZooKeeper's own recipe (`org.apache.zookeeper.recipes.
 //! lock.WriteLock`, asynchronous: `lock()` then wait for its listener's
 //! `lockAcquired`; `unlock()`), uncontended only: under contention ZooKeeper
 //! 3.8.0's recipe can leave a waiter without a watch (when the node it would
@@ -84,7 +110,7 @@
 //! its own node by the session id, so two of its instances cannot share a
 //! session on one lock znode.
 //!
-//! Lock znodes are persistent and made beforehand for both libraries, outside
+//! Lock znodes are persistent and made beforehand for every library, outside
 //! the windows. Curator would otherwise make them as containers, which the test
 //! server reaps within a second once empty; a reaped one costs Curator's next
 //! acquire a `NoNode` and the creates of the missing parents. At the end every
@@ -95,18 +121,20 @@
 //! `ZK_COMPARE_CYCLES` (uncontended cycles per form per round, 400),
 //! `ZK_COMPARE_WARMUP` (uncontended warm-up cycles per library, 4000),
 //! `ZK_COMPARE_ROUND_MS` (length of a contended round, 1500),
-//! `ZK_COMPARE_THREADS` (8), `ZK_COMPARE_PROCESSES` (8), `ZK_COMPARE_READERS`
-//! (8), `ZK_COMPARE_HANDOFFS` (acquires per party per hand-off round, 100),
-//! `ZK_COMPARE_WORKER_WARMUP` (warm-up cycles per worker process, in pairs,
-//! 5000: the JVMs' share of scenario 3 depends on it, as each JVM warms its own
-//! JIT: on a loaded two-core machine Curator's grants/s there were ~3× below
-//! zklock's after 2,000 cycles, ~1.8× after 8,000); `ZK_COMPARE_RECIPE=0` leaves
-//! out ZooKeeper's recipe. About three minutes on two cores. The JVMs run with
+//! `ZK_COMPARE_THREADS` (8), `ZK_COMPARE_PROCESSES` (8 per library),
+//! `ZK_COMPARE_READERS` (8), `ZK_COMPARE_HANDOFFS` (acquires per party per
+//! hand-off round, 100), `ZK_COMPARE_WORKER_WARMUP` (warm-up cycles per worker
+//! process, in pairs, 5000: the JVMs' share of scenario 3 depends on it, as
+//! each JVM warms its own JIT: on a loaded two-core machine Curator's grants/s
+//! there were ~3× below zklock's after 2,000 cycles, ~1.8× after 8,000);
+//! `ZK_COMPARE_RECIPE=0` leaves out ZooKeeper's recipe; `ZK_COMPARE_PYTHON`
+//! (the python for kazoo's side; a python without kazoo, or a bogus path,
+//! leaves out kazoo). About four minutes on two cores. The JVMs run with
 //! `-Xmx256m -XX:+UseSerialGC` (nine of them on two cores).
 
 use std::env;
 use std::io::{self, BufRead, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -130,6 +158,33 @@ const WORKER_ENV: &str = "ZKLOCK_COMPARE_WORKER";
 /// The connect string of a worker process.
 const WORKER_SERVERS_ENV: &str = "ZKLOCK_COMPARE_SERVERS";
 
+/// The libraries, in the order of their rounds and of the summary's columns;
+/// every other one's figures are put against zklock's.
+const LIBRARIES: [&str; 3] = ["zklock", "Curator", "kazoo"];
+const ZKLOCK: usize = 0;
+const CURATOR: usize = 1;
+const KAZOO: usize = 2;
+/// Each library's directory under the bench's root znode.
+const LIBRARY_DIRS: [&str; 3] = ["zklock", "curator", "kazoo"];
+/// What the rounds' lines call each library's uncontended forms: its exclusive
+/// lock (zklock: its write lock), its read/write lock's write lock, its read lock.
+const FORM_LABELS: [[&str; 3]; 3] = [
+    ["zklock write", "zklock write", "zklock read"],
+    [
+        "Curator InterProcessMutex",
+        "Curator RW write",
+        "Curator RW read",
+    ],
+    ["kazoo Lock", "kazoo WriteLock", "kazoo ReadLock"],
+];
+
+/// The python that runs kazoo's side, if not the venv's.
+const PYTHON_ENV: &str = "ZK_COMPARE_PYTHON";
+/// The venv's python (`make kazoo`), under the crate root.
+const KAZOO_VENV_PYTHON: &str = "target/kazoo-venv/bin/python";
+/// kazoo's side, under the crate root.
+const KAZOO_SCRIPT: &str = "benches/python/kazoo_lock_bench.py";
+
 const JAVA_DIR: &str = "/usr/share/java";
 const CURATOR_JARS: [&str; 3] = [
     "/usr/share/java/curator-recipes.jar",
@@ -146,7 +201,8 @@ const BASE_JARS: [&str; 5] = [
 const RECIPE_JAR: &str = "/usr/share/java/zookeeper-recipes-lock.jar";
 const JVM_OPTIONS: [&str; 2] = ["-Xmx256m", "-XX:+UseSerialGC"];
 
-/// How long a Java command or a worker's round may take before the bench gives up.
+/// How long a Java or Python command or a worker's round may take before the
+/// bench gives up.
 const ANSWER_BOUND: Duration = Duration::from_secs(180);
 /// How long the workers may take to start and connect.
 const READY_BOUND: Duration = Duration::from_secs(180);
@@ -155,6 +211,9 @@ const WAKE_BOUND: Duration = Duration::from_secs(30);
 /// Requests of a hand-off round outside its hand-offs: the first grant's create
 /// and getChildren, the last release's delete.
 const HANDOFF_OUTSIDE: u64 = 3;
+/// The same for kazoo, plus the `exists` of each of its two new `Lock`s (its
+/// `ensure_path`, once per instance, at its first acquire).
+const KAZOO_HANDOFF_OUTSIDE: u64 = HANDOFF_OUTSIDE + 2;
 
 struct Sizes {
     rounds: usize,
@@ -450,24 +509,29 @@ fn worker(znode: &str) {
 }
 
 // ---------------------------------------------------------------------------
-// Curator's side and the workers
+// The other libraries' sides (Curator, kazoo) and the workers
 // ---------------------------------------------------------------------------
 
-/// The Java bench in `serve` mode.
-struct Curator {
-    jvm: LineProcess,
+/// Another library's bench in `serve` mode, spoken to a line at a time:
+/// Curator's JVM (`CuratorLockBench serve`) or kazoo's Python
+/// (`kazoo_lock_bench.py serve`), which answer the same commands the same way.
+struct Peer {
+    /// Its index in `LIBRARIES`.
+    library: usize,
+    proc: LineProcess,
+    /// Its version and its runtime's, for the summary.
     version: String,
-    client_version: String,
 }
 
-impl Curator {
+impl Peer {
     /// A command's answer as numbers; panics on an `error` answer.
     fn ask(&mut self, command: &str) -> std::collections::HashMap<String, f64> {
+        let name = LIBRARIES[self.library];
         let line = self
-            .jvm
+            .proc
             .ask(command, ANSWER_BOUND)
-            .unwrap_or_else(|e| panic!("Curator `{command}`: {e}"));
-        assert!(line.starts_with("ok "), "Curator `{command}`: {line}");
+            .unwrap_or_else(|e| panic!("{name} `{command}`: {e}"));
+        assert!(line.starts_with("ok "), "{name} `{command}`: {line}");
         parse_fields(&line)
     }
 
@@ -490,6 +554,94 @@ impl Curator {
             Duration::from_nanos(f["elapsed_ns"] as u64),
         )
     }
+
+    /// `quit`, then waits for it to close its session and end.
+    fn quit(mut self) {
+        let _ = self.proc.send("quit");
+        match self.proc.finish(Duration::from_secs(30)) {
+            Ok(s) if s.success() => {}
+            Ok(s) => println!("({} ended with {s})", self.proc.name),
+            Err(e) => println!("({}: {e})", self.proc.name),
+        }
+    }
+}
+
+/// Starts a bench in `serve` mode and reads its first line: `ready <library>
+/// <version> <runtime> <version>`, or why it cannot serve.
+fn start_peer(what: &str, cmd: Command) -> Result<(LineProcess, Vec<String>), String> {
+    let mut p = LineProcess::spawn(what, cmd).map_err(|e| format!("cannot start it: {e}"))?;
+    let first = p.recv(READY_BOUND);
+    match first {
+        Ok(line) if line.starts_with("ready") => {
+            Ok((p, line.split_whitespace().map(str::to_string).collect()))
+        }
+        Ok(line) => {
+            let _ = p.finish(Duration::from_secs(10));
+            Err(line.strip_prefix("error ").unwrap_or(&line).to_string())
+        }
+        Err(e) => {
+            let _ = p.finish(Duration::from_secs(10));
+            Err(e)
+        }
+    }
+}
+
+/// Starts the Java bench in `serve` mode and waits until it is connected.
+fn start_curator(classes: &JavaClasses, servers: &str, root: &str) -> Peer {
+    let mut cmd = classes.java(&JVM_OPTIONS, "CuratorLockBench");
+    cmd.args(["serve", servers, root]);
+    let (jvm, w) =
+        start_peer("Curator bench JVM", cmd).unwrap_or_else(|e| panic!("Curator bench JVM: {e}"));
+    let version = match w.get(2).map(String::as_str) {
+        Some(v) if v != "unknown" => v.to_string(),
+        _ => jar_version("curator-recipes-").unwrap_or_else(|| "unknown".to_string()),
+    };
+    let client_version = short_version(w.get(4).map_or("unknown", |v| v));
+    println!(
+        "Curator {version} (Java ZooKeeper client {client_version}), JVM pid {}",
+        jvm.pid()
+    );
+    Peer {
+        library: CURATOR,
+        proc: jvm,
+        version: format!("{version} (Java ZooKeeper client {client_version})"),
+    }
+}
+
+/// The python that runs kazoo's side: `$ZK_COMPARE_PYTHON`, else the venv that
+/// `make kazoo` makes.
+fn kazoo_python() -> PathBuf {
+    match env::var_os(PYTHON_ENV) {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(KAZOO_VENV_PYTHON),
+    }
+}
+
+/// `<python> kazoo_lock_bench.py <args>`.
+fn kazoo_command(python: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(KAZOO_SCRIPT))
+        .args(args);
+    cmd
+}
+
+/// Starts the Python bench in `serve` mode and waits until it is connected;
+/// `Err` says why it cannot (no such python, kazoo not importable, ...).
+fn start_kazoo(python: &Path, servers: &str, root: &str) -> Result<Peer, String> {
+    let cmd = kazoo_command(python, &["serve", servers, root]);
+    let (proc, w) = start_peer("kazoo bench", cmd)?;
+    let version = w.get(2).cloned().unwrap_or_else(|| "unknown".to_string());
+    let python_version = w.get(4).cloned().unwrap_or_else(|| "unknown".to_string());
+    println!(
+        "kazoo {version} (Python {python_version}, {}), pid {}",
+        python.display(),
+        proc.pid()
+    );
+    Ok(Peer {
+        library: KAZOO,
+        proc,
+        version: format!("{version} (Python {python_version})"),
+    })
 }
 
 /// The processes of scenario 3, one library's.
@@ -498,19 +650,23 @@ struct Workers {
 }
 
 impl Workers {
-    /// Starts `n` workers, `make(i)` each, and waits until every one is ready.
-    fn start(n: usize, what: &str, make: impl Fn(usize) -> Command) -> Workers {
+    /// Starts `n` workers, `make(i)` each (`wait_ready` waits for them).
+    fn spawn(n: usize, what: &str, make: impl Fn(usize) -> Command) -> Workers {
         let procs: Vec<LineProcess> = (0..n)
             .map(|i| {
                 LineProcess::spawn(&format!("{what} worker {i}"), make(i))
                     .unwrap_or_else(|e| panic!("cannot start a {what} worker: {e}"))
             })
             .collect();
-        for p in &procs {
+        Workers { procs }
+    }
+
+    /// Waits until every worker said `ready` (started and connected).
+    fn wait_ready(&self) {
+        for p in &self.procs {
             let line = p.recv(READY_BOUND).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(line.trim(), "ready", "{}: {line}", p.name);
         }
-        Workers { procs }
     }
 
     /// One round of `run`: total grants, and the longest worker's time.
@@ -539,6 +695,10 @@ impl Workers {
             longest = longest.max(Duration::from_nanos(f["elapsed_ns"] as u64));
         }
         (grants, longest)
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.procs.iter().map(LineProcess::pid).collect()
     }
 
     /// Closes their input (each closes its session and exits) and waits.
@@ -614,44 +774,80 @@ impl Meter {
     }
 }
 
-/// A round of one library: the units (grants, hand-offs) and their time.
-type Round<'a> = &'a mut dyn FnMut() -> (u64, Duration);
+/// One scenario's figures: one `Samples` per library, in the order of
+/// `LIBRARIES` (empty for a library that did not run).
+type Figures = [Samples; 3];
 
-/// The CPU time a library's processes have used so far.
-type Cpu<'a> = &'a dyn Fn() -> Duration;
+/// One library's part in a contended scenario.
+struct Contender<'a> {
+    /// A round: the units (grants, hand-offs) and their time.
+    round: Box<dyn FnMut() -> (u64, Duration) + 'a>,
+    /// The CPU time the library's processes have used so far.
+    cpu: Box<dyn Fn() -> Duration + 'a>,
+    /// Requests of a round outside its units, subtracted (with their replies)
+    /// from the round's traffic.
+    outside: u64,
+}
 
-/// One unreported round of each, then `rounds` alternating rounds (zklock
-/// first), each inside its own window (`adjust` corrects its traffic) and
+impl<'a> Contender<'a> {
+    fn new(
+        round: impl FnMut() -> (u64, Duration) + 'a,
+        cpu: impl Fn() -> Duration + 'a,
+        outside: u64,
+    ) -> Contender<'a> {
+        Contender {
+            round: Box::new(round),
+            cpu: Box::new(cpu),
+            outside,
+        }
+    }
+
+    /// A peer's rounds of `command` (answered with grants or hand-offs), and its
+    /// process's CPU time.
+    fn peer(peer: &'a mut Peer, command: String, outside: u64) -> Contender<'a> {
+        let pid = peer.proc.pid();
+        Contender::new(
+            move || peer.grants(&command),
+            move || cpu_time(Some(pid)),
+            outside,
+        )
+    }
+}
+
+/// One unreported round of each library, then `rounds` rounds that take turns
+/// (zklock, Curator, kazoo, zklock, ...), each inside its own window and
 /// between two readings of its processes' CPU time.
 fn alternate(
     meter: &Meter,
     rounds: usize,
     (unit, units): (&str, &str),
-    (zklock, zk_cpu): (Round<'_>, Cpu<'_>),
-    mut curator: Option<(Round<'_>, Cpu<'_>)>,
-    adjust: fn(Traffic) -> Traffic,
-) -> (Samples, Samples) {
-    let (mut zs, mut cs) = (Samples::default(), Samples::default());
-    zklock();
-    if let Some((c, _)) = curator.as_mut() {
-        c();
+    mut libraries: [Option<Contender<'_>>; 3],
+) -> Figures {
+    let mut figures = Figures::default();
+    for c in libraries.iter_mut().flatten() {
+        (c.round)();
     }
     for r in 0..rounds {
-        let (w, cpu) = (meter.window(), zk_cpu());
-        let (n, elapsed) = zklock();
-        let cpu = zk_cpu().saturating_sub(cpu);
-        zs.push(n, elapsed, None, adjust(meter.stop(w)), cpu);
-        let mut line = format!("  round {r}: zklock {:>7.0} {units}/s", zs.rates[r]);
-        if let Some((c, cu_cpu)) = curator.as_mut() {
-            let (w, cpu) = (meter.window(), cu_cpu());
-            let (n, elapsed) = c();
-            let cpu = cu_cpu().saturating_sub(cpu);
-            cs.push(n, elapsed, None, adjust(meter.stop(w)), cpu);
-            line += &format!("  |  Curator {:>7.0} {units}/s", cs.rates[r]);
+        let mut line = format!("  round {r}:");
+        for (i, c) in libraries.iter_mut().enumerate() {
+            let Some(c) = c else { continue };
+            let (w, cpu) = (meter.window(), (c.cpu)());
+            let (n, elapsed) = (c.round)();
+            let cpu = (c.cpu)().saturating_sub(cpu);
+            let mut t = meter.stop(w);
+            // The requests outside the units, and their replies.
+            t.received = t.received.saturating_sub(c.outside);
+            t.sent = t.sent.saturating_sub(c.outside);
+            let s = &mut figures[i];
+            s.push(n, elapsed, None, t, cpu);
+            if i > 0 {
+                line += "  |";
+            }
+            line += &format!(" {} {:>7.0} {units}/s", LIBRARIES[i], s.rates[r]);
         }
         println!("{line}");
     }
-    for (name, s) in [("zklock", &zs), ("Curator", &cs)] {
+    for (name, s) in LIBRARIES.iter().zip(&figures) {
         if let Some(rate) = s.rate() {
             println!(
                 "  {name:<8} median {rate:>7.0} {units}/s; {}",
@@ -659,25 +855,46 @@ fn alternate(
             );
         }
     }
-    (zs, cs)
+    figures
+}
+
+/// Each peer's contender for `command`, where it runs.
+fn peer_contenders<'a>(
+    peers: &'a mut [Option<Peer>; 2],
+    command: &str,
+    outside: [u64; 2],
+) -> [Option<Contender<'a>>; 2] {
+    let [cu, kz] = peers;
+    [
+        cu.as_mut()
+            .map(|p| Contender::peer(p, command.to_string(), outside[0])),
+        kz.as_mut()
+            .map(|p| Contender::peer(p, command.to_string(), outside[1])),
+    ]
 }
 
 /// Scenario 1's figures.
 struct Uncontended {
-    zk_write: Samples,
-    zk_read: Samples,
-    cu_mutex: Samples,
-    cu_write: Samples,
-    cu_read: Samples,
+    /// zklock's write lock; the peers' exclusive locks (Curator's
+    /// `InterProcessMutex`, kazoo's `Lock`).
+    exclusive: Figures,
+    /// zklock's write lock; the write locks of the peers' read/write locks.
+    rw_write: Figures,
+    /// The read locks.
+    read: Figures,
+    /// ZooKeeper's recipe `WriteLock` (on Curator's session).
     recipe: Samples,
 }
+
+/// The peers' uncontended forms, in the order of `FORM_LABELS`.
+const PEER_FORMS: [&str; 3] = ["mutex", "rw-write", "rw-read"];
 
 fn uncontended(
     sizes: &Sizes,
     meter: &Meter,
     zkw: &ZooKeeperWatcher,
     znode: &str,
-    mut curator: Option<&mut Curator>,
+    peers: &mut [Option<Peer>; 2],
     recipe: bool,
 ) -> Uncontended {
     let (rounds, per_round) = (sizes.rounds, sizes.cycles);
@@ -693,22 +910,18 @@ fn uncontended(
     let some = (sizes.warmup / 4).max(1);
     zk_uncontended(&write, sizes.warmup);
     zk_uncontended(&read, some);
-    if let Some(c) = curator.as_deref_mut() {
-        c.uncontended("mutex", sizes.warmup.max(1));
-        c.uncontended("rw-write", some);
-        c.uncontended("rw-read", some);
-        if recipe {
-            c.uncontended("zk-recipe", some);
+    for p in peers.iter_mut().flatten() {
+        p.uncontended("mutex", sizes.warmup.max(1));
+        p.uncontended("rw-write", some);
+        p.uncontended("rw-read", some);
+        if recipe && p.library == CURATOR {
+            p.uncontended("zk-recipe", some);
         }
     }
-    let mut u = Uncontended {
-        zk_write: Samples::default(),
-        zk_read: Samples::default(),
-        cu_mutex: Samples::default(),
-        cu_write: Samples::default(),
-        cu_read: Samples::default(),
-        recipe: Samples::default(),
-    };
+    // Each peer's samples of its forms (PEER_FORMS).
+    let mut peer_samples: [[Samples; 3]; 2] = Default::default();
+    let (mut zk_write, mut zk_read) = (Samples::default(), Samples::default());
+    let mut recipe_samples = Samples::default();
     let report = |r: usize, name: &str, s: &Samples| {
         println!(
             "  round {r}: {name:<26} {:>8.0} cycles/s  p50 {:>7.1} µs",
@@ -723,42 +936,55 @@ fn uncontended(
         let t = meter.stop(w);
         s.push(per_round as u64, elapsed, Some(timed_p50(times)), t, cpu);
     };
-    let cu_form = |c: &mut Curator, form: &str, s: &mut Samples| {
-        let pid = Some(c.jvm.pid());
+    let peer_form = |p: &mut Peer, form: &str, s: &mut Samples| {
+        let pid = Some(p.proc.pid());
         let (w, cpu) = (meter.window(), cpu_time(pid));
-        let (n, elapsed, p50) = c.uncontended(form, per_round);
+        let (n, elapsed, p50) = p.uncontended(form, per_round);
         let cpu = cpu_time(pid).saturating_sub(cpu);
         let t = meter.stop(w);
         s.push(n, elapsed, Some(p50), t, cpu);
     };
     for r in 0..rounds {
-        zk_form(&write, &mut u.zk_write);
-        report(r, "zklock write", &u.zk_write);
-        if let Some(c) = curator.as_deref_mut() {
-            cu_form(c, "mutex", &mut u.cu_mutex);
-            report(r, "Curator InterProcessMutex", &u.cu_mutex);
-            cu_form(c, "rw-write", &mut u.cu_write);
-            report(r, "Curator RW write", &u.cu_write);
+        zk_form(&write, &mut zk_write);
+        report(r, FORM_LABELS[ZKLOCK][0], &zk_write);
+        for (p, s) in peers.iter_mut().zip(&mut peer_samples) {
+            let Some(p) = p else { continue };
+            for f in 0..2 {
+                peer_form(p, PEER_FORMS[f], &mut s[f]);
+                report(r, FORM_LABELS[p.library][f], &s[f]);
+            }
         }
-        zk_form(&read, &mut u.zk_read);
-        report(r, "zklock read", &u.zk_read);
-        if let Some(c) = curator.as_deref_mut() {
-            cu_form(c, "rw-read", &mut u.cu_read);
-            report(r, "Curator RW read", &u.cu_read);
-            if recipe {
-                cu_form(c, "zk-recipe", &mut u.recipe);
-                report(r, "ZooKeeper recipe WriteLock", &u.recipe);
+        zk_form(&read, &mut zk_read);
+        report(r, FORM_LABELS[ZKLOCK][2], &zk_read);
+        for (p, s) in peers.iter_mut().zip(&mut peer_samples) {
+            let Some(p) = p else { continue };
+            peer_form(p, PEER_FORMS[2], &mut s[2]);
+            report(r, FORM_LABELS[p.library][2], &s[2]);
+            if recipe && p.library == CURATOR {
+                peer_form(p, "zk-recipe", &mut recipe_samples);
+                report(r, "ZooKeeper recipe WriteLock", &recipe_samples);
             }
         }
     }
-    for (name, s) in [
-        ("zklock write", &u.zk_write),
-        ("zklock read", &u.zk_read),
-        ("Curator InterProcessMutex", &u.cu_mutex),
-        ("Curator RW write", &u.cu_write),
-        ("Curator RW read", &u.cu_read),
-        ("ZooKeeper recipe WriteLock", &u.recipe),
-    ] {
+    let [[cu_mutex, cu_write, cu_read], [kz_lock, kz_write, kz_read]] = peer_samples;
+    let u = Uncontended {
+        exclusive: [zk_write.clone(), cu_mutex, kz_lock],
+        rw_write: [zk_write, cu_write, kz_write],
+        read: [zk_read, cu_read, kz_read],
+        recipe: recipe_samples,
+    };
+    // zklock's write lock once, then every other library's forms.
+    let mut lines: Vec<(&str, &Samples)> = vec![
+        (FORM_LABELS[ZKLOCK][0], &u.exclusive[ZKLOCK]),
+        (FORM_LABELS[ZKLOCK][2], &u.read[ZKLOCK]),
+    ];
+    for (i, labels) in FORM_LABELS.iter().enumerate().skip(ZKLOCK + 1) {
+        lines.push((labels[0], &u.exclusive[i]));
+        lines.push((labels[1], &u.rw_write[i]));
+        lines.push((labels[2], &u.read[i]));
+    }
+    lines.push(("ZooKeeper recipe WriteLock", &u.recipe));
+    for (name, s) in lines {
         if let (Some(rate), Some(p50)) = (s.rate(), s.p50()) {
             println!(
                 "  {name:<26} median {rate:>8.0} cycles/s, p50 {p50:>7.1} µs; {}",
@@ -770,17 +996,18 @@ fn uncontended(
     u
 }
 
-/// Scenario 3: starts both libraries' workers, warms them up, alternates.
-#[allow(clippy::too_many_arguments)]
+/// How a library's worker process of scenario 3 is started, given its lock
+/// znode.
+type Launch<'a> = &'a dyn Fn(&str) -> Command;
+
+/// Scenario 3: starts every library's workers, warms them up, alternates.
+/// `znode(library, name)`: a lock znode of that library's.
 fn processes(
     sizes: &Sizes,
     meter: &Meter,
-    servers: &str,
-    zk_znode: &str,
-    cu_znode: &str,
-    warm_znode: &dyn Fn(&str, usize) -> String,
-    classes: Option<&JavaClasses>,
-) -> (Samples, Samples) {
+    znode: &dyn Fn(usize, &str) -> String,
+    launch: [Option<Launch<'_>>; 3],
+) -> Figures {
     let run = sizes.round;
     println!();
     println!(
@@ -789,62 +1016,56 @@ fn processes(
          unreported round)",
         sizes.processes, sizes.rounds, sizes.worker_warmup
     );
-    let exe = env::current_exe().expect("current_exe");
     let started = Instant::now();
-    let mut cu_workers = classes.map(|c| {
-        Workers::start(sizes.processes, "Curator", |_| {
-            let mut cmd = c.java(&JVM_OPTIONS, "CuratorLockBench");
-            cmd.args(["worker", servers, cu_znode]);
-            cmd
-        })
-    });
-    let mut zk_workers = Workers::start(sizes.processes, "zklock", |_| {
-        let mut cmd = Command::new(&exe);
-        cmd.env(WORKER_ENV, zk_znode)
-            .env(WORKER_SERVERS_ENV, servers)
-            .env_remove("RUST_LOG");
-        cmd
-    });
+    // Every library's processes start at once; each says `ready` once connected.
+    let mut workers: [Option<Workers>; 3] = Default::default();
+    for (i, make) in launch.iter().enumerate() {
+        if let Some(make) = make {
+            let lock_znode = znode(i, "processes");
+            workers[i] = Some(Workers::spawn(sizes.processes, LIBRARIES[i], |_| {
+                make(&lock_znode)
+            }));
+        }
+    }
+    for w in workers.iter().flatten() {
+        w.wait_ready();
+    }
     println!(
         "  {} workers started and connected in {:.1} s",
-        zk_workers.procs.len() + cu_workers.as_ref().map_or(0, |w| w.procs.len()),
+        workers
+            .iter()
+            .flatten()
+            .map(|w| w.procs.len())
+            .sum::<usize>(),
         started.elapsed().as_secs_f64()
     );
     let cycles = sizes.worker_warmup;
     if cycles > 0 {
-        let zk_warm = zk_workers.warm(|i| warm_znode("zklock", i / 2), cycles);
-        let cu_warm = cu_workers
-            .as_mut()
-            .map(|w| w.warm(|i| warm_znode("curator", i / 2), cycles));
-        println!(
-            "  warm-up: zklock's workers {:.1} s{}",
-            zk_warm.as_secs_f64(),
-            cu_warm.map_or_else(String::new, |d| format!(
-                ", Curator's {:.1} s",
-                d.as_secs_f64()
-            ))
-        );
+        let mut line = "  warm-up:".to_string();
+        for (i, w) in workers.iter_mut().enumerate() {
+            if let Some(w) = w {
+                let took = w.warm(|j| znode(i, &format!("warm-{}", j / 2)), cycles);
+                line += &format!(" {}'s workers {:.1} s;", LIBRARIES[i], took.as_secs_f64());
+            }
+        }
+        println!("{}", line.trim_end_matches(';'));
     }
-    let pids = |w: &Workers| w.procs.iter().map(LineProcess::pid).collect::<Vec<u32>>();
-    let cpu_of = |pids: Vec<u32>| move || pids.iter().map(|p| cpu_time(Some(*p))).sum();
-    let zk_cpu = cpu_of(pids(&zk_workers));
-    let cu_cpu = cpu_of(cu_workers.as_ref().map(pids).unwrap_or_default());
-    let mut cu_round = cu_workers.as_mut().map(|w| move || w.round(run));
-    let pair = alternate(
-        meter,
-        sizes.rounds,
-        ("grant", "grants"),
-        (&mut || zk_workers.round(run), &zk_cpu),
-        cu_round
-            .as_mut()
-            .map(|f| (f as Round<'_>, &cu_cpu as Cpu<'_>)),
-        |t| t,
-    );
-    zk_workers.stop();
-    if let Some(w) = cu_workers {
+    let [zk, cu, kz] = &mut workers;
+    let contenders = [zk, cu, kz].map(|w| {
+        w.as_mut().map(|w| {
+            let pids = w.pids();
+            Contender::new(
+                move || w.round(run),
+                move || pids.iter().map(|p| cpu_time(Some(*p))).sum(),
+                0,
+            )
+        })
+    });
+    let figures = alternate(meter, sizes.rounds, ("grant", "grants"), contenders);
+    for w in workers.into_iter().flatten() {
         w.stop();
     }
-    pair
+    figures
 }
 
 fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
@@ -873,39 +1094,10 @@ fn short_version(v: &str) -> String {
     v.split("-$").next().unwrap_or(v).to_string()
 }
 
-/// Starts the Java bench in `serve` mode and waits until it is connected.
-fn start_curator(classes: &JavaClasses, servers: &str, root: &str) -> Curator {
-    let mut cmd = classes.java(&JVM_OPTIONS, "CuratorLockBench");
-    cmd.args(["serve", servers, root]);
-    let jvm = LineProcess::spawn("Curator bench JVM", cmd).expect("start java");
-    let ready = jvm
-        .recv(READY_BOUND)
-        .unwrap_or_else(|e| panic!("Curator bench JVM: {e}"));
-    let w: Vec<&str> = ready.split_whitespace().collect();
-    assert_eq!(w.first(), Some(&"ready"), "Curator bench JVM: {ready}");
-    let version = match w.get(2) {
-        Some(v) if *v != "unknown" => v.to_string(),
-        _ => jar_version("curator-recipes-").unwrap_or_else(|| "unknown".to_string()),
-    };
-    let client_version = short_version(w.get(4).map_or("unknown", |v| v));
-    println!(
-        "Curator {version} (Java ZooKeeper client {client_version}), JVM pid {}",
-        jvm.pid()
-    );
-    Curator {
-        jvm,
-        version,
-        client_version,
-    }
-}
-
-/// A row of the summary table.
+/// A row of the summary table: the scenario, then its cells (see `Table::print`).
 struct Row {
     scenario: String,
-    zklock: String,
-    curator: String,
-    ratio: String,
-    recipe: String,
+    cells: Vec<String>,
 }
 
 fn fmt_opt(v: Option<f64>, digits: usize, unit: &str) -> String {
@@ -915,92 +1107,99 @@ fn fmt_opt(v: Option<f64>, digits: usize, unit: &str) -> String {
 /// One figure of a library's samples (`Samples::requests`, ...).
 type Figure = fn(&Samples) -> Option<f64>;
 
-/// The summary's rows (each method's `recipe`: the third column's figures, where it has any).
+/// The summary's rows (each method's `recipe`: the last column's figures, where
+/// it has any).
 struct Table {
     rows: Vec<Row>,
-    have_curator: bool,
 }
 
 impl Table {
-    fn curator(&self, v: String) -> String {
-        if self.have_curator {
-            v
-        } else {
-            "—".to_string()
+    /// zklock's `value`, then each other library's with zklock's `ratio` over
+    /// it, then the recipe's.
+    fn row(
+        &mut self,
+        scenario: &str,
+        f: &Figures,
+        recipe: Option<&Samples>,
+        value: impl Fn(&Samples) -> String,
+        ratio: impl Fn(&Samples, &Samples) -> Option<f64>,
+    ) {
+        let mut cells = vec![value(&f[ZKLOCK])];
+        for other in &f[ZKLOCK + 1..] {
+            cells.push(value(other));
+            cells.push(fmt_opt(ratio(&f[ZKLOCK], other), 2, "×"));
         }
+        cells.push(recipe.map_or_else(|| "—".to_string(), &value));
+        self.rows.push(Row {
+            scenario: scenario.to_string(),
+            cells,
+        });
     }
 
     /// Rates: medians over the rounds, and the median of the per-round ratios.
-    fn rate(&mut self, scenario: &str, z: &Samples, c: &Samples, recipe: Option<&Samples>) {
-        self.rows.push(Row {
-            scenario: scenario.to_string(),
-            zklock: fmt_opt(z.rate(), 0, " /s"),
-            curator: self.curator(fmt_opt(c.rate(), 0, " /s")),
-            ratio: fmt_opt(ratio(&z.rates, &c.rates), 2, "×"),
-            recipe: recipe.map_or_else(|| "—".to_string(), |r| fmt_opt(r.rate(), 0, " /s")),
-        });
+    fn rate(&mut self, scenario: &str, f: &Figures, recipe: Option<&Samples>) {
+        self.row(
+            scenario,
+            f,
+            recipe,
+            |s| fmt_opt(s.rate(), 0, " /s"),
+            |z, o| ratio(&z.rates, &o.rates),
+        );
     }
 
     /// The median cycle, the same way.
-    fn p50(&mut self, scenario: &str, z: &Samples, c: &Samples, recipe: Option<&Samples>) {
-        self.rows.push(Row {
-            scenario: scenario.to_string(),
-            zklock: fmt_opt(z.p50(), 0, " µs"),
-            curator: self.curator(fmt_opt(c.p50(), 0, " µs")),
-            ratio: fmt_opt(ratio(&z.p50s, &c.p50s), 2, "×"),
-            recipe: recipe.map_or_else(|| "—".to_string(), |r| fmt_opt(r.p50(), 0, " µs")),
-        });
+    fn p50(&mut self, scenario: &str, f: &Figures, recipe: Option<&Samples>) {
+        self.row(
+            scenario,
+            f,
+            recipe,
+            |s| fmt_opt(s.p50(), 0, " µs"),
+            |z, o| ratio(&z.p50s, &o.p50s),
+        );
     }
 
     /// A count per unit over all rounds.
-    fn count(
-        &mut self,
-        scenario: &str,
-        f: Figure,
-        z: &Samples,
-        c: &Samples,
-        recipe: Option<&Samples>,
-    ) {
-        self.total(scenario, (f, 2, ""), z, c, recipe);
+    fn count(&mut self, scenario: &str, figure: Figure, f: &Figures, recipe: Option<&Samples>) {
+        self.total(scenario, (figure, 2, ""), f, recipe);
     }
 
     /// Client CPU per unit over all rounds.
-    fn cpu(&mut self, scenario: &str, z: &Samples, c: &Samples, recipe: Option<&Samples>) {
-        self.total(scenario, (Samples::cpu_per, 0, " µs"), z, c, recipe);
+    fn cpu(&mut self, scenario: &str, f: &Figures, recipe: Option<&Samples>) {
+        self.total(scenario, (Samples::cpu_per, 0, " µs"), f, recipe);
     }
 
-    /// `f` over all rounds, shown with `digits` and `unit`; the ratio of the two.
+    /// `figure` over all rounds, shown with `digits` and `unit`; the ratio of
+    /// zklock's over the other's.
     fn total(
         &mut self,
         scenario: &str,
-        (f, digits, unit): (Figure, usize, &str),
-        z: &Samples,
-        c: &Samples,
+        (figure, digits, unit): (Figure, usize, &str),
+        f: &Figures,
         recipe: Option<&Samples>,
     ) {
-        let (zv, cv) = (f(z), f(c));
-        self.rows.push(Row {
-            scenario: scenario.to_string(),
-            zklock: fmt_opt(zv, digits, unit),
-            curator: self.curator(fmt_opt(cv, digits, unit)),
-            ratio: match (zv, cv) {
-                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
-                _ => "—".to_string(),
+        self.row(
+            scenario,
+            f,
+            recipe,
+            |s| fmt_opt(figure(s), digits, unit),
+            |z, o| match (figure(z), figure(o)) {
+                (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                _ => None,
             },
-            recipe: recipe.map_or_else(|| "—".to_string(), |r| fmt_opt(f(r), digits, unit)),
-        });
+        );
     }
 
     fn print(&self) {
-        println!(
-            "| scenario | zklock | Curator | ratio (zklock/Curator) | ZooKeeper recipe WriteLock |"
-        );
-        println!("|---|---|---|---|---|");
+        let mut head = vec!["scenario".to_string(), LIBRARIES[ZKLOCK].to_string()];
+        for other in &LIBRARIES[ZKLOCK + 1..] {
+            head.push(other.to_string());
+            head.push(format!("ratio (zklock/{other})"));
+        }
+        head.push("ZooKeeper recipe WriteLock".to_string());
+        println!("| {} |", head.join(" | "));
+        println!("|{}", "---|".repeat(head.len()));
         for r in &self.rows {
-            println!(
-                "| {} | {} | {} | {} | {} |",
-                r.scenario, r.zklock, r.curator, r.ratio, r.recipe
-            );
+            println!("| {} | {} |", r.scenario, r.cells.join(" | "));
         }
     }
 }
@@ -1027,17 +1226,18 @@ fn main() {
     let load_start = loadavg();
     let cores = thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "zklock vs Apache Curator: lock benchmark against {servers} ({cores} CPUs, load \
-         {load_start})"
+        "zklock vs Apache Curator and kazoo: lock benchmark against {servers} ({cores} CPUs, \
+         load {load_start})"
     );
 
-    // The znodes: every lock znode of both libraries, made now.
+    // The znodes: every lock znode of every library, made now. Each library
+    // has a directory of its own under the root.
     let root = format!("/zklock-compare-{}", std::process::id());
     let zkw = connect(&servers, "compare-zklock");
     let zk = zkw.zookeeper().clone();
-    let zl = |name: &str| format!("{root}/zklock/{name}");
-    let cu = |name: &str| format!("{root}/curator/{name}");
-    let warm_znode = |library: &str, i: usize| format!("{root}/{library}/warm-{i}");
+    let dir = |library: usize| format!("{root}/{}", LIBRARY_DIRS[library]);
+    let znode = |library: usize, name: &str| format!("{}/{name}", dir(library));
+    let zl = |name: &str| znode(ZKLOCK, name);
     let lock_znodes: Vec<String> = ["uncontended", "threads", "processes", "readers", "handoff"]
         .iter()
         .map(|n| zl(n))
@@ -1052,11 +1252,24 @@ fn main() {
                 "handoff",
             ]
             .iter()
-            .map(|n| cu(n)),
+            .map(|n| znode(CURATOR, n)),
+        )
+        .chain(
+            [
+                "uncontended-mutex",
+                "uncontended-rw",
+                "threads",
+                "processes",
+                "readers",
+                "handoff",
+            ]
+            .iter()
+            .map(|n| znode(KAZOO, n)),
         )
         .chain(
             (0..sizes.processes.div_ceil(2))
-                .flat_map(|i| [warm_znode("zklock", i), warm_znode("curator", i)]),
+                .flat_map(|i| (0..LIBRARIES.len()).map(move |library| (library, i)))
+                .map(|(library, i)| znode(library, &format!("warm-{i}"))),
         )
         .collect();
     for z in &lock_znodes {
@@ -1087,35 +1300,48 @@ fn main() {
         Err(e) => {
             println!(
                 "NOTE: Curator skipped ({e}); install it with `make curator` (Debian: \
-                 apt-get install libcurator-recipes-java). zklock's figures only."
+                 apt-get install libcurator-recipes-java). No Curator column."
             );
             None
         }
     };
-    let mut curator = classes
+    let curator = classes
         .as_ref()
-        .map(|c| start_curator(c, &servers, &format!("{root}/curator")));
-    let curator_version = curator
-        .as_ref()
-        .map(|c| format!("{} (Java ZooKeeper client {})", c.version, c.client_version));
+        .map(|c| start_curator(c, &servers, &dir(CURATOR)));
     let recipe = recipe_jar && curator.is_some();
 
+    // The Python side.
+    let python = kazoo_python();
+    let kazoo = match start_kazoo(&python, &servers, &dir(KAZOO)) {
+        Ok(k) => Some(k),
+        Err(e) => {
+            println!(
+                "NOTE: kazoo skipped ({}: {e}); install it with `make kazoo` (a venv, \
+                 target/kazoo-venv, with kazoo from PyPI), or set {PYTHON_ENV} to a python \
+                 that imports kazoo. No kazoo column.",
+                python.display()
+            );
+            None
+        }
+    };
+    let mut peers = [curator, kazoo];
+    let versions: Vec<String> = LIBRARIES[ZKLOCK + 1..]
+        .iter()
+        .zip(&peers)
+        .map(|(name, p)| match p {
+            Some(p) => format!("{name} {}", p.version),
+            None => format!("{name} — (not installed)"),
+        })
+        .collect();
+
     // 1. Uncontended.
-    let unc = uncontended(
-        &sizes,
-        &meter,
-        &zkw,
-        &zl("uncontended"),
-        curator.as_mut(),
-        recipe,
-    );
+    let unc = uncontended(&sizes, &meter, &zkw, &zl("uncontended"), &mut peers, recipe);
 
     let (rounds, run) = (sizes.rounds, sizes.round);
     // CPU time: zklock's is this process's (its sessions' threads and the lock
-    // threads; the bench's own main thread only waits), Curator's its JVM's.
+    // threads; the bench's own main thread only waits), the others' their
+    // bench process's (JVM, Python).
     let zk_cpu = || cpu_time(None);
-    let jvm_pid = curator.as_ref().map(|c| c.jvm.pid());
-    let cu_cpu = move || cpu_time(jvm_pid);
 
     // 2. Threads.
     let n = sizes.threads;
@@ -1124,33 +1350,53 @@ fn main() {
         "2. {n} threads, one session, a write-lock instance each on one lock znode: {rounds} \
          alternating rounds of {run:?} (after one unreported round each)"
     );
-    let mut cu_round = curator
-        .as_mut()
-        .map(|c| move || c.grants(&format!("threads {n} {}", run.as_millis())));
-    let (zk_threads, cu_threads) = alternate(
+    let [cu, kz] = peer_contenders(
+        &mut peers,
+        &format!("threads {n} {}", run.as_millis()),
+        [0, 0],
+    );
+    let threads = alternate(
         &meter,
         rounds,
         ("grant", "grants"),
-        (
-            &mut || zk_loop(zk_write_locks(&zkw, &zl("threads"), n), run, true),
-            &zk_cpu,
-        ),
-        cu_round
-            .as_mut()
-            .map(|f| (f as Round<'_>, &cu_cpu as Cpu<'_>)),
-        |t| t,
+        [
+            Some(Contender::new(
+                || zk_loop(zk_write_locks(&zkw, &zl("threads"), n), run, true),
+                zk_cpu,
+                0,
+            )),
+            cu,
+            kz,
+        ],
     );
     assert!(children(&zk, &zl("threads")).is_empty());
 
-    // 3. Processes.
-    let (zk_procs, cu_procs) = processes(
+    // 3. Processes: zklock's workers are this binary, re-executed; Curator's
+    // JVMs of the Java bench; kazoo's Pythons.
+    let exe = env::current_exe().expect("current_exe");
+    let zk_launch = |lock_znode: &str| {
+        let mut cmd = Command::new(&exe);
+        cmd.env(WORKER_ENV, lock_znode)
+            .env(WORKER_SERVERS_ENV, &servers)
+            .env_remove("RUST_LOG");
+        cmd
+    };
+    let cu_launch = |lock_znode: &str| {
+        let c = classes.as_ref().expect("the Java classes");
+        let mut cmd = c.java(&JVM_OPTIONS, "CuratorLockBench");
+        cmd.args(["worker", &servers, lock_znode]);
+        cmd
+    };
+    let kz_launch = |lock_znode: &str| kazoo_command(&python, &["worker", &servers, lock_znode]);
+    let procs = processes(
         &sizes,
         &meter,
-        &servers,
-        &zl("processes"),
-        &cu("processes"),
-        &warm_znode,
-        classes.as_ref(),
+        &znode,
+        [
+            Some(&zk_launch as Launch<'_>),
+            peers[0].as_ref().map(|_| &cu_launch as Launch<'_>),
+            peers[1].as_ref().map(|_| &kz_launch as Launch<'_>),
+        ],
     );
     assert!(children(&zk, &zl("processes")).is_empty());
 
@@ -1161,21 +1407,24 @@ fn main() {
         "4. {n} readers, one session, a read-lock instance each on one lock znode: {rounds} \
          alternating rounds of {run:?} (after one unreported round each)"
     );
-    let mut cu_round = curator
-        .as_mut()
-        .map(|c| move || c.grants(&format!("readers {n} {}", run.as_millis())));
-    let (zk_readers, cu_readers) = alternate(
+    let [cu, kz] = peer_contenders(
+        &mut peers,
+        &format!("readers {n} {}", run.as_millis()),
+        [0, 0],
+    );
+    let readers = alternate(
         &meter,
         rounds,
         ("read grant", "read grants"),
-        (
-            &mut || zk_loop(zk_read_locks(&zkw, &zl("readers"), n), run, false),
-            &zk_cpu,
-        ),
-        cu_round
-            .as_mut()
-            .map(|f| (f as Round<'_>, &cu_cpu as Cpu<'_>)),
-        |t| t,
+        [
+            Some(Contender::new(
+                || zk_loop(zk_read_locks(&zkw, &zl("readers"), n), run, false),
+                zk_cpu,
+                0,
+            )),
+            cu,
+            kz,
+        ],
     );
     assert!(children(&zk, &zl("readers")).is_empty());
 
@@ -1185,51 +1434,54 @@ fn main() {
     println!(
         "5. two-party hand-off, one session: two instances pass a write lock back and forth \
          ({k} acquires each per round, {rounds} alternating rounds, after one unreported round \
-         each); the {HANDOFF_OUTSIDE} requests of a round outside its hand-offs are not counted"
+         each); the {HANDOFF_OUTSIDE} requests of a round outside its hand-offs are not \
+         counted{}",
+        if peers[1].is_some() {
+            format!(" (kazoo's: {KAZOO_HANDOFF_OUTSIDE}, its two new locks' `exists` included)")
+        } else {
+            String::new()
+        }
     );
-    let mut cu_round = curator
-        .as_mut()
-        .map(|c| move || c.grants(&format!("handoff {k}")));
-    let (zk_hand, cu_hand) = alternate(
+    let [cu, kz] = peer_contenders(
+        &mut peers,
+        &format!("handoff {k}"),
+        [HANDOFF_OUTSIDE, KAZOO_HANDOFF_OUTSIDE],
+    );
+    let hand = alternate(
         &meter,
         rounds,
         ("hand-off", "hand-offs"),
-        (&mut || zk_handoff(&zkw, &zl("handoff"), k), &zk_cpu),
-        cu_round
-            .as_mut()
-            .map(|f| (f as Round<'_>, &cu_cpu as Cpu<'_>)),
-        |mut t| {
-            // The requests outside the hand-offs, and their replies.
-            t.received = t.received.saturating_sub(HANDOFF_OUTSIDE);
-            t.sent = t.sent.saturating_sub(HANDOFF_OUTSIDE);
-            t
-        },
+        [
+            Some(Contender::new(
+                || zk_handoff(&zkw, &zl("handoff"), k),
+                zk_cpu,
+                HANDOFF_OUTSIDE,
+            )),
+            cu,
+            kz,
+        ],
     );
     assert!(children(&zk, &zl("handoff")).is_empty());
 
-    // Every session of the Java side ends before the check.
-    if let Some(mut c) = curator.take() {
-        let _ = c.jvm.send("quit");
-        match c.jvm.finish(Duration::from_secs(30)) {
-            Ok(s) if s.success() => {}
-            Ok(s) => println!("(the Curator bench JVM ended with {s})"),
-            Err(e) => println!("(the Curator bench JVM: {e})"),
-        }
+    // Every session of the Java and Python sides ends before the check.
+    for p in peers.into_iter().flatten() {
+        p.quit();
     }
 
     // Nothing left behind.
     println!();
-    let parents = [format!("{root}/zklock"), format!("{root}/curator")];
+    let parents: Vec<String> = (0..LIBRARIES.len()).map(dir).collect();
     let all = descendants(&zk, &root);
     let leftover: Vec<&String> = all
         .iter()
         .filter(|p| !lock_znodes.contains(p) && !parents.contains(p))
         .collect();
     println!(
-        "cleanup: {} znodes under {root}: the {} lock znodes and their 2 parents; {} lock \
+        "cleanup: {} znodes under {root}: the {} lock znodes and their {} parents; {} lock \
          nodes left{}",
         all.len(),
         lock_znodes.len(),
+        parents.len(),
         leftover.len(),
         if leftover.is_empty() {
             String::new()
@@ -1245,60 +1497,41 @@ fn main() {
     let load_end = loadavg();
 
     // 6. Summary.
-    let mut t = Table {
-        rows: Vec::new(),
-        have_curator: curator_version.is_some(),
-    };
+    let mut t = Table { rows: Vec::new() };
     let recipe_unc = (!unc.recipe.rates.is_empty()).then_some(&unc.recipe);
     t.rate(
-        "uncontended write lock vs InterProcessMutex (cycles/s)",
-        &unc.zk_write,
-        &unc.cu_mutex,
+        "uncontended write lock vs InterProcessMutex / kazoo Lock (cycles/s)",
+        &unc.exclusive,
         recipe_unc,
     );
     t.p50(
-        "uncontended write lock vs InterProcessMutex: p50 cycle",
-        &unc.zk_write,
-        &unc.cu_mutex,
+        "uncontended write lock vs InterProcessMutex / kazoo Lock: p50 cycle",
+        &unc.exclusive,
         recipe_unc,
     );
     t.rate(
         "uncontended write lock vs RW lock's write lock (cycles/s)",
-        &unc.zk_write,
-        &unc.cu_write,
+        &unc.rw_write,
         None,
     );
     t.p50(
         "uncontended write lock vs RW lock's write lock: p50 cycle",
-        &unc.zk_write,
-        &unc.cu_write,
+        &unc.rw_write,
         None,
     );
-    t.rate(
-        "uncontended read lock (cycles/s)",
-        &unc.zk_read,
-        &unc.cu_read,
-        None,
-    );
-    t.p50(
-        "uncontended read lock: p50 cycle",
-        &unc.zk_read,
-        &unc.cu_read,
-        None,
-    );
+    t.rate("uncontended read lock (cycles/s)", &unc.read, None);
+    t.p50("uncontended read lock: p50 cycle", &unc.read, None);
     t.rate(
         &format!(
             "{} threads, one session, one write lock (grants/s)",
             sizes.threads
         ),
-        &zk_threads,
-        &cu_threads,
+        &threads,
         None,
     );
     t.rate(
         &format!("{} processes, one write lock (grants/s)", sizes.processes),
-        &zk_procs,
-        &cu_procs,
+        &procs,
         None,
     );
     t.rate(
@@ -1306,89 +1539,76 @@ fn main() {
             "{} readers, one session, one read lock (read grants/s)",
             sizes.readers
         ),
-        &zk_readers,
-        &cu_readers,
+        &readers,
         None,
     );
     t.rate(
         "two-party hand-off (hand-offs/s, the bench's signalling included)",
-        &zk_hand,
-        &cu_hand,
+        &hand,
         None,
     );
     t.count(
-        "requests per uncontended cycle: write lock vs InterProcessMutex",
+        "requests per uncontended cycle: write lock vs InterProcessMutex / kazoo Lock",
         Samples::requests,
-        &unc.zk_write,
-        &unc.cu_mutex,
+        &unc.exclusive,
         recipe_unc,
     );
     t.count(
         "requests per uncontended cycle: write lock vs RW lock's write lock",
         Samples::requests,
-        &unc.zk_write,
-        &unc.cu_write,
+        &unc.rw_write,
         None,
     );
     t.count(
         "requests per uncontended cycle: read lock",
         Samples::requests,
-        &unc.zk_read,
-        &unc.cu_read,
+        &unc.read,
         None,
     );
     t.count(
-        "notifications per uncontended cycle: write lock vs InterProcessMutex",
+        "notifications per uncontended cycle: write lock vs InterProcessMutex / kazoo Lock",
         Samples::notifications,
-        &unc.zk_write,
-        &unc.cu_mutex,
+        &unc.exclusive,
         recipe_unc,
     );
     t.count(
         "requests per hand-off (floor 5)",
         Samples::requests,
-        &zk_hand,
-        &cu_hand,
+        &hand,
         None,
     );
     t.count(
         "notifications per hand-off (floor 1)",
         Samples::notifications,
-        &zk_hand,
-        &cu_hand,
+        &hand,
         None,
     );
     t.count(
         &format!("requests per grant, {} threads", sizes.threads),
         Samples::requests,
-        &zk_threads,
-        &cu_threads,
+        &threads,
         None,
     );
     t.count(
         &format!("requests per grant, {} processes", sizes.processes),
         Samples::requests,
-        &zk_procs,
-        &cu_procs,
+        &procs,
         None,
     );
     t.count(
         &format!("requests per read grant, {} readers", sizes.readers),
         Samples::requests,
-        &zk_readers,
-        &cu_readers,
+        &readers,
         None,
     );
     t.cpu(
-        "client CPU per uncontended cycle: write lock vs InterProcessMutex",
-        &unc.zk_write,
-        &unc.cu_mutex,
+        "client CPU per uncontended cycle: write lock vs InterProcessMutex / kazoo Lock",
+        &unc.exclusive,
         recipe_unc,
     );
     t.cpu(
         &format!("client CPU per grant, {} threads", sizes.threads),
-        &zk_threads,
-        &cu_threads,
+        &threads,
         None,
     );
     t.cpu(
@@ -1396,34 +1616,31 @@ fn main() {
             "client CPU per grant, {} processes (all of them)",
             sizes.processes
         ),
-        &zk_procs,
-        &cu_procs,
+        &procs,
         None,
     );
     t.cpu(
         &format!("client CPU per read grant, {} readers", sizes.readers),
-        &zk_readers,
-        &cu_readers,
+        &readers,
         None,
     );
-    t.cpu("client CPU per hand-off", &zk_hand, &cu_hand, None);
+    t.cpu("client CPU per hand-off", &hand, None);
 
     println!();
     println!(
         "summary: {}; Linux {}; {cores} CPUs; load average {load_start} at start, {load_end} at \
-         end; ZooKeeper server {zk_version}; Curator {}; {rounds} rounds per scenario; {:.0} s \
-         in all",
+         end; ZooKeeper server {zk_version}; {}; {rounds} rounds per scenario; {:.0} s in all",
         utc_now(),
         kernel_release(),
-        curator_version.as_deref().unwrap_or("— (not installed)"),
+        versions.join("; "),
         total.elapsed().as_secs_f64()
     );
     println!(
-        "(rates and p50: medians over the rounds; ratio: zklock/Curator, for rates and p50 the \
-         median of the per-round ratios: above 1 zklock is faster for rates, below 1 for p50 \
-         and counts; requests include pings, see the allowances above; client CPU: user + \
-         system time of the library's processes, zklock's bench process or workers, Curator's \
-         JVMs, JIT and GC included)"
+        "(rates and p50: medians over the rounds; ratio: zklock/Curator and zklock/kazoo, for \
+         rates and p50 the median of the per-round ratios: above 1 zklock is faster for rates, \
+         below 1 for p50 and counts; requests include pings, see the allowances above; client \
+         CPU: user + system time of the library's processes, zklock's bench process or \
+         workers, Curator's JVMs (JIT and GC included), kazoo's Pythons)"
     );
     println!();
     t.print();
