@@ -1034,6 +1034,9 @@ fn futex_pass(servers: &str, root: &str, list: &[usize]) -> FutexPass {
         return FutexPass::Skipped(format!("skipped: cannot make {}: {e}", dir.display()));
     }
     let pass = futex_pass_in(&dir, servers, root, list);
+    if let FutexPass::Skipped(why) = &pass {
+        println!("  futex hash pass {why}; going on");
+    }
     let _ = fs::remove_dir_all(&dir);
     let gone = if dir.exists() {
         "NOT removed"
@@ -1110,10 +1113,7 @@ fn futex_pass_in(dir: &std::path::Path, servers: &str, root: &str, list: &[usize
     let status = child.wait().expect("wait for the futex-hash pass");
     assert!(status.success(), "the futex-hash pass failed: {status}");
     match skipped {
-        Some(why) => {
-            println!("  futex hash pass skipped: {why}; going on");
-            FutexPass::Skipped(format!("skipped: {why}"))
-        }
+        Some(why) => FutexPass::Skipped(format!("skipped: {why}")),
         None => FutexPass::Ran {
             rows,
             parts,
