@@ -19,6 +19,10 @@
 //! - `ZK_SCALE_PROCS` (4), `ZK_SCALE_LOCKS` (1000), `ZK_SCALE_PER_LOCK` (2),
 //!   `ZK_SCALE_SECS` (20): part 2's processes, lock znodes, threads per lock per
 //!   process and timed duration;
+//! - `ZK_SCALE_FUTEX` (on; `0` skips it): part 1 again with the futex hash
+//!   raised (1b); `ZK_SCALE_FUTEX_SLOTS` (16384, a power of two): its size;
+//!   `ZK_SCALE_FUTEX_WAITERS` (1 and the largest of `ZK_SCALE_WAITERS`): its
+//!   numbers of waiters; `CC` (`gcc`): the compiler of its shim;
 //! - `ZK_SCALE_PARTS` (`waiters,contention`): the parts to run.
 //!
 //! Sizes of the machine: 10,000 threads of 128 KiB stack reserve 1.3 GiB of
@@ -60,6 +64,20 @@
 //!    16): flat, and p50 with 10,000 waiters within 1.2× of the single
 //!    waiter's: printed as PASS or MISS, not asserted. At the end of each N
 //!    every lock znode must have no child left and the client no watch.
+//!
+//!    **1b. The same with the futex hash raised** (see "Reading the figures"):
+//!    the bench compiles `benches/c/futex_hash.c` with `gcc -shared -fPIC -O2`
+//!    into a temporary directory (removed afterwards) and re-executes itself
+//!    (`ZKLOCK_SCALE_FUTEX_CHILD`) with `LD_PRELOAD` of it, on the same server:
+//!    the shim's constructor, before the first thread, calls
+//!    `prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, ZK_SCALE_FUTEX_SLOTS)` and
+//!    prints its result on stderr; the child runs part 1 alone, for N in
+//!    `ZK_SCALE_FUTEX_WAITERS` (its own N = 1 rounds, half before and half
+//!    after), its lines echoed with a `[futex hash]` prefix, and reports its
+//!    summary rows to the parent (lines starting with `@futex `). Its ratios
+//!    and its PASS or MISS are against its own single waiter. Without a C
+//!    compiler, or when the prctl fails (`EINVAL` on a kernel before 6.16), the
+//!    bench says so and goes on; a wrong result in the child fails the run.
 //! 2. **Contention across processes**: `ZK_SCALE_LOCKS` lock znodes; the bench
 //!    re-executes itself `ZK_SCALE_PROCS` times as a worker
 //!    (`ZKLOCK_SCALE_WORKER`), each with one `ZooKeeperWatcher` and
@@ -82,7 +100,9 @@
 //!    parent, and no two intervals of one lock may overlap. At the end no lock
 //!    znode has a child left.
 //! 3. A summary table (markdown): date, kernel, cores, load average, and the
-//!    figures.
+//!    figures; part 1's rows for the kernel's default futex hash, then those of
+//!    1b (labelled `futex hash 16384 slots`), and a PASS or MISS for each (the
+//!    10 `DeletionListener`s reference is the first pass's).
 //!
 //! The load average counts the bench's own threads (10,000 runnable at once
 //! while they queue, 8,000 in part 2), so each figure also comes with the
@@ -95,11 +115,18 @@
 //! 2-CPU machine, so with 10,000 blocked threads every futex wake in the
 //! process (a condvar's notify, a channel's, a contended mutex's) walks a chain
 //! of about 600 waiters (part 2's workers, 2,000 threads each, about 125).
-//! `prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, n)`
-//! before the first thread sets the size (the bench cannot: the crate forbids
-//! `unsafe`; an `LD_PRELOAD` shim can). And a waiting lock looks at its session
-//! every `RECHECK` (500 ms, `src/wait.rs`) whatever happens: the idle CPU and
-//! context switches with N waiting are that.
+//! Each futex wake on the release → acquired path (the watcher waking the
+//! waiter, the client's hand-offs, the bench's channel) pays it, which is why
+//! part 1 runs twice: with the kernel's default (what a user of the library
+//! gets as is), and in 1b with the table raised by
+//! `prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, n)` before the first thread
+//! (the bench cannot call it itself: the crate forbids `unsafe`; an
+//! `LD_PRELOAD` shim can, and so can an application at start-up). The gap
+//! between the two 10,000 rows is the kernel's default; 1b's ratio is the
+//! library's own flatness. A waiting lock has nothing to do until its node's
+//! watch fires: the session's end wakes it directly, and its safety-net
+//! recheck is every 10 s (`LOCK_RECHECK`, `src/wait.rs`), so the idle CPU and
+//! context switches with N waiting stay near zero.
 //!
 //! Everything started is stopped: waiter and worker threads are joined, worker
 //! processes waited for (killed if they hang), sessions closed, the bench's
