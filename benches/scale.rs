@@ -19,6 +19,10 @@
 //! - `ZK_SCALE_PROCS` (4), `ZK_SCALE_LOCKS` (1000), `ZK_SCALE_PER_LOCK` (2),
 //!   `ZK_SCALE_SECS` (20): part 2's processes, lock znodes, threads per lock per
 //!   process and timed duration;
+//! - `ZK_SCALE_FUTEX` (on; `0` skips it): part 1 again with the futex hash
+//!   raised (1b); `ZK_SCALE_FUTEX_SLOTS` (16384, a power of two): its size;
+//!   `ZK_SCALE_FUTEX_WAITERS` (1 and the largest of `ZK_SCALE_WAITERS`): its
+//!   numbers of waiters; `CC` (`gcc`): the compiler of its shim;
 //! - `ZK_SCALE_PARTS` (`waiters,contention`): the parts to run.
 //!
 //! Sizes of the machine: 10,000 threads of 128 KiB stack reserve 1.3 GiB of
@@ -60,6 +64,20 @@
 //!    16): flat, and p50 with 10,000 waiters within 1.2× of the single
 //!    waiter's: printed as PASS or MISS, not asserted. At the end of each N
 //!    every lock znode must have no child left and the client no watch.
+//!
+//!    **1b. The same with the futex hash raised** (see "Reading the figures"):
+//!    the bench compiles `benches/c/futex_hash.c` with `gcc -shared -fPIC -O2`
+//!    into a temporary directory (removed afterwards) and re-executes itself
+//!    (`ZKLOCK_SCALE_FUTEX_CHILD`) with `LD_PRELOAD` of it, on the same server:
+//!    the shim's constructor, before the first thread, calls
+//!    `prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, ZK_SCALE_FUTEX_SLOTS)` and
+//!    prints its result on stderr; the child runs part 1 alone, for N in
+//!    `ZK_SCALE_FUTEX_WAITERS` (its own N = 1 rounds, half before and half
+//!    after), its lines echoed with a `[futex hash]` prefix, and reports its
+//!    summary rows to the parent (lines starting with `@futex `). Its ratios
+//!    and its PASS or MISS are against its own single waiter. Without a C
+//!    compiler, or when the prctl fails (`EINVAL` on a kernel before 6.16), the
+//!    bench says so and goes on; a wrong result in the child fails the run.
 //! 2. **Contention across processes**: `ZK_SCALE_LOCKS` lock znodes; the bench
 //!    re-executes itself `ZK_SCALE_PROCS` times as a worker
 //!    (`ZKLOCK_SCALE_WORKER`), each with one `ZooKeeperWatcher` and
@@ -82,7 +100,9 @@
 //!    parent, and no two intervals of one lock may overlap. At the end no lock
 //!    znode has a child left.
 //! 3. A summary table (markdown): date, kernel, cores, load average, and the
-//!    figures.
+//!    figures; part 1's rows for the kernel's default futex hash, then those of
+//!    1b (labelled `futex hash 16384 slots`), and a PASS or MISS for each (the
+//!    10 `DeletionListener`s reference is the first pass's).
 //!
 //! The load average counts the bench's own threads (10,000 runnable at once
 //! while they queue, 8,000 in part 2), so each figure also comes with the
@@ -95,11 +115,18 @@
 //! 2-CPU machine, so with 10,000 blocked threads every futex wake in the
 //! process (a condvar's notify, a channel's, a contended mutex's) walks a chain
 //! of about 600 waiters (part 2's workers, 2,000 threads each, about 125).
-//! `prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, n)`
-//! before the first thread sets the size (the bench cannot: the crate forbids
-//! `unsafe`; an `LD_PRELOAD` shim can). And a waiting lock looks at its session
-//! every `RECHECK` (500 ms, `src/wait.rs`) whatever happens: the idle CPU and
-//! context switches with N waiting are that.
+//! Each futex wake on the release → acquired path (the watcher waking the
+//! waiter, the client's hand-offs, the bench's channel) pays it, which is why
+//! part 1 runs twice: with the kernel's default (what a user of the library
+//! gets as is), and in 1b with the table raised by
+//! `prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, n)` before the first thread
+//! (the bench cannot call it itself: the crate forbids `unsafe`; an
+//! `LD_PRELOAD` shim can, and so can an application at start-up). The gap
+//! between the two 10,000 rows is the kernel's default; 1b's ratio is the
+//! library's own flatness. A waiting lock has nothing to do until its node's
+//! watch fires: the session's end wakes it directly, and its safety-net
+//! recheck is every 10 s (`LOCK_RECHECK`, `src/wait.rs`), so the idle CPU and
+//! context switches with N waiting stay near zero.
 //!
 //! Everything started is stopped: waiter and worker threads are joined, worker
 //! processes waited for (killed if they hang), sessions closed, the bench's
@@ -146,6 +173,17 @@ const TARGET_RATIO: f64 = 1.2;
 const SETUP_THREADS: usize = 4;
 /// The worker's env var: its index.
 const WORKER_ENV: &str = "ZKLOCK_SCALE_WORKER";
+/// The futex-hash pass's env var: set, the process runs part 1 only, under the
+/// shim, and reports to its parent in lines starting with [`FUTEX_MARK`].
+const FUTEX_CHILD_ENV: &str = "ZKLOCK_SCALE_FUTEX_CHILD";
+/// The server's JVM pid, given to the futex-hash pass (its CPU is the bench's).
+const SERVER_PID_ENV: &str = "ZKLOCK_SCALE_SERVER_PID";
+/// What the shim sets: `ok <slots>` or `error <ERRNO> <message>`.
+const FUTEX_RESULT_ENV: &str = "ZK_SCALE_FUTEX_RESULT";
+/// The prefix of the futex-hash pass's report lines on its stdout.
+const FUTEX_MARK: &str = "@futex ";
+/// The shim's source, compiled with `gcc -shared -fPIC -O2` at run time.
+const FUTEX_SHIM_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/c/futex_hash.c");
 
 fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
     match zk.get_children(path, false) {
@@ -885,6 +923,287 @@ fn sorted_p50(v: &[Duration]) -> Duration {
     percentile(&v, 0.5)
 }
 
+/// The summary's rows of part 1: the main table's and the parts table's. `label`
+/// follows N in the first column (empty: the kernel's default futex hash).
+fn summary_rows(w: &WaitersResult, label: &str) -> (Vec<String>, Vec<String>) {
+    let one = w.rows[0].p50();
+    let main = w
+        .rows
+        .iter()
+        .map(|s| {
+            let f = &s.foot;
+            let ratio = us(s.p50()) / us(one);
+            format!(
+                "| {}{label} ({} releases) | {:.2} s | {:.0} | {:.0} | {} → {} | {} / {} / {} | {:.1}% ({:.0} cs/s) | {:.0} / {:.0} | {:.0} µs | {:.0} µs | {ratio:.2} | {}; {:.2} cores |",
+                s.n,
+                s.lat.len(),
+                f.queue_time.as_secs_f64(),
+                per_waiter_bytes(f, s.n),
+                f.vm_after.saturating_sub(f.vm_before) as f64 / s.n as f64,
+                f.threads_before,
+                f.threads_after,
+                f.listeners,
+                f.watches,
+                f.server_watches,
+                f.idle_cpu,
+                f.idle_switches,
+                f.dispatch.unrelated,
+                f.dispatch.sibling,
+                us(s.p50()),
+                us(s.p99()),
+                s.load,
+                s.others
+            )
+        })
+        .collect();
+    let parts = w
+        .rows
+        .iter()
+        .map(|s| {
+            let [r, wk, l, a] = s.parts_p50();
+            format!(
+                "| {}{label} | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |",
+                s.n,
+                us(r),
+                us(wk),
+                us(l),
+                us(a)
+            )
+        })
+        .collect();
+    (main, parts)
+}
+
+/// The single waiter's p50 before and after the larger N.
+fn halves(w: &WaitersResult, label: &str) -> Option<String> {
+    w.rows[0].halves.map(|(a, b)| {
+        format!(
+            "N = 1{label} p50 before / after the larger N: {:.0} / {:.0} µs",
+            us(a),
+            us(b)
+        )
+    })
+}
+
+/// PASS or MISS: 10,000's p50 (else the largest N's) against the single
+/// waiter's, of the same pass.
+fn verdict(w: &WaitersResult, label: &str) -> Option<String> {
+    let one = w.rows[0].p50();
+    let s = w
+        .rows
+        .iter()
+        .rev()
+        .find(|s| s.n == 10_000)
+        .or(w.rows.last())?;
+    let ratio = us(s.p50()) / us(one);
+    Some(format!(
+        "{}{label}: release -> acquired p50 with {} waiters {:.0} µs = {ratio:.2}x the single \
+         waiter's {:.0} µs (target <= {TARGET_RATIO}x{})",
+        if ratio <= TARGET_RATIO {
+            "PASS"
+        } else {
+            "MISS"
+        },
+        s.n,
+        us(s.p50()),
+        us(one),
+        if s.n == 10_000 {
+            ""
+        } else {
+            "; the target is set for 10,000"
+        }
+    ))
+}
+
+/// Fails the run if `zkw.process` costs grow with the waiters.
+fn check_dispatch(w: &WaitersResult) {
+    for s in &w.rows[1..] {
+        let d = &s.foot.dispatch;
+        let ratio = (d.unrelated / w.reference.unrelated).max(d.sibling / w.reference.sibling);
+        assert!(
+            ratio <= MAX_DISPATCH_RATIO,
+            "dispatch grows with waiters: {ratio:.2}x with {} waiters vs 10 listeners \
+             (max {MAX_DISPATCH_RATIO})",
+            s.n
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1b. Part 1 again, with the futex hash raised
+// ---------------------------------------------------------------------------
+
+/// What the futex-hash pass gave (its summary lines, made by the child), or why
+/// it did not run.
+enum FutexPass {
+    Skipped(String),
+    Ran {
+        rows: Vec<String>,
+        parts: Vec<String>,
+        halves: Option<String>,
+        verdict: Option<String>,
+    },
+}
+
+/// The label of the futex-hash pass's rows.
+fn futex_label(slots: &str) -> String {
+    format!(", futex hash {slots} slots")
+}
+
+/// The futex-hash pass: compiles the shim into a temporary directory, runs
+/// this executable again under it (`LD_PRELOAD`) for part 1 alone with N in
+/// `list`, echoes its lines and gathers its summary. Skipped, with the reason,
+/// without a C compiler or when the shim's prctl fails; fails the run when the
+/// pass finds a wrong result.
+fn futex_pass(servers: &str, root: &str, list: &[usize]) -> FutexPass {
+    let dir = env::temp_dir().join(format!("zklock-scale-futex-{}", std::process::id()));
+    if let Err(e) = fs::create_dir_all(&dir) {
+        return FutexPass::Skipped(format!("skipped: cannot make {}: {e}", dir.display()));
+    }
+    let pass = futex_pass_in(&dir, servers, root, list);
+    if let FutexPass::Skipped(why) = &pass {
+        println!("  futex hash pass {why}; going on");
+    }
+    let _ = fs::remove_dir_all(&dir);
+    let gone = if dir.exists() {
+        "NOT removed"
+    } else {
+        "removed"
+    };
+    println!("  the shim's temporary directory {}: {gone}", dir.display());
+    pass
+}
+
+fn futex_pass_in(dir: &std::path::Path, servers: &str, root: &str, list: &[usize]) -> FutexPass {
+    let cc = env::var("CC").unwrap_or_else(|_| "gcc".into());
+    let so = dir.join("futex_hash.so");
+    let compiled = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&so)
+        .arg(FUTEX_SHIM_SRC)
+        .output();
+    match compiled {
+        Err(e) => {
+            return FutexPass::Skipped(format!(
+                "skipped: no C compiler to build the shim ({cc}: {e})"
+            ))
+        }
+        Ok(o) if !o.status.success() => {
+            return FutexPass::Skipped(format!(
+                "skipped: {cc} failed on {FUTEX_SHIM_SRC} ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ))
+        }
+        Ok(_) => {}
+    }
+    let dir_znode = format!("{root}/futex");
+    let exe = env::current_exe().expect("the bench's own executable");
+    let waiters = list
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut cmd = Command::new(&exe);
+    cmd.env(FUTEX_CHILD_ENV, "1")
+        .env("LD_PRELOAD", &so)
+        .env("ZK_SERVERS", servers)
+        .env("ZKLOCK_SCALE_DIR", &dir_znode)
+        .env("ZK_SCALE_WAITERS", &waiters)
+        .env_remove(FUTEX_RESULT_ENV)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if let Some(pid) = SERVER_PID.get() {
+        cmd.env(SERVER_PID_ENV, pid.to_string());
+    }
+    let mut child = cmd.spawn().expect("start the futex-hash pass");
+    let stdout = child.stdout.take().expect("its stdout");
+    let (mut rows, mut parts, mut halves, mut verdict, mut skipped) =
+        (Vec::new(), Vec::new(), None, None, None);
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        let Some(report) = line.strip_prefix(FUTEX_MARK) else {
+            println!("  [futex hash]{line}");
+            continue;
+        };
+        let (kind, rest) = report.split_once(' ').unwrap_or((report, ""));
+        match kind {
+            "row" => rows.push(rest.to_string()),
+            "parts" => parts.push(rest.to_string()),
+            "halves" => halves = Some(rest.to_string()),
+            "verdict" => verdict = Some(rest.to_string()),
+            "skip" => skipped = Some(rest.to_string()),
+            _ => println!("  [futex hash] {report}"),
+        }
+    }
+    let status = child.wait().expect("wait for the futex-hash pass");
+    assert!(status.success(), "the futex-hash pass failed: {status}");
+    match skipped {
+        Some(why) => FutexPass::Skipped(format!("skipped: {why}")),
+        None => FutexPass::Ran {
+            rows,
+            parts,
+            halves,
+            verdict,
+        },
+    }
+}
+
+/// The futex-hash pass's process (under the shim): part 1 alone, in
+/// `ZKLOCK_SCALE_DIR`, on the parent's servers; reports its summary lines.
+fn futex_child() {
+    let result = env::var(FUTEX_RESULT_ENV).unwrap_or_default();
+    let Some(slots) = result.strip_prefix("ok ") else {
+        let why = if result.is_empty() {
+            "the shim did not run (LD_PRELOAD not honoured)".to_string()
+        } else {
+            format!(
+                "prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS) failed: {}",
+                result.trim_start_matches("error ")
+            )
+        };
+        println!("{FUTEX_MARK}skip {why}");
+        return;
+    };
+    let label = futex_label(slots);
+    if let Some(pid) = env::var(SERVER_PID_ENV).ok().and_then(|p| p.parse().ok()) {
+        let _ = SERVER_PID.set(pid);
+    }
+    let servers = env::var("ZK_SERVERS").expect("ZK_SERVERS for the futex-hash pass");
+    let dir = env::var("ZKLOCK_SCALE_DIR").expect("ZKLOCK_SCALE_DIR for the futex-hash pass");
+    let list = env_list("ZK_SCALE_WAITERS", "1,10000");
+    println!(
+        " futex hash {slots} slots (load {}); N in {list:?}",
+        loadavg()
+    );
+    let m = Mntr::new(&servers);
+    let admin = connect(&servers, "scale-futex-admin");
+    admin
+        .zookeeper()
+        .create(&dir, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let w = waiters(&m, &servers, &dir, &list);
+    let rest = children(admin.zookeeper(), &dir);
+    assert!(rest.is_empty(), "{dir} still has {rest:?}");
+    admin.zookeeper().delete(&dir, None).unwrap();
+    admin.close().unwrap();
+    check_dispatch(&w);
+    let (rows, parts) = summary_rows(&w, &label);
+    for r in rows {
+        println!("{FUTEX_MARK}row {r}");
+    }
+    for p in parts {
+        println!("{FUTEX_MARK}parts {p}");
+    }
+    if let Some(h) = halves(&w, &label) {
+        println!("{FUTEX_MARK}halves {h}");
+    }
+    if let Some(v) = verdict(&w, &label) {
+        println!("{FUTEX_MARK}verdict {v}");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 2. Contention across processes
 // ---------------------------------------------------------------------------
@@ -1281,6 +1600,11 @@ fn main() {
         worker(&index);
         return;
     }
+    if env::var_os(FUTEX_CHILD_ENV).is_some() {
+        let _ = env_logger::builder().is_test(true).try_init();
+        futex_child();
+        return;
+    }
     let _ = env_logger::builder().is_test(true).try_init();
     let list = env_list("ZK_SCALE_WAITERS", "1,1000,10000");
     let parts = env::var("ZK_SCALE_PARTS").unwrap_or_else(|_| "waiters,contention".into());
@@ -1322,12 +1646,30 @@ fn main() {
         .unwrap();
 
     let mut waited = None;
+    let mut futex = None;
     if parts.contains("waiters") {
         println!();
         println!(
             "1. N threads waiting on distinct write locks through one ZooKeeperWatcher, N in {list:?}"
         );
         waited = Some(waiters(&m, &servers, &root, &list));
+        if env::var("ZK_SCALE_FUTEX").map_or(true, |v| v.trim() != "0") {
+            let max_n = list.iter().copied().max().unwrap_or(1);
+            let default = if max_n > 1 {
+                format!("1,{max_n}")
+            } else {
+                "1".to_string()
+            };
+            let futex_list = env_list("ZK_SCALE_FUTEX_WAITERS", &default);
+            let slots = env::var("ZK_SCALE_FUTEX_SLOTS").unwrap_or_else(|_| "16384".into());
+            println!();
+            println!(
+                "1b. The same with the process's futex hash raised to {slots} slots \
+                 (LD_PRELOAD benches/c/futex_hash.c, a re-execution of this bench), \
+                 N in {futex_list:?}"
+            );
+            futex = Some(futex_pass(&servers, &root, &futex_list));
+        }
     }
     let mut contended = None;
     if parts.contains("contention") {
@@ -1360,38 +1702,39 @@ fn main() {
         kernel.trim(),
         elapsed.as_secs_f64()
     );
-    let mut verdict = None;
+    let mut verdicts = Vec::new();
     if let Some(w) = &waited {
-        let one = w.rows[0].p50();
+        let (rows, parts) = summary_rows(w, "");
+        let (mut futex_rows, mut futex_parts, mut futex_halves) = (Vec::new(), Vec::new(), None);
+        match &futex {
+            Some(FutexPass::Ran {
+                rows,
+                parts,
+                halves,
+                verdict,
+                ..
+            }) => {
+                futex_rows.clone_from(rows);
+                futex_parts.clone_from(parts);
+                futex_halves.clone_from(halves);
+                verdicts.extend(verdict.clone());
+            }
+            Some(FutexPass::Skipped(why)) => verdicts.push(format!("futex hash pass: {why}")),
+            None => {}
+        }
+        let label = if futex.is_some() {
+            " (the kernel's default futex hash)"
+        } else {
+            ""
+        };
+        verdicts.insert(0, verdict(w, label).unwrap_or_default());
         println!();
         println!(
             "| waiters (one watcher) | queued in | bytes/waiter (RSS) | KiB/waiter (VmSize) | threads | listeners / client watches / server watches | idle CPU | zkw.process ns/event (unrelated / sibling) | release → acquired p50 | p99 | p50 ratio to N=1 | load average; others' CPU |"
         );
         println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
-        for s in &w.rows {
-            let f = &s.foot;
-            let ratio = us(s.p50()) / us(one);
-            println!(
-                "| {} ({} releases) | {:.2} s | {:.0} | {:.0} | {} → {} | {} / {} / {} | {:.1}% ({:.0} cs/s) | {:.0} / {:.0} | {:.0} µs | {:.0} µs | {ratio:.2} | {}; {:.2} cores |",
-                s.n,
-                s.lat.len(),
-                f.queue_time.as_secs_f64(),
-                per_waiter_bytes(f, s.n),
-                f.vm_after.saturating_sub(f.vm_before) as f64 / s.n as f64,
-                f.threads_before,
-                f.threads_after,
-                f.listeners,
-                f.watches,
-                f.server_watches,
-                f.idle_cpu,
-                f.idle_switches,
-                f.dispatch.unrelated,
-                f.dispatch.sibling,
-                us(s.p50()),
-                us(s.p99()),
-                s.load,
-                s.others
-            );
+        for r in rows.iter().chain(&futex_rows) {
+            println!("{r}");
         }
         println!(
             "| reference: 10 DeletionListeners, no waiter | | | | | | | {:.0} / {:.0} | | | | |",
@@ -1402,54 +1745,14 @@ fn main() {
             "| waiters | release() returned | waiter woken | children listed | acquire() returned |"
         );
         println!("|---|---|---|---|---|");
-        for s in &w.rows {
-            let [r, wk, l, a] = s.parts_p50();
-            println!(
-                "| {} | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |",
-                s.n,
-                us(r),
-                us(wk),
-                us(l),
-                us(a)
-            );
+        for r in parts.iter().chain(&futex_parts) {
+            println!("{r}");
         }
-        if let Some((a, b)) = w.rows[0].halves {
-            println!();
-            println!(
-                "N = 1 p50 before / after the larger N: {:.0} / {:.0} µs",
-                us(a),
-                us(b)
-            );
+        println!();
+        for h in halves(w, "").iter().chain(&futex_halves) {
+            println!("{h}");
         }
-        for s in &w.rows[1..] {
-            let d = &s.foot.dispatch;
-            let ratio = (d.unrelated / w.reference.unrelated).max(d.sibling / w.reference.sibling);
-            assert!(
-                ratio <= MAX_DISPATCH_RATIO,
-                "dispatch grows with waiters: {ratio:.2}x with {} waiters vs 10 listeners \
-                 (max {MAX_DISPATCH_RATIO})",
-                s.n
-            );
-        }
-        if let Some(s) = w
-            .rows
-            .iter()
-            .rev()
-            .find(|s| s.n == 10_000)
-            .or(w.rows.last())
-        {
-            let ratio = us(s.p50()) / us(one);
-            verdict =
-                Some(format!(
-                "{}: release -> acquired p50 with {} waiters {:.0} µs = {ratio:.2}x the single \
-                 waiter's {:.0} µs (target <= {TARGET_RATIO}x{})",
-                if ratio <= TARGET_RATIO { "PASS" } else { "MISS" },
-                s.n,
-                us(s.p50()),
-                us(one),
-                if s.n == 10_000 { "" } else { "; the target is set for 10,000" }
-            ));
-        }
+        check_dispatch(w);
     }
     if let Some(c) = &contended {
         println!();
@@ -1479,8 +1782,10 @@ fn main() {
             c.others
         );
     }
-    if let Some(v) = &verdict {
+    if !verdicts.is_empty() {
         println!();
+    }
+    for v in verdicts.iter().filter(|v| !v.is_empty()) {
         println!("{v}");
     }
 
