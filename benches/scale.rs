@@ -156,9 +156,12 @@ use common::*;
 const WAKE_BOUND: Duration = Duration::from_secs(30);
 /// Largest acceptable dispatch cost ratio, N waiters : 10 listeners.
 const MAX_DISPATCH_RATIO: f64 = 3.0;
-/// `process` calls per dispatch sample, and samples (median reported).
-const DISPATCH_EVENTS: u32 = 100_000;
-const DISPATCH_SAMPLES: usize = 7;
+/// `process` calls per dispatch sample, and samples: the fastest is reported
+/// (the code's cost; what a loaded machine adds by descheduling the thread
+/// only ever makes a sample slower — one 7-sample median read 1,160 ns for a
+/// 50 ns dispatch at load 140).
+const DISPATCH_EVENTS: u32 = 20_000;
+const DISPATCH_SAMPLES: usize = 25;
 /// Unreported single-waiter rounds before the measured ones.
 const ONE_WAITER_WARMUP: usize = 20;
 /// Quiet time before each measured release, whatever N. A request after an
@@ -465,12 +468,12 @@ fn await_queued(
     }
 }
 
-/// ns per `zkw.process(event)`, median of samples.
+/// ns per `zkw.process(event)`, the fastest of the samples.
 fn dispatch_ns(zkw: &ZooKeeperWatcher, event: &WatchedEvent) -> f64 {
     for _ in 0..DISPATCH_EVENTS / 10 {
         zkw.process(black_box(event.clone()));
     }
-    let samples = (0..DISPATCH_SAMPLES)
+    (0..DISPATCH_SAMPLES)
         .map(|_| {
             let started = Instant::now();
             for _ in 0..DISPATCH_EVENTS {
@@ -478,8 +481,7 @@ fn dispatch_ns(zkw: &ZooKeeperWatcher, event: &WatchedEvent) -> f64 {
             }
             started.elapsed().as_nanos() as f64 / f64::from(DISPATCH_EVENTS)
         })
-        .collect();
-    median_f64(samples)
+        .fold(f64::INFINITY, f64::min)
 }
 
 #[derive(Clone, Copy)]
