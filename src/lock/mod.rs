@@ -21,11 +21,23 @@
 //! the instance ready for a new `acquire`. `reap_expired_locks` measures age
 //! against the server's clock.
 //!
+//! # Round trips
+//! An attempt sends its create and its first getChildren together: ZooKeeper
+//! answers a session's requests in order, so the listing sees the new node, and
+//! a free lock is taken in one round trip (an acquire + release cycle: 3
+//! requests in two round trips, the protocol's floor; Curator's and HBase's
+//! acquire wait for the create's reply before listing). Any failure of that
+//! pair falls back to one request at a time with `RecoverableZooKeeper`'s rules
+//! for the create: a lost reply finds the node by its tag, never makes two.
+//!
 //! # Waiting, timeouts, drops and shutdown
 //! - A waiter wakes through a per-watch watcher set with its `get_data` on the
 //!   node it waits for: a contended hand-off costs 5 requests and 1 notification
 //!   (Curator's count), and nothing done to the `ZooKeeperWatcher`'s listener
-//!   registry affects it.
+//!   registry affects it. An idle waiter does not wake up at all (no periodic
+//!   look at the session): the session's end, `close()` and a cancel wake it
+//!   directly, from the thread that ends the session, even while a listener
+//!   holds the event thread up.
 //! - `try_acquire(timeout)` bounds the waiting for the nodes ahead, as HBase's
 //!   `tryAcquire` and kazoo's `acquire(timeout=)`: `try_acquire(Duration::ZERO)`
 //!   takes a free lock whenever the server answers. Its ZooKeeper calls get a
