@@ -137,16 +137,13 @@ use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Barrier, Mutex};
+
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use zklock::client::ZooKeeper;
-use zklock::lock::{
-    InterProcessLock, InterProcessReadWriteLock, LockStep, ZkInterProcessReadWriteLock,
-    ZkInterProcessWriteLock,
-};
+use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
 use zklock::testing::ZkServer;
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 
@@ -206,8 +203,6 @@ const JVM_OPTIONS: [&str; 2] = ["-Xmx256m", "-XX:+UseSerialGC"];
 const ANSWER_BOUND: Duration = Duration::from_secs(180);
 /// How long the workers may take to start and connect.
 const READY_BOUND: Duration = Duration::from_secs(180);
-/// Acquire bound inside the hand-off.
-const WAKE_BOUND: Duration = Duration::from_secs(30);
 /// Requests of a hand-off round outside its hand-offs: the first grant's create
 /// and getChildren, the last release's delete.
 const HANDOFF_OUTSIDE: u64 = 3;
@@ -403,61 +398,6 @@ fn zk_read_locks(zkw: &ZooKeeperWatcher, znode: &str, n: usize) -> Vec<Box<dyn I
             Box::new(rw.read_lock(format!("reader {i}").as_bytes())) as Box<dyn InterProcessLock>
         })
         .collect()
-}
-
-/// What the two hand-off threads tell each other.
-enum Turn {
-    /// My watch on your node is set: release.
-    Queued,
-    /// I am done: release the last time.
-    Done,
-}
-
-/// Two write-lock instances pass the lock back and forth `k` times each; each
-/// holder releases only once the other's watch is set. Returns the hand-offs
-/// and their time.
-fn zk_handoff(zkw: &ZooKeeperWatcher, znode: &str, k: usize) -> (u64, Duration) {
-    let (to_a, a_rx) = mpsc::channel::<Turn>();
-    let (to_b, b_rx) = mpsc::channel::<Turn>();
-    let make = |name: &str, tell_other: Sender<Turn>| {
-        let tell = Mutex::new(tell_other);
-        ZkInterProcessWriteLock::new(zkw, znode, name.as_bytes(), None)
-            .expect("lock")
-            .with_step_hook(move |step, _path| {
-                if step == LockStep::Watching {
-                    let _ = tell.lock().unwrap().send(Turn::Queued);
-                }
-            })
-    };
-    let a = make("a", to_b.clone());
-    let b = make("b", to_a.clone());
-    let barrier = Arc::new(Barrier::new(3));
-    let run = |lock: ZkInterProcessWriteLock, rx: Receiver<Turn>, other: Sender<Turn>| {
-        let barrier = barrier.clone();
-        thread::spawn(move || {
-            barrier.wait();
-            let mut other_done = false;
-            for _ in 0..k {
-                lock.acquire().expect("hand-off acquire");
-                if !other_done {
-                    match rx.recv_timeout(WAKE_BOUND) {
-                        Ok(Turn::Queued) => {}
-                        Ok(Turn::Done) => other_done = true,
-                        Err(e) => panic!("hand-off: no word from the other thread: {e}"),
-                    }
-                }
-                lock.release().expect("hand-off release");
-            }
-            let _ = other.send(Turn::Done);
-        })
-    };
-    let ta = run(a, a_rx, to_b);
-    let tb = run(b, b_rx, to_a);
-    barrier.wait();
-    let started = Instant::now();
-    ta.join().expect("hand-off thread");
-    tb.join().expect("hand-off thread");
-    (2 * k as u64 - 1, started.elapsed())
 }
 
 /// The worker process of scenario 3 (this binary with `ZKLOCK_COMPARE_WORKER`
@@ -1453,7 +1393,7 @@ fn main() {
         ("hand-off", "hand-offs"),
         [
             Some(Contender::new(
-                || zk_handoff(&zkw, &zl("handoff"), k),
+                || handoff_rounds(&zkw, &zl("handoff"), k),
                 zk_cpu,
                 HANDOFF_OUTSIDE,
             )),

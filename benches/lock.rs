@@ -40,14 +40,14 @@
 
 use std::env;
 use std::hint::black_box;
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use zklock::client::{Acl, CreateMode, ZooKeeper};
 use zklock::lock::{
-    InterProcessLock, InterProcessReadWriteLock, LockStep, ZkInterProcessReadLock,
+    InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadLock,
     ZkInterProcessReadWriteLock, ZkInterProcessWriteLock,
 };
 use zklock::testing::ZkServer;
@@ -56,10 +56,10 @@ mod common;
 use common::*;
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 
-/// The most a waiter may take to get its lock once its predecessor is gone.
-const WAKE_BOUND: Duration = Duration::from_secs(30);
 /// Largest uncontended requests per cycle (the protocol's floor).
 const MAX_REQUESTS_PER_CYCLE: u64 = 3;
+
+/// The children of `path` (none when it is missing).
 fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
     match zk.get_children(path, false) {
         Ok(c) => c,
@@ -329,78 +329,26 @@ fn contended(m: &Mntr, zkw: &ZooKeeperWatcher, znode: &str, n: usize, k: usize) 
 
 /// Per hand-off figures of [`handoff`].
 struct Handoff {
-    handoffs: usize,
+    handoffs: u64,
     requests: f64,
     notifications: f64,
     per_second: f64,
 }
 
-/// What the two hand-off threads tell each other.
-enum Turn {
-    /// My watch on your node is set: release.
-    Queued,
-    /// I am done: release the last time.
-    Done,
-}
-
-/// Two write-lock instances pass the lock back and forth `k` times each; each
-/// holder releases only once the other's watch is set, so every grant but the
-/// first is a hand-off.
+/// [`handoff_rounds`] inside a window of the server's counters: requests and
+/// notifications per hand-off.
 fn handoff(m: &Mntr, zkw: &ZooKeeperWatcher, znode: &str, k: usize) -> Handoff {
     // The lock znode exists before the window.
     zkutil::create_with_parents(zkw, znode).unwrap();
-    let (to_a, a_rx) = mpsc::channel::<Turn>();
-    let (to_b, b_rx) = mpsc::channel::<Turn>();
-    let make = |name: &str, tell_other: Sender<Turn>| {
-        let tell = std::sync::Mutex::new(tell_other);
-        ZkInterProcessWriteLock::new(zkw, znode, name.as_bytes(), None)
-            .unwrap()
-            .with_step_hook(move |step, _path| {
-                if step == LockStep::Watching {
-                    let _ = tell.lock().unwrap().send(Turn::Queued);
-                }
-            })
-    };
-    let a = make("a", to_b.clone());
-    let b = make("b", to_a.clone());
-    let barrier = Arc::new(Barrier::new(3));
-    let run = |lock: ZkInterProcessWriteLock,
-               rx: Receiver<Turn>,
-               other: Sender<Turn>,
-               barrier: Arc<Barrier>| {
-        thread::spawn(move || {
-            barrier.wait();
-            let mut other_done = false;
-            for _ in 0..k {
-                lock.acquire().expect("hand-off acquire");
-                if !other_done {
-                    match rx.recv_timeout(WAKE_BOUND) {
-                        Ok(Turn::Queued) => {}
-                        Ok(Turn::Done) => other_done = true,
-                        Err(e) => panic!("hand-off: no word from the other thread: {e}"),
-                    }
-                }
-                lock.release().expect("hand-off release");
-            }
-            let _ = other.send(Turn::Done);
-        })
-    };
     let (received_before, sent_before) = m.received_and_sent();
-    let ta = run(a, a_rx, to_b, barrier.clone());
-    let tb = run(b, b_rx, to_a, barrier.clone());
-    barrier.wait();
-    let started = Instant::now();
-    ta.join().expect("hand-off thread");
-    tb.join().expect("hand-off thread");
-    let elapsed = started.elapsed();
+    let (handoffs, elapsed) = handoff_rounds(zkw, znode, k);
     let (received_after, sent_after) = m.received_and_sent();
     // One mntr read's own packets are inside the window (each way).
     let received = received_after.saturating_sub(received_before + m.overhead);
     let sent = sent_after.saturating_sub(sent_before + m.sent_overhead);
     let pings = ping_allowance(elapsed, m);
-    // 2k grants, all but the first after a hand-off. Outside the hand-offs: the
-    // first grant's create + getChildren and the last release's delete.
-    let handoffs = 2 * k - 1;
+    // Outside the hand-offs: the first grant's create + getChildren and the
+    // last release's delete.
     let requests = received.saturating_sub(3);
     // Every request and ping is answered once; the rest sent are notifications.
     let notifications = sent.saturating_sub(received);

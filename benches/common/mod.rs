@@ -11,10 +11,12 @@ use std::fs;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use zklock::lock::{InterProcessLock, LockStep, ZkInterProcessWriteLock};
 use zklock::testing::{four_letter, parse_mntr};
 use zklock::ZooKeeperWatcher;
 
@@ -517,4 +519,69 @@ pub fn parse_fields(line: &str) -> HashMap<String, f64> {
             _ => None,
         })
         .collect()
+}
+
+// ---------------------------------------------------------------------------
+// zklock's two-party hand-off (the lock and compare benches)
+// ---------------------------------------------------------------------------
+
+/// The most a hand-off thread waits for word from the other.
+const HANDOFF_BOUND: Duration = Duration::from_secs(30);
+
+/// What the two hand-off threads tell each other.
+pub enum Turn {
+    /// My watch on your node is set: release.
+    Queued,
+    /// I am done: release the last time.
+    Done,
+}
+
+/// Two write-lock instances (two threads, one session) pass the lock back and
+/// forth `k` times each; each holder releases only once the other's watch on
+/// its node is set (the lock's step hook says so), so every grant but the
+/// first is a queued hand-off. Returns the hand-offs (2k − 1) and their time.
+/// Outside the hand-offs: the first grant's create + getChildren and the last
+/// release's delete (3 requests).
+pub fn handoff_rounds(zkw: &ZooKeeperWatcher, znode: &str, k: usize) -> (u64, Duration) {
+    let (to_a, a_rx) = mpsc::channel::<Turn>();
+    let (to_b, b_rx) = mpsc::channel::<Turn>();
+    let make = |name: &str, tell_other: Sender<Turn>| {
+        let tell = std::sync::Mutex::new(tell_other);
+        ZkInterProcessWriteLock::new(zkw, znode, name.as_bytes(), None)
+            .expect("lock")
+            .with_step_hook(move |step, _path| {
+                if step == LockStep::Watching {
+                    let _ = tell.lock().unwrap().send(Turn::Queued);
+                }
+            })
+    };
+    let a = make("a", to_b.clone());
+    let b = make("b", to_a.clone());
+    let barrier = Arc::new(Barrier::new(3));
+    let run = |lock: ZkInterProcessWriteLock, rx: Receiver<Turn>, other: Sender<Turn>| {
+        let barrier = barrier.clone();
+        thread::spawn(move || {
+            barrier.wait();
+            let mut other_done = false;
+            for _ in 0..k {
+                lock.acquire().expect("hand-off acquire");
+                if !other_done {
+                    match rx.recv_timeout(HANDOFF_BOUND) {
+                        Ok(Turn::Queued) => {}
+                        Ok(Turn::Done) => other_done = true,
+                        Err(e) => panic!("hand-off: no word from the other thread: {e}"),
+                    }
+                }
+                lock.release().expect("hand-off release");
+            }
+            let _ = other.send(Turn::Done);
+        })
+    };
+    let ta = run(a, a_rx, to_b);
+    let tb = run(b, b_rx, to_a);
+    barrier.wait();
+    let started = Instant::now();
+    ta.join().expect("hand-off thread");
+    tb.join().expect("hand-off thread");
+    (2 * k as u64 - 1, started.elapsed())
 }
