@@ -23,7 +23,7 @@ use zklock::lock::{
     ZkInterProcessReadWriteLock, ZkInterProcessWriteLock,
 };
 use zklock::testing::{eventually, unique_root, FaultProxy};
-use zklock::Error;
+use zklock::{Error, ZooKeeperWatcher};
 
 /// A hook that runs `action` with the node path the first time `step` comes.
 fn at_step(
@@ -654,55 +654,92 @@ fn polling_try_acquire_behind_a_holder_registers_one_watch() {
     lock.release().unwrap();
 }
 
-#[test]
-fn close_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
-    use zklock::ZooKeeperListener;
+/// A listener that holds the event thread for `hold` on the first creation of
+/// `path`, and says when it starts to.
+struct Stuck {
+    path: String,
+    started: Arc<AtomicBool>,
+    hold: Duration,
+}
 
-    /// Blocks the event thread for a while on the first creation it sees, and
-    /// says when it starts to.
-    struct Stuck(String, Arc<AtomicBool>);
-    impl ZooKeeperListener for Stuck {
-        fn node_created(&self, path: &str) {
-            if path == self.0 {
-                self.1.store(true, Ordering::SeqCst);
-                // Deliberate: hold the event thread.
-                thread::sleep(Duration::from_secs(4));
-            }
+impl zklock::ZooKeeperListener for Stuck {
+    fn node_created(&self, path: &str) {
+        if path == self.path && !self.started.swap(true, Ordering::SeqCst) {
+            // Deliberate: hold the event thread.
+            thread::sleep(self.hold);
         }
     }
+}
 
-    let zkw = zkw();
-    let root = unique_root("close-stuck");
+/// Registers a [`Stuck`] listener on `zkw` for `<root>-trigger`; the returned
+/// function creates the trigger and returns once the listener holds the event
+/// thread.
+fn event_thread_holder(zkw: &ZooKeeperWatcher, root: &str, hold: Duration) -> impl FnOnce() {
     let trigger = format!("{root}-trigger");
-    let stuck = Arc::new(AtomicBool::new(false));
-    zkw.register_listener(Arc::new(Stuck(trigger.clone(), stuck.clone())));
-    assert!(!zklock::zkutil::watch_and_check_exists(&zkw, &trigger).unwrap());
-    let holder = ZkInterProcessWriteLock::new(&self::zkw(), &root, b"h", None).unwrap();
+    let started = Arc::new(AtomicBool::new(false));
+    zkw.register_listener(Arc::new(Stuck {
+        path: trigger.clone(),
+        started: started.clone(),
+        hold,
+    }));
+    assert!(!zklock::zkutil::watch_and_check_exists(zkw, &trigger).unwrap());
+    let zkw = zkw.clone();
+    move || {
+        zkw.zookeeper()
+            .create(
+                &trigger,
+                b"",
+                zklock::client::Acl::open_unsafe(),
+                zklock::client::CreateMode::Ephemeral,
+            )
+            .unwrap();
+        assert!(eventually(Duration::from_secs(10), || started.load(Ordering::SeqCst)));
+    }
+}
+
+/// A waiter's thread: its `acquire()`'s outcome (the lock when taken) and when
+/// it came.
+type Waiting = thread::JoinHandle<(Result<ZkInterProcessWriteLock, Error>, Instant)>;
+
+/// A write lock on `root` held through `holder_zkw`, and a waiter on `zkw`
+/// blocked in `acquire()` on a thread named `name` (returned once its watch is
+/// set): the holder, and the waiter's thread.
+fn blocked_waiter(
+    holder_zkw: &ZooKeeperWatcher,
+    zkw: &ZooKeeperWatcher,
+    root: &str,
+    name: &str,
+) -> (ZkInterProcessWriteLock, Waiting) {
+    let holder = ZkInterProcessWriteLock::new(holder_zkw, root, b"h", None).unwrap();
     holder.acquire().unwrap();
     let watching = Arc::new(AtomicBool::new(false));
     let w = watching.clone();
-    let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None)
+    let lock = ZkInterProcessWriteLock::new(zkw, root, b"w", None)
         .unwrap()
         .with_step_hook(move |s, _| {
             if s == LockStep::Watching {
                 w.store(true, Ordering::SeqCst);
             }
         });
-    let waiter = thread::spawn(move || {
-        let r = lock.acquire();
-        (r, Instant::now())
-    });
-    let zk = raw();
+    let waiter = thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let r = lock.acquire().map(|()| lock);
+            (r, Instant::now())
+        })
+        .unwrap();
     assert!(eventually(Duration::from_secs(10), || watching.load(Ordering::SeqCst)));
+    (holder, waiter)
+}
+
+#[test]
+fn close_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
+    let zkw = zkw();
+    let root = unique_root("close-stuck");
+    let hold_event_thread = event_thread_holder(&zkw, &root, Duration::from_secs(4));
+    let (holder, waiter) = blocked_waiter(&self::zkw(), &zkw, &root, "close-waiter");
     // The listener now holds the event thread for 4 s.
-    zk.create(
-        &trigger,
-        b"",
-        zklock::client::Acl::open_unsafe(),
-        zklock::client::CreateMode::Ephemeral,
-    )
-    .unwrap();
-    assert!(eventually(Duration::from_secs(10), || stuck.load(Ordering::SeqCst)));
+    hold_event_thread();
     let closing = Instant::now();
     let closer = {
         let zkw = zkw.clone();
@@ -743,22 +780,7 @@ fn context_switches_of(name: &str) -> Option<u64> {
 fn a_waiting_acquire_does_not_wake_up_while_nothing_happens() {
     let zkw = zkw();
     let root = unique_root("idle-waiter");
-    let holder = ZkInterProcessWriteLock::new(&local_zkw(), &root, b"h", None).unwrap();
-    holder.acquire().unwrap();
-    let watching = Arc::new(AtomicBool::new(false));
-    let w = watching.clone();
-    let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None)
-        .unwrap()
-        .with_step_hook(move |s, _| {
-            if s == LockStep::Watching {
-                w.store(true, Ordering::SeqCst);
-            }
-        });
-    let waiter = thread::Builder::new()
-        .name("idle-waiter".into())
-        .spawn(move || lock.acquire().map(|()| lock))
-        .unwrap();
-    assert!(eventually(Duration::from_secs(10), || watching.load(Ordering::SeqCst)));
+    let (holder, waiter) = blocked_waiter(&self::zkw(), &zkw, &root, "idle-waiter");
     let before = context_switches_of("idle-waiter").expect("the waiter's thread");
     // Deliberate: an idle wait, long enough for 6 rechecks at 500 ms.
     thread::sleep(Duration::from_secs(3));
@@ -769,7 +791,7 @@ fn a_waiting_acquire_does_not_wake_up_while_nothing_happens() {
         after - before
     );
     holder.release().unwrap();
-    let lock = waiter.join().unwrap().unwrap();
+    let lock = waiter.join().unwrap().0.unwrap();
     lock.release().unwrap();
     zkw.close().unwrap();
 }
@@ -780,55 +802,14 @@ fn a_waiting_acquire_does_not_wake_up_while_nothing_happens() {
 /// connection thread).
 #[test]
 fn expiry_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
-    use zklock::ZooKeeperListener;
-
-    /// Holds the event thread for a long time on the first creation of its
-    /// path.
-    struct Stuck(String, Arc<AtomicBool>);
-    impl ZooKeeperListener for Stuck {
-        fn node_created(&self, path: &str) {
-            if path == self.0 {
-                self.1.store(true, Ordering::SeqCst);
-                // Deliberate: hold the event thread.
-                thread::sleep(Duration::from_secs(12));
-            }
-        }
-    }
-
     let proxy = FaultProxy::start(local().as_str()).unwrap();
     let zkw = lock_watcher(&proxy.connect_string(), Duration::from_millis(1500));
     let root = unique_root("expiry-stuck");
-    let trigger = format!("{root}-trigger");
-    let stuck = Arc::new(AtomicBool::new(false));
-    zkw.register_listener(Arc::new(Stuck(trigger.clone(), stuck.clone())));
-    assert!(!zklock::zkutil::watch_and_check_exists(&zkw, &trigger).unwrap());
-    let holder = ZkInterProcessWriteLock::new(&local_zkw(), &root, b"h", None).unwrap();
-    holder.acquire().unwrap();
-    let watching = Arc::new(AtomicBool::new(false));
-    let w = watching.clone();
-    let lock = ZkInterProcessWriteLock::new(&zkw, &root, b"w", None)
-        .unwrap()
-        .with_step_hook(move |s, _| {
-            if s == LockStep::Watching {
-                w.store(true, Ordering::SeqCst);
-            }
-        });
-    let waiter = thread::spawn(move || {
-        let r = lock.acquire();
-        (r, Instant::now())
-    });
-    assert!(eventually(Duration::from_secs(10), || watching.load(Ordering::SeqCst)));
-    local_raw()
-        .create(
-            &trigger,
-            b"",
-            zklock::client::Acl::open_unsafe(),
-            zklock::client::CreateMode::Ephemeral,
-        )
-        .unwrap();
-    assert!(eventually(Duration::from_secs(10), || stuck.load(Ordering::SeqCst)));
+    let hold_event_thread = event_thread_holder(&zkw, &root, Duration::from_secs(12));
+    let (holder, waiter) = blocked_waiter(&local_zkw(), &zkw, &root, "expiry-waiter");
     // The listener now holds the event thread for 12 s. Partition past the
     // session's 1.5 s, then heal: the client reconnects and learns the expiry.
+    hold_event_thread();
     proxy.stall();
     // Deliberate: stay partitioned past the session timeout.
     thread::sleep(Duration::from_millis(2500));
@@ -837,7 +818,8 @@ fn expiry_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
     let (r, ended) = waiter.join().unwrap();
     assert!(
         matches!(&r, Err(e) if e.is(zklock::ZkError::SessionExpired)),
-        "{r:?}"
+        "{:?}",
+        r.err()
     );
     let took = ended.duration_since(healed);
     assert!(
