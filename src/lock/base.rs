@@ -106,7 +106,9 @@ enum Waited {
 /// requests in order, so the listing sees the new node), and `acquire` waits
 /// for one round trip. After any failure of that pair the attempt goes on
 /// one request at a time, with `RecoverableZooKeeper`'s rules for the create
-/// (a lost reply: the node is found by its tag, never made twice). A contended hand-off between two of one kind is 5 and one
+/// (a lost reply: the node is found by its tag, never made twice).
+///
+/// A contended hand-off between two of one kind is 5 requests and one
 /// notification, as in Curator: the waiter's create, get children and `get_data`
 /// watch on its predecessor; after the predecessor's deletion, get children
 /// again; its own delete. Waiting behind a node of the other kind adds one
