@@ -4,7 +4,7 @@
 #   make cli        build the `zklock` command-line tool (target/release/zklock)
 #   make test       fmt, clippy, rustdoc, then every test against real ZooKeeper
 #   make check      fmt, clippy, rustdoc only
-#   make bench      benchmarks
+#   make bench      every benchmark, zklock side by side with Curator, kazoo and ZooKeeper's recipe
 #   make chaos      the long chaos runs (CHAOS_SEEDS=1,2,3 CHAOS_SECS=180 by default)
 #   make zookeeper  install Apache ZooKeeper and a JRE if missing (Debian, as root)
 #   make curator    install Apache Curator if missing (Debian, as root; for make bench)
