@@ -49,17 +49,7 @@ fn connect(servers: &str) -> ZooKeeper {
 
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is ignored.
-    let _server;
-    let servers = match env::var("ZK_SERVERS") {
-        Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
-        _ => {
-            let server = zklock::testing::ZkServer::start()
-                .unwrap_or_else(|e| panic!("cannot start a ZooKeeper server: {e}"));
-            let cs = server.connect_string();
-            _server = server;
-            cs
-        }
-    };
+    let (_server, servers) = zklock::testing::example_servers().expect("a ZooKeeper server");
     println!("zklock client benchmark against {servers}");
     let root = format!("/zklock-bench-{}", std::process::id());
     let zk = connect(&servers);

@@ -144,7 +144,7 @@ use std::time::{Duration, Instant};
 
 use zklock::client::ZooKeeper;
 use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
-use zklock::testing::ZkServer;
+use zklock::testing::example_servers;
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 
 mod common;
@@ -1153,16 +1153,7 @@ fn main() {
     let sizes = Sizes::from_env();
     let total = Instant::now();
 
-    let _server;
-    let servers = match env::var("ZK_SERVERS") {
-        Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
-        _ => {
-            let server = ZkServer::start().expect("start a ZooKeeper server");
-            let s = server.connect_string();
-            _server = server;
-            s
-        }
-    };
+    let (_server, servers) = example_servers().expect("a ZooKeeper server");
     let load_start = loadavg();
     let cores = thread::available_parallelism().map_or(0, |n| n.get());
     println!(

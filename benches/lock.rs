@@ -38,7 +38,6 @@
 //!    the woken waiter's getChildren) and 1 notification.
 //! 3. A summary table (markdown).
 
-use std::env;
 use std::hint::black_box;
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
@@ -50,7 +49,7 @@ use zklock::lock::{
     InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadLock,
     ZkInterProcessReadWriteLock, ZkInterProcessWriteLock,
 };
-use zklock::testing::ZkServer;
+use zklock::testing::example_servers;
 
 mod common;
 use common::*;
@@ -383,16 +382,7 @@ fn main() {
     let threads_n = env_usize("ZK_BENCH_THREADS", 8);
     let grants = env_usize("ZK_BENCH_GRANTS", 200);
 
-    let _server;
-    let servers = match env::var("ZK_SERVERS") {
-        Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
-        _ => {
-            let server = ZkServer::start().expect("start a ZooKeeper server");
-            let s = server.connect_string();
-            _server = server;
-            s
-        }
-    };
+    let (_server, servers) = example_servers().expect("a ZooKeeper server");
     let load_start = loadavg();
     println!(
         "zklock lock benchmark against {servers} ({} CPUs, load {load_start})",

@@ -21,7 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use zklock::recipes::queue::DistributedQueue;
-use zklock::testing::{four_letter, parse_mntr, ZkServer};
+use zklock::testing::{four_letter, parse_mntr};
 use zklock::ZooKeeperWatcher;
 
 fn connect(servers: &str) -> ZooKeeperWatcher {
@@ -62,17 +62,7 @@ impl Phase<'_> {
 }
 
 fn main() {
-    let _server;
-    let servers = match env::var("ZK_SERVERS") {
-        Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
-        _ => {
-            let server =
-                ZkServer::start().unwrap_or_else(|e| panic!("cannot start ZooKeeper: {e}"));
-            let cs = server.connect_string();
-            _server = server;
-            cs
-        }
-    };
+    let (_server, servers) = zklock::testing::example_servers().expect("a ZooKeeper server");
     let host = servers.split(',').next().unwrap().to_string();
     let n: usize = env::var("ZK_BENCH_ITEMS")
         .ok()

@@ -146,7 +146,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use zklock::client::{Acl, CreateMode, EventType, WatchedEvent, ZooKeeper};
 use zklock::lock::{InterProcessLock, LockStep, ZkInterProcessWriteLock};
-use zklock::testing::{eventually, four_letter, ZkServer};
+use zklock::testing::{eventually, example_servers, four_letter};
 use zklock::{DeletionListener, ZkError, ZooKeeperListener, ZooKeeperWatcher};
 
 mod common;
@@ -1612,19 +1612,10 @@ fn main() {
     let parts = env::var("ZK_SCALE_PARTS").unwrap_or_else(|_| "waiters,contention".into());
     let threads_start = threads();
 
-    let mut server = None;
-    let servers = match env::var("ZK_SERVERS") {
-        Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
-        _ => {
-            let s = ZkServer::start().expect("start a ZooKeeper server");
-            let c = s.connect_string();
-            if let Some(pid) = s.pid() {
-                let _ = SERVER_PID.set(pid);
-            }
-            server = Some(s);
-            c
-        }
-    };
+    let (mut server, servers) = example_servers().expect("a ZooKeeper server");
+    if let Some(pid) = server.as_ref().and_then(|s| s.pid()) {
+        let _ = SERVER_PID.set(pid);
+    }
     let cores = thread::available_parallelism().map_or(0, |n| n.get());
     let load_start = loadavg();
     println!(
