@@ -666,3 +666,335 @@ fn leader_manager_like_hbase_test_zk_leader_manager() {
     let zk = raw();
     assert!(eventually(Duration::from_secs(5), || children(&zk, &root).is_empty()));
 }
+
+// ---------------------------------------------------------------- sessions
+
+/// A watcher through its own proxy (so that an expiry can be forced without a
+/// reconnect racing it), with or without session renewal.
+fn proxied(renew: bool) -> (FaultProxy, ZooKeeperWatcher) {
+    init_log();
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_identifier("recipes-session-test")
+        .with_session_timeout(Duration::from_secs(4))
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .with_session_renewal(renew)
+        .with_abortable(Arc::new(zklock::LoggingAbortable::new()))
+        .connect()
+        .expect("connect");
+    (proxy, zkw)
+}
+
+/// Expires `mine`'s session: while its proxy stalls, a second handle on the
+/// same session closes it; the reconnect then learns it expired.
+fn force_expiry(proxy: &FaultProxy, zkw: &ZooKeeperWatcher) {
+    proxy.stall();
+    let zk = zkw.zookeeper();
+    let twin = ZooKeeper::connect_with_session(
+        &shared_server().connect_string(),
+        Duration::from_secs(4),
+        |_e: WatchedEvent| {},
+        zk.session_id(),
+        &zk.session_password(),
+    )
+    .unwrap();
+    twin.close().unwrap();
+    proxy.reset();
+}
+
+/// Waits until `mine` is connected in a session other than `old` (renewal).
+fn renewed(zkw: &ZooKeeperWatcher, old: i64) {
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            let id = zkw.zookeeper().session_id();
+            id != 0 && id != old && zkw.state() == zklock::client::State::Connected
+        }),
+        "no renewed session"
+    );
+}
+
+fn write_lock_waiter_across_an_expiry(renew: bool) {
+    let (proxy, mine) = proxied(renew);
+    let dir = unique_root("wl-session");
+    let other = zkw();
+    let owner = WriteLock::new(&other, &dir, Acl::open_unsafe()).unwrap();
+    assert!(owner.lock().unwrap());
+    let waiter = Arc::new(WriteLock::new(&mine, &dir, Acl::open_unsafe()).unwrap());
+    let w = waiter.clone();
+    let h = thread::spawn(move || w.lock_blocking(Duration::from_secs(60)));
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &dir)
+        .len()
+        == 2));
+    let old = mine.zookeeper().session_id();
+    force_expiry(&proxy, &mine);
+    let r = h.join().unwrap();
+    assert!(
+        matches!(&r, Err(e) if e.is(ZkError::SessionExpired)),
+        "{r:?}"
+    );
+    if renew {
+        renewed(&mine, old);
+    }
+    // The owner leaves: the expired waiter must not take the lock in the new
+    // session (it has no node there).
+    owner.unlock().unwrap();
+    thread::sleep(Duration::from_millis(300));
+    assert!(!waiter.is_owner());
+    assert!(children(&zk, &dir).is_empty(), "{:?}", children(&zk, &dir));
+    if renew {
+        // A fresh attempt is a new one, in the new session.
+        assert!(waiter.lock().unwrap());
+        assert!(waiter.is_owner());
+        waiter.unlock().unwrap();
+    }
+}
+
+#[test]
+fn write_lock_waiter_ends_with_session_expired_at_an_expiry() {
+    write_lock_waiter_across_an_expiry(false);
+}
+
+#[test]
+fn write_lock_waiter_ends_with_session_expired_at_an_expiry_with_renewal() {
+    write_lock_waiter_across_an_expiry(true);
+}
+
+/// A WriteLock whose session ends during its first round (forced from the
+/// step hook) returns `SessionExpired` from `lock`, and an owner that expires
+/// is told `lock_released` and is owner no more, also with renewal.
+fn write_lock_round_across_an_expiry(renew: bool) {
+    let (proxy, mine) = proxied(renew);
+    let proxy = Arc::new(proxy);
+    let dir = unique_root("wl-round-session");
+    let other = zkw();
+    let owner = WriteLock::new(&other, &dir, Acl::open_unsafe()).unwrap();
+    assert!(owner.lock().unwrap());
+    let expired = Arc::new(AtomicBool::new(false));
+    let (p, z, e) = (proxy.clone(), mine.clone(), expired.clone());
+    let waiter = WriteLock::new(&mine, &dir, Acl::open_unsafe())
+        .unwrap()
+        .with_step_hook(move |step, _path| {
+            if step == WriteLockStep::Watching && !e.swap(true, Ordering::SeqCst) {
+                force_expiry(&p, &z);
+            }
+        });
+    let r = waiter.lock();
+    assert!(
+        matches!(&r, Err(e) if e.is(ZkError::SessionExpired)),
+        "{r:?}"
+    );
+    // Until unlock, the instance stays failed (never goes on elsewhere).
+    let again = waiter.lock();
+    assert!(
+        matches!(&again, Err(e) if e.is(ZkError::SessionExpired)),
+        "{again:?}"
+    );
+    owner.unlock().unwrap();
+    drop(mine);
+}
+
+#[test]
+fn write_lock_round_cut_by_an_expiry_returns_session_expired() {
+    write_lock_round_across_an_expiry(false);
+}
+
+#[test]
+fn write_lock_round_cut_by_an_expiry_returns_session_expired_with_renewal() {
+    write_lock_round_across_an_expiry(true);
+}
+
+/// A candidate whose session ends while it determines its place (forced from
+/// the step hook) gets `SessionExpired` from `start` (not `NoNode`), is told
+/// `Failed`, and never goes on in a renewed session.
+fn election_start_across_an_expiry(renew: bool) {
+    let (proxy, mine) = proxied(renew);
+    let proxy = Arc::new(proxy);
+    let root = unique_root("election-session");
+    let other = zkw();
+    let (leader, _) = candidate(&other, &root, "leader");
+    leader.start().unwrap();
+    let old = mine.zookeeper().session_id();
+    let expired = Arc::new(AtomicBool::new(false));
+    let (p, z, e) = (proxy.clone(), mine.clone(), expired.clone());
+    let c = LeaderElectionSupport::new(&mine, &root, "expiring")
+        .unwrap()
+        .with_step_hook(move |_step, _path| {
+            if !e.swap(true, Ordering::SeqCst) {
+                force_expiry(&p, &z);
+            }
+        });
+    let events: Events = Arc::default();
+    let ev = events.clone();
+    c.add_listener(move |x: Ev| ev.lock().unwrap().push(x));
+    let r = c.start();
+    assert!(
+        matches!(&r, Err(e) if e.is(ZkError::SessionExpired)),
+        "{r:?}"
+    );
+    if renew {
+        renewed(&mine, old);
+    }
+    // The leader leaves: the failed candidate is not elected in the new session.
+    leader.stop().unwrap();
+    thread::sleep(Duration::from_millis(300));
+    assert!(!c.is_leader());
+    assert_eq!(c.state(), zklock::recipes::election::ElectionState::Failed);
+    let told = events.lock().unwrap().clone();
+    assert_eq!(told.last(), Some(&Ev::Failed), "{told:?}");
+    assert_eq!(told.iter().filter(|e| **e == Ev::Failed).count(), 1);
+    assert!(!told.contains(&Ev::ElectedStart), "{told:?}");
+    let zk = raw();
+    assert!(
+        children(&zk, &root).is_empty(),
+        "{:?}",
+        children(&zk, &root)
+    );
+    c.stop().unwrap();
+}
+
+#[test]
+fn election_start_cut_by_an_expiry_returns_session_expired() {
+    election_start_across_an_expiry(false);
+}
+
+#[test]
+fn election_start_cut_by_an_expiry_returns_session_expired_with_renewal() {
+    election_start_across_an_expiry(true);
+}
+
+/// An elected leader whose session expires is told LeadershipLost then
+/// Failed, and with renewal is not leader again in the new session.
+fn election_leader_across_an_expiry(renew: bool) {
+    let (proxy, mine) = proxied(renew);
+    let root = unique_root("election-leader-session");
+    let (c, events) = candidate(&mine, &root, "leader");
+    c.start().unwrap();
+    assert!(c.is_leader());
+    let old = mine.zookeeper().session_id();
+    force_expiry(&proxy, &mine);
+    assert!(eventually(Duration::from_secs(20), || events
+        .lock()
+        .unwrap()
+        .contains(&Ev::Failed)));
+    if renew {
+        renewed(&mine, old);
+        thread::sleep(Duration::from_millis(300));
+    }
+    assert!(!c.is_leader());
+    let told = events.lock().unwrap().clone();
+    let tail: Vec<Ev> = told
+        .iter()
+        .copied()
+        .skip_while(|e| *e != Ev::LeadershipLost)
+        .collect();
+    assert_eq!(tail, [Ev::LeadershipLost, Ev::Failed], "{told:?}");
+    let zk = raw();
+    assert!(children(&zk, &root).is_empty());
+    c.stop().unwrap();
+    if renew {
+        // stop then start: a new candidate, in the new session.
+        c.start().unwrap();
+        assert!(c.is_leader());
+        c.stop().unwrap();
+    }
+}
+
+#[test]
+fn election_leader_expiry_is_lost_then_failed() {
+    election_leader_across_an_expiry(false);
+}
+
+#[test]
+fn election_leader_expiry_is_lost_then_failed_with_renewal() {
+    election_leader_across_an_expiry(true);
+}
+
+// ---------------------------------------------------------------- Java's event order
+
+/// Upstream's `testReadyOffer`: the offer ahead goes away while the candidate
+/// determines its place (forced from the step hook). Java tells READY_START
+/// only once `exists()` found the offer ahead: the candidate is elected
+/// without a spurious ReadyStart.
+#[test]
+fn election_ready_start_only_after_the_offer_ahead_is_found() {
+    let root = unique_root("election-ready-offer");
+    let (a, b) = (zkw(), zkw());
+    let (leader, _) = candidate(&a, &root, "leader");
+    leader.start().unwrap();
+    let leader = Arc::new(std::sync::Mutex::new(Some(leader)));
+    let l = leader.clone();
+    let c = LeaderElectionSupport::new(&b, &root, "next")
+        .unwrap()
+        .with_step_hook(move |_step, _path| {
+            // The leader stops between the listing and the watch.
+            if let Some(leader) = l.lock().unwrap().take() {
+                leader.stop().unwrap();
+            }
+        });
+    let events: Events = Arc::default();
+    let ev = events.clone();
+    c.add_listener(move |x: Ev| ev.lock().unwrap().push(x));
+    c.start().unwrap();
+    assert!(leader.lock().unwrap().is_none(), "the hook ran");
+    assert!(c.is_leader());
+    assert_eq!(
+        *events.lock().unwrap(),
+        [
+            Ev::Start,
+            Ev::OfferStart,
+            Ev::OfferComplete,
+            Ev::DetermineStart,
+            Ev::DetermineComplete,
+            Ev::DetermineStart,
+            Ev::DetermineComplete,
+            Ev::ElectedStart,
+            Ev::ElectedComplete
+        ]
+    );
+    c.stop().unwrap();
+}
+
+/// A write to the offer a ready candidate watches spends that watch; zklock
+/// sets it again, so the candidate is elected when that leader later stops
+/// (Java's recipe never elects it). Likewise a write to the leader's own offer
+/// keeps its deletion heard.
+#[test]
+fn election_data_change_on_the_watched_offer_keeps_the_watch() {
+    let root = unique_root("election-data-change");
+    let (a, b) = (zkw(), zkw());
+    let (leader, lev) = candidate(&a, &root, "leader");
+    leader.start().unwrap();
+    let (next, nev) = candidate(&b, &root, "next");
+    next.start().unwrap();
+    assert_eq!(
+        next.state(),
+        zklock::recipes::election::ElectionState::Ready
+    );
+    let zk = raw();
+    let offer = leader.offer_node().unwrap();
+    zk.set_data(&offer, b"renamed", None).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    leader.stop().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || next.is_leader()),
+        "{:?}",
+        nev.lock().unwrap()
+    );
+    // The new leader's own offer: written, then deleted by someone else.
+    let own = next.offer_node().unwrap();
+    zk.set_data(&own, b"renamed", None).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    zk.delete(&own, None).unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || nev
+            .lock()
+            .unwrap()
+            .contains(&Ev::LeadershipLost)),
+        "{:?}",
+        nev.lock().unwrap()
+    );
+    assert!(!next.is_leader());
+    assert!(!lev.lock().unwrap().contains(&Ev::Failed));
+    next.stop().unwrap();
+}

@@ -13,6 +13,7 @@
 //! when the connection stays down for a whole session timeout. No exit leaves an
 //! orphan node (drops remove nodes in the background).
 
+mod rounds;
 mod waiting;
 
 pub mod barrier;
