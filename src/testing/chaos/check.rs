@@ -54,7 +54,7 @@ impl Report {
             .map(|(_, v)| v.as_str())
     }
 
-    fn fig(&mut self, name: &str, value: impl fmt::Display) {
+    pub(super) fn fig(&mut self, name: &str, value: impl fmt::Display) {
         self.figures.push((name.to_string(), value.to_string()));
     }
 
