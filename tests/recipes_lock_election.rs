@@ -998,3 +998,31 @@ fn election_data_change_on_the_watched_offer_keeps_the_watch() {
     assert!(!lev.lock().unwrap().contains(&Ev::Failed));
     next.stop().unwrap();
 }
+
+/// Candidates of one session: the leader's step-down removes its watch on its
+/// offer (one notification per succession), which removes the session's
+/// every data watch there, the successor's too; the successor sets it again
+/// and is elected.
+#[test]
+fn election_candidates_of_one_session_succeed_each_other() {
+    let root = unique_root("election-one-session");
+    let a = zkw();
+    let cands: Vec<_> = (0..4)
+        .map(|i| {
+            let (c, _) = candidate(&a, &root, &format!("c{i}"));
+            c.start().unwrap();
+            c
+        })
+        .collect();
+    assert!(cands[0].is_leader());
+    for i in 0..cands.len() - 1 {
+        cands[i].stop().unwrap();
+        assert!(
+            eventually(Duration::from_secs(10), || cands[i + 1].is_leader()),
+            "candidate {} not elected",
+            i + 1
+        );
+        assert!(cands[i + 2..].iter().all(|c| !c.is_leader()));
+    }
+    cands[3].stop().unwrap();
+}

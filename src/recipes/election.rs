@@ -191,11 +191,15 @@ impl RoundRecipe for Candidacy {
                 self.round(generation)
             }
             // A write spends the watch: set it again, or the deletion that
-            // follows would go unheard (Java's recipe has that hole).
-            EventType::NodeDataChanged if is_own && state == ElectionState::Elected => {
+            // follows would go unheard (Java's recipe has that hole). So does a
+            // leader of this session stepping down: its `remove_watches` on its
+            // offer removes the session's every data watch there, this one too.
+            EventType::NodeDataChanged | EventType::DataWatchRemoved
+                if is_own && state == ElectionState::Elected =>
+            {
                 self.watch_again(generation, path, true)
             }
-            EventType::NodeDataChanged
+            EventType::NodeDataChanged | EventType::DataWatchRemoved
                 if state == ElectionState::Ready && ahead.as_deref() == Some(path.as_str()) =>
             {
                 self.watch_again(generation, path, false)
