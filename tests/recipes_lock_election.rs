@@ -1026,3 +1026,102 @@ fn election_candidates_of_one_session_succeed_each_other() {
     }
     cands[3].stop().unwrap();
 }
+
+// ---------------------------------------------------------------- Curator's and kazoo's API
+
+/// Curator's `getParticipants`/`getLeader`, kazoo's `contenders()`: every
+/// candidate in offer order, the leader first; none on a missing root.
+#[test]
+fn election_participants_and_leader_like_curator() {
+    use zklock::recipes::election::participants;
+    let root = unique_root("election-participants");
+    let (a, b) = (zkw(), zkw());
+    assert!(participants(&a, &root).unwrap().is_empty());
+    let (ca, _) = candidate(&a, &root, "alpha");
+    ca.start().unwrap();
+    let (cb, _) = candidate(&b, &root, "beta");
+    cb.start().unwrap();
+    let (cc, _) = candidate(&b, &root, "gamma");
+    cc.start().unwrap();
+    let all = cb.participants().unwrap();
+    let ids: Vec<(&str, bool)> = all.iter().map(|p| (p.id.as_str(), p.is_leader)).collect();
+    assert_eq!(ids, [("alpha", true), ("beta", false), ("gamma", false)]);
+    assert_eq!(all[1].node, cb.offer_node().unwrap());
+    assert_eq!(cc.leader().unwrap().unwrap().id, "alpha");
+    ca.stop().unwrap();
+    assert!(eventually(Duration::from_secs(10), || cb.is_leader()));
+    let ids: Vec<String> = participants(&a, &root)
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(ids, ["beta", "gamma"]);
+    assert_eq!(ca.leader().unwrap().unwrap().id, "beta");
+    cb.stop().unwrap();
+    cc.stop().unwrap();
+    assert!(ca.leader().unwrap().is_none());
+}
+
+/// Curator's `await(timeout)`: false when the time passes, true once elected
+/// (woken by the election, not by a poll); `Closed` when not started or
+/// stopped meanwhile.
+#[test]
+fn election_await_leadership_with_a_timeout() {
+    let root = unique_root("election-await");
+    let (a, b) = (zkw(), zkw());
+    let (leader, _) = candidate(&a, &root, "leader");
+    let r = leader.await_leadership(Duration::from_millis(10));
+    assert!(matches!(r, Err(zklock::Error::Closed)), "{r:?}");
+    leader.start().unwrap();
+    assert!(leader.await_leadership(Duration::ZERO).unwrap());
+    let (next, _) = candidate(&b, &root, "next");
+    next.start().unwrap();
+    let t = Instant::now();
+    assert!(!next.await_leadership(Duration::from_millis(300)).unwrap());
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    let next = Arc::new(next);
+    let n = next.clone();
+    let h = thread::spawn(move || n.await_leadership(Duration::from_secs(30)));
+    thread::sleep(Duration::from_millis(100));
+    leader.stop().unwrap();
+    assert!(h.join().unwrap().unwrap());
+    assert!(next.is_leader());
+    // Stopped by another thread while waiting: Closed.
+    let (third, _) = candidate(&a, &root, "third");
+    third.start().unwrap();
+    let third = Arc::new(third);
+    let t3 = third.clone();
+    let h = thread::spawn(move || t3.await_leadership(Duration::from_secs(30)));
+    thread::sleep(Duration::from_millis(100));
+    third.stop().unwrap();
+    let r = h.join().unwrap();
+    assert!(matches!(r, Err(zklock::Error::Closed)), "{r:?}");
+    next.stop().unwrap();
+}
+
+/// An `await_leadership` across an expiry ends with `SessionExpired`, also
+/// with session renewal (the candidate never goes on in the new session).
+#[test]
+fn election_await_leadership_ends_with_session_expired() {
+    for renew in [false, true] {
+        let (proxy, mine) = proxied(renew);
+        let root = unique_root("election-await-expiry");
+        let other = zkw();
+        let (leader, _) = candidate(&other, &root, "leader");
+        leader.start().unwrap();
+        let (c, _) = candidate(&mine, &root, "waiting");
+        c.start().unwrap();
+        let c = Arc::new(c);
+        let w = c.clone();
+        let h = thread::spawn(move || w.await_leadership(Duration::from_secs(60)));
+        thread::sleep(Duration::from_millis(100));
+        force_expiry(&proxy, &mine);
+        let r = h.join().unwrap();
+        assert!(
+            matches!(&r, Err(e) if e.is(ZkError::SessionExpired)),
+            "renew {renew}: {r:?}"
+        );
+        leader.stop().unwrap();
+        c.stop().unwrap();
+    }
+}

@@ -1,6 +1,7 @@
 //! ZooKeeper's `org.apache.zookeeper.recipes.leader.LeaderElectionSupport`.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use log::{info, warn};
 use parking_lot::{Mutex, RwLock};
@@ -224,6 +225,7 @@ impl RoundRecipe for Candidacy {
                 _ => return,
             }
         };
+        self.engine.wake();
         if told == ElectionEventType::LeadershipInDoubt {
             warn!(
                 "leader of {}: connection lost, leadership in doubt",
@@ -561,6 +563,82 @@ impl LeaderElectionSupport {
     pub fn get_leader_host_name(&self) -> Result<Option<String>> {
         get_leader_host_name(&self.zkw, self.root_node_name())
     }
+
+    /// Curator's `LeaderLatch.getParticipants()`, kazoo's
+    /// `Election.contenders()`: every candidate of the election, in offer order
+    /// (the leader first), read from the offers (`1 + N` requests).
+    ///
+    /// # Errors
+    /// ZooKeeper errors after retries.
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        participants(&self.zkw, self.root_node_name())
+    }
+
+    /// Curator's `LeaderLatch.getLeader()`: the leading candidate (the lowest
+    /// offer), `None` without candidates.
+    ///
+    /// # Errors
+    /// ZooKeeper errors after retries.
+    pub fn leader(&self) -> Result<Option<Participant>> {
+        Ok(self.participants()?.into_iter().next())
+    }
+
+    /// Curator's `LeaderLatch.await(timeout)`: waits until this candidate
+    /// leads ([`is_leader`](Self::is_leader)); `Ok(false)` when `timeout`
+    /// passed first. Woken by the election's events, never polling.
+    ///
+    /// # Errors
+    /// `Closed` when the candidate is not started or is stopped meanwhile
+    /// (Curator: `EOFException`); the candidacy's failure (`SessionExpired`
+    /// when its session ended, also with session renewal; `NoNode` when its
+    /// offer was deleted).
+    pub fn await_leadership(&self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now() + timeout;
+        self.candidacy.engine.wait_until(deadline, |st| {
+            st.recipe.state == ElectionState::Elected && !st.recipe.in_doubt
+        })
+    }
+}
+
+/// A candidate of an election, as [`participants`] reads it (Curator's
+/// `Participant`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Participant {
+    /// Its host name (the offer's data; Curator's participant id).
+    pub id: String,
+    /// Its offer node (full path).
+    pub node: String,
+    /// Whether it is the leader (the lowest offer).
+    pub is_leader: bool,
+}
+
+/// [`LeaderElectionSupport::participants`] without a candidate: the
+/// candidates on `root` in offer order, the leader first (none when `root`
+/// does not exist). An offer withdrawn while being read is left out.
+///
+/// # Errors
+/// ZooKeeper errors after retries.
+pub fn participants(zkw: &ZooKeeperWatcher, root: &str) -> Result<Vec<Participant>> {
+    let rzk = zkw.recoverable_zookeeper();
+    let children = match rzk.get_children(root, false) {
+        Ok(c) => c,
+        Err(e) if e.is(ZkError::NoNode) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for offer in sorted_offers(&children) {
+        let node = zkutil::join_znode(root, offer);
+        match rzk.get_raw_data(&node) {
+            Ok((data, _)) => out.push(Participant {
+                id: String::from_utf8_lossy(&data).into_owned(),
+                node,
+                is_leader: out.is_empty(),
+            }),
+            Err(e) if e.is(ZkError::NoNode) => {} // withdrawn meanwhile
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
 }
 
 /// [`LeaderElectionSupport::get_leader_host_name`] without a candidate: the

@@ -247,6 +247,13 @@ impl<R: RoundRecipe> RoundEngine<R> {
         }
     }
 
+    /// Wakes the callers waiting in [`wait_until`](Self::wait_until) (the
+    /// recipe's state changed outside a round's end).
+    pub(crate) fn wake(&self) {
+        let _st = self.state();
+        self.changed.notify_all();
+    }
+
     /// Ends the attempt `generation` with `code` (once): the waiting caller
     /// is woken, the recipe's listeners told.
     pub(crate) fn fail(&self, generation: u64, code: ZkError) {
