@@ -117,8 +117,9 @@ bench: zookeeper curator kazoo
 	  echo "make bench: no benchmarks yet (they land with the benchmark issue)"; \
 	fi
 
-# The long chaos runs (tests/chaos.rs, `long_chaos_runs`): a three-server
-# ensemble, worker processes and a nemesis; each seed's report is printed.
+# The long chaos runs (tests/chaos.rs, `long_chaos_runs*`: the locks, the
+# election, the queue): a three-server ensemble, worker processes and a
+# nemesis; each seed's report is printed.
 # CHAOS_SEEDS (comma-separated) and CHAOS_SECS (seconds of faults per seed).
 CHAOS_SEEDS ?= 1,2,3
 CHAOS_SECS ?= 180

@@ -498,7 +498,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 fn go(cfg: ChaosConfig) -> Report {
     let _one = RUNS.lock().unwrap_or_else(|e| e.into_inner());
-    let seed = cfg.seed;
+    let (seed, recipe) = (cfg.seed, cfg.recipe);
     let outcome = run(cfg).expect("the chaos harness");
     // The whole event log, for a failed run or when asked ($CHAOS_LOG_DIR).
     let dir = std::env::var("CHAOS_LOG_DIR").ok();
@@ -506,7 +506,11 @@ fn go(cfg: ChaosConfig) -> Report {
         let dir = std::path::PathBuf::from(
             dir.unwrap_or_else(|| std::env::temp_dir().display().to_string()),
         );
-        let path = dir.join(format!("chaos-{}-seed-{seed}.log", std::process::id()));
+        let path = dir.join(format!(
+            "chaos-{}-{}-seed-{seed}.log",
+            std::process::id(),
+            recipe.name()
+        ));
         let text: String = outcome.events.iter().map(|e| format!("{e}\n")).collect();
         match std::fs::write(&path, text) {
             Ok(()) => println!("event log: {}", path.display()),

@@ -713,6 +713,25 @@ fn renewed(zkw: &ZooKeeperWatcher, old: i64) {
     );
 }
 
+/// Expires `zkw`'s session (through `proxy`) the first time it is called:
+/// for a step hook.
+fn expire_once(proxy: FaultProxy, zkw: &ZooKeeperWatcher) -> impl Fn() + Send + Sync + 'static {
+    let done = AtomicBool::new(false);
+    let zkw = zkw.clone();
+    move || {
+        if !done.swap(true, Ordering::SeqCst) {
+            force_expiry(&proxy, &zkw);
+        }
+    }
+}
+
+fn assert_session_expired<T: std::fmt::Debug>(r: &zklock::Result<T>) {
+    assert!(
+        matches!(r, Err(e) if e.is(ZkError::SessionExpired)),
+        "{r:?}"
+    );
+}
+
 fn write_lock_waiter_across_an_expiry(renew: bool) {
     let (proxy, mine) = proxied(renew);
     let dir = unique_root("wl-session");
@@ -728,11 +747,7 @@ fn write_lock_waiter_across_an_expiry(renew: bool) {
         == 2));
     let old = mine.zookeeper().session_id();
     force_expiry(&proxy, &mine);
-    let r = h.join().unwrap();
-    assert!(
-        matches!(&r, Err(e) if e.is(ZkError::SessionExpired)),
-        "{r:?}"
-    );
+    assert_session_expired(&h.join().unwrap());
     if renew {
         renewed(&mine, old);
     }
@@ -761,37 +776,26 @@ fn write_lock_waiter_ends_with_session_expired_at_an_expiry_with_renewal() {
 }
 
 /// A WriteLock whose session ends during its first round (forced from the
-/// step hook) returns `SessionExpired` from `lock`, and an owner that expires
-/// is told `lock_released` and is owner no more, also with renewal.
+/// step hook) returns `SessionExpired` from `lock`, and keeps returning it
+/// until `unlock`, also with renewal.
 fn write_lock_round_across_an_expiry(renew: bool) {
     let (proxy, mine) = proxied(renew);
-    let proxy = Arc::new(proxy);
     let dir = unique_root("wl-round-session");
     let other = zkw();
     let owner = WriteLock::new(&other, &dir, Acl::open_unsafe()).unwrap();
     assert!(owner.lock().unwrap());
-    let expired = Arc::new(AtomicBool::new(false));
-    let (p, z, e) = (proxy.clone(), mine.clone(), expired.clone());
+    let expire = expire_once(proxy, &mine);
     let waiter = WriteLock::new(&mine, &dir, Acl::open_unsafe())
         .unwrap()
         .with_step_hook(move |step, _path| {
-            if step == WriteLockStep::Watching && !e.swap(true, Ordering::SeqCst) {
-                force_expiry(&p, &z);
+            if step == WriteLockStep::Watching {
+                expire();
             }
         });
-    let r = waiter.lock();
-    assert!(
-        matches!(&r, Err(e) if e.is(ZkError::SessionExpired)),
-        "{r:?}"
-    );
+    assert_session_expired(&waiter.lock());
     // Until unlock, the instance stays failed (never goes on elsewhere).
-    let again = waiter.lock();
-    assert!(
-        matches!(&again, Err(e) if e.is(ZkError::SessionExpired)),
-        "{again:?}"
-    );
+    assert_session_expired(&waiter.lock());
     owner.unlock().unwrap();
-    drop(mine);
 }
 
 #[test]
@@ -809,29 +813,19 @@ fn write_lock_round_cut_by_an_expiry_returns_session_expired_with_renewal() {
 /// `Failed`, and never goes on in a renewed session.
 fn election_start_across_an_expiry(renew: bool) {
     let (proxy, mine) = proxied(renew);
-    let proxy = Arc::new(proxy);
     let root = unique_root("election-session");
     let other = zkw();
     let (leader, _) = candidate(&other, &root, "leader");
     leader.start().unwrap();
     let old = mine.zookeeper().session_id();
-    let expired = Arc::new(AtomicBool::new(false));
-    let (p, z, e) = (proxy.clone(), mine.clone(), expired.clone());
+    let expire = expire_once(proxy, &mine);
     let c = LeaderElectionSupport::new(&mine, &root, "expiring")
         .unwrap()
-        .with_step_hook(move |_step, _path| {
-            if !e.swap(true, Ordering::SeqCst) {
-                force_expiry(&p, &z);
-            }
-        });
+        .with_step_hook(move |_step, _path| expire());
     let events: Events = Arc::default();
     let ev = events.clone();
     c.add_listener(move |x: Ev| ev.lock().unwrap().push(x));
-    let r = c.start();
-    assert!(
-        matches!(&r, Err(e) if e.is(ZkError::SessionExpired)),
-        "{r:?}"
-    );
+    assert_session_expired(&c.start());
     if renew {
         renewed(&mine, old);
     }
@@ -1116,11 +1110,7 @@ fn election_await_leadership_ends_with_session_expired() {
         let h = thread::spawn(move || w.await_leadership(Duration::from_secs(60)));
         thread::sleep(Duration::from_millis(100));
         force_expiry(&proxy, &mine);
-        let r = h.join().unwrap();
-        assert!(
-            matches!(&r, Err(e) if e.is(ZkError::SessionExpired)),
-            "renew {renew}: {r:?}"
-        );
+        assert_session_expired(&h.join().unwrap());
         leader.stop().unwrap();
         c.stop().unwrap();
     }

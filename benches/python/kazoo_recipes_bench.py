@@ -26,28 +26,11 @@ import sys
 import threading
 import time
 
-SESSION_TIMEOUT_S = 30.0
-CONNECT_TIMEOUT_S = 60.0
+# The lock bench's helpers (its directory is on sys.path when run as a
+# script); importing it reports and exits when kazoo cannot be imported.
+from kazoo_lock_bench import KAZOO_VERSION, client, say
+
 WAIT_S = 120.0
-
-
-def say(line):
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-try:
-    from kazoo.client import KazooClient
-    from kazoo.version import __version__ as KAZOO_VERSION
-except Exception as e:  # ImportError, or a broken install
-    say("error kazoo cannot be imported by %s: %r" % (sys.executable, e))
-    sys.exit(1)
-
-
-def client(connect):
-    c = KazooClient(hosts=connect, timeout=SESSION_TIMEOUT_S)
-    c.start(timeout=CONNECT_TIMEOUT_S)
-    return c
 
 
 def close(c):

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::check::Report;
+use super::check::{plain_violation, w_of, Report};
 use super::event::{Event, CONTROLLER};
 
 /// Checks a queue run's events (workers' and controller's, any order):
@@ -36,7 +36,8 @@ pub fn check_queue(events: &[Event]) -> Report {
     let mut faults: BTreeMap<&str, u64> = BTreeMap::new();
     for e in &events {
         *counts.entry(e.kind.as_str()).or_default() += 1;
-        let w = e.num("w").unwrap_or(-1) as u32;
+        report.violations.extend(plain_violation(e));
+        let w = w_of(e);
         if e.worker == CONTROLLER {
             match e.kind.as_str() {
                 "phase" => calm |= e.get("name") == Some("calm"),
@@ -55,13 +56,6 @@ pub fn check_queue(events: &[Event]) -> Report {
                     left += 1;
                     *taken.entry(e.get("op").unwrap_or("?")).or_default() += 1;
                 }
-                "worker_exit" if e.num("code") != Some(0) => report.violations.push(format!(
-                    "worker {w} exited with {}",
-                    e.get("code").unwrap_or("?")
-                )),
-                "trouble" => report
-                    .violations
-                    .push(format!("controller: {}", e.get("what").unwrap_or("?"))),
                 _ => {}
             }
             continue;
@@ -89,11 +83,6 @@ pub fn check_queue(events: &[Event]) -> Report {
                     in_doubt.insert(item);
                 }
             }
-            "panic" => report.violations.push(format!(
-                "worker {} panicked: {}",
-                e.worker,
-                e.get("msg").unwrap_or("?")
-            )),
             _ => {}
         }
     }
