@@ -479,6 +479,10 @@ fn checker_queue_allows_an_item_lost_to_a_take_cut_by_kill_or_in_doubt() {
     l.push((19, 0, "worker_killed", &[("w", "1")]));
     let report = check_queue(&log(&l));
     assert!(report.is_ok(), "{report}");
+    assert_eq!(
+        report.figure("claims in doubt (of which never taken)"),
+        Some("1 (1)")
+    );
     // Without the kill, e is lost.
     l.pop();
     let report = check_queue(&log(&l));

@@ -132,6 +132,15 @@ pub(super) fn plain_violation(e: &Event) -> Option<String> {
     }
 }
 
+/// `name=count ...` of a tally.
+pub(super) fn counted<K: fmt::Display>(tally: &BTreeMap<K, u64>) -> String {
+    tally
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub(super) fn w_of(e: &Event) -> u32 {
     e.num("w").unwrap_or(-1) as u32
 }
@@ -528,14 +537,7 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
         per_min(grants_by_phase.get("calm").copied().unwrap_or(0), calm_min),
     );
     report.fig("grants", count("granted"));
-    report.fig(
-        "faults",
-        faults
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" "),
-    );
+    report.fig("faults", counted(&faults));
     report.fig("lock events (indoubt/restored/lost)", {
         format!(
             "{}/{}/{}",
