@@ -101,17 +101,51 @@ fn hold_until(started: &Path, release: &Path) -> String {
     )
 }
 
+/// A shell command that creates `started`, runs until SIGTERM, then creates
+/// `termed` and exits 0.
+fn until_sigterm(started: &Path, termed: &Path) -> String {
+    format!(
+        "trap 'touch {}; exit 0' TERM; touch {}; while :; do sleep 0.02; done",
+        termed.display(),
+        started.display()
+    )
+}
+
+/// A write-lock holder with metadata "stuck" running [`until_sigterm`],
+/// holding when this returns; and the file its command creates on SIGTERM.
+fn start_stuck_holder(znode: &str, dir: &Path) -> (Child, PathBuf) {
+    let (started, termed) = (dir.join("started"), dir.join("got-sigterm"));
+    let holder = start(&[
+        "lock",
+        znode,
+        "-m",
+        "stuck",
+        "--",
+        "sh",
+        "-c",
+        &until_sigterm(&started, &termed),
+    ]);
+    wait_until(WAIT, "holding", || started.exists());
+    (holder, termed)
+}
+
 fn lock_nodes(zk: &ZooKeeper, znode: &str) -> Vec<String> {
     children(zk, znode)
 }
 
-/// One lock holder running `hold_until`, started and holding when this returns.
+/// One lock holder (or, for `elect`, leader) running `hold_until`, started
+/// and holding when this returns.
 fn start_holder(znode: &str, dir: &Path, name: &str, kind: &str) -> (Child, PathBuf) {
     let (started, release) = (dir.join(format!("{name}.started")), dir.join(name));
+    let label = if kind == "elect" {
+        "--name"
+    } else {
+        "--metadata"
+    };
     let child = start(&[
         kind,
         znode,
-        "--metadata",
+        label,
         name,
         "--",
         "sh",
@@ -289,22 +323,7 @@ fn ls_shows_holders_and_waiters_in_order() {
 fn reap_removes_what_it_says_and_the_holder_sigterms_its_command() {
     let (root, dir) = (unique_root("cli-reap"), temp_dir("reap"));
     let znode = format!("{root}/job");
-    let (started, termed) = (dir.join("started"), dir.join("got-sigterm"));
-    let mut holder = start(&[
-        "lock",
-        &znode,
-        "-m",
-        "stuck",
-        "--",
-        "sh",
-        "-c",
-        &format!(
-            "trap 'touch {}; exit 0' TERM; touch {}; while :; do sleep 0.02; done",
-            termed.display(),
-            started.display()
-        ),
-    ]);
-    wait_until(WAIT, "holding", || started.exists());
+    let (mut holder, termed) = start_stuck_holder(&znode, &dir);
 
     let out = run(&["reap", &znode, "--older-than", "1h"]);
     assert!(out.status.success());
@@ -445,11 +464,7 @@ fn elect_sigterms_the_command_when_leadership_is_lost_and_withdraws_on_signal() 
         "--",
         "sh",
         "-c",
-        &format!(
-            "trap 'touch {}; exit 0' TERM; touch {}; while :; do sleep 0.02; done",
-            termed.display(),
-            started.display()
-        ),
+        &until_sigterm(&started, &termed),
     ]);
     wait_until(WAIT, "leading", || started.exists());
     let mut second = start(&["elect", &znode, "--name", "second", "--", "sleep", "30"]);
@@ -897,22 +912,7 @@ fn every_bad_path_is_a_usage_error_with_a_reason() {
 fn reap_older_than_removes_holders_not_live_waiters_and_reap_all_empties_an_election() {
     let (root, dir) = (unique_root("cli-reap-waiters"), temp_dir("reap-waiters"));
     let znode = format!("{root}/job");
-    let (started, termed) = (dir.join("started"), dir.join("termed"));
-    let mut holder = start(&[
-        "lock",
-        &znode,
-        "-m",
-        "stuck",
-        "--",
-        "sh",
-        "-c",
-        &format!(
-            "trap 'touch {}; exit 0' TERM; touch {}; while :; do sleep 0.02; done",
-            termed.display(),
-            started.display()
-        ),
-    ]);
-    wait_until(WAIT, "holding", || started.exists());
+    let (mut holder, termed) = start_stuck_holder(&znode, &dir);
     let mut waiter = start(&["lock", &znode, "-m", "patient", "--", "true"]);
     let zk = raw();
     wait_until(WAIT, "the waiter queued", || {
@@ -926,8 +926,10 @@ fn reap_older_than_removes_holders_not_live_waiters_and_reap_all_empties_an_elec
         said.contains("stuck") && !said.contains("patient"),
         "{said}"
     );
-    // The holder lost its lock (exit 3); the waiter got it and ran.
+    // The holder lost its lock (exit 3, its command got SIGTERM); the
+    // waiter got it and ran.
     assert_eq!(wait_for(&mut holder, WAIT).code(), Some(3));
+    assert!(termed.exists());
     assert!(
         wait_for(&mut waiter, WAIT).success(),
         "{}",
@@ -1214,18 +1216,7 @@ fn leader_prints_the_leader_and_watch_follows_it() {
     let mut watch = start(&["leader", &znode, "--watch"]);
     let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "", "no leader yet");
-    let (started, release) = (dir.join("a.started"), dir.join("a"));
-    let mut a = start(&[
-        "elect",
-        &znode,
-        "--name",
-        "host-a",
-        "--",
-        "sh",
-        "-c",
-        &hold_until(&started, &release),
-    ]);
-    wait_until(WAIT, "a leads", || started.exists());
+    let (mut a, release) = start_holder(&znode, &dir, "host-a", "elect");
     assert_eq!(lines.next().unwrap().unwrap(), "host-a");
     let out = run(&["leader", &znode]);
     assert_eq!(text(&out.stdout), "host-a\n");
@@ -1267,4 +1258,40 @@ fn help_documents_the_environment() {
     ] {
         assert!(help.contains(var), "{var}: {help}");
     }
+}
+
+/// At a terminal (util-linux `script` gives zklock one): the command's
+/// process group gets the terminal, so it can read it, and Ctrl-C reaches
+/// it; zklock exits 130 and releases.
+#[test]
+fn at_a_terminal_the_command_reads_it_and_ctrl_c_reaches_it() {
+    let root = unique_root("cli-tty");
+    let znode = format!("{root}/job");
+    let bin = env!("CARGO_BIN_EXE_zklock");
+    let inner =
+        format!("{bin} lock {znode} -- sh -c 'read a; echo got $a; exec sleep 30'; echo rc=$?");
+    let mut script = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .env("ZK_SERVERS", test_servers())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux)");
+    let mut stdin = script.stdin.take().unwrap();
+    use std::io::Write;
+    stdin.write_all(b"hello\n").unwrap();
+    let mut out = BufReader::new(script.stdout.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("got hello") {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    stdin.write_all(b"\x03").unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(wait_for(&mut script, WAIT).success());
+    assert!(rest.contains("rc=130"), "{seen}{rest}");
+    assert!(lock_nodes(&raw(), &znode).is_empty());
 }
