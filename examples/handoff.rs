@@ -45,7 +45,7 @@ fn main() -> anyhow::Result<()> {
         for _ in 0..writers {
             children.push(
                 Command::new(&bin)
-                    .args(["--zk", &servers, "lock", &lock, "-c", STAMPED])
+                    .args(["--zk", &servers, "lock", &lock, "--", "sh", "-c", STAMPED])
                     .stdout(Stdio::piped())
                     .stderr(Stdio::null())
                     .spawn()?,

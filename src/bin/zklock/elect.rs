@@ -8,7 +8,7 @@ use zklock::client::{WatchedEvent, Watcher};
 use zklock::recipes::election::{ElectionEventType, LeaderElectionSupport};
 use zklock::{ZkError, ZooKeeperWatcher};
 
-use crate::supervise::{signal_name, spawn, supervise, Ended, SignalWatch, Verdict};
+use crate::supervise::{signal_name, spawn, supervise, Ended, SignalWatch, Verdict, Watchdog};
 use crate::{connect, ElectArgs, Global, LeaderArgs, EXIT_ERROR, EXIT_LOST};
 
 pub(crate) fn run(g: &Global, a: &ElectArgs) -> anyhow::Result<i32> {
@@ -32,6 +32,8 @@ fn lead_and_run(zkw: &ZooKeeperWatcher, a: &ElectArgs) -> anyhow::Result<i32> {
         let _ = tx.send(e);
     });
     let signals = SignalWatch::start(|_| {})?;
+    // Ready before the leadership is: starting the command is one fork/exec.
+    let watchdog = Watchdog::start()?;
     candidate.start()?;
 
     // Wait to be elected; say who leads meanwhile.
@@ -88,7 +90,7 @@ fn lead_and_run(zkw: &ZooKeeperWatcher, a: &ElectArgs) -> anyhow::Result<i32> {
         ("ZKLOCK_LEADER_NAME", name.clone()),
         ("ZKLOCK_FENCING_TOKEN", token.to_string()),
     ];
-    let child = match spawn(&a.run.argv(), &env) {
+    let child = match spawn(watchdog, &a.run.argv(), &env) {
         Ok(c) => c,
         Err((code, message)) => {
             let _ = candidate.stop();

@@ -13,7 +13,7 @@ use zklock::lock::{
 use zklock::{Error, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 use crate::duration::human;
-use crate::supervise::{signal_name, spawn, supervise, Ended, SignalWatch, Verdict};
+use crate::supervise::{signal_name, spawn, supervise, Ended, SignalWatch, Verdict, Watchdog};
 use crate::{connect, Global, LockArgs, EXIT_ERROR, EXIT_LOST, EXIT_TIMEOUT};
 
 pub(crate) fn run(g: &Global, a: &LockArgs, write: bool) -> anyhow::Result<i32> {
@@ -183,6 +183,9 @@ fn hold_and_run<K: LockKind>(
     // the command runs, it is forwarded to the command.
     let signals = SignalWatch::start(move |_| canceller.cancel())?;
 
+    // Ready before the lock is: starting the command is then one fork/exec.
+    let watchdog = Watchdog::start()?;
+
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
     let ticker = waiting.tty.then(|| {
         let w = waiting.clone();
@@ -255,7 +258,7 @@ fn hold_and_run<K: LockKind>(
         ("ZKLOCK_LOCK_NODE", granted.path.clone()),
         ("ZKLOCK_FENCING_TOKEN", granted.fencing_token().to_string()),
     ];
-    let child = match spawn(&argv, &env) {
+    let child = match spawn(watchdog, &argv, &env) {
         Ok(c) => c,
         Err((code, message)) => {
             let _ = lock.release();

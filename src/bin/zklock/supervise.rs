@@ -106,79 +106,118 @@ pub(crate) fn exit_code(status: ExitStatus) -> i32 {
 /// command, waits for EOF on stdin (zklock gone), then kills its own group.
 const WATCHDOG: &str = "trap '' INT TERM HUP QUIT; while read -r _; do :; done; kill -s KILL 0";
 
+/// The watchdog of a command's process group (see the module docs), started
+/// before the lock is waited for, so that starting the command later costs
+/// one `fork`/`exec`. Dropped unused, it exits (EOF) and is reaped.
+pub(crate) struct Watchdog {
+    child: Child,
+    /// The group: the watchdog's PID. It stays valid while the watchdog lives,
+    /// so signals to the group never reach a recycled PID.
+    group: Pid,
+    /// Whether zklock is the subreaper of what its command leaves behind
+    /// (`PR_SET_CHILD_SUBREAPER`): then leftovers are found among zklock's
+    /// own children, not by reading every process of the machine.
+    subreaper: bool,
+}
+
+impl Watchdog {
+    /// Starts the watchdog, a new process group's leader, and makes zklock a
+    /// child subreaper (Linux).
+    pub(crate) fn start() -> io::Result<Watchdog> {
+        let child = Command::new("sh")
+            .args(["-c", WATCHDOG, "zklock-watchdog"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot start sh for the command's watchdog: {e}"),
+                )
+            })?;
+        let group = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        let subreaper = nix::sys::prctl::set_child_subreaper(true).is_ok();
+        Ok(Watchdog {
+            child,
+            group,
+            subreaper,
+        })
+    }
+
+    /// Ends the watchdog and anything left in its group (SIGKILL), reaps it.
+    fn stop(&mut self) {
+        let _ = killpg(self.group, Signal::SIGKILL);
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.stop();
+        }
+    }
+}
+
 /// A command running under supervision, in its own process group.
 pub(crate) struct Running {
     /// The command's exit status, sent once by the thread that waits for it
     /// (so the supervisor wakes when it exits, without polling).
     exited: Receiver<ExitStatus>,
-    /// The group (the watchdog's PID): it stays valid while the watchdog
-    /// lives, so signals never reach a recycled PID.
-    group: Pid,
-    /// The watchdog; dropping its stdin (zklock's exit) kills the group.
-    watchdog: Child,
+    /// The group's watchdog.
+    watchdog: Watchdog,
     /// The terminal's foreground group to give back, when the command got it.
     terminal: Option<Pid>,
 }
 
-/// Starts `argv` with `env` added, in a process group under a watchdog. `Err`
+/// Starts `argv` with `env` added, in the process group of `watchdog`. `Err`
 /// carries the exit code a shell would give (127 not found, 126 not
 /// executable) and a message.
-pub(crate) fn spawn(argv: &[OsString], env: &[(&str, String)]) -> Result<Running, (i32, String)> {
+pub(crate) fn spawn(
+    watchdog: Watchdog,
+    argv: &[OsString],
+    env: &[(&str, String)],
+) -> Result<Running, (i32, String)> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| (2, "no command given".to_string()))?;
-    let mut watchdog = Command::new("sh")
-        .args(["-c", WATCHDOG, "zklock-watchdog"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| {
-            (
-                1,
-                format!("cannot start sh for the command's watchdog: {e}"),
-            )
-        })?;
-    let group = Pid::from_raw(i32::try_from(watchdog.id()).unwrap_or(i32::MAX));
+    let group = watchdog.group;
     let mut cmd = Command::new(program);
     cmd.args(args).process_group(group.as_raw());
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
-        Err(e) => {
-            drop(watchdog.stdin.take());
-            let _ = watchdog.wait();
-            let code = match e.kind() {
-                io::ErrorKind::NotFound => 127,
-                _ => 126,
-            };
-            return Err((
-                code,
-                format!("cannot run {}: {e}", program.to_string_lossy()),
-            ));
-        }
-    };
+    // The terminal first: a command that reads it at once must not find its
+    // group in the background (SIGTTIN would stop the whole group).
     let terminal = give_terminal(group);
+    let mut child = cmd.spawn().map_err(|e| {
+        if let Some(ours) = terminal {
+            take_terminal(ours);
+        }
+        let code = match e.kind() {
+            io::ErrorKind::NotFound => 127,
+            _ => 126,
+        };
+        (
+            code,
+            format!("cannot run {}: {e}", program.to_string_lossy()),
+        )
+    })?;
     let (tx, exited) = crossbeam_channel::bounded(1);
-    let waited = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("zklock-child".into())
         .spawn(move || {
             let status = child
                 .wait()
                 .unwrap_or_else(|_| ExitStatus::from_raw(1 << 8));
             let _ = tx.send(status);
-        });
-    if let Err(e) = waited {
-        let _ = killpg(group, Signal::SIGKILL);
-        let _ = watchdog.wait();
-        return Err((1, format!("cannot start a thread: {e}")));
-    }
+        })
+        .map_err(|e| (1, format!("cannot start a thread: {e}")))?;
     Ok(Running {
         exited,
-        group,
         watchdog,
         terminal,
     })
@@ -215,7 +254,7 @@ impl Running {
     /// Sends `sig` to the command's group (the watchdog ignores the signals
     /// zklock forwards).
     pub(crate) fn signal(&self, sig: Signal) {
-        match killpg(self.group, sig) {
+        match killpg(self.watchdog.group, sig) {
             Ok(()) | Err(Errno::ESRCH) => {}
             Err(e) => log::warn!("sending {sig} to the command: {e}"),
         }
@@ -223,10 +262,16 @@ impl Running {
 
     /// The processes left in the command's group besides the watchdog.
     fn leftovers(&self) -> Vec<u32> {
-        let watchdog = self.watchdog.id();
-        group_members(self.group)
+        let (group, watchdog) = (self.watchdog.group, self.watchdog.child.id());
+        let candidates = if self.watchdog.subreaper {
+            own_children()
+        } else {
+            None
+        };
+        let candidates = candidates.unwrap_or_else(all_pids);
+        candidates
             .into_iter()
-            .filter(|&p| p != watchdog)
+            .filter(|&p| p != watchdog && in_group(p, group))
             .collect()
     }
 
@@ -258,42 +303,51 @@ impl Running {
             take_terminal(ours);
         }
         // SIGKILL to the group: the watchdog and anything still there.
-        self.signal(Signal::SIGKILL);
-        drop(self.watchdog.stdin.take());
-        let _ = self.watchdog.wait();
+        self.watchdog.stop();
     }
 }
 
-/// The live (not zombie) processes whose process group is `group`, from
-/// `/proc/<pid>/stat`.
-fn group_members(group: Pid) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut members = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1).and_then(|s| s.parse::<i32>().ok());
-        if pgrp == Some(group.as_raw()) && state != Some("Z") && state != Some("X") {
-            members.push(pid);
-        }
+/// zklock's children (a subreaper's: what its command left behind is
+/// re-parented here), from `/proc/self/task/*/children`; `None` when the
+/// kernel does not offer that file.
+fn own_children() -> Option<Vec<u32>> {
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let list = std::fs::read_to_string(task.path().join("children")).ok()?;
+        pids.extend(
+            list.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
     }
-    members
+    Some(pids)
+}
+
+/// Every process of the machine (`/proc`), when zklock cannot be a subreaper.
+fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc").map_or_else(
+        |_| Vec::new(),
+        |dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect()
+        },
+    )
+}
+
+/// Whether `pid` is a live (not zombie) member of process group `group`, from
+/// `/proc/<pid>/stat`.
+fn in_group(pid: u32, group: Pid) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next();
+    let pgrp = fields.nth(1).and_then(|s| s.parse::<i32>().ok());
+    pgrp == Some(group.as_raw()) && !matches!(state, Some("Z" | "X"))
 }
 
 /// What the supervising loop is told besides signals.
