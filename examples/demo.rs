@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{ensure, Context};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use zklock::testing::ZkServer;
+use zklock::testing::{pid_alive as alive, ZkServer};
 
 /// A command's start or end, stamped by the command itself.
 #[derive(Debug, Clone)]
@@ -187,14 +187,6 @@ fn wait_all(children: &mut [Child]) -> anyhow::Result<Vec<i32>> {
         .iter_mut()
         .map(|c| Ok(c.wait()?.code().unwrap_or(-1)))
         .collect()
-}
-
-/// Whether `pid` runs (a zombie waiting for its reaper counts as gone).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().to_string()))
-        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
 }
 
 fn pid(c: &Child) -> Pid {

@@ -12,7 +12,7 @@ use common::{children, local, raw};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use zklock::client::ZooKeeper;
-use zklock::testing::{four_letter, test_servers, unique_root, wait_until};
+use zklock::testing::{four_letter, pid_alive as alive, test_servers, unique_root, wait_until};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -690,15 +690,6 @@ fn clean_shutdown_frees_the_session_and_its_nodes_within_a_second() {
 // ---------------------------------------------------------------------------
 // Issue 25: a supervisor killed with kill -9, and what sysadmins expect
 // ---------------------------------------------------------------------------
-
-/// Whether `pid` is a live process (a zombie, reparented and not yet reaped,
-/// counts as dead).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().to_string()))
-        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
-}
 
 /// A shell command that starts a background job, writes "<its pid> <the
 /// job's pid>" to `pids`, and waits; with `trap '' TERM` it ignores SIGTERM.

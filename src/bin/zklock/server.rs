@@ -11,7 +11,7 @@ use anyhow::Context;
 use crossbeam_channel::RecvTimeoutError;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use zklock::testing::ZkServer;
+use zklock::testing::{pid_alive, ZkServer};
 
 use crate::supervise::{signal_name, SignalWatch};
 use crate::{Global, ServerArgs};
@@ -133,7 +133,7 @@ fn stop(pid: u32) -> anyhow::Result<i32> {
     let target = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
     kill(target, Signal::SIGTERM).with_context(|| format!("stopping process {pid}"))?;
     let end = Instant::now() + Duration::from_secs(30);
-    while kill(target, None).is_ok() && !is_zombie(pid) {
+    while pid_alive(pid) {
         if Instant::now() > end {
             anyhow::bail!("process {pid} did not stop within 30 s");
         }
@@ -141,14 +141,4 @@ fn stop(pid: u32) -> anyhow::Result<i32> {
     }
     eprintln!("zklock: stopped the server {pid}");
     Ok(0)
-}
-
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .unwrap_or(true)
 }
