@@ -342,7 +342,8 @@ impl RecoverableZooKeeper {
     /// and the locks use it.
     ///
     /// # Errors
-    /// `BadArguments` for a bad path; `NoAuth`; session errors.
+    /// `BadArguments` for a bad path; `NoAuth`; session errors; `NoNode` for
+    /// `/` when the connect string's chroot does not exist.
     pub(crate) fn create_with_parents(&self, znode: &str, data: &[u8]) -> Result<()> {
         crate::path::validate(znode)?;
         if znode == "/" {
@@ -351,12 +352,17 @@ impl RecoverableZooKeeper {
         match self.create(znode, data, Acl::open_unsafe(), CreateMode::Persistent) {
             Ok(_) => Ok(()),
             Err(e) if e.is(ZkError::NodeExists) => Ok(()),
-            Err(e) if e.is(ZkError::NoNode) => {
-                if let Some(parent) = crate::path::get_parent(znode) {
+            Err(e) if e.is(ZkError::NoNode) => match crate::path::get_parent(znode) {
+                // NoNode under the root: the root itself is missing, which
+                // happens only when the connect string's chroot does not
+                // exist. Nothing here can create it (HBase would recurse
+                // forever): `NoNode` for "/".
+                None | Some("/") => Err(Error::zk(ZkError::NoNode, "/")),
+                Some(parent) => {
                     self.create_with_parents(parent, &[])?;
+                    self.create_with_parents(znode, data)
                 }
-                self.create_with_parents(znode, data)
-            }
+            },
             Err(e) => Err(e),
         }
     }

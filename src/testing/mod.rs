@@ -74,6 +74,7 @@ mod proxy;
 mod server;
 
 pub use ensemble::ZkEnsemble;
+pub use process::pid_alive;
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{ZkServer, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
 

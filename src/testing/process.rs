@@ -259,7 +259,7 @@ pub(crate) fn pid_state(pid: u32) -> Option<char> {
 
 /// Whether `pid` names a live process (not a zombie). Linux reads `/proc`; elsewhere
 /// `kill -0` (which counts a zombie as alive).
-pub(crate) fn pid_alive(pid: u32) -> bool {
+pub fn pid_alive(pid: u32) -> bool {
     match pid_state(pid) {
         Some(state) => !matches!(state, 'Z' | 'X' | 'x'),
         None => Command::new("kill")

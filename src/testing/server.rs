@@ -120,6 +120,33 @@ impl ZkServer {
         ))
     }
 
+    /// As [`start`](Self::start), on `port` of 127.0.0.1 (for `zklock server
+    /// --port`): no other port is tried.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start); `AddrInUse` when another process holds `port`.
+    pub fn start_on_port(port: u16) -> io::Result<ZkServer> {
+        let dir = make_temp_dir("zk")?;
+        fs::create_dir(dir.join("data"))?;
+        write_config(&dir, port)?;
+        match launch(&dir, port) {
+            Ok(watchdog) => Ok(ZkServer {
+                port,
+                dir,
+                watchdog: Some(watchdog),
+            }),
+            Err(LaunchError::PortTaken) => {
+                let _ = fs::remove_dir_all(&dir);
+                Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("port {port} of 127.0.0.1 is already in use"),
+                ))
+            }
+            Err(LaunchError::Fatal(e)) => Err(e),
+        }
+    }
+
     /// The connect string for clients: `"127.0.0.1:PORT"`.
     pub fn connect_string(&self) -> String {
         format!("127.0.0.1:{}", self.port)
