@@ -5,8 +5,7 @@
 //! # On the event thread, never block
 //! Both react to events without blocking the session's event thread: they
 //! re-arm their watch and re-read the node with the client's asynchronous calls
-//! (`exists_async`, `get_data_async`) and a per-watch watcher of their own, so
-//! the handler travels with the request and the answer comes back as another
+//! (`exists_async`, `get_data_async`), and the answer comes back as another
 //! call on the event thread. A recoverable error (`ConnectionLoss`,
 //! `OperationTimeout`) is not retried inline: the read is issued again on the
 //! next `SyncConnected` (or at once, a few times, if the client is connected
@@ -21,12 +20,19 @@
 //! thread's refresh, which then waits for its answer. One session answers in
 //! send order, so a higher number is always a newer answer.
 //!
-//! # Never through the user's registry, never keeping the session alive
-//! Their watches use their own watcher, not the default one, and they learn of
-//! connection events through a library subscription of the watcher, not its
-//! listener registry: `unregister_all_listeners` cannot strand them. They hold
-//! the session only through a [`WeakZooKeeperWatcher`], so the session ends with
-//! the application's last [`ZooKeeperWatcher`] handle.
+//! # Events for every listener, handling off the user's registry
+//! As in HBase, their watches are the session's default watch: an event on the
+//! tracked node reaches the tracker **and** every [`ZooKeeperListener`]
+//! registered on the watcher for that path (HBase's `TestZooKeeperNodeTracker`
+//! waits for `nodeCreated` with a listener that sets no watch of its own). The
+//! client keeps one registration per watcher and path, so each event is
+//! delivered once, however many trackers, `zkutil` calls and listeners watch
+//! the node. The tracker itself is not in the listener registry: it learns of
+//! the events on its node, and of connection events, through a library
+//! subscription of the watcher (told before the user's listeners), so
+//! `unregister_all_listeners` cannot strand it. It holds the session only
+//! through a [`WeakZooKeeperWatcher`], so the session ends with the
+//! application's last [`ZooKeeperWatcher`] handle.
 
 use std::fmt;
 use std::sync::{Arc, Weak};
@@ -99,9 +105,10 @@ fn is_connected(zkw: &WeakZooKeeperWatcher) -> bool {
 
 /// Tracks the existence and data of one znode: HBase's `ZooKeeperNodeTracker`.
 ///
-/// After [`start`](Self::start) the tracker always keeps a watch on the node,
-/// with a watcher of its own: a data watch while it exists, an exists watch
-/// while it does not. It reacts as HBase's does, without ever blocking the
+/// After [`start`](Self::start) the tracker always keeps a watch on the node
+/// (the session's default watch, so the watcher's listeners for the node hear
+/// its events too): a data watch while it exists, an exists watch while it
+/// does not. It reacts as HBase's does, without ever blocking the
 /// session's event thread: re-reads are asynchronous requests whose answers
 /// come back on the event thread, and a recoverable error is not retried
 /// inline:
@@ -121,8 +128,9 @@ fn is_connected(zkw: &WeakZooKeeperWatcher) -> bool {
 /// later-sent read was stored already. Any change after a read fires the watch
 /// that read left, so the tracker always converges on the node's state.
 ///
-/// Unlike HBase's, the tracker is not in the watcher's listener registry (its
-/// watch has its own watcher), so `unregister_all_listeners` does not stop it,
+/// Unlike HBase's, the tracker is not in the watcher's listener registry (it
+/// subscribes to its node's events apart from it), so
+/// `unregister_all_listeners` does not stop it,
 /// and it holds the watcher weakly: dropping the application's last
 /// [`ZooKeeperWatcher`] handle ends the session (and the tracker's waits, with
 /// [`Error::Closed`]).
@@ -165,9 +173,6 @@ struct TrackerShared {
     /// send order). Reentrant: a send answered at once on the sending thread
     /// (the session is over) may run a callback that sends again.
     send_order: ReentrantMutex<()>,
-    /// The one watcher of every watch the tracker sets (one identity, so the
-    /// client keeps one registration per path however often it is passed).
-    watch: Arc<dyn Watcher>,
     /// Run once on the refreshing thread before its next read is sent (tests).
     #[cfg(feature = "testing")]
     before_refresh_send: Mutex<Option<Box<dyn FnOnce() + Send>>>,
@@ -184,26 +189,6 @@ struct TrackerState {
     stored: u64,
     rearm: Rearm,
     session_error: Option<Error>,
-}
-
-/// The tracker's per-watch watcher.
-struct TrackerWatch(Weak<TrackerShared>);
-
-impl Watcher for TrackerWatch {
-    fn process(&self, event: WatchedEvent) {
-        let Some(t) = self.0.upgrade() else { return };
-        if event.path.as_deref() != Some(t.node.as_str()) {
-            // Connection-state events (type None) are handled through the
-            // watcher's hook; watch-removal events need nothing.
-            return;
-        }
-        match event.event_type {
-            EventType::NodeCreated => t.on_event("nodeCreated", false),
-            EventType::NodeDataChanged => t.on_event("nodeDataChanged", false),
-            EventType::NodeDeleted => t.on_event("nodeDeleted", true),
-            _ => {}
-        }
-    }
 }
 
 impl fmt::Debug for ZooKeeperNodeTracker {
@@ -235,11 +220,10 @@ impl ZooKeeperNodeTracker {
             state: Mutex::new(TrackerState::default()),
             changed: Condvar::new(),
             send_order: ReentrantMutex::new(()),
-            watch: Arc::new(TrackerWatch(me.clone())),
             #[cfg(feature = "testing")]
             before_refresh_send: Mutex::new(None),
         });
-        let hook = weak.add_hook(Arc::downgrade(&shared) as Weak<dyn SessionHook>);
+        let hook = weak.add_path_hook(Arc::downgrade(&shared) as Weak<dyn SessionHook>, node);
         ZooKeeperNodeTracker { shared, hook }
     }
 
@@ -504,7 +488,7 @@ impl TrackerShared {
                         let read = self.next_read();
                         send(
                             zk,
-                            self.watch.clone(),
+                            zk.default_watcher(),
                             Box::new(move |r| {
                                 let _ = tx.send(r);
                             }),
@@ -542,13 +526,13 @@ impl TrackerShared {
         let _order = self.send_order.lock();
         let read = self.next_read();
         if check_first {
-            zk.exists_async(&self.node, Some(self.watch.clone()), move |r| match r {
+            zk.exists_async(&self.node, Some(zk.default_watcher()), move |r| match r {
                 Ok(Some(_)) => me.read_async(what, false),
                 Ok(None) => me.found(read, None),
                 Err(e) => me.failed(what, e),
             });
         } else {
-            zk.get_data_async(&self.node, Some(self.watch.clone()), move |r| match r {
+            zk.get_data_async(&self.node, Some(zk.default_watcher()), move |r| match r {
                 Ok((data, _)) => me.found(read, Some(remove_metadata(&data).to_vec())),
                 Err(e) if e.is(ZkError::NoNode) => {
                     debug!(
@@ -601,6 +585,18 @@ impl TrackerShared {
 }
 
 impl SessionHook for TrackerShared {
+    fn node_event(&self, event_type: EventType, path: &str) {
+        if path != self.node {
+            return;
+        }
+        match event_type {
+            EventType::NodeCreated => self.on_event("nodeCreated", false),
+            EventType::NodeDataChanged => self.on_event("nodeDataChanged", false),
+            EventType::NodeDeleted => self.on_event("nodeDeleted", true),
+            _ => {}
+        }
+    }
+
     fn session_renewed(&self) {
         // A new session: the old one's end no longer holds, its watch is gone.
         let go = {
@@ -642,19 +638,21 @@ impl SessionHook for TrackerShared {
 /// Waits for one znode's deletion: HBase's `DeletionListener`, with its
 /// `CountDownLatch` built in.
 ///
-/// Two ways to use it:
-/// - **Self-contained** (recommended): [`set_watch_if_node_exists`](Self::set_watch_if_node_exists)
-///   sets a data watch with the listener's own watcher; if the node exists,
-///   wait with [`await_deletion`](Self::await_deletion). Nothing goes through
-///   the watcher's listener registry, so `unregister_all_listeners` cannot
-///   strand the wait.
-/// - **HBase's way**: register it on the watcher, set a watch with
-///   [`zkutil::set_watch_if_node_exists`] (the default watcher), then wait.
+/// A listener made with [`new`](Self::new) hears every event on its path that
+/// comes through the session's default watcher, through a library
+/// subscription of the watcher, not its listener registry (so
+/// `unregister_all_listeners` cannot strand the wait). Set the watch with
+/// [`set_watch_if_node_exists`](Self::set_watch_if_node_exists) (or HBase's
+/// [`zkutil::set_watch_if_node_exists`]: the same default watch); if the node
+/// exists, wait with [`await_deletion`](Self::await_deletion). The events also
+/// reach the watcher's registered listeners for that path, as in HBase.
+/// Registering the listener on the watcher too (HBase's way) is harmless: its
+/// [`ZooKeeperListener`] methods then do nothing, the subscription has it.
 ///
 /// | event on the watched path | effect |
 /// |---|---|
 /// | `NodeDeleted` | released |
-/// | `NodeDataChanged` | the data watch is set again (asynchronously, with the listener's own watcher); released if the node is gone; any other error is recorded ([`exception`](Self::exception)) and releases |
+/// | `NodeDataChanged` | the data watch is set again (asynchronously); released if the node is gone; any other error is recorded ([`exception`](Self::exception)) and releases |
 /// | setting it again fails with `ConnectionLoss` | set again on the next `SyncConnected` |
 /// | `Expired`, `AuthFailed`, `Closed` | released with `SessionExpired`, `AuthFailed` or [`Error::Closed`] recorded |
 /// | `Disconnected` | nothing: the client re-sets the watch when it reconnects |
@@ -688,8 +686,6 @@ struct DeletionShared {
     path_to_watch: String,
     latch: Mutex<Latch>,
     released: Condvar,
-    /// The listener's own watcher (one identity).
-    watch: Arc<dyn Watcher>,
 }
 
 #[derive(Default)]
@@ -697,24 +693,6 @@ struct Latch {
     released: bool,
     exception: Option<Error>,
     rearm: Rearm,
-}
-
-/// The deletion listener's per-watch watcher.
-struct DeletionWatch(Weak<DeletionShared>);
-
-impl Watcher for DeletionWatch {
-    fn process(&self, event: WatchedEvent) {
-        let Some(l) = self.0.upgrade() else { return };
-        if event.path.as_deref() != Some(l.path_to_watch.as_str()) {
-            // Connection-state events come through the watcher's hook.
-            return;
-        }
-        match event.event_type {
-            EventType::NodeDeleted => l.node_deleted(),
-            EventType::NodeDataChanged | EventType::NodeCreated => l.rearm(),
-            _ => {}
-        }
-    }
 }
 
 impl fmt::Debug for DeletionListener {
@@ -736,10 +714,10 @@ impl DeletionListener {
     /// it and use [`zkutil::set_watch_if_node_exists`], HBase's way).
     pub fn new(zkw: &ZooKeeperWatcher, path_to_watch: &str) -> DeletionListener {
         let mut l = DeletionListener::with_session(zkw.downgrade(), path_to_watch);
-        l.hook = l
-            .shared
-            .zkw
-            .add_hook(Arc::downgrade(&l.shared) as Weak<dyn SessionHook>);
+        l.hook = l.shared.zkw.add_path_hook(
+            Arc::downgrade(&l.shared) as Weak<dyn SessionHook>,
+            path_to_watch,
+        );
         l
     }
 
@@ -750,7 +728,6 @@ impl DeletionListener {
             path_to_watch: path_to_watch.to_string(),
             latch: Mutex::new(Latch::default()),
             released: Condvar::new(),
-            watch: Arc::new(DeletionWatch(me.clone())),
         });
         DeletionListener { shared, hook: None }
     }
@@ -760,7 +737,7 @@ impl DeletionListener {
         &self.shared.path_to_watch
     }
 
-    /// `ZKUtil.setWatchIfNodeExists` with this listener's own watcher, on the
+    /// `ZKUtil.setWatchIfNodeExists` (the session's default watch), on the
     /// calling thread (blocking, with the `RecoverableZooKeeper`'s retries):
     /// `true` if the node exists and its deletion is now watched, `false` if it
     /// does not exist (the latch is then released, and no watch is left).
@@ -776,7 +753,10 @@ impl DeletionListener {
             .ok_or(Error::Closed)?;
         crate::path::validate(&self.shared.path_to_watch)?;
         match rzk
-            .get_data_watch(&self.shared.path_to_watch, &self.shared.watch)
+            .get_data_watch(
+                &self.shared.path_to_watch,
+                &rzk.zookeeper().default_watcher(),
+            )
             .optional()?
         {
             Some(_) => Ok(true),
@@ -846,8 +826,7 @@ impl DeletionShared {
         self.release(None);
     }
 
-    /// Sets the data watch again, asynchronously, with the listener's own
-    /// watcher (HBase: `ZKUtil.setWatchIfNodeExists` on a data change). Never
+    /// Sets the data watch again, asynchronously (HBase: `ZKUtil.setWatchIfNodeExists` on a data change). Never
     /// blocks.
     fn rearm(&self) {
         if self.latch.lock().released {
@@ -860,7 +839,7 @@ impl DeletionShared {
         };
         zk.get_data_async(
             &self.path_to_watch,
-            Some(self.watch.clone()),
+            Some(zk.default_watcher()),
             move |r| match r {
                 Ok(_) => me.latch.lock().rearm.succeeded(),
                 Err(e) if e.is(ZkError::NoNode) => me.release(None),
@@ -920,18 +899,31 @@ impl SessionHook for DeletionShared {
     fn session_event(&self, state: KeeperState) {
         DeletionShared::session_event(self, state)
     }
+
+    fn node_event(&self, event_type: EventType, path: &str) {
+        if path != self.path_to_watch {
+            return;
+        }
+        match event_type {
+            EventType::NodeDeleted => self.node_deleted(),
+            EventType::NodeDataChanged | EventType::NodeCreated => self.rearm(),
+            _ => {}
+        }
+    }
 }
 
-/// HBase's way: registered on the watcher, told of the default watcher's events.
+/// HBase's way: registered on the watcher, told of the default watcher's
+/// events. A listener made with [`DeletionListener::new`] hears them through its
+/// subscription already; these methods then do nothing (once per event).
 impl ZooKeeperListener for DeletionListener {
     fn node_deleted(&self, path: &str) {
-        if path == self.shared.path_to_watch {
+        if self.hook.is_none() && path == self.shared.path_to_watch {
             self.shared.node_deleted();
         }
     }
 
     fn node_data_changed(&self, path: &str) {
-        if path == self.shared.path_to_watch {
+        if self.hook.is_none() && path == self.shared.path_to_watch {
             self.shared.rearm();
         }
     }

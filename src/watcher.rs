@@ -155,6 +155,11 @@ pub(crate) trait SessionHook: Send + Sync {
 
     /// A new session replaced an expired one (session renewal), connected now.
     fn session_renewed(&self) {}
+
+    /// A node event on the path this hook subscribed with
+    /// [`WeakZooKeeperWatcher::add_path_hook`], from a watch of the session's
+    /// default watcher (see [`node_event`](WatcherInner::tell_node_hooks)).
+    fn node_event(&self, _event_type: EventType, _path: &str) {}
 }
 
 #[derive(Default)]
@@ -164,6 +169,25 @@ struct Hooks {
     /// Hooks nobody else owns (a node removal waiting for the reconnect): kept
     /// here until removed. They hold the watcher weakly, so no cycle.
     owned: HashMap<u64, Arc<dyn SessionHook>>,
+    /// Hooks told of the node events on one path (trackers, deletion
+    /// listeners, leader managers), by that path: see `add_path_hook`.
+    by_path: HashMap<String, Vec<u64>>,
+    path_of: HashMap<u64, String>,
+}
+
+impl Hooks {
+    fn remove(&mut self, id: u64) {
+        self.by_id.remove(&id);
+        self.owned.remove(&id);
+        if let Some(path) = self.path_of.remove(&id) {
+            if let Some(ids) = self.by_path.get_mut(&path) {
+                ids.retain(|&i| i != id);
+                if ids.is_empty() {
+                    self.by_path.remove(&path);
+                }
+            }
+        }
+    }
 }
 
 /// HBase's `ZooKeeperWatcher`: the process's ZooKeeper session, its
@@ -718,19 +742,32 @@ impl WeakZooKeeperWatcher {
     /// [`remove_hook`](Self::remove_hook). If the session has already ended, the
     /// hook is told at once (on this thread).
     pub(crate) fn add_hook(&self, hook: Weak<dyn SessionHook>) -> Option<u64> {
-        self.subscribe(hook, None)
+        self.subscribe(hook, None, None)
+    }
+
+    /// [`add_hook`](Self::add_hook), and the hook is also told
+    /// ([`SessionHook::node_event`]) of every node event on `path` that comes
+    /// through the session's default watcher: HBase's listener dispatch, off
+    /// the user's registry. A library listener sets its watches with the
+    /// default watcher ([`ZooKeeper::default_watcher`]) and subscribes here, so
+    /// that its events also reach the user's listeners for that path, and the
+    /// client, which keeps one registration per watcher and path, delivers each
+    /// event once however many trackers, `zkutil` calls and listeners watch it.
+    pub(crate) fn add_path_hook(&self, hook: Weak<dyn SessionHook>, path: &str) -> Option<u64> {
+        self.subscribe(hook, None, Some(path))
     }
 
     /// [`add_hook`](Self::add_hook) for a hook that the session keeps alive until
     /// [`remove_hook`](Self::remove_hook) (or the watcher's end).
     pub(crate) fn add_owned_hook(&self, hook: Arc<dyn SessionHook>) -> Option<u64> {
-        self.subscribe(Arc::downgrade(&hook), Some(hook))
+        self.subscribe(Arc::downgrade(&hook), Some(hook), None)
     }
 
     fn subscribe(
         &self,
         hook: Weak<dyn SessionHook>,
         owned: Option<Arc<dyn SessionHook>>,
+        path: Option<&str>,
     ) -> Option<u64> {
         let Some(inner) = self.inner.upgrade() else {
             if let Some(h) = hook.upgrade() {
@@ -745,6 +782,10 @@ impl WeakZooKeeperWatcher {
             hooks.by_id.insert(id, hook.clone());
             if let Some(owned) = owned {
                 hooks.owned.insert(id, owned);
+            }
+            if let Some(path) = path {
+                hooks.by_path.entry(path.to_string()).or_default().push(id);
+                hooks.path_of.insert(id, path.to_string());
             }
             id
         };
@@ -764,9 +805,7 @@ impl WeakZooKeeperWatcher {
     /// Ends a subscription of [`add_hook`](Self::add_hook).
     pub(crate) fn remove_hook(&self, id: u64) {
         if let Some(inner) = self.inner.upgrade() {
-            let mut hooks = inner.hooks.lock();
-            hooks.by_id.remove(&id);
-            hooks.owned.remove(&id);
+            inner.hooks.lock().remove(id);
         }
     }
 }
@@ -833,8 +872,36 @@ impl WatcherInner {
     /// The library hooks still alive (drops the ones that are gone).
     fn live_hooks(&self) -> Vec<Arc<dyn SessionHook>> {
         let mut g = self.hooks.lock();
-        g.by_id.retain(|_, h| h.strong_count() > 0);
+        let gone: Vec<u64> = g
+            .by_id
+            .iter()
+            .filter(|(_, h)| h.strong_count() == 0)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            g.remove(id);
+        }
         g.by_id.values().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Tells the hooks subscribed to `path` of a node event (on the event
+    /// thread, before the user's listeners; their reactions never block).
+    fn tell_node_hooks(&self, event_type: EventType, path: &str) {
+        let hooks: Vec<Arc<dyn SessionHook>> = {
+            let g = self.hooks.lock();
+            match g.by_path.get(path) {
+                Some(ids) => ids
+                    .iter()
+                    .filter_map(|id| g.by_id.get(id).and_then(Weak::upgrade))
+                    .collect(),
+                None => return,
+            }
+        };
+        for h in hooks {
+            if catch_unwind(AssertUnwindSafe(|| h.node_event(event_type, path))).is_err() {
+                error!("a library node hook panicked");
+            }
+        }
     }
 
     /// Tells every library hook of `state`.
@@ -866,11 +933,7 @@ impl WatcherInner {
         // The library's waits end with the session, whatever the event thread
         // did (their handlers are idempotent).
         self.tell_hooks(KeeperState::Closed);
-        {
-            let mut hooks = self.hooks.lock();
-            hooks.by_id.clear();
-            hooks.owned.clear();
-        }
+        *self.hooks.lock() = Hooks::default();
         {
             let _g = self.state_lock.lock();
             self.state_seq.fetch_add(1, Ordering::SeqCst);
@@ -983,6 +1046,9 @@ impl Watcher for WatcherInner {
                     warn!("node event {t:?} without a path");
                     return;
                 };
+                // The library's listeners first (HBase registers its trackers
+                // as listeners; zklock keeps them off the user's registry).
+                self.tell_node_hooks(t, p);
                 let listeners = self.registry.read().for_path(Some(p));
                 match t {
                     EventType::NodeCreated => {

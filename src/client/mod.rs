@@ -512,7 +512,10 @@ impl ZooKeeper {
         strip_chroot(self.chroot(), server_path)
     }
 
-    fn default_watcher(&self) -> WatcherRef {
+    /// The session's default watcher (the one `watch = true` sets): library
+    /// listeners pass it with their requests so that their events reach the
+    /// `ZooKeeperWatcher`'s listeners too, once per event.
+    pub(crate) fn default_watcher(&self) -> WatcherRef {
         self.shared().default_watcher.clone()
     }
 
