@@ -126,7 +126,7 @@ pub use metadata::{append_metadata, metadata_identifier, remove_metadata};
 pub use pending::{InstancePending, PendingWatcher};
 pub use recoverable::RecoverableZooKeeper;
 pub use retry::{BackoffPolicy, RetryConfig, RetryCounter, RetryCounterFactory};
-pub use tracker::{DeletionListener, ZooKeeperNodeTracker};
+pub use tracker::{DeletionListener, NodeTrackerListener, ZooKeeperNodeTracker};
 pub use watcher::{
     ListenerRegistration, WeakZooKeeperWatcher, ZooKeeperWatcher, ZooKeeperWatcherBuilder,
     DEFAULT_BASE_ZNODE,

@@ -103,6 +103,65 @@ fn is_connected(zkw: &WeakZooKeeperWatcher) -> bool {
 // ZooKeeperNodeTracker
 // ---------------------------------------------------------------------------
 
+/// What a port of an HBase `ZooKeeperNodeTracker` subclass overrides
+/// (`MasterAddressTracker`, `ClusterStatusTracker`, `ReplicationPeer`'s
+/// `PeerStateTracker`, ...): code run on each change of the tracked node,
+/// **after** the tracker's data has been refreshed (HBase's overrides call
+/// `super.nodeDataChanged(path)` first, then read `getData(false)`). Given to
+/// [`ZooKeeperNodeTracker::with_listener`].
+///
+/// Calls come on the session's event thread, one at a time, in the order of
+/// the tracker's reads, with the data the tracker holds then (what
+/// [`ZooKeeperNodeTracker::get_data(false)`](ZooKeeperNodeTracker::get_data)
+/// returns). They must not block: no synchronous ZooKeeper call, no lock
+/// wait (see [`ZooKeeperListener`]); hand blocking work to a thread, or use
+/// the client's asynchronous calls.
+///
+/// | event on the node | what the tracker read | call |
+/// |---|---|---|
+/// | `NodeCreated` | the node | `node_created` |
+/// | `NodeDataChanged` | the node | `node_data_changed` |
+/// | `NodeDeleted` | the node is back already | `node_created` (HBase's `nodeDeleted` calls `nodeCreated` then) |
+/// | any | no node | `node_deleted` |
+/// | a session renewal | a change from the data held before | the call for that change |
+///
+/// A read that fails (`ConnectionLoss`) is issued again at the reconnect and
+/// the call comes with its answer. Nothing is called after
+/// [`stop`](ZooKeeperNodeTracker::stop), nor for a refresh an application
+/// thread makes (`get_data(true)`, `start`), as in HBase.
+pub trait NodeTrackerListener: Send + Sync {
+    /// The node exists now (after `NodeCreated`, or a `NodeDeleted` whose
+    /// node is back), holding `data` (without HBase's metadata prefix).
+    fn node_created(&self, _path: &str, _data: &[u8]) {}
+    /// The node's data changed; `data` is what the tracker read.
+    fn node_data_changed(&self, _path: &str, _data: &[u8]) {}
+    /// The node does not exist now.
+    fn node_deleted(&self, _path: &str) {}
+}
+
+/// Why the tracker reads its node asynchronously: the event it follows (for
+/// the [`NodeTrackerListener`]), or a reconnect / renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Created,
+    DataChanged,
+    Deleted,
+    Reconnect,
+    Renewal,
+}
+
+impl Cause {
+    fn name(self) -> &'static str {
+        match self {
+            Cause::Created => "nodeCreated",
+            Cause::DataChanged => "nodeDataChanged",
+            Cause::Deleted => "nodeDeleted",
+            Cause::Reconnect => "reconnect",
+            Cause::Renewal => "session renewal",
+        }
+    }
+}
+
 /// Tracks the existence and data of one znode: HBase's `ZooKeeperNodeTracker`.
 ///
 /// After [`start`](Self::start) the tracker always keeps a watch on the node
@@ -166,6 +225,8 @@ struct TrackerShared {
     zkw: WeakZooKeeperWatcher,
     node: String,
     abortable: Arc<dyn Abortable>,
+    /// The port's code run on each change (see [`NodeTrackerListener`]).
+    listener: Option<Arc<dyn NodeTrackerListener>>,
     state: Mutex<TrackerState>,
     changed: Condvar,
     /// Held around numbering a read and sending it, so that reads are sent in
@@ -188,6 +249,9 @@ struct TrackerState {
     /// The number of the read whose result `data` is.
     stored: u64,
     rearm: Rearm,
+    /// The event whose read waits for the reconnect (told to the listener with
+    /// its answer).
+    pending_cause: Option<Cause>,
     session_error: Option<Error>,
 }
 
@@ -211,12 +275,58 @@ impl ZooKeeperNodeTracker {
         node: &str,
         abortable: Arc<dyn Abortable>,
     ) -> ZooKeeperNodeTracker {
+        ZooKeeperNodeTracker::make(zkw, node, abortable, None)
+    }
+
+    /// A tracker that runs `listener` on each change of the node, with its data
+    /// already refreshed: how HBase's subclasses of `ZooKeeperNodeTracker`
+    /// (which override `nodeCreated` / `nodeDataChanged` / `nodeDeleted`) are
+    /// ported. See [`NodeTrackerListener`].
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use zklock::{LoggingAbortable, NodeTrackerListener, ZooKeeperNodeTracker, ZooKeeperWatcher};
+    ///
+    /// // HBase's ReplicationPeer.PeerStateTracker: nodeDataChanged reads the state.
+    /// struct PeerState;
+    /// impl NodeTrackerListener for PeerState {
+    ///     fn node_data_changed(&self, _path: &str, data: &[u8]) {
+    ///         println!("peer is now {}", String::from_utf8_lossy(data));
+    ///     }
+    /// }
+    ///
+    /// let zkw = ZooKeeperWatcher::connect("127.0.0.1:2181", "doc", None)?;
+    /// let tracker = ZooKeeperNodeTracker::with_listener(
+    ///     &zkw,
+    ///     "/hbase/replication/peers/1/peer-state",
+    ///     Arc::new(LoggingAbortable::new()),
+    ///     Arc::new(PeerState),
+    /// );
+    /// tracker.start()?;
+    /// # Ok::<(), zklock::Error>(())
+    /// ```
+    pub fn with_listener(
+        zkw: &ZooKeeperWatcher,
+        node: &str,
+        abortable: Arc<dyn Abortable>,
+        listener: Arc<dyn NodeTrackerListener>,
+    ) -> ZooKeeperNodeTracker {
+        ZooKeeperNodeTracker::make(zkw, node, abortable, Some(listener))
+    }
+
+    fn make(
+        zkw: &ZooKeeperWatcher,
+        node: &str,
+        abortable: Arc<dyn Abortable>,
+        listener: Option<Arc<dyn NodeTrackerListener>>,
+    ) -> ZooKeeperNodeTracker {
         let weak = zkw.downgrade();
         let shared = Arc::new_cyclic(|me: &Weak<TrackerShared>| TrackerShared {
             me: me.clone(),
             zkw: weak.clone(),
             node: node.to_string(),
             abortable,
+            listener,
             state: Mutex::new(TrackerState::default()),
             changed: Condvar::new(),
             send_order: ReentrantMutex::new(()),
@@ -506,7 +616,7 @@ impl TrackerShared {
     }
 
     /// An event on the node (on the event thread): re-read it asynchronously.
-    fn on_event(&self, what: &'static str, check_first: bool) {
+    fn on_event(&self, what: Cause, check_first: bool) {
         {
             let st = self.state.lock();
             if st.stopped || !st.started {
@@ -518,7 +628,7 @@ impl TrackerShared {
 
     /// Sends the read (`exists` with `check_first`, else `getData`) with the
     /// tracker's watch; the answer continues on the event thread. Never blocks.
-    fn read_async(&self, what: &'static str, check_first: bool) {
+    fn read_async(&self, what: Cause, check_first: bool) {
         let (Some(me), Some(zk)) = (self.me.upgrade(), self.zkw.zookeeper()) else {
             return;
         };
@@ -528,12 +638,12 @@ impl TrackerShared {
         if check_first {
             zk.exists_async(&self.node, Some(zk.default_watcher()), move |r| match r {
                 Ok(Some(_)) => me.read_async(what, false),
-                Ok(None) => me.found(read, None),
+                Ok(None) => me.found(read, None, what),
                 Err(e) => me.failed(what, e),
             });
         } else {
             zk.get_data_async(&self.node, Some(zk.default_watcher()), move |r| match r {
-                Ok((data, _)) => me.found(read, Some(remove_metadata(&data).to_vec())),
+                Ok((data, _)) => me.found(read, Some(remove_metadata(&data).to_vec()), what),
                 Err(e) if e.is(ZkError::NoNode) => {
                     debug!(
                         "znode {} vanished while reading it; checking again",
@@ -546,13 +656,46 @@ impl TrackerShared {
         }
     }
 
-    fn found(&self, read: u64, data: Option<Vec<u8>>) {
-        self.state.lock().rearm.succeeded();
+    fn found(&self, read: u64, data: Option<Vec<u8>>, cause: Cause) {
+        let before = {
+            let mut st = self.state.lock();
+            st.rearm.succeeded();
+            st.data.clone()
+        };
         self.store(read, data);
+        self.tell_listener(cause, before);
+    }
+
+    /// Runs the [`NodeTrackerListener`] for a read made because of `cause`,
+    /// with the data the tracker holds now (`before` is what it held before
+    /// the read was stored). On the event thread; a panic is caught and logged.
+    fn tell_listener(&self, cause: Cause, before: Option<Vec<u8>>) {
+        let Some(listener) = &self.listener else {
+            return;
+        };
+        let now = {
+            let st = self.state.lock();
+            if st.stopped || !st.started {
+                return;
+            }
+            st.data.clone()
+        };
+        let node = self.node.as_str();
+        let call = || match (cause, &now) {
+            (Cause::Reconnect, _) => {}
+            (Cause::Renewal, _) if before == now => {}
+            (_, None) => listener.node_deleted(node),
+            (Cause::DataChanged, Some(d)) => listener.node_data_changed(node, d),
+            (Cause::Renewal, Some(d)) if before.is_some() => listener.node_data_changed(node, d),
+            (_, Some(d)) => listener.node_created(node, d),
+        };
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).is_err() {
+            error!("the NodeTrackerListener of {node} panicked");
+        }
     }
 
     /// An asynchronous read failed (on the event thread).
-    fn failed(&self, what: &'static str, e: Error) {
+    fn failed(&self, what: Cause, e: Error) {
         if e.is_retryable() {
             let connected = is_connected(&self.zkw);
             let now = {
@@ -560,11 +703,16 @@ impl TrackerShared {
                 if st.stopped {
                     return;
                 }
-                st.rearm.failed(connected)
+                let now = st.rearm.failed(connected);
+                if !now && what != Cause::Reconnect {
+                    st.pending_cause = Some(what);
+                }
+                now
             };
             debug!(
-                "tracker of {}: {e} handling {what}; reading again {}",
+                "tracker of {}: {e} handling {}; reading again {}",
                 self.node,
+                what.name(),
                 if now { "now" } else { "on reconnect" }
             );
             if now {
@@ -572,14 +720,18 @@ impl TrackerShared {
             }
         } else if ends_session(&e) {
             debug!(
-                "tracker of {}: session over handling {what}: {e}",
-                self.node
+                "tracker of {}: session over handling {}: {e}",
+                self.node,
+                what.name()
             );
             let mut st = self.state.lock();
             st.session_error.get_or_insert(e);
             self.changed.notify_all();
         } else {
-            self.abort(&format!("unexpected exception handling {what} event"), e);
+            self.abort(
+                &format!("unexpected exception handling {} event", what.name()),
+                e,
+            );
         }
     }
 }
@@ -590,9 +742,9 @@ impl SessionHook for TrackerShared {
             return;
         }
         match event_type {
-            EventType::NodeCreated => self.on_event("nodeCreated", false),
-            EventType::NodeDataChanged => self.on_event("nodeDataChanged", false),
-            EventType::NodeDeleted => self.on_event("nodeDeleted", true),
+            EventType::NodeCreated => self.on_event(Cause::Created, false),
+            EventType::NodeDataChanged => self.on_event(Cause::DataChanged, false),
+            EventType::NodeDeleted => self.on_event(Cause::Deleted, true),
             _ => {}
         }
     }
@@ -603,11 +755,12 @@ impl SessionHook for TrackerShared {
             let mut st = self.state.lock();
             st.session_error = None;
             st.rearm = Rearm::default();
+            st.pending_cause = None;
             st.started && !st.stopped
         };
         if go {
             debug!("tracker of {}: session renewed, reading again", self.node);
-            self.read_async("session renewal", true);
+            self.read_async(Cause::Renewal, true);
         }
     }
 
@@ -621,11 +774,12 @@ impl SessionHook for TrackerShared {
         if state == KeeperState::SyncConnected {
             let go = {
                 let mut st = self.state.lock();
-                st.rearm.reconnected() && st.started && !st.stopped
+                let cause = st.pending_cause.take().unwrap_or(Cause::Reconnect);
+                (st.rearm.reconnected() && st.started && !st.stopped).then_some(cause)
             };
-            if go {
+            if let Some(cause) = go {
                 debug!("tracker of {}: reconnected, reading again", self.node);
-                self.read_async("reconnect", true);
+                self.read_async(cause, true);
             }
         }
     }

@@ -223,3 +223,282 @@ fn after_an_expiry_a_leader_no_longer_leads_and_a_wait_ends_with_session_expired
     zkw_b.close().unwrap();
     raw.delete(&root, None).unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Extensible trackers: HBase's ZooKeeperNodeTracker subclasses, ported
+// ---------------------------------------------------------------------------
+
+mod trackers {
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+    use super::*;
+    use zklock::{
+        zkutil, LoggingAbortable, NodeTrackerListener, ZooKeeperNodeTracker, ZooKeeperWatcher,
+    };
+
+    /// What a ported subclass's overrides saw: the call, the data passed, the
+    /// tracker's own `get_data(false)` at that moment, and the thread.
+    #[derive(Default)]
+    struct Seen {
+        calls: Mutex<Vec<(String, Option<Vec<u8>>)>>,
+        tracker: OnceLock<Weak<ZooKeeperNodeTracker>>,
+        mismatches: Mutex<Vec<String>>,
+    }
+
+    impl Seen {
+        fn note(&self, call: &str, data: Option<&[u8]>) {
+            // The tracker's data is already refreshed when the override runs.
+            let held = self
+                .tracker
+                .get()
+                .and_then(Weak::upgrade)
+                .and_then(|t| t.get_data(false));
+            if held.as_deref() != data {
+                self.mismatches
+                    .lock()
+                    .unwrap()
+                    .push(format!("{call}: given {data:?}, tracker holds {held:?}"));
+            }
+            let thread = std::thread::current().name().unwrap_or("").to_string();
+            if thread != "zklock-event" {
+                self.mismatches
+                    .lock()
+                    .unwrap()
+                    .push(format!("{call} on thread {thread:?}"));
+            }
+            self.calls
+                .lock()
+                .unwrap()
+                .push((call.to_string(), data.map(<[u8]>::to_vec)));
+        }
+
+        fn calls(&self) -> Vec<(String, Option<Vec<u8>>)> {
+            self.calls.lock().unwrap().clone()
+        }
+
+        fn wait_calls(&self, n: usize) -> Vec<(String, Option<Vec<u8>>)> {
+            wait_until(WAIT, &format!("{n} tracker calls"), || {
+                self.calls.lock().unwrap().len() >= n
+            });
+            assert!(
+                self.mismatches.lock().unwrap().is_empty(),
+                "{:?}",
+                self.mismatches
+            );
+            self.calls()
+        }
+    }
+
+    impl NodeTrackerListener for Seen {
+        fn node_created(&self, _path: &str, data: &[u8]) {
+            self.note("created", Some(data));
+        }
+        fn node_data_changed(&self, _path: &str, data: &[u8]) {
+            self.note("changed", Some(data));
+        }
+        fn node_deleted(&self, _path: &str) {
+            self.note("deleted", None);
+        }
+    }
+
+    fn tracker_with(
+        zkw: &ZooKeeperWatcher,
+        node: &str,
+        seen: &Arc<Seen>,
+    ) -> Arc<ZooKeeperNodeTracker> {
+        let t = Arc::new(ZooKeeperNodeTracker::with_listener(
+            zkw,
+            node,
+            Arc::new(LoggingAbortable::new()),
+            seen.clone(),
+        ));
+        let _ = seen.tracker.set(Arc::downgrade(&t));
+        t
+    }
+
+    /// HBase's `MasterAddressTracker`, ported on the extensible tracker:
+    ///
+    /// ```java
+    /// public class MasterAddressTracker extends ZooKeeperNodeTracker {
+    ///   public MasterAddressTracker(ZooKeeperWatcher watcher, Abortable abortable) {
+    ///     super(watcher, watcher.getMasterAddressZNode(), abortable);
+    ///   }
+    ///   public ServerName getMasterAddress(final boolean refresh) {
+    ///     return ServerName.parseFrom(super.getData(refresh));
+    ///   }
+    ///   public boolean hasMaster() { return super.getData(false) != null; }
+    ///   public static boolean setMasterAddress(ZooKeeperWatcher zkw, String znode,
+    ///       ServerName master, int infoPort) {
+    ///     return ZKUtil.createEphemeralNodeAndWatch(zkw, znode, toByteArray(master, infoPort));
+    ///   }
+    /// }
+    /// ```
+    struct MasterAddressTracker {
+        tracker: Arc<ZooKeeperNodeTracker>,
+    }
+
+    impl MasterAddressTracker {
+        fn get_master_address(&self, refresh: bool) -> Option<String> {
+            self.tracker
+                .get_data(refresh)
+                .map(|d| String::from_utf8_lossy(&d).into_owned())
+        }
+        fn has_master(&self) -> bool {
+            self.tracker.get_data(false).is_some()
+        }
+        fn set_master_address(
+            zkw: &ZooKeeperWatcher,
+            znode: &str,
+            master: &str,
+        ) -> zklock::Result<bool> {
+            zkutil::create_ephemeral_node_and_watch(zkw, znode, master.as_bytes())
+        }
+    }
+
+    #[test]
+    fn a_master_address_tracker_port_follows_the_active_master() {
+        init_log();
+        let servers = test_servers();
+        let (raw, root) = setup_root(&servers, "master-address-tracker");
+        let zkw = builder(&servers)
+            .with_base_znode(&format!("{root}/hbase"))
+            .connect()
+            .unwrap();
+        zkutil::create_with_parents(&zkw, zkw.base_znode()).unwrap();
+        let master_znode = format!("{}/master", zkw.base_znode());
+        let seen = Arc::new(Seen::default());
+        let mat = MasterAddressTracker {
+            tracker: tracker_with(&zkw, &master_znode, &seen),
+        };
+        mat.tracker.start().unwrap();
+        assert!(!mat.has_master());
+
+        // A master comes up in another process and registers itself.
+        let master = connect(&servers);
+        assert!(
+            MasterAddressTracker::set_master_address(&master, &master_znode, "m1,16000,1").unwrap()
+        );
+        assert!(
+            !MasterAddressTracker::set_master_address(&zkw, &master_znode, "m2,16000,2").unwrap()
+        );
+        assert_eq!(
+            seen.wait_calls(1),
+            [("created".to_string(), Some(b"m1,16000,1".to_vec()))]
+        );
+        assert!(mat.has_master());
+        assert_eq!(mat.get_master_address(false).as_deref(), Some("m1,16000,1"));
+        // The master dies: its ephemeral znode goes, the override hears it.
+        master.close().unwrap();
+        assert_eq!(seen.wait_calls(2)[1], ("deleted".to_string(), None));
+        assert!(!mat.has_master());
+        assert_eq!(mat.get_master_address(true), None);
+        mat.tracker.stop();
+        zkw.close().unwrap();
+        zkutil_cleanup(raw, &root);
+    }
+
+    /// HBase's `ClusterStatusTracker`, ported: `isClusterUp` is "the node
+    /// exists", `setClusterUp` creates it (or sets its data), `setClusterDown`
+    /// deletes it; the override hears each change with the data refreshed.
+    ///
+    /// ```java
+    /// public boolean isClusterUp() { return super.getData(false) != null; }
+    /// public void setClusterUp() throws KeeperException {
+    ///   byte [] upData = toByteArray();
+    ///   try { ZKUtil.createAndWatch(watcher, watcher.clusterStateZNode, upData); }
+    ///   catch(KeeperException.NodeExistsException nee) {
+    ///     ZKUtil.setData(watcher, watcher.clusterStateZNode, upData);
+    ///   }
+    /// }
+    /// public void setClusterDown() throws KeeperException {
+    ///   try { ZKUtil.deleteNode(watcher, watcher.clusterStateZNode); }
+    ///   catch(KeeperException.NoNodeException nne) { LOG.warn(...); }
+    /// }
+    /// ```
+    struct ClusterStatusTracker {
+        zkw: ZooKeeperWatcher,
+        tracker: Arc<ZooKeeperNodeTracker>,
+    }
+
+    impl ClusterStatusTracker {
+        fn is_cluster_up(&self) -> bool {
+            self.tracker.get_data(false).is_some()
+        }
+        fn set_cluster_up(&self, up_data: &[u8]) -> zklock::Result<()> {
+            let node = self.tracker.get_node();
+            match zkutil::create_and_watch(&self.zkw, node, up_data) {
+                Err(e) if e.is(ZkError::NodeExists) => {
+                    zkutil::set_data(&self.zkw, node, up_data, None).map(drop)
+                }
+                r => r.map(drop),
+            }
+        }
+        fn set_cluster_down(&self) -> zklock::Result<()> {
+            match zkutil::delete_node(&self.zkw, self.tracker.get_node(), None) {
+                Err(e) if e.is(ZkError::NoNode) => Ok(()),
+                r => r.map(drop),
+            }
+        }
+    }
+
+    #[test]
+    fn a_cluster_status_tracker_port_hears_up_change_and_down() {
+        init_log();
+        let servers = test_servers();
+        let (raw, root) = setup_root(&servers, "cluster-status-tracker");
+        let zkw = connect(&servers);
+        let running = format!("{root}/running");
+        let seen = Arc::new(Seen::default());
+        let cst = ClusterStatusTracker {
+            zkw: zkw.clone(),
+            tracker: tracker_with(&zkw, &running, &seen),
+        };
+        cst.tracker.start().unwrap();
+        assert!(!cst.is_cluster_up());
+        assert!(seen.calls().is_empty(), "start calls nothing");
+
+        // Another master's tracker sets the cluster up, then again, then down.
+        let other_zkw = connect(&servers);
+        let other = ClusterStatusTracker {
+            zkw: other_zkw.clone(),
+            tracker: Arc::new(ZooKeeperNodeTracker::new(
+                &other_zkw,
+                &running,
+                Arc::new(LoggingAbortable::new()),
+            )),
+        };
+        other.set_cluster_up(b"up-1").unwrap();
+        assert_eq!(
+            seen.wait_calls(1)[0],
+            ("created".to_string(), Some(b"up-1".to_vec()))
+        );
+        assert!(cst.is_cluster_up());
+        other.set_cluster_up(b"up-2").unwrap();
+        assert_eq!(
+            seen.wait_calls(2)[1],
+            ("changed".to_string(), Some(b"up-2".to_vec()))
+        );
+        other.set_cluster_down().unwrap();
+        assert_eq!(seen.wait_calls(3)[2], ("deleted".to_string(), None));
+        assert!(!cst.is_cluster_up());
+        other.set_cluster_down().unwrap();
+        // Stopped: nothing more is called.
+        cst.tracker.stop();
+        other.set_cluster_up(b"up-3").unwrap();
+        let t = ZooKeeperNodeTracker::new(&zkw, &running, Arc::new(LoggingAbortable::new()));
+        t.start().unwrap();
+        assert!(t.block_until_available(WAIT, false).unwrap().is_some());
+        assert_eq!(seen.calls().len(), 3, "{:?}", seen.calls());
+        t.stop();
+        other_zkw.close().unwrap();
+        zkw.close().unwrap();
+        zkutil_cleanup(raw, &root);
+    }
+
+    fn zkutil_cleanup(raw: zklock::client::ZooKeeper, root: &str) {
+        let zkw = connect(&test_servers());
+        zkutil::delete_node_recursively(&zkw, root).unwrap();
+        zkw.close().unwrap();
+        raw.close().unwrap();
+    }
+}
