@@ -118,6 +118,7 @@ mod util;
 mod wait;
 mod watcher;
 pub mod zkutil;
+mod znodes;
 
 pub use deadline::Deadline;
 pub use error::{Error, Result, ZkError, ZkResultExt};
@@ -130,4 +131,7 @@ pub use tracker::{DeletionListener, NodeTrackerListener, ZooKeeperNodeTracker};
 pub use watcher::{
     ListenerRegistration, WeakZooKeeperWatcher, ZooKeeperWatcher, ZooKeeperWatcherBuilder,
     DEFAULT_BASE_ZNODE,
+};
+pub use znodes::{
+    ZNodePaths, DEFAULT_ZOOKEEPER_ZNODE_PARENT, META_REPLICAS_NUM, ZOOKEEPER_ZNODE_PARENT,
 };

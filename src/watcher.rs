@@ -20,6 +20,7 @@ use crate::pending::PendingWatcher;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::retry::RetryConfig;
 use crate::util::same_arc;
+use crate::znodes::{ZNodePaths, DEFAULT_ZOOKEEPER_ZNODE_PARENT, ZOOKEEPER_ZNODE_PARENT};
 
 /// The default base znode.
 pub const DEFAULT_BASE_ZNODE: &str = "/zklock";
@@ -124,6 +125,8 @@ struct WatcherInner {
     abortable: Arc<dyn Abortable>,
     registry: RwLock<Registry>,
     base_znode: String,
+    /// HBase's znode layout under `base_znode`.
+    znodes: ZNodePaths,
     /// The session id whose `Expired` has been handled (abort once).
     expired: AtomicBool,
     closed: AtomicBool,
@@ -306,6 +309,8 @@ pub struct ZooKeeperWatcherBuilder {
     base_znode: String,
     create_base: bool,
     renew: bool,
+    /// HBase configuration entries for the znode layout (`with_hbase_conf`).
+    hbase_conf: Option<Vec<(String, String)>>,
 }
 
 impl std::fmt::Debug for ZooKeeperWatcherBuilder {
@@ -316,6 +321,7 @@ impl std::fmt::Debug for ZooKeeperWatcherBuilder {
             .field("retry", &self.retry)
             .field("base_znode", &self.base_znode)
             .field("create_base", &self.create_base)
+            .field("hbase_conf", &self.hbase_conf)
             .finish_non_exhaustive()
     }
 }
@@ -380,7 +386,56 @@ impl ZooKeeperWatcherBuilder {
         self
     }
 
-    /// Whether `connect` creates the base znode (with parents). Default false.
+    /// HBase's znode layout from HBase configuration entries (`key`, `value`):
+    /// the base znode becomes `zookeeper.znode.parent` (default `/hbase`), and
+    /// [`ZooKeeperWatcher::znode_paths`] takes its node names from the
+    /// `zookeeper.znode.*` keys (see [`ZNodePaths::from_conf`]); a later
+    /// [`with_base_znode`](Self::with_base_znode) moves the whole layout.
+    /// With [`with_create_base_znodes`](Self::with_create_base_znodes),
+    /// `connect` creates what HBase's `createBaseZNodes` does.
+    ///
+    /// Without it the watcher keeps zklock's base znode (`/zklock` unless set)
+    /// and HBase's default names under it: zklock's own nodes and an HBase
+    /// cluster's never share a directory by accident.
+    ///
+    /// ```no_run
+    /// use zklock::ZooKeeperWatcher;
+    /// let zkw = ZooKeeperWatcher::builder("127.0.0.1:2181")
+    ///     .with_hbase_conf([("zookeeper.znode.parent", "/hbase-unsecure")])
+    ///     .connect()?;
+    /// assert_eq!(zkw.base_znode(), "/hbase-unsecure");
+    /// assert_eq!(zkw.master_address_znode(), "/hbase-unsecure/master");
+    /// assert_eq!(zkw.znode_paths().table_lock_znode, "/hbase-unsecure/table-lock");
+    /// # Ok::<(), zklock::Error>(())
+    /// ```
+    pub fn with_hbase_conf<K: AsRef<str>, V: AsRef<str>>(
+        mut self,
+        conf: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        let conf: Vec<(String, String)> = conf
+            .into_iter()
+            .map(|(k, v)| (k.as_ref().to_string(), v.as_ref().to_string()))
+            .collect();
+        self.base_znode = conf
+            .iter()
+            .rev()
+            .find(|(k, _)| k == ZOOKEEPER_ZNODE_PARENT)
+            .map_or(DEFAULT_ZOOKEEPER_ZNODE_PARENT, |(_, v)| v.as_str())
+            .to_string();
+        self.hbase_conf = Some(conf);
+        self
+    }
+
+    /// HBase's znode layout with HBase's defaults: [`with_hbase_conf`](Self::with_hbase_conf)
+    /// with no entries (base znode `/hbase`).
+    pub fn with_hbase_layout(self) -> Self {
+        self.with_hbase_conf(std::iter::empty::<(&str, &str)>())
+    }
+
+    /// Whether `connect` creates the base znode (with parents), and with
+    /// [`with_hbase_conf`](Self::with_hbase_conf) HBase's `createBaseZNodes`
+    /// children ([`ZNodePaths::base_children`]; the assignment znode unless
+    /// `hbase.assignment.usezk` is `false`). Default false.
     pub fn with_create_base_znodes(mut self, create: bool) -> Self {
         self.create_base = create;
         self
@@ -409,6 +464,7 @@ impl ZooKeeperWatcherBuilder {
     /// server answered in time; errors creating the base znode.
     pub fn connect(self) -> Result<ZooKeeperWatcher> {
         crate::path::validate(&self.base_znode)?;
+        let znodes = self.znode_paths()?;
         let pending = Arc::new(PendingWatcher::new());
         let wait = self.client.connect_wait();
         let deadline = std::time::Instant::now().checked_add(wait);
@@ -424,6 +480,7 @@ impl ZooKeeperWatcherBuilder {
                 .unwrap_or_else(|| Arc::new(LoggingAbortable::new())),
             registry: RwLock::new(Registry::default()),
             base_znode: self.base_znode,
+            znodes,
             expired: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             end_told: AtomicBool::new(false),
@@ -469,6 +526,7 @@ impl ZooKeeperWatcherBuilder {
                 .inner
                 .rzk
                 .create_with_parents(&zkw.inner.base_znode, &[])
+                .and_then(|()| create_hbase_base_znodes(&zkw, self.hbase_conf.as_deref()))
             {
                 let _ = zkw.close();
                 return Err(e);
@@ -476,6 +534,31 @@ impl ZooKeeperWatcherBuilder {
         }
         Ok(zkw)
     }
+
+    /// HBase's layout under the base znode, named by `with_hbase_conf`'s
+    /// entries (HBase's defaults without them).
+    fn znode_paths(&self) -> Result<ZNodePaths> {
+        let base = [(ZOOKEEPER_ZNODE_PARENT.to_string(), self.base_znode.clone())];
+        ZNodePaths::from_conf(self.hbase_conf.iter().flatten().cloned().chain(base))
+    }
+}
+
+/// HBase's `createBaseZNodes` children (the base exists already), with
+/// `ZKUtil.createAndFailSilent`; only for a watcher with an HBase conf.
+fn create_hbase_base_znodes(
+    zkw: &ZooKeeperWatcher,
+    conf: Option<&[(String, String)]>,
+) -> Result<()> {
+    let Some(conf) = conf else { return Ok(()) };
+    let uses_zk = conf
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "hbase.assignment.usezk")
+        .map_or(true, |(_, v)| !v.trim().eq_ignore_ascii_case("false"));
+    for node in zkw.znode_paths().base_children(uses_zk) {
+        crate::zkutil::create_and_fail_silent(zkw, node)?;
+    }
+    Ok(())
 }
 
 impl ZooKeeperWatcher {
@@ -489,6 +572,7 @@ impl ZooKeeperWatcher {
             base_znode: DEFAULT_BASE_ZNODE.to_string(),
             create_base: false,
             renew: false,
+            hbase_conf: None,
         }
     }
 
@@ -529,9 +613,33 @@ impl ZooKeeperWatcher {
         &self.inner.prefix
     }
 
-    /// The base znode.
+    /// The base znode (HBase's `getBaseZNode`): zklock's `/zklock` by
+    /// default, HBase's `zookeeper.znode.parent` (default `/hbase`) with
+    /// [`ZooKeeperWatcherBuilder::with_hbase_conf`].
     pub fn base_znode(&self) -> &str {
         &self.inner.base_znode
+    }
+
+    /// HBase 1.3's znode layout under [`base_znode`](Self::base_znode)
+    /// (`ZooKeeperWatcher.setNodeNames`: `watcher.rsZNode` is
+    /// `zkw.znode_paths().rs_znode`, ...). See [`ZNodePaths`].
+    pub fn znode_paths(&self) -> &ZNodePaths {
+        &self.inner.znodes
+    }
+
+    /// HBase's `getMasterAddressZNode`: the active master's znode.
+    pub fn master_address_znode(&self) -> &str {
+        &self.inner.znodes.master_address_znode
+    }
+
+    /// HBase's `getRegionNormalizerZNode`.
+    pub fn region_normalizer_znode(&self) -> &str {
+        &self.inner.znodes.region_normalizer_znode
+    }
+
+    /// HBase's `getZNodeForReplica(replicaId)`: a meta replica's znode.
+    pub fn znode_for_replica(&self, replica_id: i32) -> String {
+        self.inner.znodes.znode_for_replica(replica_id)
     }
 
     /// The abortable told of fatal errors.

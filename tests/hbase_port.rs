@@ -360,12 +360,13 @@ mod trackers {
         init_log();
         let servers = test_servers();
         let (raw, root) = setup_root(&servers, "master-address-tracker");
+        // HBase's layout: `super(watcher, watcher.getMasterAddressZNode(), abortable)`.
         let zkw = builder(&servers)
-            .with_base_znode(&format!("{root}/hbase"))
+            .with_hbase_conf([("zookeeper.znode.parent", format!("{root}/hbase"))])
+            .with_create_base_znodes(true)
             .connect()
             .unwrap();
-        zkutil::create_with_parents(&zkw, zkw.base_znode()).unwrap();
-        let master_znode = format!("{}/master", zkw.base_znode());
+        let master_znode = zkw.master_address_znode().to_string();
         let seen = Arc::new(Seen::default());
         let mat = MasterAddressTracker {
             tracker: tracker_with(&zkw, &master_znode, &seen),
@@ -446,8 +447,13 @@ mod trackers {
         init_log();
         let servers = test_servers();
         let (raw, root) = setup_root(&servers, "cluster-status-tracker");
-        let zkw = connect(&servers);
-        let running = format!("{root}/running");
+        let zkw = builder(&servers)
+            .with_hbase_conf([("zookeeper.znode.parent", format!("{root}/hbase"))])
+            .with_create_base_znodes(true)
+            .connect()
+            .unwrap();
+        // `super(watcher, watcher.clusterStateZNode, abortable)`
+        let running = zkw.znode_paths().cluster_state_znode.clone();
         let seen = Arc::new(Seen::default());
         let cst = ClusterStatusTracker {
             zkw: zkw.clone(),
@@ -501,4 +507,90 @@ mod trackers {
         zkw.close().unwrap();
         raw.close().unwrap();
     }
+}
+
+// ---------------------------------------------------------------------------
+// HBase 1.3's znode layout on the watcher
+// ---------------------------------------------------------------------------
+
+/// `ZooKeeperWatcher.setNodeNames` on a real session: the names follow
+/// `zookeeper.znode.parent` and the `zookeeper.znode.*` keys, and
+/// `createBaseZNodes` makes HBase's directories, which a raw client lists.
+#[test]
+fn the_watcher_carries_hbase_s_znode_layout_and_creates_its_base_znodes() {
+    init_log();
+    let servers = test_servers();
+    let (raw, root) = setup_root(&servers, "znode-layout");
+    let parent = format!("{root}/hbase-unsecure");
+    let zkw = builder(&servers)
+        .with_hbase_conf([
+            ("zookeeper.znode.parent", parent.as_str()),
+            ("zookeeper.znode.tableLock", "locks"),
+            ("hbase.meta.replica.count", "2"),
+        ])
+        .with_create_base_znodes(true)
+        .connect()
+        .unwrap();
+    assert_eq!(zkw.base_znode(), parent);
+    let paths = zkw.znode_paths();
+    assert_eq!(zkw.master_address_znode(), format!("{parent}/master"));
+    assert_eq!(
+        zkw.region_normalizer_znode(),
+        format!("{parent}/normalizer")
+    );
+    assert_eq!(
+        zkw.znode_for_replica(1),
+        format!("{parent}/meta-region-server-1")
+    );
+    assert_eq!(paths.table_lock_znode, format!("{parent}/locks"));
+    assert_eq!(paths.cluster_state_znode, format!("{parent}/running"));
+    assert_eq!(
+        paths.assignment_znode,
+        format!("{parent}/region-in-transition")
+    );
+    assert!(paths.is_any_meta_replica_znode(&format!("{parent}/meta-region-server-1")));
+    let mut children = raw.get_children(&parent, false).unwrap();
+    children.sort();
+    assert_eq!(
+        children,
+        [
+            "backup-masters",
+            "draining",
+            "locks",
+            "recovering-regions",
+            "region-in-transition",
+            "rs",
+            "splitWAL",
+            "table"
+        ]
+    );
+    zkw.close().unwrap();
+
+    // HBase's defaults, without creating anything; a later base moves it all.
+    let hbase = builder(&servers).with_hbase_layout().connect().unwrap();
+    assert_eq!(hbase.base_znode(), "/hbase");
+    assert_eq!(hbase.znode_paths(), &zklock::ZNodePaths::default());
+    hbase.close().unwrap();
+    let moved = builder(&servers)
+        .with_hbase_layout()
+        .with_base_znode(&format!("{root}/other"))
+        .connect()
+        .unwrap();
+    assert_eq!(moved.znode_paths().rs_znode, format!("{root}/other/rs"));
+    moved.close().unwrap();
+    // zklock's own base stays the default without an HBase conf.
+    let plain = connect(&servers);
+    assert_eq!(plain.base_znode(), zklock::DEFAULT_BASE_ZNODE);
+    assert_eq!(plain.master_address_znode(), "/zklock/master");
+    plain.close().unwrap();
+    // A bad configuration is a typed error at connect.
+    let e = builder(&servers)
+        .with_hbase_conf([("zookeeper.znode.rs", "a//b")])
+        .connect()
+        .unwrap_err();
+    assert!(matches!(e, zklock::Error::BadArguments(_)), "{e}");
+    let cleanup = connect(&servers);
+    zklock::zkutil::delete_node_recursively(&cleanup, &root).unwrap();
+    cleanup.close().unwrap();
+    raw.close().unwrap();
 }
