@@ -43,6 +43,19 @@ use crate::sequence::unique_tag;
 /// write; `get_data` strips it, and returns data without a prefix unchanged. Data
 /// written by HBase reads the same.
 ///
+/// A plain reader (a non-HBase service, `zkCli`, a config watcher) sees the
+/// prefix before the value. [`with_metadata_prefix(false)`](Self::with_metadata_prefix)
+/// (or the watcher's
+/// [`with_metadata_prefix`](crate::ZooKeeperWatcherBuilder::with_metadata_prefix))
+/// writes the data as given, at a cost to two retry rules, which can then no
+/// longer tell this write from an identical one by another writer:
+///
+/// | operation | on a retry, without the prefix |
+/// |---|---|
+/// | `create`, not sequential | `NodeExists`: success if the node holds the same bytes and, for an ephemeral node, belongs to this session; a persistent node another writer created with the same bytes meanwhile is taken for ours |
+/// | `set_data` | `BadVersion`: success if the node holds the same bytes and, with a version, is at `version + 1`; another writer's identical write at that version is taken for ours (without a version: any identical data) |
+/// | sequential `create`, `delete`, `multi`, reads | unchanged (the sequential tag is in the name) |
+///
 /// # Threads and cloning
 /// `Send + Sync`, a cheap `Clone` sharing the one session.
 #[derive(Clone)]
@@ -56,6 +69,8 @@ pub struct RecoverableZooKeeper {
 struct RecoverableInner {
     identifier: String,
     retry: RetryConfig,
+    /// Whether writes carry HBase's metadata prefix (default true).
+    metadata: bool,
 }
 
 impl std::fmt::Debug for RecoverableZooKeeper {
@@ -63,6 +78,7 @@ impl std::fmt::Debug for RecoverableZooKeeper {
         f.debug_struct("RecoverableZooKeeper")
             .field("identifier", &self.inner.identifier)
             .field("retry", &self.inner.retry)
+            .field("metadata", &self.inner.metadata)
             .field("zk", &self.zk)
             .field("deadline", &self.zk.deadline())
             .finish()
@@ -79,8 +95,43 @@ impl RecoverableZooKeeper {
             identifier.to_string()
         };
         RecoverableZooKeeper {
-            inner: Arc::new(RecoverableInner { identifier, retry }),
+            inner: Arc::new(RecoverableInner {
+                identifier,
+                retry,
+                metadata: true,
+            }),
             zk,
+        }
+    }
+
+    /// A handle on the same session whose writes carry HBase's metadata prefix
+    /// (`true`, the default, as HBase) or store the data as given (`false`),
+    /// for data that non-HBase readers read. What `false` costs the `create`
+    /// and `set_data` retry rules is in the [type's docs](Self#data-format).
+    /// Reads strip a prefix either way.
+    #[must_use]
+    pub fn with_metadata_prefix(&self, on: bool) -> RecoverableZooKeeper {
+        RecoverableZooKeeper {
+            inner: Arc::new(RecoverableInner {
+                identifier: self.inner.identifier.clone(),
+                retry: self.inner.retry,
+                metadata: on,
+            }),
+            zk: self.zk.clone(),
+        }
+    }
+
+    /// Whether writes carry HBase's metadata prefix.
+    pub fn metadata_prefix(&self) -> bool {
+        self.inner.metadata
+    }
+
+    /// `data` as this handle stores it: with the metadata prefix, or as given.
+    fn encode(&self, data: &[u8]) -> Vec<u8> {
+        if self.inner.metadata {
+            append_metadata(&self.inner.identifier, data)
+        } else {
+            data.to_vec()
         }
     }
 
@@ -247,17 +298,21 @@ impl RecoverableZooKeeper {
     }
 
     /// Sets `path`'s data (with the metadata prefix) at `version` or any.
-    /// `BadVersion` on a retry reads back: if the node holds this write, success.
+    /// `BadVersion` on a retry reads back: if the node holds this write, success
+    /// (without the prefix: the same bytes at `version + 1`, see the
+    /// [type's docs](Self#data-format)).
     ///
     /// # Errors
     /// `NoNode`, `BadVersion`, session errors.
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
-        let new_data = append_metadata(&self.inner.identifier, data);
+        let new_data = self.encode(data);
         self.retrying("setData", path, |is_retry| {
             match self.zk.set_data(path, &new_data, version) {
                 Err(e) if is_retry && e.is(ZkError::BadVersion) => {
                     let (current, stat) = self.zk.get_data(path, false)?;
-                    if current == new_data {
+                    let at_our_version = self.inner.metadata
+                        || version.map_or(true, |v| stat.version == v.wrapping_add(1));
+                    if current == new_data && at_our_version {
                         info!("setData {path}: an earlier attempt succeeded");
                         Ok(stat)
                     } else {
@@ -308,7 +363,7 @@ impl RecoverableZooKeeper {
         acl: &[Acl],
         mode: CreateMode,
     ) -> Result<(String, Stat)> {
-        let new_data = append_metadata(&self.inner.identifier, data);
+        let new_data = self.encode(data);
         if mode.is_sequential() {
             return self.create_sequential(&tagged_prefix(path), &new_data, acl, mode);
         }
@@ -316,7 +371,11 @@ impl RecoverableZooKeeper {
             match self.zk.create2(path, &new_data, acl, mode) {
                 Err(e) if is_retry && e.is(ZkError::NodeExists) => {
                     match self.zk.get_data(path, false) {
-                        Ok((current, stat)) if current == new_data => {
+                        Ok((current, stat))
+                            if current == new_data
+                                && (!mode.is_ephemeral()
+                                    || stat.ephemeral_owner == self.zk.session_id()) =>
+                        {
                             info!("create {path}: an earlier attempt succeeded");
                             Ok((path.to_string(), stat))
                         }
@@ -372,7 +431,7 @@ impl RecoverableZooKeeper {
         acl: &[Acl],
         mode: CreateMode,
     ) -> Result<(String, Stat)> {
-        let new_data = append_metadata(&self.inner.identifier, data);
+        let new_data = self.encode(data);
         self.create_sequential(tagged, &new_data, acl, mode)
     }
 
@@ -391,7 +450,7 @@ impl RecoverableZooKeeper {
         mode: CreateMode,
         parent: &str,
     ) -> Result<CreatedAndListed> {
-        let new_data = append_metadata(&self.inner.identifier, data);
+        let new_data = self.encode(data);
         self.retrying("create", tagged, |is_retry| {
             if is_retry {
                 let (path, stat) = self.sequential_attempt(tagged, &new_data, acl, mode, true)?;
@@ -481,7 +540,7 @@ impl RecoverableZooKeeper {
                     mode,
                 } => Op::Create {
                     path: path.clone(),
-                    data: append_metadata(&self.inner.identifier, data),
+                    data: self.encode(data),
                     acl: acl.clone(),
                     mode: *mode,
                 },
@@ -491,7 +550,7 @@ impl RecoverableZooKeeper {
                     version,
                 } => Op::SetData {
                     path: path.clone(),
-                    data: append_metadata(&self.inner.identifier, data),
+                    data: self.encode(data),
                     version: *version,
                 },
                 other => other.clone(),

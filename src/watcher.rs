@@ -311,6 +311,8 @@ pub struct ZooKeeperWatcherBuilder {
     renew: bool,
     /// HBase configuration entries for the znode layout (`with_hbase_conf`).
     hbase_conf: Option<Vec<(String, String)>>,
+    /// Whether writes carry HBase's metadata prefix (`with_metadata_prefix`).
+    metadata: bool,
 }
 
 impl std::fmt::Debug for ZooKeeperWatcherBuilder {
@@ -426,6 +428,16 @@ impl ZooKeeperWatcherBuilder {
         self
     }
 
+    /// Whether the session's [`RecoverableZooKeeper`] writes HBase's metadata
+    /// prefix before the data of every node it creates or sets (default
+    /// `true`, as HBase, whose retry rules need it). `false` stores the data as
+    /// given, for plain readers; what that costs the `create` / `set_data`
+    /// retry rules is in [`RecoverableZooKeeper`'s docs](RecoverableZooKeeper#data-format).
+    pub fn with_metadata_prefix(mut self, on: bool) -> Self {
+        self.metadata = on;
+        self
+    }
+
     /// HBase's znode layout with HBase's defaults: [`with_hbase_conf`](Self::with_hbase_conf)
     /// with no entries (base znode `/hbase`).
     pub fn with_hbase_layout(self) -> Self {
@@ -474,7 +486,8 @@ impl ZooKeeperWatcherBuilder {
         let inner = Arc::new(WatcherInner {
             prefix: self.prefix.clone(),
             identifier: RwLock::new(self.prefix.clone()),
-            rzk: RecoverableZooKeeper::new(zk.clone(), &self.prefix, self.retry),
+            rzk: RecoverableZooKeeper::new(zk.clone(), &self.prefix, self.retry)
+                .with_metadata_prefix(self.metadata),
             abortable: self
                 .abortable
                 .unwrap_or_else(|| Arc::new(LoggingAbortable::new())),
@@ -573,6 +586,7 @@ impl ZooKeeperWatcher {
             create_base: false,
             renew: false,
             hbase_conf: None,
+            metadata: true,
         }
     }
 
