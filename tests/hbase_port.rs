@@ -594,3 +594,61 @@ fn the_watcher_carries_hbase_s_znode_layout_and_creates_its_base_znodes() {
     cleanup.close().unwrap();
     raw.close().unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// TableLockManager's run-time choice: either kind into one owned guard type
+// ---------------------------------------------------------------------------
+
+/// HBase's `lock = isShared ? lock.readLock(md) : lock.writeLock(md)`: the
+/// kind is a run-time value, and both kinds are held as the one
+/// `OwnedLockGuard` type (stored side by side, released anywhere).
+#[test]
+fn either_kind_of_lock_into_one_owned_guard_type_chosen_at_run_time() {
+    use zklock::lock::{OwnedLockGuard, ZkInterProcessReadWriteLock};
+    init_log();
+    let servers = test_servers();
+    let (raw, root) = setup_root(&servers, "either-kind");
+    let zkw = connect(&servers);
+    let table = format!("{root}/t1");
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &table, None).unwrap();
+    let mut held: Vec<OwnedLockGuard> = Vec::new();
+    for is_shared in [true, true] {
+        held.push(rw.lock_owned(is_shared, b"region split").unwrap());
+    }
+    let mut children = raw.get_children(&table, false).unwrap();
+    children.sort();
+    assert_eq!(children.len(), 2);
+    assert!(
+        children.iter().all(|c| c.starts_with("read-")),
+        "{children:?}"
+    );
+    let exclusive = false;
+    assert!(
+        rw.try_lock_owned_for(exclusive, b"alter", Duration::ZERO)
+            .unwrap()
+            .is_none(),
+        "a write waits for the reads"
+    );
+    for guard in held.drain(..) {
+        assert!(guard.is_held());
+        guard.unlock().unwrap();
+    }
+    let write = rw
+        .try_lock_owned_for(exclusive, b"alter", WAIT)
+        .unwrap()
+        .expect("free now");
+    assert!(raw.get_children(&table, false).unwrap()[0].starts_with("write-"));
+    assert!(
+        OwnedLockGuard::try_acquire(rw.read_or_write_lock(true, b"r"), Duration::ZERO)
+            .unwrap()
+            .is_none()
+    );
+    held.push(write);
+    drop(held);
+    wait_until(WAIT, "the dropped guard's node removed", || {
+        raw.get_children(&table, false).unwrap().is_empty()
+    });
+    zkw.close().unwrap();
+    raw.delete(&table, None).unwrap();
+    raw.delete(&root, None).unwrap();
+}
