@@ -574,9 +574,13 @@ impl TrackerShared {
     /// read of the tracker; then waits for the callback's answer. Retried in
     /// `RecoverableZooKeeper`'s own loop: `ConnectionLoss` and
     /// `OperationTimeout` as its `RetryConfig` says (no retry starts whose
-    /// backoff would pass the handle's deadline), any other error returned. Each attempt waits for a connection first, and for the
-    /// answer, as long as a blocking call does by default (the session timeout,
-    /// twice that), within the handle's deadline.
+    /// backoff would pass the handle's deadline), any other error returned.
+    /// Each attempt waits for a connection first, and for the answer, as long
+    /// as any blocking call of the session does: the client's
+    /// [`connect_wait`](ZooKeeper::connect_wait) and
+    /// [`request_timeout`](ZooKeeper::request_timeout) (the watcher's
+    /// `with_connect_wait` / `with_request_timeout`), within the handle's
+    /// deadline.
     fn read_blocking<T: Send + 'static>(
         &self,
         rzk: &RecoverableZooKeeper,
@@ -586,7 +590,7 @@ impl TrackerShared {
         let zk = rzk.zookeeper();
         let deadline = zk.deadline();
         rzk.retrying(what, &self.node, |_| {
-            zk.wait_connected(deadline.cap(zk.session_timeout()))
+            zk.wait_connected(deadline.cap(zk.connect_wait()))
                 .and_then(|()| {
                     #[cfg(feature = "testing")]
                     if let Some(hook) = self.before_refresh_send.lock().take() {
@@ -607,7 +611,7 @@ impl TrackerShared {
                     };
                     // Every request is answered (its reply, or the connection's
                     // or the session's end); the bound is a blocking call's.
-                    match rx.recv_timeout(deadline.cap(zk.session_timeout() * 2)) {
+                    match rx.recv_timeout(deadline.cap(zk.request_timeout())) {
                         Ok(r) => r.map(|t| (read, t)),
                         Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
                     }

@@ -964,3 +964,54 @@ mod read_order {
         tracker.stop();
     }
 }
+
+/// Issue 24: a tracker's blocking refresh waits for a connection as long as
+/// the watcher's `with_connect_wait` says (HBase: any blocking call), not a
+/// session timeout: here 300 ms against a 20 s session.
+#[test]
+fn a_blocking_refresh_follows_the_watchers_connect_wait() {
+    use zklock::RetryConfig;
+    let servers = shared_server().connect_string();
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(20))
+        .with_connect_wait(Duration::from_millis(300))
+        .with_request_timeout(Duration::from_millis(300))
+        .with_retry(RetryConfig::default().with_max_attempts(0))
+        .connect()
+        .unwrap();
+    assert_eq!(zkw.zookeeper().connect_wait(), Duration::from_millis(300));
+    assert_eq!(
+        zkw.zookeeper().request_timeout(),
+        Duration::from_millis(300)
+    );
+    let aborts = Arc::new(CountingAbortable::default());
+    let node = format!("{}/followed", unique_root("tracker-connect-wait"));
+    let tracker = ZooKeeperNodeTracker::new(&zkw, &node, aborts.clone());
+    tracker.start().unwrap();
+    // The server becomes unreachable: the client reconnects in vain.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap();
+    drop(dead);
+    proxy.set_target(dead_addr).unwrap();
+    proxy.cut();
+    eventually("the client is disconnected", || {
+        zkw.state() != zklock::client::State::Connected
+    });
+    let started = Instant::now();
+    assert_eq!(tracker.get_data(true), None);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "the refresh waited {took:?}, not the 300 ms connect wait"
+    );
+    assert!(
+        aborts
+            .last_error()
+            .is_some_and(|e| e.is(ZkError::ConnectionLoss)),
+        "{:?}",
+        aborts.last()
+    );
+    tracker.stop();
+    zkw.close().unwrap();
+}

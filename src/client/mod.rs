@@ -484,6 +484,18 @@ impl ZooKeeper {
         self.shared().negotiated_timeout()
     }
 
+    /// How long a call made while disconnected waits for a connection (see
+    /// [`ZooKeeperBuilder::with_connect_wait`]).
+    pub fn connect_wait(&self) -> Duration {
+        self.shared().settings.connect_wait
+    }
+
+    /// How long a sent request waits for its reply (see
+    /// [`ZooKeeperBuilder::with_request_timeout`]).
+    pub fn request_timeout(&self) -> Duration {
+        self.shared().settings.request_timeout
+    }
+
     /// The connection state.
     pub fn state(&self) -> State {
         self.shared().state()
