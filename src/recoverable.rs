@@ -7,7 +7,8 @@ use std::time::Instant;
 use log::{debug, info, warn};
 
 use crate::client::{
-    Acl, CreateMode, CreatedAndListed, Deadline, Op, OpResult, Stat, Watcher, ZooKeeper,
+    Acl, CreateMode, CreatedAndListed, Deadline, Op, OpResult, ReadOp, ReadResult, Stat, Watcher,
+    ZooKeeper,
 };
 use crate::error::{Error, Result, ZkError};
 use crate::metadata::{append_metadata, remove_metadata};
@@ -25,7 +26,7 @@ use crate::sequence::unique_tag;
 /// # Retry rules (HBase's)
 /// | operation | on a retry |
 /// |---|---|
-/// | `exists`, `get_children`, `get_data`, `get_acl`, `set_acl`, `sync` | plain retry |
+/// | `exists`, `get_children`, `get_data`, `get_acl`, `set_acl`, `sync`, `get_all_children_number`, `multi_read` | plain retry |
 /// | `delete` | `NoNode` on a retry means the earlier attempt deleted it: success (on the first attempt `NoNode` is an error) |
 /// | `set_data` | `BadVersion` on a retry: read the node back; if it holds our write (same metadata salt), success |
 /// | `create`, not sequential | `NodeExists` on a retry: read back; if the data is ours, success, else the error |
@@ -292,6 +293,39 @@ impl RecoverableZooKeeper {
         .map(|(d, s)| (remove_metadata(&d).to_vec(), s))
     }
 
+    /// ZooKeeper 3.6's `getAllChildrenNumber`: how many descendants `path`
+    /// has, at every depth (see [`ZooKeeper::get_all_children_number`]).
+    ///
+    /// # Errors
+    /// `NoNode`, `NoAuth`, `Unimplemented` (server before 3.6), session errors.
+    pub fn get_all_children_number(&self, path: &str) -> Result<i32> {
+        self.retrying("getAllChildrenNumber", path, |_| {
+            self.zk.get_all_children_number(path)
+        })
+    }
+
+    /// ZooKeeper 3.6's `multiRead` (see [`ZooKeeper::multi_read`]): the
+    /// reads' answers in one round trip, the data of each `GetData` without
+    /// its metadata prefix.
+    ///
+    /// # Errors
+    /// `BadArguments`, `Unimplemented` (server before 3.6), session errors; a
+    /// failed read is a [`ReadResult::Error`] among the results.
+    pub fn multi_read(&self, ops: &[ReadOp]) -> Result<Vec<ReadResult>> {
+        let first = ops.first().map_or("/", ReadOp::path).to_string();
+        let results = self.retrying("multiRead", &first, |_| self.zk.multi_read(ops))?;
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                ReadResult::Data { data, stat } => ReadResult::Data {
+                    data: remove_metadata(&data).to_vec(),
+                    stat,
+                },
+                other => other,
+            })
+            .collect())
+    }
+
     /// Data with its metadata prefix, as stored.
     pub fn get_raw_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
         self.retrying("getData", path, |_| self.zk.get_data(path, false))
@@ -451,8 +485,10 @@ impl RecoverableZooKeeper {
         parent: &str,
     ) -> Result<CreatedAndListed> {
         let new_data = self.encode(data);
-        self.retrying("create", tagged, |is_retry| {
+        let mut listing = None;
+        let mut created = self.retrying("create", tagged, |is_retry| {
             if is_retry {
+                listing = None;
                 let (path, stat) = self.sequential_attempt(tagged, &new_data, acl, mode, true)?;
                 return Ok(CreatedAndListed {
                     path,
@@ -460,8 +496,47 @@ impl RecoverableZooKeeper {
                     listed: None,
                 });
             }
-            self.zk
-                .create2_and_get_children(tagged, &new_data, acl, mode, parent)
+            let (path, stat, listed) = self
+                .zk
+                .create2_and_get_children(tagged, &new_data, acl, mode, parent)?;
+            listing = Some(listed);
+            Ok(CreatedAndListed {
+                path,
+                stat,
+                listed: None,
+            })
+        })?;
+        created.listed = match listing {
+            Some(Ok(children)) => Some(children),
+            // A listing lost with the connection is the first attempt of the
+            // listing's retries, as the sequential path's own listing would be
+            // (with `max_attempts(0)` both end with `ConnectionLoss`); the
+            // caller removes the node by its tag.
+            Some(Err(e)) if e.is_retryable() => {
+                Some(self.retrying_after("getChildren", parent, e, || {
+                    self.zk.get_children(parent, false)
+                })?)
+            }
+            // Any other failure: the caller lists again.
+            _ => None,
+        };
+        Ok(created)
+    }
+
+    /// [`retrying`](Self::retrying) whose first attempt already failed with
+    /// `first` (a request sent with another, whose answer was lost): the budget
+    /// counts it, so `max_attempts(0)` returns it at once.
+    fn retrying_after<T>(
+        &self,
+        what: &str,
+        path: &str,
+        first: Error,
+        mut f: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        let mut first = Some(first);
+        self.retrying(what, path, |_| match first.take() {
+            Some(e) => Err(e),
+            None => f(),
         })
     }
 

@@ -652,3 +652,53 @@ fn either_kind_of_lock_into_one_owned_guard_type_chosen_at_run_time() {
     raw.delete(&table, None).unwrap();
     raw.delete(&root, None).unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// The pipelined and the sequential acquire agree on a lost listing
+// ---------------------------------------------------------------------------
+
+/// With `max_attempts(0)` a listing whose reply is lost ends the acquire with
+/// `ConnectionLoss` on both paths: the sequential one (create, then list) and
+/// the pipelined one (create and list in one round trip), where the lost
+/// listing counts as the listing's first attempt. Neither leaves its node.
+#[test]
+fn pipelined_and_sequential_acquire_agree_on_a_lost_listing_with_no_retries() {
+    use zklock::client::ReplyKind;
+    use zklock::lock::{InterProcessLock, ZkInterProcessWriteLock};
+    init_log();
+    let servers = test_servers();
+    let (raw, root) = setup_root(&servers, "lost-listing");
+    let zkw = builder(&servers)
+        .with_retry(RetryConfig::default().with_max_attempts(0))
+        .connect()
+        .unwrap();
+    for pipelined in [true, false] {
+        let znode = format!("{root}/lock-{pipelined}");
+        let mut lock = ZkInterProcessWriteLock::new(&zkw, &znode, b"m", None).unwrap();
+        if !pipelined {
+            lock = lock.with_sequential_acquire();
+        }
+        lock.acquire().unwrap();
+        lock.release().unwrap();
+        zkw.zookeeper().lose_next_reply(ReplyKind::GetChildren);
+        let e = lock.acquire().unwrap_err();
+        assert_eq!(
+            e.code(),
+            Some(ZkError::ConnectionLoss),
+            "pipelined {pipelined}: {e}"
+        );
+        wait_until(WAIT, "no node left", || {
+            raw.get_children(&znode, false).is_ok_and(|c| c.is_empty())
+        });
+        wait_until(WAIT, "reconnected", || {
+            zkw.state() == zklock::client::State::Connected
+        });
+        lock.acquire().unwrap();
+        lock.release().unwrap();
+    }
+    zkw.close().unwrap();
+    let cleanup = connect(&servers);
+    zklock::zkutil::delete_node_recursively(&cleanup, &root).unwrap();
+    cleanup.close().unwrap();
+    raw.close().unwrap();
+}

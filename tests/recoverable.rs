@@ -814,3 +814,88 @@ fn without_the_metadata_prefix_plain_readers_read_the_value_and_lost_replies_sti
     )
     .unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// ZooKeeper 3.6's getAllChildrenNumber and multiRead (issue 24)
+// ---------------------------------------------------------------------------
+
+/// Against the real 3.8 server: `getAllChildrenNumber` counts descendants at
+/// every depth; `multiRead` answers getData and getChildren in one request,
+/// a failed read among them as its own result; the `RecoverableZooKeeper`
+/// forms strip the metadata prefix from the data.
+#[test]
+fn get_all_children_number_and_multi_read_against_the_real_server() {
+    use zklock::client::{ReadOp, ReadResult};
+    init_log();
+    let (zk, root) = setup_root(&test_servers(), "zk36_calls");
+    let under = Under::on(&test_servers(), fast_retry());
+    let rzk = &under.rzk;
+    assert_eq!(zk.get_all_children_number(&root).unwrap(), 0);
+    for p in ["a", "a/b", "a/b/c", "d"] {
+        rzk.create(
+            &format!("{root}/{p}"),
+            p.as_bytes(),
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    }
+    assert_eq!(zk.get_all_children_number(&root).unwrap(), 4);
+    assert_eq!(
+        rzk.get_all_children_number(&format!("{root}/a")).unwrap(),
+        2
+    );
+    assert_code(
+        zk.get_all_children_number(&format!("{root}/missing")),
+        ZkError::NoNode,
+    );
+    assert!(matches!(
+        zk.get_all_children_number("bad").unwrap_err(),
+        Error::BadArguments(_)
+    ));
+
+    let ops = [
+        ReadOp::get_data(format!("{root}/a")),
+        ReadOp::get_children(root.clone()),
+        ReadOp::get_data(format!("{root}/missing")),
+        ReadOp::get_children(format!("{root}/a/b")),
+    ];
+    let raw = zk.multi_read(&ops).unwrap();
+    assert_eq!(raw.len(), 4);
+    match &raw[0] {
+        ReadResult::Data { data, stat } => {
+            assert!(written_by_us(data), "as stored: {data:?}");
+            assert_eq!(stat.num_children, 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    match &raw[1] {
+        ReadResult::Children { children } => {
+            let mut c = children.clone();
+            c.sort();
+            assert_eq!(c, ["a", "d"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        raw[2],
+        ReadResult::Error {
+            code: ZkError::NoNode
+        }
+    );
+    assert_eq!(
+        raw[3],
+        ReadResult::Children {
+            children: vec!["c".to_string()]
+        }
+    );
+    let stripped = rzk.multi_read(&ops).unwrap();
+    assert!(matches!(&stripped[0], ReadResult::Data { data, .. } if data == b"a"));
+    assert_eq!(stripped[1..], raw[1..]);
+    assert!(zk.multi_read(&[]).unwrap().is_empty());
+    assert!(matches!(
+        zk.multi_read(&[ReadOp::get_data("no/slash")]).unwrap_err(),
+        Error::BadArguments(_)
+    ));
+    under.expect_no_reconnect();
+}

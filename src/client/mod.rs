@@ -66,6 +66,7 @@ use crate::error::{Error, Result, ZkError};
 use crate::path::validate_path;
 use connect::{prepend_chroot, strip_chroot, ConnectString};
 pub(crate) use data::CreatedAndListed;
+pub use multi::{ReadOp, ReadResult};
 use proto::{op, Reader, Writer};
 use session::{SessionShared, Settings, WatchReg};
 use watches::{Kind, WatcherRef};
