@@ -702,3 +702,48 @@ fn pipelined_and_sequential_acquire_agree_on_a_lost_listing_with_no_retries() {
     cleanup.close().unwrap();
     raw.close().unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// The two examples that are ports, run
+// ---------------------------------------------------------------------------
+
+/// `examples/<name>`, built by `cargo test --all-features` next to the test
+/// binaries (built here when missing, e.g. for a targeted run).
+fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .join("examples")
+        .join(name);
+    if !path.exists() {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--all-features", "--example", name])
+            .status()
+            .expect("cargo build --example");
+        assert!(status.success(), "building examples/{name}");
+    }
+    path
+}
+
+/// HBase's `TableLockManager` and a master's `ActiveMasterManager` beside a
+/// `MasterAddressTracker`, ported as examples: each runs to its end against
+/// the test server (each checks its own outcome and fails otherwise).
+#[test]
+fn the_ported_examples_run() {
+    for name in ["table_lock_manager", "active_master_manager"] {
+        let out = std::process::Command::new(example(name))
+            .env("ZK_SERVERS", test_servers())
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .expect("run the example");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "examples/{name} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("examples/{name}:\n{stdout}");
+    }
+}
