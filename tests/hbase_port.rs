@@ -28,6 +28,22 @@ fn connect(servers: &str) -> ZooKeeperWatcher {
     builder(servers).connect().expect("connect")
 }
 
+/// A test's start: logging, the servers, a raw session and the test's root.
+fn begin(name: &str) -> (String, zklock::client::ZooKeeper, String) {
+    init_log();
+    let servers = test_servers();
+    let (raw, root) = setup_root(&servers, name);
+    (servers, raw, root)
+}
+
+/// Removes a test's root (its whole subtree) and closes its raw session.
+fn cleanup(raw: zklock::client::ZooKeeper, root: &str) {
+    let zkw = connect(&test_servers());
+    zklock::zkutil::delete_node_recursively(&zkw, root).unwrap();
+    zkw.close().unwrap();
+    raw.close().unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // ZKLeaderManager: HBase's layout, shared with HBase processes
 // ---------------------------------------------------------------------------
@@ -38,9 +54,7 @@ fn connect(servers: &str) -> ZooKeeperWatcher {
 /// candidate knows a leader exists.
 #[test]
 fn leader_manager_writes_hbase_s_leader_znode_that_a_raw_reader_reads() {
-    init_log();
-    let servers = test_servers();
-    let (raw, root) = setup_root(&servers, "leader-layout");
+    let (servers, raw, root) = begin("leader-layout");
     let leader_znode = format!("{root}/replication/leader");
     let (zkw_a, zkw_b) = (connect(&servers), connect(&servers));
     let a = ZkLeaderManager::new(&zkw_a, &leader_znode, "server-a");
@@ -83,8 +97,7 @@ fn leader_manager_writes_hbase_s_leader_znode_that_a_raw_reader_reads() {
     assert!(!b.wait_to_become_leader().unwrap(), "stopped");
     zkw_a.close().unwrap();
     zkw_b.close().unwrap();
-    raw.delete(&format!("{root}/replication"), None).unwrap();
-    raw.delete(&root, None).unwrap();
+    cleanup(raw, &root);
 }
 
 /// Leadership handed over both ways between a manager and an HBase process
@@ -92,9 +105,7 @@ fn leader_manager_writes_hbase_s_leader_znode_that_a_raw_reader_reads() {
 /// znode with HBase's metadata-prefixed id; else watch it).
 #[test]
 fn leadership_hands_over_between_an_hbase_process_and_a_manager() {
-    init_log();
-    let servers = test_servers();
-    let (raw, root) = setup_root(&servers, "leader-handover");
+    let (servers, raw, root) = begin("leader-handover");
     let leader_znode = format!("{root}/leader");
     let hbase_id = append_metadata("hbase-master-1", b"hbase-master");
     let hbase = raw_session(&servers, SESSION);
@@ -160,7 +171,7 @@ fn leadership_hands_over_between_an_hbase_process_and_a_manager() {
     assert!(!manager.has_leadership());
     hbase2.close().unwrap();
     zkw.close().unwrap();
-    raw.delete(&root, None).unwrap();
+    cleanup(raw, &root);
 }
 
 /// A manager knows its session: after an expiry (here with session renewal)
@@ -221,7 +232,7 @@ fn after_an_expiry_a_leader_no_longer_leads_and_a_wait_ends_with_session_expired
     a.stop().unwrap();
     zkw_a.close().unwrap();
     zkw_b.close().unwrap();
-    raw.delete(&root, None).unwrap();
+    cleanup(raw, &root);
 }
 
 // ---------------------------------------------------------------------------
@@ -346,20 +357,11 @@ mod trackers {
         fn has_master(&self) -> bool {
             self.tracker.get_data(false).is_some()
         }
-        fn set_master_address(
-            zkw: &ZooKeeperWatcher,
-            znode: &str,
-            master: &str,
-        ) -> zklock::Result<bool> {
-            zkutil::create_ephemeral_node_and_watch(zkw, znode, master.as_bytes())
-        }
     }
 
     #[test]
     fn a_master_address_tracker_port_follows_the_active_master() {
-        init_log();
-        let servers = test_servers();
-        let (raw, root) = setup_root(&servers, "master-address-tracker");
+        let (servers, raw, root) = begin("master-address-tracker");
         // HBase's layout: `super(watcher, watcher.getMasterAddressZNode(), abortable)`.
         let zkw = builder(&servers)
             .with_hbase_conf([("zookeeper.znode.parent", format!("{root}/hbase"))])
@@ -377,10 +379,10 @@ mod trackers {
         // A master comes up in another process and registers itself.
         let master = connect(&servers);
         assert!(
-            MasterAddressTracker::set_master_address(&master, &master_znode, "m1,16000,1").unwrap()
+            zkutil::create_ephemeral_node_and_watch(&master, &master_znode, b"m1,16000,1").unwrap()
         );
         assert!(
-            !MasterAddressTracker::set_master_address(&zkw, &master_znode, "m2,16000,2").unwrap()
+            !zkutil::create_ephemeral_node_and_watch(&zkw, &master_znode, b"m2,16000,2").unwrap()
         );
         assert_eq!(
             seen.wait_calls(1),
@@ -395,7 +397,7 @@ mod trackers {
         assert_eq!(mat.get_master_address(true), None);
         mat.tracker.stop();
         zkw.close().unwrap();
-        zkutil_cleanup(raw, &root);
+        cleanup(raw, &root);
     }
 
     /// HBase's `ClusterStatusTracker`, ported: `isClusterUp` is "the node
@@ -444,9 +446,7 @@ mod trackers {
 
     #[test]
     fn a_cluster_status_tracker_port_hears_up_change_and_down() {
-        init_log();
-        let servers = test_servers();
-        let (raw, root) = setup_root(&servers, "cluster-status-tracker");
+        let (servers, raw, root) = begin("cluster-status-tracker");
         let zkw = builder(&servers)
             .with_hbase_conf([("zookeeper.znode.parent", format!("{root}/hbase"))])
             .with_create_base_znodes(true)
@@ -498,14 +498,7 @@ mod trackers {
         t.stop();
         other_zkw.close().unwrap();
         zkw.close().unwrap();
-        zkutil_cleanup(raw, &root);
-    }
-
-    fn zkutil_cleanup(raw: zklock::client::ZooKeeper, root: &str) {
-        let zkw = connect(&test_servers());
-        zkutil::delete_node_recursively(&zkw, root).unwrap();
-        zkw.close().unwrap();
-        raw.close().unwrap();
+        cleanup(raw, &root);
     }
 }
 
@@ -518,9 +511,7 @@ mod trackers {
 /// `createBaseZNodes` makes HBase's directories, which a raw client lists.
 #[test]
 fn the_watcher_carries_hbase_s_znode_layout_and_creates_its_base_znodes() {
-    init_log();
-    let servers = test_servers();
-    let (raw, root) = setup_root(&servers, "znode-layout");
+    let (servers, raw, root) = begin("znode-layout");
     let parent = format!("{root}/hbase-unsecure");
     let zkw = builder(&servers)
         .with_hbase_conf([
@@ -589,10 +580,7 @@ fn the_watcher_carries_hbase_s_znode_layout_and_creates_its_base_znodes() {
         .connect()
         .unwrap_err();
     assert!(matches!(e, zklock::Error::BadArguments(_)), "{e}");
-    let cleanup = connect(&servers);
-    zklock::zkutil::delete_node_recursively(&cleanup, &root).unwrap();
-    cleanup.close().unwrap();
-    raw.close().unwrap();
+    cleanup(raw, &root);
 }
 
 // ---------------------------------------------------------------------------
@@ -605,9 +593,7 @@ fn the_watcher_carries_hbase_s_znode_layout_and_creates_its_base_znodes() {
 #[test]
 fn either_kind_of_lock_into_one_owned_guard_type_chosen_at_run_time() {
     use zklock::lock::{OwnedLockGuard, ZkInterProcessReadWriteLock};
-    init_log();
-    let servers = test_servers();
-    let (raw, root) = setup_root(&servers, "either-kind");
+    let (servers, raw, root) = begin("either-kind");
     let zkw = connect(&servers);
     let table = format!("{root}/t1");
     let rw = ZkInterProcessReadWriteLock::new(&zkw, &table, None).unwrap();
@@ -649,8 +635,7 @@ fn either_kind_of_lock_into_one_owned_guard_type_chosen_at_run_time() {
         raw.get_children(&table, false).unwrap().is_empty()
     });
     zkw.close().unwrap();
-    raw.delete(&table, None).unwrap();
-    raw.delete(&root, None).unwrap();
+    cleanup(raw, &root);
 }
 
 // ---------------------------------------------------------------------------
@@ -665,9 +650,7 @@ fn either_kind_of_lock_into_one_owned_guard_type_chosen_at_run_time() {
 fn pipelined_and_sequential_acquire_agree_on_a_lost_listing_with_no_retries() {
     use zklock::client::ReplyKind;
     use zklock::lock::{InterProcessLock, ZkInterProcessWriteLock};
-    init_log();
-    let servers = test_servers();
-    let (raw, root) = setup_root(&servers, "lost-listing");
+    let (servers, raw, root) = begin("lost-listing");
     let zkw = builder(&servers)
         .with_retry(RetryConfig::default().with_max_attempts(0))
         .connect()
@@ -697,10 +680,7 @@ fn pipelined_and_sequential_acquire_agree_on_a_lost_listing_with_no_retries() {
         lock.release().unwrap();
     }
     zkw.close().unwrap();
-    let cleanup = connect(&servers);
-    zklock::zkutil::delete_node_recursively(&cleanup, &root).unwrap();
-    cleanup.close().unwrap();
-    raw.close().unwrap();
+    cleanup(raw, &root);
 }
 
 // ---------------------------------------------------------------------------

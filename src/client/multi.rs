@@ -184,16 +184,8 @@ impl ZooKeeper {
     }
 
     fn read_multi(&self, body: &[u8]) -> std::result::Result<Vec<OpResult>, proto::DecodeError> {
-        let mut r = Reader::new(body);
-        let mut out = Vec::new();
-        loop {
-            let t = r.i32()?;
-            let done = r.bool()?;
-            let _err = r.i32()?;
-            if done {
-                break;
-            }
-            out.push(match t {
+        read_results(body, |t, r| {
+            Ok(match t {
                 op::CREATE => OpResult::Create {
                     path: self.client_path(&r.string()?),
                     stat: None,
@@ -210,15 +202,18 @@ impl ZooKeeper {
                 op::CHECK => OpResult::Check,
                 op::ERROR => OpResult::Error { code: r.i32()? },
                 _ => return Err(proto::DecodeError("unknown multi result type")),
-            });
-        }
-        Ok(out)
+            })
+        })
     }
 }
 
-/// A `multiRead` reply: a header per result (type, done, err), then the
-/// result's record, until the `done` header.
-fn read_multi_read(body: &[u8]) -> std::result::Result<Vec<ReadResult>, proto::DecodeError> {
+/// A `multi` or `multiRead` reply: a header per result (type, done, err),
+/// then the result's record (read by `result` from its type), until the
+/// `done` header.
+fn read_results<T>(
+    body: &[u8],
+    mut result: impl FnMut(i32, &mut Reader<'_>) -> std::result::Result<T, proto::DecodeError>,
+) -> std::result::Result<Vec<T>, proto::DecodeError> {
     let mut r = Reader::new(body);
     let mut out = Vec::new();
     loop {
@@ -228,7 +223,15 @@ fn read_multi_read(body: &[u8]) -> std::result::Result<Vec<ReadResult>, proto::D
         if done {
             break;
         }
-        out.push(match t {
+        out.push(result(t, &mut r)?);
+    }
+    Ok(out)
+}
+
+/// A `multiRead` reply's results.
+fn read_multi_read(body: &[u8]) -> std::result::Result<Vec<ReadResult>, proto::DecodeError> {
+    read_results(body, |t, r| {
+        Ok(match t {
             op::GET_DATA => {
                 let data = r.buffer()?;
                 ReadResult::Data {
@@ -243,7 +246,6 @@ fn read_multi_read(body: &[u8]) -> std::result::Result<Vec<ReadResult>, proto::D
                 code: ZkError::from_code(r.i32()?),
             },
             _ => return Err(proto::DecodeError("unknown multiRead result type")),
-        });
-    }
-    Ok(out)
+        })
+    })
 }
