@@ -45,12 +45,15 @@
 //! | `RetryCounter`, `RetryCounterFactory`, backoff policies | [`RetryCounter`], [`RetryCounterFactory`], [`RetryConfig`], [`BackoffPolicy`] |
 //! | `InstancePending`, `PendingWatcher` | [`InstancePending`], [`PendingWatcher`] |
 //! | `ZKUtil` statics | free functions in [`zkutil`] (`ZKUtil.createWithParents(zkw, p)` → `zkutil::create_with_parents(&zkw, p)`) |
-//! | `ZooKeeperNodeTracker`, `DeletionListener` | [`ZooKeeperNodeTracker`], [`DeletionListener`] |
+//! | `ZooKeeperWatcher.setNodeNames` (HBase 1.3's znode layout: `zookeeper.znode.parent`, `rsZNode`, `masterAddressZNode`, `tableLockZNode`, ...) | [`ZNodePaths`], [`ZooKeeperWatcher::znode_paths`], [`ZooKeeperWatcherBuilder::with_hbase_conf`] |
+//! | `ZooKeeperNodeTracker`, `DeletionListener` | [`ZooKeeperNodeTracker`], [`DeletionListener`]; their events reach the watcher's listeners too, once each |
+//! | subclasses of `ZooKeeperNodeTracker` (`MasterAddressTracker`, `ClusterStatusTracker`, ...) overriding `nodeCreated` / `nodeDataChanged` / `nodeDeleted` | [`ZooKeeperNodeTracker::with_listener`] with a [`NodeTrackerListener`] |
 //! | `InterProcessLock`, `InterProcessReadWriteLock`, `MetadataHandler` | [`lock::InterProcessLock`], [`lock::InterProcessReadWriteLock`], [`lock::MetadataHandler`] |
 //! | `ZKInterProcessLockBase`, `ZKInterProcessReadLock`, `ZKInterProcessWriteLock`, `ZKInterProcessReadWriteLock` | [`lock::ZkInterProcessLockBase`], [`lock::ZkInterProcessReadLock`], [`lock::ZkInterProcessWriteLock`], [`lock::ZkInterProcessReadWriteLock`] |
 //! | `org.apache.zookeeper.ZooKeeper` | [`client::ZooKeeper`] (zklock's own client) |
 //! | `KeeperException.Code` | [`ZkError`] inside [`Error::Zk`] |
-//! | ZooKeeper's recipes: `WriteLock`, `LeaderElectionSupport`, `DistributedQueue`, barriers, group, 2PC; HBase's `ZKLeaderManager` | [`recipes`] |
+//! | ZooKeeper's recipes: `WriteLock`, `LeaderElectionSupport`, `DistributedQueue`, barriers, group, 2PC; HBase's `ZKLeaderManager` (its one ephemeral leader znode) | [`recipes`] |
+//! | `TableLockManager`'s `isShared ? readLock : writeLock` | [`lock::ZkInterProcessReadWriteLock::read_or_write_lock`], [`lock::OwnedLockGuard::acquire`] |
 //!
 //! HBase's names are kept; acronyms are one word (`ZKUtil` → `zkutil`,
 //! `ZKInterProcessReadWriteLock` → `ZkInterProcessReadWriteLock`, with a doc alias).
