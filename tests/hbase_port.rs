@@ -444,6 +444,84 @@ mod trackers {
         }
     }
 
+    /// After a session renewal the tracker reads its node again; the override
+    /// hears the change the old session missed (here a data change made while
+    /// the session was cut off and expired), and nothing when there is none.
+    #[test]
+    fn after_a_session_renewal_the_override_hears_what_changed_meanwhile() {
+        let _serial = Serial::shared();
+        let (_, raw, root) = begin("tracker-renewal");
+        let servers = shared_server().connect_string();
+        let proxy = FaultProxy::start(servers.as_str()).unwrap();
+        let zkw = builder(&proxy.connect_string())
+            .with_session_renewal(true)
+            .connect()
+            .unwrap();
+        let node = format!("{root}/peer-state");
+        raw.create(
+            &node,
+            b"ENABLED",
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+        let seen = Arc::new(Seen::default());
+        let tracker = tracker_with(&zkw, &node, &seen);
+        tracker.start().unwrap();
+        assert_eq!(tracker.get_data(false).as_deref(), Some(&b"ENABLED"[..]));
+
+        // Cut off; the node changes; the session expires; it is renewed.
+        let old = zkw.zookeeper().session_id();
+        proxy.stall();
+        raw.set_data(&node, b"DISABLED", None).unwrap();
+        let zk = zkw.zookeeper();
+        let twin = zklock::client::ZooKeeper::connect_with_session(
+            &servers,
+            SESSION,
+            |_e: WatchedEvent| {},
+            zk.session_id(),
+            &zk.session_password(),
+        )
+        .unwrap();
+        twin.close().unwrap();
+        proxy.reset();
+        assert_eq!(
+            seen.wait_calls(1),
+            [("changed".to_string(), Some(b"DISABLED".to_vec()))]
+        );
+        assert_ne!(zkw.zookeeper().session_id(), old);
+
+        // A second renewal with nothing changed: no call. (A listener's
+        // session_renewed comes after the tracker's renewal read was sent;
+        // an asynchronous round trip after it, after that read's answer.)
+        struct Renewals(std::sync::atomic::AtomicUsize);
+        impl zklock::ZooKeeperListener for Renewals {
+            fn session_renewed(&self) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let renewals = Arc::new(Renewals(Default::default()));
+        let _registration = zkw.listen(renewals.clone());
+        force_expiry(&proxy, &servers, &zkw);
+        wait_until(WAIT, "renewed again", || {
+            renewals.0.load(std::sync::atomic::Ordering::SeqCst) == 1
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        zkw.zookeeper().exists_async("/", None, move |_| {
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(WAIT).unwrap();
+        assert_eq!(seen.calls().len(), 1, "{:?}", seen.calls());
+        raw.set_data(&node, b"ENABLED", None).unwrap();
+        assert_eq!(
+            seen.wait_calls(2)[1],
+            ("changed".to_string(), Some(b"ENABLED".to_vec()))
+        );
+        tracker.stop();
+        zkw.close().unwrap();
+        cleanup(raw, &root);
+    }
+
     #[test]
     fn a_cluster_status_tracker_port_hears_up_change_and_down() {
         let (servers, raw, root) = begin("cluster-status-tracker");
