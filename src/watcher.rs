@@ -147,6 +147,8 @@ struct WatcherInner {
     /// `unregister_all_listeners` cannot strand a library wait, and weak, so
     /// that they never keep the session alive.
     hooks: Mutex<Hooks>,
+    /// Whether any hook subscribed to a path (see `has_path_hooks`).
+    path_hooks: AtomicBool,
 }
 
 /// A library listener's subscription to connection events (type `None`). Called
@@ -191,6 +193,12 @@ impl Hooks {
             }
         }
     }
+}
+
+/// Whether any hook subscribed to a path: node events skip the hook table
+/// (and its lock) while none did. Set under the hooks' lock.
+fn has_path_hooks(hooks: &Hooks, flag: &AtomicBool) {
+    flag.store(!hooks.by_path.is_empty(), Ordering::SeqCst);
 }
 
 /// HBase's `ZooKeeperWatcher`: the process's ZooKeeper session, its
@@ -502,6 +510,7 @@ impl ZooKeeperWatcherBuilder {
             state_cv: Condvar::new(),
             pending: pending.clone(),
             hooks: Mutex::new(Hooks::default()),
+            path_hooks: AtomicBool::new(false),
             renew: self.renew,
             renewing: AtomicBool::new(false),
         });
@@ -908,6 +917,7 @@ impl WeakZooKeeperWatcher {
             if let Some(path) = path {
                 hooks.by_path.entry(path.to_string()).or_default().push(id);
                 hooks.path_of.insert(id, path.to_string());
+                has_path_hooks(&hooks, &inner.path_hooks);
             }
             id
         };
@@ -927,7 +937,9 @@ impl WeakZooKeeperWatcher {
     /// Ends a subscription of [`add_hook`](Self::add_hook).
     pub(crate) fn remove_hook(&self, id: u64) {
         if let Some(inner) = self.inner.upgrade() {
-            inner.hooks.lock().remove(id);
+            let mut hooks = inner.hooks.lock();
+            hooks.remove(id);
+            has_path_hooks(&hooks, &inner.path_hooks);
         }
     }
 }
@@ -1003,12 +1015,16 @@ impl WatcherInner {
         for id in gone {
             g.remove(id);
         }
+        has_path_hooks(&g, &self.path_hooks);
         g.by_id.values().filter_map(Weak::upgrade).collect()
     }
 
     /// Tells the hooks subscribed to `path` of a node event (on the event
     /// thread, before the user's listeners; their reactions never block).
     fn tell_node_hooks(&self, event_type: EventType, path: &str) {
+        if !self.path_hooks.load(Ordering::SeqCst) {
+            return;
+        }
         let hooks: Vec<Arc<dyn SessionHook>> = {
             let g = self.hooks.lock();
             match g.by_path.get(path) {
@@ -1056,6 +1072,7 @@ impl WatcherInner {
         // did (their handlers are idempotent).
         self.tell_hooks(KeeperState::Closed);
         *self.hooks.lock() = Hooks::default();
+        self.path_hooks.store(false, Ordering::SeqCst);
         {
             let _g = self.state_lock.lock();
             self.state_seq.fetch_add(1, Ordering::SeqCst);
