@@ -66,6 +66,7 @@ use crate::error::{Error, Result, ZkError};
 use crate::path::validate_path;
 use connect::{prepend_chroot, strip_chroot, ConnectString};
 pub(crate) use data::CreatedAndListed;
+pub use multi::{ReadOp, ReadResult};
 use proto::{op, Reader, Writer};
 use session::{SessionShared, Settings, WatchReg};
 use watches::{Kind, WatcherRef};
@@ -484,6 +485,18 @@ impl ZooKeeper {
         self.shared().negotiated_timeout()
     }
 
+    /// How long a call made while disconnected waits for a connection (see
+    /// [`ZooKeeperBuilder::with_connect_wait`]).
+    pub fn connect_wait(&self) -> Duration {
+        self.shared().settings.connect_wait
+    }
+
+    /// How long a sent request waits for its reply (see
+    /// [`ZooKeeperBuilder::with_request_timeout`]).
+    pub fn request_timeout(&self) -> Duration {
+        self.shared().settings.request_timeout
+    }
+
     /// The connection state.
     pub fn state(&self) -> State {
         self.shared().state()
@@ -512,7 +525,10 @@ impl ZooKeeper {
         strip_chroot(self.chroot(), server_path)
     }
 
-    fn default_watcher(&self) -> WatcherRef {
+    /// The session's default watcher (the one `watch = true` sets): library
+    /// listeners pass it with their requests so that their events reach the
+    /// `ZooKeeperWatcher`'s listeners too, once per event.
+    pub(crate) fn default_watcher(&self) -> WatcherRef {
         self.shared().default_watcher.clone()
     }
 

@@ -316,3 +316,21 @@ impl Serial {
         SERIAL.write().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// Expires `zkw`'s session for sure: while it is cut off behind `proxy`, a
+/// second handle on the same session closes it; the reconnect then learns it
+/// expired (no race with the client's own reconnect).
+pub fn force_expiry(proxy: &zklock::testing::FaultProxy, servers: &str, zkw: &ZooKeeperWatcher) {
+    proxy.stall();
+    let zk = zkw.zookeeper();
+    let twin = ZooKeeper::connect_with_session(
+        servers,
+        Duration::from_secs(6),
+        |_e: WatchedEvent| {},
+        zk.session_id(),
+        &zk.session_password(),
+    )
+    .unwrap();
+    twin.close().unwrap();
+    proxy.reset();
+}
