@@ -81,6 +81,7 @@ impl Member {
             log: self.log(),
             cleanup: Some(self.dir.clone()),
             cleanup_parent: Some(root.to_path_buf()),
+            netty: false,
         };
         self.watchdog = Some(Watchdog::spawn(&spec)?);
         Ok(())
