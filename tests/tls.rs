@@ -135,3 +135,303 @@ fn java_client_connects_over_tls_with_a_client_certificate() {
     assert_eq!(j.ask(&format!("get {path}")), "data hello");
     assert_eq!(j.ask(&format!("delete {path}")), "ok");
 }
+
+// ---------------------------------------------------------------------------
+// zklock over TLS
+// ---------------------------------------------------------------------------
+
+use std::time::Instant;
+use zklock::client::{
+    Acl, CreateMode, TlsConfig, TlsError, TlsVersion, ZooKeeper, ZooKeeperBuilder,
+};
+use zklock::testing::FaultProxy;
+use zklock::{Error, ZkError};
+
+/// TLS trusting `pki`'s CA, with `client`'s certificate when given.
+fn tls(pki: &TestPki, client: Option<&ClientCert>) -> TlsConfig {
+    let b = TlsConfig::builder().with_ca_file(pki.ca_pem());
+    let b = match client {
+        Some(c) => b.with_client_cert(&c.cert_pem, &c.key_pem),
+        None => b,
+    };
+    b.build().expect("a TLS config")
+}
+
+fn builder(connect: &str, tls: Option<TlsConfig>) -> ZooKeeperBuilder {
+    let b = ZooKeeper::builder(connect)
+        .with_session_timeout(Duration::from_secs(6))
+        .with_connect_wait(Duration::from_secs(20));
+    match tls {
+        Some(t) => b.with_tls(t),
+        None => b,
+    }
+}
+
+fn zk_as(pki: &TestPki, cert: &ClientCert, connect: &str) -> ZooKeeper {
+    builder(connect, Some(tls(pki, Some(cert))))
+        .connect(|_e| {})
+        .expect("connect over TLS")
+}
+
+#[test]
+fn zklock_and_java_share_x509_identities_and_acls() {
+    let (pki, server) = shared();
+    let (alice, bob) = (pki.client("alice").unwrap(), pki.client("bob").unwrap());
+    let cs = secure(server);
+    let za = zk_as(pki, &alice, &cs);
+    let zb = zk_as(pki, &bob, &cs);
+    let mut ja = JavaClient::start(pki, &alice, &cs);
+    let mut jb = JavaClient::start(pki, &bob, &cs);
+    let root = format!("/tls-acl-{}", std::process::id());
+    za.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    // Each creates a node only its creator may touch.
+    let by_rust = format!("{root}/by-zklock");
+    let by_java = format!("{root}/by-java");
+    za.create(&by_rust, b"r", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    assert_eq!(
+        ja.ask(&format!("create {by_java} j creator")),
+        format!("ok {by_java}")
+    );
+    // The same kind of identity on both.
+    let (acl, _) = za.get_acl(&by_rust).unwrap();
+    assert_eq!(acl.len(), 1);
+    assert_eq!(acl[0].id.scheme, "x509");
+    assert_eq!(acl[0].id.id, alice.acl_id);
+    assert_eq!(
+        ja.ask(&format!("acl {by_java}")),
+        format!("acl 31:x509:{}", alice.acl_id)
+    );
+    // Reading an ACL needs READ (or ADMIN) since ZooKeeper 3.6.
+    assert_eq!(jb.ask(&format!("acl {by_rust}")), "err NOAUTH");
+    common::assert_code(zb.get_acl(&by_java), ZkError::NoAuth);
+    // Alice reads both, on either client; Bob neither.
+    assert_eq!(za.get_data(&by_java, false).unwrap().0, b"j");
+    assert_eq!(ja.ask(&format!("get {by_rust}")), "data r");
+    common::assert_code(zb.get_data(&by_rust, false), ZkError::NoAuth);
+    common::assert_code(zb.get_data(&by_java, false), ZkError::NoAuth);
+    assert_eq!(jb.ask(&format!("get {by_rust}")), "err NOAUTH");
+    assert_eq!(jb.ask(&format!("set {by_java} x")), "err NOAUTH");
+    // Bob's node: readable by anyone, writable by nobody.
+    let bobs = format!("{root}/bobs");
+    assert_eq!(
+        jb.ask(&format!("create {bobs} b read")),
+        format!("ok {bobs}")
+    );
+    assert_eq!(za.get_data(&bobs, false).unwrap().0, b"b");
+    common::assert_code(za.set_data(&bobs, b"x", None), ZkError::NoAuth);
+    for p in [&by_rust, &by_java] {
+        za.delete(p, None).unwrap();
+    }
+    assert_eq!(ja.ask(&format!("delete {bobs}")), "ok");
+    za.delete(&root, None).unwrap();
+}
+
+#[test]
+fn tls_12_and_13() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let only13 = TlsConfig::builder()
+        .with_ca_file(pki.ca_pem())
+        .with_client_cert(&alice.cert_pem, &alice.key_pem)
+        .with_protocols(&[TlsVersion::Tls13])
+        .build()
+        .unwrap();
+    // ZooKeeper 3.8 offers TLS 1.2 only by default.
+    let e = builder(&secure(server), Some(only13.clone()))
+        .connect(|_e| {})
+        .unwrap_err();
+    assert!(matches!(e, Error::Tls(TlsError::Handshake(_))), "{e:?}");
+    let only12 = TlsConfig::builder()
+        .with_ca_file(pki.ca_pem())
+        .with_client_cert(&alice.cert_pem, &alice.key_pem)
+        .with_protocols(&[TlsVersion::Tls12])
+        .build()
+        .unwrap();
+    let zk = builder(&secure(server), Some(only12))
+        .connect(|_e| {})
+        .unwrap();
+    zk.exists("/", false).unwrap();
+    // A server with TLS 1.3 suites configured.
+    let server13 = ZkServer::start_tls(pki, true).unwrap();
+    let zk = builder(&secure(&server13), Some(only13))
+        .connect(|_e| {})
+        .unwrap();
+    let path = format!("/tls13-{}", std::process::id());
+    zk.create(&path, b"13", Acl::creator_all(), CreateMode::Ephemeral)
+        .unwrap();
+    assert_eq!(zk.get_acl(&path).unwrap().0[0].id.id, alice.acl_id);
+}
+
+/// Connecting to `target` (through a proxy that counts the attempts, as
+/// `host:proxy port`) fails with the TLS error `check` accepts, long before
+/// the connect wait; a client left running retries at most about once a second.
+fn assert_refused(
+    target: &str,
+    host: &str,
+    tls: Option<TlsConfig>,
+    check: impl Fn(&Error) -> bool,
+) {
+    let proxy = FaultProxy::start(target).unwrap();
+    let cs = format!("{host}:{}", proxy.addr().port());
+    let started = Instant::now();
+    let e = builder(&cs, tls.clone()).connect(|_e| {}).unwrap_err();
+    assert!(check(&e), "unexpected error: {e:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "took {:?} (the connect wait is 20 s)",
+        started.elapsed()
+    );
+    let before = proxy.accepted();
+    let zk = builder(&cs, tls).start(|_e| {}).unwrap();
+    thread::sleep(Duration::from_secs(3));
+    let attempts = proxy.accepted() - before;
+    drop(zk);
+    assert!(
+        (1..=6).contains(&attempts),
+        "{attempts} connect attempts in 3 s: a retry storm"
+    );
+}
+
+#[test]
+fn server_certificate_for_another_host() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let target = format!("127.0.0.1:{}", server.secure_port().unwrap());
+    // The certificate names localhost; 127.0.0.1 is another host.
+    assert_refused(
+        &target,
+        "127.0.0.1",
+        Some(tls(pki, Some(&alice))),
+        |e| matches!(e, Error::Tls(TlsError::HostnameMismatch { host }) if host.starts_with("127.0.0.1:")),
+    );
+    // Java's zookeeper.ssl.hostnameVerification=false: the chain is still checked.
+    let lax = TlsConfig::builder()
+        .with_ca_file(pki.ca_pem())
+        .with_client_cert(&alice.cert_pem, &alice.key_pem)
+        .with_hostname_verification(false);
+    let zk = builder(&target, Some(lax.clone().build().unwrap()))
+        .connect(|_e| {})
+        .unwrap();
+    zk.exists("/", false).unwrap();
+    let untrusted = TlsConfig::builder()
+        .with_ca_file(pki.other_ca_pem())
+        .with_client_cert(&alice.cert_pem, &alice.key_pem)
+        .with_hostname_verification(false)
+        .build()
+        .unwrap();
+    let e = builder(&target, Some(untrusted))
+        .connect(|_e| {})
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Tls(TlsError::UntrustedServer(_))),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn untrusted_server_ca() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let other = TlsConfig::builder()
+        .with_ca_file(pki.other_ca_pem())
+        .with_client_cert(&alice.cert_pem, &alice.key_pem)
+        .build()
+        .unwrap();
+    let target = format!("127.0.0.1:{}", server.secure_port().unwrap());
+    assert_refused(&target, "localhost", Some(other), |e| {
+        matches!(e, Error::Tls(TlsError::UntrustedServer(_)))
+    });
+}
+
+#[test]
+fn client_certificate_refused_expired_missing_or_foreign() {
+    let (pki, server) = shared();
+    let target = format!("127.0.0.1:{}", server.secure_port().unwrap());
+    let rejected = |e: &Error| matches!(e, Error::Tls(TlsError::ClientCertificateRejected(_)));
+    let expired = pki.expired_client("carol").unwrap();
+    assert_refused(
+        &target,
+        "localhost",
+        Some(tls(pki, Some(&expired))),
+        rejected,
+    );
+    assert_refused(&target, "localhost", Some(tls(pki, None)), rejected);
+    let foreign = pki.foreign_client("mallory").unwrap();
+    assert_refused(
+        &target,
+        "localhost",
+        Some(tls(pki, Some(&foreign))),
+        rejected,
+    );
+}
+
+/// ZooKeeper's Netty TLS port closes a plaintext connection without a byte
+/// (no alert), as a server that is not serving does: a plaintext client cannot
+/// tell the two apart, so it gets `ConnectionLoss` after its connect wait (as
+/// Java's client, which keeps reconnecting), its attempts spaced by the
+/// backoff (10 ms doubling to 1 s), never a storm.
+#[test]
+fn plaintext_client_on_the_tls_port() {
+    let (_pki, server) = shared();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let started = Instant::now();
+    let e = ZooKeeper::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(6))
+        .with_connect_wait(Duration::from_secs(3))
+        .connect(|_e| {})
+        .unwrap_err();
+    assert!(e.is(ZkError::ConnectionLoss), "{e:?}");
+    let attempts = proxy.accepted();
+    assert!(
+        (3..=14).contains(&attempts),
+        "{attempts} attempts in {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn tls_client_on_the_plaintext_port() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    assert_refused(
+        &server.connect_string(),
+        "localhost",
+        Some(tls(pki, Some(&alice))),
+        |e| matches!(e, Error::Tls(TlsError::NotTls(_))),
+    );
+}
+
+#[test]
+fn a_server_stalling_mid_handshake_is_bounded_by_the_handshake_deadline() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    // The ClientHello reaches the server; nothing comes back.
+    proxy.stall_downstream();
+    let cs = format!("localhost:{}", proxy.addr().port());
+    let started = Instant::now();
+    let e = ZooKeeper::builder(&cs)
+        .with_session_timeout(Duration::from_secs(6))
+        .with_connect_wait(Duration::from_secs(3))
+        .with_handshake_timeout(Duration::from_millis(500))
+        .with_tls(tls(pki, Some(&alice)))
+        .connect(|_e| {})
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(e.is(ZkError::ConnectionLoss), "{e:?}");
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+    // Each attempt waited its whole deadline: at most one per 0.5 s, plus the backoff.
+    let attempts = proxy.accepted();
+    assert!(
+        (2..=8).contains(&attempts),
+        "{attempts} attempts in {took:?}"
+    );
+    // Let through, it connects.
+    proxy.reset();
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .connect(|_e| {})
+        .unwrap();
+    zk.exists("/", false).unwrap();
+}
