@@ -368,39 +368,59 @@ fn client_certificate_refused_expired_missing_or_foreign() {
 }
 
 /// ZooKeeper's Netty TLS port closes a plaintext connection without a byte
-/// (no alert), as a server that is not serving does: a plaintext client cannot
-/// tell the two apart, so it gets `ConnectionLoss` after its connect wait (as
-/// Java's client, which keeps reconnecting), its attempts spaced by the
-/// backoff (10 ms doubling to 1 s), never a storm.
+/// (no alert), and its plaintext port closes a TLS connection the same way, as
+/// a server that is not serving does: a client cannot tell these apart, so it
+/// gets `ConnectionLoss` after its connect wait (as Java's client, which keeps
+/// reconnecting), its attempts spaced by the backoff (10 ms doubling to 1 s),
+/// never a storm.
 #[test]
-fn plaintext_client_on_the_tls_port() {
-    let (_pki, server) = shared();
-    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
-    let started = Instant::now();
-    let e = ZooKeeper::builder(&proxy.connect_string())
-        .with_session_timeout(Duration::from_secs(6))
-        .with_connect_wait(Duration::from_secs(3))
-        .connect(|_e| {})
-        .unwrap_err();
-    assert!(e.is(ZkError::ConnectionLoss), "{e:?}");
-    let attempts = proxy.accepted();
-    assert!(
-        (3..=14).contains(&attempts),
-        "{attempts} attempts in {:?}",
-        started.elapsed()
-    );
-}
-
-#[test]
-fn tls_client_on_the_plaintext_port() {
+fn plaintext_client_on_the_tls_port_and_the_reverse() {
     let (pki, server) = shared();
     let alice = pki.client("alice").unwrap();
-    assert_refused(
-        &server.connect_string(),
-        "localhost",
-        Some(tls(pki, Some(&alice))),
-        |e| matches!(e, Error::Tls(TlsError::NotTls(_))),
-    );
+    let cases = [
+        (server.secure_port().unwrap(), None),
+        (server.port(), Some(tls(pki, Some(&alice)))),
+    ];
+    for (port, tls) in cases {
+        let proxy = FaultProxy::start(format!("127.0.0.1:{port}")).unwrap();
+        let started = Instant::now();
+        let b = ZooKeeper::builder(&format!("localhost:{}", proxy.addr().port()))
+            .with_session_timeout(Duration::from_secs(6))
+            .with_connect_wait(Duration::from_secs(3));
+        let b = match tls {
+            Some(t) => b.with_tls(t),
+            None => b,
+        };
+        let e = b.connect(|_e| {}).unwrap_err();
+        assert!(e.is(ZkError::ConnectionLoss), "{e:?}");
+        let attempts = proxy.accepted();
+        assert!(
+            (3..=14).contains(&attempts),
+            "{attempts} attempts in {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// A port that answers the ClientHello with something else than TLS (here a
+/// ZooKeeper-like frame) is a typed error at once.
+#[test]
+fn a_server_answering_the_client_hello_with_plaintext_is_not_tls() {
+    let (pki, _) = shared();
+    let alice = pki.client("alice").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            let _ = s.write_all(&[0, 0, 0, 36, 0, 0, 0, 0, 0, 0, 0x17, 0x70, 1, 2, 3, 4]);
+            thread::sleep(Duration::from_millis(200)); // deliberate: let it read
+        }
+    });
+    let target = format!("127.0.0.1:{port}");
+    assert_refused(&target, "localhost", Some(tls(pki, Some(&alice))), |e| {
+        matches!(e, Error::Tls(TlsError::NotTls(_)))
+    });
 }
 
 #[test]
@@ -434,4 +454,175 @@ fn a_server_stalling_mid_handshake_is_bounded_by_the_handshake_deadline() {
         .connect(|_e| {})
         .unwrap();
     zk.exists("/", false).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Faults over TLS
+// ---------------------------------------------------------------------------
+
+use std::sync::{Arc, Mutex};
+use zklock::client::{EventType, KeeperState, WatchedEvent};
+use zklock::lock::{
+    InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
+};
+use zklock::testing::wait_until;
+use zklock::{RetryConfig, ZooKeeperWatcher};
+
+type Seen = Arc<Mutex<Vec<WatchedEvent>>>;
+
+fn recorder() -> (Seen, impl Fn(WatchedEvent) + Send + Sync + 'static) {
+    let seen: Seen = Arc::default();
+    let s = seen.clone();
+    (seen, move |e: WatchedEvent| s.lock().unwrap().push(e))
+}
+
+fn count_state(seen: &Seen, ks: KeeperState) -> usize {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.event_type == EventType::None && e.keeper_state == ks)
+        .count()
+}
+
+#[test]
+fn a_tls_session_survives_a_cut_and_a_server_restart_with_its_watches() {
+    let (pki, _) = shared();
+    let alice = pki.client("alice").unwrap();
+    let mut server = ZkServer::start_tls(pki, false).unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let cs = format!("localhost:{}", proxy.addr().port());
+    let (seen, watcher) = recorder();
+    // Long enough for a JVM restart on a loaded machine.
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .with_session_timeout(Duration::from_secs(15))
+        .connect(watcher)
+        .unwrap();
+    let other = zk_as(pki, &alice, &secure(&server));
+    let id = zk.session_id();
+    let path = format!("/tls-faults-{}", std::process::id());
+    zk.create(&path, b"0", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    for (round, fault) in ["cut", "restart"].into_iter().enumerate() {
+        zk.get_data(&path, true).unwrap();
+        match fault {
+            "cut" => proxy.cut(),
+            _ => server.restart().unwrap(),
+        }
+        wait_until(Duration::from_secs(20), "Disconnected", || {
+            count_state(&seen, KeeperState::Disconnected) > round
+        });
+        wait_until(Duration::from_secs(20), "SyncConnected again", || {
+            count_state(&seen, KeeperState::SyncConnected) > round + 1
+        });
+        assert_eq!(zk.session_id(), id, "{fault}: the same session");
+        let other = if fault == "restart" {
+            zk_as(pki, &alice, &secure(&server))
+        } else {
+            other.clone()
+        };
+        other.set_data(&path, b"1", None).unwrap();
+        wait_until(Duration::from_secs(10), "the data watch fires", || {
+            seen.lock()
+                .unwrap()
+                .iter()
+                .filter(|e| e.event_type == EventType::NodeDataChanged)
+                .count()
+                > round
+        });
+    }
+    assert_eq!(count_state(&seen, KeeperState::Expired), 0);
+    zk.delete(&path, None).unwrap();
+}
+
+#[test]
+fn a_partition_longer_than_the_session_ends_in_expired_over_tls() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let cs = format!("localhost:{}", proxy.addr().port());
+    let (seen, watcher) = recorder();
+    let session = Duration::from_secs(2);
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .with_session_timeout(session)
+        .connect(watcher)
+        .unwrap();
+    let stalled = Instant::now();
+    proxy.stall();
+    wait_until(Duration::from_secs(8), "Expired", || {
+        count_state(&seen, KeeperState::Expired) == 1
+    });
+    let took = stalled.elapsed();
+    assert!(
+        took < session + Duration::from_millis(1500),
+        "Expired after {took:?}"
+    );
+    common::assert_code(zk.exists("/", false), ZkError::SessionExpired);
+    proxy.pass();
+}
+
+/// A write lock held over TLS through a partition longer than the session:
+/// the holder hears InDoubt before a contender (over TLS too) is granted the
+/// lock, then Lost; nothing is left behind.
+#[test]
+fn a_lock_held_over_tls_through_a_partition_keeps_its_guarantees() {
+    let (pki, server) = shared();
+    let (alice, bob) = (pki.client("alice").unwrap(), pki.client("bob").unwrap());
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let zkw = |cs: &str, cert: &ClientCert| {
+        let t = tls(pki, Some(cert));
+        ZooKeeperWatcher::builder(cs)
+            .with_session_timeout(Duration::from_secs(2))
+            .with_connect_wait(Duration::from_secs(10))
+            .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+            .with_client(move |b| b.with_tls(t))
+            .connect()
+            .unwrap()
+    };
+    let holder = zkw(&format!("localhost:{}", proxy.addr().port()), &alice);
+    let contender = zkw(&secure(server), &bob);
+    // Open ACLs on the lock's nodes: the two sessions are different identities.
+    let root = format!("/tls-lock-{}", std::process::id());
+    let (events, listener) = common::lock_recorder();
+    let event_times: Arc<Mutex<Vec<(LockEvent, Instant)>>> = Arc::default();
+    let times = event_times.clone();
+    let rw = ZkInterProcessReadWriteLock::new(&holder, &root, None)
+        .unwrap()
+        .with_lock_listener(move |p: &str, e: LockEvent| {
+            times.lock().unwrap().push((e, Instant::now()));
+            listener(p, e)
+        });
+    let held = rw.write_lock(b"holder");
+    held.acquire().unwrap();
+    let wanted = ZkInterProcessReadWriteLock::new(&contender, &root, None)
+        .unwrap()
+        .write_lock(b"contender");
+    let waiting = thread::spawn(move || {
+        wanted.acquire().unwrap();
+        let granted = Instant::now();
+        wanted.release().unwrap();
+        granted
+    });
+    thread::sleep(Duration::from_millis(300)); // deliberate: the contender queues
+    proxy.stall();
+    let granted = waiting.join().unwrap();
+    wait_until(Duration::from_secs(10), "Lost", || {
+        events.lock().unwrap().contains(&LockEvent::Lost)
+    });
+    assert_eq!(
+        *events.lock().unwrap(),
+        [LockEvent::InDoubt, LockEvent::Lost]
+    );
+    let in_doubt = event_times.lock().unwrap()[0].1;
+    assert!(in_doubt < granted, "InDoubt must come before another grant");
+    assert!(!held.is_held());
+    wait_until(Duration::from_secs(10), "no orphan", || {
+        contender
+            .zookeeper()
+            .get_children(&root, false)
+            .map(|c| c.is_empty())
+            .unwrap_or(true)
+    });
+    proxy.pass();
+    contender.close().unwrap();
+    holder.close().unwrap();
 }

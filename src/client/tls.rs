@@ -76,8 +76,11 @@ pub enum TlsError {
     /// (a TLS alert: `bad_certificate`, `certificate_required`,
     /// `certificate_expired`, `unknown_ca`, ...).
     ClientCertificateRejected(String),
-    /// The server does not speak TLS on this port (it closed the connection
-    /// during the handshake, or answered with something that is not TLS).
+    /// The server does not speak TLS on this port: it answered the
+    /// ClientHello with something that is not TLS. (A server that closes the
+    /// connection without a byte, as ZooKeeper's plaintext port does, cannot
+    /// be told from one that is not serving: that is a lost connection,
+    /// retried, and `ConnectionLoss` after the connect wait.)
     NotTls(String),
     /// The server sent another TLS alert, or the handshake failed otherwise.
     Handshake(String),

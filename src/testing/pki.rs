@@ -5,6 +5,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 use super::process::make_temp_dir;
 
@@ -36,6 +37,9 @@ pub const STORE_PASSWORD: &str = "zklock-test";
 #[derive(Debug)]
 pub struct TestPki {
     dir: PathBuf,
+    /// Held while a client certificate is made (tests ask in parallel; the
+    /// CA's serial file is shared).
+    issuing: Mutex<()>,
 }
 
 /// A client's certificate and key, as files.
@@ -61,6 +65,7 @@ impl TestPki {
     pub fn generate() -> io::Result<TestPki> {
         let pki = TestPki {
             dir: make_temp_dir("pki")?,
+            issuing: Mutex::new(()),
         };
         pki.make_ca("ca", "zklock test CA")?;
         pki.make_ca("other-ca", "zklock untrusted CA")?;
@@ -169,6 +174,7 @@ impl TestPki {
             ));
         }
         let stem = format!("client-{ca}-{name}-{days}");
+        let _one_at_a_time = self.issuing.lock().unwrap_or_else(|e| e.into_inner());
         if !self.path(&format!("{stem}.p12")).exists() {
             self.issue(
                 ca,

@@ -97,6 +97,7 @@ impl Link {
         }));
         let tls = link.0.tls.as_ref().expect("made with TLS");
         let mut raw = vec![0u8; 16 * 1024];
+        let mut heard = false;
         loop {
             link.flush_tls(Some(deadline))?;
             if !tls.conn.lock().is_handshaking() {
@@ -104,8 +105,19 @@ impl Link {
             }
             link.0.sock.set_read_timeout(Some(left_until(deadline)?))?;
             let n = match (&link.0.sock).read(&mut raw) {
+                // Before any byte: as a server that is not serving (or a proxy
+                // whose server is down) does; a plaintext port does the same
+                // with a ClientHello, but the two cannot be told apart, so this
+                // is retried like any lost connection.
+                Ok(0) if !heard => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection before answering the TLS \
+                         handshake (not serving, or not a TLS port)",
+                    ))
+                }
                 Ok(0) => {
-                    return Err(TlsError::NotTls(
+                    return Err(TlsError::Handshake(
                         "the server closed the connection during the TLS handshake".into(),
                     )
                     .into_io())
@@ -117,6 +129,7 @@ impl Link {
                 }
                 Err(e) => return Err(e),
             };
+            heard = true;
             let mut plain = Vec::new();
             let fed = link.feed(tls, &raw[..n], &mut plain);
             if let Err(e) = fed {
