@@ -626,3 +626,27 @@ fn a_lock_held_over_tls_through_a_partition_keeps_its_guarantees() {
     contender.close().unwrap();
     holder.close().unwrap();
 }
+
+/// Java's `zookeeper.ssl.crl`: a CRL from the CA that revokes the server's
+/// certificate makes it refused; one that revokes nothing does not.
+#[test]
+fn a_revoked_server_certificate_is_refused() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let with_crl = |revoked: bool| {
+        TlsConfig::builder()
+            .with_ca_file(pki.ca_pem())
+            .with_client_cert(&alice.cert_pem, &alice.key_pem)
+            .with_crl_file(pki.crl(revoked).unwrap())
+            .build()
+            .unwrap()
+    };
+    let zk = builder(&secure(server), Some(with_crl(false)))
+        .connect(|_e| {})
+        .unwrap();
+    zk.exists("/", false).unwrap();
+    let target = format!("127.0.0.1:{}", server.secure_port().unwrap());
+    assert_refused(&target, "localhost", Some(with_crl(true)), |e| {
+        matches!(e, Error::Tls(TlsError::ServerCertificateRevoked))
+    });
+}

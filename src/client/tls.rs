@@ -297,20 +297,9 @@ impl TlsConfigBuilder {
                 })?;
             }
         }
-        let mut crls = Vec::new();
+        let mut crls: Vec<CertificateRevocationListDer<'static>> = Vec::new();
         for path in &self.crl_files {
-            let found: Vec<CertificateRevocationListDer<'static>> =
-                CertificateRevocationListDer::pem_file_iter(path)
-                    .map_err(|e| file_error(path, e))?
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| file_error(path, e))?;
-            if found.is_empty() {
-                return Err(TlsError::File {
-                    path: path.clone(),
-                    reason: "no certificate revocation list in it".into(),
-                });
-            }
-            crls.extend(found);
+            crls.extend(read_pem(path, "certificate revocation list")?);
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
@@ -365,17 +354,22 @@ fn file_error(path: &Path, e: impl fmt::Display) -> TlsError {
 
 /// Every certificate in a PEM file; none is an error.
 fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+    read_pem(path, "certificate")
+}
+
+/// Every `what` (a PEM section type) in a PEM file; none is an error.
+fn read_pem<T: PemObject>(path: &Path, what: &str) -> Result<Vec<T>, TlsError> {
+    let found: Vec<T> = T::pem_file_iter(path)
         .map_err(|e| file_error(path, e))?
         .collect::<Result<_, _>>()
         .map_err(|e| file_error(path, e))?;
-    if certs.is_empty() {
+    if found.is_empty() {
         return Err(TlsError::File {
             path: path.to_path_buf(),
-            reason: "no certificate in it".into(),
+            reason: format!("no {what} in it"),
         });
     }
-    Ok(certs)
+    Ok(found)
 }
 
 /// The server name rustls checks the certificate against: the host of a

@@ -144,6 +144,54 @@ impl TestPki {
         self.client_cert("other-ca", name, 3650)
     }
 
+    /// A certificate revocation list (PEM) from the CA: revoking the server's
+    /// certificate when `revoke_server`, else empty (made on the first call).
+    ///
+    /// # Errors
+    /// As [`generate`](Self::generate).
+    pub fn crl(&self, revoke_server: bool) -> io::Result<PathBuf> {
+        let stem = if revoke_server {
+            "crl-revoked"
+        } else {
+            "crl-empty"
+        };
+        let out = self.path(&format!("{stem}.pem"));
+        let _one_at_a_time = self.issuing.lock().unwrap_or_else(|e| e.into_inner());
+        if out.exists() {
+            return Ok(out);
+        }
+        let index = self.path(&format!("{stem}.index"));
+        let number = self.path(&format!("{stem}.number"));
+        let config = self.path(&format!("{stem}.cnf"));
+        fs::write(&index, "")?;
+        fs::write(&number, "01\n")?;
+        fs::write(
+            &config,
+            format!(
+                "[ca]\ndefault_ca=test\n[test]\ndatabase={}\ncrlnumber={}\n\
+                 default_md=sha256\ndefault_crl_days=30\n",
+                index.display(),
+                number.display()
+            ),
+        )?;
+        let ca = || {
+            let mut c = Command::new("openssl");
+            c.arg("ca")
+                .arg("-config")
+                .arg(&config)
+                .arg("-keyfile")
+                .arg(self.path("ca.key"))
+                .arg("-cert")
+                .arg(self.path("ca.pem"));
+            c
+        };
+        if revoke_server {
+            run(ca().arg("-revoke").arg(self.path("server.pem")))?;
+        }
+        run(ca().arg("-gencrl").arg("-out").arg(&out))?;
+        Ok(out)
+    }
+
     /// The system properties that make the Java client (3.8) connect over TLS
     /// with `client`'s certificate (Netty socket, `zookeeper.client.secure`,
     /// key and trust stores), as `-D` options.
