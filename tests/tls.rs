@@ -627,6 +627,41 @@ fn a_lock_held_over_tls_through_a_partition_keeps_its_guarantees() {
     holder.close().unwrap();
 }
 
+/// `zklock lock` over TLS: `--tls-ca` (here from `ZKLOCK_TLS_CA`), `--tls-cert`,
+/// `--tls-key`; without them the TLS port is out of reach.
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_takes_a_lock_over_tls() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let lock = format!("/tls-cli-{}", std::process::id());
+    let run = |tls: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
+        c.args([
+            "lock",
+            &lock,
+            "--zk",
+            &secure(server),
+            "--connect-timeout",
+            "3s",
+        ]);
+        if tls {
+            c.env("ZKLOCK_TLS_CA", pki.ca_pem())
+                .arg("--tls-cert")
+                .arg(&alice.cert_pem)
+                .arg("--tls-key")
+                .arg(&alice.key_pem);
+        }
+        c.args(["--", "echo", "held"]).output().expect("run zklock")
+    };
+    let out = run(true);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("held"),
+        "{out:?}"
+    );
+    assert!(!run(false).status.success());
+}
+
 /// Java's `zookeeper.ssl.crl`: a CRL from the CA that revokes the server's
 /// certificate makes it refused; one that revokes nothing does not.
 #[test]
