@@ -362,8 +362,9 @@ mod tls {
     use zklock::testing::{TestPki, ZkServer, NETTY_CLASSPATH};
     use zklock::ZooKeeperWatcher;
 
-    const CURATOR_JARS: [&str; 5] = [
+    const CURATOR_JARS: [&str; 6] = [
         "/usr/share/java/curator-recipes.jar",
+        "/usr/share/java/zookeeper-recipes-lock.jar",
         "/usr/share/java/curator-framework.jar",
         "/usr/share/java/curator-client.jar",
         "/usr/share/java/guava.jar",
@@ -396,7 +397,7 @@ mod tls {
     pub(super) fn column() {
         let ops = env_usize("ZK_BENCH_TLS_OPS", 2_000).max(100);
         let rounds = env_usize("ZK_BENCH_TLS_ROUNDS", 6).max(1);
-        let cycles = env_usize("ZK_BENCH_TLS_CYCLES", 500).max(10);
+        let cycles = env_usize("ZK_BENCH_TLS_CYCLES", 1500).max(10);
         println!("\n4. TLS: a harness server with a TLS port (Netty, ssl.clientAuth=need, TLS 1.2), {rounds} alternating rounds");
         let pki = match TestPki::generate() {
             Ok(p) => p,
