@@ -685,3 +685,53 @@ fn a_revoked_server_certificate_is_refused() {
         matches!(e, Error::Tls(TlsError::ServerCertificateRevoked))
     });
 }
+
+/// Over TLS as over plain TCP: eight writers blocked in 900 KB writes into a
+/// stalled link never hold up the reader's Disconnected (the TLS mutex is let
+/// go before every socket write), which comes at the read timeout (2/3 of the
+/// session); after the stall the session goes on.
+#[test]
+fn disconnected_comes_at_the_read_timeout_whatever_the_writers_do_over_tls() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let (seen, watcher) = recorder();
+    let session = Duration::from_secs(6);
+    let zk = builder(
+        &format!("localhost:{}", proxy.addr().port()),
+        Some(tls(pki, Some(&alice))),
+    )
+    .with_session_timeout(session)
+    .connect(watcher)
+    .unwrap();
+    let read_timeout = session * 2 / 3;
+    zk.exists("/", false).unwrap();
+    proxy.stall();
+    let stalled = Instant::now();
+    let big = vec![7u8; 900 * 1024];
+    let writers: Vec<_> = (0..8)
+        .map(|i| {
+            let (zk, big) = (zk.clone(), big.clone());
+            thread::spawn(move || {
+                let _ = zk.set_data(&format!("/zklock-test/nowhere-tls-{i}"), &big, None);
+            })
+        })
+        .collect();
+    wait_until(Duration::from_secs(10), "Disconnected", || {
+        count_state(&seen, KeeperState::Disconnected) == 1
+    });
+    let told = stalled.elapsed();
+    assert!(
+        told <= read_timeout + Duration::from_millis(700),
+        "Disconnected after {told:?} (read timeout {read_timeout:?})"
+    );
+    proxy.reset();
+    wait_until(Duration::from_secs(10), "SyncConnected again", || {
+        count_state(&seen, KeeperState::SyncConnected) == 2
+    });
+    for w in writers {
+        w.join().unwrap();
+    }
+    zk.exists("/", false).unwrap();
+    zk.close().unwrap();
+}
