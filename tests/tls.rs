@@ -460,28 +460,17 @@ fn a_server_stalling_mid_handshake_is_bounded_by_the_handshake_deadline() {
 // Faults over TLS
 // ---------------------------------------------------------------------------
 
+use common::client::{disconnected_at_the_read_timeout_with_writers_blocked, Events};
 use std::sync::{Arc, Mutex};
-use zklock::client::{EventType, KeeperState, WatchedEvent};
+use zklock::client::{EventType, KeeperState};
 use zklock::lock::{
     InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
 };
 use zklock::testing::wait_until;
 use zklock::{RetryConfig, ZooKeeperWatcher};
 
-type Seen = Arc<Mutex<Vec<WatchedEvent>>>;
-
-fn recorder() -> (Seen, impl Fn(WatchedEvent) + Send + Sync + 'static) {
-    let seen: Seen = Arc::default();
-    let s = seen.clone();
-    (seen, move |e: WatchedEvent| s.lock().unwrap().push(e))
-}
-
-fn count_state(seen: &Seen, ks: KeeperState) -> usize {
-    seen.lock()
-        .unwrap()
-        .iter()
-        .filter(|e| e.event_type == EventType::None && e.keeper_state == ks)
-        .count()
+fn count_state(events: &Events, ks: KeeperState) -> usize {
+    events.count(|e| e.event_type == EventType::None && e.keeper_state == ks)
 }
 
 #[test]
@@ -491,11 +480,11 @@ fn a_tls_session_survives_a_cut_and_a_server_restart_with_its_watches() {
     let mut server = ZkServer::start_tls(pki, false).unwrap();
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
     let cs = format!("localhost:{}", proxy.addr().port());
-    let (seen, watcher) = recorder();
+    let events = Events::new();
     // Long enough for a JVM restart on a loaded machine.
     let zk = builder(&cs, Some(tls(pki, Some(&alice))))
         .with_session_timeout(Duration::from_secs(15))
-        .connect(watcher)
+        .connect(events.watcher())
         .unwrap();
     let other = zk_as(pki, &alice, &secure(&server));
     let id = zk.session_id();
@@ -509,10 +498,10 @@ fn a_tls_session_survives_a_cut_and_a_server_restart_with_its_watches() {
             _ => server.restart().unwrap(),
         }
         wait_until(Duration::from_secs(20), "Disconnected", || {
-            count_state(&seen, KeeperState::Disconnected) > round
+            count_state(&events, KeeperState::Disconnected) > round
         });
         wait_until(Duration::from_secs(20), "SyncConnected again", || {
-            count_state(&seen, KeeperState::SyncConnected) > round + 1
+            count_state(&events, KeeperState::SyncConnected) > round + 1
         });
         assert_eq!(zk.session_id(), id, "{fault}: the same session");
         let other = if fault == "restart" {
@@ -522,15 +511,10 @@ fn a_tls_session_survives_a_cut_and_a_server_restart_with_its_watches() {
         };
         other.set_data(&path, b"1", None).unwrap();
         wait_until(Duration::from_secs(10), "the data watch fires", || {
-            seen.lock()
-                .unwrap()
-                .iter()
-                .filter(|e| e.event_type == EventType::NodeDataChanged)
-                .count()
-                > round
+            events.count(|e| e.event_type == EventType::NodeDataChanged) > round
         });
     }
-    assert_eq!(count_state(&seen, KeeperState::Expired), 0);
+    assert_eq!(count_state(&events, KeeperState::Expired), 0);
     zk.delete(&path, None).unwrap();
 }
 
@@ -540,16 +524,16 @@ fn a_partition_longer_than_the_session_ends_in_expired_over_tls() {
     let alice = pki.client("alice").unwrap();
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
     let cs = format!("localhost:{}", proxy.addr().port());
-    let (seen, watcher) = recorder();
+    let events = Events::new();
     let session = Duration::from_secs(2);
     let zk = builder(&cs, Some(tls(pki, Some(&alice))))
         .with_session_timeout(session)
-        .connect(watcher)
+        .connect(events.watcher())
         .unwrap();
     let stalled = Instant::now();
     proxy.stall();
     wait_until(Duration::from_secs(8), "Expired", || {
-        count_state(&seen, KeeperState::Expired) == 1
+        count_state(&events, KeeperState::Expired) == 1
     });
     let took = stalled.elapsed();
     assert!(
@@ -695,43 +679,13 @@ fn disconnected_comes_at_the_read_timeout_whatever_the_writers_do_over_tls() {
     let (pki, server) = shared();
     let alice = pki.client("alice").unwrap();
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
-    let (seen, watcher) = recorder();
+    let events = Events::new();
     let session = Duration::from_secs(6);
-    let zk = builder(
-        &format!("localhost:{}", proxy.addr().port()),
-        Some(tls(pki, Some(&alice))),
-    )
-    .with_session_timeout(session)
-    .connect(watcher)
-    .unwrap();
-    let read_timeout = session * 2 / 3;
-    zk.exists("/", false).unwrap();
-    proxy.stall();
-    let stalled = Instant::now();
-    let big = vec![7u8; 900 * 1024];
-    let writers: Vec<_> = (0..8)
-        .map(|i| {
-            let (zk, big) = (zk.clone(), big.clone());
-            thread::spawn(move || {
-                let _ = zk.set_data(&format!("/zklock-test/nowhere-tls-{i}"), &big, None);
-            })
-        })
-        .collect();
-    wait_until(Duration::from_secs(10), "Disconnected", || {
-        count_state(&seen, KeeperState::Disconnected) == 1
-    });
-    let told = stalled.elapsed();
-    assert!(
-        told <= read_timeout + Duration::from_millis(700),
-        "Disconnected after {told:?} (read timeout {read_timeout:?})"
-    );
-    proxy.reset();
-    wait_until(Duration::from_secs(10), "SyncConnected again", || {
-        count_state(&seen, KeeperState::SyncConnected) == 2
-    });
-    for w in writers {
-        w.join().unwrap();
-    }
-    zk.exists("/", false).unwrap();
+    let cs = format!("localhost:{}", proxy.addr().port());
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .with_session_timeout(session)
+        .connect(events.watcher())
+        .unwrap();
+    disconnected_at_the_read_timeout_with_writers_blocked(&zk, &proxy, &events, session);
     zk.close().unwrap();
 }
