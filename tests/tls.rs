@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::Duration;
 
-use zklock::testing::{ClientCert, TestPki, ZkServer, NETTY_CLASSPATH};
+use zklock::testing::{ClientCert, TestPki, ZkEnsemble, ZkServer, NETTY_CLASSPATH};
 
 const JARS: [&str; 2] = [
     "/usr/share/java/zookeeper.jar",
@@ -688,4 +688,67 @@ fn disconnected_comes_at_the_read_timeout_whatever_the_writers_do_over_tls() {
         .unwrap();
     disconnected_at_the_read_timeout_with_writers_blocked(&zk, &proxy, &events, session);
     zk.close().unwrap();
+}
+
+/// Retries `f` while it fails with ConnectionLoss (an election in progress).
+fn while_electing<T>(mut f: impl FnMut() -> zklock::Result<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match f() {
+            Err(e) if e.is(ZkError::ConnectionLoss) && Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(100));
+            }
+            other => return other.unwrap(),
+        }
+    }
+}
+
+/// Killing the ensemble member a TLS client is connected to: the client moves
+/// to another member over TLS with its session, and its watch (set again with
+/// SetWatches on the new connection) fires for a change made after.
+#[test]
+fn killing_the_member_a_tls_client_uses_keeps_its_session_and_watches() {
+    let (pki, _) = shared();
+    let alice = pki.client("alice").unwrap();
+    let mut ensemble = ZkEnsemble::start_tls(pki).unwrap();
+    let cs = ensemble.secure_connect_string().unwrap();
+    let events = Events::new();
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(events.watcher())
+        .unwrap();
+    let path = format!("/tls-ensemble-{}", std::process::id());
+    zk.create(&path, b"0", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    zk.get_data(&path, true).unwrap();
+    let id = zk.session_id();
+    // `cons` lists only the plaintext port's connections; the watch table shows
+    // which member holds the session's connection.
+    let mut member = None;
+    wait_until(
+        Duration::from_secs(20),
+        "the watch shows in a member's wchc",
+        || {
+            member = (0..ensemble.size())
+                .find(|&i| common::client::wchc_paths(&ensemble.address(i), id).contains(&path));
+            member.is_some()
+        },
+    );
+    let member = member.unwrap();
+    ensemble.kill(member).unwrap();
+    events.wait_state(KeeperState::Disconnected, 1, Duration::from_secs(30));
+    events.wait_state(KeeperState::SyncConnected, 2, Duration::from_secs(30));
+    assert_eq!(zk.session_id(), id);
+    let other = builder(&cs, Some(tls(pki, Some(&alice))))
+        .connect(|_e| {})
+        .unwrap();
+    while_electing(|| other.set_data(&path, b"1", None));
+    events.wait_node(
+        EventType::NodeDataChanged,
+        &path,
+        1,
+        Duration::from_secs(30),
+    );
+    assert_eq!(count_state(&events, KeeperState::Expired), 0);
+    assert_eq!(while_electing(|| zk.get_data(&path, false)).0, b"1");
 }

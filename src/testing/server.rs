@@ -320,30 +320,36 @@ fn write_config(dir: &Path, port: u16, tls: Option<(u16, &TestPki, bool)>) -> io
         max = MAX_SESSION_TIMEOUT.as_millis(),
     );
     if let Some((secure_port, pki, tls13)) = tls {
-        config.push_str(&format!(
-            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
-             secureClientPort={secure_port}\n\
-             secureClientPortAddress=127.0.0.1\n\
-             ssl.keyStore.location={ks}\n\
-             ssl.keyStore.password={STORE_PASSWORD}\n\
-             ssl.keyStore.type=PKCS12\n\
-             ssl.trustStore.location={ts}\n\
-             ssl.trustStore.password={STORE_PASSWORD}\n\
-             ssl.trustStore.type=PKCS12\n\
-             ssl.clientAuth=need\n",
-            ks = pki.server_key_store().display(),
-            ts = pki.trust_store().display(),
-        ));
-        if tls13 {
-            config.push_str(
-                "ssl.enabledProtocols=TLSv1.3,TLSv1.2\n\
-                 ssl.ciphersuites=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384,\
-                 TLS_CHACHA20_POLY1305_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,\
-                 TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384\n",
-            );
-        }
+        config.push_str(&tls_config(secure_port, pki, tls13));
     }
     fs::write(dir.join("zoo.cfg"), config)
+}
+
+/// The `zoo.cfg` lines of a TLS port (see [`ZkServer::start_tls`]).
+pub(crate) fn tls_config(secure_port: u16, pki: &TestPki, tls13: bool) -> String {
+    let mut config = format!(
+        "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+         secureClientPort={secure_port}\n\
+         secureClientPortAddress=127.0.0.1\n\
+         ssl.keyStore.location={ks}\n\
+         ssl.keyStore.password={STORE_PASSWORD}\n\
+         ssl.keyStore.type=PKCS12\n\
+         ssl.trustStore.location={ts}\n\
+         ssl.trustStore.password={STORE_PASSWORD}\n\
+         ssl.trustStore.type=PKCS12\n\
+         ssl.clientAuth=need\n",
+        ks = pki.server_key_store().display(),
+        ts = pki.trust_store().display(),
+    );
+    if tls13 {
+        config.push_str(
+            "ssl.enabledProtocols=TLSv1.3,TLSv1.2\n\
+             ssl.ciphersuites=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384,\
+             TLS_CHACHA20_POLY1305_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,\
+             TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384\n",
+        );
+    }
+    config
 }
 
 /// Starts the JVM and waits until it serves on `port` with the data in `dir`.
