@@ -50,6 +50,8 @@ mod data;
 mod multi;
 pub(crate) mod proto;
 mod session;
+#[cfg(feature = "tls")]
+mod tls;
 mod watches;
 mod watching;
 
@@ -69,6 +71,8 @@ pub(crate) use data::CreatedAndListed;
 pub use multi::{ReadOp, ReadResult};
 use proto::{op, Reader, Writer};
 use session::{SessionShared, Settings, WatchReg};
+#[cfg(feature = "tls")]
+pub use tls::{TlsConfig, TlsConfigBuilder, TlsError, TlsVersion};
 use watches::{Kind, WatcherRef};
 
 /// ZooKeeper's default `jute.maxbuffer`: the largest request a server accepts,
@@ -208,9 +212,27 @@ pub struct ZooKeeperBuilder {
     session: Option<(i64, Vec<u8>)>,
     max_buffer: usize,
     handshake_timeout: Option<Duration>,
+    #[cfg(feature = "tls")]
+    tls: Option<TlsConfig>,
 }
 
 impl ZooKeeperBuilder {
+    /// Connects over TLS (feature `tls`; Java's `zookeeper.client.secure`):
+    /// every server of the connect string is reached on its TLS port
+    /// (`secureClientPort`) and verified with `tls`. The TLS handshake counts
+    /// in the [handshake timeout](Self::with_handshake_timeout). A server that
+    /// fails verification, refuses the client certificate or does not speak
+    /// TLS is retried at most once a second; while no session was ever
+    /// established and the last attempt on every host failed that way,
+    /// `connect` and waiting calls fail at once with
+    /// [`Error::Tls`] instead of waiting for
+    /// `ConnectionLoss`.
+    #[cfg(feature = "tls")]
+    pub fn with_tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// The most one connect attempt may take, TCP connect and the whole
     /// ConnectRequest/ConnectResponse exchange together (a total deadline, not a
     /// per-read timeout: a peer trickling bytes cannot stretch it). A live
@@ -320,6 +342,8 @@ impl ZooKeeperBuilder {
                 .handshake_timeout
                 .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT)
                 .max(Duration::from_millis(1)),
+            #[cfg(feature = "tls")]
+            tls: self.tls,
         };
         let (shared, threads) = session::start(settings, Arc::new(watcher))?;
         Ok(ZooKeeper {
@@ -344,6 +368,8 @@ impl ZooKeeper {
             session: None,
             max_buffer: MAX_PACKET,
             handshake_timeout: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 

@@ -89,6 +89,21 @@ pub(crate) struct Global {
     /// Log what zklock and its ZooKeeper client do (-v info, -vv debug)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Connect over TLS, verifying the servers with these CA certificates (PEM)
+    #[arg(long, global = true, env = "ZKLOCK_TLS_CA", value_name = "PEM")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// Client certificate (PEM) for mutual TLS; its subject is the x509 ACL id
+    #[arg(long, global = true, env = "ZKLOCK_TLS_CERT", value_name = "PEM", requires_all = ["tls_ca", "tls_key"])]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM)
+    #[arg(
+        long,
+        global = true,
+        env = "ZKLOCK_TLS_KEY",
+        value_name = "PEM",
+        requires = "tls_cert"
+    )]
+    tls_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -294,11 +309,26 @@ pub(crate) fn servers(g: &Global) -> &str {
 /// timed out, cannot resolve); a session timeout the server changed is told.
 pub(crate) fn connect(g: &Global) -> anyhow::Result<ZooKeeperWatcher> {
     let servers = servers(g);
+    let tls = match &g.tls_ca {
+        None => None,
+        Some(ca) => {
+            let b = zklock::client::TlsConfig::builder().with_ca_file(ca);
+            let b = match (&g.tls_cert, &g.tls_key) {
+                (Some(cert), Some(key)) => b.with_client_cert(cert, key),
+                _ => b,
+            };
+            Some(anyhow::Context::context(b.build(), "TLS settings")?)
+        }
+    };
     let zkw = ZooKeeperWatcher::builder(servers)
         .with_identifier("zklock-cli")
         .with_session_timeout(g.session_timeout)
         .with_connect_wait(g.connect_timeout)
         .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(200)))
+        .with_client(|b| match tls {
+            Some(t) => b.with_tls(t),
+            None => b,
+        })
         .connect();
     let zkw = match zkw {
         Ok(zkw) => zkw,
