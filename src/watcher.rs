@@ -181,8 +181,10 @@ struct Hooks {
 /// Listener calls run on the client's event thread, in registration order; a
 /// listener about one path ([`ZooKeeperListener::path`]) is found by that path,
 /// so dispatch cost does not grow with the number of waiting locks.
-/// The session ends with [`close`](Self::close) or when the last clone is
-/// dropped, on the thread that drops it, which joins the client's threads.
+/// The session ends with [`close`](Self::close) (synchronous: closeSession,
+/// then the client's threads joined) or when the last clone is dropped: then
+/// in the background, so that the drop returns at once whatever the network
+/// does (closeSession waits up to 2 s for its answer).
 ///
 /// # Listeners and the session's lifetime
 /// A clone is a *user handle*: it keeps the session open. The library's own
@@ -233,7 +235,7 @@ pub struct ZooKeeperWatcher {
     /// Shared by the handle's clones only. The event thread holds `WatcherInner` too
     /// while it dispatches an event (the `PendingWatcher` upgrades its `Weak`), so
     /// the last `Arc<WatcherInner>` may be dropped there; the last *handle* closes the
-    /// session on the thread that drops it, and joins the client's threads.
+    /// session (in the background: see [`Closer`]'s drop).
     _closer: Arc<Closer>,
 }
 
@@ -241,10 +243,16 @@ pub struct ZooKeeperWatcher {
 struct Closer(Arc<WatcherInner>);
 
 impl Drop for Closer {
+    /// The last user handle is gone: the session closes in the background
+    /// (closeSession waits up to 2 s for its answer; `Drop` never waits on the
+    /// network). [`ZooKeeperWatcher::close`] is the synchronous form.
     fn drop(&mut self) {
-        if let Err(e) = self.0.close() {
-            debug!("closing a dropped ZooKeeperWatcher: {e}");
-        }
+        let inner = self.0.clone();
+        crate::background::run_in_background("zklock-close", move || {
+            if let Err(e) = inner.close() {
+                debug!("closing a dropped ZooKeeperWatcher: {e}");
+            }
+        });
     }
 }
 

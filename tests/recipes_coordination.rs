@@ -924,6 +924,7 @@ fn two_phase_commit_commits_when_all_commit_and_aborts_on_one_abort() {
     // Undecided: a bounded wait returns None.
     let path3 = format!("{root}/tx3");
     let tx3 = TwoPhaseCommit::create(&coordinator, &path3, &["a", "b"]).unwrap();
+    tx3.join("a").unwrap();
     tx3.vote("a", Vote::Commit).unwrap();
     let t = Instant::now();
     assert_eq!(tx3.wait_outcome(Duration::from_millis(400)).unwrap(), None);
@@ -972,4 +973,250 @@ fn two_phase_commit_aborts_when_a_site_dies_before_voting() {
     tx.delete().unwrap();
     coordinator.close().unwrap();
     assert_tree_then_clean(&root, &[]);
+}
+
+// ---------------------------------------------------------------------------
+// Every wait ends with its session (issue 20, findings 1 and 9): with and
+// without session renewal, a recipe (or lock) wait blocked when its session
+// expires ends with SessionExpired, never carries on in the new session.
+// ---------------------------------------------------------------------------
+
+/// A session through a proxy (to force its expiry), renewing or not.
+fn expirable(renew: bool) -> (FaultProxy, ZooKeeperWatcher) {
+    init_log();
+    let proxy = FaultProxy::start(shared_server().connect_string()).expect("proxy");
+    let zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_identifier("recipes-expiry")
+        .with_session_timeout(Duration::from_secs(6))
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .with_session_renewal(renew)
+        .connect()
+        .expect("connect");
+    (proxy, zkw)
+}
+
+/// Expires `zkw`'s session now: while the client is cut off, a second handle
+/// on the same session closes it; the reconnect then learns it expired.
+fn force_expiry(proxy: &FaultProxy, zkw: &ZooKeeperWatcher) {
+    proxy.stall();
+    let zk = zkw.zookeeper();
+    let twin = ZooKeeper::connect_with_session(
+        &shared_server().connect_string(),
+        Duration::from_secs(6),
+        |_e: WatchedEvent| {},
+        zk.session_id(),
+        &zk.session_password(),
+    )
+    .unwrap();
+    twin.close().unwrap();
+    proxy.reset();
+}
+
+/// The paths session `id` watches on the server (`wchc`).
+fn watched_by(id: i64) -> Vec<String> {
+    let reply =
+        zklock::testing::four_letter(&shared_server().connect_string(), "wchc").expect("wchc");
+    let mut mine = false;
+    let mut paths = Vec::new();
+    for line in reply.lines() {
+        if let Some(path) = line.strip_prefix('\t') {
+            if mine {
+                paths.push(path.trim().to_string());
+            }
+        } else {
+            mine = line.trim() == format!("0x{id:x}");
+        }
+    }
+    paths
+}
+
+/// How a test knows a wait has begun (so that the expiry comes after).
+#[derive(Clone, Copy)]
+enum Begun {
+    /// The session has a data watch under the root (`wchc` lists data
+    /// watches only).
+    Watching,
+    /// The wait created this child of the root (a wait on children creates
+    /// its directory; every call after it is made in the wait's session, so
+    /// an expiry from then on must end it).
+    Created(&'static str),
+}
+
+/// Runs `wait` on `root` (a fresh directory) on an expirable session; once
+/// the wait has begun, expires the session; the wait must end with
+/// SessionExpired (a renewed session must not carry it on), within the
+/// test's bound.
+fn a_wait_ends_with_its_session<T: std::fmt::Debug + Send + 'static>(
+    name: &str,
+    renew: bool,
+    begun: Begun,
+    wait: impl FnOnce(ZooKeeperWatcher, String) -> zklock::Result<T> + Send + 'static,
+) {
+    let (proxy, zkw) = expirable(renew);
+    let root = unique_root(name);
+    zklock::zkutil::create_with_parents(&session(), &root).unwrap();
+    let old = zkw.zookeeper().session_id();
+    let (tx, rx) = mpsc::channel();
+    let (w, r) = (zkw.clone(), root.clone());
+    thread::spawn(move || {
+        let _ = tx.send(wait(w, r));
+    });
+    let observer = raw();
+    assert!(
+        eventually(Duration::from_secs(20), || match begun {
+            Begun::Watching => watched_by(old).iter().any(|p| p.starts_with(&root)),
+            Begun::Created(child) => observer
+                .exists(&format!("{root}/{child}"), false)
+                .unwrap()
+                .is_some(),
+        }),
+        "{name}: the wait never began under {root}"
+    );
+    observer.close().unwrap();
+    force_expiry(&proxy, &zkw);
+    let got = rx
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{name} (renew {renew}): the wait outlived its session"));
+    match got {
+        Err(e) if e.code() == Some(ZkError::SessionExpired) => {}
+        other => panic!("{name} (renew {renew}): {other:?}, not SessionExpired"),
+    }
+    if renew {
+        assert!(
+            eventually(Duration::from_secs(20), || zkw.zookeeper().session_id()
+                != old
+                && zkw.state() == zklock::client::State::Connected),
+            "renewed"
+        );
+    }
+    zkw.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
+}
+
+/// Both ways: without and with session renewal.
+fn both(
+    name: &str,
+    begun: Begun,
+    wait: impl Fn(ZooKeeperWatcher, String) -> zklock::Result<String> + Clone + Send + 'static,
+) {
+    for renew in [false, true] {
+        a_wait_ends_with_its_session(name, renew, begun, wait.clone());
+    }
+}
+
+#[test]
+fn queue_take_ends_with_its_session() {
+    both("expiry-queue", Begun::Created("q"), |zkw, root| {
+        let q = DistributedQueue::new(&zkw, &format!("{root}/q"))?;
+        q.take().map(|d| format!("{d:?}"))
+    });
+}
+
+#[test]
+fn priority_queue_take_ends_with_its_session() {
+    both("expiry-pq", Begun::Created("q"), |zkw, root| {
+        let q = DistributedPriorityQueue::new(&zkw, &format!("{root}/q"))?;
+        q.take().map(|d| format!("{d:?}"))
+    });
+}
+
+#[test]
+fn barrier_wait_ends_with_its_session() {
+    both("expiry-barrier", Begun::Watching, |zkw, root| {
+        let b = Barrier::new(&zkw, &format!("{root}/b"))?;
+        b.set_barrier()?;
+        b.wait().map(|d| format!("{d:?}"))
+    });
+}
+
+/// Finding 1: a member of a barrier of 2 waits alone; its session expires
+/// (with renewal, the old engine woke it into the new session and it carried
+/// on, later passing with members of the new session).
+#[test]
+fn double_barrier_enter_ends_with_its_session() {
+    both("expiry-dbe", Begun::Watching, |zkw, root| {
+        let b = DoubleBarrier::new(&zkw, &format!("{root}/b"), 2)?;
+        b.enter(Duration::from_secs(60)).map(|d| format!("{d:?}"))
+    });
+}
+
+#[test]
+fn double_barrier_leave_ends_with_its_session() {
+    both("expiry-dbl", Begun::Watching, |zkw, root| {
+        let path = format!("{root}/b");
+        // The other member stays in: our leave waits for it.
+        let other = session();
+        let (tx, rx) = mpsc::channel();
+        let p = path.clone();
+        thread::spawn(move || {
+            let b = DoubleBarrier::new(&other, &p, 2).unwrap();
+            assert!(b.enter(Duration::from_secs(30)).unwrap());
+            let _ = rx.recv();
+            drop(b);
+            other.close().unwrap();
+        });
+        let b = DoubleBarrier::new(&zkw, &path, 2)?;
+        assert!(b.enter(Duration::from_secs(30))?);
+        let r = b.leave(Duration::from_secs(60)).map(|d| format!("{d:?}"));
+        let _ = tx.send(());
+        r
+    });
+}
+
+#[test]
+fn group_wait_ends_with_its_session() {
+    both("expiry-group", Begun::Created("g"), |zkw, root| {
+        let g = Group::new(&zkw, &format!("{root}/g"))?;
+        let seen = g.members()?;
+        g.wait_for_change(&seen, Duration::from_secs(60))
+            .map(|d| format!("{d:?}"))
+    });
+}
+
+#[test]
+fn two_phase_commit_wait_ends_with_its_session() {
+    both("expiry-2pc", Begun::Watching, |zkw, root| {
+        let path = format!("{root}/tx");
+        TwoPhaseCommit::create(&session(), &path, &["a", "b"])?;
+        let tx = TwoPhaseCommit::open(&zkw, &path)?;
+        tx.wait_outcome(Duration::from_secs(60))
+            .map(|d| format!("{d:?}"))
+    });
+}
+
+/// Finding 9: a lock waiter blocked across the expiry ends with
+/// SessionExpired, never LockLost, with renewal too.
+#[test]
+fn lock_waiter_ends_with_its_session() {
+    use zklock::lock::{InterProcessLock, ZkInterProcessWriteLock};
+    both("expiry-lock", Begun::Watching, |zkw, root| {
+        let path = format!("{root}/l");
+        let holder_session = session();
+        let holder = ZkInterProcessWriteLock::new(&holder_session, &path, b"h", None)?;
+        holder.acquire()?;
+        let waiter = ZkInterProcessWriteLock::new(&zkw, &path, b"w", None)?;
+        let r = waiter.acquire().map(|d| format!("{d:?}"));
+        holder.release()?;
+        holder_session.close()?;
+        r
+    });
+}
+
+/// The revoker's wait (forced revocation's grace) ends with its session too.
+#[test]
+fn revoker_wait_ends_with_its_session() {
+    use zklock::lock::{InterProcessLock, ZkInterProcessWriteLock};
+    use zklock::recipes::revocable::{attempt_revoke_with_grace, lock_holders};
+    both("expiry-revoke", Begun::Watching, |zkw, root| {
+        let path = format!("{root}/l");
+        let holder_session = session();
+        let holder = ZkInterProcessWriteLock::new(&holder_session, &path, b"h", None)?;
+        holder.acquire()?;
+        let node = lock_holders(&zkw, &path)?.remove(0);
+        let r = attempt_revoke_with_grace(&zkw, &node, Duration::from_secs(60))
+            .map(|d| format!("{d:?}"));
+        holder.release()?;
+        holder_session.close()?;
+        r
+    });
 }

@@ -13,12 +13,13 @@
 //! when the connection stays down for a whole session timeout. No exit leaves an
 //! orphan node (drops remove nodes in the background).
 
-mod waiting;
+mod node;
 
 pub mod barrier;
 pub mod double_barrier;
 pub mod election;
 pub mod group;
+pub mod layout;
 pub mod leader_manager;
 pub mod priority_queue;
 pub mod queue;
