@@ -27,9 +27,9 @@ use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{EventType, KeeperState, WatchedEvent, Watcher};
 use crate::watcher::ZooKeeperWatcher;
 
-#[cfg(zklock_loom)]
+#[cfg(all(test, zklock_loom))]
 use loom::sync::{Condvar, Mutex, MutexGuard};
-#[cfg(not(zklock_loom))]
+#[cfg(not(all(test, zklock_loom)))]
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// How long past its timeout a `try_acquire` (or a recipe's timed call) lets
@@ -86,14 +86,14 @@ impl Wake {
     }
 }
 
-#[cfg(not(zklock_loom))]
+#[cfg(not(all(test, zklock_loom)))]
 fn wait_timeout<'a>(cv: &Condvar, g: MutexGuard<'a, u64>, left: Duration) -> MutexGuard<'a, u64> {
     cv.wait_timeout(g, left)
         .map(|(g, _)| g)
         .unwrap_or_else(|e| e.into_inner().0)
 }
 
-#[cfg(zklock_loom)]
+#[cfg(all(test, zklock_loom))]
 fn wait_timeout<'a>(cv: &Condvar, g: MutexGuard<'a, u64>, _left: Duration) -> MutexGuard<'a, u64> {
     // loom models no clock: a timed wait is a wait.
     cv.wait(g).unwrap_or_else(|e| e.into_inner())

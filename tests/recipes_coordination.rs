@@ -1220,3 +1220,272 @@ fn revoker_wait_ends_with_its_session() {
         r
     });
 }
+
+// ---------------------------------------------------------------------------
+// Session-bound participant nodes (issue 20, findings 2 to 4)
+// ---------------------------------------------------------------------------
+
+/// Finding 2: a `Member` of an expired session (renewal on) never acts for
+/// the process that joined under the same name since: `set_data` and `leave`
+/// return SessionExpired, and the other's node keeps its data; a dropped
+/// member leaves it alone too.
+#[test]
+fn group_member_of_an_expired_session_never_touches_the_new_holder_of_its_name() {
+    let (proxy, zkw) = expirable(true);
+    let root = unique_root("group-renewal");
+    let path = format!("{root}/g");
+    let g = Group::new(&zkw, &path).unwrap();
+    let stale = g.join("worker", b"mine").unwrap();
+    let stale_dropped = g.join("other", b"mine").unwrap();
+    let old = zkw.zookeeper().session_id();
+    force_expiry(&proxy, &zkw);
+    assert!(eventually(Duration::from_secs(20), || {
+        zkw.zookeeper().session_id() != old && zkw.state() == zklock::client::State::Connected
+    }));
+    // Another process takes both names.
+    let rival = session();
+    let rg = Group::new(&rival, &path).unwrap();
+    let theirs = rg.join("worker", b"theirs").unwrap();
+    let theirs2 = rg.join("other", b"theirs").unwrap();
+
+    assert_code(stale.set_data(b"overwritten"), ZkError::SessionExpired);
+    drop(stale_dropped); // in the background: must not delete theirs2
+    assert_code(stale.leave(), ZkError::SessionExpired);
+    assert_eq!(
+        g.member_data("worker").unwrap().as_deref(),
+        Some(&b"theirs"[..])
+    );
+    // A background removal that reached the node would be done by now
+    // (asynchronous delete, answered in a round trip); look twice.
+    rival.recoverable_zookeeper().sync(&path).unwrap();
+    assert_eq!(
+        g.member_data("other").unwrap().as_deref(),
+        Some(&b"theirs"[..])
+    );
+    assert_eq!(g.members().unwrap(), ["other", "worker"]);
+
+    // The renewed session joins again as a member of its own.
+    let fresh = g.join_party(b"p").unwrap();
+    fresh.set_data(b"p2").unwrap();
+    theirs.leave().unwrap();
+    theirs2.leave().unwrap();
+    fresh.leave().unwrap();
+    assert!(g.members().unwrap().is_empty());
+    zkw.close().unwrap();
+    rival.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
+}
+
+fn assert_code<T: std::fmt::Debug>(r: zklock::Result<T>, code: ZkError) {
+    match r {
+        Err(e) if e.code() == Some(code) => {}
+        other => panic!("{other:?}, expected {code:?}"),
+    }
+}
+
+/// Finding 3: the outcome is final once read. A site that joined and whose
+/// session ended before voting reads as Abort; the same site, joining again
+/// from a new session, can no longer vote Commit; and a site cannot change
+/// its vote.
+#[test]
+fn two_phase_commit_outcome_is_final_once_read() {
+    let root = unique_root("2pc-final");
+    let path = format!("{root}/tx");
+    let coordinator = session();
+    let tx = TwoPhaseCommit::create(&coordinator, &path, &["a", "b"]).unwrap();
+    // a votes Commit; b joins, then its session ends before it votes.
+    let a = session();
+    let atx = TwoPhaseCommit::open(&a, &path).unwrap();
+    atx.join("a").unwrap();
+    atx.vote("a", Vote::Commit).unwrap();
+    // A vote is cast once.
+    assert_code(atx.vote("a", Vote::Abort), ZkError::BadVersion);
+    let b = session();
+    let btx = TwoPhaseCommit::open(&b, &path).unwrap();
+    btx.join("b").unwrap();
+    b.close().unwrap();
+    assert_eq!(tx.outcome().unwrap(), Some(Outcome::Abort));
+    // b again, from a new session: joins, but its Commit cannot flip it.
+    let b2 = session();
+    let b2tx = TwoPhaseCommit::open(&b2, &path).unwrap();
+    b2tx.join("b").unwrap();
+    assert_code(b2tx.vote("b", Vote::Commit), ZkError::BadVersion);
+    assert_eq!(tx.outcome().unwrap(), Some(Outcome::Abort));
+    assert_eq!(
+        atx.wait_outcome(Duration::from_secs(5)).unwrap(),
+        Some(Outcome::Abort)
+    );
+    // A vote without joining through this instance is refused.
+    assert!(matches!(
+        tx.vote("a", Vote::Commit),
+        Err(Error::BadArguments(_))
+    ));
+    b2.close().unwrap();
+    a.close().unwrap();
+    tx.delete().unwrap();
+    coordinator.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
+}
+
+/// Finding 3, the renewal side: a site whose joining session expired (renewal
+/// on) cannot vote through the renewed session.
+#[test]
+fn two_phase_commit_vote_after_renewal_is_session_expired() {
+    let (proxy, zkw) = expirable(true);
+    let root = unique_root("2pc-renewal");
+    let path = format!("{root}/tx");
+    let tx = TwoPhaseCommit::create(&session(), &path, &["a"]).unwrap();
+    let site = TwoPhaseCommit::open(&zkw, &path).unwrap();
+    site.join("a").unwrap();
+    let old = zkw.zookeeper().session_id();
+    force_expiry(&proxy, &zkw);
+    assert!(eventually(Duration::from_secs(20), || {
+        zkw.zookeeper().session_id() != old && zkw.state() == zklock::client::State::Connected
+    }));
+    assert_code(site.vote("a", Vote::Commit), ZkError::SessionExpired);
+    assert_eq!(tx.outcome().unwrap(), Some(Outcome::Abort));
+    zkw.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
+}
+
+/// Finding 4, forced with the step hook: A counts C, C's deadline passes and
+/// C withdraws, then A goes on to create `ready`. The `multi` with a check
+/// of every counted member fails: no `ready`, A does not pass believing C is
+/// in (C returned `Ok(false)`).
+#[test]
+fn double_barrier_never_counts_a_member_that_left() {
+    use zklock::recipes::double_barrier::BarrierStep;
+    let root = unique_root("dbarrier-counted");
+    let path = format!("{root}/b");
+    let (c_done_tx, c_done_rx) = mpsc::channel::<bool>();
+    let c_done_rx = Mutex::new(Some(c_done_rx));
+    let (counted_tx, counted_rx) = mpsc::channel::<()>();
+    let counted_tx = Mutex::new(counted_tx);
+    // C enters first, with a short deadline, and waits alone; then A.
+    let (c_waiting_tx, c_waiting_rx) = mpsc::channel::<()>();
+    let c_waiting_tx = Mutex::new(c_waiting_tx);
+    let c_zkw = session();
+    let c = DoubleBarrier::new(&c_zkw, &path, 2)
+        .unwrap()
+        .with_step_hook(move |step| {
+            if step == BarrierStep::Waiting {
+                let _ = c_waiting_tx.lock().unwrap().send(());
+            }
+        });
+    let c_thread = thread::spawn(move || {
+        let entered = c.enter(Duration::from_secs(3)).unwrap();
+        let _ = c_done_tx.send(entered);
+        drop(c);
+        c_zkw.close().unwrap();
+        entered
+    });
+    c_waiting_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("C waits alone");
+    let p = path.clone();
+    let a_thread = thread::spawn(move || {
+        let a_zkw = session();
+        let a = DoubleBarrier::new(&a_zkw, &p, 2)
+            .unwrap()
+            .with_step_hook(move |step| {
+                if step == BarrierStep::Counted {
+                    // Hold A here (once) until C has given up.
+                    if let Some(rx) = c_done_rx.lock().unwrap().take() {
+                        let _ = counted_tx.lock().unwrap().send(());
+                        let _ = rx.recv_timeout(Duration::from_secs(30));
+                    }
+                }
+            });
+        let entered = a.enter(Duration::from_secs(6)).unwrap();
+        drop(a);
+        a_zkw.close().unwrap();
+        entered
+    });
+    counted_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("A counted the members");
+    assert!(!c_thread.join().unwrap(), "C gave up");
+    assert!(
+        !a_thread.join().unwrap(),
+        "A passed the barrier counting C, who had left"
+    );
+    let zk = raw();
+    assert!(zk
+        .exists(&format!("{path}/ready"), false)
+        .unwrap()
+        .is_none());
+    assert!(zk.get_children(&path, false).unwrap().is_empty());
+    zk.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// What a kazoo or Curator user misses (issue 20, point 8)
+// ---------------------------------------------------------------------------
+
+/// A queue's length; the priority queue's unbounded `take`; whether
+/// `remove_barrier` removed anything; an unbounded barrier wait; a group that
+/// names its members (kazoo's `Party`).
+#[test]
+fn queue_len_priority_take_barrier_wait_and_party() {
+    let zkw = session();
+    let root = unique_root("point-8");
+    // Queue length (kazoo `len(queue)`).
+    let q = DistributedQueue::new(&zkw, &format!("{root}/q")).unwrap();
+    assert_eq!(q.len().unwrap(), 0);
+    assert!(q.is_empty().unwrap());
+    q.offer(b"a").unwrap();
+    q.offer(b"b").unwrap();
+    assert_eq!(q.len().unwrap(), 2);
+    assert_eq!(q.poll().unwrap().as_deref(), Some(&b"a"[..]));
+    assert_eq!(q.len().unwrap(), 1);
+
+    // The priority queue's take without a bound, woken by an offer.
+    let dir = format!("{root}/pq");
+    let d = dir.clone();
+    let taker = thread::spawn(move || {
+        let zkw = session();
+        let pq = DistributedPriorityQueue::new(&zkw, &d).unwrap();
+        let item = pq.take().unwrap();
+        zkw.close().unwrap();
+        item
+    });
+    let pq = DistributedPriorityQueue::new(&zkw, &dir).unwrap();
+    // Offered whenever the taker waits or not: either order is correct.
+    pq.offer(3, b"x").unwrap();
+    assert_eq!(taker.join().unwrap(), (3, b"x".to_vec()));
+
+    // Barrier: remove says whether it removed; wait() has no bound.
+    let b = Barrier::new(&zkw, &format!("{root}/b")).unwrap();
+    assert!(!b.remove_barrier().unwrap(), "not set: nothing removed");
+    b.set_barrier().unwrap();
+    let p = b.path().to_string();
+    let waiter = thread::spawn(move || {
+        let zkw = session();
+        let r = Barrier::new(&zkw, &p).unwrap().wait();
+        zkw.close().unwrap();
+        r
+    });
+    assert!(b.remove_barrier().unwrap(), "set: removed");
+    waiter.join().unwrap().unwrap();
+    assert!(!b.remove_barrier().unwrap());
+
+    // Party: the group names its members.
+    let g = Group::new(&zkw, &format!("{root}/party")).unwrap();
+    let m1 = g.join_party(b"one").unwrap();
+    let m2 = g.join_party(b"two").unwrap();
+    assert_ne!(m1.node(), m2.node());
+    let names = g.members().unwrap();
+    assert_eq!(names.len(), 2);
+    assert!(names.iter().all(|n| n.starts_with("p-")), "{names:?}");
+    let n1 = m1.node().rsplit('/').next().unwrap().to_string();
+    assert_eq!(g.member_data(&n1).unwrap().as_deref(), Some(&b"one"[..]));
+    m1.leave().unwrap();
+    drop(m2);
+    assert!(eventually(Duration::from_secs(10), || g
+        .members()
+        .unwrap()
+        .is_empty()));
+    zkw.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
+}

@@ -26,6 +26,9 @@ pub enum BarrierStep {
     /// The member listed `member_count` members and is about to create
     /// `ready` (together with a check of each of them).
     Counted,
+    /// The member found fewer than `member_count` members and waits for
+    /// `ready`.
+    Waiting,
 }
 
 #[cfg(feature = "testing")]
@@ -286,6 +289,8 @@ impl DoubleBarrier {
                 // A counted member left meanwhile: count again.
                 continue;
             }
+            #[cfg(feature = "testing")]
+            self.step(BarrierStep::Waiting);
             if !self
                 .waiter
                 .wait(call, this_round, bounds.wait, &self.path)?

@@ -98,7 +98,7 @@ impl Group {
     }
 
     /// Joins with a name the group makes up (kazoo's `Party`): an ephemeral
-    /// sequential child `<path>/p-<sequence>` holding `data`. The name is
+    /// sequential child `<path>/p-<tag><sequence>` holding `data`. The name is
     /// [`Member::node`]'s last segment.
     ///
     /// # Errors

@@ -9,7 +9,7 @@
 //! | [`DoubleBarrier`](super::double_barrier::DoubleBarrier) | a member | `<path>/m-<tag><10-digit sequence>`, ephemeral |
 //! | [`DoubleBarrier`](super::double_barrier::DoubleBarrier) | the barrier is full | `<path>/ready` |
 //! | [`TwoPhaseCommit`](super::two_phase_commit::TwoPhaseCommit) | a site is alive | `<path>/<site>/alive`, ephemeral |
-//! | [`Group`](super::group::Group) | a party member named by the recipe | `<path>/p-<10-digit sequence>`, ephemeral sequential (kazoo's `Party` names its members with a uuid) |
+//! | [`Group`](super::group::Group) | a party member named by the recipe | `<path>/p-<tag><10-digit sequence>`, ephemeral sequential (the tag makes a retried create find its node; kazoo's `Party` names its members with a uuid) |
 //! | [`RevocableLock`](super::revocable::RevocableLock) | a revocation request | the data `unlock` written into the holder's lock node |
 
 /// The prefix of a queue item's node, as in Java's `DistributedQueue`.
