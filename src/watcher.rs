@@ -134,7 +134,8 @@ struct WatcherInner {
     renew: bool,
     /// A new session was opened after an expiry; announced at its SyncConnected.
     renewing: AtomicBool,
-    /// Connection generation: bumped on every state event, for waiters.
+    /// Connection generation: bumped on every state event (what `connect`
+    /// waits for; the library's waits use `crate::wait`).
     state_seq: AtomicI64,
     state_lock: Mutex<KeeperState>,
     state_cv: Condvar,
@@ -247,6 +248,9 @@ impl Drop for Closer {
     /// (closeSession waits up to 2 s for its answer; `Drop` never waits on the
     /// network). [`ZooKeeperWatcher::close`] is the synchronous form.
     fn drop(&mut self) {
+        if self.0.closed.load(Ordering::SeqCst) {
+            return; // closed already (`close()` is idempotent): nothing to do
+        }
         let inner = self.0.clone();
         crate::background::run_in_background("zklock-close", move || {
             if let Err(e) = inner.close() {
@@ -542,22 +546,6 @@ impl ZooKeeperWatcher {
     /// `AuthFailed`, `Closed`), for waits that must end with the session.
     pub fn check_session(&self) -> Result<()> {
         self.inner.check_session()
-    }
-
-    /// Waits until the next connection-state event after `seen` (a value of
-    /// [`state_generation`](Self::state_generation)), at most `timeout`; returns
-    /// the new generation.
-    pub fn wait_state_change(&self, seen: i64, timeout: Duration) -> i64 {
-        let mut g = self.inner.state_lock.lock();
-        if self.inner.state_seq.load(Ordering::SeqCst) == seen {
-            self.inner.state_cv.wait_for(&mut g, timeout);
-        }
-        self.inner.state_seq.load(Ordering::SeqCst)
-    }
-
-    /// A counter bumped on every connection-state event.
-    pub fn state_generation(&self) -> i64 {
-        self.inner.state_seq.load(Ordering::SeqCst)
     }
 
     // ---- listeners ---------------------------------------------------------
