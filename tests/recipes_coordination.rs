@@ -295,7 +295,7 @@ fn queue_4_producers_4_consumers_1000_items_each_once_in_order() {
         "4x4x1000: {total} items in {elapsed:.1?} ({:.0} items/s), per consumer {per_consumer:?}",
         total as f64 / elapsed.as_secs_f64()
     );
-    assert_tree_then_clean(&root, &["q"]);
+    assert_tree_then_clean(&root, &["q", "q-takers"]);
 }
 
 /// Java's own `DistributedQueue` produces, Rust consumes, in order; then the
@@ -344,7 +344,7 @@ fn queue_java_producer_rust_consumer_and_the_reverse() {
     consumer.expect("done", Duration::from_secs(10));
     assert_eq!(q.peek().unwrap(), None);
     zkw.close().unwrap();
-    assert_tree_then_clean(&root, &["q"]);
+    assert_tree_then_clean(&root, &["q", "q-takers"]);
 }
 
 /// `peek`/`element`/`poll`/`remove` on empty and full queues, `take_timeout`
@@ -404,7 +404,7 @@ fn queue_api_timeouts_and_wake_up() {
     assert_eq!(item.as_deref(), Some(&b"c"[..]));
     assert!(waited < Duration::from_secs(10), "woken late: {waited:?}");
     zkw.close().unwrap();
-    assert_tree_then_clean(&root, &["q"]);
+    assert_tree_then_clean(&root, &["q", "q-takers"]);
 }
 
 /// A consumer waiting in `take` whose session is partitioned past its timeout
@@ -448,7 +448,7 @@ fn queue_consumer_partitioned_past_its_session_ends_with_an_error() {
     assert_eq!(q.poll().unwrap().as_deref(), Some(&b"second"[..]));
     victim.close().unwrap();
     other.close().unwrap();
-    assert_tree_then_clean(&root, &["q"]);
+    assert_tree_then_clean(&root, &["q", "q-takers"]);
 }
 
 // ---------------------------------------------------------------------------
@@ -812,7 +812,7 @@ fn priority_queue_orders_by_priority_then_fifo_and_urgent_items_go_next() {
     assert_eq!(got.len(), 3, "{got:?}");
     other.close().unwrap();
     zkw.close().unwrap();
-    assert_tree_then_clean(&root, &["pq"]);
+    assert_tree_then_clean(&root, &["pq", "pq-takers"]);
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | [`DistributedQueue`](super::queue::DistributedQueue) | an item | `<dir>/qn-<10-digit sequence>` (Java's `DistributedQueue`) |
 //! | [`DistributedPriorityQueue`](super::priority_queue::DistributedPriorityQueue) | an item | `<dir>/pq-<10-digit priority>-<10-digit sequence>` |
+//! | [`DistributedQueue`](super::queue::DistributedQueue), [`DistributedPriorityQueue`](super::priority_queue::DistributedPriorityQueue) | idle consumers queue up | a write lock (HBase's layout) at `<dir>-takers`, beside the queue (Java's consumers would log every foreign child of `<dir>`) |
 //! | [`DoubleBarrier`](super::double_barrier::DoubleBarrier) | a member | `<path>/m-<tag><10-digit sequence>`, ephemeral |
 //! | [`DoubleBarrier`](super::double_barrier::DoubleBarrier) | the barrier is full | `<path>/ready` |
 //! | [`TwoPhaseCommit`](super::two_phase_commit::TwoPhaseCommit) | a site is alive | `<path>/<site>/alive`, ephemeral |
@@ -14,6 +15,11 @@
 
 /// The prefix of a queue item's node, as in Java's `DistributedQueue`.
 pub const ITEM_PREFIX: &str = "qn-";
+
+/// The suffix of the lock beside a queue's directory behind which idle
+/// consumers queue up (`<dir>-takers`): only its holder watches the queue, so
+/// an offered item wakes one consumer, not all.
+pub const TAKERS_SUFFIX: &str = "-takers";
 
 /// The prefix of a priority-queue item's node: `pq-<priority>-<sequence>`.
 pub const PRIORITY_PREFIX: &str = "pq-";

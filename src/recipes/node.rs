@@ -9,12 +9,14 @@
 
 use log::{debug, warn};
 
+use super::layout::TAKERS_SUFFIX;
 use crate::client::{Acl, CreateMode, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
+use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::Stat;
-use crate::wait::CallSession;
+use crate::wait::{Bounds, CallSession};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -113,6 +115,41 @@ pub(super) fn children_or_none(rzk: &RecoverableZooKeeper, dir: &str) -> Result<
         Err(e) if e.is(ZkError::NoNode) => Ok(Vec::new()),
         Err(e) => Err(e),
     }
+}
+
+/// Runs `watch_and_take` (which watches the queue's directory `dir`, waits and
+/// takes) as the one idle consumer watching it: idle consumers queue up behind
+/// a write lock at `<dir>-takers` ([`TAKERS_SUFFIX`]) and only its holder
+/// watches the directory, so an offered item wakes one consumer (the holder),
+/// and the next idle consumer is woken by the holder's release (one lock
+/// hand-off), not by the item: no herd. `Ok(None)` when `bounds` ran out
+/// waiting for the lock. Called with the take's session: a lock granted in
+/// another session (a renewal meanwhile) ends the take with `SessionExpired`.
+pub(super) fn as_the_watching_taker<T>(
+    call: &CallSession,
+    dir: &str,
+    bounds: Bounds,
+    watch_and_take: impl FnOnce() -> Result<Option<T>>,
+) -> Result<Option<T>> {
+    let takers =
+        ZkInterProcessWriteLock::new(call.watcher(), &format!("{dir}{TAKERS_SUFFIX}"), &[], None)?;
+    let held = match bounds.wait.remaining() {
+        None => takers.acquire().map(|()| true),
+        Some(left) => takers.try_acquire(left),
+    };
+    let held = match held {
+        Err(e) if bounds.cut_short(&e) => false,
+        other => other?,
+    };
+    if !held {
+        return Ok(None);
+    }
+    let result = call.check().and_then(|()| watch_and_take());
+    if let Err(e) = takers.release() {
+        // Its node goes with the session, or the lock's drop retries.
+        debug!("releasing the takers' lock of {dir}: {e}");
+    }
+    result
 }
 
 /// A node a recipe created for its caller, bound to the session that created

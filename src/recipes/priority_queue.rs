@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::layout::PRIORITY_PREFIX;
-use super::node::{children_or_none, claim, create_item};
+use super::node::{as_the_watching_taker, children_or_none, claim, create_item};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::sequence::sequence_of;
@@ -147,8 +147,23 @@ impl DistributedPriorityQueue {
 
     fn take_loop(&self, bounds: Bounds) -> Result<Option<(u32, Vec<u8>)>> {
         // As DistributedQueue: every call in the take's session; claims are
-        // not cut short by the deadline.
+        // not cut short by the deadline; idle consumers queue up behind the
+        // takers' lock and only its holder watches the directory.
         let call = CallSession::begin(&self.zkw)?;
+        if let Some(item) = self.poll_with(call.rzk())? {
+            return Ok(Some(item));
+        }
+        if bounds.wait.is_past() {
+            return Ok(None);
+        }
+        as_the_watching_taker(&call, &self.dir, bounds, || {
+            self.watch_and_take(&call, bounds)
+        })
+    }
+
+    /// Polls, then watches the directory and waits, until an item is taken
+    /// or `bounds` runs out (as the one watching consumer).
+    fn watch_and_take(&self, call: &CallSession, bounds: Bounds) -> Result<Option<(u32, Vec<u8>)>> {
         let unbounded = call.rzk();
         let rzk = unbounded.with_deadline(bounds.calls);
         loop {
@@ -169,7 +184,7 @@ impl DistributedPriorityQueue {
                 }
                 Err(e) => return Err(e),
             }
-            if !self.waiter.wait(&call, round, bounds.wait, &self.dir)? {
+            if !self.waiter.wait(call, round, bounds.wait, &self.dir)? {
                 return Ok(None);
             }
         }

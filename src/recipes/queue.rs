@@ -7,7 +7,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::layout::ITEM_PREFIX;
-use super::node::{children_or_none, claim, create_item, ordered_items};
+use super::node::{as_the_watching_taker, children_or_none, claim, create_item, ordered_items};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::wait::{Bounds, CallSession, Waiter};
@@ -31,9 +31,12 @@ use crate::zkutil;
 ///   next item. No item is handed out twice.
 ///
 /// # Waiting
-/// `take` sets a child watch on the directory with a per-watch watcher and
-/// waits; every waiting consumer is woken by an offer (the recipes page does not
-/// make queues herd-free: each then tries the head, one gets it).
+/// A `take` that finds the queue empty queues up behind a write lock beside
+/// the directory (`<dir>-takers`, see [`layout`](super::layout)); only the
+/// lock's holder sets a child watch on the directory (a per-watch watcher) and
+/// waits. An offer wakes that one consumer, not every idle one (Java's and the
+/// recipes page's consumers all wake and race for the head); when it has
+/// taken its item it releases the lock, which wakes the next idle consumer.
 ///
 /// # zklock differs here
 /// - Java re-lists the directory for every item; an instance here keeps the
@@ -203,6 +206,22 @@ impl DistributedQueue {
         // item in doubt): they are bounded by the client's request timeout and
         // retries; the listings and the watch are.
         let call = CallSession::begin(&self.zkw)?;
+        // A busy queue is served at once; an idle consumer queues up behind
+        // the takers' lock, and only its holder watches the directory.
+        if let Some(data) = self.poll_with(call.rzk())? {
+            return Ok(Some(data));
+        }
+        if bounds.wait.is_past() {
+            return Ok(None);
+        }
+        as_the_watching_taker(&call, &self.dir, bounds, || {
+            self.watch_and_take(&call, bounds)
+        })
+    }
+
+    /// Polls, then watches the directory and waits, until an item is taken
+    /// or `bounds` runs out (as the one watching consumer).
+    fn watch_and_take(&self, call: &CallSession, bounds: Bounds) -> Result<Option<Vec<u8>>> {
         let unbounded = call.rzk();
         let rzk = unbounded.with_deadline(bounds.calls);
         loop {
@@ -229,7 +248,7 @@ impl DistributedQueue {
                 }
                 Err(e) => return Err(e),
             }
-            if !self.waiter.wait(&call, round, bounds.wait, &self.dir)? {
+            if !self.waiter.wait(call, round, bounds.wait, &self.dir)? {
                 return Ok(None);
             }
         }
