@@ -1489,3 +1489,103 @@ fn queue_len_priority_take_barrier_wait_and_party() {
     zkw.close().unwrap();
     zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// No herd (issue 20, finding 6), counted by the server (`mntr`)
+// ---------------------------------------------------------------------------
+
+/// The server's count of packets received (requests, pings included).
+fn packets_received(server: &str) -> u64 {
+    let mntr = zklock::testing::four_letter(server, "mntr").expect("mntr");
+    zklock::testing::parse_mntr(&mntr)["zk_packets_received"]
+        .parse()
+        .expect("zk_packets_received")
+}
+
+/// Eight idle consumers, items offered one at a time: each item wakes one
+/// consumer (the takers' lock holder), so the requests per item stay a small
+/// constant instead of growing with the consumers (before: every idle
+/// consumer woke, listed and raced for every item). On its own server, so
+/// that no other test's requests are counted.
+#[test]
+fn an_offer_wakes_one_idle_consumer_not_all() {
+    init_log();
+    let server = zklock::testing::ZkServer::start().expect("server");
+    let servers = server.connect_string();
+    const CONSUMERS: usize = 8;
+    const ITEMS: usize = 20;
+    let root = "/herd";
+    let dir = format!("{root}/q");
+    let taken = Arc::new(AtomicUsize::new(0));
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|_| {
+            let (servers, dir, taken) = (servers.clone(), dir.clone(), taken.clone());
+            thread::spawn(move || {
+                // A long session timeout: few pings in the count.
+                let zkw = connect_to(&servers, Duration::from_secs(30));
+                let q = DistributedQueue::new(&zkw, &dir).unwrap();
+                loop {
+                    let item = q.take().unwrap();
+                    if item == b"stop" {
+                        break;
+                    }
+                    taken.fetch_add(1, Ordering::SeqCst);
+                }
+                zkw.close().unwrap();
+            })
+        })
+        .collect();
+    let zkw = connect_to(&servers, Duration::from_secs(30));
+    let zk = zkw.zookeeper();
+    let takers = format!("{dir}-takers");
+    let all_idle = || {
+        zk.get_children(&takers, false)
+            .map(|c| c.len() == CONSUMERS)
+            .unwrap_or(false)
+            && zk
+                .get_children(&dir, false)
+                .map(|c| c.is_empty())
+                .unwrap_or(false)
+    };
+    assert!(
+        eventually(Duration::from_secs(30), all_idle),
+        "consumers idle"
+    );
+    let q = DistributedQueue::new(&zkw, &dir).unwrap();
+    let before = packets_received(&servers);
+    for i in 0..ITEMS {
+        q.offer(format!("item {i}").as_bytes()).unwrap();
+        assert!(eventually(Duration::from_secs(30), || taken
+            .load(Ordering::SeqCst)
+            == i + 1));
+        assert!(eventually(Duration::from_secs(30), all_idle), "idle again");
+    }
+    let after = packets_received(&servers);
+    // Our own requests: the offers and the idle checks (2 listings per look):
+    // counted out by measuring them alone.
+    let mine_before = packets_received(&servers);
+    for _ in 0..ITEMS {
+        assert!(all_idle());
+    }
+    let mine = packets_received(&servers) - mine_before;
+    let per_item = (after - before).saturating_sub(mine) as f64 / ITEMS as f64;
+    println!(
+        "{CONSUMERS} idle consumers: {per_item:.1} requests per offered item (server mntr, offer and hand-off included)"
+    );
+    // One consumer woken per item: its listing, claim (read + delete), the
+    // takers' lock hand-off (release, the next holder's listing) and its
+    // listing + watch, the offer, and each idle look of this test beyond the
+    // one counted out: about 12. A herd costs at least 2 per idle consumer
+    // and item on top (each wakes, lists and re-watches).
+    assert!(
+        per_item < 2.0 * CONSUMERS as f64,
+        "{per_item:.1} requests per item: the idle consumers herd"
+    );
+    for _ in 0..CONSUMERS {
+        q.offer(b"stop").unwrap();
+    }
+    for c in consumers {
+        c.join().unwrap();
+    }
+    zkw.close().unwrap();
+}
