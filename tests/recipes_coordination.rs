@@ -1589,3 +1589,62 @@ fn an_offer_wakes_one_idle_consumer_not_all() {
     }
     zkw.close().unwrap();
 }
+
+/// Finding 4, the other side, forced with the step hook: C's time runs out,
+/// and before it withdraws A counts C in and creates `ready`. C's withdrawal
+/// (one `multi` that fails when `ready` exists) finds it: C entered after
+/// all, as A believes; before, C deleted its node and reported `Ok(false)`.
+#[test]
+fn double_barrier_member_out_of_time_looks_for_ready_first() {
+    use zklock::recipes::double_barrier::BarrierStep;
+    let root = unique_root("dbarrier-late");
+    let path = format!("{root}/b");
+    let (timed_out_tx, timed_out_rx) = mpsc::channel::<()>();
+    let timed_out_tx = Mutex::new(timed_out_tx);
+    let (a_done_tx, a_done_rx) = mpsc::channel::<bool>();
+    let a_done_rx = Mutex::new(a_done_rx);
+    let c_zkw = session();
+    let c = DoubleBarrier::new(&c_zkw, &path, 2)
+        .unwrap()
+        .with_step_hook(move |step| {
+            if step == BarrierStep::TimedOut {
+                // Hold C until A has passed (counting C, still present).
+                let _ = timed_out_tx.lock().unwrap().send(());
+                let _ = a_done_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(30));
+            }
+        });
+    let c_thread = thread::spawn(move || {
+        let entered = c.enter(Duration::from_millis(500)).unwrap();
+        let node = c.node();
+        (entered, node, c, c_zkw)
+    });
+    timed_out_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("C timed out");
+    let a_zkw = session();
+    let a = DoubleBarrier::new(&a_zkw, &path, 2).unwrap();
+    let a_entered = a.enter(Duration::from_secs(10)).unwrap();
+    a_done_tx.send(a_entered).unwrap();
+    assert!(a_entered, "A counted C and passed");
+    let (c_entered, c_node, c, c_zkw) = c_thread.join().unwrap();
+    assert!(c_entered, "C is in the barrier A passed");
+    assert!(c_node.is_some(), "C's node stays until it leaves");
+    // Both leave together.
+    let leaving = thread::spawn(move || {
+        let left = c.leave(Duration::from_secs(10)).unwrap();
+        drop(c);
+        c_zkw.close().unwrap();
+        left
+    });
+    assert!(a.leave(Duration::from_secs(10)).unwrap());
+    assert!(leaving.join().unwrap());
+    drop(a);
+    a_zkw.close().unwrap();
+    let zk = raw();
+    assert!(zk.get_children(&path, false).unwrap().is_empty());
+    zk.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
+}

@@ -29,6 +29,9 @@ pub enum BarrierStep {
     /// The member found fewer than `member_count` members and waits for
     /// `ready`.
     Waiting,
+    /// The member's time ran out; it is about to withdraw (unless `ready`
+    /// exists by then).
+    TimedOut,
 }
 
 #[cfg(feature = "testing")]
@@ -203,18 +206,29 @@ impl DoubleBarrier {
         };
         match result {
             Ok(true) => Ok(true),
-            Ok(false) => match self.withdraw_unentered(&call, &ready, &my_path) {
-                Ok(entered) => Ok(entered),
-                Err(e) => {
-                    debug!("leaving {} unentered: {e}", self.path);
-                    self.withdraw();
-                    Ok(false)
-                }
-            },
+            Ok(false) => {
+                #[cfg(feature = "testing")]
+                self.step(BarrierStep::TimedOut);
+                self.withdraw_or_enter(&call, &ready, &my_path)
+            }
             Err(e) => {
                 debug!("leaving {} unentered: {e}", self.path);
                 self.withdraw();
                 Err(e)
+            }
+        }
+    }
+
+    /// Out of time: withdraws, or enters after all when `ready` exists (see
+    /// [`withdraw_unentered`](Self::withdraw_unentered)); a failed attempt
+    /// withdraws as after an error.
+    fn withdraw_or_enter(&self, call: &CallSession, ready: &str, my_path: &str) -> Result<bool> {
+        match self.withdraw_unentered(call, ready, my_path) {
+            Ok(entered) => Ok(entered),
+            Err(e) => {
+                debug!("leaving {} unentered: {e}", self.path);
+                self.withdraw();
+                Ok(false)
             }
         }
     }

@@ -16,7 +16,7 @@ use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::Stat;
-use crate::wait::{Bounds, CallSession};
+use crate::wait::{Bounds, CallSession, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -125,7 +125,7 @@ pub(super) fn children_or_none(rzk: &RecoverableZooKeeper, dir: &str) -> Result<
 /// hand-off), not by the item: no herd. `Ok(None)` when `bounds` ran out
 /// waiting for the lock. Called with the take's session: a lock granted in
 /// another session (a renewal meanwhile) ends the take with `SessionExpired`.
-pub(super) fn as_the_watching_taker<T>(
+fn as_the_watching_taker<T>(
     call: &CallSession,
     dir: &str,
     bounds: Bounds,
@@ -150,6 +150,58 @@ pub(super) fn as_the_watching_taker<T>(
         debug!("releasing the takers' lock of {dir}: {e}");
     }
     result
+}
+
+/// The take of both queues, until an item is taken (`poll`) or `bounds` runs
+/// out: every call in the session the take began in; a busy queue is served
+/// at once; an idle consumer queues up behind the takers' lock (see
+/// [`as_the_watching_taker`]) and, holding it, polls, watches `dir`'s
+/// children with `waiter` and waits. `listed` tells whether a listing holds
+/// items (and may keep it). Claims are not cut short by the wait's deadline
+/// (an interrupted claim would leave its item in doubt): `poll` gets the
+/// unbounded handle; the listings and the watch are bounded.
+pub(super) fn take_from_queue<T>(
+    zkw: &ZooKeeperWatcher,
+    dir: &str,
+    waiter: &Waiter,
+    bounds: Bounds,
+    poll: impl Fn(&RecoverableZooKeeper) -> Result<Option<T>>,
+    listed: impl Fn(&[String]) -> bool,
+) -> Result<Option<T>> {
+    let call = CallSession::begin(zkw)?;
+    if let Some(item) = poll(call.rzk())? {
+        return Ok(Some(item));
+    }
+    if bounds.wait.is_past() {
+        return Ok(None);
+    }
+    as_the_watching_taker(&call, dir, bounds, || {
+        let unbounded = call.rzk();
+        let rzk = unbounded.with_deadline(bounds.calls);
+        loop {
+            call.check()?;
+            if let Some(item) = poll(unbounded)? {
+                return Ok(Some(item));
+            }
+            if bounds.wait.is_past() {
+                return Ok(None);
+            }
+            let round = waiter.round();
+            match rzk.get_children_watch(dir, waiter.watcher()) {
+                Ok(children) if listed(&children) => continue,
+                Ok(_) => {}
+                Err(e) if e.is(ZkError::NoNode) => {
+                    // Java creates the directory to wait on it.
+                    rzk.create_with_parents(dir, &[])?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            if !waiter.wait(&call, round, bounds.wait, dir)? {
+                return Ok(None);
+            }
+        }
+    })
 }
 
 /// A node a recipe created for its caller, bound to the session that created

@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use super::layout::PRIORITY_PREFIX;
-use super::node::{as_the_watching_taker, children_or_none, claim, create_item};
+use super::node::{children_or_none, claim, create_item, take_from_queue};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::sequence::sequence_of;
-use crate::wait::{Bounds, CallSession, Waiter};
+use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -146,48 +146,14 @@ impl DistributedPriorityQueue {
     }
 
     fn take_loop(&self, bounds: Bounds) -> Result<Option<(u32, Vec<u8>)>> {
-        // As DistributedQueue: every call in the take's session; claims are
-        // not cut short by the deadline; idle consumers queue up behind the
-        // takers' lock and only its holder watches the directory.
-        let call = CallSession::begin(&self.zkw)?;
-        if let Some(item) = self.poll_with(call.rzk())? {
-            return Ok(Some(item));
-        }
-        if bounds.wait.is_past() {
-            return Ok(None);
-        }
-        as_the_watching_taker(&call, &self.dir, bounds, || {
-            self.watch_and_take(&call, bounds)
-        })
-    }
-
-    /// Polls, then watches the directory and waits, until an item is taken
-    /// or `bounds` runs out (as the one watching consumer).
-    fn watch_and_take(&self, call: &CallSession, bounds: Bounds) -> Result<Option<(u32, Vec<u8>)>> {
-        let unbounded = call.rzk();
-        let rzk = unbounded.with_deadline(bounds.calls);
-        loop {
-            call.check()?;
-            if let Some(item) = self.poll_with(unbounded)? {
-                return Ok(Some(item));
-            }
-            if bounds.wait.is_past() {
-                return Ok(None);
-            }
-            let round = self.waiter.round();
-            match rzk.get_children_watch(&self.dir, self.waiter.watcher()) {
-                Ok(children) if !ordered(&children).is_empty() => continue,
-                Ok(_) => {}
-                Err(e) if e.is(ZkError::NoNode) => {
-                    rzk.create_with_parents(&self.dir, &[])?;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            }
-            if !self.waiter.wait(call, round, bounds.wait, &self.dir)? {
-                return Ok(None);
-            }
-        }
+        take_from_queue(
+            &self.zkw,
+            &self.dir,
+            &self.waiter,
+            bounds,
+            |rzk| self.poll_with(rzk),
+            |children| !ordered(children).is_empty(),
+        )
     }
 
     fn list(&self, rzk: &RecoverableZooKeeper) -> Result<Vec<(u32, i64, String)>> {

@@ -7,10 +7,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::layout::ITEM_PREFIX;
-use super::node::{as_the_watching_taker, children_or_none, claim, create_item, ordered_items};
+use super::node::{children_or_none, claim, create_item, ordered_items, take_from_queue};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::{Bounds, CallSession, Waiter};
+use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -201,57 +201,21 @@ impl DistributedQueue {
     }
 
     fn take_loop(&self, bounds: Bounds) -> Result<Option<Vec<u8>>> {
-        // Every call in the session the take began in. Claims are not cut
-        // short by the wait's deadline (an interrupted claim would leave its
-        // item in doubt): they are bounded by the client's request timeout and
-        // retries; the listings and the watch are.
-        let call = CallSession::begin(&self.zkw)?;
-        // A busy queue is served at once; an idle consumer queues up behind
-        // the takers' lock, and only its holder watches the directory.
-        if let Some(data) = self.poll_with(call.rzk())? {
-            return Ok(Some(data));
-        }
-        if bounds.wait.is_past() {
-            return Ok(None);
-        }
-        as_the_watching_taker(&call, &self.dir, bounds, || {
-            self.watch_and_take(&call, bounds)
-        })
-    }
-
-    /// Polls, then watches the directory and waits, until an item is taken
-    /// or `bounds` runs out (as the one watching consumer).
-    fn watch_and_take(&self, call: &CallSession, bounds: Bounds) -> Result<Option<Vec<u8>>> {
-        let unbounded = call.rzk();
-        let rzk = unbounded.with_deadline(bounds.calls);
-        loop {
-            call.check()?;
-            if let Some(data) = self.poll_with(unbounded)? {
-                return Ok(Some(data));
-            }
-            if bounds.wait.is_past() {
-                return Ok(None);
-            }
-            let round = self.waiter.round();
-            match rzk.get_children_watch(&self.dir, self.waiter.watcher()) {
-                Ok(children) => {
-                    let items = ordered_items(&children, ITEM_PREFIX);
-                    if !items.is_empty() {
-                        self.refill(items);
-                        continue;
-                    }
+        take_from_queue(
+            &self.zkw,
+            &self.dir,
+            &self.waiter,
+            bounds,
+            |rzk| self.poll_with(rzk),
+            |children| {
+                let items = ordered_items(children, ITEM_PREFIX);
+                let any = !items.is_empty();
+                if any {
+                    self.refill(items);
                 }
-                Err(e) if e.is(ZkError::NoNode) => {
-                    // Java creates the directory to wait on it.
-                    rzk.create_with_parents(&self.dir, &[])?;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            }
-            if !self.waiter.wait(call, round, bounds.wait, &self.dir)? {
-                return Ok(None);
-            }
-        }
+                any
+            },
+        )
     }
 
     fn list(&self, rzk: &RecoverableZooKeeper) -> Result<Vec<(i64, String)>> {
