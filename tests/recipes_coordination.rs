@@ -3,6 +3,8 @@
 //! expired behind a stalled `FaultProxy`, timeouts) and a no-orphan check of the
 //! test's whole tree at the end of each test.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -997,19 +999,37 @@ fn expirable(renew: bool) -> (FaultProxy, ZooKeeperWatcher) {
 
 /// Expires `zkw`'s session now: while the client is cut off, a second handle
 /// on the same session closes it; the reconnect then learns it expired.
+/// Checked: the client must learn the expiry (its session id changes with
+/// renewal, its state is Expired without). Under load the client was seen (1
+/// run in ~10) to reconnect to the old session after all, through the stalled
+/// proxy; the forcing is then repeated (at most 3 times), so that the tests
+/// below always test an expiry.
 fn force_expiry(proxy: &FaultProxy, zkw: &ZooKeeperWatcher) {
-    proxy.stall();
-    let zk = zkw.zookeeper();
-    let twin = ZooKeeper::connect_with_session(
-        &shared_server().connect_string(),
-        Duration::from_secs(6),
-        |_e: WatchedEvent| {},
-        zk.session_id(),
-        &zk.session_password(),
-    )
-    .unwrap();
-    twin.close().unwrap();
-    proxy.reset();
+    let old = zkw.zookeeper().session_id();
+    for attempt in 1..=3 {
+        proxy.stall();
+        let zk = zkw.zookeeper();
+        let twin = ZooKeeper::connect_with_session(
+            &shared_server().connect_string(),
+            Duration::from_secs(6),
+            |_e: WatchedEvent| {},
+            old,
+            &zk.session_password(),
+        )
+        .unwrap();
+        // Connected first: a close before that sends no closeSession (under
+        // load the twin may still be connecting), and the session lives on.
+        twin.wait_connected(Duration::from_secs(20)).unwrap();
+        twin.close().unwrap();
+        proxy.reset();
+        if eventually(Duration::from_secs(10), || {
+            zkw.zookeeper().session_id() != old || zkw.state().is_terminal()
+        }) {
+            return;
+        }
+        log::warn!("force_expiry: session {old:#x} still alive after attempt {attempt}");
+    }
+    panic!("could not expire session {old:#x}");
 }
 
 /// The paths session `id` watches on the server (`wchc`).
@@ -1646,5 +1666,39 @@ fn double_barrier_member_out_of_time_looks_for_ready_first() {
     let zk = raw();
     assert!(zk.get_children(&path, false).unwrap().is_empty());
     zk.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
+}
+
+/// An idle recipe waiter costs no wake-up (the old engine looked at its
+/// session every 500 ms): a barrier waiter's thread, counted by its own
+/// context switches over 3 s of waiting.
+#[test]
+fn an_idle_recipe_waiter_does_not_wake_up() {
+    let zkw = session();
+    let root = unique_root("idle-recipe");
+    let b = Barrier::new(&zkw, &format!("{root}/b")).unwrap();
+    b.set_barrier().unwrap();
+    let path = b.path().to_string();
+    let w = zkw.clone();
+    let waiter = thread::Builder::new()
+        .name("idle-barrier".into())
+        .spawn(move || Barrier::new(&w, &path).unwrap().wait())
+        .unwrap();
+    let id = zkw.zookeeper().session_id();
+    assert!(eventually(Duration::from_secs(10), || watched_by(id)
+        .iter()
+        .any(|p| p.starts_with(&root))));
+    let before = common::context_switches_of("idle-barrier").expect("the waiter's thread");
+    // Deliberate: an idle wait, long enough for 6 rechecks at 500 ms.
+    thread::sleep(Duration::from_secs(3));
+    let after = common::context_switches_of("idle-barrier").expect("the waiter's thread");
+    assert!(
+        after - before <= 1,
+        "the idle waiter woke {} times",
+        after - before
+    );
+    assert!(b.remove_barrier().unwrap());
+    waiter.join().unwrap().unwrap();
+    zkw.close().unwrap();
     zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
 }

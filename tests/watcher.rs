@@ -1017,6 +1017,9 @@ fn force_expiry(proxy: &FaultProxy, servers: &str, zkw: &ZooKeeperWatcher) {
         &zk.session_password(),
     )
     .unwrap();
+    // Connected first: a close before that sends no closeSession (under load
+    // the twin may still be connecting), and the session would live on.
+    twin.wait_connected(Duration::from_secs(20)).unwrap();
     twin.close().unwrap();
     proxy.reset();
 }

@@ -316,3 +316,20 @@ impl Serial {
         SERIAL.write().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// The voluntary context switches of this process's thread named `name`.
+pub fn context_switches_of(name: &str) -> Option<u64> {
+    std::fs::read_dir("/proc/self/task").ok()?.find_map(|e| {
+        let dir = e.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+        if comm.trim() != name {
+            return None;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        status
+            .lines()
+            .find(|l| l.starts_with("voluntary_ctxt_switches:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    })
+}
