@@ -37,6 +37,12 @@ use crate::zkutil;
 /// waits. An offer wakes that one consumer, not every idle one (Java's and the
 /// recipes page's consumers all wake and race for the head); when it has
 /// taken its item it releases the lock, which wakes the next idle consumer.
+/// Measured on a server of its own (`mntr`), 8 idle consumers and items
+/// offered one at a time: 12 requests per item, against 33 when every idle
+/// consumer wakes. An idle consumer behind the lock waits as a lock waiter
+/// does: through a disconnection until the session's end (`SessionExpired`);
+/// only the holder's wait ends with `ConnectionLoss` after a session timeout
+/// down.
 ///
 /// # zklock differs here
 /// - Java re-lists the directory for every item; an instance here keeps the

@@ -117,7 +117,7 @@ impl<F: Fn(&str) -> RevocationReply + Send + Sync> RevocationListener for F {
 /// What a lock instance shares with its grant watches: no `ZooKeeperWatcher`,
 /// no lock (a watcher in the client's table must not keep either alive).
 #[derive(Default)]
-struct Shared {
+struct RevocationState {
     listener: RwLock<Option<Arc<dyn RevocationListener>>>,
     auto_release: AtomicBool,
     lock_listener: RwLock<Option<Arc<dyn LockListener>>>,
@@ -128,7 +128,7 @@ struct Shared {
 /// Forwards the inner lock's events to the user's lock listener. Always set on
 /// the inner lock, so that it watches its held node and tells a deletion
 /// (forced revocation) as `Lost`.
-struct Forward(Arc<Shared>);
+struct Forward(Arc<RevocationState>);
 
 impl LockListener for Forward {
     fn lock_event(&self, path: &str, event: LockEvent) {
@@ -155,7 +155,7 @@ struct GrantWatch {
     /// A request came for this grant.
     requested: AtomicBool,
     /// Weak: the lock's slot holds this watch.
-    shared: Weak<Shared>,
+    shared: Weak<RevocationState>,
     lock: Weak<dyn InterProcessLock>,
     zkw: WeakZooKeeperWatcher,
     me: Weak<GrantWatch>,
@@ -222,7 +222,7 @@ impl GrantWatch {
     /// Releases the grant in the background, if it is still the current one.
     /// Holds the grant slot meanwhile, so a concurrent release + acquire of the
     /// same instance cannot have its new grant released instead.
-    fn release_lock(&self, shared: &Shared) {
+    fn release_lock(&self, shared: &RevocationState) {
         let mut slot = shared.grant.lock();
         let current = slot
             .as_ref()
@@ -280,7 +280,7 @@ fn is_request(data: &[u8], stat: &Stat) -> bool {
 pub struct RevocableLock<K: LockKind> {
     zkw: ZooKeeperWatcher,
     lock: Arc<ZkInterProcessLockBase<K>>,
-    shared: Arc<Shared>,
+    shared: Arc<RevocationState>,
 }
 
 /// Revocable Shared Locks: a revocable read (shared) lock.
@@ -313,7 +313,7 @@ impl<K: LockKind> RevocableLock<K> {
         metadata: &[u8],
         handler: Option<Arc<dyn MetadataHandler>>,
     ) -> Result<Self> {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(RevocationState::default());
         let lock = ZkInterProcessLockBase::<K>::new(zkw, znode, metadata, handler)?
             .with_lock_listener(Forward(shared.clone()));
         Ok(RevocableLock {
