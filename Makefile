@@ -16,6 +16,8 @@ CARGO ?= cargo
 
 ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
 SLF4J_JAR     := /usr/share/java/slf4j-simple.jar
+# The TLS tests' Netty server factory and Java client (see zklock::testing::NETTY_CLASSPATH).
+NETTY_CODEC_JAR := /usr/share/java/netty-codec.jar
 CURATOR_JAR   := /usr/share/java/curator-recipes.jar
 
 PYTHON3       ?= python3
@@ -27,15 +29,19 @@ KAZOO_VENV    := target/kazoo-venv
 help:
 	@echo "make demo | make test | make check | make bench | make chaos | make cli | make zookeeper"
 
-# Debian's `zookeeper` package brings the server jars (libzookeeper-java) and
-# slf4j (libslf4j-java); the tests start it themselves on free ports.
+# Debian's `zookeeper` package brings the server jars (libzookeeper-java),
+# slf4j (libslf4j-java) and Netty (libnetty-java, for the TLS tests); `openssl`
+# and the JDK's `keytool` make the TLS tests' certificates and stores; the tests
+# start the servers themselves on free ports.
 # Quiet when everything is installed.
 zookeeper:
 	@missing=""; \
 	if [ -z "$${ZK_TEST_CLASSPATH:-}" ]; then \
 	  [ -f $(ZOOKEEPER_JAR) ] || missing="$$missing zookeeper"; \
 	  [ -f $(SLF4J_JAR) ] || missing="$$missing libslf4j-java"; \
+	  [ -f $(NETTY_CODEC_JAR) ] || missing="$$missing libnetty-java"; \
 	fi; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	if [ -n "$${JAVA_HOME:-}" ] && [ -x "$$JAVA_HOME/bin/java" ]; then :; \
 	elif ! command -v java >/dev/null 2>&1; then missing="$$missing default-jre-headless"; fi; \
 	command -v javac >/dev/null 2>&1 || missing="$$missing default-jdk-headless"; \
@@ -125,8 +131,9 @@ bench: zookeeper curator kazoo
 	  echo "make bench: no benchmarks yet (they land with the benchmark issue)"; \
 	fi
 
-# The long chaos runs (tests/chaos.rs, `long_chaos_runs`): a three-server
-# ensemble, worker processes and a nemesis; each seed's report is printed.
+# The long chaos runs (tests/chaos.rs, `long_chaos_runs*`: the locks, the
+# election, the queue): a three-server ensemble, worker processes and a
+# nemesis; each seed's report is printed.
 # CHAOS_SEEDS (comma-separated) and CHAOS_SECS (seconds of faults per seed).
 CHAOS_SEEDS ?= 1,2,3
 CHAOS_SECS ?= 180

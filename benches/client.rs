@@ -7,6 +7,14 @@
 //! 2. 32 threads sharing one client, mixed create/get/delete: ops/s (the
 //!    `zookeeper` crate did ~13–17k ops/s on this kind of machine).
 //! 3. Idle client cost: threads and resident memory per client, over 100 clients.
+//! 4. TLS (feature `tls`; issue 21), on a harness server with a TLS port (Netty,
+//!    `ssl.clientAuth=need`, certificates made at run time): sequential `exists`
+//!    median over TLS (zklock, Java's client with Netty) and plaintext (zklock),
+//!    alternating rounds; the uncontended write-lock cycle (acquire + release,
+//!    3 requests) over TLS and plaintext, zklock and Curator (Java client over
+//!    TLS), with each client's CPU per cycle (`/proc/<pid>/stat`, 10 ms ticks).
+//!    Targets: zklock TLS `exists` median at or below Java's TLS median; zklock
+//!    TLS lock cycle at most 1.15x plaintext.
 //!
 //! `cargo bench --bench client`. Starts a ZooKeeper server with the test harness
 //! unless `ZK_SERVERS` names one. The Java side is compiled at run time from
@@ -59,6 +67,8 @@ fn main() {
     latency(&servers, &zk, &root);
     throughput(&zk, &root);
     idle_cost(&servers);
+    #[cfg(feature = "tls")]
+    tls::column();
 
     zk.delete(&root, None).unwrap();
     zk.close().unwrap();
@@ -336,4 +346,286 @@ fn idle_cost(servers: &str) {
     drop(clients);
     thread::sleep(Duration::from_millis(200));
     println!("  after closing: {} threads", task_count());
+}
+
+// ---------------------------------------------------------------------------
+// 4. TLS against plaintext, zklock against Java (Netty) and Curator
+// ---------------------------------------------------------------------------
+
+#[cfg(feature = "tls")]
+mod tls {
+    use super::*;
+    use common::LineProcess;
+    use std::path::Path;
+    use zklock::client::TlsConfig;
+    use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
+    use zklock::testing::{TestPki, ZkServer, NETTY_CLASSPATH};
+    use zklock::ZooKeeperWatcher;
+
+    const CURATOR_JARS: [&str; 6] = [
+        "/usr/share/java/curator-recipes.jar",
+        "/usr/share/java/zookeeper-recipes-lock.jar",
+        "/usr/share/java/curator-framework.jar",
+        "/usr/share/java/curator-client.jar",
+        "/usr/share/java/guava.jar",
+        "/usr/share/java/slf4j-api.jar",
+    ];
+
+    /// Median of per-cycle times and CPU per cycle of `cycles` uncontended
+    /// write-lock cycles on `zkw` (this process's CPU: the zklock client).
+    fn lock_round(zkw: &ZooKeeperWatcher, root: &str, cycles: usize) -> (Duration, Duration) {
+        let rw = ZkInterProcessReadWriteLock::new(zkw, root, None).unwrap();
+        let lock = rw.write_lock(b"bench");
+        let mut t = Vec::with_capacity(cycles);
+        let cpu0 = common::cpu_time(None);
+        for _ in 0..cycles {
+            let s = Instant::now();
+            lock.acquire().unwrap();
+            lock.release().unwrap();
+            t.push(s.elapsed());
+        }
+        let cpu = common::cpu_time(None) - cpu0;
+        t.sort();
+        (t[t.len() / 2], cpu / cycles as u32)
+    }
+
+    fn median(mut v: Vec<Duration>) -> Duration {
+        v.sort();
+        v[v.len() / 2]
+    }
+
+    pub(super) fn column() {
+        let ops = env_usize("ZK_BENCH_TLS_OPS", 2_000).max(100);
+        let rounds = env_usize("ZK_BENCH_TLS_ROUNDS", 6).max(1);
+        let cycles = env_usize("ZK_BENCH_TLS_CYCLES", 1500).max(10);
+        println!("\n4. TLS: a harness server with a TLS port (Netty, ssl.clientAuth=need, TLS 1.2), {rounds} alternating rounds");
+        let pki = match TestPki::generate() {
+            Ok(p) => p,
+            Err(e) => return println!("  (TLS skipped: {e})"),
+        };
+        let server = match ZkServer::start_tls(&pki, false) {
+            Ok(s) => s,
+            Err(e) => return println!("  (TLS skipped: {e})"),
+        };
+        let alice = pki.client("alice").expect("a client certificate");
+        let tls = TlsConfig::builder()
+            .with_ca_file(pki.ca_pem())
+            .with_client_cert(&alice.cert_pem, &alice.key_pem)
+            .build()
+            .expect("a TLS config");
+        let plain_cs = server.connect_string();
+        let tls_cs = server.secure_connect_string().expect("a TLS port");
+        let zk_plain = connect(&plain_cs);
+        let zk_tls = ZooKeeper::builder(&tls_cs)
+            .with_tls(tls.clone())
+            .connect(|_e| {})
+            .expect("connect over TLS");
+        let root = format!("/zklock-bench-tls-{}", std::process::id());
+        zk_plain
+            .create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+        for lock in ["zklock-plain", "zklock-tls", "uncontended-mutex"] {
+            zk_plain
+                .create(
+                    &format!("{root}/{lock}"),
+                    b"",
+                    Acl::open_unsafe(),
+                    CreateMode::Persistent,
+                )
+                .unwrap();
+        }
+
+        // The JVMs: ExistsBench over TLS; CuratorLockBench over TLS when Curator is there.
+        let netty: Vec<&str> = NETTY_CLASSPATH.split(':').collect();
+        let curator = CURATOR_JARS.iter().all(|j| Path::new(j).exists());
+        let mut jars: Vec<&str> = vec![
+            ZOOKEEPER_JAR,
+            SLF4J_NOP_JAR,
+            "/usr/share/java/zookeeper-jute.jar",
+        ];
+        jars.extend(&netty);
+        let mut sources = vec!["benches/java/ExistsBench.java"];
+        if curator {
+            jars.extend(CURATOR_JARS);
+            sources.push("benches/java/CuratorLockBench.java");
+        }
+        let classes = common::compile_java("client-tls", &sources, &jars)
+            .map_err(|e| println!("  (Java skipped: {e})"))
+            .ok();
+        let opts = pki.java_client_options(&alice);
+        let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+        let warm = 20_000;
+        let mut java = classes.as_ref().and_then(|c| {
+            let mut cmd = c.java(&opts, "ExistsBench");
+            cmd.args([tls_cs.as_str(), root.as_str()])
+                .arg(warm.to_string())
+                .arg(ops.to_string())
+                .arg(rounds.to_string());
+            LineProcess::spawn("ExistsBench (TLS)", cmd)
+                .map_err(|e| println!("  (Java skipped: {e})"))
+                .ok()
+        });
+        let mut curator_jvm = classes.as_ref().filter(|_| curator).and_then(|c| {
+            let mut o = opts.clone();
+            o.extend(["-Xmx256m", "-XX:+UseSerialGC"]);
+            let mut cmd = c.java(&o, "CuratorLockBench");
+            cmd.args(["serve", tls_cs.as_str(), root.as_str()]);
+            let p = LineProcess::spawn("CuratorLockBench (TLS)", cmd).ok()?;
+            match p.recv(Duration::from_secs(60)) {
+                Ok(l) if l.starts_with("ready") => Some(p),
+                other => {
+                    println!("  (Curator over TLS skipped: {other:?})");
+                    None
+                }
+            }
+        });
+
+        // exists: Java TLS, zklock TLS, zklock plain, round after round.
+        zklock_round(&zk_tls, &root, warm);
+        zklock_round(&zk_plain, &root, warm);
+        let (mut j, mut t, mut p) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..rounds {
+            if let Some(jp) = java.as_mut() {
+                match jp
+                    .recv(Duration::from_secs(120))
+                    .ok()
+                    .as_deref()
+                    .and_then(parse_java)
+                {
+                    Some(s) => j.push(s.median),
+                    None => println!("  (no answer from the Java client)"),
+                }
+            }
+            t.push(zklock_round(&zk_tls, &root, ops).median);
+            p.push(zklock_round(&zk_plain, &root, ops).median);
+            println!(
+                "  round {r}: exists median: zklock TLS {:>6.1} µs, zklock plain {:>6.1} µs{}",
+                us(*t.last().unwrap()),
+                us(*p.last().unwrap()),
+                j.last()
+                    .map(|d| format!(", Java TLS {:>6.1} µs", us(*d)))
+                    .unwrap_or_default()
+            );
+            if r + 1 < rounds {
+                if let Some(jp) = java.as_mut() {
+                    let _ = jp.send("");
+                }
+            }
+        }
+        if let Some(mut jp) = java {
+            let _ = jp.finish(Duration::from_secs(30));
+        }
+        let (tm, pm) = (median(t), median(p));
+        print!(
+            "  exists median over rounds: zklock TLS {:.1} µs, zklock plain {:.1} µs ({:.2}x)",
+            us(tm),
+            us(pm),
+            tm.as_secs_f64() / pm.as_secs_f64()
+        );
+        if j.is_empty() {
+            println!();
+        } else {
+            let jm = median(j);
+            println!(
+                ", Java TLS {:.1} µs; zklock TLS / Java TLS {:.2}x (target <= 1.00x)",
+                us(jm),
+                tm.as_secs_f64() / jm.as_secs_f64()
+            );
+        }
+
+        // The uncontended write-lock cycle.
+        let zkw = |cs: &str, tls: Option<TlsConfig>| {
+            ZooKeeperWatcher::builder(cs)
+                .with_client(move |b| match tls {
+                    Some(t) => b.with_tls(t),
+                    None => b,
+                })
+                .connect()
+                .expect("a ZooKeeperWatcher")
+        };
+        let w_plain = zkw(&plain_cs, None);
+        let w_tls = zkw(&tls_cs, Some(tls));
+        let (lp, lt) = (format!("{root}/zklock-plain"), format!("{root}/zklock-tls"));
+        lock_round(&w_plain, &lp, cycles * 4);
+        lock_round(&w_tls, &lt, cycles * 4);
+        let (mut pt, mut pc, mut tt, mut tc, mut ct, mut cc) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
+        if let Some(c) = curator_jvm.as_mut() {
+            let _ = c.ask(
+                &format!("uncontended mutex {}", cycles * 4),
+                Duration::from_secs(300),
+            );
+        }
+        for r in 0..rounds {
+            let (a, b) = lock_round(&w_plain, &lp, cycles);
+            let (c, d) = lock_round(&w_tls, &lt, cycles);
+            pt.push(a);
+            pc.push(b);
+            tt.push(c);
+            tc.push(d);
+            let mut line = format!(
+                "  round {r}: lock cycle median: zklock plain {:>6.1} µs ({:>5.1} µs CPU), zklock TLS {:>6.1} µs ({:>5.1} µs CPU)",
+                us(a),
+                us(b),
+                us(c),
+                us(d)
+            );
+            if let Some(cp) = curator_jvm.as_mut() {
+                let cpu0 = common::cpu_time(Some(cp.pid()));
+                let answer = cp.ask(
+                    &format!("uncontended mutex {cycles}"),
+                    Duration::from_secs(300),
+                );
+                let cpu = (common::cpu_time(Some(cp.pid())) - cpu0) / cycles as u32;
+                if let Some(p50) = answer.ok().as_deref().and_then(|l| field(l, "p50_ns")) {
+                    ct.push(p50);
+                    cc.push(cpu);
+                    line += &format!(
+                        ", Curator TLS {:>6.1} µs ({:>5.1} µs CPU)",
+                        us(p50),
+                        us(cpu)
+                    );
+                }
+            }
+            println!("{line}");
+        }
+        if let Some(mut c) = curator_jvm {
+            let _ = c.send("quit");
+            let _ = c.finish(Duration::from_secs(30));
+        }
+        let (ptm, ttm) = (median(pt), median(tt));
+        println!(
+            "  lock cycle over rounds: zklock plain {:.1} µs ({:.1} µs CPU), zklock TLS {:.1} µs ({:.1} µs CPU): TLS/plain {:.2}x (target <= 1.15x){}",
+            us(ptm),
+            us(median(pc)),
+            us(ttm),
+            us(median(tc)),
+            ttm.as_secs_f64() / ptm.as_secs_f64(),
+            if ct.is_empty() {
+                String::new()
+            } else {
+                format!("; Curator TLS {:.1} µs ({:.1} µs CPU)", us(median(ct)), us(median(cc)))
+            }
+        );
+        w_plain.close().unwrap();
+        w_tls.close().unwrap();
+        for lock in ["zklock-plain", "zklock-tls", "uncontended-mutex"] {
+            let _ = zk_plain.delete(&format!("{root}/{lock}"), None);
+        }
+        let _ = zk_plain.delete(&root, None);
+        drop(classes);
+    }
+
+    /// `key value` from an "ok key value ..." line, as nanoseconds.
+    fn field(line: &str, key: &str) -> Option<Duration> {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let i = f.iter().position(|x| *x == key)?;
+        Some(Duration::from_nanos(f.get(i + 1)?.parse().ok()?))
+    }
 }

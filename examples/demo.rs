@@ -2,11 +2,15 @@
 //!
 //! Starts a throwaway local ZooKeeper (unless `ZK_SERVERS` names one), then runs
 //! `zklock` processes — the binary built next to this example — and narrates
-//! what they do: writers contending, readers sharing, a holder killed with
-//! `kill -9` and its successor waiting out the session timeout, `zklock ls` of
+//! what they do: writers contending, readers sharing, a holder's `zklock`
+//! killed with `kill -9` (its command dies with it at once) and its successor
+//! waiting out the session timeout, `zklock ls` of
 //! the queue, a clean shutdown handing the lock over at once, and a leader
 //! election with succession. Every command run under a lock stamps its start
 //! and end (`date +%s.%N`), and the summary checks them for overlaps.
+
+#[path = "support/zklock_bin.rs"]
+mod zklock_bin;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -18,9 +22,9 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{ensure, Context};
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use zklock::testing::ZkServer;
+use zklock::testing::{pid_alive as alive, ZkServer};
 
 /// A command's start or end, stamped by the command itself.
 #[derive(Debug, Clone)]
@@ -62,8 +66,8 @@ impl Demo {
         format!("{:>6.2}s", at - self.t0)
     }
 
-    /// Starts `zklock <args>` labelled `label`, its own process group (so a
-    /// `kill -9` of the group takes its command too); prints its output.
+    /// Starts `zklock <args>` labelled `label` (in a process group of its own,
+    /// so that a Ctrl-C of the demo is not forwarded twice); prints its output.
     fn spawn(&self, label: &str, lock: &str, args: &[&str]) -> anyhow::Result<Child> {
         let mut child = Command::new(&self.bin)
             .arg("--zk")
@@ -191,19 +195,7 @@ fn pid(c: &Child) -> Pid {
 
 fn main() -> anyhow::Result<()> {
     let started = Instant::now();
-    let bin = match std::env::var_os("ZKLOCK_BIN") {
-        Some(b) => PathBuf::from(b),
-        None => std::env::current_exe()?
-            .parent()
-            .and_then(|examples| examples.parent())
-            .context("where is the zklock binary?")?
-            .join("zklock"),
-    };
-    ensure!(
-        bin.exists(),
-        "{} is missing: build it with `cargo build --release --features cli` (make demo does)",
-        bin.display()
-    );
+    let bin = zklock_bin::zklock_bin()?;
     let own_server;
     let servers = match std::env::var("ZK_SERVERS") {
         Ok(s) if !s.trim().is_empty() => {
@@ -310,9 +302,16 @@ fn main() -> anyhow::Result<()> {
         spread * 1000.0
     );
 
-    // 3. kill -9 of a holder: its successor waits for the session timeout.
+    // 3. kill -9 of a holder's zklock: its command dies with it at once (the
+    // watchdog kills the command's process group), and the successor waits
+    // for the session timeout.
     let job = demo.lock("report");
-    println!("\n3. a holder (session timeout 2 s) is killed with kill -9; its waiter takes over");
+    println!(
+        "\n3. the zklock of a holder (session timeout 2 s) is killed with kill -9; its command \
+         and the command's background job die at once, and the waiter takes over"
+    );
+    let pids = std::env::temp_dir().join(format!("zklock-demo-{}.pids", std::process::id()));
+    let _ = std::fs::remove_file(&pids);
     let mut victim = demo.spawn(
         "victim",
         &job,
@@ -326,7 +325,10 @@ fn main() -> anyhow::Result<()> {
             "--",
             "sh",
             "-c",
-            &stamped("sleep 30"),
+            &stamped(&format!(
+                "sleep 30 & echo $$ $! > {0}.tmp; mv {0}.tmp {0}; wait",
+                pids.display()
+            )),
         ],
     )?;
     demo.wait_start("victim", Duration::from_secs(10));
@@ -346,24 +348,53 @@ fn main() -> anyhow::Result<()> {
     )?;
     demo.wait_queue(&job, 2)?;
     demo.show(&["ls", &job])?;
+    let end = Instant::now() + Duration::from_secs(10);
+    while !pids.exists() && Instant::now() < end {
+        thread::sleep(Duration::from_millis(5));
+    }
+    let command_pids: Vec<u32> = std::fs::read_to_string(&pids)
+        .context("the victim's command never wrote its PIDs")?
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    let _ = std::fs::remove_file(&pids);
     let killed = epoch();
     println!(
-        "  {}  (demo)     kill -9 victim's process group",
-        demo.rel(killed)
+        "  {}  (demo)     kill -9 {} (the victim's zklock only; its command is pid {}, \
+         its background job pid {})",
+        demo.rel(killed),
+        victim.id(),
+        command_pids.first().copied().unwrap_or(0),
+        command_pids.get(1).copied().unwrap_or(0)
     );
-    killpg(pid(&victim), Signal::SIGKILL)?;
-    // Its command died with it, unable to say so.
+    kill(pid(&victim), Signal::SIGKILL)?;
+    let _ = victim.wait();
+    let end = Instant::now() + Duration::from_secs(5);
+    while command_pids.iter().any(|&p| alive(p)) && Instant::now() < end {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let died = epoch();
+    ensure!(
+        command_pids.iter().all(|&p| !alive(p)),
+        "the victim's command outlived its zklock"
+    );
+    println!(
+        "  {}  (demo)     the command and its background job are gone ({:.0} ms after the kill)",
+        demo.rel(died),
+        (died - killed) * 1000.0
+    );
+    // Its command died without saying so: it ended when it was seen gone.
     demo.stamps.lock().unwrap().push(Stamp {
         label: "victim".into(),
         lock: job.clone(),
         start: false,
-        at: killed,
+        at: died,
     });
-    let _ = victim.wait();
     ensure!(successor.wait()?.success(), "successor failed");
     let took = demo.start_of("successor").context("successor never ran")? - killed;
     println!(
-        "   the successor ran {took:.2} s after the kill: ZooKeeper expired the dead session first"
+        "   the successor ran {took:.2} s after the kill, once ZooKeeper expired the dead \
+         session; the victim's command was long gone, so they never overlapped"
     );
     latencies
         .entry("after kill -9 (session timeout 2 s)")

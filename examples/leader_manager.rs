@@ -1,5 +1,6 @@
 //! HBase's `ZKLeaderManager` from zklock: three candidates wait to lead; the
-//! leader abdicates, the next one is stopped, the last one leads and stops.
+//! leader steps down, the next one is stopped, the last one leads and stops.
+//! The leader znode is HBase's: one ephemeral znode holding the leader's id.
 //!
 //! Runs against `$ZK_SERVERS` or a throwaway local ZooKeeper:
 //! `cargo run --example leader_manager`.
@@ -38,7 +39,7 @@ fn main() -> anyhow::Result<()> {
     let managers: Vec<Arc<ZkLeaderManager>> = sessions
         .iter()
         .enumerate()
-        .map(|(i, zkw)| Arc::new(ZkLeaderManager::new(zkw, &znode, &format!("server{i}"))))
+        .map(|(i, zkw)| Arc::new(ZkLeaderManager::new(zkw, &znode, format!("server{i}"))))
         .collect();
     let waiting: Vec<_> = managers
         .iter()
@@ -55,8 +56,14 @@ fn main() -> anyhow::Result<()> {
         .collect::<zklock::Result<Vec<_>>>()?;
 
     let first = leader(&managers, &[])?;
-    println!("server{first} leads; it abdicates");
-    managers[first].abdicate()?;
+    let (data, _) = sessions[0]
+        .recoverable_zookeeper()
+        .get_data(&znode, false)?;
+    println!(
+        "server{first} leads ({znode} holds {:?}); it steps down",
+        String::from_utf8_lossy(&data)
+    );
+    managers[first].step_down_as_leader()?;
     let second = leader(&managers, &[first])?;
     println!("server{second} leads; it is stopped");
     managers[second].stop()?;
@@ -74,10 +81,8 @@ fn main() -> anyhow::Result<()> {
         h.join().expect("thread")?
     );
     managers[first].stop()?;
-    let left = sessions[0]
-        .recoverable_zookeeper()
-        .get_children(&znode, false)?;
-    println!("offers left under {znode}: {left:?}");
+    let left = sessions[0].recoverable_zookeeper().exists(&znode, false)?;
+    println!("leader znode left: {}", left.is_some());
     for s in &sessions {
         s.close()?;
     }

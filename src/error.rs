@@ -298,6 +298,12 @@ pub enum Error {
     /// be spawned. (Server I/O is `ConnectionLoss`; the test harness has its own
     /// `std::io::Result`s.)
     Io(std::io::Error),
+    /// TLS could not be set up (bad or missing PEM material), or no server could
+    /// be reached over TLS (untrusted or misnamed server certificate, the client
+    /// certificate refused, not a TLS port). See
+    /// [`TlsError`](crate::client::TlsError).
+    #[cfg(feature = "tls")]
+    Tls(crate::client::TlsError),
 }
 
 impl Error {
@@ -350,6 +356,8 @@ impl Clone for Error {
             Error::Cancelled { lock } => Error::Cancelled { lock: lock.clone() },
             Error::Closed => Error::Closed,
             Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
+            #[cfg(feature = "tls")]
+            Error::Tls(e) => Error::Tls(e.clone()),
         }
     }
 }
@@ -418,6 +426,8 @@ impl fmt::Display for Error {
             Error::Cancelled { lock } => write!(f, "acquiring lock {lock} was cancelled"),
             Error::Closed => f.write_str("the zookeeper handle is closed"),
             Error::Io(e) => write!(f, "i/o error: {e}"),
+            #[cfg(feature = "tls")]
+            Error::Tls(e) => write!(f, "tls: {e}"),
         }
     }
 }
@@ -427,6 +437,8 @@ impl std::error::Error for Error {
         match self {
             Error::Zk { code, .. } | Error::Multi { code, .. } => Some(code),
             Error::Io(e) => Some(e),
+            #[cfg(feature = "tls")]
+            Error::Tls(e) => Some(e),
             _ => None,
         }
     }

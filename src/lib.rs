@@ -45,12 +45,15 @@
 //! | `RetryCounter`, `RetryCounterFactory`, backoff policies | [`RetryCounter`], [`RetryCounterFactory`], [`RetryConfig`], [`BackoffPolicy`] |
 //! | `InstancePending`, `PendingWatcher` | [`InstancePending`], [`PendingWatcher`] |
 //! | `ZKUtil` statics | free functions in [`zkutil`] (`ZKUtil.createWithParents(zkw, p)` → `zkutil::create_with_parents(&zkw, p)`) |
-//! | `ZooKeeperNodeTracker`, `DeletionListener` | [`ZooKeeperNodeTracker`], [`DeletionListener`] |
+//! | `ZooKeeperWatcher.setNodeNames` (HBase 1.3's znode layout: `zookeeper.znode.parent`, `rsZNode`, `masterAddressZNode`, `tableLockZNode`, ...) | [`ZNodePaths`], [`ZooKeeperWatcher::znode_paths`], [`ZooKeeperWatcherBuilder::with_hbase_conf`] |
+//! | `ZooKeeperNodeTracker`, `DeletionListener` | [`ZooKeeperNodeTracker`], [`DeletionListener`]; their events reach the watcher's listeners too, once each |
+//! | subclasses of `ZooKeeperNodeTracker` (`MasterAddressTracker`, `ClusterStatusTracker`, ...) overriding `nodeCreated` / `nodeDataChanged` / `nodeDeleted` | [`ZooKeeperNodeTracker::with_listener`] with a [`NodeTrackerListener`] |
 //! | `InterProcessLock`, `InterProcessReadWriteLock`, `MetadataHandler` | [`lock::InterProcessLock`], [`lock::InterProcessReadWriteLock`], [`lock::MetadataHandler`] |
 //! | `ZKInterProcessLockBase`, `ZKInterProcessReadLock`, `ZKInterProcessWriteLock`, `ZKInterProcessReadWriteLock` | [`lock::ZkInterProcessLockBase`], [`lock::ZkInterProcessReadLock`], [`lock::ZkInterProcessWriteLock`], [`lock::ZkInterProcessReadWriteLock`] |
 //! | `org.apache.zookeeper.ZooKeeper` | [`client::ZooKeeper`] (zklock's own client) |
 //! | `KeeperException.Code` | [`ZkError`] inside [`Error::Zk`] |
-//! | ZooKeeper's recipes: `WriteLock`, `LeaderElectionSupport`, `DistributedQueue`, barriers, group, 2PC; HBase's `ZKLeaderManager` | [`recipes`] |
+//! | ZooKeeper's recipes: `WriteLock`, `LeaderElectionSupport`, `DistributedQueue`, barriers, group, 2PC; HBase's `ZKLeaderManager` (its one ephemeral leader znode) | [`recipes`] |
+//! | `TableLockManager`'s `isShared ? readLock : writeLock` | [`lock::ZkInterProcessReadWriteLock::read_or_write_lock`], [`lock::OwnedLockGuard::acquire`] |
 //!
 //! HBase's names are kept; acronyms are one word (`ZKUtil` → `zkutil`,
 //! `ZKInterProcessReadWriteLock` → `ZkInterProcessReadWriteLock`, with a doc alias).
@@ -118,6 +121,7 @@ mod util;
 mod wait;
 mod watcher;
 pub mod zkutil;
+mod znodes;
 
 pub use deadline::Deadline;
 pub use error::{Error, Result, ZkError, ZkResultExt};
@@ -126,8 +130,11 @@ pub use metadata::{append_metadata, metadata_identifier, remove_metadata};
 pub use pending::{InstancePending, PendingWatcher};
 pub use recoverable::RecoverableZooKeeper;
 pub use retry::{BackoffPolicy, RetryConfig, RetryCounter, RetryCounterFactory};
-pub use tracker::{DeletionListener, ZooKeeperNodeTracker};
+pub use tracker::{DeletionListener, NodeTrackerListener, ZooKeeperNodeTracker};
 pub use watcher::{
     ListenerRegistration, WeakZooKeeperWatcher, ZooKeeperWatcher, ZooKeeperWatcherBuilder,
     DEFAULT_BASE_ZNODE,
+};
+pub use znodes::{
+    ZNodePaths, DEFAULT_ZOOKEEPER_ZNODE_PARENT, META_REPLICAS_NUM, ZOOKEEPER_ZNODE_PARENT,
 };

@@ -37,13 +37,22 @@ pub(crate) fn validate_path(path: &str, sequential: bool) -> Result<()> {
             _ => {}
         }
     }
-    if let Some(c) = path.chars().find(|&c| {
-        c == '\0'
-            || ('\u{1}'..='\u{1f}').contains(&c)
-            || ('\u{7f}'..='\u{9f}').contains(&c)
-            || ('\u{f000}'..='\u{f8ff}').contains(&c)
-            || ('\u{fff0}'..='\u{ffff}').contains(&c)
-    }) {
+    if path.contains('\0') {
+        return bad("null character");
+    }
+    // The server's check (Java's `PathUtils.validatePath`), on UTF-16 units as
+    // Java sees them, bounds exclusive as there: a character outside the Basic
+    // Multilingual Plane is a surrogate pair, and its low half is refused.
+    let refused = |u: u16| {
+        (0x0000 < u && u < 0x001f)
+            || (0x007f < u && u < 0x009f)
+            || (0xd800 < u && u < 0xf8ff)
+            || (0xfff0 < u && u < 0xffff)
+    };
+    if let Some(c) = path
+        .chars()
+        .find(|c| c.encode_utf16(&mut [0; 2]).iter().any(|&u| refused(u)))
+    {
         return bad(&format!("invalid character {c:?}"));
     }
     Ok(())
@@ -135,8 +144,10 @@ mod tests {
             "/..",
             "/a\0b",
             "/a\u{1}",
-            "/\u{7f}",
+            "/\u{80}",
             "/\u{fff5}",
+            "/locks/\u{1f600}",
+            "/\u{e000}",
         ] {
             match validate_path(p, false) {
                 Err(Error::BadArguments(msg)) => assert!(msg.contains("invalid path"), "{msg}"),
@@ -145,5 +156,21 @@ mod tests {
         }
         assert!(validate_path("/", true).is_err());
         assert!(validate_path("/a//", true).is_err());
+    }
+
+    /// The server's bounds are exclusive: what it accepts is accepted here.
+    #[test]
+    fn the_servers_range_ends_are_valid() {
+        for p in [
+            "/\u{1f}",
+            "/\u{7f}",
+            "/\u{9f}",
+            "/\u{f8ff}",
+            "/\u{fff0}",
+            "/\u{ffff}",
+            "/\u{e9}",
+        ] {
+            validate_path(p, false).unwrap();
+        }
     }
 }

@@ -7,7 +7,8 @@ use std::time::Instant;
 use log::{debug, info, warn};
 
 use crate::client::{
-    Acl, CreateMode, CreatedAndListed, Deadline, Op, OpResult, Stat, Watcher, ZooKeeper,
+    Acl, CreateMode, CreatedAndListed, Deadline, Op, OpResult, ReadOp, ReadResult, Stat, Watcher,
+    ZooKeeper,
 };
 use crate::error::{Error, Result, ZkError};
 use crate::metadata::{append_metadata, remove_metadata};
@@ -25,7 +26,7 @@ use crate::sequence::unique_tag;
 /// # Retry rules (HBase's)
 /// | operation | on a retry |
 /// |---|---|
-/// | `exists`, `get_children`, `get_data`, `get_acl`, `set_acl`, `sync` | plain retry |
+/// | `exists`, `get_children`, `get_data`, `get_acl`, `set_acl`, `sync`, `get_all_children_number`, `multi_read` | plain retry |
 /// | `delete` | `NoNode` on a retry means the earlier attempt deleted it: success (on the first attempt `NoNode` is an error) |
 /// | `set_data` | `BadVersion` on a retry: read the node back; if it holds our write (same metadata salt), success |
 /// | `create`, not sequential | `NodeExists` on a retry: read back; if the data is ours, success, else the error |
@@ -43,6 +44,19 @@ use crate::sequence::unique_tag;
 /// write; `get_data` strips it, and returns data without a prefix unchanged. Data
 /// written by HBase reads the same.
 ///
+/// A plain reader (a non-HBase service, `zkCli`, a config watcher) sees the
+/// prefix before the value. [`with_metadata_prefix(false)`](Self::with_metadata_prefix)
+/// (or the watcher's
+/// [`with_metadata_prefix`](crate::ZooKeeperWatcherBuilder::with_metadata_prefix))
+/// writes the data as given, at a cost to two retry rules, which can then no
+/// longer tell this write from an identical one by another writer:
+///
+/// | operation | on a retry, without the prefix |
+/// |---|---|
+/// | `create`, not sequential | `NodeExists`: success if the node holds the same bytes and, for an ephemeral node, belongs to this session; a persistent node another writer created with the same bytes meanwhile is taken for ours |
+/// | `set_data` | `BadVersion`: success if the node holds the same bytes and, with a version, is at `version + 1`; another writer's identical write at that version is taken for ours (without a version: any identical data) |
+/// | sequential `create`, `delete`, `multi`, reads | unchanged (the sequential tag is in the name) |
+///
 /// # Threads and cloning
 /// `Send + Sync`, a cheap `Clone` sharing the one session.
 #[derive(Clone)]
@@ -56,6 +70,8 @@ pub struct RecoverableZooKeeper {
 struct RecoverableInner {
     identifier: String,
     retry: RetryConfig,
+    /// Whether writes carry HBase's metadata prefix (default true).
+    metadata: bool,
 }
 
 impl std::fmt::Debug for RecoverableZooKeeper {
@@ -63,6 +79,7 @@ impl std::fmt::Debug for RecoverableZooKeeper {
         f.debug_struct("RecoverableZooKeeper")
             .field("identifier", &self.inner.identifier)
             .field("retry", &self.inner.retry)
+            .field("metadata", &self.inner.metadata)
             .field("zk", &self.zk)
             .field("deadline", &self.zk.deadline())
             .finish()
@@ -79,8 +96,43 @@ impl RecoverableZooKeeper {
             identifier.to_string()
         };
         RecoverableZooKeeper {
-            inner: Arc::new(RecoverableInner { identifier, retry }),
+            inner: Arc::new(RecoverableInner {
+                identifier,
+                retry,
+                metadata: true,
+            }),
             zk,
+        }
+    }
+
+    /// A handle on the same session whose writes carry HBase's metadata prefix
+    /// (`true`, the default, as HBase) or store the data as given (`false`),
+    /// for data that non-HBase readers read. What `false` costs the `create`
+    /// and `set_data` retry rules is in the [type's docs](Self#data-format).
+    /// Reads strip a prefix either way.
+    #[must_use]
+    pub fn with_metadata_prefix(&self, on: bool) -> RecoverableZooKeeper {
+        RecoverableZooKeeper {
+            inner: Arc::new(RecoverableInner {
+                identifier: self.inner.identifier.clone(),
+                retry: self.inner.retry,
+                metadata: on,
+            }),
+            zk: self.zk.clone(),
+        }
+    }
+
+    /// Whether writes carry HBase's metadata prefix.
+    pub fn metadata_prefix(&self) -> bool {
+        self.inner.metadata
+    }
+
+    /// `data` as this handle stores it: with the metadata prefix, or as given.
+    fn encode(&self, data: &[u8]) -> Vec<u8> {
+        if self.inner.metadata {
+            append_metadata(&self.inner.identifier, data)
+        } else {
+            data.to_vec()
         }
     }
 
@@ -251,23 +303,60 @@ impl RecoverableZooKeeper {
         .map(|(d, s)| (remove_metadata(&d).to_vec(), s))
     }
 
+    /// ZooKeeper 3.6's `getAllChildrenNumber`: how many descendants `path`
+    /// has, at every depth (see [`ZooKeeper::get_all_children_number`]).
+    ///
+    /// # Errors
+    /// `NoNode`, `NoAuth`, `Unimplemented` (server before 3.6), session errors.
+    pub fn get_all_children_number(&self, path: &str) -> Result<i32> {
+        self.retrying("getAllChildrenNumber", path, |_| {
+            self.zk.get_all_children_number(path)
+        })
+    }
+
+    /// ZooKeeper 3.6's `multiRead` (see [`ZooKeeper::multi_read`]): the
+    /// reads' answers in one round trip, the data of each `GetData` without
+    /// its metadata prefix.
+    ///
+    /// # Errors
+    /// `BadArguments`, `Unimplemented` (server before 3.6), session errors; a
+    /// failed read is a [`ReadResult::Error`] among the results.
+    pub fn multi_read(&self, ops: &[ReadOp]) -> Result<Vec<ReadResult>> {
+        let first = ops.first().map_or("/", ReadOp::path).to_string();
+        let results = self.retrying("multiRead", &first, |_| self.zk.multi_read(ops))?;
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                ReadResult::Data { data, stat } => ReadResult::Data {
+                    data: remove_metadata(&data).to_vec(),
+                    stat,
+                },
+                other => other,
+            })
+            .collect())
+    }
+
     /// Data with its metadata prefix, as stored.
     pub fn get_raw_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
         self.retrying("getData", path, |_| self.zk.get_data(path, false))
     }
 
     /// Sets `path`'s data (with the metadata prefix) at `version` or any.
-    /// `BadVersion` on a retry reads back: if the node holds this write, success.
+    /// `BadVersion` on a retry reads back: if the node holds this write, success
+    /// (without the prefix: the same bytes at `version + 1`, see the
+    /// [type's docs](Self#data-format)).
     ///
     /// # Errors
     /// `NoNode`, `BadVersion`, session errors.
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
-        let new_data = append_metadata(&self.inner.identifier, data);
+        let new_data = self.encode(data);
         self.retrying("setData", path, |is_retry| {
             match self.zk.set_data(path, &new_data, version) {
                 Err(e) if is_retry && e.is(ZkError::BadVersion) => {
                     let (current, stat) = self.zk.get_data(path, false)?;
-                    if current == new_data {
+                    let at_our_version = self.inner.metadata
+                        || version.map_or(true, |v| stat.version == v.wrapping_add(1));
+                    if current == new_data && at_our_version {
                         info!("setData {path}: an earlier attempt succeeded");
                         Ok(stat)
                     } else {
@@ -318,7 +407,7 @@ impl RecoverableZooKeeper {
         acl: &[Acl],
         mode: CreateMode,
     ) -> Result<(String, Stat)> {
-        let new_data = append_metadata(&self.inner.identifier, data);
+        let new_data = self.encode(data);
         if mode.is_sequential() {
             return self.create_sequential(&tagged_prefix(path), &new_data, acl, mode);
         }
@@ -326,7 +415,11 @@ impl RecoverableZooKeeper {
             match self.zk.create2(path, &new_data, acl, mode) {
                 Err(e) if is_retry && e.is(ZkError::NodeExists) => {
                     match self.zk.get_data(path, false) {
-                        Ok((current, stat)) if current == new_data => {
+                        Ok((current, stat))
+                            if current == new_data
+                                && (!mode.is_ephemeral()
+                                    || stat.ephemeral_owner == self.zk.session_id()) =>
+                        {
                             info!("create {path}: an earlier attempt succeeded");
                             Ok((path.to_string(), stat))
                         }
@@ -352,7 +445,8 @@ impl RecoverableZooKeeper {
     /// and the locks use it.
     ///
     /// # Errors
-    /// `BadArguments` for a bad path; `NoAuth`; session errors.
+    /// `BadArguments` for a bad path; `NoAuth`; session errors; `NoNode` for
+    /// `/` when the connect string's chroot does not exist.
     pub(crate) fn create_with_parents(&self, znode: &str, data: &[u8]) -> Result<()> {
         crate::path::validate(znode)?;
         if znode == "/" {
@@ -361,12 +455,17 @@ impl RecoverableZooKeeper {
         match self.create(znode, data, Acl::open_unsafe(), CreateMode::Persistent) {
             Ok(_) => Ok(()),
             Err(e) if e.is(ZkError::NodeExists) => Ok(()),
-            Err(e) if e.is(ZkError::NoNode) => {
-                if let Some(parent) = crate::path::get_parent(znode) {
+            Err(e) if e.is(ZkError::NoNode) => match crate::path::get_parent(znode) {
+                // NoNode under the root: the root itself is missing, which
+                // happens only when the connect string's chroot does not
+                // exist. Nothing here can create it (HBase would recurse
+                // forever): `NoNode` for "/".
+                None | Some("/") => Err(Error::zk(ZkError::NoNode, "/")),
+                Some(parent) => {
                     self.create_with_parents(parent, &[])?;
+                    self.create_with_parents(znode, data)
                 }
-                self.create_with_parents(znode, data)
-            }
+            },
             Err(e) => Err(e),
         }
     }
@@ -382,7 +481,7 @@ impl RecoverableZooKeeper {
         acl: &[Acl],
         mode: CreateMode,
     ) -> Result<(String, Stat)> {
-        let new_data = append_metadata(&self.inner.identifier, data);
+        let new_data = self.encode(data);
         self.create_sequential(tagged, &new_data, acl, mode)
     }
 
@@ -401,9 +500,11 @@ impl RecoverableZooKeeper {
         mode: CreateMode,
         parent: &str,
     ) -> Result<CreatedAndListed> {
-        let new_data = append_metadata(&self.inner.identifier, data);
-        self.retrying("create", tagged, |is_retry| {
+        let new_data = self.encode(data);
+        let mut listing = None;
+        let mut created = self.retrying("create", tagged, |is_retry| {
             if is_retry {
+                listing = None;
                 let (path, stat) = self.sequential_attempt(tagged, &new_data, acl, mode, true)?;
                 return Ok(CreatedAndListed {
                     path,
@@ -411,8 +512,47 @@ impl RecoverableZooKeeper {
                     listed: None,
                 });
             }
-            self.zk
-                .create2_and_get_children(tagged, &new_data, acl, mode, parent)
+            let (path, stat, listed) = self
+                .zk
+                .create2_and_get_children(tagged, &new_data, acl, mode, parent)?;
+            listing = Some(listed);
+            Ok(CreatedAndListed {
+                path,
+                stat,
+                listed: None,
+            })
+        })?;
+        created.listed = match listing {
+            Some(Ok(children)) => Some(children),
+            // A listing lost with the connection is the first attempt of the
+            // listing's retries, as the sequential path's own listing would be
+            // (with `max_attempts(0)` both end with `ConnectionLoss`); the
+            // caller removes the node by its tag.
+            Some(Err(e)) if e.is_retryable() => {
+                Some(self.retrying_after("getChildren", parent, e, || {
+                    self.zk.get_children(parent, false)
+                })?)
+            }
+            // Any other failure: the caller lists again.
+            _ => None,
+        };
+        Ok(created)
+    }
+
+    /// [`retrying`](Self::retrying) whose first attempt already failed with
+    /// `first` (a request sent with another, whose answer was lost): the budget
+    /// counts it, so `max_attempts(0)` returns it at once.
+    fn retrying_after<T>(
+        &self,
+        what: &str,
+        path: &str,
+        first: Error,
+        mut f: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        let mut first = Some(first);
+        self.retrying(what, path, |_| match first.take() {
+            Some(e) => Err(e),
+            None => f(),
         })
     }
 
@@ -491,7 +631,7 @@ impl RecoverableZooKeeper {
                     mode,
                 } => Op::Create {
                     path: path.clone(),
-                    data: append_metadata(&self.inner.identifier, data),
+                    data: self.encode(data),
                     acl: acl.clone(),
                     mode: *mode,
                 },
@@ -501,7 +641,7 @@ impl RecoverableZooKeeper {
                     version,
                 } => Op::SetData {
                     path: path.clone(),
-                    data: append_metadata(&self.inner.identifier, data),
+                    data: self.encode(data),
                     version: *version,
                 },
                 other => other.clone(),

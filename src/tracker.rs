@@ -5,8 +5,7 @@
 //! # On the event thread, never block
 //! Both react to events without blocking the session's event thread: they
 //! re-arm their watch and re-read the node with the client's asynchronous calls
-//! (`exists_async`, `get_data_async`) and a per-watch watcher of their own, so
-//! the handler travels with the request and the answer comes back as another
+//! (`exists_async`, `get_data_async`), and the answer comes back as another
 //! call on the event thread. A recoverable error (`ConnectionLoss`,
 //! `OperationTimeout`) is not retried inline: the read is issued again on the
 //! next `SyncConnected` (or at once, a few times, if the client is connected
@@ -21,12 +20,19 @@
 //! thread's refresh, which then waits for its answer. One session answers in
 //! send order, so a higher number is always a newer answer.
 //!
-//! # Never through the user's registry, never keeping the session alive
-//! Their watches use their own watcher, not the default one, and they learn of
-//! connection events through a library subscription of the watcher, not its
-//! listener registry: `unregister_all_listeners` cannot strand them. They hold
-//! the session only through a [`WeakZooKeeperWatcher`], so the session ends with
-//! the application's last [`ZooKeeperWatcher`] handle.
+//! # Events for every listener, handling off the user's registry
+//! As in HBase, their watches are the session's default watch: an event on the
+//! tracked node reaches the tracker **and** every [`ZooKeeperListener`]
+//! registered on the watcher for that path (HBase's `TestZooKeeperNodeTracker`
+//! waits for `nodeCreated` with a listener that sets no watch of its own). The
+//! client keeps one registration per watcher and path, so each event is
+//! delivered once, however many trackers, `zkutil` calls and listeners watch
+//! the node. The tracker itself is not in the listener registry: it learns of
+//! the events on its node, and of connection events, through a library
+//! subscription of the watcher (told before the user's listeners), so
+//! `unregister_all_listeners` cannot strand it. It holds the session only
+//! through a [`WeakZooKeeperWatcher`], so the session ends with the
+//! application's last [`ZooKeeperWatcher`] handle.
 
 use std::fmt;
 use std::sync::{Arc, Weak};
@@ -97,11 +103,71 @@ fn is_connected(zkw: &WeakZooKeeperWatcher) -> bool {
 // ZooKeeperNodeTracker
 // ---------------------------------------------------------------------------
 
+/// What a port of an HBase `ZooKeeperNodeTracker` subclass overrides
+/// (`MasterAddressTracker`, `ClusterStatusTracker`, `ReplicationPeer`'s
+/// `PeerStateTracker`, ...): code run on each change of the tracked node,
+/// **after** the tracker's data has been refreshed (HBase's overrides call
+/// `super.nodeDataChanged(path)` first, then read `getData(false)`). Given to
+/// [`ZooKeeperNodeTracker::with_listener`].
+///
+/// Calls come on the session's event thread, one at a time, in the order of
+/// the tracker's reads, with the data the tracker holds then (what
+/// [`ZooKeeperNodeTracker::get_data(false)`](ZooKeeperNodeTracker::get_data)
+/// returns). They must not block: no synchronous ZooKeeper call, no lock
+/// wait (see [`ZooKeeperListener`]); hand blocking work to a thread, or use
+/// the client's asynchronous calls.
+///
+/// | event on the node | what the tracker read | call |
+/// |---|---|---|
+/// | `NodeCreated` | the node | `node_created` |
+/// | `NodeDataChanged` | the node | `node_data_changed` |
+/// | `NodeDeleted` | the node is back already | `node_created` (HBase's `nodeDeleted` calls `nodeCreated` then) |
+/// | any | no node | `node_deleted` |
+/// | a session renewal | a change from the data held before | the call for that change |
+///
+/// A read that fails (`ConnectionLoss`) is issued again at the reconnect and
+/// the call comes with its answer. Nothing is called after
+/// [`stop`](ZooKeeperNodeTracker::stop), nor for a refresh an application
+/// thread makes (`get_data(true)`, `start`), as in HBase.
+pub trait NodeTrackerListener: Send + Sync {
+    /// The node exists now (after `NodeCreated`, or a `NodeDeleted` whose
+    /// node is back), holding `data` (without HBase's metadata prefix).
+    fn node_created(&self, _path: &str, _data: &[u8]) {}
+    /// The node's data changed; `data` is what the tracker read.
+    fn node_data_changed(&self, _path: &str, _data: &[u8]) {}
+    /// The node does not exist now.
+    fn node_deleted(&self, _path: &str) {}
+}
+
+/// Why the tracker reads its node asynchronously: the event it follows (for
+/// the [`NodeTrackerListener`]), or a reconnect / renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Created,
+    DataChanged,
+    Deleted,
+    Reconnect,
+    Renewal,
+}
+
+impl Cause {
+    fn name(self) -> &'static str {
+        match self {
+            Cause::Created => "nodeCreated",
+            Cause::DataChanged => "nodeDataChanged",
+            Cause::Deleted => "nodeDeleted",
+            Cause::Reconnect => "reconnect",
+            Cause::Renewal => "session renewal",
+        }
+    }
+}
+
 /// Tracks the existence and data of one znode: HBase's `ZooKeeperNodeTracker`.
 ///
-/// After [`start`](Self::start) the tracker always keeps a watch on the node,
-/// with a watcher of its own: a data watch while it exists, an exists watch
-/// while it does not. It reacts as HBase's does, without ever blocking the
+/// After [`start`](Self::start) the tracker always keeps a watch on the node
+/// (the session's default watch, so the watcher's listeners for the node hear
+/// its events too): a data watch while it exists, an exists watch while it
+/// does not. It reacts as HBase's does, without ever blocking the
 /// session's event thread: re-reads are asynchronous requests whose answers
 /// come back on the event thread, and a recoverable error is not retried
 /// inline:
@@ -121,8 +187,9 @@ fn is_connected(zkw: &WeakZooKeeperWatcher) -> bool {
 /// later-sent read was stored already. Any change after a read fires the watch
 /// that read left, so the tracker always converges on the node's state.
 ///
-/// Unlike HBase's, the tracker is not in the watcher's listener registry (its
-/// watch has its own watcher), so `unregister_all_listeners` does not stop it,
+/// Unlike HBase's, the tracker is not in the watcher's listener registry (it
+/// subscribes to its node's events apart from it), so
+/// `unregister_all_listeners` does not stop it,
 /// and it holds the watcher weakly: dropping the application's last
 /// [`ZooKeeperWatcher`] handle ends the session (and the tracker's waits, with
 /// [`Error::Closed`]).
@@ -158,6 +225,8 @@ struct TrackerShared {
     zkw: WeakZooKeeperWatcher,
     node: String,
     abortable: Arc<dyn Abortable>,
+    /// The port's code run on each change (see [`NodeTrackerListener`]).
+    listener: Option<Arc<dyn NodeTrackerListener>>,
     state: Mutex<TrackerState>,
     changed: Condvar,
     /// Held around numbering a read and sending it, so that reads are sent in
@@ -165,9 +234,6 @@ struct TrackerShared {
     /// send order). Reentrant: a send answered at once on the sending thread
     /// (the session is over) may run a callback that sends again.
     send_order: ReentrantMutex<()>,
-    /// The one watcher of every watch the tracker sets (one identity, so the
-    /// client keeps one registration per path however often it is passed).
-    watch: Arc<dyn Watcher>,
     /// Run once on the refreshing thread before its next read is sent (tests).
     #[cfg(feature = "testing")]
     before_refresh_send: Mutex<Option<Box<dyn FnOnce() + Send>>>,
@@ -183,27 +249,10 @@ struct TrackerState {
     /// The number of the read whose result `data` is.
     stored: u64,
     rearm: Rearm,
+    /// The event whose read waits for the reconnect (told to the listener with
+    /// its answer).
+    pending_cause: Option<Cause>,
     session_error: Option<Error>,
-}
-
-/// The tracker's per-watch watcher.
-struct TrackerWatch(Weak<TrackerShared>);
-
-impl Watcher for TrackerWatch {
-    fn process(&self, event: WatchedEvent) {
-        let Some(t) = self.0.upgrade() else { return };
-        if event.path.as_deref() != Some(t.node.as_str()) {
-            // Connection-state events (type None) are handled through the
-            // watcher's hook; watch-removal events need nothing.
-            return;
-        }
-        match event.event_type {
-            EventType::NodeCreated => t.on_event("nodeCreated", false),
-            EventType::NodeDataChanged => t.on_event("nodeDataChanged", false),
-            EventType::NodeDeleted => t.on_event("nodeDeleted", true),
-            _ => {}
-        }
-    }
 }
 
 impl fmt::Debug for ZooKeeperNodeTracker {
@@ -226,20 +275,65 @@ impl ZooKeeperNodeTracker {
         node: &str,
         abortable: Arc<dyn Abortable>,
     ) -> ZooKeeperNodeTracker {
+        ZooKeeperNodeTracker::make(zkw, node, abortable, None)
+    }
+
+    /// A tracker that runs `listener` on each change of the node, with its data
+    /// already refreshed: how HBase's subclasses of `ZooKeeperNodeTracker`
+    /// (which override `nodeCreated` / `nodeDataChanged` / `nodeDeleted`) are
+    /// ported. See [`NodeTrackerListener`].
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use zklock::{LoggingAbortable, NodeTrackerListener, ZooKeeperNodeTracker, ZooKeeperWatcher};
+    ///
+    /// // HBase's ReplicationPeer.PeerStateTracker: nodeDataChanged reads the state.
+    /// struct PeerState;
+    /// impl NodeTrackerListener for PeerState {
+    ///     fn node_data_changed(&self, _path: &str, data: &[u8]) {
+    ///         println!("peer is now {}", String::from_utf8_lossy(data));
+    ///     }
+    /// }
+    ///
+    /// let zkw = ZooKeeperWatcher::connect("127.0.0.1:2181", "doc", None)?;
+    /// let tracker = ZooKeeperNodeTracker::with_listener(
+    ///     &zkw,
+    ///     "/hbase/replication/peers/1/peer-state",
+    ///     Arc::new(LoggingAbortable::new()),
+    ///     Arc::new(PeerState),
+    /// );
+    /// tracker.start()?;
+    /// # Ok::<(), zklock::Error>(())
+    /// ```
+    pub fn with_listener(
+        zkw: &ZooKeeperWatcher,
+        node: &str,
+        abortable: Arc<dyn Abortable>,
+        listener: Arc<dyn NodeTrackerListener>,
+    ) -> ZooKeeperNodeTracker {
+        ZooKeeperNodeTracker::make(zkw, node, abortable, Some(listener))
+    }
+
+    fn make(
+        zkw: &ZooKeeperWatcher,
+        node: &str,
+        abortable: Arc<dyn Abortable>,
+        listener: Option<Arc<dyn NodeTrackerListener>>,
+    ) -> ZooKeeperNodeTracker {
         let weak = zkw.downgrade();
         let shared = Arc::new_cyclic(|me: &Weak<TrackerShared>| TrackerShared {
             me: me.clone(),
             zkw: weak.clone(),
             node: node.to_string(),
             abortable,
+            listener,
             state: Mutex::new(TrackerState::default()),
             changed: Condvar::new(),
             send_order: ReentrantMutex::new(()),
-            watch: Arc::new(TrackerWatch(me.clone())),
             #[cfg(feature = "testing")]
             before_refresh_send: Mutex::new(None),
         });
-        let hook = weak.add_hook(Arc::downgrade(&shared) as Weak<dyn SessionHook>);
+        let hook = weak.add_path_hook(Arc::downgrade(&shared) as Weak<dyn SessionHook>, node);
         ZooKeeperNodeTracker { shared, hook }
     }
 
@@ -480,9 +574,13 @@ impl TrackerShared {
     /// read of the tracker; then waits for the callback's answer. Retried in
     /// `RecoverableZooKeeper`'s own loop: `ConnectionLoss` and
     /// `OperationTimeout` as its `RetryConfig` says (no retry starts whose
-    /// backoff would pass the handle's deadline), any other error returned. Each attempt waits for a connection first, and for the
-    /// answer, as long as a blocking call does by default (the session timeout,
-    /// twice that), within the handle's deadline.
+    /// backoff would pass the handle's deadline), any other error returned.
+    /// Each attempt waits for a connection first, and for the answer, as long
+    /// as any blocking call of the session does: the client's
+    /// [`connect_wait`](ZooKeeper::connect_wait) and
+    /// [`request_timeout`](ZooKeeper::request_timeout) (the watcher's
+    /// `with_connect_wait` / `with_request_timeout`), within the handle's
+    /// deadline.
     fn read_blocking<T: Send + 'static>(
         &self,
         rzk: &RecoverableZooKeeper,
@@ -492,7 +590,7 @@ impl TrackerShared {
         let zk = rzk.zookeeper();
         let deadline = zk.deadline();
         rzk.retrying(what, &self.node, |_| {
-            zk.wait_connected(deadline.cap(zk.session_timeout()))
+            zk.wait_connected(deadline.cap(zk.connect_wait()))
                 .and_then(|()| {
                     #[cfg(feature = "testing")]
                     if let Some(hook) = self.before_refresh_send.lock().take() {
@@ -504,7 +602,7 @@ impl TrackerShared {
                         let read = self.next_read();
                         send(
                             zk,
-                            self.watch.clone(),
+                            zk.default_watcher(),
                             Box::new(move |r| {
                                 let _ = tx.send(r);
                             }),
@@ -513,7 +611,7 @@ impl TrackerShared {
                     };
                     // Every request is answered (its reply, or the connection's
                     // or the session's end); the bound is a blocking call's.
-                    match rx.recv_timeout(deadline.cap(zk.session_timeout() * 2)) {
+                    match rx.recv_timeout(deadline.cap(zk.request_timeout())) {
                         Ok(r) => r.map(|t| (read, t)),
                         Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
                     }
@@ -522,7 +620,7 @@ impl TrackerShared {
     }
 
     /// An event on the node (on the event thread): re-read it asynchronously.
-    fn on_event(&self, what: &'static str, check_first: bool) {
+    fn on_event(&self, what: Cause, check_first: bool) {
         {
             let st = self.state.lock();
             if st.stopped || !st.started {
@@ -534,7 +632,7 @@ impl TrackerShared {
 
     /// Sends the read (`exists` with `check_first`, else `getData`) with the
     /// tracker's watch; the answer continues on the event thread. Never blocks.
-    fn read_async(&self, what: &'static str, check_first: bool) {
+    fn read_async(&self, what: Cause, check_first: bool) {
         let (Some(me), Some(zk)) = (self.me.upgrade(), self.zkw.zookeeper()) else {
             return;
         };
@@ -542,14 +640,14 @@ impl TrackerShared {
         let _order = self.send_order.lock();
         let read = self.next_read();
         if check_first {
-            zk.exists_async(&self.node, Some(self.watch.clone()), move |r| match r {
+            zk.exists_async(&self.node, Some(zk.default_watcher()), move |r| match r {
                 Ok(Some(_)) => me.read_async(what, false),
-                Ok(None) => me.found(read, None),
+                Ok(None) => me.found(read, None, what),
                 Err(e) => me.failed(what, e),
             });
         } else {
-            zk.get_data_async(&self.node, Some(self.watch.clone()), move |r| match r {
-                Ok((data, _)) => me.found(read, Some(remove_metadata(&data).to_vec())),
+            zk.get_data_async(&self.node, Some(zk.default_watcher()), move |r| match r {
+                Ok((data, _)) => me.found(read, Some(remove_metadata(&data).to_vec()), what),
                 Err(e) if e.is(ZkError::NoNode) => {
                     debug!(
                         "znode {} vanished while reading it; checking again",
@@ -562,13 +660,46 @@ impl TrackerShared {
         }
     }
 
-    fn found(&self, read: u64, data: Option<Vec<u8>>) {
-        self.state.lock().rearm.succeeded();
+    fn found(&self, read: u64, data: Option<Vec<u8>>, cause: Cause) {
+        let before = {
+            let mut st = self.state.lock();
+            st.rearm.succeeded();
+            st.data.clone()
+        };
         self.store(read, data);
+        self.tell_listener(cause, before);
+    }
+
+    /// Runs the [`NodeTrackerListener`] for a read made because of `cause`,
+    /// with the data the tracker holds now (`before` is what it held before
+    /// the read was stored). On the event thread; a panic is caught and logged.
+    fn tell_listener(&self, cause: Cause, before: Option<Vec<u8>>) {
+        let Some(listener) = &self.listener else {
+            return;
+        };
+        let now = {
+            let st = self.state.lock();
+            if st.stopped || !st.started {
+                return;
+            }
+            st.data.clone()
+        };
+        let node = self.node.as_str();
+        let call = || match (cause, &now) {
+            (Cause::Reconnect, _) => {}
+            (Cause::Renewal, _) if before == now => {}
+            (_, None) => listener.node_deleted(node),
+            (Cause::DataChanged, Some(d)) => listener.node_data_changed(node, d),
+            (Cause::Renewal, Some(d)) if before.is_some() => listener.node_data_changed(node, d),
+            (_, Some(d)) => listener.node_created(node, d),
+        };
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).is_err() {
+            error!("the NodeTrackerListener of {node} panicked");
+        }
     }
 
     /// An asynchronous read failed (on the event thread).
-    fn failed(&self, what: &'static str, e: Error) {
+    fn failed(&self, what: Cause, e: Error) {
         if e.is_retryable() {
             let connected = is_connected(&self.zkw);
             let now = {
@@ -576,11 +707,16 @@ impl TrackerShared {
                 if st.stopped {
                     return;
                 }
-                st.rearm.failed(connected)
+                let now = st.rearm.failed(connected);
+                if !now && what != Cause::Reconnect {
+                    st.pending_cause = Some(what);
+                }
+                now
             };
             debug!(
-                "tracker of {}: {e} handling {what}; reading again {}",
+                "tracker of {}: {e} handling {}; reading again {}",
                 self.node,
+                what.name(),
                 if now { "now" } else { "on reconnect" }
             );
             if now {
@@ -588,30 +724,47 @@ impl TrackerShared {
             }
         } else if ends_session(&e) {
             debug!(
-                "tracker of {}: session over handling {what}: {e}",
-                self.node
+                "tracker of {}: session over handling {}: {e}",
+                self.node,
+                what.name()
             );
             let mut st = self.state.lock();
             st.session_error.get_or_insert(e);
             self.changed.notify_all();
         } else {
-            self.abort(&format!("unexpected exception handling {what} event"), e);
+            self.abort(
+                &format!("unexpected exception handling {} event", what.name()),
+                e,
+            );
         }
     }
 }
 
 impl SessionHook for TrackerShared {
+    fn node_event(&self, event_type: EventType, path: &str) {
+        if path != self.node {
+            return;
+        }
+        match event_type {
+            EventType::NodeCreated => self.on_event(Cause::Created, false),
+            EventType::NodeDataChanged => self.on_event(Cause::DataChanged, false),
+            EventType::NodeDeleted => self.on_event(Cause::Deleted, true),
+            _ => {}
+        }
+    }
+
     fn session_renewed(&self) {
         // A new session: the old one's end no longer holds, its watch is gone.
         let go = {
             let mut st = self.state.lock();
             st.session_error = None;
             st.rearm = Rearm::default();
+            st.pending_cause = None;
             st.started && !st.stopped
         };
         if go {
             debug!("tracker of {}: session renewed, reading again", self.node);
-            self.read_async("session renewal", true);
+            self.read_async(Cause::Renewal, true);
         }
     }
 
@@ -625,11 +778,12 @@ impl SessionHook for TrackerShared {
         if state == KeeperState::SyncConnected {
             let go = {
                 let mut st = self.state.lock();
-                st.rearm.reconnected() && st.started && !st.stopped
+                let cause = st.pending_cause.take().unwrap_or(Cause::Reconnect);
+                (st.rearm.reconnected() && st.started && !st.stopped).then_some(cause)
             };
-            if go {
+            if let Some(cause) = go {
                 debug!("tracker of {}: reconnected, reading again", self.node);
-                self.read_async("reconnect", true);
+                self.read_async(cause, true);
             }
         }
     }
@@ -642,19 +796,21 @@ impl SessionHook for TrackerShared {
 /// Waits for one znode's deletion: HBase's `DeletionListener`, with its
 /// `CountDownLatch` built in.
 ///
-/// Two ways to use it:
-/// - **Self-contained** (recommended): [`set_watch_if_node_exists`](Self::set_watch_if_node_exists)
-///   sets a data watch with the listener's own watcher; if the node exists,
-///   wait with [`await_deletion`](Self::await_deletion). Nothing goes through
-///   the watcher's listener registry, so `unregister_all_listeners` cannot
-///   strand the wait.
-/// - **HBase's way**: register it on the watcher, set a watch with
-///   [`zkutil::set_watch_if_node_exists`] (the default watcher), then wait.
+/// A listener made with [`new`](Self::new) hears every event on its path that
+/// comes through the session's default watcher, through a library
+/// subscription of the watcher, not its listener registry (so
+/// `unregister_all_listeners` cannot strand the wait). Set the watch with
+/// [`set_watch_if_node_exists`](Self::set_watch_if_node_exists) (or HBase's
+/// [`zkutil::set_watch_if_node_exists`]: the same default watch); if the node
+/// exists, wait with [`await_deletion`](Self::await_deletion). The events also
+/// reach the watcher's registered listeners for that path, as in HBase.
+/// Registering the listener on the watcher too (HBase's way) is harmless: its
+/// [`ZooKeeperListener`] methods then do nothing, the subscription has it.
 ///
 /// | event on the watched path | effect |
 /// |---|---|
 /// | `NodeDeleted` | released |
-/// | `NodeDataChanged` | the data watch is set again (asynchronously, with the listener's own watcher); released if the node is gone; any other error is recorded ([`exception`](Self::exception)) and releases |
+/// | `NodeDataChanged` | the data watch is set again (asynchronously); released if the node is gone; any other error is recorded ([`exception`](Self::exception)) and releases |
 /// | setting it again fails with `ConnectionLoss` | set again on the next `SyncConnected` |
 /// | `Expired`, `AuthFailed`, `Closed` | released with `SessionExpired`, `AuthFailed` or [`Error::Closed`] recorded |
 /// | `Disconnected` | nothing: the client re-sets the watch when it reconnects |
@@ -688,8 +844,6 @@ struct DeletionShared {
     path_to_watch: String,
     latch: Mutex<Latch>,
     released: Condvar,
-    /// The listener's own watcher (one identity).
-    watch: Arc<dyn Watcher>,
 }
 
 #[derive(Default)]
@@ -697,24 +851,6 @@ struct Latch {
     released: bool,
     exception: Option<Error>,
     rearm: Rearm,
-}
-
-/// The deletion listener's per-watch watcher.
-struct DeletionWatch(Weak<DeletionShared>);
-
-impl Watcher for DeletionWatch {
-    fn process(&self, event: WatchedEvent) {
-        let Some(l) = self.0.upgrade() else { return };
-        if event.path.as_deref() != Some(l.path_to_watch.as_str()) {
-            // Connection-state events come through the watcher's hook.
-            return;
-        }
-        match event.event_type {
-            EventType::NodeDeleted => l.node_deleted(),
-            EventType::NodeDataChanged | EventType::NodeCreated => l.rearm(),
-            _ => {}
-        }
-    }
 }
 
 impl fmt::Debug for DeletionListener {
@@ -736,10 +872,10 @@ impl DeletionListener {
     /// it and use [`zkutil::set_watch_if_node_exists`], HBase's way).
     pub fn new(zkw: &ZooKeeperWatcher, path_to_watch: &str) -> DeletionListener {
         let mut l = DeletionListener::with_session(zkw.downgrade(), path_to_watch);
-        l.hook = l
-            .shared
-            .zkw
-            .add_hook(Arc::downgrade(&l.shared) as Weak<dyn SessionHook>);
+        l.hook = l.shared.zkw.add_path_hook(
+            Arc::downgrade(&l.shared) as Weak<dyn SessionHook>,
+            path_to_watch,
+        );
         l
     }
 
@@ -750,7 +886,6 @@ impl DeletionListener {
             path_to_watch: path_to_watch.to_string(),
             latch: Mutex::new(Latch::default()),
             released: Condvar::new(),
-            watch: Arc::new(DeletionWatch(me.clone())),
         });
         DeletionListener { shared, hook: None }
     }
@@ -760,7 +895,7 @@ impl DeletionListener {
         &self.shared.path_to_watch
     }
 
-    /// `ZKUtil.setWatchIfNodeExists` with this listener's own watcher, on the
+    /// `ZKUtil.setWatchIfNodeExists` (the session's default watch), on the
     /// calling thread (blocking, with the `RecoverableZooKeeper`'s retries):
     /// `true` if the node exists and its deletion is now watched, `false` if it
     /// does not exist (the latch is then released, and no watch is left).
@@ -776,7 +911,10 @@ impl DeletionListener {
             .ok_or(Error::Closed)?;
         crate::path::validate(&self.shared.path_to_watch)?;
         match rzk
-            .get_data_watch(&self.shared.path_to_watch, &self.shared.watch)
+            .get_data_watch(
+                &self.shared.path_to_watch,
+                &rzk.zookeeper().default_watcher(),
+            )
             .optional()?
         {
             Some(_) => Ok(true),
@@ -846,8 +984,7 @@ impl DeletionShared {
         self.release(None);
     }
 
-    /// Sets the data watch again, asynchronously, with the listener's own
-    /// watcher (HBase: `ZKUtil.setWatchIfNodeExists` on a data change). Never
+    /// Sets the data watch again, asynchronously (HBase: `ZKUtil.setWatchIfNodeExists` on a data change). Never
     /// blocks.
     fn rearm(&self) {
         if self.latch.lock().released {
@@ -860,7 +997,7 @@ impl DeletionShared {
         };
         zk.get_data_async(
             &self.path_to_watch,
-            Some(self.watch.clone()),
+            Some(zk.default_watcher()),
             move |r| match r {
                 Ok(_) => me.latch.lock().rearm.succeeded(),
                 Err(e) if e.is(ZkError::NoNode) => me.release(None),
@@ -920,18 +1057,31 @@ impl SessionHook for DeletionShared {
     fn session_event(&self, state: KeeperState) {
         DeletionShared::session_event(self, state)
     }
+
+    fn node_event(&self, event_type: EventType, path: &str) {
+        if path != self.path_to_watch {
+            return;
+        }
+        match event_type {
+            EventType::NodeDeleted => self.node_deleted(),
+            EventType::NodeDataChanged | EventType::NodeCreated => self.rearm(),
+            _ => {}
+        }
+    }
 }
 
-/// HBase's way: registered on the watcher, told of the default watcher's events.
+/// HBase's way: registered on the watcher, told of the default watcher's
+/// events. A listener made with [`DeletionListener::new`] hears them through its
+/// subscription already; these methods then do nothing (once per event).
 impl ZooKeeperListener for DeletionListener {
     fn node_deleted(&self, path: &str) {
-        if path == self.shared.path_to_watch {
+        if self.hook.is_none() && path == self.shared.path_to_watch {
             self.shared.node_deleted();
         }
     }
 
     fn node_data_changed(&self, path: &str) {
-        if path == self.shared.path_to_watch {
+        if self.hook.is_none() && path == self.shared.path_to_watch {
             self.shared.rearm();
         }
     }

@@ -20,6 +20,7 @@ use crate::pending::PendingWatcher;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::retry::RetryConfig;
 use crate::util::same_arc;
+use crate::znodes::{ZNodePaths, DEFAULT_ZOOKEEPER_ZNODE_PARENT, ZOOKEEPER_ZNODE_PARENT};
 
 /// The default base znode.
 pub const DEFAULT_BASE_ZNODE: &str = "/zklock";
@@ -124,6 +125,8 @@ struct WatcherInner {
     abortable: Arc<dyn Abortable>,
     registry: RwLock<Registry>,
     base_znode: String,
+    /// HBase's znode layout under `base_znode`.
+    znodes: ZNodePaths,
     /// The session id whose `Expired` has been handled (abort once).
     expired: AtomicBool,
     closed: AtomicBool,
@@ -145,6 +148,8 @@ struct WatcherInner {
     /// `unregister_all_listeners` cannot strand a library wait, and weak, so
     /// that they never keep the session alive.
     hooks: Mutex<Hooks>,
+    /// Whether any hook subscribed to a path (see `has_path_hooks`).
+    path_hooks: AtomicBool,
 }
 
 /// A library listener's subscription to connection events (type `None`). Called
@@ -156,6 +161,11 @@ pub(crate) trait SessionHook: Send + Sync {
 
     /// A new session replaced an expired one (session renewal), connected now.
     fn session_renewed(&self) {}
+
+    /// A node event on the path this hook subscribed with
+    /// [`WeakZooKeeperWatcher::add_path_hook`], from a watch of the session's
+    /// default watcher (see [`node_event`](WatcherInner::tell_node_hooks)).
+    fn node_event(&self, _event_type: EventType, _path: &str) {}
 }
 
 #[derive(Default)]
@@ -165,6 +175,31 @@ struct Hooks {
     /// Hooks nobody else owns (a node removal waiting for the reconnect): kept
     /// here until removed. They hold the watcher weakly, so no cycle.
     owned: HashMap<u64, Arc<dyn SessionHook>>,
+    /// Hooks told of the node events on one path (trackers, deletion
+    /// listeners, leader managers), by that path: see `add_path_hook`.
+    by_path: HashMap<String, Vec<u64>>,
+    path_of: HashMap<u64, String>,
+}
+
+impl Hooks {
+    fn remove(&mut self, id: u64) {
+        self.by_id.remove(&id);
+        self.owned.remove(&id);
+        if let Some(path) = self.path_of.remove(&id) {
+            if let Some(ids) = self.by_path.get_mut(&path) {
+                ids.retain(|&i| i != id);
+                if ids.is_empty() {
+                    self.by_path.remove(&path);
+                }
+            }
+        }
+    }
+}
+
+/// Whether any hook subscribed to a path: node events skip the hook table
+/// (and its lock) while none did. Set under the hooks' lock.
+fn has_path_hooks(hooks: &Hooks, flag: &AtomicBool) {
+    flag.store(!hooks.by_path.is_empty(), Ordering::SeqCst);
 }
 
 /// HBase's `ZooKeeperWatcher`: the process's ZooKeeper session, its
@@ -294,6 +329,10 @@ pub struct ZooKeeperWatcherBuilder {
     base_znode: String,
     create_base: bool,
     renew: bool,
+    /// HBase configuration entries for the znode layout (`with_hbase_conf`).
+    hbase_conf: Option<Vec<(String, String)>>,
+    /// Whether writes carry HBase's metadata prefix (`with_metadata_prefix`).
+    metadata: bool,
 }
 
 impl std::fmt::Debug for ZooKeeperWatcherBuilder {
@@ -304,6 +343,7 @@ impl std::fmt::Debug for ZooKeeperWatcherBuilder {
             .field("retry", &self.retry)
             .field("base_znode", &self.base_znode)
             .field("create_base", &self.create_base)
+            .field("hbase_conf", &self.hbase_conf)
             .finish_non_exhaustive()
     }
 }
@@ -368,7 +408,66 @@ impl ZooKeeperWatcherBuilder {
         self
     }
 
-    /// Whether `connect` creates the base znode (with parents). Default false.
+    /// HBase's znode layout from HBase configuration entries (`key`, `value`):
+    /// the base znode becomes `zookeeper.znode.parent` (default `/hbase`), and
+    /// [`ZooKeeperWatcher::znode_paths`] takes its node names from the
+    /// `zookeeper.znode.*` keys (see [`ZNodePaths::from_conf`]); a later
+    /// [`with_base_znode`](Self::with_base_znode) moves the whole layout.
+    /// With [`with_create_base_znodes`](Self::with_create_base_znodes),
+    /// `connect` creates what HBase's `createBaseZNodes` does.
+    ///
+    /// Without it the watcher keeps zklock's base znode (`/zklock` unless set)
+    /// and HBase's default names under it: zklock's own nodes and an HBase
+    /// cluster's never share a directory by accident.
+    ///
+    /// ```no_run
+    /// use zklock::ZooKeeperWatcher;
+    /// let zkw = ZooKeeperWatcher::builder("127.0.0.1:2181")
+    ///     .with_hbase_conf([("zookeeper.znode.parent", "/hbase-unsecure")])
+    ///     .connect()?;
+    /// assert_eq!(zkw.base_znode(), "/hbase-unsecure");
+    /// assert_eq!(zkw.master_address_znode(), "/hbase-unsecure/master");
+    /// assert_eq!(zkw.znode_paths().table_lock_znode, "/hbase-unsecure/table-lock");
+    /// # Ok::<(), zklock::Error>(())
+    /// ```
+    pub fn with_hbase_conf<K: AsRef<str>, V: AsRef<str>>(
+        mut self,
+        conf: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        let conf: Vec<(String, String)> = conf
+            .into_iter()
+            .map(|(k, v)| (k.as_ref().to_string(), v.as_ref().to_string()))
+            .collect();
+        self.base_znode = conf
+            .iter()
+            .rev()
+            .find(|(k, _)| k == ZOOKEEPER_ZNODE_PARENT)
+            .map_or(DEFAULT_ZOOKEEPER_ZNODE_PARENT, |(_, v)| v.as_str())
+            .to_string();
+        self.hbase_conf = Some(conf);
+        self
+    }
+
+    /// Whether the session's [`RecoverableZooKeeper`] writes HBase's metadata
+    /// prefix before the data of every node it creates or sets (default
+    /// `true`, as HBase, whose retry rules need it). `false` stores the data as
+    /// given, for plain readers; what that costs the `create` / `set_data`
+    /// retry rules is in [`RecoverableZooKeeper`'s docs](RecoverableZooKeeper#data-format).
+    pub fn with_metadata_prefix(mut self, on: bool) -> Self {
+        self.metadata = on;
+        self
+    }
+
+    /// HBase's znode layout with HBase's defaults: [`with_hbase_conf`](Self::with_hbase_conf)
+    /// with no entries (base znode `/hbase`).
+    pub fn with_hbase_layout(self) -> Self {
+        self.with_hbase_conf(std::iter::empty::<(&str, &str)>())
+    }
+
+    /// Whether `connect` creates the base znode (with parents), and with
+    /// [`with_hbase_conf`](Self::with_hbase_conf) HBase's `createBaseZNodes`
+    /// children ([`ZNodePaths::base_children`]; the assignment znode unless
+    /// `hbase.assignment.usezk` is `false`). Default false.
     pub fn with_create_base_znodes(mut self, create: bool) -> Self {
         self.create_base = create;
         self
@@ -397,6 +496,7 @@ impl ZooKeeperWatcherBuilder {
     /// server answered in time; errors creating the base znode.
     pub fn connect(self) -> Result<ZooKeeperWatcher> {
         crate::path::validate(&self.base_znode)?;
+        let znodes = self.znode_paths()?;
         let pending = Arc::new(PendingWatcher::new());
         let wait = self.client.connect_wait();
         let deadline = std::time::Instant::now().checked_add(wait);
@@ -406,12 +506,14 @@ impl ZooKeeperWatcherBuilder {
         let inner = Arc::new(WatcherInner {
             prefix: self.prefix.clone(),
             identifier: RwLock::new(self.prefix.clone()),
-            rzk: RecoverableZooKeeper::new(zk.clone(), &self.prefix, self.retry),
+            rzk: RecoverableZooKeeper::new(zk.clone(), &self.prefix, self.retry)
+                .with_metadata_prefix(self.metadata),
             abortable: self
                 .abortable
                 .unwrap_or_else(|| Arc::new(LoggingAbortable::new())),
             registry: RwLock::new(Registry::default()),
             base_znode: self.base_znode,
+            znodes,
             expired: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             end_told: AtomicBool::new(false),
@@ -420,6 +522,7 @@ impl ZooKeeperWatcherBuilder {
             state_cv: Condvar::new(),
             pending: pending.clone(),
             hooks: Mutex::new(Hooks::default()),
+            path_hooks: AtomicBool::new(false),
             renew: self.renew,
             renewing: AtomicBool::new(false),
         });
@@ -457,6 +560,7 @@ impl ZooKeeperWatcherBuilder {
                 .inner
                 .rzk
                 .create_with_parents(&zkw.inner.base_znode, &[])
+                .and_then(|()| create_hbase_base_znodes(&zkw, self.hbase_conf.as_deref()))
             {
                 let _ = zkw.close();
                 return Err(e);
@@ -464,6 +568,31 @@ impl ZooKeeperWatcherBuilder {
         }
         Ok(zkw)
     }
+
+    /// HBase's layout under the base znode, named by `with_hbase_conf`'s
+    /// entries (HBase's defaults without them).
+    fn znode_paths(&self) -> Result<ZNodePaths> {
+        let base = [(ZOOKEEPER_ZNODE_PARENT.to_string(), self.base_znode.clone())];
+        ZNodePaths::from_conf(self.hbase_conf.iter().flatten().cloned().chain(base))
+    }
+}
+
+/// HBase's `createBaseZNodes` children (the base exists already), with
+/// `ZKUtil.createAndFailSilent`; only for a watcher with an HBase conf.
+fn create_hbase_base_znodes(
+    zkw: &ZooKeeperWatcher,
+    conf: Option<&[(String, String)]>,
+) -> Result<()> {
+    let Some(conf) = conf else { return Ok(()) };
+    let uses_zk = conf
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "hbase.assignment.usezk")
+        .map_or(true, |(_, v)| !v.trim().eq_ignore_ascii_case("false"));
+    for node in zkw.znode_paths().base_children(uses_zk) {
+        crate::zkutil::create_and_fail_silent(zkw, node)?;
+    }
+    Ok(())
 }
 
 impl ZooKeeperWatcher {
@@ -477,6 +606,8 @@ impl ZooKeeperWatcher {
             base_znode: DEFAULT_BASE_ZNODE.to_string(),
             create_base: false,
             renew: false,
+            hbase_conf: None,
+            metadata: true,
         }
     }
 
@@ -517,9 +648,33 @@ impl ZooKeeperWatcher {
         &self.inner.prefix
     }
 
-    /// The base znode.
+    /// The base znode (HBase's `getBaseZNode`): zklock's `/zklock` by
+    /// default, HBase's `zookeeper.znode.parent` (default `/hbase`) with
+    /// [`ZooKeeperWatcherBuilder::with_hbase_conf`].
     pub fn base_znode(&self) -> &str {
         &self.inner.base_znode
+    }
+
+    /// HBase 1.3's znode layout under [`base_znode`](Self::base_znode)
+    /// (`ZooKeeperWatcher.setNodeNames`: `watcher.rsZNode` is
+    /// `zkw.znode_paths().rs_znode`, ...). See [`ZNodePaths`].
+    pub fn znode_paths(&self) -> &ZNodePaths {
+        &self.inner.znodes
+    }
+
+    /// HBase's `getMasterAddressZNode`: the active master's znode.
+    pub fn master_address_znode(&self) -> &str {
+        &self.inner.znodes.master_address_znode
+    }
+
+    /// HBase's `getRegionNormalizerZNode`.
+    pub fn region_normalizer_znode(&self) -> &str {
+        &self.inner.znodes.region_normalizer_znode
+    }
+
+    /// HBase's `getZNodeForReplica(replicaId)`: a meta replica's znode.
+    pub fn znode_for_replica(&self, replica_id: i32) -> String {
+        self.inner.znodes.znode_for_replica(replica_id)
     }
 
     /// The abortable told of fatal errors.
@@ -714,19 +869,32 @@ impl WeakZooKeeperWatcher {
     /// [`remove_hook`](Self::remove_hook). If the session has already ended, the
     /// hook is told at once (on this thread).
     pub(crate) fn add_hook(&self, hook: Weak<dyn SessionHook>) -> Option<u64> {
-        self.subscribe(hook, None)
+        self.subscribe(hook, None, None)
+    }
+
+    /// [`add_hook`](Self::add_hook), and the hook is also told
+    /// ([`SessionHook::node_event`]) of every node event on `path` that comes
+    /// through the session's default watcher: HBase's listener dispatch, off
+    /// the user's registry. A library listener sets its watches with the
+    /// default watcher ([`ZooKeeper::default_watcher`]) and subscribes here, so
+    /// that its events also reach the user's listeners for that path, and the
+    /// client, which keeps one registration per watcher and path, delivers each
+    /// event once however many trackers, `zkutil` calls and listeners watch it.
+    pub(crate) fn add_path_hook(&self, hook: Weak<dyn SessionHook>, path: &str) -> Option<u64> {
+        self.subscribe(hook, None, Some(path))
     }
 
     /// [`add_hook`](Self::add_hook) for a hook that the session keeps alive until
     /// [`remove_hook`](Self::remove_hook) (or the watcher's end).
     pub(crate) fn add_owned_hook(&self, hook: Arc<dyn SessionHook>) -> Option<u64> {
-        self.subscribe(Arc::downgrade(&hook), Some(hook))
+        self.subscribe(Arc::downgrade(&hook), Some(hook), None)
     }
 
     fn subscribe(
         &self,
         hook: Weak<dyn SessionHook>,
         owned: Option<Arc<dyn SessionHook>>,
+        path: Option<&str>,
     ) -> Option<u64> {
         let Some(inner) = self.inner.upgrade() else {
             if let Some(h) = hook.upgrade() {
@@ -741,6 +909,11 @@ impl WeakZooKeeperWatcher {
             hooks.by_id.insert(id, hook.clone());
             if let Some(owned) = owned {
                 hooks.owned.insert(id, owned);
+            }
+            if let Some(path) = path {
+                hooks.by_path.entry(path.to_string()).or_default().push(id);
+                hooks.path_of.insert(id, path.to_string());
+                has_path_hooks(&hooks, &inner.path_hooks);
             }
             id
         };
@@ -761,8 +934,8 @@ impl WeakZooKeeperWatcher {
     pub(crate) fn remove_hook(&self, id: u64) {
         if let Some(inner) = self.inner.upgrade() {
             let mut hooks = inner.hooks.lock();
-            hooks.by_id.remove(&id);
-            hooks.owned.remove(&id);
+            hooks.remove(id);
+            has_path_hooks(&hooks, &inner.path_hooks);
         }
     }
 }
@@ -829,8 +1002,40 @@ impl WatcherInner {
     /// The library hooks still alive (drops the ones that are gone).
     fn live_hooks(&self) -> Vec<Arc<dyn SessionHook>> {
         let mut g = self.hooks.lock();
-        g.by_id.retain(|_, h| h.strong_count() > 0);
+        let gone: Vec<u64> = g
+            .by_id
+            .iter()
+            .filter(|(_, h)| h.strong_count() == 0)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            g.remove(id);
+        }
+        has_path_hooks(&g, &self.path_hooks);
         g.by_id.values().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Tells the hooks subscribed to `path` of a node event (on the event
+    /// thread, before the user's listeners; their reactions never block).
+    fn tell_node_hooks(&self, event_type: EventType, path: &str) {
+        if !self.path_hooks.load(Ordering::SeqCst) {
+            return;
+        }
+        let hooks: Vec<Arc<dyn SessionHook>> = {
+            let g = self.hooks.lock();
+            match g.by_path.get(path) {
+                Some(ids) => ids
+                    .iter()
+                    .filter_map(|id| g.by_id.get(id).and_then(Weak::upgrade))
+                    .collect(),
+                None => return,
+            }
+        };
+        for h in hooks {
+            if catch_unwind(AssertUnwindSafe(|| h.node_event(event_type, path))).is_err() {
+                error!("a library node hook panicked");
+            }
+        }
     }
 
     /// Tells every library hook of `state`.
@@ -862,11 +1067,8 @@ impl WatcherInner {
         // The library's waits end with the session, whatever the event thread
         // did (their handlers are idempotent).
         self.tell_hooks(KeeperState::Closed);
-        {
-            let mut hooks = self.hooks.lock();
-            hooks.by_id.clear();
-            hooks.owned.clear();
-        }
+        *self.hooks.lock() = Hooks::default();
+        self.path_hooks.store(false, Ordering::SeqCst);
         {
             let _g = self.state_lock.lock();
             self.state_seq.fetch_add(1, Ordering::SeqCst);
@@ -979,6 +1181,9 @@ impl Watcher for WatcherInner {
                     warn!("node event {t:?} without a path");
                     return;
                 };
+                // The library's listeners first (HBase registers its trackers
+                // as listeners; zklock keeps them off the user's registry).
+                self.tell_node_hooks(t, p);
                 let listeners = self.registry.read().for_path(Some(p));
                 match t {
                     EventType::NodeCreated => {

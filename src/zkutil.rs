@@ -390,7 +390,9 @@ pub fn create_and_fail_silent_data(zkw: &ZooKeeperWatcher, node: &str, data: &[u
 /// parents, all persistent and empty; an existing node is fine.
 ///
 /// # Errors
-/// `BadArguments` for a bad path; `NoAuth`; session errors.
+/// `BadArguments` for a bad path; `NoAuth`; session errors; `NoNode` for `/`
+/// when the connect string's chroot does not exist (HBase recurses forever
+/// there).
 pub fn create_with_parents(zkw: &ZooKeeperWatcher, znode: &str) -> Result<()> {
     create_with_parents_data(zkw, znode, &[])
 }

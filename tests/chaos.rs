@@ -9,8 +9,13 @@
 //! - `short_chaos_run`: one seed, ~10 s of faults (`CHAOS_SEED` to change it).
 //! - `broken_worker_is_caught`: a worker that writes unfenced and goes on after
 //!   `Lost`; the checker must flag it.
-//! - `long_chaos_runs` (ignored; `make chaos`): `CHAOS_SEEDS` (default `1,2,3`),
-//!   `CHAOS_SECS` (default 180) of faults each, the report printed.
+//! - `short_chaos_run_election`, `short_chaos_run_queue`: the same for ZooKeeper's
+//!   leader election (leaders do the fenced writes) and the distributed queue
+//!   (every item taken exactly once, none lost).
+//! - `checker_queue_*`: the queue's checker on synthetic logs.
+//! - `long_chaos_runs`, `long_chaos_runs_election`, `long_chaos_runs_queue`
+//!   (ignored; `make chaos`): `CHAOS_SEEDS` (default `1,2,3`), `CHAOS_SECS`
+//!   (default 180) of faults each, the report printed.
 //!
 //! The worker is the `zklock-chaos-worker` binary (`tests/chaos/worker.rs`,
 //! `required-features = ["testing"]`): Cargo builds it for this test and names it
@@ -19,7 +24,9 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use zklock::testing::chaos::{check, run, ChaosConfig, CheckConfig, Event, Fault, Report};
+use zklock::testing::chaos::{
+    check, check_queue, run, ChaosConfig, CheckConfig, Event, Fault, Recipe, Report,
+};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_zklock-chaos-worker");
 
@@ -384,6 +391,104 @@ fn checker_finds_orphans_panics_bad_exits_and_no_recovery() {
     assert!(report.has_violation("worker 3 took no lock"), "{report}");
 }
 
+/// A clean queue history: worker 1 offers two items, worker 2 takes one, the
+/// other is left at the end.
+fn clean_queue() -> Vec<Line> {
+    vec![
+        (0, 0, "worker_spawned", &[("w", "1")]),
+        (0, 0, "worker_spawned", &[("w", "2")]),
+        (1, 0, "phase", &[("name", "faults")]),
+        (2, 1, "offer_sent", &[("op", "a"), ("t", "0")]),
+        (
+            3,
+            1,
+            "offered",
+            &[("op", "a"), ("path", "/q/qn-1"), ("t", "0")],
+        ),
+        (4, 1, "offer_sent", &[("op", "b"), ("t", "0")]),
+        (
+            5,
+            1,
+            "offered",
+            &[("op", "b"), ("path", "/q/qn-2"), ("t", "0")],
+        ),
+        (6, 2, "take_start", &[("t", "1")]),
+        (7, 2, "took", &[("op", "a"), ("t", "1")]),
+        (8, 0, "phase", &[("name", "calm")]),
+        (9, 1, "took", &[("op", "b"), ("t", "1")]),
+        (10, 2, "take_start", &[("t", "1")]),
+        (11, 2, "took", &[("op", "c"), ("t", "1")]),
+        (12, 1, "offer_sent", &[("op", "c"), ("t", "0")]),
+        (20, 0, "phase", &[("name", "stop")]),
+    ]
+}
+
+#[test]
+fn checker_queue_passes_a_clean_history() {
+    let report = check_queue(&log(&clean_queue()));
+    assert!(report.is_ok(), "{report}");
+}
+
+#[test]
+fn checker_queue_finds_an_item_taken_twice_a_phantom_and_a_lost_item() {
+    let mut l = clean_queue();
+    l.push((13, 0, "left", &[("op", "a"), ("path", "/q/qn-1")]));
+    l.push((14, 2, "took", &[("op", "zz"), ("t", "1")]));
+    l.push((15, 1, "offer_sent", &[("op", "d"), ("t", "0")]));
+    l.push((
+        16,
+        1,
+        "offered",
+        &[("op", "d"), ("path", "/q/qn-4"), ("t", "0")],
+    ));
+    let report = check_queue(&log(&l));
+    assert!(report.has_violation("item a taken 2 times"), "{report}");
+    assert!(
+        report.has_violation("zz taken but never offered"),
+        "{report}"
+    );
+    assert!(report.has_violation("1 items lost"), "{report}");
+}
+
+#[test]
+fn checker_queue_allows_an_item_lost_to_a_take_cut_by_kill_or_in_doubt() {
+    let mut l = clean_queue();
+    l.push((15, 1, "offer_sent", &[("op", "d"), ("t", "0")]));
+    l.push((
+        16,
+        1,
+        "offered",
+        &[("op", "d"), ("path", "/q/qn-4"), ("t", "0")],
+    ));
+    l.push((17, 1, "offer_sent", &[("op", "e"), ("t", "0")]));
+    l.push((
+        18,
+        1,
+        "offered",
+        &[("op", "e"), ("path", "/q/qn-5"), ("t", "0")],
+    ));
+    // d: its claim in doubt; e: its consumer killed mid-take.
+    l.push((19, 2, "take_start", &[("t", "1")]));
+    l.push((
+        19,
+        2,
+        "take_failed",
+        &[("item", "/q/qn-4"), ("err", "x"), ("t", "1")],
+    ));
+    l.push((19, 1, "take_start", &[("t", "1")]));
+    l.push((19, 0, "worker_killed", &[("w", "1")]));
+    let report = check_queue(&log(&l));
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(
+        report.figure("claims in doubt (of which never taken)"),
+        Some("1 (1)")
+    );
+    // Without the kill, e is lost.
+    l.pop();
+    let report = check_queue(&log(&l));
+    assert!(report.has_violation("1 items lost"), "{report}");
+}
+
 // ---------------------------------------------------------------------------
 // Runs against a real ensemble
 // ---------------------------------------------------------------------------
@@ -397,7 +502,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 fn go(cfg: ChaosConfig) -> Report {
     let _one = RUNS.lock().unwrap_or_else(|e| e.into_inner());
-    let seed = cfg.seed;
+    let (seed, recipe) = (cfg.seed, cfg.recipe);
     let outcome = run(cfg).expect("the chaos harness");
     // The whole event log, for a failed run or when asked ($CHAOS_LOG_DIR).
     let dir = std::env::var("CHAOS_LOG_DIR").ok();
@@ -405,7 +510,11 @@ fn go(cfg: ChaosConfig) -> Report {
         let dir = std::path::PathBuf::from(
             dir.unwrap_or_else(|| std::env::temp_dir().display().to_string()),
         );
-        let path = dir.join(format!("chaos-{}-seed-{seed}.log", std::process::id()));
+        let path = dir.join(format!(
+            "chaos-{}-{}-seed-{seed}.log",
+            std::process::id(),
+            recipe.name()
+        ));
         let text: String = outcome.events.iter().map(|e| format!("{e}\n")).collect();
         match std::fs::write(&path, text) {
             Ok(()) => println!("event log: {}", path.display()),
@@ -421,10 +530,11 @@ fn go(cfg: ChaosConfig) -> Report {
     outcome.report
 }
 
-/// The short run of `cargo test`: one seed, ~10 s of faults, 3 s sessions.
-#[test]
-fn short_chaos_run() {
-    let mut cfg = ChaosConfig::new(WORKER, env_u64("CHAOS_SEED", 7), Duration::from_secs(10));
+/// The short runs' settings: ~`secs` of faults, 3 s sessions, the faults
+/// that matter most.
+fn short(recipe: Recipe, secs: u64) -> ChaosConfig {
+    let mut cfg = ChaosConfig::new(WORKER, env_u64("CHAOS_SEED", 7), Duration::from_secs(secs));
+    cfg.recipe = recipe;
     cfg.session = Duration::from_secs(3);
     cfg.calm_for = Duration::from_secs(2);
     cfg.gap = (Duration::from_millis(300), Duration::from_millis(1200));
@@ -437,9 +547,37 @@ fn short_chaos_run() {
         Fault::Expire,
         Fault::KillLeader,
     ];
+    cfg
+}
+
+/// The short run of `cargo test`: one seed, ~10 s of faults, 3 s sessions.
+#[test]
+fn short_chaos_run() {
+    let report = go(short(Recipe::Locks, 10));
+    assert!(report.is_ok(), "{report}");
+    assert_ne!(report.figure("grants"), Some("0"));
+}
+
+/// The election's short run: 3 workers × 1 candidate, ~8 s of faults.
+#[test]
+fn short_chaos_run_election() {
+    let mut cfg = short(Recipe::Election, 8);
+    cfg.threads = 1;
+    cfg.locks = 1;
     let report = go(cfg);
     assert!(report.is_ok(), "{report}");
     assert_ne!(report.figure("grants"), Some("0"));
+}
+
+/// The queue's short run: 3 workers × (1 producer, 1 consumer), ~8 s of faults.
+#[test]
+fn short_chaos_run_queue() {
+    let mut cfg = short(Recipe::Queue, 8);
+    cfg.threads = 2;
+    cfg.locks = 1;
+    let report = go(cfg);
+    assert!(report.is_ok(), "{report}");
+    assert_ne!(report.figure("items taken"), Some("0"));
 }
 
 /// A worker that writes unfenced and ignores `Lost`, its session closed by a
@@ -460,10 +598,8 @@ fn broken_worker_is_caught() {
 }
 
 /// `make chaos`: `CHAOS_SEEDS` (default `1,2,3`), `CHAOS_SECS` (default 180)
-/// of faults each, every fault, 4 s sessions.
-#[test]
-#[ignore = "long: run with `make chaos`"]
-fn long_chaos_runs() {
+/// of faults each, every fault, 4 s sessions; `tune` adapts the settings.
+fn long_runs(recipe: Recipe, tune: impl Fn(&mut ChaosConfig)) {
     let seeds = std::env::var("CHAOS_SEEDS").unwrap_or_else(|_| "1,2,3".to_string());
     let secs = env_u64("CHAOS_SECS", 180);
     let mut failed = Vec::new();
@@ -471,12 +607,43 @@ fn long_chaos_runs() {
         .split(',')
         .filter_map(|s| s.trim().parse::<u64>().ok())
     {
-        let report = go(ChaosConfig::new(WORKER, seed, Duration::from_secs(secs)));
+        let mut cfg = ChaosConfig::new(WORKER, seed, Duration::from_secs(secs));
+        cfg.recipe = recipe;
+        tune(&mut cfg);
+        let report = go(cfg);
         if !report.is_ok() {
             failed.push(seed);
         }
     }
     assert!(failed.is_empty(), "seeds with violations: {failed:?}");
+}
+
+/// The locks' long runs (`make chaos`).
+#[test]
+#[ignore = "long: run with `make chaos`"]
+fn long_chaos_runs() {
+    long_runs(Recipe::Locks, |_| {});
+}
+
+/// The election's long runs (`make chaos`): 3 workers × 2 candidates.
+#[test]
+#[ignore = "long: run with `make chaos`"]
+fn long_chaos_runs_election() {
+    long_runs(Recipe::Election, |cfg| {
+        cfg.threads = 2;
+        cfg.locks = 1;
+    });
+}
+
+/// The queue's long runs (`make chaos`): 3 workers × (2 producers, 2
+/// consumers).
+#[test]
+#[ignore = "long: run with `make chaos`"]
+fn long_chaos_runs_queue() {
+    long_runs(Recipe::Queue, |cfg| {
+        cfg.threads = 4;
+        cfg.locks = 1;
+    });
 }
 
 /// Checks a saved event log again: `CHAOS_RECHECK=/tmp/chaos-…-seed-3.log cargo

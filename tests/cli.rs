@@ -12,7 +12,7 @@ use common::{children, local, raw};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use zklock::client::ZooKeeper;
-use zklock::testing::{four_letter, test_servers, unique_root, wait_until};
+use zklock::testing::{four_letter, pid_alive as alive, test_servers, unique_root, wait_until};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -101,17 +101,51 @@ fn hold_until(started: &Path, release: &Path) -> String {
     )
 }
 
+/// A shell command that creates `started`, runs until SIGTERM, then creates
+/// `termed` and exits 0.
+fn until_sigterm(started: &Path, termed: &Path) -> String {
+    format!(
+        "trap 'touch {}; exit 0' TERM; touch {}; while :; do sleep 0.02; done",
+        termed.display(),
+        started.display()
+    )
+}
+
+/// A write-lock holder with metadata "stuck" running [`until_sigterm`],
+/// holding when this returns; and the file its command creates on SIGTERM.
+fn start_stuck_holder(znode: &str, dir: &Path) -> (Child, PathBuf) {
+    let (started, termed) = (dir.join("started"), dir.join("got-sigterm"));
+    let holder = start(&[
+        "lock",
+        znode,
+        "-m",
+        "stuck",
+        "--",
+        "sh",
+        "-c",
+        &until_sigterm(&started, &termed),
+    ]);
+    wait_until(WAIT, "holding", || started.exists());
+    (holder, termed)
+}
+
 fn lock_nodes(zk: &ZooKeeper, znode: &str) -> Vec<String> {
     children(zk, znode)
 }
 
-/// One lock holder running `hold_until`, started and holding when this returns.
+/// One lock holder (or, for `elect`, leader) running `hold_until`, started
+/// and holding when this returns.
 fn start_holder(znode: &str, dir: &Path, name: &str, kind: &str) -> (Child, PathBuf) {
     let (started, release) = (dir.join(format!("{name}.started")), dir.join(name));
+    let label = if kind == "elect" {
+        "--name"
+    } else {
+        "--metadata"
+    };
     let child = start(&[
         kind,
         znode,
-        "--metadata",
+        label,
         name,
         "--",
         "sh",
@@ -185,10 +219,17 @@ fn writers_take_turns_and_the_waiter_runs_after_the_holder() {
         "-c",
         &format!("echo waiter-ran >> {}", log.display()),
     ]);
-    let zk = raw();
-    wait_until(WAIT, "the waiter queued", || {
-        lock_nodes(&zk, &znode).len() == 2
-    });
+    // The waiting line is read before the holder releases: the waiter reads
+    // the holder's metadata some time after its node exists, and a quick
+    // release could come first.
+    let err = stderr_lines(&mut waiter);
+    let waiting = err
+        .recv_timeout(WAIT)
+        .expect("a waiting line on the waiter's stderr");
+    assert!(
+        waiting.contains("held by \"a\""),
+        "plain waiting line: {waiting}"
+    );
     assert!(
         !log.exists(),
         "the waiter must not run while the lock is held"
@@ -197,9 +238,25 @@ fn writers_take_turns_and_the_waiter_runs_after_the_holder() {
     assert!(wait_for(&mut holder, WAIT).success());
     assert!(wait_for(&mut waiter, WAIT).success());
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "waiter-ran\n");
-    let err = stderr_of(&mut waiter);
-    assert!(err.contains("held by \"a\""), "plain waiting line: {err}");
-    assert!(err.contains("got the write lock"), "{err}");
+    let rest: Vec<String> = err.iter().collect();
+    assert!(
+        rest.iter().any(|l| l.contains("got the write lock")),
+        "{rest:?}"
+    );
+}
+
+/// The lines of `child`'s stderr as they come (a thread reads them).
+fn stderr_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 #[test]
@@ -289,22 +346,7 @@ fn ls_shows_holders_and_waiters_in_order() {
 fn reap_removes_what_it_says_and_the_holder_sigterms_its_command() {
     let (root, dir) = (unique_root("cli-reap"), temp_dir("reap"));
     let znode = format!("{root}/job");
-    let (started, termed) = (dir.join("started"), dir.join("got-sigterm"));
-    let mut holder = start(&[
-        "lock",
-        &znode,
-        "-m",
-        "stuck",
-        "--",
-        "sh",
-        "-c",
-        &format!(
-            "trap 'touch {}; exit 0' TERM; touch {}; while :; do sleep 0.02; done",
-            termed.display(),
-            started.display()
-        ),
-    ]);
-    wait_until(WAIT, "holding", || started.exists());
+    let (mut holder, termed) = start_stuck_holder(&znode, &dir);
 
     let out = run(&["reap", &znode, "--older-than", "1h"]);
     assert!(out.status.success());
@@ -445,11 +487,7 @@ fn elect_sigterms_the_command_when_leadership_is_lost_and_withdraws_on_signal() 
         "--",
         "sh",
         "-c",
-        &format!(
-            "trap 'touch {}; exit 0' TERM; touch {}; while :; do sleep 0.02; done",
-            termed.display(),
-            started.display()
-        ),
+        &until_sigterm(&started, &termed),
     ]);
     wait_until(WAIT, "leading", || started.exists());
     let mut second = start(&["elect", &znode, "--name", "second", "--", "sleep", "30"]);
@@ -647,4 +685,623 @@ fn clean_shutdown_frees_the_session_and_its_nodes_within_a_second() {
         assert!(lock_nodes(&zk, &format!("{root}/{t}")).is_empty());
     }
     eprintln!("session and ephemerals gone {gone_after:?} after SIGTERM (session timeout 30 s)");
+}
+
+// ---------------------------------------------------------------------------
+// Issue 25: a supervisor killed with kill -9, and what sysadmins expect
+// ---------------------------------------------------------------------------
+
+/// A shell command that starts a background job, writes "<its pid> <the
+/// job's pid>" to `pids`, and waits; with `trap '' TERM` it ignores SIGTERM.
+fn with_background_job(pids: &Path) -> String {
+    format!(
+        "trap '' TERM; sleep 300 & echo $$ $! > {0}.tmp; mv {0}.tmp {0}; wait",
+        pids.display()
+    )
+}
+
+fn read_pids(pids: &Path) -> Vec<u32> {
+    wait_until(WAIT, "the command wrote its PIDs", || pids.exists());
+    std::fs::read_to_string(pids)
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+/// A command for the next holder: writes which of `pids` are alive (none:
+/// an empty file) to `seen`.
+fn check_pids_command(pids: &[u32], seen: &Path) -> String {
+    let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+    format!(
+        "for p in {}; do if [ -e /proc/$p ] && ! grep -q '^State:[[:space:]]*Z' /proc/$p/status; \
+         then echo alive $p; fi; done > {1}.tmp; mv {1}.tmp {1}",
+        list.join(" "),
+        seen.display()
+    )
+}
+
+/// `kill -9` of a supervisor running `kind` on `znode`: its command and the
+/// command's background job die at once, and when the next supervisor gets
+/// the lock (or the leadership) after the session expires, they are gone.
+fn kill_9_of_the_supervisor(kind: &str, znode: &str, dir: &Path) {
+    let pids = dir.join("pids");
+    let mut first = start(&[kind, znode, "--", "sh", "-c", &with_background_job(&pids)]);
+    let first_pids = read_pids(&pids);
+    assert_eq!(first_pids.len(), 2);
+    assert!(first_pids.iter().all(|&p| alive(p)));
+    let seen = dir.join("seen");
+    let mut second = start(&[
+        kind,
+        znode,
+        "--",
+        "sh",
+        "-c",
+        &check_pids_command(&first_pids, &seen),
+    ]);
+    let zk = raw();
+    wait_until(WAIT, "the second queued", || {
+        lock_nodes(&zk, znode).len() == 2
+    });
+    signal(&first, Signal::SIGKILL);
+    let _ = wait_for(&mut first, WAIT);
+    let t = Instant::now();
+    // At once: well before the 4 s session of the dead supervisor expires.
+    wait_until(
+        Duration::from_secs(3),
+        "the first command and its job died",
+        || first_pids.iter().all(|&p| !alive(p)),
+    );
+    eprintln!(
+        "{kind}: the command and its job died {:?} after kill -9",
+        t.elapsed()
+    );
+    assert!(wait_for(&mut second, Duration::from_secs(30)).success());
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "",
+        "the first command was gone when the second got the {kind}"
+    );
+}
+
+#[test]
+fn kill_9_of_a_lock_supervisor_kills_its_command_and_background_jobs_at_once() {
+    let (root, dir) = (unique_root("cli-kill9"), temp_dir("kill9"));
+    kill_9_of_the_supervisor("lock", &format!("{root}/job"), &dir);
+}
+
+#[test]
+fn kill_9_of_an_elect_supervisor_kills_its_command_and_background_jobs_at_once() {
+    let (root, dir) = (unique_root("cli-kill9-elect"), temp_dir("kill9-elect"));
+    kill_9_of_the_supervisor("elect", &format!("{root}/leader"), &dir);
+}
+
+#[test]
+fn what_the_command_leaves_running_is_stopped_before_the_lock_is_released() {
+    let (root, dir) = (unique_root("cli-leftovers"), temp_dir("leftovers"));
+    let znode = format!("{root}/job");
+    let pids = dir.join("pids");
+    // The shell exits at once, leaving its background job.
+    let out = run(&[
+        "lock",
+        &znode,
+        "--",
+        "sh",
+        "-c",
+        &format!("sleep 300 & echo $$ $! > {}", pids.display()),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let job = read_pids(&pids)[1];
+    assert!(!alive(job), "the background job was stopped");
+    assert!(
+        text(&out.stderr).contains("left 1 process"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(lock_nodes(&raw(), &znode).is_empty());
+}
+
+#[test]
+fn a_missing_chroot_is_reported_in_one_line_not_a_stack_overflow() {
+    let chroot = unique_root("cli-no-chroot");
+    let zk = format!("{}{chroot}", test_servers());
+    for args in [
+        vec!["--zk", &zk, "lock", "/l/c", "--", "true"],
+        vec!["--zk", &zk, "elect", "/l/e", "--", "true"],
+    ] {
+        let t = Instant::now();
+        let out = run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(&format!("the chroot {chroot}")), "{err}");
+        assert!(err.contains("does not exist"), "{err}");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn ls_into_a_closed_pipe_exits_quietly() {
+    let (root, dir) = (unique_root("cli-pipe"), temp_dir("pipe"));
+    let znode = format!("{root}/job");
+    let (mut holder, release) = start_holder(&znode, &dir, "holder", "lock");
+    let mut waiters: Vec<Child> = (0..3)
+        .map(|i| start(&["lock", &znode, "-m", &format!("waiter-{i}"), "--", "true"]))
+        .collect();
+    let zk = raw();
+    wait_until(WAIT, "the waiters queued", || {
+        lock_nodes(&zk, &znode).len() == 4
+    });
+    for json in [false, true] {
+        let mut args = vec!["ls", znode.as_str()];
+        if json {
+            args.push("--json");
+        }
+        // `| head -c 1` closes the pipe after one byte.
+        let out = Command::new("bash")
+            .args([
+                "-c",
+                "\"$@\" | head -c 1 >/dev/null; exit ${PIPESTATUS[0]}",
+                "bash",
+                env!("CARGO_BIN_EXE_zklock"),
+            ])
+            .args(&args)
+            .env("ZK_SERVERS", test_servers())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+        // A closed pipe before zklock writes: run it with stdout a closed pipe.
+        let mut child = zklock()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let status = wait_for(&mut child, WAIT);
+        let err = stderr_of(&mut child);
+        assert_eq!(status.code(), Some(0), "{err}");
+        assert!(err.is_empty(), "quiet: {err}");
+    }
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut holder, WAIT).success());
+    for w in &mut waiters {
+        assert!(wait_for(w, WAIT).success());
+    }
+}
+
+#[test]
+fn unreachable_servers_say_why_and_a_malformed_connect_string_is_a_usage_error() {
+    // Refused: a port nothing listens on.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refused = free.local_addr().unwrap().to_string();
+    drop(free);
+    // A silent listener: accepts TCP (the kernel's backlog), never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap().to_string();
+    for (zk, says) in [
+        (refused.as_str(), "connection refused"),
+        (silent_addr.as_str(), "no ZooKeeper answer"),
+        ("no-such-host.invalid:2181", "cannot resolve"),
+    ] {
+        fails_in_one_line(
+            &["--zk", zk, "--connect-timeout", "1s", "ls", "/x"],
+            1,
+            says,
+        );
+    }
+    for bad in ["a:b:c", "host:99999", "h:0", ",", "[::1"] {
+        fails_in_one_line(&["--zk", bad, "ls", "/x"], 2, "invalid connect string");
+    }
+    drop(silent);
+}
+
+#[test]
+fn every_bad_path_is_a_usage_error_with_a_reason() {
+    for (path, why) in [
+        ("/locks/😀", "Basic Multilingual Plane"),
+        ("/locks/\u{e000}", "private-use"),
+        ("/locks/\u{fff5}", "U+FFF0"),
+        ("/locks/a\u{1}b", "control"),
+        ("locks", "must start with /"),
+        ("/", "root"),
+    ] {
+        for sub in [
+            vec!["lock", path, "--", "true"],
+            vec!["elect", path, "--", "true"],
+            vec!["ls", path],
+            vec!["leader", path],
+            vec!["reap", path, "--all"],
+        ] {
+            fails_in_one_line(&sub, 2, why);
+        }
+    }
+}
+
+#[test]
+fn reap_older_than_removes_holders_not_live_waiters_and_reap_all_empties_an_election() {
+    let (root, dir) = (unique_root("cli-reap-waiters"), temp_dir("reap-waiters"));
+    let znode = format!("{root}/job");
+    let (mut holder, termed) = start_stuck_holder(&znode, &dir);
+    let mut waiter = start(&["lock", &znode, "-m", "patient", "--", "true"]);
+    let zk = raw();
+    wait_until(WAIT, "the waiter queued", || {
+        lock_nodes(&zk, &znode).len() == 2
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = run(&["reap", &znode, "--older-than", "1s"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("stuck") && !said.contains("patient"),
+        "{said}"
+    );
+    // The holder lost its lock (exit 3, its command got SIGTERM); the
+    // waiter got it and ran.
+    assert_eq!(wait_for(&mut holder, WAIT).code(), Some(3));
+    assert!(termed.exists());
+    assert!(
+        wait_for(&mut waiter, WAIT).success(),
+        "{}",
+        stderr_of(&mut waiter)
+    );
+
+    // An election: reap --all removes what ls shows, leader and candidates.
+    let election = format!("{root}/leader");
+    let mut leader = start(&["elect", &election, "--name", "l", "--", "sleep", "30"]);
+    let mut candidate = start(&["elect", &election, "--name", "c", "--", "sleep", "30"]);
+    wait_until(WAIT, "two offers", || lock_nodes(&zk, &election).len() == 2);
+    let out = run(&["reap", &election, "--all"]);
+    let said = text(&out.stdout);
+    assert_eq!(said.matches("removed").count(), 2, "{said}");
+    assert!(
+        said.contains("leader") && said.contains("candidate"),
+        "{said}"
+    );
+    for c in [&mut leader, &mut candidate] {
+        assert_ne!(wait_for(c, WAIT).code(), Some(0));
+    }
+    assert!(lock_nodes(&zk, &election).is_empty());
+}
+
+/// Stops a `zklock server --detach`ed server when dropped (a failing test
+/// leaves no JVM).
+struct Detached(u32);
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.0 as i32), Signal::SIGTERM);
+    }
+}
+
+#[test]
+fn server_detaches_prints_its_address_honours_port_and_stops_by_pid() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // The shell recipe: the command substitution returns (nothing keeps its pipe).
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            "ZK_SERVERS=$(\"$0\" server --detach --port \"$1\" 2>err) && echo \"$ZK_SERVERS\" && cat err",
+            env!("CARGO_BIN_EXE_zklock"),
+            &port.to_string(),
+        ])
+        .current_dir(temp_dir("server-detach"))
+        .output()
+        .unwrap();
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said} {}", text(&out.stderr));
+    let mut lines = said.lines();
+    let connect = lines.next().unwrap().to_string();
+    assert_eq!(connect, format!("127.0.0.1:{port}"));
+    let pid: u32 = said
+        .split("--stop ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no PID in {said:?}"));
+    let guard = Detached(pid);
+    assert_eq!(four_letter(&connect, "ruok").unwrap(), "imok");
+    let out = zklock()
+        .args(["--zk", &connect, "lock", "/cli/detached", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // --stop refuses a PID that is not a zklock server.
+    let out = zklock()
+        .args(["server", "--stop", &std::process::id().to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = zklock()
+        .args(["server", "--stop", &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!alive(pid));
+    wait_until(WAIT, "the server is gone", || {
+        four_letter(&connect, "ruok").is_err()
+    });
+    std::mem::forget(guard);
+
+    // --zk naming a local port is the port served; another host is refused.
+    let out = zklock()
+        .args(["--zk", "zk.example.com:2181", "server"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--port"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn try_once_prints_no_waiting_line_and_nonblock_and_conflict_exit_code_work() {
+    let (root, dir) = (unique_root("cli-nonblock"), temp_dir("nonblock"));
+    let znode = format!("{root}/job");
+    let (mut holder, release) = start_holder(&znode, &dir, "busy", "lock");
+    for args in [
+        vec!["lock", &znode, "-t", "0", "--", "true"],
+        vec!["lock", &znode, "-n", "--", "true"],
+        vec!["lock", &znode, "--nonblock", "--", "true"],
+        vec!["read-lock", &znode, "-w", "0", "--", "true"],
+    ] {
+        let out = run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(75), "{args:?}: {err}");
+        assert!(!err.contains("waiting"), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("\"busy\""), "{err}");
+    }
+    let out = run(&["lock", &znode, "-n", "-E", "9", "--", "true"]);
+    assert_eq!(out.status.code(), Some(9));
+    let out = run(&[
+        "lock",
+        &znode,
+        "--conflict-exit-code",
+        "0",
+        "-t",
+        "200ms",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        lock_nodes(&raw(), &znode).len(),
+        1,
+        "only the holder's node"
+    );
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut holder, WAIT).success());
+    // Free: -n takes it and runs the command.
+    let out = run(&["lock", &znode, "-n", "-E", "9", "--", "sh", "-c", "exit 4"]);
+    assert_eq!(out.status.code(), Some(4));
+}
+
+#[test]
+fn a_shell_string_runs_with_c_and_a_missing_double_dash_gets_a_hint() {
+    let root = unique_root("cli-shell");
+    let znode = format!("{root}/job");
+    let out = run(&["lock", &znode, "-c", "echo \"$ZKLOCK_LOCK\" && exit 5"]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), znode);
+    let out = run(&[
+        "elect",
+        &format!("{root}/e"),
+        "-c",
+        "echo $ZKLOCK_LEADER_NAME",
+        "-n",
+        "me",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "me");
+    for args in [
+        vec!["lock", znode.as_str(), "true"],
+        vec!["read-lock", znode.as_str(), "echo", "x"],
+        vec!["elect", znode.as_str(), "true"],
+    ] {
+        fails_in_one_line(&args, 2, "hint: put the command after --");
+    }
+    fails_in_one_line(&["lock", &znode], 2, "hint: put the command after --");
+    fails_in_one_line(
+        &["lock", &znode, "-c", "true", "--", "true"],
+        2,
+        "cannot be used with",
+    );
+}
+
+#[test]
+fn a_clamped_session_timeout_is_warned() {
+    // The test servers grant 400 ms .. 60 s.
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_zklock"))
+            .env("ZK_SERVERS", test_servers())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for (asked, granted) in [("1h", "1m00s"), ("1ms", "400ms")] {
+        let out = run(&["--session-timeout", asked, "ls", "/cli-clamp"]);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(
+            err.contains("warning") && err.contains(granted),
+            "{asked}: {err}"
+        );
+    }
+    let out = run(&["--session-timeout", "5s", "ls", "/cli-clamp"]);
+    assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_reader_behind_a_waiting_writer_says_queued_behind() {
+    let (root, dir) = (unique_root("cli-queued"), temp_dir("queued"));
+    let znode = format!("{root}/table");
+    let (mut holder, release) = start_holder(&znode, &dir, "reader-1", "read-lock");
+    let mut writer = start(&["lock", &znode, "-m", "writer-2", "--", "true"]);
+    let zk = raw();
+    wait_until(WAIT, "the writer queued", || {
+        lock_nodes(&zk, &znode).len() == 2
+    });
+    let out = run(&["read-lock", &znode, "-t", "1s", "--", "true"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    assert!(err.contains("queued behind \"writer-2\""), "{err}");
+    assert!(!err.contains("held by \"writer-2\""), "{err}");
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut holder, WAIT).success());
+    assert!(wait_for(&mut writer, WAIT).success());
+    let err = stderr_of(&mut writer);
+    assert!(err.contains("held by \"reader-1\""), "{err}");
+}
+
+#[test]
+fn kill_after_bounds_the_grace_of_a_command_that_ignores_sigterm() {
+    let (root, dir) = (unique_root("cli-kill-after"), temp_dir("kill-after"));
+    let znode = format!("{root}/job");
+    let started = dir.join("started");
+    let mut holder = start(&[
+        "lock",
+        &znode,
+        "--kill-after",
+        "300ms",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "trap '' TERM; touch {}; while :; do sleep 0.02; done",
+            started.display()
+        ),
+    ]);
+    wait_until(WAIT, "holding", || started.exists());
+    let zk = raw();
+    let node = lock_nodes(&zk, &znode).remove(0);
+    let t = Instant::now();
+    zk.delete(&format!("{znode}/{node}"), None).unwrap();
+    assert_eq!(wait_for(&mut holder, WAIT).code(), Some(3));
+    // Well under the 5 s default.
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    let err = stderr_of(&mut holder);
+    assert!(
+        err.contains("300ms after SIGTERM; sending SIGKILL"),
+        "{err}"
+    );
+    fails_in_one_line(
+        &["lock", &znode, "--kill-after", "soon", "--", "true"],
+        2,
+        "invalid duration",
+    );
+}
+
+#[test]
+fn elect_gives_its_command_a_growing_fencing_token() {
+    let root = unique_root("cli-elect-token");
+    let znode = format!("{root}/leader");
+    let token = || -> i64 {
+        let out = run(&["elect", &znode, "-c", "echo $ZKLOCK_FENCING_TOKEN"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout).trim().parse().expect("a token")
+    };
+    let (a, b) = (token(), token());
+    assert!(a > 0 && b > a, "{a} then {b}");
+}
+
+#[test]
+fn leader_prints_the_leader_and_watch_follows_it() {
+    let (root, dir) = (unique_root("cli-leader"), temp_dir("leader"));
+    let znode = format!("{root}/leader");
+    let out = run(&["leader", &znode]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no leader"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let mut watch = start(&["leader", &znode, "--watch"]);
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "", "no leader yet");
+    let (mut a, release) = start_holder(&znode, &dir, "host-a", "elect");
+    assert_eq!(lines.next().unwrap().unwrap(), "host-a");
+    let out = run(&["leader", &znode]);
+    assert_eq!(text(&out.stdout), "host-a\n");
+    let (b_started, b_release) = (dir.join("b.started"), dir.join("b"));
+    let mut b = start(&[
+        "elect",
+        &znode,
+        "--name",
+        "host-b",
+        "--",
+        "sh",
+        "-c",
+        &hold_until(&b_started, &b_release),
+    ]);
+    wait_until(WAIT, "b's offer", || lock_nodes(&raw(), &znode).len() == 2);
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut a, WAIT).success());
+    assert_eq!(lines.next().unwrap().unwrap(), "host-b");
+    std::fs::write(&b_release, "").unwrap();
+    assert!(wait_for(&mut b, WAIT).success());
+    assert_eq!(lines.next().unwrap().unwrap(), "");
+    signal(&watch, Signal::SIGTERM);
+    assert!(wait_for(&mut watch, WAIT).success());
+}
+
+#[test]
+fn help_documents_the_environment() {
+    let out = run(&["--help"]);
+    let help = text(&out.stdout);
+    for var in [
+        "ZK_SERVERS",
+        "ZKLOCK_LOCK",
+        "ZKLOCK_LOCK_NODE",
+        "ZKLOCK_FENCING_TOKEN",
+        "ZKLOCK_ELECTION",
+        "ZKLOCK_LEADER_NODE",
+        "ZKLOCK_LEADER_NAME",
+        "kill -9",
+    ] {
+        assert!(help.contains(var), "{var}: {help}");
+    }
+}
+
+/// At a terminal (util-linux `script` gives zklock one): the command's
+/// process group gets the terminal, so it can read it, and Ctrl-C reaches
+/// it; zklock exits 130 and releases.
+#[test]
+fn at_a_terminal_the_command_reads_it_and_ctrl_c_reaches_it() {
+    let root = unique_root("cli-tty");
+    let znode = format!("{root}/job");
+    let bin = env!("CARGO_BIN_EXE_zklock");
+    let inner =
+        format!("{bin} lock {znode} -- sh -c 'read a; echo got $a; exec sleep 30'; echo rc=$?");
+    let mut script = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .env("ZK_SERVERS", test_servers())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux)");
+    let mut stdin = script.stdin.take().unwrap();
+    use std::io::Write;
+    stdin.write_all(b"hello\n").unwrap();
+    let mut out = BufReader::new(script.stdout.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("got hello") {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    stdin.write_all(b"\x03").unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(wait_for(&mut script, WAIT).success());
+    assert!(rest.contains("rc=130"), "{seen}{rest}");
+    assert!(lock_nodes(&raw(), &znode).is_empty());
 }

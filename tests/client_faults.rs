@@ -1786,3 +1786,117 @@ fn killing_the_member_a_client_uses_keeps_its_session_and_watches() {
     other.close().unwrap();
     assert_eq!(client_thread_panics(), 0);
 }
+
+// ---------------------------------------------------------------------------
+// Issue 21's two session-layer defects.
+// ---------------------------------------------------------------------------
+
+/// After a one-way cut (server→client lost), the client declares its session
+/// expired and closes it on the server. Each close attempt reconnects with the
+/// old session id, which refreshes the session on the server; if the attempt
+/// waited for the ConnectResponse (lost) before sending closeSession, the
+/// session would live on a whole session timeout after the last attempt, its
+/// ephemeral nodes blocking others. closeSession goes right behind the
+/// ConnectRequest: the session ends with the first attempt that reaches the
+/// server.
+#[test]
+fn closing_a_locally_expired_session_never_extends_it_on_the_server() {
+    let session = Duration::from_secs(2);
+    let (proxy, zk, events) = via_proxy(session);
+    let other = ZooKeeper::connect(&server(), Duration::from_secs(6), |_e| {}).unwrap();
+    let path = format!(
+        "/zklock-test-oneway-close-{}-{}",
+        std::process::id(),
+        zk.session_id()
+    );
+    zk.create(&path, b"", open(), CreateMode::Ephemeral)
+        .unwrap();
+    proxy.stall_downstream();
+    events.wait_state(KeeperState::Expired, 1, Duration::from_secs(8));
+    let expired_at = Instant::now();
+    wait_until(Duration::from_secs(15), "the ephemeral node goes", || {
+        matches!(other.exists(&path, false), Ok(None))
+    });
+    let after = expired_at.elapsed();
+    // Without the close the server would keep it `session` past the client's
+    // last reconnect attempt; with each attempt extending it, longer still.
+    assert!(
+        after < Duration::from_millis(1500),
+        "the session outlived the client's Expired by {after:?}"
+    );
+    proxy.pass();
+    no_client_panics();
+}
+
+/// Whether this process still holds a socket open from local port `local` to
+/// remote port `remote` on 127.0.0.1 (`/proc/net/tcp`: a closed socket still
+/// in FIN_WAIT or TIME_WAIT has no inode).
+fn socket_open(local: u16, remote: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table.lines().skip(1).any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.len() > 9
+            && f[1].ends_with(&format!(":{local:04X}"))
+            && f[2].ends_with(&format!(":{remote:04X}"))
+            && f[9] != "0"
+    })
+}
+
+/// After a malformed frame the old socket is closed, not only shut down (a
+/// shut-down socket keeps its unread bytes and its descriptor, and the peer
+/// gets no reset, until the next connection replaced it), while the client
+/// reconnects (here slowly: the fake server answers the second connection's
+/// handshake only after 1.5 s).
+#[test]
+fn a_malformed_frame_closes_the_old_socket_before_the_reconnect() {
+    init_log();
+    count_client_thread_panics();
+    let (tx, rx) = std::sync::mpsc::channel::<(u16, u16, Instant)>();
+    let tx = Mutex::new(tx);
+    let fake = FakeServer::start(move |n, mut s| {
+        if n > 0 {
+            thread::sleep(Duration::from_millis(1500));
+            if fake_handshake(&mut s, FAKE_SESSION).is_ok() {
+                fake_serve_well(s);
+            }
+            return;
+        }
+        let Ok(_) = fake_handshake(&mut s, FAKE_SESSION) else {
+            return;
+        };
+        let Ok((_xid, _op)) = fake_next_request(&mut s) else {
+            return;
+        };
+        // A negative length, and bytes behind it.
+        let mut garbage = (-5i32).to_be_bytes().to_vec();
+        garbage.extend_from_slice(&[7; 4096]);
+        let _ = s.write_all(&garbage);
+        let ports = (s.peer_addr(), s.local_addr());
+        if let (Ok(client), Ok(server)) = ports {
+            let _ = tx
+                .lock()
+                .unwrap()
+                .send((client.port(), server.port(), Instant::now()));
+        }
+        thread::sleep(Duration::from_secs(3)); // deliberate: the server holds on
+    });
+    let zk = ZooKeeper::builder(&fake.addr)
+        .with_session_timeout(Duration::from_secs(6))
+        .with_connect_wait(Duration::from_secs(5))
+        .connect(|_e| {})
+        .unwrap();
+    assert_code(zk.exists("/x", false), ZkError::ConnectionLoss);
+    let (client, server, sent) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    wait_until(Duration::from_secs(3), "the old socket closed", || {
+        !socket_open(client, server)
+    });
+    let took = sent.elapsed();
+    assert!(
+        took < Duration::from_millis(1000),
+        "the old socket was closed {took:?} after the malformed frame"
+    );
+    // And the client goes on with its session on the next connection.
+    assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
+    zk.close().unwrap();
+    no_client_panics();
+}

@@ -290,30 +290,7 @@ fn a_failed_write_makes_the_state_connecting_at_once() {
 fn disconnected_comes_at_the_read_timeout_whatever_the_writers_do() {
     let session = Duration::from_secs(6);
     let (proxy, zk, events) = via_proxy(session);
-    let read_timeout = session * 2 / 3;
-    zk.exists("/", false).unwrap();
-    proxy.stall();
-    let stalled = Instant::now();
-    let big = vec![7u8; 900 * 1024];
-    let writers: Vec<_> = (0..8)
-        .map(|i| {
-            let (zk, big) = (zk.clone(), big.clone());
-            thread::spawn(move || {
-                let _ = zk.set_data(&format!("/zklock-test/nowhere-{i}"), &big, None);
-            })
-        })
-        .collect();
-    events.wait_state(KeeperState::Disconnected, 1, WAIT);
-    let told = events.state_time(KeeperState::Disconnected, 0).unwrap() - stalled;
-    assert!(
-        told <= read_timeout + Duration::from_millis(700),
-        "Disconnected after {told:?} (read timeout {read_timeout:?})"
-    );
-    proxy.reset();
-    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
-    for w in writers {
-        w.join().unwrap();
-    }
+    disconnected_at_the_read_timeout_with_writers_blocked(&zk, &proxy, &events, session);
     zk.close().unwrap();
     no_client_panics();
 }

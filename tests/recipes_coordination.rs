@@ -997,41 +997,6 @@ fn expirable(renew: bool) -> (FaultProxy, ZooKeeperWatcher) {
     (proxy, zkw)
 }
 
-/// Expires `zkw`'s session now: while the client is cut off, a second handle
-/// on the same session closes it; the reconnect then learns it expired.
-/// Checked: the client must learn the expiry (its session id changes with
-/// renewal, its state is Expired without). Under load the client was seen (1
-/// run in ~10) to reconnect to the old session after all, through the stalled
-/// proxy; the forcing is then repeated (at most 3 times), so that the tests
-/// below always test an expiry.
-fn force_expiry(proxy: &FaultProxy, zkw: &ZooKeeperWatcher) {
-    let old = zkw.zookeeper().session_id();
-    for attempt in 1..=3 {
-        proxy.stall();
-        let zk = zkw.zookeeper();
-        let twin = ZooKeeper::connect_with_session(
-            &shared_server().connect_string(),
-            Duration::from_secs(6),
-            |_e: WatchedEvent| {},
-            old,
-            &zk.session_password(),
-        )
-        .unwrap();
-        // Connected first: a close before that sends no closeSession (under
-        // load the twin may still be connecting), and the session lives on.
-        twin.wait_connected(Duration::from_secs(20)).unwrap();
-        twin.close().unwrap();
-        proxy.reset();
-        if eventually(Duration::from_secs(10), || {
-            zkw.zookeeper().session_id() != old || zkw.state().is_terminal()
-        }) {
-            return;
-        }
-        log::warn!("force_expiry: session {old:#x} still alive after attempt {attempt}");
-    }
-    panic!("could not expire session {old:#x}");
-}
-
 /// The paths session `id` watches on the server (`wchc`).
 fn watched_by(id: i64) -> Vec<String> {
     let reply =
@@ -1093,7 +1058,7 @@ fn a_wait_ends_with_its_session<T: std::fmt::Debug + Send + 'static>(
         "{name}: the wait never began under {root}"
     );
     observer.close().unwrap();
-    force_expiry(&proxy, &zkw);
+    common::force_expiry(&proxy, &shared_server().connect_string(), &zkw);
     let got = rx
         .recv_timeout(Duration::from_secs(30))
         .unwrap_or_else(|_| panic!("{name} (renew {renew}): the wait outlived its session"));
@@ -1258,7 +1223,7 @@ fn group_member_of_an_expired_session_never_touches_the_new_holder_of_its_name()
     let stale = g.join("worker", b"mine").unwrap();
     let stale_dropped = g.join("other", b"mine").unwrap();
     let old = zkw.zookeeper().session_id();
-    force_expiry(&proxy, &zkw);
+    common::force_expiry(&proxy, &shared_server().connect_string(), &zkw);
     assert!(eventually(Duration::from_secs(20), || {
         zkw.zookeeper().session_id() != old && zkw.state() == zklock::client::State::Connected
     }));
@@ -1358,7 +1323,7 @@ fn two_phase_commit_vote_after_renewal_is_session_expired() {
     let site = TwoPhaseCommit::open(&zkw, &path).unwrap();
     site.join("a").unwrap();
     let old = zkw.zookeeper().session_id();
-    force_expiry(&proxy, &zkw);
+    common::force_expiry(&proxy, &shared_server().connect_string(), &zkw);
     assert!(eventually(Duration::from_secs(20), || {
         zkw.zookeeper().session_id() != old && zkw.state() == zklock::client::State::Connected
     }));

@@ -623,7 +623,7 @@ fn leader_manager_like_hbase_test_zk_leader_manager() {
     let managers: Vec<Arc<ZkLeaderManager>> = zkws
         .iter()
         .enumerate()
-        .map(|(i, w)| Arc::new(ZkLeaderManager::new(w, &root, &format!("server{i}"))))
+        .map(|(i, w)| Arc::new(ZkLeaderManager::new(w, &root, format!("server{i}"))))
         .collect();
     let leaders = Arc::new(AtomicUsize::new(0));
     let handles: Vec<_> = managers
@@ -642,8 +642,8 @@ fn leader_manager_like_hbase_test_zk_leader_manager() {
     assert!(eventually(Duration::from_secs(10), || current().is_some()));
     let first = current().unwrap();
     leaders.fetch_add(1, Ordering::SeqCst);
-    // Abdicate: another takes over.
-    managers[first].abdicate().unwrap();
+    // Step down: another takes over.
+    managers[first].step_down_as_leader().unwrap();
     assert!(!managers[first].has_leadership());
     assert!(eventually(Duration::from_secs(10), || current()
         .is_some_and(|l| l != first)));
@@ -663,6 +663,456 @@ fn leader_manager_like_hbase_test_zk_leader_manager() {
     let m = managers[first].clone();
     assert!(m.wait_to_become_leader().unwrap());
     m.stop().unwrap();
+    // HBase's layout: the leader znode itself, gone once nobody leads.
     let zk = raw();
-    assert!(eventually(Duration::from_secs(5), || children(&zk, &root).is_empty()));
+    assert_eq!(zk.exists(&root, false).unwrap(), None);
+}
+
+// ---------------------------------------------------------------- sessions
+
+/// A watcher through its own proxy (so that an expiry can be forced without a
+/// reconnect racing it), with or without session renewal.
+fn proxied(renew: bool) -> (FaultProxy, ZooKeeperWatcher) {
+    init_log();
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_identifier("recipes-session-test")
+        .with_session_timeout(Duration::from_secs(4))
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .with_session_renewal(renew)
+        .with_abortable(Arc::new(zklock::LoggingAbortable::new()))
+        .connect()
+        .expect("connect");
+    (proxy, zkw)
+}
+
+/// Expires `mine`'s session: while its proxy stalls, a second handle on the
+/// same session closes it; the reconnect then learns it expired.
+fn force_expiry(proxy: &FaultProxy, zkw: &ZooKeeperWatcher) {
+    proxy.stall();
+    let zk = zkw.zookeeper();
+    let twin = ZooKeeper::connect_with_session(
+        &shared_server().connect_string(),
+        Duration::from_secs(4),
+        |_e: WatchedEvent| {},
+        zk.session_id(),
+        &zk.session_password(),
+    )
+    .unwrap();
+    twin.close().unwrap();
+    proxy.reset();
+}
+
+/// Waits until `mine` is connected in a session other than `old` (renewal).
+fn renewed(zkw: &ZooKeeperWatcher, old: i64) {
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            let id = zkw.zookeeper().session_id();
+            id != 0 && id != old && zkw.state() == zklock::client::State::Connected
+        }),
+        "no renewed session"
+    );
+}
+
+/// Expires `zkw`'s session (through `proxy`) the first time it is called:
+/// for a step hook.
+fn expire_once(proxy: FaultProxy, zkw: &ZooKeeperWatcher) -> impl Fn() + Send + Sync + 'static {
+    let done = AtomicBool::new(false);
+    let zkw = zkw.clone();
+    move || {
+        if !done.swap(true, Ordering::SeqCst) {
+            force_expiry(&proxy, &zkw);
+        }
+    }
+}
+
+fn assert_session_expired<T: std::fmt::Debug>(r: &zklock::Result<T>) {
+    assert!(
+        matches!(r, Err(e) if e.is(ZkError::SessionExpired)),
+        "{r:?}"
+    );
+}
+
+fn write_lock_waiter_across_an_expiry(renew: bool) {
+    let (proxy, mine) = proxied(renew);
+    let dir = unique_root("wl-session");
+    let other = zkw();
+    let owner = WriteLock::new(&other, &dir, Acl::open_unsafe()).unwrap();
+    assert!(owner.lock().unwrap());
+    let waiter = Arc::new(WriteLock::new(&mine, &dir, Acl::open_unsafe()).unwrap());
+    let w = waiter.clone();
+    let h = thread::spawn(move || w.lock_blocking(Duration::from_secs(60)));
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &dir)
+        .len()
+        == 2));
+    let old = mine.zookeeper().session_id();
+    force_expiry(&proxy, &mine);
+    assert_session_expired(&h.join().unwrap());
+    if renew {
+        renewed(&mine, old);
+    }
+    // The owner leaves: the expired waiter must not take the lock in the new
+    // session (it has no node there).
+    owner.unlock().unwrap();
+    thread::sleep(Duration::from_millis(300));
+    assert!(!waiter.is_owner());
+    assert!(children(&zk, &dir).is_empty(), "{:?}", children(&zk, &dir));
+    if renew {
+        // A fresh attempt is a new one, in the new session.
+        assert!(waiter.lock().unwrap());
+        assert!(waiter.is_owner());
+        waiter.unlock().unwrap();
+    }
+}
+
+#[test]
+fn write_lock_waiter_ends_with_session_expired_at_an_expiry() {
+    write_lock_waiter_across_an_expiry(false);
+}
+
+#[test]
+fn write_lock_waiter_ends_with_session_expired_at_an_expiry_with_renewal() {
+    write_lock_waiter_across_an_expiry(true);
+}
+
+/// A WriteLock whose session ends during its first round (forced from the
+/// step hook) returns `SessionExpired` from `lock`, and keeps returning it
+/// until `unlock`, also with renewal.
+fn write_lock_round_across_an_expiry(renew: bool) {
+    let (proxy, mine) = proxied(renew);
+    let dir = unique_root("wl-round-session");
+    let other = zkw();
+    let owner = WriteLock::new(&other, &dir, Acl::open_unsafe()).unwrap();
+    assert!(owner.lock().unwrap());
+    let expire = expire_once(proxy, &mine);
+    let waiter = WriteLock::new(&mine, &dir, Acl::open_unsafe())
+        .unwrap()
+        .with_step_hook(move |step, _path| {
+            if step == WriteLockStep::Watching {
+                expire();
+            }
+        });
+    assert_session_expired(&waiter.lock());
+    // Until unlock, the instance stays failed (never goes on elsewhere).
+    assert_session_expired(&waiter.lock());
+    owner.unlock().unwrap();
+}
+
+#[test]
+fn write_lock_round_cut_by_an_expiry_returns_session_expired() {
+    write_lock_round_across_an_expiry(false);
+}
+
+#[test]
+fn write_lock_round_cut_by_an_expiry_returns_session_expired_with_renewal() {
+    write_lock_round_across_an_expiry(true);
+}
+
+/// A candidate whose session ends while it determines its place (forced from
+/// the step hook) gets `SessionExpired` from `start` (not `NoNode`), is told
+/// `Failed`, and never goes on in a renewed session.
+fn election_start_across_an_expiry(renew: bool) {
+    let (proxy, mine) = proxied(renew);
+    let root = unique_root("election-session");
+    let other = zkw();
+    let (leader, _) = candidate(&other, &root, "leader");
+    leader.start().unwrap();
+    let old = mine.zookeeper().session_id();
+    let expire = expire_once(proxy, &mine);
+    let c = LeaderElectionSupport::new(&mine, &root, "expiring")
+        .unwrap()
+        .with_step_hook(move |_step, _path| expire());
+    let events: Events = Arc::default();
+    let ev = events.clone();
+    c.add_listener(move |x: Ev| ev.lock().unwrap().push(x));
+    assert_session_expired(&c.start());
+    if renew {
+        renewed(&mine, old);
+    }
+    // The leader leaves: the failed candidate is not elected in the new session.
+    leader.stop().unwrap();
+    thread::sleep(Duration::from_millis(300));
+    assert!(!c.is_leader());
+    assert_eq!(c.state(), zklock::recipes::election::ElectionState::Failed);
+    let told = events.lock().unwrap().clone();
+    assert_eq!(told.last(), Some(&Ev::Failed), "{told:?}");
+    assert_eq!(told.iter().filter(|e| **e == Ev::Failed).count(), 1);
+    assert!(!told.contains(&Ev::ElectedStart), "{told:?}");
+    let zk = raw();
+    assert!(
+        children(&zk, &root).is_empty(),
+        "{:?}",
+        children(&zk, &root)
+    );
+    c.stop().unwrap();
+}
+
+#[test]
+fn election_start_cut_by_an_expiry_returns_session_expired() {
+    election_start_across_an_expiry(false);
+}
+
+#[test]
+fn election_start_cut_by_an_expiry_returns_session_expired_with_renewal() {
+    election_start_across_an_expiry(true);
+}
+
+/// An elected leader whose session expires is told LeadershipLost then
+/// Failed, and with renewal is not leader again in the new session.
+fn election_leader_across_an_expiry(renew: bool) {
+    let (proxy, mine) = proxied(renew);
+    let root = unique_root("election-leader-session");
+    let (c, events) = candidate(&mine, &root, "leader");
+    c.start().unwrap();
+    assert!(c.is_leader());
+    let old = mine.zookeeper().session_id();
+    force_expiry(&proxy, &mine);
+    assert!(eventually(Duration::from_secs(20), || events
+        .lock()
+        .unwrap()
+        .contains(&Ev::Failed)));
+    if renew {
+        renewed(&mine, old);
+        thread::sleep(Duration::from_millis(300));
+    }
+    assert!(!c.is_leader());
+    let told = events.lock().unwrap().clone();
+    let tail: Vec<Ev> = told
+        .iter()
+        .copied()
+        .skip_while(|e| *e != Ev::LeadershipLost)
+        .collect();
+    assert_eq!(tail, [Ev::LeadershipLost, Ev::Failed], "{told:?}");
+    let zk = raw();
+    assert!(children(&zk, &root).is_empty());
+    c.stop().unwrap();
+    if renew {
+        // stop then start: a new candidate, in the new session.
+        c.start().unwrap();
+        assert!(c.is_leader());
+        c.stop().unwrap();
+    }
+}
+
+#[test]
+fn election_leader_expiry_is_lost_then_failed() {
+    election_leader_across_an_expiry(false);
+}
+
+#[test]
+fn election_leader_expiry_is_lost_then_failed_with_renewal() {
+    election_leader_across_an_expiry(true);
+}
+
+// ---------------------------------------------------------------- Java's event order
+
+/// Upstream's `testReadyOffer`: the offer ahead goes away while the candidate
+/// determines its place (forced from the step hook). Java tells READY_START
+/// only once `exists()` found the offer ahead: the candidate is elected
+/// without a spurious ReadyStart.
+#[test]
+fn election_ready_start_only_after_the_offer_ahead_is_found() {
+    let root = unique_root("election-ready-offer");
+    let (a, b) = (zkw(), zkw());
+    let (leader, _) = candidate(&a, &root, "leader");
+    leader.start().unwrap();
+    let leader = Arc::new(std::sync::Mutex::new(Some(leader)));
+    let l = leader.clone();
+    let c = LeaderElectionSupport::new(&b, &root, "next")
+        .unwrap()
+        .with_step_hook(move |_step, _path| {
+            // The leader stops between the listing and the watch.
+            if let Some(leader) = l.lock().unwrap().take() {
+                leader.stop().unwrap();
+            }
+        });
+    let events: Events = Arc::default();
+    let ev = events.clone();
+    c.add_listener(move |x: Ev| ev.lock().unwrap().push(x));
+    c.start().unwrap();
+    assert!(leader.lock().unwrap().is_none(), "the hook ran");
+    assert!(c.is_leader());
+    assert_eq!(
+        *events.lock().unwrap(),
+        [
+            Ev::Start,
+            Ev::OfferStart,
+            Ev::OfferComplete,
+            Ev::DetermineStart,
+            Ev::DetermineComplete,
+            Ev::DetermineStart,
+            Ev::DetermineComplete,
+            Ev::ElectedStart,
+            Ev::ElectedComplete
+        ]
+    );
+    c.stop().unwrap();
+}
+
+/// A write to the offer a ready candidate watches spends that watch; zklock
+/// sets it again, so the candidate is elected when that leader later stops
+/// (Java's recipe never elects it). Likewise a write to the leader's own offer
+/// keeps its deletion heard.
+#[test]
+fn election_data_change_on_the_watched_offer_keeps_the_watch() {
+    let root = unique_root("election-data-change");
+    let (a, b) = (zkw(), zkw());
+    let (leader, lev) = candidate(&a, &root, "leader");
+    leader.start().unwrap();
+    let (next, nev) = candidate(&b, &root, "next");
+    next.start().unwrap();
+    assert_eq!(
+        next.state(),
+        zklock::recipes::election::ElectionState::Ready
+    );
+    let zk = raw();
+    let offer = leader.offer_node().unwrap();
+    zk.set_data(&offer, b"renamed", None).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    leader.stop().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || next.is_leader()),
+        "{:?}",
+        nev.lock().unwrap()
+    );
+    // The new leader's own offer: written, then deleted by someone else.
+    let own = next.offer_node().unwrap();
+    zk.set_data(&own, b"renamed", None).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    zk.delete(&own, None).unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || nev
+            .lock()
+            .unwrap()
+            .contains(&Ev::LeadershipLost)),
+        "{:?}",
+        nev.lock().unwrap()
+    );
+    assert!(!next.is_leader());
+    assert!(!lev.lock().unwrap().contains(&Ev::Failed));
+    next.stop().unwrap();
+}
+
+/// Candidates of one session: the leader's step-down removes its watch on its
+/// offer (one notification per succession), which removes the session's
+/// every data watch there, the successor's too; the successor sets it again
+/// and is elected.
+#[test]
+fn election_candidates_of_one_session_succeed_each_other() {
+    let root = unique_root("election-one-session");
+    let a = zkw();
+    let cands: Vec<_> = (0..4)
+        .map(|i| {
+            let (c, _) = candidate(&a, &root, &format!("c{i}"));
+            c.start().unwrap();
+            c
+        })
+        .collect();
+    assert!(cands[0].is_leader());
+    for i in 0..cands.len() - 1 {
+        cands[i].stop().unwrap();
+        assert!(
+            eventually(Duration::from_secs(10), || cands[i + 1].is_leader()),
+            "candidate {} not elected",
+            i + 1
+        );
+        assert!(cands[i + 2..].iter().all(|c| !c.is_leader()));
+    }
+    cands[3].stop().unwrap();
+}
+
+// ---------------------------------------------------------------- Curator's and kazoo's API
+
+/// Curator's `getParticipants`/`getLeader`, kazoo's `contenders()`: every
+/// candidate in offer order, the leader first; none on a missing root.
+#[test]
+fn election_participants_and_leader_like_curator() {
+    use zklock::recipes::election::participants;
+    let root = unique_root("election-participants");
+    let (a, b) = (zkw(), zkw());
+    assert!(participants(&a, &root).unwrap().is_empty());
+    let (ca, _) = candidate(&a, &root, "alpha");
+    ca.start().unwrap();
+    let (cb, _) = candidate(&b, &root, "beta");
+    cb.start().unwrap();
+    let (cc, _) = candidate(&b, &root, "gamma");
+    cc.start().unwrap();
+    let all = cb.participants().unwrap();
+    let ids: Vec<(&str, bool)> = all.iter().map(|p| (p.id.as_str(), p.is_leader)).collect();
+    assert_eq!(ids, [("alpha", true), ("beta", false), ("gamma", false)]);
+    assert_eq!(all[1].node, cb.offer_node().unwrap());
+    assert_eq!(cc.leader().unwrap().unwrap().id, "alpha");
+    ca.stop().unwrap();
+    assert!(eventually(Duration::from_secs(10), || cb.is_leader()));
+    let ids: Vec<String> = participants(&a, &root)
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(ids, ["beta", "gamma"]);
+    assert_eq!(ca.leader().unwrap().unwrap().id, "beta");
+    cb.stop().unwrap();
+    cc.stop().unwrap();
+    assert!(ca.leader().unwrap().is_none());
+}
+
+/// Curator's `await(timeout)`: false when the time passes, true once elected
+/// (woken by the election, not by a poll); `Closed` when not started or
+/// stopped meanwhile.
+#[test]
+fn election_await_leadership_with_a_timeout() {
+    let root = unique_root("election-await");
+    let (a, b) = (zkw(), zkw());
+    let (leader, _) = candidate(&a, &root, "leader");
+    let r = leader.await_leadership(Duration::from_millis(10));
+    assert!(matches!(r, Err(zklock::Error::Closed)), "{r:?}");
+    leader.start().unwrap();
+    assert!(leader.await_leadership(Duration::ZERO).unwrap());
+    let (next, _) = candidate(&b, &root, "next");
+    next.start().unwrap();
+    let t = Instant::now();
+    assert!(!next.await_leadership(Duration::from_millis(300)).unwrap());
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    let next = Arc::new(next);
+    let n = next.clone();
+    let h = thread::spawn(move || n.await_leadership(Duration::from_secs(30)));
+    thread::sleep(Duration::from_millis(100));
+    leader.stop().unwrap();
+    assert!(h.join().unwrap().unwrap());
+    assert!(next.is_leader());
+    // Stopped by another thread while waiting: Closed.
+    let (third, _) = candidate(&a, &root, "third");
+    third.start().unwrap();
+    let third = Arc::new(third);
+    let t3 = third.clone();
+    let h = thread::spawn(move || t3.await_leadership(Duration::from_secs(30)));
+    thread::sleep(Duration::from_millis(100));
+    third.stop().unwrap();
+    let r = h.join().unwrap();
+    assert!(matches!(r, Err(zklock::Error::Closed)), "{r:?}");
+    next.stop().unwrap();
+}
+
+/// An `await_leadership` across an expiry ends with `SessionExpired`, also
+/// with session renewal (the candidate never goes on in the new session).
+#[test]
+fn election_await_leadership_ends_with_session_expired() {
+    for renew in [false, true] {
+        let (proxy, mine) = proxied(renew);
+        let root = unique_root("election-await-expiry");
+        let other = zkw();
+        let (leader, _) = candidate(&other, &root, "leader");
+        leader.start().unwrap();
+        let (c, _) = candidate(&mine, &root, "waiting");
+        c.start().unwrap();
+        let c = Arc::new(c);
+        let w = c.clone();
+        let h = thread::spawn(move || w.await_leadership(Duration::from_secs(60)));
+        thread::sleep(Duration::from_millis(100));
+        force_expiry(&proxy, &mine);
+        assert_session_expired(&h.join().unwrap());
+        leader.stop().unwrap();
+        c.stop().unwrap();
+    }
 }

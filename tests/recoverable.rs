@@ -728,3 +728,174 @@ fn get_data_strips_the_metadata_and_leaves_raw_data_unchanged() {
         assert_eq!(rzk.get_data(&path, false).unwrap().0, data, "{data:?}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// Without HBase's metadata prefix (issue 24)
+// ---------------------------------------------------------------------------
+
+/// `with_metadata_prefix(false)`: a plain reader reads exactly the bytes
+/// written, and the retry rules still recognise a write whose reply was lost
+/// (same bytes; for an ephemeral node, this session; for a versioned
+/// `set_data`, the next version).
+#[test]
+fn without_the_metadata_prefix_plain_readers_read_the_value_and_lost_replies_still_succeed() {
+    init_log();
+    let (zk, root) = setup_root(&test_servers(), "no_metadata");
+    let under = Under::on(&test_servers(), fast_retry());
+    let rzk = under.rzk.with_metadata_prefix(false);
+    assert!(!rzk.metadata_prefix() && under.rzk.metadata_prefix());
+    for (name, mode) in [("p", CreateMode::Persistent), ("e", CreateMode::Ephemeral)] {
+        let path = format!("{root}/{name}");
+        rzk.zookeeper().lose_next_reply(ReplyKind::Create);
+        assert_eq!(
+            rzk.create(&path, b"plain", Acl::open_unsafe(), mode)
+                .unwrap(),
+            path
+        );
+        under.expect_reconnected();
+        let (raw, stat) = zk.get_data(&path, false).unwrap();
+        assert_eq!(raw, b"plain", "no prefix for a plain reader");
+        assert_eq!(stat.version, 0, "created once");
+    }
+    let path = format!("{root}/p");
+    for version in 0..3 {
+        let data = format!("v{}", version + 1);
+        rzk.zookeeper().lose_next_reply(ReplyKind::SetData);
+        let stat = rzk.set_data(&path, data.as_bytes(), Some(version)).unwrap();
+        under.expect_reconnected();
+        assert_eq!(stat.version, version + 1, "applied exactly once");
+        assert_eq!(zk.get_data(&path, false).unwrap().0, data.as_bytes());
+    }
+    // The first attempt's errors are unchanged.
+    assert_code(
+        rzk.create(&path, b"v3", Acl::open_unsafe(), CreateMode::Persistent),
+        ZkError::NodeExists,
+    );
+    assert_code(rzk.set_data(&path, b"x", Some(0)), ZkError::BadVersion);
+    // Sequential creates and multi write the bytes as given too.
+    let seq = rzk
+        .create(
+            &format!("{root}/s-"),
+            b"seq",
+            Acl::open_unsafe(),
+            CreateMode::PersistentSequential,
+        )
+        .unwrap();
+    assert_eq!(zk.get_data(&seq, false).unwrap().0, b"seq");
+    rzk.multi(&[Op::create(
+        format!("{root}/m"),
+        &b"multi"[..],
+        CreateMode::Persistent,
+    )])
+    .unwrap();
+    assert_eq!(
+        zk.get_data(&format!("{root}/m"), false).unwrap().0,
+        b"multi"
+    );
+    // The default handle still writes HBase's prefix, and reads strip it.
+    under.rzk.set_data(&path, b"hbase", None).unwrap();
+    assert!(written_by_us(&zk.get_data(&path, false).unwrap().0));
+    assert_eq!(rzk.get_data(&path, false).unwrap().0, b"hbase");
+
+    // The watcher's builder option.
+    let zkw = zklock::ZooKeeperWatcher::builder(&test_servers())
+        .with_metadata_prefix(false)
+        .connect()
+        .unwrap();
+    zklock::zkutil::create_and_fail_silent_data(&zkw, &format!("{root}/w"), b"config=1").unwrap();
+    assert_eq!(
+        zk.get_data(&format!("{root}/w"), false).unwrap().0,
+        b"config=1"
+    );
+    zkw.close().unwrap();
+    zklock::zkutil::delete_node_recursively(
+        &zklock::ZooKeeperWatcher::connect(&test_servers(), "cleanup", None).unwrap(),
+        &root,
+    )
+    .unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// ZooKeeper 3.6's getAllChildrenNumber and multiRead (issue 24)
+// ---------------------------------------------------------------------------
+
+/// Against the real 3.8 server: `getAllChildrenNumber` counts descendants at
+/// every depth; `multiRead` answers getData and getChildren in one request,
+/// a failed read among them as its own result; the `RecoverableZooKeeper`
+/// forms strip the metadata prefix from the data.
+#[test]
+fn get_all_children_number_and_multi_read_against_the_real_server() {
+    use zklock::client::{ReadOp, ReadResult};
+    init_log();
+    let (zk, root) = setup_root(&test_servers(), "zk36_calls");
+    let under = Under::on(&test_servers(), fast_retry());
+    let rzk = &under.rzk;
+    assert_eq!(zk.get_all_children_number(&root).unwrap(), 0);
+    for p in ["a", "a/b", "a/b/c", "d"] {
+        rzk.create(
+            &format!("{root}/{p}"),
+            p.as_bytes(),
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    }
+    assert_eq!(zk.get_all_children_number(&root).unwrap(), 4);
+    assert_eq!(
+        rzk.get_all_children_number(&format!("{root}/a")).unwrap(),
+        2
+    );
+    assert_code(
+        zk.get_all_children_number(&format!("{root}/missing")),
+        ZkError::NoNode,
+    );
+    assert!(matches!(
+        zk.get_all_children_number("bad").unwrap_err(),
+        Error::BadArguments(_)
+    ));
+
+    let ops = [
+        ReadOp::get_data(format!("{root}/a")),
+        ReadOp::get_children(root.clone()),
+        ReadOp::get_data(format!("{root}/missing")),
+        ReadOp::get_children(format!("{root}/a/b")),
+    ];
+    let raw = zk.multi_read(&ops).unwrap();
+    assert_eq!(raw.len(), 4);
+    match &raw[0] {
+        ReadResult::Data { data, stat } => {
+            assert!(written_by_us(data), "as stored: {data:?}");
+            assert_eq!(stat.num_children, 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    match &raw[1] {
+        ReadResult::Children { children } => {
+            let mut c = children.clone();
+            c.sort();
+            assert_eq!(c, ["a", "d"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        raw[2],
+        ReadResult::Error {
+            code: ZkError::NoNode
+        }
+    );
+    assert_eq!(
+        raw[3],
+        ReadResult::Children {
+            children: vec!["c".to_string()]
+        }
+    );
+    let stripped = rzk.multi_read(&ops).unwrap();
+    assert!(matches!(&stripped[0], ReadResult::Data { data, .. } if data == b"a"));
+    assert_eq!(stripped[1..], raw[1..]);
+    assert!(zk.multi_read(&[]).unwrap().is_empty());
+    assert!(matches!(
+        zk.multi_read(&[ReadOp::get_data("no/slash")]).unwrap_err(),
+        Error::BadArguments(_)
+    ));
+    under.expect_no_reconnect();
+}

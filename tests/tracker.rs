@@ -47,10 +47,112 @@ fn drain_event_thread(zkw: &ZooKeeperWatcher, rounds: usize) {
 /// *after* a tracker or deletion listener, it sees each event after that
 /// listener handled it (dispatch is in registration order on the one event
 /// thread): a sync point without sleeps. The trackers and deletion listeners
-/// watch with watchers of their own: to see an event on the same path, set a
-/// default watch too (after theirs, so the client calls theirs first).
+/// watch with the session's default watch, so the recorder hears their events
+/// (after them: the library's subscriptions are told first).
 fn recorder(zkw: &ZooKeeperWatcher) -> Arc<NodeRecorder> {
     node_recorder(zkw)
+}
+
+// ---------------------------------------------------------------------------
+// Issue 24, point 1: a listener hears what a tracker watches
+// ---------------------------------------------------------------------------
+
+/// HBase's `TestZooKeeperNodeTracker.testNodeTracker`, translated: three
+/// trackers follow one node (one of them with a thread blocked until it
+/// appears), and a `TestingZKListener` that sets no watch of its own waits for
+/// `nodeCreated`, `nodeDeleted` and `nodeDataChanged` on it. In HBase the
+/// trackers' watches are the watcher's, so every registered listener hears
+/// them; so in zklock. A `zkutil` watch and a deletion listener on the same
+/// node add no second delivery: each event reaches the listener exactly once.
+///
+/// One asynchronous difference: HBase's trackers re-read on the event thread
+/// before the next listener is called; zklock's issue their re-read there and
+/// its answer comes back later, so the test drains the event thread
+/// ([`drain_event_thread`]) before it looks at `get_data(false)`.
+#[test]
+fn hbase_test_node_tracker_a_listener_hears_what_the_trackers_watch() {
+    let (zkw, root) = setup("tracker-hbase-test-node-tracker");
+    let node = format!("{root}/{}", std::process::id());
+    let (data_one, data_two) = (&b"dataOne"[..], &b"dataTwo"[..]);
+
+    // Start a tracker with no node currently available.
+    let local = ZooKeeperNodeTracker::new(&zkw, &node, logging());
+    local.start().unwrap();
+    assert_eq!(local.get_data(false), None);
+    // A thread with another tracker, blocked until the node is there.
+    let thread_tracker = Arc::new(ZooKeeperNodeTracker::new(&zkw, &node, logging()));
+    thread_tracker.start().unwrap();
+    let wait_to_get_data = |t: &Arc<ZooKeeperNodeTracker>| {
+        let t = t.clone();
+        thread::spawn(move || t.block_until_available(Duration::from_secs(60), false))
+    };
+    let waiting = wait_to_get_data(&thread_tracker);
+    let second = ZooKeeperNodeTracker::new(&zkw, &node, logging());
+    second.start().unwrap();
+    // The TestingZKListener: registered, sets no watch.
+    let listener = recorder(&zkw);
+    let count = |t| listener.count(t, &node);
+
+    // A separate connection for the test's triggers.
+    let zkconn = raw_session(&test_servers(), SESSION);
+    zkconn
+        .create(&node, data_one, Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    assert!(
+        listener.wait_for(EventType::NodeCreated, &node, 1),
+        "the listener hears the creation the trackers watch"
+    );
+    assert_eq!(waiting.join().unwrap().unwrap().as_deref(), Some(data_one));
+    drain_event_thread(&zkw, 2);
+    for t in [&local, &*thread_tracker, &second] {
+        assert_eq!(t.get_data(false).as_deref(), Some(data_one));
+        assert!(t.block_until_available(WAIT, false).unwrap().is_some());
+    }
+    // A deletion listener on the same node (HBase's way: the default watch).
+    let deletion = DeletionListener::new(&zkw, &node);
+    assert!(deletion.set_watch_if_node_exists().unwrap());
+
+    zkconn.delete(&node, None).unwrap();
+    assert!(listener.wait_for(EventType::NodeDeleted, &node, 1));
+    assert!(deletion.await_deletion(Some(WAIT)));
+    assert!(!deletion.has_exception());
+    drain_event_thread(&zkw, 2);
+    for t in [&local, &*thread_tracker, &second] {
+        assert_eq!(t.get_data(false), None, "made unavailable");
+    }
+    let waiting = wait_to_get_data(&thread_tracker);
+    // zkutil's watch on the same node too (HBase's trackers set theirs so).
+    assert!(!zkutil::watch_and_check_exists(&zkw, &node).unwrap());
+
+    zkconn
+        .create(&node, data_two, Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    assert!(listener.wait_for(EventType::NodeCreated, &node, 2));
+    assert_eq!(waiting.join().unwrap().unwrap().as_deref(), Some(data_two));
+    drain_event_thread(&zkw, 2);
+    for t in [&local, &*thread_tracker, &second] {
+        assert_eq!(t.get_data(false).as_deref(), Some(data_two));
+    }
+
+    zkconn.set_data(&node, data_one, None).unwrap();
+    assert!(listener.wait_for(EventType::NodeDataChanged, &node, 1));
+    drain_event_thread(&zkw, 2);
+    for t in [&local, &*thread_tracker, &second] {
+        assert_eq!(t.get_data(false).as_deref(), Some(data_one));
+    }
+    // Exactly once per event, however many trackers and zkutil watches.
+    assert_eq!(count(EventType::NodeCreated), 2);
+    assert_eq!(count(EventType::NodeDeleted), 1);
+    assert_eq!(count(EventType::NodeDataChanged), 1);
+    // One registration per path in the client, whoever set the watch.
+    assert_eq!(zkw.zookeeper().watch_count(), 1);
+
+    for t in [&local, &*thread_tracker, &second] {
+        t.stop();
+    }
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkconn.close().unwrap();
+    zkw.close().unwrap();
 }
 
 // ---------------------------------------------------------------------------
@@ -861,4 +963,55 @@ mod read_order {
         assert!(!aborts.is_aborted(), "{:?}", aborts.0.lock().unwrap());
         tracker.stop();
     }
+}
+
+/// Issue 24: a tracker's blocking refresh waits for a connection as long as
+/// the watcher's `with_connect_wait` says (HBase: any blocking call), not a
+/// session timeout: here 300 ms against a 20 s session.
+#[test]
+fn a_blocking_refresh_follows_the_watchers_connect_wait() {
+    use zklock::RetryConfig;
+    let servers = shared_server().connect_string();
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(20))
+        .with_connect_wait(Duration::from_millis(300))
+        .with_request_timeout(Duration::from_millis(300))
+        .with_retry(RetryConfig::default().with_max_attempts(0))
+        .connect()
+        .unwrap();
+    assert_eq!(zkw.zookeeper().connect_wait(), Duration::from_millis(300));
+    assert_eq!(
+        zkw.zookeeper().request_timeout(),
+        Duration::from_millis(300)
+    );
+    let aborts = Arc::new(CountingAbortable::default());
+    let node = format!("{}/followed", unique_root("tracker-connect-wait"));
+    let tracker = ZooKeeperNodeTracker::new(&zkw, &node, aborts.clone());
+    tracker.start().unwrap();
+    // The server becomes unreachable: the client reconnects in vain.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap();
+    drop(dead);
+    proxy.set_target(dead_addr).unwrap();
+    proxy.cut();
+    eventually("the client is disconnected", || {
+        zkw.state() != zklock::client::State::Connected
+    });
+    let started = Instant::now();
+    assert_eq!(tracker.get_data(true), None);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "the refresh waited {took:?}, not the 300 ms connect wait"
+    );
+    assert!(
+        aborts
+            .last_error()
+            .is_some_and(|e| e.is(ZkError::ConnectionLoss)),
+        "{:?}",
+        aborts.last()
+    );
+    tracker.stop();
+    zkw.close().unwrap();
 }

@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{init_log, ms, setup_root, thread_names, CountingAbortable, Serial, WAIT};
+use common::{
+    force_expiry, init_log, ms, setup_root, thread_names, CountingAbortable, Serial, WAIT,
+};
 use zklock::client::{
     Acl, CreateMode, EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper,
 };
@@ -1002,27 +1004,6 @@ fn self_registered_listeners_do_not_keep_the_session_alive(
 // ---------------------------------------------------------------------------
 // Session renewal (opt-in)
 // ---------------------------------------------------------------------------
-
-/// Expires `zkw`'s session for sure: while it is cut off behind `proxy`, a
-/// second handle on the same session closes it; the reconnect then learns it
-/// expired (no race with the client's own reconnect).
-fn force_expiry(proxy: &FaultProxy, servers: &str, zkw: &ZooKeeperWatcher) {
-    proxy.stall();
-    let zk = zkw.zookeeper();
-    let twin = ZooKeeper::connect_with_session(
-        servers,
-        SESSION,
-        |_e: WatchedEvent| {},
-        zk.session_id(),
-        &zk.session_password(),
-    )
-    .unwrap();
-    // Connected first: a close before that sends no closeSession (under load
-    // the twin may still be connecting), and the session would live on.
-    twin.wait_connected(Duration::from_secs(20)).unwrap();
-    twin.close().unwrap();
-    proxy.reset();
-}
 
 #[test]
 fn session_renewal_after_a_forced_expiry_makes_locks_and_trackers_work_again() {

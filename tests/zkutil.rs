@@ -58,6 +58,32 @@ fn create_with_parents_five_levels_deep() {
     zkw.close().unwrap();
 }
 
+/// A chroot that does not exist: creating under it fails with `NoNode` for
+/// `/` (the chroot itself), at once; HBase's recursion (create `/`, "fine",
+/// retry, `NoNode` again...) overflowed the stack.
+#[test]
+fn create_with_parents_under_a_missing_chroot_fails_with_no_node() {
+    let chroot = zklock::testing::unique_root("zkutil-no-chroot");
+    let servers = format!("{}{chroot}", test_servers());
+    let zkw = ZooKeeperWatcher::builder(&servers)
+        .with_session_timeout(SESSION)
+        .connect()
+        .unwrap();
+    for node in ["/a", "/a/b/c"] {
+        match zkutil::create_with_parents_data(&zkw, node, b"x") {
+            Err(Error::Zk {
+                code: ZkError::NoNode,
+                path,
+            }) => assert_eq!(path.as_deref(), Some("/"), "{node}"),
+            other => panic!("{node}: expected NoNode for /, got {other:?}"),
+        }
+    }
+    zkw.close().unwrap();
+    // Nothing was created outside the chroot either.
+    let zk = raw_session(&test_servers(), SESSION);
+    assert!(zk.exists(&chroot, false).unwrap().is_none());
+}
+
 #[test]
 fn create_and_fail_silent_ignores_an_existing_node_the_caller_may_not_write() {
     let (zkw, root) = setup("zkutil-acl");

@@ -72,8 +72,9 @@ impl ZooKeeper {
     /// a session's requests in order, so the listing is made after the create
     /// took effect, and the pair costs one round trip. The lock's first step.
     ///
-    /// The listing is `None` when it failed, whatever the reason (the caller
-    /// lists again); the create's outcome is as `create2`'s.
+    /// The create's outcome is as `create2`'s; the listing's is its own: the
+    /// caller decides what a failed listing means (the lock's acquire counts
+    /// it as the first attempt of its listing).
     pub(crate) fn create2_and_get_children(
         &self,
         path: &str,
@@ -81,7 +82,7 @@ impl ZooKeeper {
         acl: &[Acl],
         mode: CreateMode,
         parent: &str,
-    ) -> Result<CreatedAndListed> {
+    ) -> Result<(String, Stat, Result<Vec<String>>)> {
         validate_path(parent, false)?;
         let (opcode, create) = self.create_request(path, data, acl, mode, None, true)?;
         self.check_size(&create, path)?;
@@ -108,18 +109,10 @@ impl ZooKeeper {
                     .strings()
                     .map_err(|_| marshalling(parent))
             });
-        let listed = match listed {
-            Ok(children) => Some(children),
-            Err(e) => {
-                log::debug!("listing {parent} after creating {}: {e}", created.0);
-                None
-            }
-        };
-        Ok(CreatedAndListed {
-            path: created.0,
-            stat: created.1.unwrap_or_default(),
-            listed,
-        })
+        if let Err(e) = &listed {
+            log::debug!("listing {parent} after creating {}: {e}", created.0);
+        }
+        Ok((created.0, created.1.unwrap_or_default(), listed))
     }
 
     /// Creates a node; returns its path (with the sequence number for sequential
@@ -522,6 +515,22 @@ impl ZooKeeper {
             .strings()
             .map_err(|_| marshalling(prefix))?;
         Ok(list.iter().map(|p| self.client_path(p)).collect())
+    }
+}
+
+impl ZooKeeper {
+    /// The number of `path`'s descendants, at every depth (`path` itself not
+    /// counted): Java's `getAllChildrenNumber` (ZooKeeper 3.6). Sets no watch.
+    ///
+    /// # Errors
+    /// `NoNode`; `NoAuth` without read permission on `path`; `Unimplemented`
+    /// from a server before 3.6; `BadArguments` for a bad path.
+    pub fn get_all_children_number(&self, path: &str) -> Result<i32> {
+        validate_path(path, false)?;
+        let mut w = Writer::request(0, op::GET_ALL_CHILDREN_NUMBER);
+        w.string(&self.server_path(path));
+        let body = self.call(op::GET_ALL_CHILDREN_NUMBER, w, None, path)?;
+        Reader::new(&body).i32().map_err(|_| marshalling(path))
     }
 }
 

@@ -50,6 +50,8 @@ mod data;
 mod multi;
 pub(crate) mod proto;
 mod session;
+#[cfg(feature = "tls")]
+mod tls;
 mod watches;
 mod watching;
 
@@ -66,8 +68,11 @@ use crate::error::{Error, Result, ZkError};
 use crate::path::validate_path;
 use connect::{prepend_chroot, strip_chroot, ConnectString};
 pub(crate) use data::CreatedAndListed;
+pub use multi::{ReadOp, ReadResult};
 use proto::{op, Reader, Writer};
 use session::{SessionShared, Settings, WatchReg};
+#[cfg(feature = "tls")]
+pub use tls::{TlsConfig, TlsConfigBuilder, TlsError, TlsVersion};
 use watches::{Kind, WatcherRef};
 
 /// ZooKeeper's default `jute.maxbuffer`: the largest request a server accepts,
@@ -229,9 +234,27 @@ pub struct ZooKeeperBuilder {
     session: Option<(i64, Vec<u8>)>,
     max_buffer: usize,
     handshake_timeout: Option<Duration>,
+    #[cfg(feature = "tls")]
+    tls: Option<TlsConfig>,
 }
 
 impl ZooKeeperBuilder {
+    /// Connects over TLS (feature `tls`; Java's `zookeeper.client.secure`):
+    /// every server of the connect string is reached on its TLS port
+    /// (`secureClientPort`) and verified with `tls`. The TLS handshake counts
+    /// in the [handshake timeout](Self::with_handshake_timeout). A server that
+    /// fails verification, refuses the client certificate or does not speak
+    /// TLS is retried at most once a second; while no session was ever
+    /// established and the last attempt on every host failed that way,
+    /// `connect` and waiting calls fail at once with
+    /// [`Error::Tls`] instead of waiting for
+    /// `ConnectionLoss`.
+    #[cfg(feature = "tls")]
+    pub fn with_tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// The most one connect attempt may take, TCP connect and the whole
     /// ConnectRequest/ConnectResponse exchange together (a total deadline, not a
     /// per-read timeout: a peer trickling bytes cannot stretch it). A live
@@ -341,6 +364,8 @@ impl ZooKeeperBuilder {
                 .handshake_timeout
                 .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT)
                 .max(Duration::from_millis(1)),
+            #[cfg(feature = "tls")]
+            tls: self.tls,
         };
         let (shared, threads) = session::start(settings, Arc::new(watcher))?;
         Ok(ZooKeeper {
@@ -366,6 +391,8 @@ impl ZooKeeper {
             session: None,
             max_buffer: MAX_PACKET,
             handshake_timeout: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 
@@ -523,6 +550,18 @@ impl ZooKeeper {
         self.shared().negotiated_timeout()
     }
 
+    /// How long a call made while disconnected waits for a connection (see
+    /// [`ZooKeeperBuilder::with_connect_wait`]).
+    pub fn connect_wait(&self) -> Duration {
+        self.shared().settings.connect_wait
+    }
+
+    /// How long a sent request waits for its reply (see
+    /// [`ZooKeeperBuilder::with_request_timeout`]).
+    pub fn request_timeout(&self) -> Duration {
+        self.shared().settings.request_timeout
+    }
+
     /// The connection state.
     pub fn state(&self) -> State {
         self.shared().state()
@@ -551,7 +590,10 @@ impl ZooKeeper {
         strip_chroot(self.chroot(), server_path)
     }
 
-    fn default_watcher(&self) -> WatcherRef {
+    /// The session's default watcher (the one `watch = true` sets): library
+    /// listeners pass it with their requests so that their events reach the
+    /// `ZooKeeperWatcher`'s listeners too, once per event.
+    pub(crate) fn default_watcher(&self) -> WatcherRef {
         self.shared().default_watcher.clone()
     }
 

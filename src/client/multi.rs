@@ -1,6 +1,66 @@
-//! `multi`: several operations applied atomically (Java's `ZooKeeper.multi`).
+//! `multi`: several operations applied atomically (Java's `ZooKeeper.multi`),
+//! and `multiRead`: several reads in one request (ZooKeeper 3.6).
 
 use super::*;
+
+/// One read of a [`ZooKeeper::multi_read`]: Java's `Op.getData(path)` and
+/// `Op.getChildren(path)`. Neither sets a watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadOp {
+    /// The node's data and `Stat`.
+    GetData {
+        /// The node.
+        path: String,
+    },
+    /// The node's children (unordered).
+    GetChildren {
+        /// The node.
+        path: String,
+    },
+}
+
+impl ReadOp {
+    /// `Op.getData(path)`.
+    pub fn get_data(path: impl Into<String>) -> ReadOp {
+        ReadOp::GetData { path: path.into() }
+    }
+
+    /// `Op.getChildren(path)`.
+    pub fn get_children(path: impl Into<String>) -> ReadOp {
+        ReadOp::GetChildren { path: path.into() }
+    }
+
+    /// The path read.
+    pub fn path(&self) -> &str {
+        match self {
+            ReadOp::GetData { path } | ReadOp::GetChildren { path } => path,
+        }
+    }
+}
+
+/// The answer to one [`ReadOp`]: Java's `OpResult.GetDataResult`,
+/// `GetChildrenResult`, `ErrorResult`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadResult {
+    /// A `GetData`'s answer.
+    Data {
+        /// The data as stored.
+        data: Vec<u8>,
+        /// The node's `Stat`.
+        stat: Stat,
+    },
+    /// A `GetChildren`'s answer.
+    Children {
+        /// The children's names.
+        children: Vec<String>,
+    },
+    /// This read failed (`NoNode`, `NoAuth`, ...); the others are answered
+    /// all the same.
+    Error {
+        /// Why.
+        code: ZkError,
+    },
+}
 
 impl ZooKeeper {
     /// Runs `ops` atomically: all apply or none does. Returns one result per op.
@@ -88,17 +148,44 @@ impl ZooKeeper {
         }
     }
 
+    /// Several reads in one request and one round trip, answered at one point
+    /// of the server's order (no write comes between them): ZooKeeper 3.6's
+    /// `multiRead`, Java's `multi` of `Op.getData` / `Op.getChildren`. One
+    /// result per op, in order; a read that fails is a [`ReadResult::Error`]
+    /// and does not fail the others (the server answers each on its own).
+    /// No watch is set. An empty `ops` is a no-op.
+    ///
+    /// # Errors
+    /// `BadArguments` for a bad path; `Unimplemented` from a server before
+    /// 3.6; `ConnectionLoss` and the other session errors as any call.
+    pub fn multi_read(&self, ops: &[ReadOp]) -> Result<Vec<ReadResult>> {
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut w = Writer::request(0, op::MULTI_READ);
+        for o in ops {
+            validate_path(o.path(), false)?;
+            let t = match o {
+                ReadOp::GetData { .. } => op::GET_DATA,
+                ReadOp::GetChildren { .. } => op::GET_CHILDREN,
+            };
+            w.i32(t).bool(false).i32(-1);
+            w.string(&self.server_path(o.path())).bool(false);
+        }
+        w.i32(-1).bool(true).i32(-1);
+        let first = ops[0].path().to_string();
+        self.check_size(&w, &first)?;
+        let body = self.call(op::MULTI_READ, w, None, &first)?;
+        let results = read_multi_read(&body).map_err(|_| marshalling(&first))?;
+        if results.len() != ops.len() {
+            return Err(marshalling(&first));
+        }
+        Ok(results)
+    }
+
     fn read_multi(&self, body: &[u8]) -> std::result::Result<Vec<OpResult>, proto::DecodeError> {
-        let mut r = Reader::new(body);
-        let mut out = Vec::new();
-        loop {
-            let t = r.i32()?;
-            let done = r.bool()?;
-            let _err = r.i32()?;
-            if done {
-                break;
-            }
-            out.push(match t {
+        read_results(body, |t, r| {
+            Ok(match t {
                 op::CREATE => OpResult::Create {
                     path: self.client_path(&r.string()?),
                     stat: None,
@@ -115,8 +202,50 @@ impl ZooKeeper {
                 op::CHECK => OpResult::Check,
                 op::ERROR => OpResult::Error { code: r.i32()? },
                 _ => return Err(proto::DecodeError("unknown multi result type")),
-            });
-        }
-        Ok(out)
+            })
+        })
     }
+}
+
+/// A `multi` or `multiRead` reply: a header per result (type, done, err),
+/// then the result's record (read by `result` from its type), until the
+/// `done` header.
+fn read_results<T>(
+    body: &[u8],
+    mut result: impl FnMut(i32, &mut Reader<'_>) -> std::result::Result<T, proto::DecodeError>,
+) -> std::result::Result<Vec<T>, proto::DecodeError> {
+    let mut r = Reader::new(body);
+    let mut out = Vec::new();
+    loop {
+        let t = r.i32()?;
+        let done = r.bool()?;
+        let _err = r.i32()?;
+        if done {
+            break;
+        }
+        out.push(result(t, &mut r)?);
+    }
+    Ok(out)
+}
+
+/// A `multiRead` reply's results.
+fn read_multi_read(body: &[u8]) -> std::result::Result<Vec<ReadResult>, proto::DecodeError> {
+    read_results(body, |t, r| {
+        Ok(match t {
+            op::GET_DATA => {
+                let data = r.buffer()?;
+                ReadResult::Data {
+                    data,
+                    stat: r.stat()?,
+                }
+            }
+            op::GET_CHILDREN => ReadResult::Children {
+                children: r.strings()?,
+            },
+            op::ERROR => ReadResult::Error {
+                code: ZkError::from_code(r.i32()?),
+            },
+            _ => return Err(proto::DecodeError("unknown multiRead result type")),
+        })
+    })
 }

@@ -21,6 +21,7 @@ pub(crate) mod op {
     pub(crate) const GET_CHILDREN2: i32 = 12;
     pub(crate) const CHECK: i32 = 13;
     pub(crate) const MULTI: i32 = 14;
+    pub(crate) const MULTI_READ: i32 = 22;
     pub(crate) const CREATE2: i32 = 15;
     pub(crate) const REMOVE_WATCHES: i32 = 18;
     pub(crate) const CREATE_CONTAINER: i32 = 19;
@@ -28,6 +29,7 @@ pub(crate) mod op {
     pub(crate) const AUTH: i32 = 100;
     pub(crate) const SET_WATCHES: i32 = 101;
     pub(crate) const GET_EPHEMERALS: i32 = 103;
+    pub(crate) const GET_ALL_CHILDREN_NUMBER: i32 = 104;
     pub(crate) const SET_WATCHES2: i32 = 105;
     pub(crate) const ADD_WATCH: i32 = 106;
     pub(crate) const CLOSE_SESSION: i32 = -11;

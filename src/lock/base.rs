@@ -633,6 +633,21 @@ fn own_kind_by_sequence<K: LockKind>(children: &[String]) -> Vec<(i32, &String)>
 }
 
 impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
+    /// HBase's `acquire()`: creates this attempt's node and waits for the
+    /// nodes ahead of it.
+    ///
+    /// # Differences from HBase
+    /// - A waiter whose own node someone else deletes (a reaper, an operator)
+    ///   learns it at its next listing (`LockLost`), not at once: a waiter
+    ///   behind a node of its own kind sets no watch on its own node, which
+    ///   keeps a contended hand-off at 5 requests (HBase does not watch it
+    ///   either; a waiter behind the other kind does watch it, so a reaper of
+    ///   its kind cannot strand it).
+    /// - The attempt's create and its first listing go in one round trip
+    ///   (HBase: two). A listing whose reply is lost counts as the first
+    ///   attempt of the listing's retries, as on the sequential path: with
+    ///   `RetryConfig::with_max_attempts(0)` both end with `ConnectionLoss`
+    ///   (and remove the node).
     fn acquire(&self) -> Result<()> {
         self.try_acquire_within(Bounds::new(None)).map(drop)
     }
@@ -650,6 +665,15 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
         self.try_acquire_within(Bounds::with_grace(Some(timeout), self.call_grace))
     }
 
+    /// HBase's `release()`: deletes the lock node at the version it was
+    /// created with.
+    ///
+    /// # Differences from HBase
+    /// On `BadVersion` (someone wrote to the node) zklock deletes the node at
+    /// any version and reports success; HBase keeps the node and throws
+    /// `IllegalStateException`. The node is still this attempt's own
+    /// (ephemeral, named with this call's tag), and a release that can never
+    /// succeed would keep the lock held until the session ends.
     fn release(&self) -> Result<()> {
         let (lock, watch) = {
             let st = self.state.lock();

@@ -75,6 +75,7 @@
 //! ```
 
 mod base;
+mod either;
 mod kind;
 mod removal;
 mod rw;

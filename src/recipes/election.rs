@@ -1,16 +1,18 @@
 //! ZooKeeper's `org.apache.zookeeper.recipes.leader.LeaderElectionSupport`.
 
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use log::{info, warn};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
-use crate::background::{on_reconnect, remove_in_background};
+#[cfg(feature = "testing")]
+use super::rounds::StepHook;
+use super::rounds::{create_in_session, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::sequence::number_after_last;
-use crate::types::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, Watcher, WatcherType};
-use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
+use crate::types::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
+use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
 /// Java's `LeaderElectionSupport.EventType`, told to [`LeaderElectionAware`]
@@ -85,25 +87,34 @@ pub enum ElectionState {
     Stop,
 }
 
-#[derive(Debug)]
-struct St {
-    state: ElectionState,
-    node: Option<String>,
-    generation: u64,
-    rounds: u64,
-    in_doubt: bool,
+/// A step of an election round, told to a test hook (feature `testing`).
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ElectionStep {
+    /// The offers were listed; this candidate is not first. The path given is
+    /// the offer ahead, about to be watched: a hook stopping that candidate
+    /// here forces the race of upstream's `testReadyOffer`.
+    Watching,
 }
 
-struct Inner {
-    root: String,
-    zkw: WeakZooKeeperWatcher,
-    st: Mutex<St>,
-    cv: Condvar,
+/// A candidate's own state beside its [`RoundEngine`]'s.
+#[derive(Debug)]
+struct CandidateRound {
+    state: ElectionState,
+    in_doubt: bool,
+    /// The offer ahead, watched while `Ready`.
+    ahead: Option<String>,
+}
+
+/// The part of a [`LeaderElectionSupport`] its rounds (on the event thread)
+/// reach.
+struct Candidacy {
+    engine: RoundEngine<Candidacy>,
     listeners: RwLock<Vec<Arc<dyn LeaderElectionAware>>>,
     /// Events told one at a time, in order.
     telling: Mutex<()>,
-    watcher: Arc<dyn Watcher>,
-    me: Weak<Inner>,
+    #[cfg(feature = "testing")]
+    hook: StepHook<ElectionStep>,
 }
 
 /// ZooKeeper's `org.apache.zookeeper.recipes.leader.LeaderElectionSupport`: a
@@ -133,43 +144,116 @@ struct Inner {
 pub struct LeaderElectionSupport {
     zkw: ZooKeeperWatcher,
     host_name: String,
-    inner: Arc<Inner>,
+    candidacy: Arc<Candidacy>,
     hook_id: Option<u64>,
 }
 
 impl std::fmt::Debug for LeaderElectionSupport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaderElectionSupport")
-            .field("root", &self.inner.root)
+            .field("root", &self.candidacy.engine.path())
             .field("host_name", &self.host_name)
-            .field("state", &*self.inner.st.lock())
+            .field("state", &*self.candidacy.engine.state())
             .finish()
     }
 }
 
-struct OfferWatcher(Weak<Inner>);
+impl RoundRecipe for Candidacy {
+    type State = CandidateRound;
 
-impl Watcher for OfferWatcher {
-    fn process(&self, event: WatchedEvent) {
-        if let Some(inner) = self.0.upgrade() {
-            inner.event(event);
+    fn engine(&self) -> &RoundEngine<Self> {
+        &self.engine
+    }
+
+    /// Java's `determineElectionStatus`, as asynchronous calls.
+    fn round(&self, generation: u64) {
+        let Some((_, zk, me)) = self.engine.proceed(generation) else {
+            return;
+        };
+        self.engine.state().recipe.state = ElectionState::Determine;
+        self.dispatch(&[ElectionEventType::DetermineStart]);
+        zk.get_children_async(self.engine.path(), None, move |r| me.listed(generation, r));
+    }
+
+    fn node_event(&self, generation: u64, event: WatchedEvent) {
+        let (own, state, ahead) = {
+            let st = self.engine.state();
+            (st.node.clone(), st.recipe.state, st.recipe.ahead.clone())
+        };
+        let Some(path) = event.path.clone() else {
+            return;
+        };
+        let is_own = own.as_deref() == Some(path.as_str());
+        match event.event_type {
+            EventType::NodeDeleted if is_own => self.engine.fail(generation, ZkError::NoNode),
+            EventType::NodeDeleted
+                if matches!(state, ElectionState::Ready | ElectionState::Determine) =>
+            {
+                self.round(generation)
+            }
+            // A write spends the watch: set it again, or the deletion that
+            // follows would go unheard (Java's recipe has that hole). So does a
+            // leader of this session stepping down: its `remove_watches` on its
+            // offer removes the session's every data watch there, this one too.
+            EventType::NodeDataChanged | EventType::DataWatchRemoved
+                if is_own && state == ElectionState::Elected =>
+            {
+                self.watch_again(generation, path, true)
+            }
+            EventType::NodeDataChanged | EventType::DataWatchRemoved
+                if state == ElectionState::Ready && ahead.as_deref() == Some(path.as_str()) =>
+            {
+                self.watch_again(generation, path, false)
+            }
+            _ => {}
+        }
+    }
+
+    fn connection_event(&self, state: KeeperState) {
+        let told = {
+            let mut st = self.engine.state();
+            let leader = st.recipe.state == ElectionState::Elected && st.failed.is_none();
+            match state {
+                KeeperState::Disconnected if leader && !st.recipe.in_doubt => {
+                    st.recipe.in_doubt = true;
+                    ElectionEventType::LeadershipInDoubt
+                }
+                KeeperState::SyncConnected if leader && st.recipe.in_doubt => {
+                    st.recipe.in_doubt = false;
+                    ElectionEventType::LeadershipRestored
+                }
+                _ => return,
+            }
+        };
+        self.engine.wake();
+        if told == ElectionEventType::LeadershipInDoubt {
+            warn!(
+                "leader of {}: connection lost, leadership in doubt",
+                self.engine.path()
+            );
+        }
+        self.dispatch(&[told]);
+    }
+
+    /// Java's `becomeFailed`.
+    fn mark_failed(state: &mut CandidateRound) -> bool {
+        let was_leader = state.state == ElectionState::Elected;
+        state.state = ElectionState::Failed;
+        state.ahead = None;
+        was_leader
+    }
+
+    /// A leader hears `LeadershipLost` first.
+    fn tell_failed(&self, was_leader: bool, _code: ZkError) {
+        if was_leader {
+            self.dispatch(&[ElectionEventType::LeadershipLost, ElectionEventType::Failed]);
+        } else {
+            self.dispatch(&[ElectionEventType::Failed]);
         }
     }
 }
 
-impl SessionHook for Inner {
-    fn session_event(&self, state: KeeperState) {
-        if matches!(
-            state,
-            KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed
-        ) {
-            let generation = self.st.lock().generation;
-            self.fail(generation, true);
-        }
-    }
-}
-
-impl Inner {
+impl Candidacy {
     fn dispatch(&self, events: &[ElectionEventType]) {
         let _one_at_a_time = self.telling.lock();
         let listeners = self.listeners.read().clone();
@@ -180,183 +264,96 @@ impl Inner {
         }
     }
 
-    fn event(&self, event: WatchedEvent) {
-        let (generation, own, state) = {
-            let st = self.st.lock();
-            (st.generation, st.node.clone(), st.state)
-        };
-        match event.event_type {
-            EventType::None => match event.keeper_state {
-                KeeperState::Disconnected => {
-                    let mut st = self.st.lock();
-                    if st.state == ElectionState::Elected && !st.in_doubt {
-                        st.in_doubt = true;
-                        drop(st);
-                        warn!(
-                            "leader of {}: connection lost, leadership in doubt",
-                            self.root
-                        );
-                        self.dispatch(&[ElectionEventType::LeadershipInDoubt]);
-                    }
-                }
-                KeeperState::SyncConnected => {
-                    let mut st = self.st.lock();
-                    if st.state == ElectionState::Elected && st.in_doubt {
-                        st.in_doubt = false;
-                        drop(st);
-                        self.dispatch(&[ElectionEventType::LeadershipRestored]);
-                    }
-                }
-                KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed => {
-                    self.fail(generation, true)
-                }
-                _ => {}
-            },
-            EventType::NodeDeleted if event.path.is_some() && event.path == own => {
-                self.fail(generation, true)
-            }
-            EventType::NodeDeleted
-                if matches!(state, ElectionState::Ready | ElectionState::Determine) =>
-            {
-                self.determine(generation)
-            }
-            _ => {}
-        }
-    }
-
-    fn after_reconnect(&self, generation: u64) {
-        let Some(me) = self.me.upgrade() else { return };
-        on_reconnect(&self.zkw, move |connected| {
-            if connected {
-                me.determine(generation);
-            } else {
-                me.fail(generation, true);
-            }
-        });
-    }
-
-    /// Java's `determineElectionStatus`, as asynchronous calls.
-    fn determine(&self, generation: u64) {
-        {
-            let mut st = self.st.lock();
-            if st.generation != generation || st.node.is_none() {
-                return;
-            }
-            st.state = ElectionState::Determine;
-        }
-        self.dispatch(&[ElectionEventType::DetermineStart]);
-        let (Some(zk), Some(me)) = (self.zkw.zookeeper(), self.me.upgrade()) else {
-            return;
-        };
-        zk.get_children_async(&self.root, None, move |r| me.listed(generation, r));
-    }
-
     fn listed(&self, generation: u64, r: Result<Vec<String>>) {
         let children = match r {
             Ok(c) => c,
-            Err(e) if e.is_retryable() => return self.after_reconnect(generation),
-            Err(_) => return self.fail(generation, false),
+            Err(e) => return self.engine.request_failed(generation, &e, Self::round),
         };
-        let Some(node) = self.current(generation) else {
+        let Some((node, zk, me)) = self.engine.proceed(generation) else {
             return;
         };
         let mine = zkutil::get_node_name(&node).to_string();
         let offers = sorted_offers(&children);
         let Some(pos) = offers.iter().position(|o| **o == mine) else {
-            return self.fail(generation, false);
+            return self.engine.fail(generation, ZkError::NoNode);
         };
         self.dispatch(&[ElectionEventType::DetermineComplete]);
-        let (Some(zk), Some(me)) = (self.zkw.zookeeper(), self.me.upgrade()) else {
-            return;
-        };
+        let watcher = self.engine.watcher();
         if pos == 0 {
             // Watch our own offer: its deletion, and the connection events.
-            zk.exists_async(&node, Some(self.watcher.clone()), move |r| match r {
+            zk.exists_async(&node, Some(watcher), move |r| match r {
                 Ok(Some(_)) => me.elected(generation),
-                Ok(None) => me.fail(generation, false),
-                Err(e) if e.is_retryable() => me.after_reconnect(generation),
-                Err(_) => me.fail(generation, false),
+                Ok(None) => me.engine.fail(generation, ZkError::NoNode),
+                Err(e) => me.engine.request_failed(generation, &e, Self::round),
             });
         } else {
-            let ahead = zkutil::join_znode(&self.root, offers[pos - 1]);
-            self.dispatch(&[ElectionEventType::ReadyStart]);
-            zk.exists_async(&ahead, Some(self.watcher.clone()), move |r| match r {
-                Ok(Some(_)) => me.ready(generation),
+            let ahead = zkutil::join_znode(self.engine.path(), offers[pos - 1]);
+            #[cfg(feature = "testing")]
+            self.hook.call(ElectionStep::Watching, &ahead);
+            // Java's `becomeReady`: READY_START only once `exists` found the
+            // offer ahead.
+            zk.exists_async(&ahead.clone(), Some(watcher), move |r| match r {
+                Ok(Some(_)) => me.ready(generation, ahead),
                 // Gone before the watch: determine again (as Java does).
-                Ok(None) => me.determine(generation),
-                Err(e) if e.is_retryable() => me.after_reconnect(generation),
-                Err(_) => me.fail(generation, false),
+                Ok(None) => me.round(generation),
+                Err(e) => me.engine.request_failed(generation, &e, Self::round),
             });
         }
     }
 
-    fn current(&self, generation: u64) -> Option<String> {
-        let st = self.st.lock();
-        (st.generation == generation)
-            .then(|| st.node.clone())
-            .flatten()
+    /// Sets the watch on `path` again after a write spent it: its deletion
+    /// (or the leader's own) must still be heard.
+    fn watch_again(&self, generation: u64, path: String, own: bool) {
+        let Some((_, zk, me)) = self.engine.proceed(generation) else {
+            return;
+        };
+        zk.exists_async(&path, Some(self.engine.watcher()), move |r| match r {
+            Ok(Some(_)) => {}
+            Ok(None) if own => me.engine.fail(generation, ZkError::NoNode),
+            Ok(None) => me.round(generation),
+            Err(e) => me.engine.request_failed(generation, &e, Self::round),
+        });
     }
 
     fn elected(&self, generation: u64) {
         {
-            let mut st = self.st.lock();
-            if st.generation != generation || st.state != ElectionState::Determine {
+            let mut st = self.engine.state();
+            if st.generation != generation
+                || st.failed.is_some()
+                || st.recipe.state != ElectionState::Determine
+            {
                 return;
             }
-            st.state = ElectionState::Elected;
-            st.in_doubt = false;
+            st.recipe.state = ElectionState::Elected;
+            st.recipe.in_doubt = false;
+            st.recipe.ahead = None;
         }
-        info!("elected leader of {}", self.root);
+        info!("elected leader of {}", self.engine.path());
         self.dispatch(&[
             ElectionEventType::ElectedStart,
             ElectionEventType::ElectedComplete,
         ]);
-        self.round_done(generation);
+        // After the events: `start` returns with them told.
+        self.engine.round_done(generation);
     }
 
-    /// Tells `start` (waiting for its first round) that the round is over:
-    /// after its events, so `start` returns with them told.
-    fn round_done(&self, generation: u64) {
-        let mut st = self.st.lock();
-        if st.generation == generation {
-            st.rounds += 1;
-            self.cv.notify_all();
-        }
-    }
-
-    fn ready(&self, generation: u64) {
+    fn ready(&self, generation: u64, ahead: String) {
         {
-            let mut st = self.st.lock();
-            if st.generation != generation || st.state != ElectionState::Determine {
-                return;
-            }
-            st.state = ElectionState::Ready;
-        }
-        self.dispatch(&[ElectionEventType::ReadyComplete]);
-        self.round_done(generation);
-    }
-
-    /// Java's `becomeFailed`; a leader hears `LeadershipLost` first.
-    fn fail(&self, generation: u64, _session: bool) {
-        let was_leader = {
-            let mut st = self.st.lock();
+            let mut st = self.engine.state();
             if st.generation != generation
-                || matches!(st.state, ElectionState::Failed | ElectionState::Stop)
-                || st.node.is_none()
+                || st.failed.is_some()
+                || st.recipe.state != ElectionState::Determine
             {
                 return;
             }
-            let was = st.state == ElectionState::Elected;
-            st.state = ElectionState::Failed;
-            was
-        };
-        warn!("election on {} failed", self.root);
-        if was_leader {
-            self.dispatch(&[ElectionEventType::LeadershipLost, ElectionEventType::Failed]);
-        } else {
-            self.dispatch(&[ElectionEventType::Failed]);
+            st.recipe.state = ElectionState::Ready;
+            st.recipe.ahead = Some(ahead);
         }
-        self.round_done(generation);
+        self.dispatch(&[
+            ElectionEventType::ReadyStart,
+            ElectionEventType::ReadyComplete,
+        ]);
+        self.engine.round_done(generation);
     }
 }
 
@@ -381,40 +378,47 @@ impl LeaderElectionSupport {
     /// `BadArguments` for an invalid `root`.
     pub fn new(zkw: &ZooKeeperWatcher, root: &str, host_name: &str) -> Result<Self> {
         crate::path::validate(root)?;
-        let inner = Arc::new_cyclic(|me| Inner {
-            root: root.to_string(),
-            zkw: zkw.downgrade(),
-            st: Mutex::new(St {
-                state: ElectionState::Stop,
-                node: None,
-                generation: 0,
-                rounds: 0,
-                in_doubt: false,
-            }),
-            cv: Condvar::new(),
+        let candidacy = Arc::new_cyclic(|me| Candidacy {
+            engine: RoundEngine::new(
+                zkw,
+                root,
+                CandidateRound {
+                    state: ElectionState::Stop,
+                    in_doubt: false,
+                    ahead: None,
+                },
+                me,
+            ),
             listeners: RwLock::new(Vec::new()),
             telling: Mutex::new(()),
-            watcher: Arc::new(OfferWatcher(me.clone())),
-            me: me.clone(),
+            #[cfg(feature = "testing")]
+            hook: StepHook::default(),
         });
-        let hook: Arc<dyn SessionHook> = inner.clone();
-        let hook_id = zkw.downgrade().add_hook(Arc::downgrade(&hook));
+        let hook_id = candidacy.engine.register();
         Ok(LeaderElectionSupport {
             zkw: zkw.clone(),
             host_name: host_name.to_string(),
-            inner,
+            candidacy,
             hook_id,
         })
     }
 
     /// Java's `addListener`.
     pub fn add_listener(&self, listener: impl LeaderElectionAware + 'static) {
-        self.inner.listeners.write().push(Arc::new(listener));
+        self.candidacy.listeners.write().push(Arc::new(listener));
+    }
+
+    /// Calls `hook` at each [`ElectionStep`] (feature `testing`); it runs on
+    /// the thread that does the step (the event thread after a wake-up).
+    #[cfg(feature = "testing")]
+    pub fn with_step_hook(self, hook: impl Fn(ElectionStep, &str) + Send + Sync + 'static) -> Self {
+        self.candidacy.hook.set(hook);
+        self
     }
 
     /// Java's `getRootNodeName()`.
     pub fn root_node_name(&self) -> &str {
-        &self.inner.root
+        self.candidacy.engine.path()
     }
 
     /// Java's `getHostName()`.
@@ -424,113 +428,96 @@ impl LeaderElectionSupport {
 
     /// Java's `getState()`-like view of the candidate's state.
     pub fn state(&self) -> ElectionState {
-        self.inner.st.lock().state
+        self.candidacy.engine.state().recipe.state
     }
 
     /// This candidate's offer node, once made.
     pub fn offer_node(&self) -> Option<String> {
-        self.inner.st.lock().node.clone()
+        self.candidacy.engine.state().node.clone()
     }
 
     /// zklock: whether this candidate leads now: elected, connection not in
-    /// doubt, session alive.
+    /// doubt, its session alive (not replaced by a renewed one).
     pub fn is_leader(&self) -> bool {
-        let st = self.inner.st.lock();
-        st.state == ElectionState::Elected && !st.in_doubt && !self.zkw.state().is_terminal()
+        let st = self.candidacy.engine.state();
+        st.recipe.state == ElectionState::Elected
+            && !st.recipe.in_doubt
+            && st.failed.is_none()
+            && !self.zkw.state().is_terminal()
+            && self.zkw.zookeeper().session_id() == st.session
     }
 
     /// Java's `start()`: makes the offer and determines this candidate's place
     /// (elected, or ready behind the offer ahead). Returns once that is known;
     /// later changes arrive as events.
     ///
+    /// The candidate belongs to the session its offer was made in: when that
+    /// session ends (also when session renewal opens a new one) it fails with
+    /// `SessionExpired` and never goes on in the new session; `stop` then
+    /// `start` enters the new session as a new candidate.
+    ///
     /// # Errors
-    /// `SessionExpired`/`Closed`; ZooKeeper errors (after `FAILED` is told, as
-    /// Java's `becomeFailed`).
+    /// `SessionExpired`/`Closed`; `NoNode` when the offer was deleted under the
+    /// candidate; ZooKeeper errors (after `FAILED` is told, as Java's
+    /// `becomeFailed`).
     pub fn start(&self) -> Result<()> {
         {
-            let mut st = self.inner.st.lock();
+            let mut st = self.candidacy.engine.state();
             if st.node.is_some() {
                 return Err(Error::BadArguments(format!(
                     "election on {} already started",
-                    self.inner.root
+                    self.root_node_name()
                 )));
             }
-            st.state = ElectionState::Start;
+            st.recipe.state = ElectionState::Start;
         }
-        self.inner.dispatch(&[ElectionEventType::Start]);
-        self.inner.st.lock().state = ElectionState::Offer;
-        self.inner.dispatch(&[ElectionEventType::OfferStart]);
-        let node = match self.make_offer() {
-            Ok(n) => n,
+        let c = &self.candidacy;
+        c.dispatch(&[ElectionEventType::Start]);
+        c.engine.state().recipe.state = ElectionState::Offer;
+        c.dispatch(&[ElectionEventType::OfferStart]);
+        let (node, session) = match self.make_offer() {
+            Ok(made) => made,
             Err(e) => {
-                self.inner.st.lock().state = ElectionState::Failed;
-                self.inner.dispatch(&[ElectionEventType::Failed]);
+                c.engine.state().recipe.state = ElectionState::Failed;
+                c.dispatch(&[ElectionEventType::Failed]);
                 return Err(e);
             }
         };
-        let (generation, before) = {
-            let mut st = self.inner.st.lock();
-            st.node = Some(node);
-            (st.generation, st.rounds)
-        };
-        self.inner.dispatch(&[ElectionEventType::OfferComplete]);
-        self.inner.determine(generation);
-        let mut st = self.inner.st.lock();
-        while st.rounds == before && st.generation == generation {
-            self.inner.cv.wait_for(&mut st, Duration::from_millis(500));
-            if st.rounds == before && self.zkw.state().is_terminal() {
-                drop(st);
-                self.zkw.check_session()?;
-                return Err(Error::Closed);
-            }
-        }
-        if st.state == ElectionState::Failed {
-            return Err(Error::zk(ZkError::NoNode, self.inner.root.clone()));
-        }
-        Ok(())
+        c.dispatch(&[ElectionEventType::OfferComplete]);
+        c.engine.bind(node, session);
+        c.engine.run_round().map(|_| ())
     }
 
     /// Java's `makeOffer`, retried on connection loss: an offer of this
     /// session already in `root` (a lost reply) is adopted.
-    fn make_offer(&self) -> Result<String> {
-        let zk = self.zkw.zookeeper();
-        let mut attempt = 0u32;
-        loop {
-            let r = (|| {
-                if attempt > 0 {
-                    for c in zk.get_children(&self.inner.root, false)? {
-                        let path = zkutil::join_znode(&self.inner.root, &c);
-                        if c.starts_with("n_") {
-                            if let Some(stat) = zk.exists(&path, false)? {
-                                if stat.ephemeral_owner == zk.session_id() {
-                                    return Ok(path);
-                                }
+    fn make_offer(&self) -> Result<(String, i64)> {
+        let root = self.root_node_name();
+        create_in_session(&self.zkw, |zk, retry| {
+            if retry {
+                for c in zk.get_children(root, false)? {
+                    let path = zkutil::join_znode(root, &c);
+                    if c.starts_with("n_") {
+                        if let Some(stat) = zk.exists(&path, false)? {
+                            if stat.ephemeral_owner == zk.session_id() {
+                                return Ok(path);
                             }
                         }
                     }
                 }
-                match zk.create(
-                    &zkutil::join_znode(&self.inner.root, "n_"),
-                    self.host_name.as_bytes(),
-                    Acl::open_unsafe(),
-                    CreateMode::EphemeralSequential,
-                ) {
-                    Err(e) if e.is(ZkError::NoNode) => {
-                        zkutil::create_with_parents(&self.zkw, &self.inner.root)?;
-                        Err(Error::zk(ZkError::ConnectionLoss, self.inner.root.clone()))
-                    }
-                    other => other,
-                }
-            })();
-            match r {
-                Err(e) if e.is_retryable() && attempt < 10 => {
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_millis(50) * attempt);
-                    self.zkw.check_session()?;
-                }
-                other => return other,
             }
-        }
+            match zk.create(
+                &zkutil::join_znode(root, "n_"),
+                self.host_name.as_bytes(),
+                Acl::open_unsafe(),
+                CreateMode::EphemeralSequential,
+            ) {
+                Err(e) if e.is(ZkError::NoNode) => {
+                    zkutil::create_with_parents(&self.zkw, root)?;
+                    Err(Error::zk(ZkError::ConnectionLoss, root))
+                }
+                other => other,
+            }
+        })
     }
 
     /// Java's `stop()`: withdraws the offer (the next candidate is notified).
@@ -539,40 +526,33 @@ impl LeaderElectionSupport {
     /// ZooKeeper errors after retries (the offer is then removed in the
     /// background); none when the session already ended.
     pub fn stop(&self) -> Result<()> {
-        let (node, was_leader) = {
-            let mut st = self.inner.st.lock();
-            let was_leader = st.state == ElectionState::Elected;
-            st.state = ElectionState::Stop;
-            st.generation += 1;
-            st.in_doubt = false;
-            self.inner.cv.notify_all();
-            (st.node.take(), was_leader)
-        };
-        self.inner.dispatch(&[ElectionEventType::StopStart]);
+        let taken = self.take();
+        self.candidacy.dispatch(&[ElectionEventType::StopStart]);
         let mut result = Ok(());
-        if let Some(node) = node {
-            if !self.zkw.state().is_terminal() {
-                if was_leader {
-                    // The leader watches its own offer; removing the watch first
-                    // (a request, no notification) leaves one notification per
-                    // succession: the successor's.
-                    let _ = self
-                        .zkw
-                        .zookeeper()
-                        .remove_watches(&node, WatcherType::Data);
-                }
-                match self.zkw.recoverable_zookeeper().delete(&node, None) {
-                    Ok(()) => {}
-                    Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => {}
-                    Err(e) => {
-                        remove_in_background(&self.zkw.downgrade(), node, Box::new(|| {}));
-                        result = Err(e);
-                    }
-                }
+        if let Some(taken) = taken {
+            let zk = self.zkw.zookeeper();
+            if taken.led && zk.session_id() == taken.session {
+                // The leader watches its own offer; removing the watch first
+                // (a request, no notification) leaves one notification per
+                // succession: the successor's.
+                let _ = zk.remove_watches(&taken.node, WatcherType::Data);
             }
+            result = taken.withdraw(&self.zkw);
         }
-        self.inner.dispatch(&[ElectionEventType::StopComplete]);
+        self.candidacy.dispatch(&[ElectionEventType::StopComplete]);
         result
+    }
+
+    /// Forgets the offer (a new generation: answers of earlier rounds are
+    /// ignored); the state becomes `Stop`.
+    fn take(&self) -> Option<Taken> {
+        self.candidacy.engine.take(|c| {
+            let was_leader = c.state == ElectionState::Elected;
+            c.state = ElectionState::Stop;
+            c.in_doubt = false;
+            c.ahead = None;
+            was_leader
+        })
     }
 
     /// Java's `getLeaderHostName()`: the lowest offer's host name, `None`
@@ -581,8 +561,84 @@ impl LeaderElectionSupport {
     /// # Errors
     /// ZooKeeper errors after retries.
     pub fn get_leader_host_name(&self) -> Result<Option<String>> {
-        get_leader_host_name(&self.zkw, &self.inner.root)
+        get_leader_host_name(&self.zkw, self.root_node_name())
     }
+
+    /// Curator's `LeaderLatch.getParticipants()`, kazoo's
+    /// `Election.contenders()`: every candidate of the election, in offer order
+    /// (the leader first), read from the offers (`1 + N` requests).
+    ///
+    /// # Errors
+    /// ZooKeeper errors after retries.
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        participants(&self.zkw, self.root_node_name())
+    }
+
+    /// Curator's `LeaderLatch.getLeader()`: the leading candidate (the lowest
+    /// offer), `None` without candidates.
+    ///
+    /// # Errors
+    /// ZooKeeper errors after retries.
+    pub fn leader(&self) -> Result<Option<Participant>> {
+        Ok(self.participants()?.into_iter().next())
+    }
+
+    /// Curator's `LeaderLatch.await(timeout)`: waits until this candidate
+    /// leads ([`is_leader`](Self::is_leader)); `Ok(false)` when `timeout`
+    /// passed first. Woken by the election's events, never polling.
+    ///
+    /// # Errors
+    /// `Closed` when the candidate is not started or is stopped meanwhile
+    /// (Curator: `EOFException`); the candidacy's failure (`SessionExpired`
+    /// when its session ended, also with session renewal; `NoNode` when its
+    /// offer was deleted).
+    pub fn await_leadership(&self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now() + timeout;
+        self.candidacy.engine.wait_until(deadline, |st| {
+            st.recipe.state == ElectionState::Elected && !st.recipe.in_doubt
+        })
+    }
+}
+
+/// A candidate of an election, as [`participants`] reads it (Curator's
+/// `Participant`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Participant {
+    /// Its host name (the offer's data; Curator's participant id).
+    pub id: String,
+    /// Its offer node (full path).
+    pub node: String,
+    /// Whether it is the leader (the lowest offer).
+    pub is_leader: bool,
+}
+
+/// [`LeaderElectionSupport::participants`] without a candidate: the
+/// candidates on `root` in offer order, the leader first (none when `root`
+/// does not exist). An offer withdrawn while being read is left out.
+///
+/// # Errors
+/// ZooKeeper errors after retries.
+pub fn participants(zkw: &ZooKeeperWatcher, root: &str) -> Result<Vec<Participant>> {
+    let rzk = zkw.recoverable_zookeeper();
+    let children = match rzk.get_children(root, false) {
+        Ok(c) => c,
+        Err(e) if e.is(ZkError::NoNode) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for offer in sorted_offers(&children) {
+        let node = zkutil::join_znode(root, offer);
+        match rzk.get_raw_data(&node) {
+            Ok((data, _)) => out.push(Participant {
+                id: String::from_utf8_lossy(&data).into_owned(),
+                node,
+                is_leader: out.is_empty(),
+            }),
+            Err(e) if e.is(ZkError::NoNode) => {} // withdrawn meanwhile
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
 }
 
 /// [`LeaderElectionSupport::get_leader_host_name`] without a candidate: the
@@ -612,17 +668,10 @@ pub fn get_leader_host_name(zkw: &ZooKeeperWatcher, root: &str) -> Result<Option
 
 impl Drop for LeaderElectionSupport {
     fn drop(&mut self) {
-        let node = {
-            let mut st = self.inner.st.lock();
-            st.generation += 1;
-            st.node.take()
-        };
-        if let Some(node) = node {
-            remove_in_background(&self.zkw.downgrade(), node, Box::new(|| {}));
+        if let Some(taken) = self.take() {
+            taken.withdraw_in_background(&self.zkw);
         }
-        if let Some(id) = self.hook_id {
-            self.zkw.downgrade().remove_hook(id);
-        }
+        self.candidacy.engine.unregister(self.hook_id);
     }
 }
 

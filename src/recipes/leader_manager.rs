@@ -1,148 +1,447 @@
-//! HBase's `ZKLeaderManager`, herd-free on [`LeaderElectionSupport`].
+//! HBase's `ZKLeaderManager`: one ephemeral leader znode holding the leading
+//! candidate's id, which every candidate watches. (The herd-free election is
+//! [`LeaderElectionSupport`](super::election::LeaderElectionSupport).)
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Weak};
 
-use parking_lot::{Condvar, Mutex};
+use log::{debug, info};
+use parking_lot::Mutex;
 
-use super::election::{ElectionState, LeaderElectionSupport};
-use crate::error::Result;
-use crate::watcher::ZooKeeperWatcher;
+use crate::client::{Acl, CreateMode, EventType, KeeperState};
+use crate::deadline::Deadline;
+use crate::error::{Error, Result, ZkError, ZkResultExt};
+use crate::wait::Wake;
+use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
-#[derive(Default)]
-struct Signal {
-    m: Mutex<()>,
-    cv: Condvar,
-}
-
-/// HBase's `ZKLeaderManager`: `start`, `wait_to_become_leader`,
-/// `has_leadership`, `abdicate` (`stepDownAsLeader`), `stop`.
+/// HBase's `ZKLeaderManager`: the first candidate to create the ephemeral
+/// `leader_znode` (holding its id) leads; the others watch it and race to
+/// create it again when it is deleted.
 ///
-/// zklock differs here: HBase creates one ephemeral leader znode and every
-/// candidate watches it (a herd: each leader change wakes all candidates, who
-/// race to create it). This manager is a [`LeaderElectionSupport`] under
-/// `leader_znode` (Java's `n_<seq>` offers holding `identifier`): each
-/// candidate watches only the offer ahead, one change wakes one candidate, and
-/// leadership passes in offer order. The leader's session in doubt makes
-/// [`has_leadership`](Self::has_leadership) false at once.
+/// The layout is HBase's: one znode, its data the leader's id, written through
+/// the watcher's [`RecoverableZooKeeper`](crate::RecoverableZooKeeper) (so with
+/// HBase's metadata prefix unless the watcher turned it off; a raw reader
+/// strips it with [`remove_metadata`](crate::remove_metadata)). An HBase
+/// process and a zklock process with the same `leader_znode` share the
+/// leadership, and an HBase tool reading the znode's data finds the leader's id.
+///
+/// Watches are the session's default watch, so the watcher's listeners for
+/// `leader_znode` hear its events too (HBase registers the manager as one of
+/// them). The manager itself hears them through a library subscription of the
+/// watcher and never blocks the event thread: an event wakes the waiting
+/// thread, which makes the calls (HBase re-checks on the event thread).
+///
+/// This is a herd: every change wakes every candidate, which all race to
+/// create the znode. For many candidates use the herd-free
+/// [`LeaderElectionSupport`](super::election::LeaderElectionSupport).
+///
+/// # Sessions
+/// A claim belongs to the session that created the znode. When that session
+/// ends (expiry, also with
+/// [`with_session_renewal`](crate::ZooKeeperWatcherBuilder::with_session_renewal),
+/// or `close`), the manager no longer leads
+/// ([`has_leadership`](Self::has_leadership) is false; the server removed the
+/// znode) and a [`wait_to_become_leader`](Self::wait_to_become_leader) begun
+/// in it ends with `SessionExpired` (or `Closed`). After a renewal, a new
+/// `wait_to_become_leader` competes in the new session.
+///
+/// # Examples
+/// ```no_run
+/// use zklock::recipes::leader_manager::ZkLeaderManager;
+/// use zklock::ZooKeeperWatcher;
+///
+/// let zkw = ZooKeeperWatcher::connect("127.0.0.1:2181", "server1", None)?;
+/// let manager = ZkLeaderManager::new(&zkw, "/hbase/leader", "server1");
+/// manager.start()?;
+/// if manager.wait_to_become_leader()? {
+///     // ... lead ...
+///     manager.step_down_as_leader()?;
+/// }
+/// # Ok::<(), zklock::Error>(())
+/// ```
 pub struct ZkLeaderManager {
     zkw: ZooKeeperWatcher,
+    shared: Arc<LeaderShared>,
+    hook: Option<u64>,
+}
+
+struct LeaderShared {
+    me: Weak<LeaderShared>,
+    zkw: WeakZooKeeperWatcher,
     znode: String,
-    identifier: String,
-    election: Mutex<Option<LeaderElectionSupport>>,
-    stopped: AtomicBool,
-    signal: Arc<Signal>,
+    node_id: Vec<u8>,
+    state: Mutex<LeaderState>,
+    /// Woken by the watch on the leader znode (through the subscription), a
+    /// stop, and the session's end.
+    wake: Arc<Wake>,
+}
+
+#[derive(Debug, Default)]
+struct LeaderState {
+    /// HBase's `leaderExists`.
+    leader_exists: bool,
+    /// HBase's `candidate.isStopped()`.
+    stopped: bool,
+    /// The leader znode this manager created, if it still leads.
+    claim: Option<Claim>,
+}
+
+/// The leader znode as created: its session and creation zxid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Claim {
+    session: i64,
+    czxid: i64,
 }
 
 impl std::fmt::Debug for ZkLeaderManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.shared.state.lock();
         f.debug_struct("ZkLeaderManager")
-            .field("znode", &self.znode)
-            .field("identifier", &self.identifier)
-            .field("stopped", &self.stopped.load(Ordering::SeqCst))
+            .field("znode", &self.shared.znode)
+            .field("node_id", &String::from_utf8_lossy(&self.shared.node_id))
+            .field("leader_exists", &st.leader_exists)
+            .field("leading", &st.claim.is_some())
+            .field("stopped", &st.stopped)
             .finish()
     }
 }
 
 impl ZkLeaderManager {
-    /// HBase's `new ZKLeaderManager(watcher, leaderZNode, identifier, candidate)`.
-    pub fn new(zkw: &ZooKeeperWatcher, leader_znode: &str, identifier: &str) -> Self {
+    /// HBase's `new ZKLeaderManager(watcher, leaderZNode, identifier,
+    /// candidate)`: `identifier` is the data of the leader znode while this
+    /// candidate leads. HBase's `Stoppable candidate` is the manager's own
+    /// [`stop`](Self::stop) / [`is_stopped`](Self::is_stopped).
+    pub fn new(zkw: &ZooKeeperWatcher, leader_znode: &str, identifier: impl AsRef<[u8]>) -> Self {
+        let weak = zkw.downgrade();
+        let shared = Arc::new_cyclic(|me| LeaderShared {
+            me: me.clone(),
+            zkw: weak.clone(),
+            znode: leader_znode.to_string(),
+            node_id: identifier.as_ref().to_vec(),
+            state: Mutex::new(LeaderState::default()),
+            wake: Arc::new(Wake::default()),
+        });
+        let hook = weak.add_path_hook(
+            Arc::downgrade(&shared) as Weak<dyn SessionHook>,
+            leader_znode,
+        );
         ZkLeaderManager {
             zkw: zkw.clone(),
-            znode: leader_znode.to_string(),
-            identifier: identifier.to_string(),
-            election: Mutex::new(None),
-            stopped: AtomicBool::new(false),
-            signal: Arc::default(),
+            shared,
+            hook,
         }
     }
 
-    /// HBase's `start()`: creates `leader_znode` (with parents) if needed.
+    /// The leader znode.
+    pub fn leader_znode(&self) -> &str {
+        &self.shared.znode
+    }
+
+    /// HBase's `start()`: creates the leader znode's parent (with its parents)
+    /// if missing. The manager hears the leader znode's events from its
+    /// construction on (HBase: `registerListener` here).
     ///
     /// # Errors
-    /// ZooKeeper errors after retries.
+    /// `BadArguments` for a bad path; ZooKeeper errors after retries. HBase
+    /// aborts the watcher and stops the candidate instead; zklock returns the
+    /// error to the caller, who decides.
     pub fn start(&self) -> Result<()> {
-        crate::zkutil::create_with_parents(&self.zkw, &self.znode)
-    }
-
-    /// HBase's `waitToBecomeLeader()`: offers this candidate (once) and blocks
-    /// until it leads or [`stop`](Self::stop) is called. `Ok(false)` when
-    /// stopped.
-    ///
-    /// # Errors
-    /// `SessionExpired`/`Closed`; ZooKeeper errors.
-    pub fn wait_to_become_leader(&self) -> Result<bool> {
-        loop {
-            if self.stopped.load(Ordering::SeqCst) {
-                return Ok(false);
+        crate::path::validate(&self.shared.znode)?;
+        if let Some(parent) = crate::path::get_parent(&self.shared.znode) {
+            if crate::zkutil::check_exists(&self.zkw, parent)?.is_none() {
+                crate::zkutil::create_with_parents(&self.zkw, parent)?;
             }
-            {
-                let mut e = self.election.lock();
-                let fresh = match &*e {
-                    None => true,
-                    Some(c) => matches!(c.state(), ElectionState::Failed | ElectionState::Stop),
-                };
-                if fresh {
-                    let c = LeaderElectionSupport::new(&self.zkw, &self.znode, &self.identifier)?;
-                    let s = self.signal.clone();
-                    c.add_listener(move |_| {
-                        let _g = s.m.lock();
-                        s.cv.notify_all();
-                    });
-                    c.start()?;
-                    *e = Some(c);
-                }
-                if e.as_ref().is_some_and(|c| c.is_leader()) {
-                    return Ok(true);
-                }
-            }
-            self.zkw.check_session()?;
-            let mut g = self.signal.m.lock();
-            self.signal.cv.wait_for(&mut g, Duration::from_millis(200));
-        }
-    }
-
-    /// HBase's `hasLeadership()`.
-    pub fn has_leadership(&self) -> bool {
-        self.election.lock().as_ref().is_some_and(|c| c.is_leader())
-    }
-
-    /// HBase's `stepDownAsLeader()`: withdraws this candidate's offer if it
-    /// leads (the next candidate takes over). A later
-    /// [`wait_to_become_leader`](Self::wait_to_become_leader) offers again.
-    ///
-    /// # Errors
-    /// ZooKeeper errors after retries.
-    pub fn abdicate(&self) -> Result<()> {
-        let mut e = self.election.lock();
-        if e.as_ref().is_some_and(|c| c.is_leader()) {
-            let c = e.take().expect("checked");
-            return c.stop();
         }
         Ok(())
     }
 
-    /// HBase's `stop(why)`: ends a `wait_to_become_leader` and withdraws the
-    /// offer, leading or not.
+    /// HBase's `waitToBecomeLeader()`: blocks until this candidate has claimed
+    /// the leader znode (`Ok(true)`) or is stopped (`Ok(false)`). Returns at
+    /// once when it leads already.
+    ///
+    /// Each round tries to create the ephemeral znode with the candidate's id;
+    /// if another holds it, reads it with a watch and waits on a condition that
+    /// the watch's event wakes (no polling). A leader znode holding this
+    /// candidate's own id from another session (a restarted process) is
+    /// deleted, as HBase does (at the version read, so a newer claim stays).
     ///
     /// # Errors
-    /// ZooKeeper errors after retries.
-    pub fn stop(&self) -> Result<()> {
-        self.stopped.store(true, Ordering::SeqCst);
-        {
-            let _g = self.signal.m.lock();
-            self.signal.cv.notify_all();
-        }
-        let c = self.election.lock().take();
-        match c {
-            Some(c) => c.stop(),
-            None => Ok(()),
+    /// `SessionExpired` (or `Closed`, `AuthFailed`) when the session the wait
+    /// began in ends, renewed or not; `BadArguments` for a bad path; other
+    /// ZooKeeper errors after retries (HBase aborts the watcher and stops the
+    /// candidate; zklock returns the error).
+    pub fn wait_to_become_leader(&self) -> Result<bool> {
+        crate::path::validate(&self.shared.znode)?;
+        let zk = self.zkw.zookeeper();
+        self.zkw.check_session()?;
+        let session = zk.session_id();
+        let _end = zk.wake_at_end(&self.shared.wake);
+        let rzk = self.zkw.recoverable_zookeeper();
+        let znode = self.shared.znode.as_str();
+        loop {
+            // The wait engine's round: read before the watch (issue 20: a
+            // generation, not a re-armed flag).
+            let round = self.shared.wake.generation();
+            if self.shared.state.lock().stopped {
+                return Ok(false);
+            }
+            self.check_session(session)?;
+            if self.has_leadership() {
+                return Ok(true);
+            }
+            // HBase: ZKUtil.createEphemeralNodeAndWatch(watcher, leaderZNode, nodeId)
+            match rzk.create2(
+                znode,
+                &self.shared.node_id,
+                Acl::open_unsafe(),
+                CreateMode::Ephemeral,
+            ) {
+                Ok((_, stat)) => {
+                    if self.claimed(session, stat.czxid)? {
+                        debug!("claimed the leader znode {znode}");
+                        return Ok(true);
+                    }
+                    continue;
+                }
+                Err(e) if e.is(ZkError::NodeExists) => {}
+                Err(e) => return Err(e),
+            }
+            // HBase: ZKUtil.getDataAndWatch(watcher, leaderZNode)
+            match rzk.get_data(znode, true).optional()? {
+                None => {
+                    self.shared.state.lock().leader_exists = false;
+                    continue;
+                }
+                Some((current, stat)) if current == self.shared.node_id => {
+                    if stat.ephemeral_owner == session {
+                        // Our own create, whose reply was lost.
+                        if self.claimed(session, stat.czxid)? {
+                            return Ok(true);
+                        }
+                        continue;
+                    }
+                    info!("found an existing leader with our id at {znode}, removing");
+                    match rzk.delete(znode, Some(stat.version)) {
+                        Ok(()) => {}
+                        Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::BadVersion) => {}
+                        Err(e) => return Err(e),
+                    }
+                    self.shared.state.lock().leader_exists = false;
+                    continue;
+                }
+                Some(_) => {
+                    debug!("found an existing leader at {znode}");
+                    self.shared.state.lock().leader_exists = true;
+                }
+            }
+            // Wait for the next chance: the leader znode's deletion (the watch
+            // set above), a stop or the session's end. Armed before the watch
+            // was set, so an event since then is not lost.
+            self.shared.wake.wait(round, Deadline::never());
         }
     }
 
-    /// Whether [`stop`](Self::stop) was called (HBase's `isStopped`).
+    /// After a create of the leader znode in `session`: records the claim and
+    /// sets HBase's watch on it (`watchAndCheckExists`). `false` when it is gone
+    /// already (someone deleted it).
+    fn claimed(&self, session: i64, czxid: i64) -> Result<bool> {
+        {
+            let mut st = self.shared.state.lock();
+            st.leader_exists = true;
+            st.claim = Some(Claim { session, czxid });
+        }
+        let rzk = self.zkw.recoverable_zookeeper();
+        match rzk.exists(&self.shared.znode, true)? {
+            Some(stat) if stat.czxid == czxid => Ok(true),
+            _ => {
+                self.shared.state.lock().claim = None;
+                Ok(false)
+            }
+        }
+    }
+
+    /// `SessionExpired` once the session `session` is over, even if a new one
+    /// replaced it.
+    fn check_session(&self, session: i64) -> Result<()> {
+        self.zkw.check_session()?;
+        if self.zkw.zookeeper().session_id() != session {
+            return Err(Error::zk(ZkError::SessionExpired, &self.shared.znode));
+        }
+        Ok(())
+    }
+
+    /// HBase's `stepDownAsLeader()`: deletes the leader znode if this
+    /// candidate holds it. A later
+    /// [`wait_to_become_leader`](Self::wait_to_become_leader) competes again.
+    ///
+    /// HBase deletes the znode whenever it holds this candidate's id; zklock
+    /// deletes it only if this session created it (at the version read): a
+    /// znode with the same id from another session is another process's claim.
+    ///
+    /// # Errors
+    /// ZooKeeper errors after retries (HBase aborts the watcher).
+    pub fn step_down_as_leader(&self) -> Result<()> {
+        {
+            let st = self.shared.state.lock();
+            if !st.leader_exists && st.claim.is_none() {
+                return Ok(());
+            }
+        }
+        let rzk = self.zkw.recoverable_zookeeper();
+        let session = self.zkw.zookeeper().session_id();
+        let znode = self.shared.znode.as_str();
+        match rzk.get_data(znode, false).optional()? {
+            Some((id, stat)) if id == self.shared.node_id && stat.ephemeral_owner == session => {
+                info!("stepping down as leader of {znode}");
+                match rzk.delete(znode, Some(stat.version)) {
+                    Ok(()) => {}
+                    Err(e) if e.is(ZkError::NoNode) => {}
+                    Err(e) => return Err(e),
+                }
+                let mut st = self.shared.state.lock();
+                st.leader_exists = false;
+                st.claim = None;
+            }
+            _ => {
+                info!("not the leader of {znode}, no need to step down");
+                self.shared.state.lock().claim = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// HBase's `hasLeader()`: whether a leader znode exists, as far as the
+    /// watch told. False once the session has ended (nothing can be known).
+    pub fn has_leader(&self) -> bool {
+        self.shared.state.lock().leader_exists && self.zkw.check_session().is_ok()
+    }
+
+    /// Whether this candidate holds the leader znode, in the session that is
+    /// current now (no HBase counterpart: HBase's callers know it from
+    /// `waitToBecomeLeader` returning). False once the znode is deleted (a step
+    /// down, or someone else) or the session that created it ended.
+    pub fn has_leadership(&self) -> bool {
+        let claim = self.shared.state.lock().claim;
+        claim.is_some_and(|c| {
+            self.zkw.check_session().is_ok() && self.zkw.zookeeper().session_id() == c.session
+        })
+    }
+
+    /// HBase's `candidate.stop(why)`: ends a
+    /// [`wait_to_become_leader`](Self::wait_to_become_leader) (it returns
+    /// `Ok(false)`) and steps down if leading. Idempotent.
+    ///
+    /// # Errors
+    /// As [`step_down_as_leader`](Self::step_down_as_leader).
+    pub fn stop(&self) -> Result<()> {
+        self.shared.state.lock().stopped = true;
+        self.shared.wake.wake();
+        if self.has_leadership() {
+            return self.step_down_as_leader();
+        }
+        Ok(())
+    }
+
+    /// HBase's `candidate.isStopped()`: whether [`stop`](Self::stop) was called.
     pub fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::SeqCst)
+        self.shared.state.lock().stopped
+    }
+}
+
+impl Drop for ZkLeaderManager {
+    /// Never waits on the network: a leading manager deletes its znode with an
+    /// asynchronous request at the version it created (the session's end
+    /// removes it anyway).
+    fn drop(&mut self) {
+        if let Some(id) = self.hook {
+            self.shared.zkw.remove_hook(id);
+        }
+        if self.has_leadership() {
+            self.zkw
+                .zookeeper()
+                .delete_async(&self.shared.znode, Some(0), |r| {
+                    if let Err(e) = r {
+                        debug!("removing a dropped leader's znode: {e}");
+                    }
+                });
+        }
+    }
+}
+
+impl LeaderShared {
+    /// HBase's `handleLeaderChange`, without blocking: an asynchronous exists
+    /// with the default watch, whose answer sets `leader_exists` and ends a
+    /// claim whose znode is gone. Only a claim made before the request was
+    /// sent can be judged by its answer (a create answered before it was
+    /// applied before it); a newer claim is left alone.
+    fn leader_changed(&self) {
+        let Some(me) = self.me.upgrade() else { return };
+        let Some(zk) = self.zkw.zookeeper() else {
+            return;
+        };
+        let claim_at_send = self.state.lock().claim;
+        zk.exists_async(&self.znode, Some(zk.default_watcher()), move |r| {
+            let mut st = me.state.lock();
+            let same_claim = st.claim == claim_at_send;
+            match r {
+                Ok(Some(stat)) => {
+                    st.leader_exists = true;
+                    if same_claim && st.claim.is_some_and(|c| c.czxid != stat.czxid) {
+                        st.claim = None;
+                    }
+                }
+                Ok(None) => {
+                    info!("leader change at {}, but no new leader found", me.znode);
+                    st.leader_exists = false;
+                    if same_claim {
+                        st.claim = None;
+                    }
+                }
+                // The waiting thread reads again and learns the rest.
+                Err(e) => debug!("checking the leader znode {}: {e}", me.znode),
+            }
+        });
+    }
+}
+
+impl SessionHook for LeaderShared {
+    fn session_event(&self, state: KeeperState) {
+        if Error::for_session_event(state).is_some() {
+            let mut st = self.state.lock();
+            st.claim = None;
+            st.leader_exists = false;
+            drop(st);
+            self.wake.wake();
+        }
+    }
+
+    fn session_renewed(&self) {
+        self.wake.wake();
+    }
+
+    fn node_event(&self, event_type: EventType, path: &str) {
+        if path != self.znode {
+            return;
+        }
+        match event_type {
+            EventType::NodeDeleted => {
+                self.state.lock().leader_exists = false;
+                // The waiting candidate races to create it again.
+                self.wake.wake();
+                self.leader_changed();
+            }
+            EventType::NodeCreated | EventType::NodeDataChanged => self.leader_changed(),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_send_sync() {
+        fn check<T: Send + Sync + 'static>() {}
+        check::<ZkLeaderManager>();
     }
 }

@@ -25,6 +25,7 @@
 //! names are listed in [`layout`].
 
 mod node;
+mod rounds;
 
 pub mod barrier;
 pub mod double_barrier;

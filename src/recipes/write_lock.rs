@@ -1,17 +1,20 @@
 //! ZooKeeper's `org.apache.zookeeper.recipes.lock.WriteLock`, without its lost
 //! wake-up.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::{debug, info, warn};
-use parking_lot::{Condvar, Mutex};
+use log::{debug, info};
+use parking_lot::Mutex;
 
-use crate::background::{remove_and_wait, remove_in_background};
+#[cfg(feature = "testing")]
+use super::rounds::StepHook;
+use super::rounds::{create_in_session, RoundEngine, RoundRecipe, Taken};
+use crate::background::remove_and_wait;
 use crate::error::{Error, Result, ZkError};
 use crate::sequence::number_after_last;
-use crate::types::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, Watcher};
-use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
+use crate::types::{Acl, CreateMode, EventType, WatchedEvent};
+use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
 /// ZooKeeper's `org.apache.zookeeper.recipes.lock.LockListener`: told when a
@@ -43,34 +46,18 @@ pub enum WriteLockStep {
     Owner,
 }
 
-#[cfg(feature = "testing")]
-type StepHook = Arc<dyn Fn(WriteLockStep, &str) + Send + Sync>;
-
+/// A [`WriteLock`]'s own state beside its [`RoundEngine`]'s.
 #[derive(Debug, Default)]
-struct St {
-    /// Our node (full path), once created.
-    id: Option<String>,
+struct WriteLockRound {
     owner: bool,
-    /// Bumped by `unlock`/`close`: answers of earlier rounds are ignored.
-    generation: u64,
-    /// Rounds that reached an outcome (owner, watching, failed).
-    rounds: u64,
-    /// Why the attempt failed (session ended, node deleted).
-    failed: Option<ZkError>,
 }
 
-struct Inner {
-    dir: String,
-    zkw: WeakZooKeeperWatcher,
-    st: Mutex<St>,
-    cv: Condvar,
+/// The part of a [`WriteLock`] its rounds (on the event thread) reach.
+struct WriteLockCore {
+    engine: RoundEngine<WriteLockCore>,
     listener: Mutex<Option<Arc<dyn LockListener>>>,
-    /// The instance's one per-watch watcher (holding it weakly): the client
-    /// registers it once per path however many rounds pass it.
-    watcher: Arc<dyn Watcher>,
-    me: Weak<Inner>,
     #[cfg(feature = "testing")]
-    hook: Mutex<Option<StepHook>>,
+    hook: StepHook<WriteLockStep>,
 }
 
 /// ZooKeeper's `org.apache.zookeeper.recipes.lock.WriteLock`: an exclusive lock
@@ -113,163 +100,116 @@ pub struct WriteLock {
     zkw: ZooKeeperWatcher,
     acl: Vec<Acl>,
     data: Vec<u8>,
-    inner: Arc<Inner>,
+    core: Arc<WriteLockCore>,
     hook_id: Option<u64>,
 }
 
 impl std::fmt::Debug for WriteLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WriteLock")
-            .field("dir", &self.inner.dir)
-            .field("state", &*self.inner.st.lock())
+            .field("dir", &self.core.engine.path())
+            .field("state", &*self.core.engine.state())
             .finish()
     }
 }
 
-/// The per-watch watcher of one instance: a predecessor's deletion starts a new
-/// round (asynchronous calls, never blocking the event thread); the end of the
-/// session fails the attempt.
-struct PredecessorWatcher(Weak<Inner>);
+impl RoundRecipe for WriteLockCore {
+    type State = WriteLockRound;
 
-impl Watcher for PredecessorWatcher {
-    fn process(&self, event: WatchedEvent) {
-        let Some(inner) = self.0.upgrade() else {
-            return;
-        };
-        if event.event_type == EventType::None {
-            return inner.session_event(event.keeper_state);
-        }
-        let (generation, own) = {
-            let st = inner.st.lock();
-            if st.id.is_none() || st.failed.is_some() {
-                return;
-            }
-            (st.generation, st.owner && st.id == event.path)
-        };
-        if own {
-            match event.event_type {
-                EventType::NodeDeleted => inner.fail(generation, ZkError::NoNode),
-                _ => inner.watch_own(generation),
-            }
-        } else if !inner.st.lock().owner {
-            inner.round(generation);
-        }
-    }
-}
-
-impl SessionHook for Inner {
-    fn session_event(&self, state: KeeperState) {
-        let code = match state {
-            KeeperState::Expired => ZkError::SessionExpired,
-            KeeperState::AuthFailed => ZkError::AuthFailed,
-            KeeperState::Closed => ZkError::SessionExpired,
-            _ => return,
-        };
-        let generation = self.st.lock().generation;
-        self.fail(generation, code);
-    }
-}
-
-impl Inner {
-    #[cfg(feature = "testing")]
-    fn step(&self, step: WriteLockStep, path: &str) {
-        let hook = self.hook.lock().clone();
-        if let Some(hook) = hook {
-            hook(step, path);
-        }
+    fn engine(&self) -> &RoundEngine<Self> {
+        &self.engine
     }
 
     /// Lists the directory (asynchronously) and acts on it.
     fn round(&self, generation: u64) {
-        let (Some(zk), Some(me)) = (self.zkw.zookeeper(), self.me.upgrade()) else {
+        let Some((_, zk, me)) = self.engine.proceed(generation) else {
             return;
         };
-        zk.get_children_async(&self.dir, None, move |r| me.listed(generation, r));
+        zk.get_children_async(self.engine.path(), None, move |r| me.listed(generation, r));
     }
 
-    /// Runs `round` again after the reconnect, or fails when the session ends.
-    fn after_reconnect(&self, generation: u64) {
-        let Some(me) = self.me.upgrade() else { return };
-        crate::background::on_reconnect(&self.zkw, move |connected| {
-            if connected {
-                me.round(generation);
-            } else {
-                me.fail(generation, ZkError::SessionExpired);
+    /// A predecessor's deletion starts a new round; the owner's node changing
+    /// is watched again, its deletion ends ownership.
+    fn node_event(&self, generation: u64, event: WatchedEvent) {
+        let (owner, own) = {
+            let st = self.engine.state();
+            (st.recipe.owner, st.node == event.path)
+        };
+        if owner && own {
+            match event.event_type {
+                EventType::NodeDeleted => self.engine.fail(generation, ZkError::NoNode),
+                _ => self.watch_own(generation),
             }
-        });
+        } else if !owner {
+            self.round(generation);
+        }
     }
 
+    fn mark_failed(state: &mut WriteLockRound) -> bool {
+        std::mem::replace(&mut state.owner, false)
+    }
+
+    fn tell_failed(&self, was_owner: bool, _code: ZkError) {
+        if was_owner {
+            self.tell_released();
+        }
+    }
+}
+
+impl WriteLockCore {
     fn listed(&self, generation: u64, r: Result<Vec<String>>) {
         let children = match r {
             Ok(c) => c,
-            Err(e) if e.is_retryable() => return self.after_reconnect(generation),
-            Err(e) => return self.fail(generation, e.code().unwrap_or(ZkError::SystemError)),
+            Err(e) => return self.engine.request_failed(generation, &e, Self::round),
         };
-        let my_name = {
-            let st = self.st.lock();
-            if st.generation != generation || st.owner {
-                return;
-            }
-            match &st.id {
-                Some(id) => zkutil::get_node_name(id).to_string(),
-                None => return,
-            }
+        let Some((id, zk, me)) = self.engine.proceed(generation) else {
+            return;
         };
+        if self.engine.state().recipe.owner {
+            return;
+        }
+        let my_name = zkutil::get_node_name(&id).to_string();
         if !children.contains(&my_name) {
-            // Deleted by someone else (or the session ended).
-            return self.fail(generation, ZkError::NoNode);
+            // Deleted by someone else.
+            return self.engine.fail(generation, ZkError::NoNode);
         }
         let sorted = sort_like_znode_name(&children);
         let pos = sorted.iter().position(|c| **c == my_name).unwrap_or(0);
         if pos == 0 {
             return self.become_owner(generation);
         }
-        let predecessor = zkutil::join_znode(&self.dir, sorted[pos - 1]);
+        let predecessor = zkutil::join_znode(self.engine.path(), sorted[pos - 1]);
         #[cfg(feature = "testing")]
-        self.step(WriteLockStep::Watching, &predecessor);
-        let (Some(zk), Some(me)) = (self.zkw.zookeeper(), self.me.upgrade()) else {
-            return;
-        };
-        let watcher = me.watcher.clone();
+        self.hook.call(WriteLockStep::Watching, &predecessor);
+        let watcher = self.engine.watcher();
         zk.get_data_async(&predecessor.clone(), Some(watcher), move |r| match r {
             Ok(_) => {
-                debug!("{}: waiting for {predecessor}", me.dir);
-                me.round_done(generation);
+                debug!("{}: waiting for {predecessor}", me.engine.path());
+                me.engine.round_done(generation);
             }
             // Gone before the watch: look again (Java's lost wake-up).
             Err(e) if e.is(ZkError::NoNode) => {
                 debug!("{predecessor} already gone: listing again");
                 me.round(generation)
             }
-            Err(e) if e.is_retryable() => me.after_reconnect(generation),
-            Err(e) => me.fail(generation, e.code().unwrap_or(ZkError::SystemError)),
+            Err(e) => me.engine.request_failed(generation, &e, Self::round),
         });
-    }
-
-    fn round_done(&self, generation: u64) {
-        let mut st = self.st.lock();
-        if st.generation == generation {
-            st.rounds += 1;
-            self.cv.notify_all();
-        }
     }
 
     fn become_owner(&self, generation: u64) {
         let path = {
-            let mut st = self.st.lock();
-            if st.generation != generation || st.owner || st.failed.is_some() {
+            let mut st = self.engine.state();
+            if st.generation != generation || st.recipe.owner || st.failed.is_some() {
                 return;
             }
-            st.owner = true;
-            st.rounds += 1;
-            self.cv.notify_all();
-            st.id.clone().unwrap_or_default()
+            st.recipe.owner = true;
+            st.node.clone().unwrap_or_default()
         };
-        info!("{}: {path} owns the lock", self.dir);
+        self.engine.round_done(generation);
+        info!("{}: {path} owns the lock", self.engine.path());
         self.watch_own(generation);
         #[cfg(feature = "testing")]
-        self.step(WriteLockStep::Owner, &path);
-        let _ = path;
+        self.hook.call(WriteLockStep::Owner, &path);
         let listener = self.listener.lock().clone();
         if let Some(l) = listener {
             l.lock_acquired();
@@ -279,46 +219,20 @@ impl Inner {
     /// Watches the owned node (one `exists`, answered on the event thread): its
     /// deletion by someone else ends ownership (`lock_released`).
     fn watch_own(&self, generation: u64) {
-        let (Some(zk), Some(me)) = (self.zkw.zookeeper(), self.me.upgrade()) else {
+        let Some((path, zk, me)) = self.engine.proceed(generation) else {
             return;
         };
-        let Some(path) = self.st.lock().id.clone() else {
-            return;
-        };
-        zk.exists_async(&path, Some(self.watcher.clone()), move |r| match r {
+        zk.exists_async(&path, Some(self.engine.watcher()), move |r| match r {
             Ok(Some(_)) => {}
-            Ok(None) => me.fail(generation, ZkError::NoNode),
-            Err(e) if e.is_retryable() => {
-                let again = me.clone();
-                crate::background::on_reconnect(&me.zkw, move |connected| {
-                    if connected {
-                        again.watch_own(generation);
-                    } else {
-                        again.fail(generation, ZkError::SessionExpired);
-                    }
-                });
-            }
-            Err(e) => me.fail(generation, e.code().unwrap_or(ZkError::SystemError)),
+            Ok(None) => me.engine.fail(generation, ZkError::NoNode),
+            Err(e) => me.engine.request_failed(generation, &e, Self::watch_own),
         });
     }
 
-    fn fail(&self, generation: u64, code: ZkError) {
-        let was_owner = {
-            let mut st = self.st.lock();
-            if st.generation != generation || st.id.is_none() || st.failed.is_some() {
-                return;
-            }
-            st.failed = Some(code);
-            st.rounds += 1;
-            self.cv.notify_all();
-            std::mem::replace(&mut st.owner, false)
-        };
-        warn!("write lock on {}: {code:?}", self.dir);
-        if was_owner {
-            let listener = self.listener.lock().clone();
-            if let Some(l) = listener {
-                l.lock_released();
-            }
+    fn tell_released(&self) {
+        let listener = self.listener.lock().clone();
+        if let Some(l) = listener {
+            l.lock_released();
         }
     }
 }
@@ -346,31 +260,25 @@ impl WriteLock {
     /// `BadArguments` for an invalid `dir`.
     pub fn new(zkw: &ZooKeeperWatcher, dir: &str, acl: &[Acl]) -> Result<WriteLock> {
         crate::path::validate(dir)?;
-        let inner = Arc::new_cyclic(|me| Inner {
-            dir: dir.to_string(),
-            zkw: zkw.downgrade(),
-            st: Mutex::new(St::default()),
-            cv: Condvar::new(),
+        let core = Arc::new_cyclic(|me| WriteLockCore {
+            engine: RoundEngine::new(zkw, dir, WriteLockRound::default(), me),
             listener: Mutex::new(None),
-            watcher: Arc::new(PredecessorWatcher(me.clone())),
-            me: me.clone(),
             #[cfg(feature = "testing")]
-            hook: Mutex::new(None),
+            hook: StepHook::default(),
         });
-        let hook: Arc<dyn SessionHook> = inner.clone();
-        let hook_id = zkw.downgrade().add_hook(Arc::downgrade(&hook));
+        let hook_id = core.engine.register();
         Ok(WriteLock {
             zkw: zkw.clone(),
             acl: acl.to_vec(),
             data: Vec::new(),
-            inner,
+            core,
             hook_id,
         })
     }
 
     /// Java's `new WriteLock(zookeeper, dir, acl, callback)`.
     pub fn with_lock_listener(self, listener: impl LockListener + 'static) -> Self {
-        *self.inner.listener.lock() = Some(Arc::new(listener));
+        *self.core.listener.lock() = Some(Arc::new(listener));
         self
     }
 
@@ -387,70 +295,59 @@ impl WriteLock {
         self,
         hook: impl Fn(WriteLockStep, &str) + Send + Sync + 'static,
     ) -> Self {
-        *self.inner.hook.lock() = Some(Arc::new(hook));
+        self.core.hook.set(hook);
         self
     }
 
     /// Java's `getDir()`.
     pub fn dir(&self) -> &str {
-        &self.inner.dir
+        self.core.engine.path()
     }
 
     /// Java's `getId()`: this instance's node (full path), once created.
     pub fn id(&self) -> Option<String> {
-        self.inner.st.lock().id.clone()
+        self.core.engine.state().node.clone()
     }
 
-    /// Java's `isOwner()`; false once the session has ended.
+    /// Java's `isOwner()`; false once the session has ended (or was renewed).
     pub fn is_owner(&self) -> bool {
-        let st = self.inner.st.lock();
-        st.owner && st.failed.is_none() && !self.zkw.state().is_terminal()
+        let st = self.core.engine.state();
+        st.recipe.owner
+            && st.failed.is_none()
+            && !self.zkw.state().is_terminal()
+            && self.zkw.zookeeper().session_id() == st.session
     }
 
     /// Java's `lock()`: creates this instance's node if needed and returns
     /// whether it owns the lock now. If not, it watches its predecessor and its
     /// [`LockListener`] is told `lock_acquired` once it is owner.
     ///
+    /// The instance belongs to the session its node was made in: once that
+    /// session ended (also when session renewal opened a new one) `lock`
+    /// returns `SessionExpired` until [`unlock`](Self::unlock) starts over.
+    ///
     /// # Errors
     /// `SessionExpired`/`Closed`; `NoNode` when the node was deleted under the
     /// instance (call `unlock` then `lock` to start over); ZooKeeper errors after
     /// retries.
     pub fn lock(&self) -> Result<bool> {
-        self.zkw.check_session()?;
         {
-            let st = self.inner.st.lock();
+            let st = self.core.engine.state();
             if let Some(code) = st.failed {
-                return Err(Error::zk(code, self.inner.dir.clone()));
+                return Err(Error::zk(code, self.dir().to_string()));
             }
-            if st.owner {
+            if st.recipe.owner {
                 return Ok(true);
             }
         }
-        if self.inner.st.lock().id.is_none() {
-            let id = self.find_or_create()?;
-            let mut st = self.inner.st.lock();
-            st.id = Some(id);
+        self.zkw.check_session()?;
+        if self.core.engine.state().node.is_none() {
+            let (id, session) = self.find_or_create()?;
+            self.core.engine.bind(id, session);
         }
-        let (generation, before) = {
-            let st = self.inner.st.lock();
-            (st.generation, st.rounds)
-        };
-        self.inner.round(generation);
         // Wait for this round's outcome: bounded by the session (a round cut by
         // a connection loss resumes after the reconnect, or fails at expiry).
-        let mut st = self.inner.st.lock();
-        while st.rounds == before && st.generation == generation {
-            self.inner.cv.wait_for(&mut st, Duration::from_millis(500));
-            if st.rounds == before && self.zkw.state().is_terminal() {
-                drop(st);
-                self.zkw.check_session()?;
-                return Err(Error::Closed);
-            }
-        }
-        if let Some(code) = st.failed {
-            return Err(Error::zk(code, self.inner.dir.clone()));
-        }
-        Ok(st.owner)
+        Ok(self.core.engine.run_round()?.recipe.owner)
     }
 
     /// zklock's blocking form: [`lock`](Self::lock), then waits up to `timeout`
@@ -461,34 +358,11 @@ impl WriteLock {
     /// As [`lock`](Self::lock); the node is removed on every error.
     pub fn lock_blocking(&self, timeout: Duration) -> Result<bool> {
         let deadline = Instant::now() + timeout;
-        let result = (|| {
-            if self.lock()? {
-                return Ok(true);
-            }
-            let mut st = self.inner.st.lock();
-            loop {
-                if let Some(code) = st.failed {
-                    return Err(Error::zk(code, self.inner.dir.clone()));
-                }
-                if st.owner {
-                    return Ok(true);
-                }
-                if st.id.is_none() {
-                    return Err(Error::Closed); // unlocked by another thread
-                }
-                let now = Instant::now();
-                if now >= deadline {
-                    return Ok(false);
-                }
-                let wait = (deadline - now).min(Duration::from_millis(500));
-                self.inner.cv.wait_for(&mut st, wait);
-                if self.zkw.state().is_terminal() {
-                    drop(st);
-                    self.zkw.check_session()?;
-                    return Err(Error::Closed);
-                }
-            }
-        })();
+        let result = match self.lock() {
+            Ok(true) => Ok(true),
+            Ok(false) => self.core.engine.wait_until(deadline, |st| st.recipe.owner),
+            Err(e) => Err(e),
+        };
         match result {
             Ok(true) => Ok(true),
             other => {
@@ -507,26 +381,13 @@ impl WriteLock {
     /// background). A node already gone, or a session already ended, is no
     /// error.
     pub fn unlock(&self) -> Result<()> {
-        let Some((id, was_owner)) = self.take() else {
+        let Some(taken) = self.take() else {
             return Ok(());
         };
-        let result = if self.zkw.state().is_terminal() {
-            Ok(())
-        } else {
-            match self.zkw.recoverable_zookeeper().delete(&id, None) {
-                Ok(()) => Ok(()),
-                Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => Ok(()),
-                Err(e) => {
-                    remove_in_background(&self.zkw.downgrade(), id, Box::new(|| {}));
-                    Err(e)
-                }
-            }
-        };
+        let was_owner = taken.led;
+        let result = taken.withdraw(&self.zkw);
         if was_owner {
-            let listener = self.inner.listener.lock().clone();
-            if let Some(l) = listener {
-                l.lock_released();
-            }
+            self.core.tell_released();
         }
         result
     }
@@ -542,30 +403,26 @@ impl WriteLock {
     }
 
     /// Forgets the node (a new generation: answers of earlier rounds are
-    /// ignored); returns it and whether it owned the lock.
-    fn take(&self) -> Option<(String, bool)> {
-        let mut st = self.inner.st.lock();
-        st.generation += 1;
-        st.failed = None;
-        let id = st.id.take()?;
-        let was_owner = std::mem::replace(&mut st.owner, false);
-        self.inner.cv.notify_all();
-        Some((id, was_owner))
+    /// ignored).
+    fn take(&self) -> Option<Taken> {
+        self.core
+            .engine
+            .take(|st| std::mem::replace(&mut st.owner, false))
     }
 
     /// Removes the node after a failed or timed-out wait.
     fn abandon(&self, wait: bool) {
-        if let Some((id, was_owner)) = self.take() {
+        if let Some(taken) = self.take() {
+            let was_owner = taken.led;
             if wait {
-                remove_and_wait(&self.zkw.downgrade(), id);
+                if self.zkw.zookeeper().session_id() == taken.session {
+                    remove_and_wait(&self.zkw.downgrade(), taken.node);
+                }
             } else {
-                remove_in_background(&self.zkw.downgrade(), id, Box::new(|| {}));
+                taken.withdraw_in_background(&self.zkw);
             }
             if was_owner {
-                let listener = self.inner.listener.lock().clone();
-                if let Some(l) = listener {
-                    l.lock_released();
-                }
+                self.core.tell_released();
             }
         }
     }
@@ -573,50 +430,36 @@ impl WriteLock {
     /// Java's `findPrefixInChildren`: this session's node in `dir`, else a new
     /// one. Retried on connection loss as Java's `ProtocolSupport` does (the
     /// session prefix finds a node whose create reply was lost).
-    fn find_or_create(&self) -> Result<String> {
-        let zk = self.zkw.zookeeper();
-        let prefix = format!("x-{}-", zk.session_id());
-        let mut attempt = 0u32;
-        loop {
-            let r = (|| {
-                let children = match zk.get_children(&self.inner.dir, false) {
-                    Ok(c) => c,
-                    Err(e) if e.is(ZkError::NoNode) => {
-                        zkutil::create_with_parents(&self.zkw, &self.inner.dir)?;
-                        Vec::new()
-                    }
-                    Err(e) => return Err(e),
-                };
-                if let Some(c) = children.iter().find(|c| c.starts_with(&prefix)) {
-                    debug!("found id created last time: {c}");
-                    return Ok(zkutil::join_znode(&self.inner.dir, c));
+    fn find_or_create(&self) -> Result<(String, i64)> {
+        let dir = self.dir();
+        create_in_session(&self.zkw, |zk, _retry| {
+            let prefix = format!("x-{}-", zk.session_id());
+            let children = match zk.get_children(dir, false) {
+                Ok(c) => c,
+                Err(e) if e.is(ZkError::NoNode) => {
+                    zkutil::create_with_parents(&self.zkw, dir)?;
+                    Vec::new()
                 }
-                zk.create(
-                    &zkutil::join_znode(&self.inner.dir, &prefix),
-                    &self.data,
-                    &self.acl,
-                    CreateMode::EphemeralSequential,
-                )
-            })();
-            match r {
-                Err(e) if e.is_retryable() && attempt < 10 => {
-                    attempt += 1;
-                    debug!("write lock on {}: {e}; retry {attempt}", self.inner.dir);
-                    std::thread::sleep(Duration::from_millis(100) * attempt);
-                    self.zkw.check_session()?;
-                }
-                other => return other,
+                Err(e) => return Err(e),
+            };
+            if let Some(c) = children.iter().find(|c| c.starts_with(&prefix)) {
+                debug!("found id created last time: {c}");
+                return Ok(zkutil::join_znode(dir, c));
             }
-        }
+            zk.create(
+                &zkutil::join_znode(dir, &prefix),
+                &self.data,
+                &self.acl,
+                CreateMode::EphemeralSequential,
+            )
+        })
     }
 }
 
 impl Drop for WriteLock {
     fn drop(&mut self) {
         self.abandon(false);
-        if let Some(id) = self.hook_id {
-            self.zkw.downgrade().remove_hook(id);
-        }
+        self.core.engine.unregister(self.hook_id);
     }
 }
 

@@ -21,16 +21,30 @@
 //! worker's session id and password. Then a calm phase, a clean stop, and the
 //! [`check`]er: see there for the checks.
 //!
+//! The same run exercises the recipes ([`ChaosConfig::recipe`]):
+//! [`Recipe::Election`] makes every worker thread a candidate of one
+//! [`LeaderElectionSupport`](crate::recipes::election::LeaderElectionSupport)
+//! election whose leader does the fenced writes with its offer as the fence
+//! and stops after a few (so leadership rotates); leadership is checked as a
+//! write lock is: never two leaders unless the earlier was told `InDoubt` or
+//! `Lost` first, every candidate leads again after the heal.
+//! [`Recipe::Queue`] has even worker threads offer unique items to one
+//! [`DistributedQueue`](crate::recipes::queue::DistributedQueue) and odd ones
+//! take them; the controller drains what is left at the end, and
+//! [`check_queue`] proves every item taken exactly once and none lost.
+//!
 //! The broken worker mode ([`ChaosConfig::broken_worker`]) writes unfenced and
 //! goes on writing after `Lost`: a run with it must fail the checks (the
 //! checker's own test).
 
 mod check;
 mod event;
+mod queue_check;
 mod worker;
 
 pub use check::{check, CheckConfig, Report};
 pub use event::{now_us, Event, Rng, CONTROLLER};
+pub use queue_check::check_queue;
 pub use worker::worker_main;
 
 use std::collections::HashMap;
@@ -44,7 +58,44 @@ use std::time::{Duration, Instant};
 use super::{FaultProxy, ZkEnsemble};
 use crate::client::{Acl, CreateMode, WatchedEvent, ZooKeeper};
 use crate::ZkError;
-use worker::{lock_path, parse_resource, resource_path};
+use worker::{lock_path, parse_resource, queue_path, resource_path};
+
+/// What a chaos run exercises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Recipe {
+    /// The read/write locks (the suite's first run).
+    Locks,
+    /// ZooKeeper's leader election: leaders do the fenced writes.
+    Election,
+    /// The distributed queue: unique items offered and taken.
+    Queue,
+}
+
+impl Recipe {
+    /// The name on the worker's command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Recipe::Locks => "locks",
+            Recipe::Election => "election",
+            Recipe::Queue => "queue",
+        }
+    }
+
+    /// The recipe named `name` ([`name`](Self::name)).
+    pub fn from_name(name: &str) -> Option<Recipe> {
+        [Recipe::Locks, Recipe::Election, Recipe::Queue]
+            .into_iter()
+            .find(|r| r.name() == name)
+    }
+
+    /// The event that shows a worker making progress (liveness).
+    pub fn progress(self) -> &'static str {
+        match self {
+            Recipe::Locks | Recipe::Election => "granted",
+            Recipe::Queue => "took",
+        }
+    }
+}
 
 /// A fault the nemesis can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -140,6 +191,8 @@ pub struct ChaosConfig {
     pub check: CheckConfig,
     /// Print every event as it arrives.
     pub verbose: bool,
+    /// What the workers exercise.
+    pub recipe: Recipe,
 }
 
 impl ChaosConfig {
@@ -160,6 +213,7 @@ impl ChaosConfig {
             broken_worker: None,
             check: CheckConfig::default(),
             verbose: false,
+            recipe: Recipe::Locks,
         }
     }
 }
@@ -250,7 +304,10 @@ pub fn run(cfg: ChaosConfig) -> io::Result<RunOutcome> {
     }
     result?;
     let seen = std::mem::take(&mut *lock(&run.seen));
-    let report = check(&seen.events, &run.cfg.check);
+    let report = match run.cfg.recipe {
+        Recipe::Queue => check_queue(&seen.events),
+        Recipe::Locks | Recipe::Election => check(&seen.events, &run.cfg.check),
+    };
     Ok(RunOutcome {
         report,
         events: seen.events,
@@ -292,6 +349,8 @@ impl Run {
             let r = resource_path(&self.root, i);
             zk.create(&r, b"0 init", Acl::open_unsafe(), CreateMode::Persistent)?;
         }
+        let q = queue_path(&self.root);
+        zk.create(&q, b"", Acl::open_unsafe(), CreateMode::Persistent)?;
         zk.close()
     }
 
@@ -309,6 +368,7 @@ impl Run {
             .args(["--threads", &self.cfg.threads.to_string()])
             .args(["--seed", &self.cfg.seed.to_string()])
             .args(["--session-ms", &self.cfg.session.as_millis().to_string()])
+            .args(["--recipe", self.cfg.recipe.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -425,9 +485,11 @@ impl Run {
         Ok(())
     }
 
-    /// Waits until every worker logged a grant after the last phase mark.
+    /// Waits until every worker logged a grant (an item taken, for the queue)
+    /// after the last phase mark.
     fn wait_all_granted(&self, timeout: Duration) {
         let since = now_us();
+        let progress = self.cfg.recipe.progress();
         super::eventually(timeout, || {
             let s = lock(&self.seen);
             (1..=self.cfg.workers).all(|w| {
@@ -435,7 +497,7 @@ impl Run {
                     .iter()
                     .rev()
                     .take_while(|e| e.ts >= since)
-                    .any(|e| e.worker == w && e.kind == "granted")
+                    .any(|e| e.worker == w && e.kind == progress)
             })
         });
     }
@@ -684,6 +746,36 @@ impl Run {
                 ),
             }
         }
+        self.drain_queue(&zk);
         let _ = zk.close();
+    }
+
+    /// Takes what is left in the queue (after every worker stopped): one
+    /// `left` event per item, for the checker's accounts.
+    fn drain_queue(&self, zk: &ZooKeeper) {
+        let dir = queue_path(&self.root);
+        let names = match zk.get_children(&dir, false) {
+            Ok(names) => names,
+            Err(e) => {
+                return self
+                    .record(Event::now(CONTROLLER, "trouble").with("what", format!("drain:{e}")))
+            }
+        };
+        for name in names {
+            let path = format!("{dir}/{name}");
+            match zk.get_data(&path, false) {
+                Ok((data, _)) => {
+                    let _ = zk.delete(&path, None);
+                    self.record(
+                        Event::now(CONTROLLER, "left")
+                            .with("path", &path)
+                            .with("op", String::from_utf8_lossy(&data)),
+                    );
+                }
+                Err(e) => self.record(
+                    Event::now(CONTROLLER, "trouble").with("what", format!("drain:{path}:{e}")),
+                ),
+            }
+        }
     }
 }

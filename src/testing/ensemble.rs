@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::pki::TestPki;
 use super::process::{
     conf_names_dir, four_letter_timeout, free_ports, is_bind_failure, log_len, log_since, log_tail,
     make_temp_dir, parse_mode, JvmSpec, Watchdog, FIX_HINT,
 };
-use super::server::{MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
+use super::server::{tls_config, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
 use super::FOUR_LETTER_TIMEOUT;
 
 const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
@@ -61,6 +62,8 @@ pub struct ZkEnsemble {
 #[derive(Debug)]
 struct Member {
     client_port: u16,
+    /// The TLS port of a member of [`ZkEnsemble::start_tls`].
+    secure_port: Option<u16>,
     dir: PathBuf,
     watchdog: Option<Watchdog>,
 }
@@ -81,6 +84,7 @@ impl Member {
             log: self.log(),
             cleanup: Some(self.dir.clone()),
             cleanup_parent: Some(root.to_path_buf()),
+            netty: self.secure_port.is_some(),
         };
         self.watchdog = Some(Watchdog::spawn(&spec)?);
         Ok(())
@@ -123,6 +127,22 @@ impl ZkEnsemble {
     /// Starts an ensemble of `size` servers (1 to 9; odd sizes make sense) and waits
     /// until every member serves.
     pub fn start_with_size(size: usize) -> io::Result<ZkEnsemble> {
+        ZkEnsemble::start_with(size, None)
+    }
+
+    /// Starts a three-server ensemble whose members each also have a TLS port,
+    /// configured as [`ZkServer::start_tls`](super::ZkServer::start_tls) does
+    /// (Netty, `pki`'s stores, `ssl.clientAuth=need`, TLS 1.2);
+    /// [`secure_connect_string`](Self::secure_connect_string) names them.
+    /// `pki` must outlive the ensemble.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_tls(pki: &TestPki) -> io::Result<ZkEnsemble> {
+        ZkEnsemble::start_with(3, Some(pki))
+    }
+
+    fn start_with(size: usize, tls: Option<&TestPki>) -> io::Result<ZkEnsemble> {
         if !(1..=9).contains(&size) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -133,7 +153,7 @@ impl ZkEnsemble {
         // A port picked as free can be taken by another process before the JVM binds
         // it; then start over with fresh ports.
         for _ in 0..3 {
-            let mut ensemble = ZkEnsemble::configure(size)?;
+            let mut ensemble = ZkEnsemble::configure(size, tls)?;
             for i in 0..size {
                 let dir = ensemble.dir.clone();
                 ensemble.members[i].spawn(&dir)?;
@@ -159,9 +179,13 @@ impl ZkEnsemble {
         Err(last_error.unwrap_or_else(|| io::Error::other("ensemble did not start")))
     }
 
-    fn configure(size: usize) -> io::Result<ZkEnsemble> {
+    fn configure(size: usize, tls: Option<&TestPki>) -> io::Result<ZkEnsemble> {
         let dir = make_temp_dir("ensemble")?;
         let ports = free_ports(3 * size)?;
+        let secure_ports = match tls {
+            Some(_) => free_ports(size)?,
+            None => Vec::new(),
+        };
         let mut servers = String::new();
         for i in 0..size {
             let _ = writeln!(
@@ -178,7 +202,7 @@ impl ZkEnsemble {
             let data = member_dir.join("data");
             fs::create_dir_all(&data)?;
             fs::write(data.join("myid"), format!("{}\n", i + 1))?;
-            let config = format!(
+            let mut config = format!(
                 "tickTime={tick}\n\
                  initLimit={INIT_LIMIT}\n\
                  syncLimit={SYNC_LIMIT}\n\
@@ -197,9 +221,14 @@ impl ZkEnsemble {
                 min = MIN_SESSION_TIMEOUT.as_millis(),
                 max = MAX_SESSION_TIMEOUT.as_millis(),
             );
+            let secure_port = secure_ports.get(i).copied();
+            if let (Some(port), Some(pki)) = (secure_port, tls) {
+                config.push_str(&tls_config(port, pki, false));
+            }
             fs::write(member_dir.join("zoo.cfg"), config)?;
             members.push(Member {
                 client_port: ports[3 * i],
+                secure_port,
                 dir: member_dir,
                 watchdog: None,
             });
@@ -220,6 +249,17 @@ impl ZkEnsemble {
             .map(Member::addr)
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// The connect string naming every member's TLS port (an ensemble of
+    /// [`start_tls`](Self::start_tls)): `"localhost:A,localhost:B,localhost:C"`,
+    /// the host the servers' certificate names; `None` without TLS.
+    pub fn secure_connect_string(&self) -> Option<String> {
+        self.members
+            .iter()
+            .map(|m| m.secure_port.map(|p| format!("localhost:{p}")))
+            .collect::<Option<Vec<_>>>()
+            .map(|v| v.join(","))
     }
 
     /// Member `i`'s client address, `"127.0.0.1:PORT"` (to put a

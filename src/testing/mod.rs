@@ -10,6 +10,7 @@
 //! | [`ZkServer`] | one standalone server: free port, temp data dir, 200 ms tick; `stop`, `restart` (same port and data), `pause`/`resume`, four-letter words |
 //! | [`shared_server`], [`test_servers`] | one server per test binary, started on first use; `$ZK_TEST_SERVERS` overrides |
 //! | [`ZkEnsemble`] | three `QuorumPeerMain` servers: `kill(i)`, `restart(i)`, `leader()`, `wait_for_quorum` |
+//! | [`ZkServer::start_tls`], [`TestPki`] | a server with a TLS port (Netty, `ssl.clientAuth=need`) and certificates, keys and stores made at test time |
 //! | [`FaultProxy`] | a TCP proxy in front of a server: `stall` (partition), `cut`, `reset`, `delay`, `pass` |
 //! | [`four_letter`], [`parse_mntr`], [`unique_root`] | helpers |
 //!
@@ -69,11 +70,14 @@ use std::time::Duration;
 
 pub mod chaos;
 mod ensemble;
+mod pki;
 mod process;
 mod proxy;
 mod server;
 
 pub use ensemble::ZkEnsemble;
+pub use pki::{ClientCert, TestPki, STORE_PASSWORD};
+pub use process::{pid_alive, NETTY_CLASSPATH};
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{ZkServer, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
 

@@ -75,7 +75,18 @@ pub(crate) struct JvmSpec {
     pub(crate) cleanup: Option<PathBuf>,
     /// `rmdir`-ed (if empty) after `cleanup` is removed.
     pub(crate) cleanup_parent: Option<PathBuf>,
+    /// Netty's codec jars on the classpath too ([`NETTY_CLASSPATH`]): the Netty
+    /// server factory (TLS) needs them.
+    pub(crate) netty: bool,
 }
+
+/// The jars Debian's `libnetty-java` (a dependency of `libzookeeper-java`)
+/// provides that `zookeeper.jar`'s manifest class path leaves out, though the
+/// Netty server factory and the Java client's Netty socket (TLS on either side)
+/// need them: without `netty-codec.jar` the server accepts TLS connections and
+/// fails each with `NoClassDefFoundError: io/netty/handler/codec/ByteToMessageDecoder`.
+pub const NETTY_CLASSPATH: &str = "/usr/share/java/netty-codec.jar:\
+     /usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar";
 
 /// A running (or dead, not yet reaped) JVM under its watchdog.
 #[derive(Debug)]
@@ -88,7 +99,10 @@ pub(crate) struct Watchdog {
 impl Watchdog {
     /// Starts the JVM described by `spec` under a watchdog.
     pub(crate) fn spawn(spec: &JvmSpec) -> io::Result<Watchdog> {
-        let classpath = classpath()?;
+        let mut classpath = classpath()?;
+        if spec.netty {
+            classpath = format!("{classpath}:{NETTY_CLASSPATH}");
+        }
         let java = java_binary();
         let log = OpenOptions::new()
             .create(true)
@@ -259,7 +273,7 @@ pub(crate) fn pid_state(pid: u32) -> Option<char> {
 
 /// Whether `pid` names a live process (not a zombie). Linux reads `/proc`; elsewhere
 /// `kill -0` (which counts a zombie as alive).
-pub(crate) fn pid_alive(pid: u32) -> bool {
+pub fn pid_alive(pid: u32) -> bool {
     match pid_state(pid) {
         Some(state) => !matches!(state, 'Z' | 'X' | 'x'),
         None => Command::new("kill")

@@ -253,6 +253,12 @@ impl FaultProxy {
     pub fn connections(&self) -> usize {
         self.shared.lock().connections.len()
     }
+
+    /// The number of connections accepted since the start (open or not): a
+    /// client's connect attempts.
+    pub fn accepted(&self) -> u64 {
+        self.shared.lock().next_connection - 1
+    }
 }
 
 impl Drop for FaultProxy {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::pki::{TestPki, STORE_PASSWORD};
 use super::process::{
     conf_names_dir, four_letter_timeout, free_ports, is_bind_failure, log_len, log_since, log_tail,
     make_temp_dir, parse_mode, JvmSpec, Watchdog, FIX_HINT,
@@ -68,6 +69,8 @@ pub const MAX_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug)]
 pub struct ZkServer {
     port: u16,
+    /// The `secureClientPort` of a server started by [`ZkServer::start_tls`].
+    secure_port: Option<u16>,
     dir: PathBuf,
     watchdog: Option<Watchdog>,
 }
@@ -88,16 +91,40 @@ impl ZkServer {
     /// When ZooKeeper or Java is missing, or the server does not come up, the error
     /// says how to fix it (`make zookeeper`) and includes the tail of the server log.
     pub fn start() -> io::Result<ZkServer> {
+        ZkServer::start_with(None)
+    }
+
+    /// Starts a server configured for TLS the way operators do: the Netty
+    /// server factory (`serverCnxnFactory=...NettyServerCnxnFactory`), a
+    /// `secureClientPort` on 127.0.0.1 ([`secure_connect_string`](Self::secure_connect_string))
+    /// with `pki`'s server key store and trust store (PKCS12) and
+    /// `ssl.clientAuth=need` (a client certificate issued by `pki`'s CA is
+    /// required); the plain [`connect_string`](Self::connect_string) port stays
+    /// open too (four-letter words, plaintext clients). ZooKeeper 3.8 offers TLS
+    /// 1.2 only; with `tls13` it offers TLS 1.3 and 1.2 (`ssl.enabledProtocols`
+    /// and `ssl.ciphersuites` with the TLS 1.3 suites). `pki` must outlive the
+    /// server (its files are read at start and restart).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_tls(pki: &TestPki, tls13: bool) -> io::Result<ZkServer> {
+        ZkServer::start_with(Some((pki, tls13)))
+    }
+
+    fn start_with(tls: Option<(&TestPki, bool)>) -> io::Result<ZkServer> {
         let dir = make_temp_dir("zk")?;
         fs::create_dir(dir.join("data"))?;
         let mut last = 0;
         for _ in 0..PORT_ATTEMPTS {
-            let port = free_ports(1)?[0];
-            write_config(&dir, port)?;
-            match launch(&dir, port) {
+            let ports = free_ports(2)?;
+            let port = ports[0];
+            let secure = tls.map(|(pki, tls13)| (ports[1], pki, tls13));
+            write_config(&dir, port, secure)?;
+            match launch(&dir, port, secure.is_some()) {
                 Ok(watchdog) => {
                     return Ok(ZkServer {
                         port,
+                        secure_port: secure.map(|s| s.0),
                         dir,
                         watchdog: Some(watchdog),
                     })
@@ -120,9 +147,49 @@ impl ZkServer {
         ))
     }
 
+    /// As [`start`](Self::start), on `port` of 127.0.0.1 (for `zklock server
+    /// --port`): no other port is tried.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start); `AddrInUse` when another process holds `port`.
+    pub fn start_on_port(port: u16) -> io::Result<ZkServer> {
+        let dir = make_temp_dir("zk")?;
+        fs::create_dir(dir.join("data"))?;
+        write_config(&dir, port, None)?;
+        match launch(&dir, port, false) {
+            Ok(watchdog) => Ok(ZkServer {
+                port,
+                secure_port: None,
+                dir,
+                watchdog: Some(watchdog),
+            }),
+            Err(LaunchError::PortTaken) => {
+                let _ = fs::remove_dir_all(&dir);
+                Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("port {port} of 127.0.0.1 is already in use"),
+                ))
+            }
+            Err(LaunchError::Fatal(e)) => Err(e),
+        }
+    }
+
     /// The connect string for clients: `"127.0.0.1:PORT"`.
     pub fn connect_string(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The connect string of the TLS port of a server started by
+    /// [`start_tls`](Self::start_tls): `"localhost:PORT"` (the host its
+    /// certificate names); `None` for a plain server.
+    pub fn secure_connect_string(&self) -> Option<String> {
+        self.secure_port.map(|p| format!("localhost:{p}"))
+    }
+
+    /// The `secureClientPort` of a server started by [`start_tls`](Self::start_tls).
+    pub fn secure_port(&self) -> Option<u16> {
+        self.secure_port
     }
 
     /// The client port (the same across [`restart`](ZkServer::restart)s).
@@ -176,7 +243,7 @@ impl ZkServer {
         self.stop()?;
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            match launch(&self.dir, self.port) {
+            match launch(&self.dir, self.port, self.secure_port.is_some()) {
                 Ok(watchdog) => {
                     self.watchdog = Some(watchdog);
                     return Ok(());
@@ -264,8 +331,8 @@ impl Drop for ZkServer {
     }
 }
 
-fn write_config(dir: &Path, port: u16) -> io::Result<()> {
-    let config = format!(
+fn write_config(dir: &Path, port: u16, tls: Option<(u16, &TestPki, bool)>) -> io::Result<()> {
+    let mut config = format!(
         "tickTime={tick}\n\
          dataDir={data}\n\
          clientPort={port}\n\
@@ -280,11 +347,41 @@ fn write_config(dir: &Path, port: u16) -> io::Result<()> {
         min = MIN_SESSION_TIMEOUT.as_millis(),
         max = MAX_SESSION_TIMEOUT.as_millis(),
     );
+    if let Some((secure_port, pki, tls13)) = tls {
+        config.push_str(&tls_config(secure_port, pki, tls13));
+    }
     fs::write(dir.join("zoo.cfg"), config)
 }
 
+/// The `zoo.cfg` lines of a TLS port (see [`ZkServer::start_tls`]).
+pub(crate) fn tls_config(secure_port: u16, pki: &TestPki, tls13: bool) -> String {
+    let mut config = format!(
+        "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+         secureClientPort={secure_port}\n\
+         secureClientPortAddress=127.0.0.1\n\
+         ssl.keyStore.location={ks}\n\
+         ssl.keyStore.password={STORE_PASSWORD}\n\
+         ssl.keyStore.type=PKCS12\n\
+         ssl.trustStore.location={ts}\n\
+         ssl.trustStore.password={STORE_PASSWORD}\n\
+         ssl.trustStore.type=PKCS12\n\
+         ssl.clientAuth=need\n",
+        ks = pki.server_key_store().display(),
+        ts = pki.trust_store().display(),
+    );
+    if tls13 {
+        config.push_str(
+            "ssl.enabledProtocols=TLSv1.3,TLSv1.2\n\
+             ssl.ciphersuites=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384,\
+             TLS_CHACHA20_POLY1305_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,\
+             TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384\n",
+        );
+    }
+    config
+}
+
 /// Starts the JVM and waits until it serves on `port` with the data in `dir`.
-fn launch(dir: &Path, port: u16) -> Result<Watchdog, LaunchError> {
+fn launch(dir: &Path, port: u16, netty: bool) -> Result<Watchdog, LaunchError> {
     let log = dir.join("zookeeper.log");
     let log_start = log_len(&log);
     let spec = JvmSpec {
@@ -293,6 +390,7 @@ fn launch(dir: &Path, port: u16) -> Result<Watchdog, LaunchError> {
         log: log.clone(),
         cleanup: Some(dir.to_path_buf()),
         cleanup_parent: None,
+        netty,
     };
     let watchdog = Watchdog::spawn(&spec).map_err(LaunchError::Fatal)?;
     let addr = format!("127.0.0.1:{port}");

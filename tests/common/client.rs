@@ -150,6 +150,43 @@ pub fn assert_bad_args<T: std::fmt::Debug>(r: zklock::Result<T>) {
     }
 }
 
+/// Stalls `proxy`, the link of `zk` (connected, telling `events`, session
+/// `session`), while eight writers block in 900 KB writes into it:
+/// Disconnected must come at the read timeout (2/3 of the session) whatever
+/// they do; then the link heals and the session goes on. For plain TCP and TLS.
+pub fn disconnected_at_the_read_timeout_with_writers_blocked(
+    zk: &ZooKeeper,
+    proxy: &zklock::testing::FaultProxy,
+    events: &Events,
+    session: Duration,
+) {
+    let read_timeout = session * 2 / 3;
+    zk.exists("/", false).unwrap();
+    proxy.stall();
+    let stalled = Instant::now();
+    let big = vec![7u8; 900 * 1024];
+    let writers: Vec<_> = (0..8)
+        .map(|i| {
+            let (zk, big) = (zk.clone(), big.clone());
+            thread::spawn(move || {
+                let _ = zk.set_data(&format!("/zklock-test/nowhere-{i}"), &big, None);
+            })
+        })
+        .collect();
+    events.wait_state(KeeperState::Disconnected, 1, Duration::from_secs(10));
+    let told = events.state_time(KeeperState::Disconnected, 0).unwrap() - stalled;
+    assert!(
+        told <= read_timeout + Duration::from_millis(700),
+        "Disconnected after {told:?} (read timeout {read_timeout:?})"
+    );
+    proxy.reset();
+    events.wait_state(KeeperState::SyncConnected, 2, Duration::from_secs(10));
+    for w in writers {
+        w.join().unwrap();
+    }
+    zk.exists("/", false).unwrap();
+}
+
 /// Connects with a recorder as the default watcher.
 pub fn connect(servers: &str, session: Duration) -> (ZooKeeper, Arc<Events>) {
     init_log();

@@ -10,10 +10,10 @@ use zklock::lock::{
     InterProcessLock, LockEvent, LockKind, MetadataHandler, ReadLockKind, WriteLockKind,
     ZkInterProcessLockBase,
 };
-use zklock::{Error, ZooKeeperWatcher};
+use zklock::{Error, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 use crate::duration::human;
-use crate::supervise::{signal_name, spawn, supervise, Ended, SignalWatch, Verdict};
+use crate::supervise::{signal_name, spawn, supervise, Ended, SignalWatch, Verdict, Watchdog};
 use crate::{connect, Global, LockArgs, EXIT_ERROR, EXIT_LOST, EXIT_TIMEOUT};
 
 pub(crate) fn run(g: &Global, a: &LockArgs, write: bool) -> anyhow::Result<i32> {
@@ -28,6 +28,8 @@ pub(crate) fn run(g: &Global, a: &LockArgs, write: bool) -> anyhow::Result<i32> 
 #[derive(Default)]
 struct Holder {
     metadata: Option<String>,
+    /// The node in the way is itself waiting (a reader behind a queued writer).
+    queued: bool,
 }
 
 /// The waiting display: a live line on a terminal, plain lines otherwise.
@@ -36,28 +38,52 @@ struct Waiting {
     kind: &'static str,
     holder: Mutex<Holder>,
     tty: bool,
+    /// `-t 0` / `-n`: one try, no "waiting" lines.
+    quiet: bool,
     start: Instant,
+    /// To tell a holder from a queued node (read on the acquiring thread).
+    zkw: WeakZooKeeperWatcher,
 }
 
 impl Waiting {
     fn describe(&self) -> String {
-        match &self.holder.lock().metadata {
-            Some(m) => format!("held by {m:?}"),
-            None => "held".to_string(),
+        let h = self.holder.lock();
+        match (&h.metadata, h.queued) {
+            (Some(m), false) => format!("held by {m:?}"),
+            (Some(m), true) => format!("queued behind {m:?}, itself waiting"),
+            (None, _) => "held".to_string(),
         }
     }
 
-    /// The holder's metadata, from the lock's `MetadataHandler`: once per
-    /// round of waiting.
+    /// Whether the node in the way (with `metadata`) is a waiter, not a
+    /// holder: a reader queued behind a waiting writer.
+    fn is_queued(&self, metadata: &str) -> bool {
+        let Some(zkw) = self.zkw.upgrade() else {
+            return false;
+        };
+        crate::ls::list(&zkw, &self.znode).is_ok_and(|entries| {
+            entries
+                .iter()
+                .any(|e| e.state == "waiter" && e.metadata == metadata)
+                && !entries
+                    .iter()
+                    .any(|e| e.state == "holder" && e.metadata == metadata)
+        })
+    }
+
+    /// The metadata of the node in the way, from the lock's
+    /// `MetadataHandler` (on the acquiring thread): once per round of waiting.
     fn seen(&self, metadata: &[u8]) {
         let m = String::from_utf8_lossy(metadata).into_owned();
+        let queued = !self.quiet && self.is_queued(&m);
         let changed = {
             let mut h = self.holder.lock();
-            let changed = h.metadata.as_deref() != Some(m.as_str());
+            let changed = h.metadata.as_deref() != Some(m.as_str()) || h.queued != queued;
             h.metadata = Some(m);
+            h.queued = queued;
             changed
         };
-        if changed && !self.tty {
+        if changed && !self.tty && !self.quiet {
             eprintln!(
                 "zklock: waiting for the {} lock {}: {}",
                 self.kind,
@@ -125,16 +151,25 @@ fn hold_and_run<K: LockKind>(
     kind: &'static str,
 ) -> anyhow::Result<i32> {
     let znode = a.znode.as_str();
+    let argv = a.run.argv();
     let metadata = a
         .metadata
         .clone()
-        .unwrap_or_else(|| default_metadata(&a.command));
+        .unwrap_or_else(|| default_metadata(&argv));
+    let timeout = if a.nonblock {
+        Some(Duration::ZERO)
+    } else {
+        a.timeout
+    };
+    let quiet = timeout == Some(Duration::ZERO);
     let waiting = Arc::new(Waiting {
         znode: znode.to_string(),
         kind,
         holder: Mutex::new(Holder::default()),
-        tty: std::io::stderr().is_terminal(),
+        tty: std::io::stderr().is_terminal() && !quiet,
+        quiet,
         start: Instant::now(),
+        zkw: zkw.downgrade(),
     });
     let w = waiting.clone();
     let handler: Arc<dyn MetadataHandler> = Arc::new(move |m: &[u8]| w.seen(m));
@@ -148,12 +183,15 @@ fn hold_and_run<K: LockKind>(
     // the command runs, it is forwarded to the command.
     let signals = SignalWatch::start(move |_| canceller.cancel())?;
 
+    // Ready before the lock is: starting the command is then one fork/exec.
+    let watchdog = Watchdog::start()?;
+
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
     let ticker = waiting.tty.then(|| {
         let w = waiting.clone();
         std::thread::spawn(move || w.tick(done_rx))
     });
-    let acquired = match a.timeout {
+    let acquired = match timeout {
         Some(t) => lock.try_acquire(t),
         None => lock.acquire().map(|()| true),
     };
@@ -166,12 +204,19 @@ fn hold_and_run<K: LockKind>(
     match acquired {
         Ok(true) => {}
         Ok(false) => {
-            eprintln!(
-                "zklock: timed out after {} waiting for the {kind} lock {znode} ({})",
-                human(waiting.start.elapsed()),
-                waiting.describe()
-            );
-            return Ok(EXIT_TIMEOUT);
+            if quiet {
+                eprintln!(
+                    "zklock: the {kind} lock {znode} is taken ({}); gave up at once (-n / -t 0)",
+                    waiting.describe()
+                );
+            } else {
+                eprintln!(
+                    "zklock: timed out after {} waiting for the {kind} lock {znode} ({})",
+                    human(waiting.start.elapsed()),
+                    waiting.describe()
+                );
+            }
+            return Ok(a.conflict_exit_code.map_or(EXIT_TIMEOUT, i32::from));
         }
         Err(Error::Cancelled { .. }) => {
             let sig = signals.received().unwrap_or(15);
@@ -213,7 +258,7 @@ fn hold_and_run<K: LockKind>(
         ("ZKLOCK_LOCK_NODE", granted.path.clone()),
         ("ZKLOCK_FENCING_TOKEN", granted.fencing_token().to_string()),
     ];
-    let child = match spawn(&a.command, &env) {
+    let child = match spawn(watchdog, &argv, &env) {
         Ok(c) => c,
         Err((code, message)) => {
             let _ = lock.release();
@@ -221,23 +266,29 @@ fn hold_and_run<K: LockKind>(
             return Ok(code);
         }
     };
-    let ended = supervise(child, &signals, &events, |event| match event {
-        LockEvent::InDoubt => {
-            eprintln!(
-                "zklock: connection to ZooKeeper lost: the {kind} lock {znode} is in doubt \
+    let ended = supervise(
+        child,
+        &signals,
+        &events,
+        a.run.kill_after,
+        |event| match event {
+            LockEvent::InDoubt => {
+                eprintln!(
+                    "zklock: connection to ZooKeeper lost: the {kind} lock {znode} is in doubt \
                  (held only while the session lives)"
-            );
-            Verdict::Continue
-        }
-        LockEvent::Restored => {
-            eprintln!("zklock: reconnected: the {kind} lock {znode} is held again");
-            Verdict::Continue
-        }
-        LockEvent::Lost => {
-            eprintln!("zklock: lost the {kind} lock {znode}; sending SIGTERM to the command");
-            Verdict::Stop(EXIT_LOST)
-        }
-    })?;
+                );
+                Verdict::Continue
+            }
+            LockEvent::Restored => {
+                eprintln!("zklock: reconnected: the {kind} lock {znode} is held again");
+                Verdict::Continue
+            }
+            LockEvent::Lost => {
+                eprintln!("zklock: lost the {kind} lock {znode}; sending SIGTERM to the command");
+                Verdict::Stop(EXIT_LOST)
+            }
+        },
+    )?;
     match ended {
         Ended::Stopped(code) => Ok(code),
         Ended::Exited(code) => match lock.release() {

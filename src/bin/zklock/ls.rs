@@ -1,13 +1,9 @@
 //! `zklock ls` and `zklock reap`.
 
-use std::collections::HashSet;
+use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
-use zklock::lock::{
-    InterProcessLock, InterProcessReadWriteLock, LockKind, ReadLockKind, WriteLockKind,
-    ZkInterProcessReadWriteLock, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX,
-};
+use zklock::lock::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 
 use crate::duration::human;
@@ -15,16 +11,23 @@ use crate::{connect, Global, LsArgs, ReapArgs};
 
 /// One child of a lock or election znode.
 #[derive(Debug, Clone)]
-struct Entry {
+pub(crate) struct Entry {
     /// `holder` / `waiter` for locks, `leader` / `candidate` for elections.
-    state: &'static str,
+    pub(crate) state: &'static str,
     /// `write`, `read` or `elect`.
     kind: &'static str,
     node: String,
     sequence: i64,
     session: i64,
     ctime_ms: i64,
-    metadata: String,
+    pub(crate) metadata: String,
+}
+
+impl Entry {
+    /// A holder of the lock or the leader of the election (not queued).
+    fn is_head(&self) -> bool {
+        matches!(self.state, "holder" | "leader")
+    }
 }
 
 /// The trailing sequence number ZooKeeper appended to a name.
@@ -43,7 +46,7 @@ fn now_ms() -> i64 {
 }
 
 /// The lock nodes (and election offers) under `znode`, in queue order.
-fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Vec<Entry>> {
+pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Vec<Entry>> {
     let rzk = zkw.recoverable_zookeeper();
     let children = match rzk.get_children(znode, false) {
         Ok(c) => c,
@@ -127,7 +130,7 @@ fn age(e: &Entry, now: i64) -> Duration {
     Duration::from_millis(u64::try_from(now.saturating_sub(e.ctime_ms)).unwrap_or(0))
 }
 
-fn print_json(znode: &str, entries: &[Entry]) {
+fn print_json(out: &mut impl Write, znode: &str, entries: &[Entry]) -> io::Result<()> {
     let now = now_ms();
     let items: Vec<String> = entries
         .iter()
@@ -147,10 +150,10 @@ fn print_json(znode: &str, entries: &[Entry]) {
             )
         })
         .collect();
-    println!("[{}]", items.join(",\n "));
+    writeln!(out, "[{}]", items.join(",\n "))
 }
 
-fn print_table(entries: &[Entry]) {
+fn print_table(out: &mut impl Write, entries: &[Entry]) -> io::Result<()> {
     let now = now_ms();
     let width = entries
         .iter()
@@ -158,12 +161,14 @@ fn print_table(entries: &[Entry]) {
         .max()
         .unwrap_or(4)
         .max(4);
-    println!(
+    writeln!(
+        out,
         "{:<9} {:<5} {:<width$} {:<18} {:>7}  METADATA",
         "STATE", "KIND", "NODE", "SESSION", "AGE"
-    );
+    )?;
     for e in entries {
-        println!(
+        writeln!(
+            out,
             "{:<9} {:<5} {:<width$} {:<18} {:>7}  {}",
             e.state,
             e.kind,
@@ -171,7 +176,20 @@ fn print_table(entries: &[Entry]) {
             format!("0x{:x}", e.session),
             human(age(e, now)),
             e.metadata
-        );
+        )?;
+    }
+    Ok(())
+}
+
+/// Output to stdout ended by a closed pipe (`zklock ls | head -1`) is no
+/// failure: zklock stops writing and exits 0, as `ls | head` does (Rust
+/// ignores SIGPIPE, so the write fails with `BrokenPipe` instead).
+pub(crate) fn quiet_on_broken_pipe(written: io::Result<()>) -> anyhow::Result<()> {
+    match written {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("writing to stdout"))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -180,13 +198,15 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     let entries = list(&zkw, &a.znode);
     let _ = zkw.close();
     let entries = entries?;
-    if a.json {
-        print_json(&a.znode, &entries);
+    let mut out = io::stdout().lock();
+    let written = if a.json {
+        print_json(&mut out, &a.znode, &entries)
     } else if entries.is_empty() {
-        println!("{}: no holders, waiters or candidates", a.znode);
+        writeln!(out, "{}: no holders, waiters or candidates", a.znode)
     } else {
-        print_table(&entries);
-    }
+        print_table(&mut out, &entries)
+    };
+    quiet_on_broken_pipe(written.and_then(|()| out.flush()))?;
     Ok(0)
 }
 
@@ -197,39 +217,64 @@ pub(crate) fn reap(g: &Global, a: &ReapArgs) -> anyhow::Result<i32> {
     result
 }
 
+/// What `reap` removes (a deliberate difference from HBase's
+/// `reapExpiredLocks`, which removes every node older than the limit):
+/// `--older-than D` removes holders (and an election's leader) older than D
+/// — the stuck or dead ones reaping is for — and leaves waiters alone, since
+/// a live waiter is harmless and one that is removed gives up (exit 1);
+/// `--waiters` adds waiters and candidates older than D; `--all` removes
+/// every node, locks and elections alike. A reaped holder's zklock sees its
+/// lock lost and SIGTERMs its command (exit 3).
 fn reap_with(zkw: &ZooKeeperWatcher, a: &ReapArgs) -> anyhow::Result<i32> {
-    let rw = ZkInterProcessReadWriteLock::new(zkw, &a.znode, None)?;
     let before = list(zkw, &a.znode)?;
-    // One lock instance per kind, holding nothing: HBase's reaping API.
-    let (write, read) = (rw.write_lock(b""), rw.read_lock(b""));
-    let older_than = if a.all {
-        Duration::ZERO
-    } else {
-        a.older_than.unwrap_or_default()
-    };
-    for lock in [&write as &dyn InterProcessLock, &read] {
-        lock.reap_expired_locks(older_than)
-            .with_context(|| format!("reaping {}", a.znode))?;
-    }
-    let after: HashSet<String> = list(zkw, &a.znode)?.into_iter().map(|e| e.node).collect();
     let now = now_ms();
-    let removed: Vec<&Entry> = before
+    let doomed: Vec<&Entry> = before
         .iter()
-        .filter(|e| e.kind != "elect" && !after.contains(&e.node))
+        .filter(|e| {
+            a.all
+                || a.older_than
+                    .is_some_and(|d| age(e, now) > d && (e.is_head() || a.waiters))
+        })
         .collect();
-    if removed.is_empty() {
-        println!("{}: nothing to reap", a.znode);
+    let rzk = zkw.recoverable_zookeeper();
+    let mut out = io::stdout().lock();
+    let mut removed = 0;
+    let mut written = Ok(());
+    for e in &doomed {
+        let path = zkutil::join_znode(&a.znode, &e.node);
+        match rzk.delete(&path, None) {
+            Ok(()) => {}
+            Err(err) if err.is(ZkError::NoNode) => continue, // gone meanwhile
+            Err(err) => return Err(anyhow::Error::new(err).context(format!("reaping {path}"))),
+        }
+        removed += 1;
+        written = written.and_then(|()| {
+            writeln!(
+                out,
+                "removed {path} ({} {}, session 0x{:x}, age {}): {}",
+                e.kind,
+                e.state,
+                e.session,
+                human(age(e, now)),
+                e.metadata
+            )
+        });
     }
-    for e in removed {
-        println!(
-            "removed {} ({} {}, session 0x{:x}, age {}): {}",
-            zkutil::join_znode(&a.znode, &e.node),
-            e.kind,
-            e.state,
-            e.session,
-            human(age(e, now)),
-            e.metadata
-        );
+    if removed == 0 {
+        let left = before.len();
+        written = written.and_then(|()| {
+            if left > 0 && !a.all {
+                writeln!(
+                    out,
+                    "{}: nothing to reap ({left} node(s) younger than the limit, or waiters: \
+                     see --waiters, --all)",
+                    a.znode
+                )
+            } else {
+                writeln!(out, "{}: nothing to reap", a.znode)
+            }
+        });
     }
+    quiet_on_broken_pipe(written.and_then(|()| out.flush()))?;
     Ok(0)
 }

@@ -3,15 +3,18 @@
 //!
 //! ```text
 //! zklock lock /locks/nightly --timeout 30s -- ./backup.sh
+//! zklock lock -n /locks/nightly -c './backup.sh && ./prune.sh'
 //! zklock read-lock /locks/table -- ./report.sh
 //! zklock ls /locks/nightly [--json]
 //! zklock reap /locks/nightly (--older-than 1h | --all)
 //! zklock elect /services/cron --name host-a -- ./cron-leader.sh
-//! zklock server            # a throwaway local ZooKeeper, for trying it out
+//! zklock leader /services/cron [--watch]
+//! zklock server [--port 2181] [--detach]   # a throwaway local ZooKeeper
 //! ```
 //!
 //! Built with the `cli` feature (`cargo install zklock --features cli`).
 
+mod diagnose;
 mod duration;
 mod elect;
 mod lock;
@@ -22,7 +25,6 @@ mod supervise;
 use std::ffi::OsString;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use zklock::{RetryConfig, ZooKeeperWatcher};
 
@@ -41,10 +43,26 @@ const EXIT_CODES: &str = "\
 Exit codes:
   the command's own code (128 + N when it died of signal N)
   1    zklock failed (connection, ZooKeeper error)
-  2    bad input (arguments, znode path, duration)
+  2    bad input (arguments, znode path, duration, connect string)
   3    the lock or leadership was lost while the command ran (it got SIGTERM)
-  75   --timeout ran out before the lock was free
-  128+N  zklock got signal N while waiting (its place in the queue is removed)";
+  75   --timeout (or -n) ran out before the lock was free (-E N changes it)
+  128+N  zklock got signal N while waiting (its place in the queue is removed)
+
+Environment:
+  ZK_SERVERS          the connect string when --zk is not given
+  ZKLOCK_LOCK         (lock, read-lock) the lock znode, as given
+  ZKLOCK_LOCK_NODE    (lock, read-lock) the holder's own lock node
+  ZKLOCK_FENCING_TOKEN  a number that grows with every grant of the lock
+                      (or leadership): pass it to storage that rejects
+                      writes from an older holder
+  ZKLOCK_ELECTION     (elect) the election znode, as given
+  ZKLOCK_LEADER_NODE  (elect) the leader's offer node
+  ZKLOCK_LEADER_NAME  (elect) the leader's --name
+
+The command runs in a process group of its own, watched by a small sh: if
+zklock dies, even by kill -9, the group gets SIGKILL at once, before the
+session expires and another zklock gets the lock. A process that leaves the
+group (setsid, a daemon) is not covered.";
 
 /// Inter-process locks and leader election on ZooKeeper, from the shell.
 #[derive(Debug, Parser)]
@@ -59,15 +77,9 @@ pub(crate) struct Cli {
 /// Options of every subcommand.
 #[derive(Debug, Args)]
 pub(crate) struct Global {
-    /// ZooKeeper connect string (host:port,...[/chroot])
-    #[arg(
-        long,
-        global = true,
-        env = "ZK_SERVERS",
-        default_value = "127.0.0.1:2181",
-        value_name = "SERVERS"
-    )]
-    zk: String,
+    /// ZooKeeper connect string (host:port,...[/chroot]) [default: 127.0.0.1:2181]
+    #[arg(long, global = true, env = "ZK_SERVERS", value_name = "SERVERS")]
+    zk: Option<String>,
     /// Session timeout: how long after a crash of zklock its locks stay taken
     #[arg(long, global = true, value_parser = parse_duration, default_value = "10s", value_name = "D")]
     session_timeout: Duration,
@@ -77,6 +89,21 @@ pub(crate) struct Global {
     /// Log what zklock and its ZooKeeper client do (-v info, -vv debug)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Connect over TLS, verifying the servers with these CA certificates (PEM)
+    #[arg(long, global = true, env = "ZKLOCK_TLS_CA", value_name = "PEM")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// Client certificate (PEM) for mutual TLS; its subject is the x509 ACL id
+    #[arg(long, global = true, env = "ZKLOCK_TLS_CERT", value_name = "PEM", requires_all = ["tls_ca", "tls_key"])]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM)
+    #[arg(
+        long,
+        global = true,
+        env = "ZKLOCK_TLS_KEY",
+        value_name = "PEM",
+        requires = "tls_cert"
+    )]
+    tls_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -91,8 +118,44 @@ enum Cmd {
     Reap(ReapArgs),
     /// Run the command only while leader of an election
     Elect(ElectArgs),
-    /// Start a throwaway local ZooKeeper in the foreground and print its connect string
-    Server,
+    /// Print the current leader of an election (without taking part); --watch follows it
+    Leader(LeaderArgs),
+    /// Start a throwaway local ZooKeeper and print its connect string
+    Server(ServerArgs),
+}
+
+/// How the command is given and stopped: `lock`, `read-lock`, `elect`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Run this string with `sh -c` instead of a command after --
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "SHELL",
+        conflicts_with = "command"
+    )]
+    shell: Option<String>,
+    /// How long the command has after SIGTERM (lost lock, leftovers) before SIGKILL (consul: 5 s)
+    #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "D")]
+    kill_after: Duration,
+    /// The command to run (after --)
+    #[arg(
+        last = true,
+        required_unless_present = "shell",
+        num_args = 1..,
+        value_name = "COMMAND"
+    )]
+    command: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// The command's argv: `sh -c SHELL` or the words after `--`.
+    pub(crate) fn argv(&self) -> Vec<OsString> {
+        match &self.shell {
+            Some(s) => vec!["sh".into(), "-c".into(), s.into()],
+            None => self.command.clone(),
+        }
+    }
 }
 
 /// `lock` and `read-lock`.
@@ -102,15 +165,20 @@ pub(crate) struct LockArgs {
     #[arg(value_parser = parse_znode)]
     znode: String,
     /// Give up after D (e.g. 500ms, 2s, 1m; 0 = try once) with exit code 75
-    #[arg(long, short = 't', value_parser = parse_duration, value_name = "D")]
+    #[arg(long, short = 't', visible_short_alias = 'w', value_parser = parse_duration, value_name = "D")]
     timeout: Option<Duration>,
+    /// Do not wait: fail at once (75, or -E) when the lock is taken (= -t 0)
+    #[arg(long, short = 'n', conflicts_with = "timeout")]
+    nonblock: bool,
+    /// The exit code when the lock could not be taken in time [default: 75]
+    #[arg(long, short = 'E', value_name = "N", value_parser = clap::value_parser!(u8))]
+    conflict_exit_code: Option<u8>,
     /// Text stored in the lock node, shown to waiters and by `ls`
     /// [default: "pid <pid> on <host>: <command>"]
     #[arg(long, short = 'm', value_name = "TEXT")]
     metadata: Option<String>,
-    /// The command to run while holding the lock
-    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 /// `ls`.
@@ -131,10 +199,14 @@ pub(crate) struct ReapArgs {
     /// The lock znode
     #[arg(value_parser = parse_znode)]
     znode: String,
-    /// Remove lock nodes created more than D ago (by the server's clock)
+    /// Remove holders (and an election's leader) whose node is older than D
+    /// (by the server's clock); waiters stay unless --waiters
     #[arg(long, value_parser = parse_duration, value_name = "D")]
     older_than: Option<Duration>,
-    /// Remove every lock node, holders and waiters
+    /// With --older-than: waiters (and candidates) older than D go too
+    #[arg(long, requires = "older_than")]
+    waiters: bool,
+    /// Remove every node: holders, waiters, leader and candidates
     #[arg(long)]
     all: bool,
 }
@@ -148,13 +220,46 @@ pub(crate) struct ElectArgs {
     /// This candidate's name, shown to the others and by `ls` [default: <host>-<pid>]
     #[arg(long, short = 'n')]
     name: Option<String>,
-    /// The command to run while leader
-    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
-/// A first check of a znode path, before connecting (the library checks it
-/// fully).
+/// `leader`.
+#[derive(Debug, Args)]
+pub(crate) struct LeaderArgs {
+    /// The election znode
+    #[arg(value_parser = parse_znode)]
+    znode: String,
+    /// Keep running and print the leader again each time it changes
+    #[arg(long, short = 'w')]
+    watch: bool,
+}
+
+/// `server`.
+#[derive(Debug, Args)]
+#[command(after_help = SERVER_HELP)]
+pub(crate) struct ServerArgs {
+    /// Serve on this port of 127.0.0.1 [default: the port of --zk/ZK_SERVERS when it
+    /// names 127.0.0.1 or localhost, else a free one]
+    #[arg(long)]
+    port: Option<u16>,
+    /// Start in the background: print the connect string (stdout) and the PID
+    /// (stderr), then exit
+    #[arg(long, conflicts_with = "stop")]
+    detach: bool,
+    /// Stop a server started with --detach (its PID)
+    #[arg(long, value_name = "PID")]
+    stop: Option<u32>,
+}
+
+const SERVER_HELP: &str = "\
+For scripts:
+  export ZK_SERVERS=$(zklock server --detach)   # prints 127.0.0.1:PORT
+  zklock lock /locks/x -- true
+  zklock server --stop <PID printed on stderr>";
+
+/// A first check of a znode path, before connecting: everything ZooKeeper's
+/// `PathUtils.validatePath` refuses, with the reason (usage error, rc 2).
 fn parse_znode(text: &str) -> Result<String, String> {
     let bad = |why: &str| Err(format!("invalid znode path {text:?}: {why}"));
     if !text.starts_with('/') {
@@ -175,24 +280,98 @@ fn parse_znode(text: &str) -> Result<String, String> {
     if text.chars().any(char::is_control) {
         return bad("control character");
     }
+    // ZooKeeper (Java) refuses UTF-16 surrogates, so any character outside
+    // the Basic Multilingual Plane, and the private-use and special ranges.
+    if let Some(c) = text
+        .chars()
+        .find(|&c| c > '\u{ffff}' || ('\u{e000}'..='\u{f8ff}').contains(&c) || c >= '\u{fff0}')
+    {
+        return bad(&format!(
+            "ZooKeeper refuses the character {c:?} (U+{:04X}): no characters outside the \
+             Basic Multilingual Plane (emoji), private-use or U+FFF0..U+FFFF",
+            c as u32
+        ));
+    }
     Ok(text.to_string())
 }
 
-/// Connects a session for one subcommand.
+/// The connect string to use: `--zk`, `$ZK_SERVERS`, or 127.0.0.1:2181.
+pub(crate) fn servers(g: &Global) -> &str {
+    match g.zk.as_deref().map(str::trim) {
+        Some(s) if !s.is_empty() => s,
+        _ => "127.0.0.1:2181",
+    }
+}
+
+/// Connects a session for one subcommand. The connection options (`Global`)
+/// are applied here and only here. A connect string that does not parse is
+/// a usage error; a failed connection says why for each server (refused,
+/// timed out, cannot resolve); a session timeout the server changed is told.
 pub(crate) fn connect(g: &Global) -> anyhow::Result<ZooKeeperWatcher> {
-    let servers = g.zk.trim();
-    let servers = if servers.is_empty() {
-        "127.0.0.1:2181"
-    } else {
-        servers
+    let servers = servers(g);
+    let tls = match &g.tls_ca {
+        None => None,
+        Some(ca) => {
+            let b = zklock::client::TlsConfig::builder().with_ca_file(ca);
+            let b = match (&g.tls_cert, &g.tls_key) {
+                (Some(cert), Some(key)) => b.with_client_cert(cert, key),
+                _ => b,
+            };
+            Some(anyhow::Context::context(b.build(), "TLS settings")?)
+        }
     };
-    ZooKeeperWatcher::builder(servers)
+    let zkw = ZooKeeperWatcher::builder(servers)
         .with_identifier("zklock-cli")
         .with_session_timeout(g.session_timeout)
         .with_connect_wait(g.connect_timeout)
         .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(200)))
-        .connect()
-        .with_context(|| format!("cannot connect to ZooKeeper at {servers}"))
+        .with_client(|b| match tls {
+            Some(t) => b.with_tls(t),
+            None => b,
+        })
+        .connect();
+    let zkw = match zkw {
+        Ok(zkw) => zkw,
+        Err(e @ zklock::Error::BadArguments(_)) => return Err(e.into()),
+        Err(e) => {
+            let why = diagnose::why_unreachable(servers, g.connect_timeout);
+            return Err(anyhow::Error::new(e)
+                .context(format!("cannot connect to ZooKeeper at {servers}{why}")));
+        }
+    };
+    let granted = zkw.zookeeper().session_timeout();
+    if granted != g.session_timeout {
+        eprintln!(
+            "zklock: warning: the server granted a session timeout of {} instead of {} \
+             (its minSessionTimeout..maxSessionTimeout)",
+            duration::human(granted),
+            duration::human(g.session_timeout)
+        );
+    }
+    // A chroot that does not exist: say so before anything is created in it.
+    if let Some(chroot) = zkw.zookeeper().chroot().map(str::to_string) {
+        if let Err(e) = check_chroot(&zkw, &chroot) {
+            let _ = zkw.close();
+            return Err(e);
+        }
+    }
+    Ok(zkw)
+}
+
+/// Fails when the connect string's chroot does not exist.
+fn check_chroot(zkw: &ZooKeeperWatcher, chroot: &str) -> anyhow::Result<()> {
+    match zkw.recoverable_zookeeper().exists("/", false) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => anyhow::bail!(
+            "the chroot {chroot} of the connect string does not exist (create it, or drop \
+             {chroot} from --zk)"
+        ),
+        Err(e) if e.is(zklock::ZkError::NoNode) => anyhow::bail!(
+            "the chroot {chroot} of the connect string does not exist (create it, or drop \
+             {chroot} from --zk)"
+        ),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("checking the chroot {chroot}"))),
+    }
 }
 
 /// This machine's name, for default metadata and candidate names.
@@ -212,14 +391,19 @@ fn run(cli: &Cli) -> anyhow::Result<i32> {
         Cmd::Ls(a) => ls::ls(&cli.global, a),
         Cmd::Reap(a) => ls::reap(&cli.global, a),
         Cmd::Elect(a) => elect::run(&cli.global, a),
-        Cmd::Server => server::run(),
+        Cmd::Leader(a) => elect::leader(&cli.global, a),
+        Cmd::Server(a) => server::run(&cli.global, a),
     }
 }
 
 /// The exit code for an error: bad input is 2, anything else 1.
 fn exit_code_of(e: &anyhow::Error) -> i32 {
     match e.downcast_ref::<zklock::Error>() {
-        Some(zklock::Error::BadArguments(_)) => EXIT_USAGE,
+        Some(zklock::Error::BadArguments(_))
+        | Some(zklock::Error::Zk {
+            code: zklock::ZkError::BadArguments,
+            ..
+        }) => EXIT_USAGE,
         _ => EXIT_ERROR,
     }
 }
@@ -238,6 +422,22 @@ fn one_line(e: &anyhow::Error) -> String {
         }
     }
     line
+}
+
+/// A hint when the command was given without `--` before it.
+fn dash_dash_hint(e: &clap::Error, line: &str) -> &'static str {
+    use clap::error::ErrorKind;
+    let runs_a_command = std::env::args()
+        .skip(1)
+        .any(|a| matches!(a.as_str(), "lock" | "read-lock" | "elect"));
+    let missing_command =
+        e.kind() == ErrorKind::MissingRequiredArgument && line.contains("COMMAND");
+    if runs_a_command && (e.kind() == ErrorKind::UnknownArgument || missing_command) {
+        " (hint: put the command after --, as in `zklock lock /locks/x -- CMD ARGS...`, \
+         or give a shell string with -c 'CMD')"
+    } else {
+        ""
+    }
 }
 
 fn init_logging(verbose: u8) {
@@ -264,7 +464,9 @@ fn main() {
                 .take_while(|l| !l.trim().is_empty())
                 .map(str::trim)
                 .collect();
-            eprintln!("zklock: {}", first.join(" ").trim_start_matches("error: "));
+            let line = first.join(" ");
+            let line = line.trim_start_matches("error: ");
+            eprintln!("zklock: {line}{}", dash_dash_hint(&e, line));
             std::process::exit(EXIT_USAGE);
         }
     };

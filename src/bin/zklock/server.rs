@@ -1,24 +1,66 @@
-//! `zklock server`: a throwaway local ZooKeeper in the foreground, the same
-//! one the tests and `make demo` start ([`zklock::testing::ZkServer`]).
+//! `zklock server`: a throwaway local ZooKeeper, the same one the tests and
+//! `make demo` start ([`zklock::testing::ZkServer`]): in the foreground until
+//! a signal, or `--detach`ed (prints its connect string, then runs in the
+//! background until `zklock server --stop PID`).
 
-use std::io::Write;
-use std::time::Duration;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use crossbeam_channel::RecvTimeoutError;
-use zklock::testing::ZkServer;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use zklock::testing::{pid_alive, ZkServer};
 
 use crate::supervise::{signal_name, SignalWatch};
+use crate::{Global, ServerArgs};
 
-pub(crate) fn run() -> anyhow::Result<i32> {
+/// The port to serve on: `--port`, else the port of `--zk`/`$ZK_SERVERS` when
+/// it names one local server (so `zklock --zk 127.0.0.1:2181 server` serves
+/// what the other commands will dial), else a free one (`None`).
+fn port(g: &Global, a: &ServerArgs) -> anyhow::Result<Option<u16>> {
+    if a.port.is_some() {
+        return Ok(a.port);
+    }
+    let Some(zk) = g.zk.as_deref().map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let hosts = zk.split('/').next().unwrap_or("");
+    let local = hosts
+        .split_once(':')
+        .filter(|(h, _)| !hosts.contains(',') && matches!(*h, "127.0.0.1" | "localhost"));
+    match local.map(|(_, p)| p.parse::<u16>()) {
+        Some(Ok(p)) if p > 0 => Ok(Some(p)),
+        _ => Err(zklock::Error::BadArguments(format!(
+            "zklock server serves one server on 127.0.0.1; --zk/ZK_SERVERS names {zk:?} \
+             (use --port, or unset ZK_SERVERS)"
+        ))
+        .into()),
+    }
+}
+
+pub(crate) fn run(g: &Global, a: &ServerArgs) -> anyhow::Result<i32> {
+    if let Some(pid) = a.stop {
+        return stop(pid);
+    }
+    let port = port(g, a)?;
+    if a.detach {
+        return detach(port);
+    }
     let signals = SignalWatch::start(|_| {})?;
-    let server = ZkServer::start().context("cannot start ZooKeeper")?;
-    // The connect string alone on stdout, for scripts: ZK_SERVERS=$(zklock server | head -1)
+    let server = match port {
+        Some(p) => ZkServer::start_on_port(p),
+        None => ZkServer::start(),
+    }
+    .context("cannot start ZooKeeper")?;
+    // The connect string alone on stdout, for scripts.
     println!("{}", server.connect_string());
     let _ = std::io::stdout().flush();
     eprintln!(
-        "zklock: ZooKeeper serving at {} (data and log in {}); Ctrl-C stops it",
+        "zklock: ZooKeeper serving at {} (pid {}; data and log in {}); Ctrl-C stops it",
         server.connect_string(),
+        std::process::id(),
         server.dir().display()
     );
     loop {
@@ -35,4 +77,68 @@ pub(crate) fn run() -> anyhow::Result<i32> {
             ),
         }
     }
+}
+
+/// Starts `zklock server` again in the background (its own process group,
+/// no terminal streams), prints the connect string it reports on stdout and
+/// its PID on stderr, and returns: `ZK_SERVERS=$(zklock server --detach)`.
+fn detach(port: Option<u16>) -> anyhow::Result<i32> {
+    let me = std::env::current_exe().context("finding the zklock binary")?;
+    let mut cmd = Command::new(me);
+    cmd.arg("server");
+    if let Some(p) = port {
+        cmd.args(["--port", &p.to_string()]);
+    }
+    let mut child = std::os::unix::process::CommandExt::process_group(&mut cmd, 0)
+        .env_remove("ZK_SERVERS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting zklock server in the background")?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        BufReader::new(out).read_line(&mut line)?;
+    }
+    let connect = line.trim();
+    if connect.is_empty() {
+        let status = child.wait()?;
+        anyhow::bail!(
+            "the background server did not start ({status}); run `zklock server` to see why"
+        );
+    }
+    println!("{connect}");
+    let _ = std::io::stdout().flush();
+    eprintln!(
+        "zklock: ZooKeeper serving at {connect}, pid {}; stop it with: zklock server --stop {}",
+        child.id(),
+        child.id()
+    );
+    Ok(0)
+}
+
+/// Stops a `zklock server` by PID (SIGTERM; it stops its ZooKeeper) and
+/// waits until it is gone.
+fn stop(pid: u32) -> anyhow::Result<i32> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let is_server = args.first().is_some_and(|a| a.ends_with(b"zklock"))
+        && args.iter().any(|a| *a == b"server");
+    if !is_server {
+        return Err(zklock::Error::BadArguments(format!(
+            "process {pid} is not a running `zklock server`"
+        ))
+        .into());
+    }
+    let target = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
+    kill(target, Signal::SIGTERM).with_context(|| format!("stopping process {pid}"))?;
+    let end = Instant::now() + Duration::from_secs(30);
+    while pid_alive(pid) {
+        if Instant::now() > end {
+            anyhow::bail!("process {pid} did not stop within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("zklock: stopped the server {pid}");
+    Ok(0)
 }

@@ -6,6 +6,10 @@
 
 use super::*;
 
+/// A connection made by [`SessionShared::handshake`]: the stream, whether the
+/// session existed before, and bytes read past the ConnectResponse.
+pub(super) type Connected = (Link, bool, Vec<u8>);
+
 /// Why a connection ended (its fields are read through `Debug`, in logs).
 #[derive(Debug)]
 #[allow(dead_code)]
@@ -19,67 +23,6 @@ pub(super) enum ConnEnd {
     Closing,
     #[cfg(feature = "testing")]
     Injected,
-}
-
-/// Reads one length-prefixed frame of less than `max` bytes by `deadline`.
-pub(super) fn read_frame_by(
-    stream: &mut TcpStream,
-    max: usize,
-    deadline: Instant,
-) -> io::Result<Vec<u8>> {
-    let mut len = [0u8; 4];
-    read_by(stream, &mut len, deadline)?;
-    let len = i32::from_be_bytes(len);
-    if len < 0 || len as usize >= max {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("frame length {len} out of range"),
-        ));
-    }
-    let mut body = vec![0u8; len as usize];
-    read_by(stream, &mut body, deadline)?;
-    Ok(body)
-}
-
-/// The time left until `deadline`; `TimedOut` when none.
-pub(super) fn left_until(deadline: Instant) -> io::Result<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "handshake timed out",
-        ));
-    }
-    Ok(left)
-}
-
-/// Fills `buf` by `deadline`, a bound on the whole read (a peer trickling one
-/// byte at a time cannot stretch it, as a per-`read` timeout would let it).
-pub(super) fn read_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        stream.set_read_timeout(Some(left_until(deadline)?))?;
-        match stream.read(&mut buf[done..]) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "server closed the connection during the handshake",
-                ))
-            }
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                left_until(deadline)?;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 impl SessionShared {
@@ -104,15 +47,25 @@ impl SessionShared {
             next = next.wrapping_add(1);
             match self.handshake(host, hosts.len()) {
                 Ok(None) => break Terminal::Expired,
-                Ok(Some((stream, reconnect))) => {
+                Ok(Some((stream, reconnect, pending))) => {
                     failures = 0;
+                    #[cfg(feature = "tls")]
+                    self.tls_failed.lock().clear();
                     let end = match self.on_connected(&stream, reconnect) {
-                        Ok(()) => self.serve(&stream),
+                        Ok(()) => self.serve(&stream, pending),
                         Err(e) => ConnEnd::Io(e),
                     };
                     // Through the reader's own handle, never the writer lock: a
                     // caller blocked writing into a dead link fails at once.
-                    let _ = stream.shutdown(Shutdown::Both);
+                    stream.shutdown();
+                    // And closed, not only shut down (unread bytes make the
+                    // close a reset, which the server sees at once): the
+                    // writer slot's clone goes now if the writer is free, else
+                    // when its holder lets it go (see `release_writer`).
+                    if let Some(slot) = self.writer.try_lock() {
+                        self.release_writer(slot);
+                    }
+                    drop(stream);
                     let closing = self.session.lock().closing;
                     match &end {
                         ConnEnd::Closing => {}
@@ -138,6 +91,12 @@ impl SessionShared {
                 }
                 Err(e) => {
                     failures = failures.saturating_add(1);
+                    // A TLS failure (a certificate, not the network) does not
+                    // mend itself in milliseconds: straight to the longest wait.
+                    #[cfg(feature = "tls")]
+                    if self.tls_failure(host, &e) {
+                        failures = failures.max(8);
+                    }
                     // 10 ms, 20 ms, ... up to 1 s, jittered: a dead ensemble costs
                     // no CPU, a blip costs little time.
                     let exp = failures.saturating_sub(1).min(7);
@@ -205,6 +164,14 @@ impl SessionShared {
     }
 
     /// One attempt of [`close_expired_session`](Self::close_expired_session).
+    ///
+    /// closeSession goes out right behind the ConnectRequest, without waiting
+    /// for the ConnectResponse (the server reads no request before it has
+    /// settled the connect, as for the SetWatches and auth packets Java sends
+    /// the same way): a reconnect with the old session id refreshes the
+    /// session on the server, so an attempt whose answers are lost (a one-way
+    /// cut) must close the session it refreshed, or each attempt would extend
+    /// it by a whole session timeout.
     pub(super) fn close_remote(
         &self,
         host: &str,
@@ -217,52 +184,60 @@ impl SessionShared {
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
-        let mut stream = TcpStream::connect_timeout(&addr, left_until(deadline)?)?;
-        *self.handshaking.lock() = Some(stream.try_clone()?);
+        let sock = TcpStream::connect_timeout(&addr, left_until(deadline)?)?;
+        *self.handshaking.lock() = Some(sock.try_clone()?);
         let result = (|| {
             if self.abandon.load(Ordering::SeqCst) {
                 return Err(io::Error::new(io::ErrorKind::Interrupted, "closed"));
             }
-            stream.set_nodelay(true)?;
-            stream.set_write_timeout(Some(left_until(deadline)?))?;
+            let link = self.open_link(sock, host, deadline)?;
             let requested =
                 i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
-            stream.write_all(&proto::connect_request(
-                self.last_zxid(),
-                requested,
-                id,
-                password,
-            ))?;
-            let body = read_frame_by(&mut stream, 4096, deadline)?;
-            let resp = ConnectResponse::read(&mut Reader::new(&body))
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
-            if resp.timeout_ms <= 0 {
-                return Ok("already expired");
-            }
-            if resp.session_id != id {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "server answered with another session id",
-                ));
-            }
-            stream.write_all(&Writer::request(1, op::CLOSE_SESSION).finish())?;
-            // Its answer (or the server closing the connection) ends it.
-            let _ = read_frame_by(&mut stream, self.settings.max_buffer, deadline);
-            Ok("closed")
+            let mut frames = proto::connect_request(self.last_zxid(), requested, id, password);
+            frames.extend_from_slice(&Writer::request(1, op::CLOSE_SESSION).finish());
+            let sent = link.write_all(&frames);
+            let answer = sent.and_then(|()| {
+                let mut pending = Vec::new();
+                let body = link.read_frame_by(&mut pending, 4096, deadline)?;
+                let resp = ConnectResponse::read(&mut Reader::new(&body))
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+                if resp.timeout_ms <= 0 {
+                    return Ok("already expired");
+                }
+                if resp.session_id != id {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "server answered with another session id",
+                    ));
+                }
+                // Its answer (or the server closing the connection) ends it.
+                let _ = link.read_frame_by(&mut pending, self.settings.max_buffer, deadline);
+                Ok("closed")
+            });
+            link.shutdown();
+            answer
         })();
         self.handshaking.lock().take();
-        let _ = stream.shutdown(Shutdown::Both);
         result
     }
 
+    /// The connection's stream on a connected socket: TLS (its handshake by
+    /// `deadline`) when configured, else plain.
+    fn open_link(&self, sock: TcpStream, host: &str, deadline: Instant) -> io::Result<Link> {
+        sock.set_nodelay(true)?;
+        sock.set_write_timeout(Some(left_until(deadline)?))?;
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.settings.tls {
+            return Link::tls(sock, tls, host, deadline);
+        }
+        let _ = host;
+        Ok(Link::plain(sock))
+    }
+
     /// TCP connect + ConnectRequest/Response. `Ok(None)`: the session expired.
-    /// `Ok(Some((stream, reconnect)))`: connected; `reconnect` when the session
-    /// already existed.
-    pub(super) fn handshake(
-        &self,
-        host: &str,
-        n_hosts: usize,
-    ) -> io::Result<Option<(TcpStream, bool)>> {
+    /// `Ok(Some((stream, reconnect, pending)))`: connected; `reconnect` when the
+    /// session already existed; `pending`, bytes read past the ConnectResponse.
+    pub(super) fn handshake(&self, host: &str, n_hosts: usize) -> io::Result<Option<Connected>> {
         let (id, password, negotiated) = {
             let s = self.session.lock();
             (s.id, s.password.clone(), s.negotiated)
@@ -312,20 +287,20 @@ impl SessionShared {
     /// The ConnectRequest/ConnectResponse exchange of [`handshake`](Self::handshake).
     pub(super) fn exchange_connect(
         &self,
-        mut stream: TcpStream,
+        sock: TcpStream,
         host: &str,
         id: i64,
         password: &[u8],
         deadline: Instant,
-    ) -> io::Result<Option<(TcpStream, bool)>> {
-        stream.set_nodelay(true)?;
-        stream.set_write_timeout(Some(left_until(deadline)?))?;
+    ) -> io::Result<Option<Connected>> {
+        let stream = self.open_link(sock, host, deadline)?;
         let requested =
             i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
         let frame = proto::connect_request(self.last_zxid(), requested, id, password);
         stream.write_all(&frame)?;
+        let mut pending = Vec::new();
         let mut len = [0u8; 4];
-        read_by(&mut stream, &mut len, deadline)?;
+        stream.read_by(&mut len, &mut pending, deadline)?;
         let len = i32::from_be_bytes(len);
         if !(0..=4096).contains(&len) {
             return Err(io::Error::new(
@@ -334,7 +309,7 @@ impl SessionShared {
             ));
         }
         let mut body = vec![0u8; len as usize];
-        read_by(&mut stream, &mut body, deadline)?;
+        stream.read_by(&mut body, &mut pending, deadline)?;
         let resp = ConnectResponse::read(&mut Reader::new(&body))
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
         if resp.timeout_ms <= 0 {
@@ -362,11 +337,11 @@ impl SessionShared {
             "connected to {host}: session {:#x}, timeout {:?}",
             s.id, s.negotiated
         );
-        Ok(Some((stream, id != 0)))
+        Ok(Some((stream, id != 0, pending)))
     }
 
     /// Replays auth and watches, then opens the connection to callers.
-    pub(super) fn on_connected(&self, stream: &TcpStream, reconnect: bool) -> io::Result<()> {
+    pub(super) fn on_connected(&self, stream: &Link, reconnect: bool) -> io::Result<()> {
         {
             // The previous connection's socket (shut down) goes; nothing can be
             // pending on it any more, but never let a stale slot meet a new reply.
@@ -375,7 +350,7 @@ impl SessionShared {
             self.fail_pending(|| Error::zk_code(ZkError::ConnectionLoss));
             self.release_writer(slot);
         }
-        let mut w = stream.try_clone()?;
+        let w = stream.clone();
         let read_timeout = self.negotiated_timeout() * 2 / 3;
         w.set_write_timeout(Some((read_timeout / 2).max(Duration::from_millis(50))))?;
         {
@@ -417,7 +392,7 @@ impl SessionShared {
     /// one-way partition that loses the requests is found at most 5/6 of the
     /// session timeout after the server last heard from the client, before the
     /// server expires the session, and the client reconnects in time.
-    pub(super) fn serve(&self, mut stream: &TcpStream) -> ConnEnd {
+    pub(super) fn serve(&self, stream: &Link, mut buf: Vec<u8>) -> ConnEnd {
         let negotiated = self.negotiated_timeout();
         let read_timeout = negotiated * 2 / 3;
         let ping_after = read_timeout / 2;
@@ -429,7 +404,8 @@ impl SessionShared {
             return ConnEnd::Io(e);
         }
         let ping = Writer::request(xid::PING, op::PING).finish();
-        let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+        let mut early = !buf.is_empty();
+        buf.reserve(64 * 1024);
         let mut start = 0usize;
         let mut chunk = vec![0u8; 64 * 1024];
         let max_buffer = self.settings.max_buffer;
@@ -472,15 +448,14 @@ impl SessionShared {
                     self.release_writer(w);
                 }
             }
-            match stream.read(&mut chunk) {
-                Ok(0) => {
-                    return ConnEnd::Io(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "server closed the connection",
-                    ))
-                }
-                Ok(n) => {
-                    buf.extend_from_slice(&chunk[..n]);
+            // Bytes read with the handshake's reply come first.
+            let read = if std::mem::take(&mut early) {
+                Ok(buf.len())
+            } else {
+                stream.read_into(&mut chunk, &mut buf)
+            };
+            match read {
+                Ok(_) => {
                     let mut framed = false;
                     // Every complete frame.
                     loop {
@@ -685,7 +660,7 @@ impl SessionShared {
     pub(super) fn finish(&self, terminal: Terminal) {
         let mut w = self.writer.lock();
         if let Some(s) = w.take() {
-            let _ = s.shutdown(Shutdown::Both);
+            s.shutdown();
         }
         let (state, ks) = match terminal {
             Terminal::Expired => (State::Expired, KeeperState::Expired),

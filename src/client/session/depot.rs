@@ -137,8 +137,13 @@ impl SessionShared {
     /// every holder of the writer does. Once the lock is released, a request
     /// deferred meanwhile (its caller found the lock taken) is written by this
     /// thread if the lock is free, else by its next holder: none stays behind.
-    pub(super) fn release_writer<'a>(&'a self, mut w: MutexGuard<'a, Option<TcpStream>>) {
+    pub(super) fn release_writer<'a>(&'a self, mut w: MutexGuard<'a, Option<Link>>) {
         loop {
+            // A connection shut down by the connection thread goes now: its
+            // socket closes with the last clone.
+            if w.as_ref().is_some_and(Link::is_shut) {
+                w.take();
+            }
             self.flush_deferred(&mut w);
             drop(w);
             if self.deferred.lock().is_empty() {
@@ -155,7 +160,7 @@ impl SessionShared {
     /// Writes the deferred requests, in the order they were asked for (the
     /// writer lock is held). Not connected (or the connection fails on the
     /// way): they are answered as pending ones would be.
-    pub(super) fn flush_deferred(&self, w: &mut Option<TcpStream>) {
+    pub(super) fn flush_deferred(&self, w: &mut Option<Link>) {
         loop {
             let Some((req, to)) = self.deferred.lock().pop_front() else {
                 return;
@@ -194,7 +199,7 @@ impl SessionShared {
     /// connection: hands the request and `to` back, unsent.
     fn write_locked(
         &self,
-        slot: &mut Option<TcpStream>,
+        slot: &mut Option<Link>,
         req: Outgoing,
         to: ReplyTo,
     ) -> Result<(), Box<(Outgoing, ReplyTo)>> {
@@ -207,9 +212,9 @@ impl SessionShared {
 
     /// A write on the connection in `slot` failed (the writer lock is held): shut
     /// the socket down, forget it, and stop calling the session connected.
-    pub(super) fn write_failed(&self, slot: &mut Option<TcpStream>) {
+    pub(super) fn write_failed(&self, slot: &mut Option<Link>) {
         if let Some(s) = slot.take() {
-            let _ = s.shutdown(Shutdown::Both);
+            s.shutdown();
         }
         let mut s = self.session.lock();
         if s.state == State::Connected {
@@ -295,7 +300,7 @@ impl SessionShared {
     /// these requests are answered with `ConnectionLoss`.
     fn write_batch_locked(
         &self,
-        slot: &mut Option<TcpStream>,
+        slot: &mut Option<Link>,
         batch: Vec<(Outgoing, ReplyTo)>,
     ) -> Result<(), Vec<(Outgoing, ReplyTo)>> {
         let Some(stream) = slot.as_mut() else {

@@ -18,6 +18,7 @@
 mod connection;
 mod depot;
 mod events;
+mod link;
 mod rewatch;
 
 use super::connect::strip_chroot;
@@ -32,7 +33,7 @@ use crossbeam_channel::{Receiver, Sender};
 use log::{debug, error, info, trace, warn};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
@@ -43,6 +44,7 @@ use std::time::{Duration, Instant};
 use connection::*;
 use depot::*;
 use events::*;
+use link::*;
 use rewatch::*;
 
 /// What a caller gets back: the reply body, or the failure.
@@ -94,6 +96,9 @@ pub(crate) struct Settings {
     /// The most one connect attempt (TCP connect, then the whole
     /// ConnectRequest/ConnectResponse exchange) may take.
     pub(crate) handshake_timeout: Duration,
+    /// TLS on every connection (feature `tls`).
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<super::TlsConfig>,
 }
 
 /// State shared by the handle, the connection thread and the event thread.
@@ -108,8 +113,8 @@ pub(crate) struct SessionShared {
     /// Set by `close()`: the connection thread stops whatever it still does
     /// after the session's end (closing an expired session on the server).
     abandon: AtomicBool,
-    /// The connection's write half; `None` while not connected.
-    writer: Mutex<Option<TcpStream>>,
+    /// The connection's stream, for writing; `None` while not connected.
+    writer: Mutex<Option<Link>>,
     /// The socket of a handshake in progress, so that `close` can end it.
     handshaking: Mutex<Option<TcpStream>>,
     pending: Mutex<VecDeque<Pending>>,
@@ -131,6 +136,10 @@ pub(crate) struct SessionShared {
     /// the thread that ends it: not through the event thread, which a user's
     /// watcher or listener may hold up (see [`SessionShared::wake_at_end`]).
     end_wakes: Mutex<EndWakes>,
+    /// The last TLS failure of each host since the last connection (see
+    /// [`SessionShared::tls_failure`]).
+    #[cfg(feature = "tls")]
+    tls_failed: Mutex<HashMap<String, crate::client::TlsError>>,
     #[cfg(feature = "testing")]
     lose_replies: Mutex<Vec<i32>>,
 }
@@ -197,6 +206,8 @@ pub(crate) fn start(
         last_send_nanos: AtomicU64::new(0),
         last_heard_nanos: AtomicU64::new(0),
         end_wakes: Mutex::new(EndWakes::default()),
+        #[cfg(feature = "tls")]
+        tls_failed: Mutex::new(HashMap::new()),
         #[cfg(feature = "testing")]
         lose_replies: Mutex::new(Vec::new()),
     });
@@ -331,6 +342,10 @@ impl SessionShared {
             if s.state == State::Connected {
                 return Ok(());
             }
+            #[cfg(feature = "tls")]
+            if let Some(e) = self.tls_refused(&s) {
+                return Err(Error::Tls(e));
+            }
             if self.session_cv.wait_until(&mut s, deadline).timed_out() {
                 return match Error::for_ended_session(s.state) {
                     Some(e) => Err(e),
@@ -338,6 +353,44 @@ impl SessionShared {
                     None => Err(Error::zk_code(ZkError::ConnectionLoss)),
                 };
             }
+        }
+    }
+
+    /// Records a failed connect attempt on `host` if it failed on TLS (a
+    /// certificate or protocol problem, not the network); whether it did.
+    #[cfg(feature = "tls")]
+    fn tls_failure(&self, host: &str, e: &io::Error) -> bool {
+        let Some(tls) = crate::client::TlsError::in_io(e) else {
+            self.tls_failed.lock().remove(host);
+            return false;
+        };
+        warn!("TLS with {host} failed: {tls}");
+        self.tls_failed.lock().insert(host.to_string(), tls.clone());
+        let _s = self.session.lock();
+        self.session_cv.notify_all();
+        true
+    }
+
+    /// The TLS failure `connect` and waiting calls fail with: no session was
+    /// ever established and the last attempt on every host failed on TLS.
+    #[cfg(feature = "tls")]
+    fn tls_refused(&self, s: &Session) -> Option<crate::client::TlsError> {
+        if s.id != 0 {
+            return None;
+        }
+        let failed = self.tls_failed.lock();
+        let all = self
+            .settings
+            .hosts
+            .iter()
+            .all(|h| failed.contains_key(h.as_str()));
+        if all {
+            self.settings
+                .hosts
+                .first()
+                .and_then(|h| failed.get(h.as_str()).cloned())
+        } else {
+            None
         }
     }
 
@@ -437,7 +490,7 @@ impl SessionShared {
     fn shutdown_socket(&self) {
         let mut w = self.writer.lock();
         if let Some(s) = w.take() {
-            let _ = s.shutdown(Shutdown::Both);
+            s.shutdown();
         }
         // Anything deferred meanwhile is answered, not left behind.
         self.release_writer(w);

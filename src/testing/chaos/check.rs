@@ -54,7 +54,7 @@ impl Report {
             .map(|(_, v)| v.as_str())
     }
 
-    fn fig(&mut self, name: &str, value: impl fmt::Display) {
+    pub(super) fn fig(&mut self, name: &str, value: impl fmt::Display) {
         self.figures.push((name.to_string(), value.to_string()));
     }
 
@@ -113,7 +113,35 @@ struct PathState {
     lost: Option<u64>,
 }
 
-fn w_of(e: &Event) -> u32 {
+/// The violation an event states by itself, whatever the recipe: a worker's
+/// panic, a worker's unclean exit, the controller's trouble.
+pub(super) fn plain_violation(e: &Event) -> Option<String> {
+    match (e.worker == CONTROLLER, e.kind.as_str()) {
+        (false, "panic") => Some(format!(
+            "worker {} panicked: {}",
+            e.worker,
+            e.get("msg").unwrap_or("?")
+        )),
+        (true, "worker_exit") if e.num("code") != Some(0) => Some(format!(
+            "worker {} exited with {}",
+            w_of(e),
+            e.get("code").unwrap_or("?")
+        )),
+        (true, "trouble") => Some(format!("controller: {}", e.get("what").unwrap_or("?"))),
+        _ => None,
+    }
+}
+
+/// `name=count ...` of a tally.
+pub(super) fn counted<K: fmt::Display>(tally: &BTreeMap<K, u64>) -> String {
+    tally
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub(super) fn w_of(e: &Event) -> u32 {
     e.num("w").unwrap_or(-1) as u32
 }
 
@@ -206,6 +234,7 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
     let mut try_max_excess: i64 = i64::MIN;
     for e in &events {
         *counts.entry(e.kind.as_str()).or_default() += 1;
+        report.violations.extend(plain_violation(e));
         let path = e.get("path").unwrap_or("").to_string();
         if e.worker == CONTROLLER {
             match e.kind.as_str() {
@@ -227,13 +256,6 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
                         st.ended = true;
                     }
                 }
-                "worker_exit" if e.num("code") != Some(0) => {
-                    report.violations.push(format!(
-                        "worker {} exited with {}",
-                        w_of(e),
-                        e.get("code").unwrap_or("?")
-                    ));
-                }
                 "orphans" if e.num("children").unwrap_or(0) != 0 => {
                     report.violations.push(format!(
                         "orphans: lock {} still has {} children after every session ended",
@@ -241,9 +263,6 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
                         e.get("children").unwrap_or("?")
                     ));
                 }
-                "trouble" => report
-                    .violations
-                    .push(format!("controller: {}", e.get("what").unwrap_or("?"))),
                 _ => {}
             }
             continue;
@@ -338,11 +357,6 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
                     ));
                 }
             }
-            "panic" => report.violations.push(format!(
-                "worker {} panicked: {}",
-                e.worker,
-                e.get("msg").unwrap_or("?")
-            )),
             _ => {}
         }
     }
@@ -523,14 +537,7 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
         per_min(grants_by_phase.get("calm").copied().unwrap_or(0), calm_min),
     );
     report.fig("grants", count("granted"));
-    report.fig(
-        "faults",
-        faults
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" "),
-    );
+    report.fig("faults", counted(&faults));
     report.fig("lock events (indoubt/restored/lost)", {
         format!(
             "{}/{}/{}",

@@ -8,7 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod recipes;
+
+pub(crate) use recipes::queue_path;
+
 use super::event::{now_us, Logger, Rng};
+use super::Recipe;
 use crate::client::{Op, OpResult, WatchedEvent, ZooKeeper};
 use crate::lock::{
     InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
@@ -59,6 +64,8 @@ struct Args {
     session: Duration,
     /// Deliberately broken: write unfenced, and go on writing after `Lost`.
     broken: bool,
+    /// What the worker exercises.
+    recipe: Recipe,
 }
 
 impl Args {
@@ -89,6 +96,10 @@ impl Args {
             seed: num("seed")?,
             session: Duration::from_millis(num("session-ms")?),
             broken,
+            recipe: match map.get("recipe") {
+                None => Recipe::Locks,
+                Some(r) => Recipe::from_name(r).ok_or_else(|| format!("--recipe {r}?"))?,
+            },
         })
     }
 }
@@ -115,7 +126,7 @@ struct Worker {
 
 /// Runs a chaos worker with `args` (the command line after the program name):
 /// `--id N --servers CS --root PATH --locks N --threads N --seed N --session-ms N
-/// [--broken]`. Logs [`Event`](super::Event)s on stdout until stdin says `stop`
+/// [--recipe locks|election|queue] [--broken]`. Logs [`Event`](super::Event)s on stdout until stdin says `stop`
 /// or closes; returns the exit code (0 after a clean stop).
 pub fn worker_main(args: &[String]) -> i32 {
     let args = match Args::parse(args) {
@@ -281,7 +292,11 @@ impl Worker {
                 self.renew(generation);
                 continue;
             }
-            self.attempt(&zkw, generation, &mut rng);
+            match self.args.recipe {
+                Recipe::Locks => self.attempt(&zkw, generation, &mut rng),
+                Recipe::Election => self.candidacy(&zkw, generation, &mut rng),
+                Recipe::Queue => self.queue_step(&zkw, generation, thread_no, &mut rng),
+            }
             thread::sleep(rng.millis(0, 20));
         }
     }

@@ -1,0 +1,479 @@
+//! The recipes side by side (issue 20): zklock's `DistributedQueue` and
+//! `LeaderElectionSupport` against Apache Curator's `DistributedQueue` and
+//! `LeaderLatch`, ZooKeeper's own Java recipes (`DistributedQueue`,
+//! `LeaderElectionSupport`) and kazoo's `Queue` and `Election`, on one server,
+//! in one run. Prints figures and a markdown table; fails only when a library
+//! loses or duplicates items.
+//!
+//! `cargo bench --bench recipes` (`make bench`; `make curator` and `make kazoo`
+//! install the other participants; without them their rows say why they are
+//! missing). Uses `$ZK_SERVERS` if set, else starts a ZooKeeper server through
+//! `zklock::testing`. Sizes: `ZK_RECIPES_ITEMS` (default 1000),
+//! `ZK_RECIPES_SUCCESSIONS` (default 20).
+//!
+//! 1. **Queue, offer**: one producer (its own session) offers N items.
+//! 2. **Queue, take**: one consumer takes those N items.
+//! 3. **Queue, 4 × 4**: 4 producers and 4 consumers (8 sessions) move N items,
+//!    timed until the last item is taken.
+//!
+//!    For each: items/s, ZooKeeper requests per item (`zk_packets_received` from
+//!    `mntr`, the reads' own cost subtracted, sessions' connects and closes
+//!    included) and notifications per item (`zk_packets_sent` −
+//!    `zk_packets_received`: every request and ping is answered once).
+//! 4. **Leader succession**: K + 1 candidates (a session each) offer in turn;
+//!    K times the leader steps down and the next is elected: time per
+//!    succession (from the step-down call to the successor's own signal:
+//!    zklock's `ElectedComplete`, Curator's `await`, Java's
+//!    `ELECTED_COMPLETE`, kazoo's leader function called), requests and
+//!    notifications per succession. The requests include setting up the
+//!    K + 1 candidates and their sessions (connect, offer, first
+//!    determination, close), spread over the K successions.
+//!
+//! The peers speak the line protocol of `benches/java/RecipesBench.java` and
+//! `benches/python/kazoo_recipes_bench.py` (`common::LineProcess`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::recipes::election::{ElectionEventType, LeaderElectionSupport};
+use zklock::recipes::queue::DistributedQueue;
+use zklock::testing::example_servers;
+use zklock::{zkutil, ZooKeeperWatcher};
+
+mod common;
+use common::*;
+
+const JARS: [&str; 10] = [
+    "/usr/share/java/curator-recipes.jar",
+    "/usr/share/java/curator-framework.jar",
+    "/usr/share/java/curator-client.jar",
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/zookeeper-jute.jar",
+    "/usr/share/java/zookeeper-recipes-queue.jar",
+    "/usr/share/java/zookeeper-recipes-election.jar",
+    "/usr/share/java/guava.jar",
+    "/usr/share/java/slf4j-api.jar",
+    "/usr/share/java/slf4j-nop.jar",
+];
+const JVM_OPTIONS: [&str; 2] = ["-Xmx256m", "-XX:+UseSerialGC"];
+/// The python that runs kazoo's side, if not the venv's.
+const PYTHON_ENV: &str = "ZK_COMPARE_PYTHON";
+const KAZOO_VENV_PYTHON: &str = "target/kazoo-venv/bin/python";
+const KAZOO_SCRIPT: &str = "benches/python/kazoo_recipes_bench.py";
+/// The longest a peer may take to answer one command.
+const ANSWER_BOUND: Duration = Duration::from_secs(600);
+
+/// One phase's figures.
+#[derive(Clone, Copy)]
+struct Phase {
+    /// Items moved (or successions).
+    n: u64,
+    elapsed: Duration,
+    traffic: Traffic,
+    /// Succession only: the median time of one.
+    p50: Option<Duration>,
+}
+
+impl Phase {
+    fn per_s(&self) -> String {
+        format!("{:.0}", self.n as f64 / self.elapsed.as_secs_f64())
+    }
+
+    fn requests(&self) -> String {
+        format!("{:.2}", self.traffic.received as f64 / self.n.max(1) as f64)
+    }
+
+    fn notifications(&self) -> String {
+        format!(
+            "{:.2}",
+            self.traffic.notifications() as f64 / self.n.max(1) as f64
+        )
+    }
+
+    fn ms(&self) -> String {
+        format!(
+            "{:.2} / {:.2}",
+            self.p50.unwrap_or_default().as_secs_f64() * 1e3,
+            self.elapsed.as_secs_f64() * 1e3 / self.n.max(1) as f64
+        )
+    }
+}
+
+/// A library's row: its four phases, or why it has none.
+struct Row {
+    queue_name: String,
+    election_name: String,
+    phases: Result<[Option<Phase>; 4], String>,
+}
+
+/// A peer process (Java or Python) in `serve` mode.
+struct Peer {
+    proc: LineProcess,
+}
+
+impl Peer {
+    fn start(what: &str, cmd: Command) -> Result<Peer, String> {
+        let proc = LineProcess::spawn(what, cmd).map_err(|e| format!("cannot start: {e}"))?;
+        match proc.recv(Duration::from_secs(120)) {
+            Ok(line) if line.starts_with("ready") => {
+                println!("{what}: {line}");
+                Ok(Peer { proc })
+            }
+            Ok(line) => Err(line),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runs `command` in a traffic window: its figures.
+    fn run(&mut self, m: &Mntr, command: &str) -> Result<Phase, String> {
+        let w = Window::start(m);
+        let line = self.proc.ask(command, ANSWER_BOUND)?;
+        let traffic = w.stop(m);
+        if !line.starts_with("ok") {
+            return Err(format!("{command}: {line}"));
+        }
+        let f = parse_fields(&line);
+        let n = f
+            .get("items")
+            .or(f.get("successions"))
+            .copied()
+            .unwrap_or(0.0) as u64;
+        let elapsed = Duration::from_nanos(f.get("elapsed_ns").copied().unwrap_or(0.0) as u64);
+        let p50 = f.get("p50_ns").map(|&ns| Duration::from_nanos(ns as u64));
+        Ok(Phase {
+            n,
+            elapsed,
+            traffic,
+            p50,
+        })
+    }
+}
+
+/// The four phases through a peer (`impl_name`: curator, zk, kazoo).
+fn peer_phases(
+    peer: &mut Peer,
+    m: &Mntr,
+    impl_name: &str,
+    root: &str,
+    items: u64,
+    k: u64,
+) -> [Option<Phase>; 4] {
+    let mut run = |cmd: String, expect: u64| match peer.run(m, &cmd) {
+        Ok(p) if p.n == expect => Some(p),
+        Ok(p) => {
+            println!("  {impl_name}: {cmd}: {} instead of {expect}", p.n);
+            None
+        }
+        Err(e) => {
+            println!("  {impl_name}: {e}");
+            None
+        }
+    };
+    let q = format!("{root}/q");
+    let mixed = format!("{root}/q-mixed");
+    [
+        run(format!("queue {impl_name} {q} offer {items}"), items),
+        run(format!("queue {impl_name} {q} take {items}"), items),
+        run(
+            format!("queue {impl_name} {mixed} mixed 4 4 {items}"),
+            items,
+        ),
+        run(format!("succession {impl_name} {root}/election {k}"), k),
+    ]
+}
+
+fn zklock_queue_offer(servers: &str, dir: &str, items: u64) {
+    let zkw = connect(servers, "recipes-bench");
+    let q = DistributedQueue::new(&zkw, dir).unwrap();
+    for i in 0..items {
+        q.offer(format!("p0-{i}").as_bytes()).unwrap();
+    }
+    zkw.close().unwrap();
+}
+
+/// Takes until `taken` reaches `items`; the time of the last item taken.
+fn zklock_queue_take(
+    servers: &str,
+    dir: &str,
+    items: u64,
+    taken: &AtomicUsize,
+    last: &Mutex<Option<Instant>>,
+) {
+    let zkw = connect(servers, "recipes-bench");
+    let q = DistributedQueue::new(&zkw, dir).unwrap();
+    while (taken.load(Ordering::SeqCst) as u64) < items {
+        if q.take_timeout(Duration::from_millis(200))
+            .unwrap()
+            .is_some()
+        {
+            taken.fetch_add(1, Ordering::SeqCst);
+            *last.lock().unwrap() = Some(Instant::now());
+        }
+    }
+    zkw.close().unwrap();
+}
+
+fn zklock_phases(servers: &str, m: &Mntr, root: &str, items: u64, k: u64) -> [Option<Phase>; 4] {
+    let window = |f: &dyn Fn() -> (u64, Option<Duration>, Option<Duration>)| {
+        let w = Window::start(m);
+        let t0 = Instant::now();
+        let (n, until, p50) = f();
+        let traffic = w.stop(m);
+        Some(Phase {
+            n,
+            elapsed: until.unwrap_or_else(|| t0.elapsed()),
+            traffic,
+            p50,
+        })
+    };
+    let q = format!("{root}/q");
+    let mixed = format!("{root}/q-mixed");
+    let offer = window(&|| {
+        zklock_queue_offer(servers, &q, items);
+        (items, None, None)
+    });
+    let take = window(&|| {
+        let taken = AtomicUsize::new(0);
+        zklock_queue_take(servers, &q, items, &taken, &Mutex::new(None));
+        (taken.load(Ordering::SeqCst) as u64, None, None)
+    });
+    let mixed = window(&|| {
+        let taken = Arc::new(AtomicUsize::new(0));
+        let last = Arc::new(Mutex::new(None));
+        let t0 = Instant::now();
+        let mut threads = Vec::new();
+        for _ in 0..4 {
+            let (s, d, t, l) = (
+                servers.to_string(),
+                mixed.clone(),
+                taken.clone(),
+                last.clone(),
+            );
+            threads.push(thread::spawn(move || {
+                zklock_queue_take(&s, &d, items, &t, &l)
+            }));
+        }
+        for p in 0..4u64 {
+            let (s, d) = (servers.to_string(), mixed.clone());
+            threads.push(thread::spawn(move || {
+                let zkw = connect(&s, "recipes-bench");
+                let q = DistributedQueue::new(&zkw, &d).unwrap();
+                for i in items * p / 4..items * (p + 1) / 4 {
+                    q.offer(format!("p{p}-{i}").as_bytes()).unwrap();
+                }
+                zkw.close().unwrap();
+            }));
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
+        let until = last.lock().unwrap().map(|l| l - t0);
+        (taken.load(Ordering::SeqCst) as u64, until, None)
+    });
+    let succession = window(&|| zklock_succession(servers, &format!("{root}/election"), k));
+    [offer, take, mixed, succession]
+}
+
+/// K successions among K + 1 candidates, a session each.
+fn zklock_succession(
+    servers: &str,
+    root: &str,
+    k: u64,
+) -> (u64, Option<Duration>, Option<Duration>) {
+    let (tx, rx) = mpsc::channel();
+    let candidates: Vec<(ZooKeeperWatcher, LeaderElectionSupport)> = (0..=k)
+        .map(|i| {
+            let zkw = connect(servers, "recipes-bench");
+            let c = LeaderElectionSupport::new(&zkw, root, &format!("c{i}")).unwrap();
+            let tx = Mutex::new(tx.clone());
+            c.add_listener(move |e: ElectionEventType| {
+                if e == ElectionEventType::ElectedComplete {
+                    let _ = tx.lock().unwrap().send(i);
+                }
+            });
+            c.start().unwrap();
+            (zkw, c)
+        })
+        .collect();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(60)), Ok(0));
+    let mut times = Vec::new();
+    let t0 = Instant::now();
+    for (i, (_, leader)) in candidates.iter().take(k as usize).enumerate() {
+        let s = Instant::now();
+        leader.stop().unwrap();
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(60)),
+            Ok(i as u64 + 1),
+            "the next candidate elected"
+        );
+        times.push(s.elapsed());
+    }
+    let elapsed = t0.elapsed();
+    candidates[k as usize].1.stop().unwrap();
+    for (zkw, c) in candidates {
+        drop(c);
+        zkw.close().unwrap();
+    }
+    times.sort();
+    (k, Some(elapsed), Some(times[times.len() / 2]))
+}
+
+fn kazoo_python() -> PathBuf {
+    match std::env::var_os(PYTHON_ENV) {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(KAZOO_VENV_PYTHON),
+    }
+}
+
+fn main() {
+    let (_server, servers) = example_servers().expect("a ZooKeeper server");
+    let items = env_usize("ZK_RECIPES_ITEMS", 1000) as u64;
+    let k = env_usize("ZK_RECIPES_SUCCESSIONS", 20) as u64;
+    let m = Mntr::new(&servers);
+    let admin = connect(&servers, "recipes-bench-admin");
+    let root = format!("/bench-recipes-{}", std::process::id());
+    let dir = |lib: &str| format!("{root}/{lib}");
+    for lib in ["zklock", "curator", "zk", "kazoo"] {
+        for sub in ["q", "q-mixed", "election"] {
+            zkutil::create_with_parents(&admin, &format!("{}/{sub}", dir(lib))).unwrap();
+        }
+    }
+    println!(
+        "recipes side by side: {items} items, {k} successions, server {servers}, load {}",
+        loadavg()
+    );
+
+    let mut rows = vec![Row {
+        queue_name: "zklock DistributedQueue".into(),
+        election_name: "zklock LeaderElectionSupport".into(),
+        phases: Ok(zklock_phases(&servers, &m, &dir("zklock"), items, k)),
+    }];
+
+    // The Java side: Curator and ZooKeeper's recipes, one JVM.
+    let java = compile_java("recipes", &["benches/java/RecipesBench.java"], &JARS)
+        .map_err(|e| format!("{e}; install Curator with `make curator`"))
+        .and_then(|classes| {
+            let mut cmd = classes.java(&JVM_OPTIONS, "RecipesBench");
+            cmd.args(["serve", &servers]);
+            Peer::start("Java recipes bench", cmd).map(|p| (classes, p))
+        });
+    match java {
+        Ok((_classes, mut peer)) => {
+            rows.push(Row {
+                queue_name: "Curator DistributedQueue".into(),
+                election_name: "Curator LeaderLatch".into(),
+                phases: Ok(peer_phases(
+                    &mut peer,
+                    &m,
+                    "curator",
+                    &dir("curator"),
+                    items,
+                    k,
+                )),
+            });
+            rows.push(Row {
+                queue_name: "ZooKeeper recipe DistributedQueue".into(),
+                election_name: "ZooKeeper recipe LeaderElectionSupport".into(),
+                phases: Ok(peer_phases(&mut peer, &m, "zk", &dir("zk"), items, k)),
+            });
+            let _ = peer.proc.send("quit");
+        }
+        Err(e) => {
+            for (q, el) in [
+                ("Curator DistributedQueue", "Curator LeaderLatch"),
+                (
+                    "ZooKeeper recipe DistributedQueue",
+                    "ZooKeeper recipe LeaderElectionSupport",
+                ),
+            ] {
+                rows.push(Row {
+                    queue_name: q.into(),
+                    election_name: el.into(),
+                    phases: Err(e.clone()),
+                });
+            }
+        }
+    }
+
+    // The Python side: kazoo.
+    let python = kazoo_python();
+    let mut cmd = Command::new(&python);
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(KAZOO_SCRIPT))
+        .args(["serve", &servers]);
+    let phases = Peer::start("kazoo recipes bench", cmd)
+        .map_err(|e| format!("{}: {e}; install kazoo with `make kazoo`", python.display()))
+        .map(|mut peer| {
+            let p = peer_phases(&mut peer, &m, "kazoo", &dir("kazoo"), items, k);
+            let _ = peer.proc.send("quit");
+            p
+        });
+    rows.push(Row {
+        queue_name: "kazoo Queue".into(),
+        election_name: "kazoo Election".into(),
+        phases,
+    });
+
+    let _ = zkutil::delete_node_recursively(&admin, &root);
+    let _ = admin.close();
+
+    // The tables.
+    let cell = |p: &Option<Phase>, f: &dyn Fn(&Phase) -> String| p.as_ref().map_or("—".into(), f);
+    println!();
+    println!(
+        "Queue: {items} items (offer: 1 producer; take: 1 consumer; 4 × 4: 4 producers and \
+         4 consumers, 8 sessions). req = ZooKeeper requests per item, notif = \
+         notifications per item (from mntr)."
+    );
+    println!();
+    println!("| queue | offer items/s | req | take items/s | req | notif | 4 × 4 items/s | req | notif |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        match &r.phases {
+            Ok([offer, take, mixed, _]) => println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.queue_name,
+                cell(offer, &Phase::per_s),
+                cell(offer, &Phase::requests),
+                cell(take, &Phase::per_s),
+                cell(take, &Phase::requests),
+                cell(take, &Phase::notifications),
+                cell(mixed, &Phase::per_s),
+                cell(mixed, &Phase::requests),
+                cell(mixed, &Phase::notifications),
+            ),
+            Err(e) => println!("| {} | not run: {e} |||||||| ", r.queue_name),
+        }
+    }
+    println!();
+    println!(
+        "Leader succession: {k} successions among {} candidates (a session each); time \
+         from the leader's step-down to the successor's own signal; requests include \
+         setting up the candidates and their sessions.",
+        k + 1
+    );
+    println!();
+    println!("| election | succession p50 / mean (ms) | requests per succession | notifications per succession |");
+    println!("|---|---:|---:|---:|");
+    for r in &rows {
+        match &r.phases {
+            Ok([_, _, _, s]) => println!(
+                "| {} | {} | {} | {} |",
+                r.election_name,
+                cell(s, &Phase::ms),
+                cell(s, &Phase::requests),
+                cell(s, &Phase::notifications),
+            ),
+            Err(e) => println!("| {} | not run: {e} ||| ", r.election_name),
+        }
+    }
+    // zklock's own figures must be there: a queue that lost an item would
+    // have hung above; a missing phase is a failure.
+    match &rows[0].phases {
+        Ok(p) => assert!(p.iter().all(Option::is_some), "a zklock phase failed"),
+        Err(e) => panic!("zklock: {e}"),
+    }
+}

@@ -1,0 +1,476 @@
+//! The asynchronous rounds ZooKeeper's election and WriteLock recipes share.
+//!
+//! Both recipes own one sequential node and, after their first round (made by
+//! the caller's thread), go on in rounds of asynchronous calls answered on the
+//! event thread: list the directory, watch the node ahead (or their own node
+//! once first), and start again when a watch fires. A [`RoundEngine`] holds
+//! what every such recipe needs around that:
+//!
+//! - the **generation** of the attempt: bumped when the caller withdraws the
+//!   node (`unlock`, `stop`, drop), so answers of earlier rounds are ignored;
+//! - the count of **rounds done**, which a caller waiting for its first round
+//!   waits on (woken by the round's end, by a failure, by the session's end:
+//!   no periodic recheck);
+//! - the **session the node belongs to**: a round never continues in another
+//!   session (with session renewal, a reconnect after the expiry is a new
+//!   session): it fails with `SessionExpired` instead;
+//! - the failure (`SessionExpired`, `AuthFailed`, `NoNode` when the node was
+//!   deleted under the recipe), told once;
+//! - the per-watch watcher and the session hook, both holding the recipe
+//!   weakly, so dropping the recipe's handle ends everything.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use log::debug;
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::background::{on_reconnect, remove_in_background};
+use crate::client::ZooKeeper;
+use crate::error::{Error, Result, ZkError};
+use crate::types::{EventType, KeeperState, WatchedEvent, Watcher};
+use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
+
+/// A recipe made of asynchronous rounds on a [`RoundEngine`].
+pub(crate) trait RoundRecipe: Send + Sync + Sized + 'static {
+    /// The recipe's own state, kept under the engine's lock.
+    type State: Send + std::fmt::Debug;
+
+    /// The recipe's engine.
+    fn engine(&self) -> &RoundEngine<Self>;
+
+    /// Starts a round of `generation` (the directory is listed again).
+    fn round(&self, generation: u64);
+
+    /// A watch of the attempt `generation` fired on a node.
+    fn node_event(&self, generation: u64, event: WatchedEvent);
+
+    /// The connection dropped or came back within the session.
+    fn connection_event(&self, _state: KeeperState) {}
+
+    /// Marks the recipe's state failed (under the engine's lock); returns
+    /// whether it led (owner, elected) until now.
+    fn mark_failed(state: &mut Self::State) -> bool;
+
+    /// Tells the recipe's listeners that the attempt failed (not under the
+    /// engine's lock); `led` as returned by [`mark_failed`](Self::mark_failed).
+    fn tell_failed(&self, led: bool, code: ZkError);
+}
+
+/// What a [`RoundEngine`] keeps under its lock.
+#[derive(Debug)]
+pub(crate) struct RoundState<S> {
+    /// Bumped when the node is withdrawn: answers of earlier rounds are stale.
+    pub(crate) generation: u64,
+    /// Rounds that reached an outcome (led, waiting behind a node, failed).
+    pub(crate) rounds: u64,
+    /// The session the node was created in.
+    pub(crate) session: i64,
+    /// The recipe's node (full path), once made.
+    pub(crate) node: Option<String>,
+    /// Why the attempt ended (session ended, node deleted, error).
+    pub(crate) failed: Option<ZkError>,
+    /// The recipe's own state.
+    pub(crate) recipe: S,
+}
+
+/// The machinery of an asynchronous-round recipe (see the module docs).
+pub(crate) struct RoundEngine<R: RoundRecipe> {
+    path: String,
+    zkw: WeakZooKeeperWatcher,
+    state: Mutex<RoundState<R::State>>,
+    changed: Condvar,
+    /// The recipe's one per-watch watcher: the client registers it once per
+    /// path however many rounds pass it.
+    watcher: Arc<dyn Watcher>,
+    /// Registered (weakly) with the session's hooks while the recipe lives.
+    hook: Arc<dyn SessionHook>,
+    recipe: Weak<R>,
+}
+
+struct RoundWatcher<R>(Weak<R>);
+
+impl<R: RoundRecipe> Watcher for RoundWatcher<R> {
+    fn process(&self, event: WatchedEvent) {
+        let Some(recipe) = self.0.upgrade() else {
+            return;
+        };
+        if event.event_type == EventType::None {
+            return match session_end(event.keeper_state) {
+                Some(code) => recipe.engine().fail_current(code),
+                None => recipe.connection_event(event.keeper_state),
+            };
+        }
+        let generation = {
+            let st = recipe.engine().state();
+            if st.node.is_none() || st.failed.is_some() {
+                return;
+            }
+            st.generation
+        };
+        recipe.node_event(generation, event);
+    }
+}
+
+struct RoundHook<R>(Weak<R>);
+
+impl<R: RoundRecipe> SessionHook for RoundHook<R> {
+    fn session_event(&self, state: KeeperState) {
+        if let (Some(code), Some(recipe)) = (session_end(state), self.0.upgrade()) {
+            recipe.engine().fail_current(code);
+        }
+    }
+}
+
+/// The failure a session state ends an attempt with.
+fn session_end(state: KeeperState) -> Option<ZkError> {
+    match state {
+        KeeperState::Expired | KeeperState::Closed => Some(ZkError::SessionExpired),
+        KeeperState::AuthFailed => Some(ZkError::AuthFailed),
+        _ => None,
+    }
+}
+
+impl<R: RoundRecipe> RoundEngine<R> {
+    /// The engine of `recipe` (made with `Arc::new_cyclic`) on `path`.
+    pub(crate) fn new(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        state: R::State,
+        recipe: &Weak<R>,
+    ) -> RoundEngine<R> {
+        RoundEngine {
+            path: path.to_string(),
+            zkw: zkw.downgrade(),
+            state: Mutex::new(RoundState {
+                generation: 0,
+                rounds: 0,
+                session: 0,
+                node: None,
+                failed: None,
+                recipe: state,
+            }),
+            changed: Condvar::new(),
+            watcher: Arc::new(RoundWatcher(recipe.clone())),
+            hook: Arc::new(RoundHook(recipe.clone())),
+            recipe: recipe.clone(),
+        }
+    }
+
+    /// Subscribes to the session's end; the id to give
+    /// [`unregister`](Self::unregister) when the recipe's handle drops.
+    pub(crate) fn register(&self) -> Option<u64> {
+        self.zkw.add_hook(Arc::downgrade(&self.hook))
+    }
+
+    /// Ends the subscription made by [`register`](Self::register).
+    pub(crate) fn unregister(&self, id: Option<u64>) {
+        if let Some(id) = id {
+            self.zkw.remove_hook(id);
+        }
+    }
+
+    /// The directory (or root) the recipe works in.
+    pub(crate) fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The engine's state.
+    pub(crate) fn state(&self) -> MutexGuard<'_, RoundState<R::State>> {
+        self.state.lock()
+    }
+
+    /// The recipe's per-watch watcher.
+    pub(crate) fn watcher(&self) -> Arc<dyn Watcher> {
+        self.watcher.clone()
+    }
+
+    /// The node of the attempt `generation` while it goes on, with the client
+    /// and the recipe to continue it; `None` when the answer is stale (or the
+    /// recipe gone). A session other than the node's fails the attempt with
+    /// `SessionExpired` (session renewal): a round never continues there.
+    pub(crate) fn proceed(&self, generation: u64) -> Option<(String, ZooKeeper, Arc<R>)> {
+        let (zk, recipe) = (self.zkw.zookeeper()?, self.recipe.upgrade()?);
+        let (node, session) = {
+            let st = self.state();
+            if st.generation != generation || st.failed.is_some() {
+                return None;
+            }
+            (st.node.clone()?, st.session)
+        };
+        if zk.session_id() != session {
+            self.fail(generation, ZkError::SessionExpired);
+            return None;
+        }
+        Some((node, zk, recipe))
+    }
+
+    /// Runs `again` after the reconnect when the node's session is still the
+    /// client's; fails the attempt with `SessionExpired` when it ended first
+    /// (or a renewed session replaced it).
+    pub(crate) fn after_reconnect(&self, generation: u64, again: fn(&R, u64)) {
+        let Some(recipe) = self.recipe.upgrade() else {
+            return;
+        };
+        on_reconnect(&self.zkw, move |connected| {
+            let engine = recipe.engine();
+            let session = engine.state().session;
+            let same = engine
+                .zkw
+                .zookeeper()
+                .is_some_and(|zk| zk.session_id() == session);
+            if connected && same {
+                again(&recipe, generation);
+            } else {
+                engine.fail(generation, ZkError::SessionExpired);
+            }
+        });
+    }
+
+    /// Reacts to a failed request of the attempt `generation`: resumes with
+    /// `again` after a connection loss, fails the attempt otherwise.
+    pub(crate) fn request_failed(&self, generation: u64, e: &Error, again: fn(&R, u64)) {
+        if e.is_retryable() {
+            self.after_reconnect(generation, again);
+        } else {
+            self.fail(generation, e.code().unwrap_or(ZkError::SystemError));
+        }
+    }
+
+    /// A round of `generation` reached its outcome: wakes the caller waiting
+    /// for it.
+    pub(crate) fn round_done(&self, generation: u64) {
+        let mut st = self.state();
+        if st.generation == generation {
+            st.rounds += 1;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Wakes the callers waiting in [`wait_until`](Self::wait_until) (the
+    /// recipe's state changed outside a round's end).
+    pub(crate) fn wake(&self) {
+        let _st = self.state();
+        self.changed.notify_all();
+    }
+
+    /// Ends the attempt `generation` with `code` (once): the waiting caller
+    /// is woken, the recipe's listeners told.
+    pub(crate) fn fail(&self, generation: u64, code: ZkError) {
+        let led = {
+            let mut st = self.state();
+            if st.generation != generation || st.node.is_none() || st.failed.is_some() {
+                return;
+            }
+            st.failed = Some(code);
+            st.rounds += 1;
+            self.changed.notify_all();
+            R::mark_failed(&mut st.recipe)
+        };
+        log::warn!("{}: {code:?}", self.path);
+        if let Some(recipe) = self.recipe.upgrade() {
+            recipe.tell_failed(led, code);
+        }
+    }
+
+    /// Ends the current attempt (the session ended).
+    pub(crate) fn fail_current(&self, code: ZkError) {
+        let generation = self.state().generation;
+        self.fail(generation, code);
+    }
+
+    /// Records `node`, made in `session`, as the attempt's node. The attempt
+    /// fails at once when that session has already ended (its end, told
+    /// before, found no node to fail).
+    pub(crate) fn bind(&self, node: String, session: i64) {
+        let generation = {
+            let mut st = self.state();
+            st.node = Some(node);
+            st.session = session;
+            st.generation
+        };
+        let live = self
+            .zkw
+            .zookeeper()
+            .is_some_and(|zk| zk.session_id() == session && !zk.state().is_terminal());
+        if !live {
+            self.fail(generation, ZkError::SessionExpired);
+        }
+    }
+
+    /// Runs a round of the current attempt and waits for its outcome. Woken
+    /// by the round's end, a failure or the session's end (no periodic
+    /// recheck). Returns the generation and whether it is still current.
+    ///
+    /// # Errors
+    /// The attempt's failure (`SessionExpired` when the session ended).
+    pub(crate) fn run_round(&self) -> Result<MutexGuard<'_, RoundState<R::State>>> {
+        let (generation, before) = {
+            let st = self.state();
+            (st.generation, st.rounds)
+        };
+        if let Some(recipe) = self.recipe.upgrade() {
+            recipe.round(generation);
+        }
+        let mut st = self.state();
+        while st.rounds == before && st.generation == generation {
+            self.changed.wait(&mut st);
+        }
+        match st.failed {
+            Some(code) => Err(Error::zk(code, self.path.clone())),
+            None => Ok(st),
+        }
+    }
+
+    /// Waits until `done` holds, the attempt fails or `deadline` passes
+    /// (then `Ok(false)`).
+    ///
+    /// # Errors
+    /// The attempt's failure; `Closed` when the node was withdrawn by another
+    /// thread.
+    pub(crate) fn wait_until(
+        &self,
+        deadline: Instant,
+        done: impl Fn(&RoundState<R::State>) -> bool,
+    ) -> Result<bool> {
+        let mut st = self.state();
+        loop {
+            if let Some(code) = st.failed {
+                return Err(Error::zk(code, self.path.clone()));
+            }
+            if done(&st) {
+                return Ok(true);
+            }
+            if st.node.is_none() {
+                return Err(Error::Closed);
+            }
+            if self.changed.wait_until(&mut st, deadline).timed_out() {
+                return Ok(done(&st));
+            }
+        }
+    }
+
+    /// Forgets the node: a new generation (answers of earlier rounds are
+    /// ignored, waiters woken). Returns the node, its session and the
+    /// recipe's state before, for the caller to withdraw.
+    pub(crate) fn take(&self, reset: impl FnOnce(&mut R::State) -> bool) -> Option<Taken> {
+        let mut st = self.state();
+        st.generation += 1;
+        st.failed = None;
+        let led = reset(&mut st.recipe);
+        self.changed.notify_all();
+        let node = st.node.take()?;
+        Some(Taken {
+            node,
+            session: st.session,
+            led,
+        })
+    }
+}
+
+/// A node taken from a [`RoundEngine`] to be withdrawn.
+pub(crate) struct Taken {
+    /// The node (full path).
+    pub(crate) node: String,
+    /// The session it was made in.
+    pub(crate) session: i64,
+    /// Whether the recipe led (owner, elected) when it was taken.
+    pub(crate) led: bool,
+}
+
+impl Taken {
+    /// Deletes the node (retried on connection loss); a node already gone, or
+    /// whose session already ended, is no error.
+    ///
+    /// # Errors
+    /// ZooKeeper errors after retries (the node is then removed in the
+    /// background).
+    pub(crate) fn withdraw(self, zkw: &ZooKeeperWatcher) -> Result<()> {
+        let zk = zkw.zookeeper();
+        if zkw.state().is_terminal() || zk.session_id() != self.session {
+            return Ok(()); // ephemeral: gone with its session
+        }
+        match zkw.recoverable_zookeeper().delete(&self.node, None) {
+            Ok(()) => Ok(()),
+            Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => Ok(()),
+            Err(e) => {
+                remove_in_background(&zkw.downgrade(), self.node, Box::new(|| {}));
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes the node in the background (from `Drop`: never waits).
+    pub(crate) fn withdraw_in_background(self, zkw: &ZooKeeperWatcher) {
+        if zkw.zookeeper().session_id() == self.session {
+            remove_in_background(&zkw.downgrade(), self.node, Box::new(|| {}));
+        }
+    }
+}
+
+/// Makes a recipe's node with `attempt` (given the client and whether an
+/// earlier try may have made it: a lost reply), retried on connection loss as
+/// Java's `ProtocolSupport` does. Returns the node and the session it was
+/// made in.
+///
+/// # Errors
+/// `SessionExpired` when the session ended (or was renewed) on the way: the
+/// recipe never carries on in another session; ZooKeeper errors after
+/// retries.
+pub(crate) fn create_in_session(
+    zkw: &ZooKeeperWatcher,
+    mut attempt: impl FnMut(&ZooKeeper, bool) -> Result<String>,
+) -> Result<(String, i64)> {
+    zkw.check_session()?;
+    let zk = zkw.zookeeper();
+    let session = zk.session_id();
+    let same = |zk: &ZooKeeper| session != 0 && zk.session_id() == session;
+    let mut tries = 0u32;
+    loop {
+        match attempt(zk, tries > 0) {
+            Ok(node) if same(zk) => return Ok((node, session)),
+            Ok(_) => return Err(Error::zk_code(ZkError::SessionExpired)),
+            Err(e) if e.is_retryable() && tries < 10 => {
+                tries += 1;
+                debug!("making a node: {e}; retry {tries}");
+                std::thread::sleep(Duration::from_millis(50) * tries);
+                zkw.check_session()?;
+                if !same(zk) {
+                    return Err(Error::zk_code(ZkError::SessionExpired));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Test hooks called at a recipe's steps (feature `testing`).
+#[cfg(feature = "testing")]
+pub(crate) struct StepHook<T>(Mutex<Option<StepFn<T>>>);
+
+/// A test hook told a recipe's step and the path it concerns.
+#[cfg(feature = "testing")]
+type StepFn<T> = Arc<dyn Fn(T, &str) + Send + Sync>;
+
+#[cfg(feature = "testing")]
+impl<T> Default for StepHook<T> {
+    fn default() -> Self {
+        StepHook(Mutex::new(None))
+    }
+}
+
+#[cfg(feature = "testing")]
+impl<T> StepHook<T> {
+    /// Calls `hook` at each step from now on.
+    pub(crate) fn set(&self, hook: impl Fn(T, &str) + Send + Sync + 'static) {
+        *self.0.lock() = Some(Arc::new(hook));
+    }
+
+    /// Tells the hook (if any) of `step` on `path`.
+    pub(crate) fn call(&self, step: T, path: &str) {
+        let hook = self.0.lock().clone();
+        if let Some(hook) = hook {
+            hook(step, path);
+        }
+    }
+}

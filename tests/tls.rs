@@ -1,0 +1,754 @@
+//! TLS against a real ZooKeeper 3.8 configured the way operators do
+//! (`secureClientPort`, the Netty server factory, `ssl.clientAuth=need`), with
+//! certificates made at test time ([`TestPki`]); the Java client, with the
+//! same certificates, is the reference.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::thread;
+use std::time::Duration;
+
+use zklock::testing::{ClientCert, TestPki, ZkEnsemble, ZkServer, NETTY_CLASSPATH};
+
+const JARS: [&str; 2] = [
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/slf4j-nop.jar",
+];
+
+/// Compiles tests/java/TlsClient.java once; panics with the fix when there is
+/// no JDK (no silent skip).
+fn java_classes() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = std::env::temp_dir().join(format!("zklock-tls-java-{}", std::process::id()));
+        std::fs::create_dir_all(&out).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/TlsClient.java");
+        let status = Command::new("javac")
+            .args(["-nowarn", "-proc:none", "-implicit:none", "-d"])
+            .arg(&out)
+            .args(["-cp", &JARS.join(":")])
+            .arg(src)
+            .status()
+            .expect("javac not found: run `make zookeeper` (installs default-jdk-headless)");
+        assert!(status.success(), "javac failed");
+        out
+    })
+}
+
+/// The Java client (tests/java/TlsClient.java) over TLS with `cert`: one
+/// command per line, one answer line each. Killed on drop.
+struct JavaClient {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl JavaClient {
+    fn start(pki: &TestPki, cert: &ClientCert, connect: &str) -> JavaClient {
+        let cp = format!(
+            "{}:{}:{NETTY_CLASSPATH}",
+            java_classes().display(),
+            JARS.join(":")
+        );
+        let mut child = Command::new("java")
+            .args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
+            .args(pki.java_client_options(cert))
+            .args(["-cp", &cp, "TlsClient", connect])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("java");
+        let out = child.stdout.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let j = JavaClient {
+            child,
+            stdin,
+            lines,
+        };
+        assert_eq!(j.line(), "connected");
+        j
+    }
+
+    fn line(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(40))
+            .expect("an answer from the Java client")
+    }
+
+    fn ask(&mut self, command: &str) -> String {
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
+        self.line()
+    }
+}
+
+impl Drop for JavaClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One PKI and one TLS server for the tests of this binary that do not stop it.
+fn shared() -> &'static (TestPki, ZkServer) {
+    static SHARED: OnceLock<(TestPki, ZkServer)> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        common::init_log();
+        let pki = TestPki::generate().expect("make the test PKI");
+        let server = ZkServer::start_tls(&pki, false).expect("start a TLS ZooKeeper");
+        (pki, server)
+    })
+}
+
+fn secure(server: &ZkServer) -> String {
+    server.secure_connect_string().expect("a TLS server")
+}
+
+#[test]
+fn java_client_connects_over_tls_with_a_client_certificate() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let mut j = JavaClient::start(pki, &alice, &secure(server));
+    let path = format!("/java-tls-{}", std::process::id());
+    assert_eq!(
+        j.ask(&format!("create {path} hello creator")),
+        format!("ok {path}")
+    );
+    assert_eq!(
+        j.ask(&format!("acl {path}")),
+        format!("acl 31:x509:{}", alice.acl_id)
+    );
+    assert_eq!(j.ask(&format!("get {path}")), "data hello");
+    assert_eq!(j.ask(&format!("delete {path}")), "ok");
+}
+
+// ---------------------------------------------------------------------------
+// zklock over TLS
+// ---------------------------------------------------------------------------
+
+use std::time::Instant;
+use zklock::client::{
+    Acl, CreateMode, TlsConfig, TlsError, TlsVersion, ZooKeeper, ZooKeeperBuilder,
+};
+use zklock::testing::FaultProxy;
+use zklock::{Error, ZkError};
+
+/// TLS trusting `pki`'s CA, with `client`'s certificate when given.
+fn tls(pki: &TestPki, client: Option<&ClientCert>) -> TlsConfig {
+    let b = TlsConfig::builder().with_ca_file(pki.ca_pem());
+    let b = match client {
+        Some(c) => b.with_client_cert(&c.cert_pem, &c.key_pem),
+        None => b,
+    };
+    b.build().expect("a TLS config")
+}
+
+fn builder(connect: &str, tls: Option<TlsConfig>) -> ZooKeeperBuilder {
+    let b = ZooKeeper::builder(connect)
+        .with_session_timeout(Duration::from_secs(6))
+        .with_connect_wait(Duration::from_secs(20));
+    match tls {
+        Some(t) => b.with_tls(t),
+        None => b,
+    }
+}
+
+fn zk_as(pki: &TestPki, cert: &ClientCert, connect: &str) -> ZooKeeper {
+    builder(connect, Some(tls(pki, Some(cert))))
+        .connect(|_e| {})
+        .expect("connect over TLS")
+}
+
+#[test]
+fn zklock_and_java_share_x509_identities_and_acls() {
+    let (pki, server) = shared();
+    let (alice, bob) = (pki.client("alice").unwrap(), pki.client("bob").unwrap());
+    let cs = secure(server);
+    let za = zk_as(pki, &alice, &cs);
+    let zb = zk_as(pki, &bob, &cs);
+    let mut ja = JavaClient::start(pki, &alice, &cs);
+    let mut jb = JavaClient::start(pki, &bob, &cs);
+    let root = format!("/tls-acl-{}", std::process::id());
+    za.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    // Each creates a node only its creator may touch.
+    let by_rust = format!("{root}/by-zklock");
+    let by_java = format!("{root}/by-java");
+    za.create(&by_rust, b"r", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    assert_eq!(
+        ja.ask(&format!("create {by_java} j creator")),
+        format!("ok {by_java}")
+    );
+    // The same kind of identity on both.
+    let (acl, _) = za.get_acl(&by_rust).unwrap();
+    assert_eq!(acl.len(), 1);
+    assert_eq!(acl[0].id.scheme, "x509");
+    assert_eq!(acl[0].id.id, alice.acl_id);
+    assert_eq!(
+        ja.ask(&format!("acl {by_java}")),
+        format!("acl 31:x509:{}", alice.acl_id)
+    );
+    // Reading an ACL needs READ (or ADMIN) since ZooKeeper 3.6.
+    assert_eq!(jb.ask(&format!("acl {by_rust}")), "err NOAUTH");
+    common::assert_code(zb.get_acl(&by_java), ZkError::NoAuth);
+    // Alice reads both, on either client; Bob neither.
+    assert_eq!(za.get_data(&by_java, false).unwrap().0, b"j");
+    assert_eq!(ja.ask(&format!("get {by_rust}")), "data r");
+    common::assert_code(zb.get_data(&by_rust, false), ZkError::NoAuth);
+    common::assert_code(zb.get_data(&by_java, false), ZkError::NoAuth);
+    assert_eq!(jb.ask(&format!("get {by_rust}")), "err NOAUTH");
+    assert_eq!(jb.ask(&format!("set {by_java} x")), "err NOAUTH");
+    // Bob's node: readable by anyone, writable by nobody.
+    let bobs = format!("{root}/bobs");
+    assert_eq!(
+        jb.ask(&format!("create {bobs} b read")),
+        format!("ok {bobs}")
+    );
+    assert_eq!(za.get_data(&bobs, false).unwrap().0, b"b");
+    common::assert_code(za.set_data(&bobs, b"x", None), ZkError::NoAuth);
+    for p in [&by_rust, &by_java] {
+        za.delete(p, None).unwrap();
+    }
+    assert_eq!(ja.ask(&format!("delete {bobs}")), "ok");
+    za.delete(&root, None).unwrap();
+}
+
+#[test]
+fn tls_12_and_13() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let only13 = TlsConfig::builder()
+        .with_ca_file(pki.ca_pem())
+        .with_client_cert(&alice.cert_pem, &alice.key_pem)
+        .with_protocols(&[TlsVersion::Tls13])
+        .build()
+        .unwrap();
+    // ZooKeeper 3.8 offers TLS 1.2 only by default.
+    let e = builder(&secure(server), Some(only13.clone()))
+        .connect(|_e| {})
+        .unwrap_err();
+    assert!(matches!(e, Error::Tls(TlsError::Handshake(_))), "{e:?}");
+    let only12 = TlsConfig::builder()
+        .with_ca_file(pki.ca_pem())
+        .with_client_cert(&alice.cert_pem, &alice.key_pem)
+        .with_protocols(&[TlsVersion::Tls12])
+        .build()
+        .unwrap();
+    let zk = builder(&secure(server), Some(only12))
+        .connect(|_e| {})
+        .unwrap();
+    zk.exists("/", false).unwrap();
+    // A server with TLS 1.3 suites configured.
+    let server13 = ZkServer::start_tls(pki, true).unwrap();
+    let zk = builder(&secure(&server13), Some(only13))
+        .connect(|_e| {})
+        .unwrap();
+    let path = format!("/tls13-{}", std::process::id());
+    zk.create(&path, b"13", Acl::creator_all(), CreateMode::Ephemeral)
+        .unwrap();
+    assert_eq!(zk.get_acl(&path).unwrap().0[0].id.id, alice.acl_id);
+}
+
+/// Connecting to `target` (through a proxy that counts the attempts, as
+/// `host:proxy port`) fails with the TLS error `check` accepts, long before
+/// the connect wait; a client left running retries at most about once a second.
+fn assert_refused(
+    target: &str,
+    host: &str,
+    tls: Option<TlsConfig>,
+    check: impl Fn(&Error) -> bool,
+) {
+    let proxy = FaultProxy::start(target).unwrap();
+    let cs = format!("{host}:{}", proxy.addr().port());
+    let started = Instant::now();
+    let e = builder(&cs, tls.clone()).connect(|_e| {}).unwrap_err();
+    assert!(check(&e), "unexpected error: {e:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "took {:?} (the connect wait is 20 s)",
+        started.elapsed()
+    );
+    let before = proxy.accepted();
+    let zk = builder(&cs, tls).start(|_e| {}).unwrap();
+    thread::sleep(Duration::from_secs(3));
+    let attempts = proxy.accepted() - before;
+    drop(zk);
+    assert!(
+        (1..=6).contains(&attempts),
+        "{attempts} connect attempts in 3 s: a retry storm"
+    );
+}
+
+#[test]
+fn server_certificate_for_another_host() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let target = format!("127.0.0.1:{}", server.secure_port().unwrap());
+    // The certificate names localhost; 127.0.0.1 is another host.
+    assert_refused(
+        &target,
+        "127.0.0.1",
+        Some(tls(pki, Some(&alice))),
+        |e| matches!(e, Error::Tls(TlsError::HostnameMismatch { host }) if host.starts_with("127.0.0.1:")),
+    );
+    // Java's zookeeper.ssl.hostnameVerification=false: the chain is still checked.
+    let lax = TlsConfig::builder()
+        .with_ca_file(pki.ca_pem())
+        .with_client_cert(&alice.cert_pem, &alice.key_pem)
+        .with_hostname_verification(false);
+    let zk = builder(&target, Some(lax.clone().build().unwrap()))
+        .connect(|_e| {})
+        .unwrap();
+    zk.exists("/", false).unwrap();
+    let untrusted = TlsConfig::builder()
+        .with_ca_file(pki.other_ca_pem())
+        .with_client_cert(&alice.cert_pem, &alice.key_pem)
+        .with_hostname_verification(false)
+        .build()
+        .unwrap();
+    let e = builder(&target, Some(untrusted))
+        .connect(|_e| {})
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Tls(TlsError::UntrustedServer(_))),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn untrusted_server_ca() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let other = TlsConfig::builder()
+        .with_ca_file(pki.other_ca_pem())
+        .with_client_cert(&alice.cert_pem, &alice.key_pem)
+        .build()
+        .unwrap();
+    let target = format!("127.0.0.1:{}", server.secure_port().unwrap());
+    assert_refused(&target, "localhost", Some(other), |e| {
+        matches!(e, Error::Tls(TlsError::UntrustedServer(_)))
+    });
+}
+
+#[test]
+fn client_certificate_refused_expired_missing_or_foreign() {
+    let (pki, server) = shared();
+    let target = format!("127.0.0.1:{}", server.secure_port().unwrap());
+    let rejected = |e: &Error| matches!(e, Error::Tls(TlsError::ClientCertificateRejected(_)));
+    let expired = pki.expired_client("carol").unwrap();
+    assert_refused(
+        &target,
+        "localhost",
+        Some(tls(pki, Some(&expired))),
+        rejected,
+    );
+    assert_refused(&target, "localhost", Some(tls(pki, None)), rejected);
+    let foreign = pki.foreign_client("mallory").unwrap();
+    assert_refused(
+        &target,
+        "localhost",
+        Some(tls(pki, Some(&foreign))),
+        rejected,
+    );
+}
+
+/// ZooKeeper's Netty TLS port closes a plaintext connection without a byte
+/// (no alert), and its plaintext port closes a TLS connection the same way, as
+/// a server that is not serving does: a client cannot tell these apart, so it
+/// gets `ConnectionLoss` after its connect wait (as Java's client, which keeps
+/// reconnecting), its attempts spaced by the backoff (10 ms doubling to 1 s),
+/// never a storm.
+#[test]
+fn plaintext_client_on_the_tls_port_and_the_reverse() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let cases = [
+        (server.secure_port().unwrap(), None),
+        (server.port(), Some(tls(pki, Some(&alice)))),
+    ];
+    for (port, tls) in cases {
+        let proxy = FaultProxy::start(format!("127.0.0.1:{port}")).unwrap();
+        let started = Instant::now();
+        let b = ZooKeeper::builder(&format!("localhost:{}", proxy.addr().port()))
+            .with_session_timeout(Duration::from_secs(6))
+            .with_connect_wait(Duration::from_secs(3));
+        let b = match tls {
+            Some(t) => b.with_tls(t),
+            None => b,
+        };
+        let e = b.connect(|_e| {}).unwrap_err();
+        assert!(e.is(ZkError::ConnectionLoss), "{e:?}");
+        let attempts = proxy.accepted();
+        assert!(
+            (3..=14).contains(&attempts),
+            "{attempts} attempts in {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// A port that answers the ClientHello with something else than TLS (here a
+/// ZooKeeper-like frame) is a typed error at once.
+#[test]
+fn a_server_answering_the_client_hello_with_plaintext_is_not_tls() {
+    let (pki, _) = shared();
+    let alice = pki.client("alice").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            let _ = s.write_all(&[0, 0, 0, 36, 0, 0, 0, 0, 0, 0, 0x17, 0x70, 1, 2, 3, 4]);
+            thread::sleep(Duration::from_millis(200)); // deliberate: let it read
+        }
+    });
+    let target = format!("127.0.0.1:{port}");
+    assert_refused(&target, "localhost", Some(tls(pki, Some(&alice))), |e| {
+        matches!(e, Error::Tls(TlsError::NotTls(_)))
+    });
+}
+
+#[test]
+fn a_server_stalling_mid_handshake_is_bounded_by_the_handshake_deadline() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    // The ClientHello reaches the server; nothing comes back.
+    proxy.stall_downstream();
+    let cs = format!("localhost:{}", proxy.addr().port());
+    let started = Instant::now();
+    let e = ZooKeeper::builder(&cs)
+        .with_session_timeout(Duration::from_secs(6))
+        .with_connect_wait(Duration::from_secs(3))
+        .with_handshake_timeout(Duration::from_millis(500))
+        .with_tls(tls(pki, Some(&alice)))
+        .connect(|_e| {})
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(e.is(ZkError::ConnectionLoss), "{e:?}");
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+    // Each attempt waited its whole deadline: at most one per 0.5 s, plus the backoff.
+    let attempts = proxy.accepted();
+    assert!(
+        (2..=8).contains(&attempts),
+        "{attempts} attempts in {took:?}"
+    );
+    // Let through, it connects.
+    proxy.reset();
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .connect(|_e| {})
+        .unwrap();
+    zk.exists("/", false).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Faults over TLS
+// ---------------------------------------------------------------------------
+
+use common::client::{disconnected_at_the_read_timeout_with_writers_blocked, Events};
+use std::sync::{Arc, Mutex};
+use zklock::client::{EventType, KeeperState};
+use zklock::lock::{
+    InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
+};
+use zklock::testing::wait_until;
+use zklock::{RetryConfig, ZooKeeperWatcher};
+
+fn count_state(events: &Events, ks: KeeperState) -> usize {
+    events.count(|e| e.event_type == EventType::None && e.keeper_state == ks)
+}
+
+#[test]
+fn a_tls_session_survives_a_cut_and_a_server_restart_with_its_watches() {
+    let (pki, _) = shared();
+    let alice = pki.client("alice").unwrap();
+    let mut server = ZkServer::start_tls(pki, false).unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let cs = format!("localhost:{}", proxy.addr().port());
+    let events = Events::new();
+    // Long enough for a JVM restart on a loaded machine.
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .with_session_timeout(Duration::from_secs(15))
+        .connect(events.watcher())
+        .unwrap();
+    let other = zk_as(pki, &alice, &secure(&server));
+    let id = zk.session_id();
+    let path = format!("/tls-faults-{}", std::process::id());
+    zk.create(&path, b"0", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    for (round, fault) in ["cut", "restart"].into_iter().enumerate() {
+        zk.get_data(&path, true).unwrap();
+        match fault {
+            "cut" => proxy.cut(),
+            _ => server.restart().unwrap(),
+        }
+        wait_until(Duration::from_secs(20), "Disconnected", || {
+            count_state(&events, KeeperState::Disconnected) > round
+        });
+        wait_until(Duration::from_secs(20), "SyncConnected again", || {
+            count_state(&events, KeeperState::SyncConnected) > round + 1
+        });
+        assert_eq!(zk.session_id(), id, "{fault}: the same session");
+        let other = if fault == "restart" {
+            zk_as(pki, &alice, &secure(&server))
+        } else {
+            other.clone()
+        };
+        other.set_data(&path, b"1", None).unwrap();
+        wait_until(Duration::from_secs(10), "the data watch fires", || {
+            events.count(|e| e.event_type == EventType::NodeDataChanged) > round
+        });
+    }
+    assert_eq!(count_state(&events, KeeperState::Expired), 0);
+    zk.delete(&path, None).unwrap();
+}
+
+#[test]
+fn a_partition_longer_than_the_session_ends_in_expired_over_tls() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let cs = format!("localhost:{}", proxy.addr().port());
+    let events = Events::new();
+    let session = Duration::from_secs(2);
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .with_session_timeout(session)
+        .connect(events.watcher())
+        .unwrap();
+    let stalled = Instant::now();
+    proxy.stall();
+    wait_until(Duration::from_secs(8), "Expired", || {
+        count_state(&events, KeeperState::Expired) == 1
+    });
+    let took = stalled.elapsed();
+    assert!(
+        took < session + Duration::from_millis(1500),
+        "Expired after {took:?}"
+    );
+    common::assert_code(zk.exists("/", false), ZkError::SessionExpired);
+    proxy.pass();
+}
+
+/// A write lock held over TLS through a partition longer than the session:
+/// the holder hears InDoubt before a contender (over TLS too) is granted the
+/// lock, then Lost; nothing is left behind.
+#[test]
+fn a_lock_held_over_tls_through_a_partition_keeps_its_guarantees() {
+    let (pki, server) = shared();
+    let (alice, bob) = (pki.client("alice").unwrap(), pki.client("bob").unwrap());
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let zkw = |cs: &str, cert: &ClientCert| {
+        let t = tls(pki, Some(cert));
+        ZooKeeperWatcher::builder(cs)
+            .with_session_timeout(Duration::from_secs(2))
+            .with_connect_wait(Duration::from_secs(10))
+            .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+            .with_client(move |b| b.with_tls(t))
+            .connect()
+            .unwrap()
+    };
+    let holder = zkw(&format!("localhost:{}", proxy.addr().port()), &alice);
+    let contender = zkw(&secure(server), &bob);
+    // Open ACLs on the lock's nodes: the two sessions are different identities.
+    let root = format!("/tls-lock-{}", std::process::id());
+    let (events, listener) = common::lock_recorder();
+    let event_times: Arc<Mutex<Vec<(LockEvent, Instant)>>> = Arc::default();
+    let times = event_times.clone();
+    let rw = ZkInterProcessReadWriteLock::new(&holder, &root, None)
+        .unwrap()
+        .with_lock_listener(move |p: &str, e: LockEvent| {
+            times.lock().unwrap().push((e, Instant::now()));
+            listener(p, e)
+        });
+    let held = rw.write_lock(b"holder");
+    held.acquire().unwrap();
+    let wanted = ZkInterProcessReadWriteLock::new(&contender, &root, None)
+        .unwrap()
+        .write_lock(b"contender");
+    let waiting = thread::spawn(move || {
+        wanted.acquire().unwrap();
+        let granted = Instant::now();
+        wanted.release().unwrap();
+        granted
+    });
+    thread::sleep(Duration::from_millis(300)); // deliberate: the contender queues
+    proxy.stall();
+    let granted = waiting.join().unwrap();
+    wait_until(Duration::from_secs(10), "Lost", || {
+        events.lock().unwrap().contains(&LockEvent::Lost)
+    });
+    assert_eq!(
+        *events.lock().unwrap(),
+        [LockEvent::InDoubt, LockEvent::Lost]
+    );
+    let in_doubt = event_times.lock().unwrap()[0].1;
+    assert!(in_doubt < granted, "InDoubt must come before another grant");
+    assert!(!held.is_held());
+    wait_until(Duration::from_secs(10), "no orphan", || {
+        contender
+            .zookeeper()
+            .get_children(&root, false)
+            .map(|c| c.is_empty())
+            .unwrap_or(true)
+    });
+    proxy.pass();
+    contender.close().unwrap();
+    holder.close().unwrap();
+}
+
+/// `zklock lock` over TLS: `--tls-ca` (here from `ZKLOCK_TLS_CA`), `--tls-cert`,
+/// `--tls-key`; without them the TLS port is out of reach.
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_takes_a_lock_over_tls() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let lock = format!("/tls-cli-{}", std::process::id());
+    let run = |tls: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
+        c.args([
+            "lock",
+            &lock,
+            "--zk",
+            &secure(server),
+            "--connect-timeout",
+            "3s",
+        ]);
+        if tls {
+            c.env("ZKLOCK_TLS_CA", pki.ca_pem())
+                .arg("--tls-cert")
+                .arg(&alice.cert_pem)
+                .arg("--tls-key")
+                .arg(&alice.key_pem);
+        }
+        c.args(["--", "echo", "held"]).output().expect("run zklock")
+    };
+    let out = run(true);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("held"),
+        "{out:?}"
+    );
+    assert!(!run(false).status.success());
+}
+
+/// Java's `zookeeper.ssl.crl`: a CRL from the CA that revokes the server's
+/// certificate makes it refused; one that revokes nothing does not.
+#[test]
+fn a_revoked_server_certificate_is_refused() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let with_crl = |revoked: bool| {
+        TlsConfig::builder()
+            .with_ca_file(pki.ca_pem())
+            .with_client_cert(&alice.cert_pem, &alice.key_pem)
+            .with_crl_file(pki.crl(revoked).unwrap())
+            .build()
+            .unwrap()
+    };
+    let zk = builder(&secure(server), Some(with_crl(false)))
+        .connect(|_e| {})
+        .unwrap();
+    zk.exists("/", false).unwrap();
+    let target = format!("127.0.0.1:{}", server.secure_port().unwrap());
+    assert_refused(&target, "localhost", Some(with_crl(true)), |e| {
+        matches!(e, Error::Tls(TlsError::ServerCertificateRevoked))
+    });
+}
+
+/// Over TLS as over plain TCP: eight writers blocked in 900 KB writes into a
+/// stalled link never hold up the reader's Disconnected (the TLS mutex is let
+/// go before every socket write), which comes at the read timeout (2/3 of the
+/// session); after the stall the session goes on.
+#[test]
+fn disconnected_comes_at_the_read_timeout_whatever_the_writers_do_over_tls() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let events = Events::new();
+    let session = Duration::from_secs(6);
+    let cs = format!("localhost:{}", proxy.addr().port());
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .with_session_timeout(session)
+        .connect(events.watcher())
+        .unwrap();
+    disconnected_at_the_read_timeout_with_writers_blocked(&zk, &proxy, &events, session);
+    zk.close().unwrap();
+}
+
+/// Retries `f` while it fails with ConnectionLoss (an election in progress).
+fn while_electing<T>(mut f: impl FnMut() -> zklock::Result<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match f() {
+            Err(e) if e.is(ZkError::ConnectionLoss) && Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(100));
+            }
+            other => return other.unwrap(),
+        }
+    }
+}
+
+/// Killing the ensemble member a TLS client is connected to: the client moves
+/// to another member over TLS with its session, and its watch (set again with
+/// SetWatches on the new connection) fires for a change made after.
+#[test]
+fn killing_the_member_a_tls_client_uses_keeps_its_session_and_watches() {
+    let (pki, _) = shared();
+    let alice = pki.client("alice").unwrap();
+    let mut ensemble = ZkEnsemble::start_tls(pki).unwrap();
+    let cs = ensemble.secure_connect_string().unwrap();
+    let events = Events::new();
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(events.watcher())
+        .unwrap();
+    let path = format!("/tls-ensemble-{}", std::process::id());
+    zk.create(&path, b"0", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    zk.get_data(&path, true).unwrap();
+    let id = zk.session_id();
+    // `cons` lists only the plaintext port's connections; the watch table shows
+    // which member holds the session's connection.
+    let mut member = None;
+    wait_until(
+        Duration::from_secs(20),
+        "the watch shows in a member's wchc",
+        || {
+            member = (0..ensemble.size())
+                .find(|&i| common::client::wchc_paths(&ensemble.address(i), id).contains(&path));
+            member.is_some()
+        },
+    );
+    let member = member.unwrap();
+    ensemble.kill(member).unwrap();
+    events.wait_state(KeeperState::Disconnected, 1, Duration::from_secs(30));
+    events.wait_state(KeeperState::SyncConnected, 2, Duration::from_secs(30));
+    assert_eq!(zk.session_id(), id);
+    let other = builder(&cs, Some(tls(pki, Some(&alice))))
+        .connect(|_e| {})
+        .unwrap();
+    while_electing(|| other.set_data(&path, b"1", None));
+    events.wait_node(
+        EventType::NodeDataChanged,
+        &path,
+        1,
+        Duration::from_secs(30),
+    );
+    assert_eq!(count_state(&events, KeeperState::Expired), 0);
+    assert_eq!(while_electing(|| zk.get_data(&path, false)).0, b"1");
+}
