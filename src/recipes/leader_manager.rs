@@ -178,7 +178,9 @@ impl ZkLeaderManager {
         let rzk = self.zkw.recoverable_zookeeper();
         let znode = self.shared.znode.as_str();
         loop {
-            self.shared.wake.arm();
+            // The wait engine's round: read before the watch (issue 20: a
+            // generation, not a re-armed flag).
+            let round = self.shared.wake.generation();
             if self.shared.state.lock().stopped {
                 return Ok(false);
             }
@@ -234,7 +236,7 @@ impl ZkLeaderManager {
             // Wait for the next chance: the leader znode's deletion (the watch
             // set above), a stop or the session's end. Armed before the watch
             // was set, so an event since then is not lost.
-            self.shared.wake.wait(Deadline::never());
+            self.shared.wake.wait(round, Deadline::never());
         }
     }
 
