@@ -35,5 +35,6 @@ pub mod leader_manager;
 pub mod priority_queue;
 pub mod queue;
 pub mod revocable;
+pub mod tree_cache;
 pub mod two_phase_commit;
 pub mod write_lock;
