@@ -27,6 +27,7 @@
 mod node;
 
 pub mod barrier;
+pub mod counter;
 pub mod double_barrier;
 pub mod election;
 pub mod group;
