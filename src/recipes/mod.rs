@@ -33,6 +33,7 @@ pub mod election;
 pub mod group;
 pub mod layout;
 pub mod leader_manager;
+pub mod lease;
 pub mod persistent_node;
 pub mod priority_queue;
 pub mod queue;
