@@ -52,18 +52,25 @@ fn fresh_read(zk: &ZooKeeper) -> BTreeMap<String, ChildData> {
     out
 }
 
-/// Waits until the cache equals a fresh read; the time it took.
+/// Waits until the cache is quiet (current, no read for 100 ms) and then
+/// equals a fresh read node by node; the time until it was quiet (the fresh
+/// read of the whole tree, blocking, is not counted).
 fn until_equal(cache: &TreeCache, zk: &ZooKeeper) -> Duration {
     let t = Instant::now();
     loop {
-        if !cache.is_stale() && cache.snapshot() == fresh_read(zk) {
-            return t.elapsed();
+        let reads = cache.requests();
+        thread::sleep(Duration::from_millis(100));
+        if cache.is_stale() || cache.requests() != reads {
+            continue;
+        }
+        let quiet = t.elapsed().saturating_sub(Duration::from_millis(100));
+        if cache.snapshot() == fresh_read(zk) {
+            return quiet;
         }
         assert!(
             t.elapsed() < Duration::from_secs(120),
             "the cache never caught up"
         );
-        thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -153,7 +160,7 @@ fn main() {
     let caught_up = until_equal(&cache, &zk);
     let n = writes.load(Ordering::Relaxed);
     println!(
-        "  {writers} writers, {write_secs} s: {n} writes ({:.0}/s); cache current {caught_up:.2?} after they stopped (node by node); {} reads by the cache ({:.2} per write)",
+        "  {writers} writers, {write_secs} s: {n} writes ({:.0}/s); cache quiet {caught_up:.2?} after they stopped, then equal to a fresh read node by node; {} reads by the cache ({:.2} per write)",
         n as f64 / write_secs as f64,
         cache.requests() - before,
         (cache.requests() - before) as f64 / n.max(1) as f64
@@ -185,8 +192,8 @@ fn main() {
         counted.requests,
         counted.ping_allowance
     );
-    let equal = until_equal(&cache, &zk);
-    println!("  cache equal to a fresh read node by node {equal:.2?} after the resync");
+    until_equal(&cache, &zk);
+    println!("  after the resync the cache equals a fresh read node by node");
     cache.close().unwrap();
     zkw.close().unwrap();
 
@@ -236,12 +243,12 @@ fn curator(servers: &str, m: &Mntr, zk: &ZooKeeper, leaves: &[String], changed: 
             .unwrap();
     }
     java.ask("quiet 500", bound).unwrap();
+    java.ask("mark", bound).unwrap();
     let window = Requests::start(m);
     let t = Instant::now();
     proxy.reset();
     // Until Curator reconnected and its events were quiet for 2 s.
-    thread::sleep(Duration::from_secs(1));
-    let answer = java.ask("quiet 2000", bound).unwrap();
+    let answer = java.ask("reconnected 2000", bound).unwrap();
     let counted = window.stop(m);
     let f = parse_fields(&answer);
     println!(

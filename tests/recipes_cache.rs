@@ -4,6 +4,9 @@
 //! to the changes (counted with the cache's own counter and the server's
 //! `mntr`), not to the tree.
 
+mod common;
+
+use common::init_log;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,10 +19,6 @@ use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ZkServ
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
 
 const LONG: Duration = Duration::from_secs(60);
-
-fn init_log() {
-    let _ = env_logger::builder().is_test(true).try_init();
-}
 
 fn connect(servers: &str) -> ZooKeeperWatcher {
     ZooKeeperWatcher::builder(servers)

@@ -2,28 +2,23 @@
 //! separate sessions incrementing lose no update, optimistic and promoted to
 //! a lock; the byte layouts are Curator's.
 
+mod common;
+
+use common::init_log;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use zklock::recipes::counter::{DistributedAtomicLong, SharedCount};
-use zklock::testing::{shared_server, unique_root};
-use zklock::{Error, RetryConfig, ZooKeeperWatcher};
+use zklock::testing::unique_root;
+use zklock::{Error, ZooKeeperWatcher};
 
 const THREADS: usize = 8;
 const EACH: i64 = 25;
 
-fn init_log() {
-    let _ = env_logger::builder().is_test(true).try_init();
-}
-
+/// A session on the shared server (6 s, retries 20 ms apart).
 fn connect() -> ZooKeeperWatcher {
-    ZooKeeperWatcher::builder(&shared_server().connect_string())
-        .with_identifier("counter-test")
-        .with_session_timeout(Duration::from_secs(20))
-        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(50)))
-        .connect()
-        .unwrap()
+    common::zkw()
 }
 
 /// Runs `work` on `THREADS` threads, each with its own session.

@@ -2,25 +2,20 @@
 //! separate sessions contending for a lease (and a multi-lease) never have
 //! two holders at once, by the server's clock.
 
+mod common;
+
+use common::init_log;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use zklock::recipes::lease::{Lease, MultiNonBlockingLease, NonBlockingLease};
-use zklock::testing::{shared_server, unique_root};
-use zklock::{RetryConfig, ZooKeeperWatcher};
+use zklock::testing::unique_root;
+use zklock::ZooKeeperWatcher;
 
-fn init_log() {
-    let _ = env_logger::builder().is_test(true).try_init();
-}
-
+/// A session on the shared server (6 s, retries 20 ms apart).
 fn connect() -> ZooKeeperWatcher {
-    ZooKeeperWatcher::builder(&shared_server().connect_string())
-        .with_identifier("lease-test")
-        .with_session_timeout(Duration::from_secs(20))
-        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(50)))
-        .connect()
-        .unwrap()
+    common::zkw()
 }
 
 /// Runs 8 contenders on their own sessions for `run`; every lease obtained.

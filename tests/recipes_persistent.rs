@@ -3,6 +3,9 @@
 //! expiry (with renewal), never twice, a foreign change is reported, and it
 //! is removed on close and on drop.
 
+mod common;
+
+use common::init_log;
 use std::time::{Duration, Instant};
 
 use zklock::client::CreateMode;
@@ -13,10 +16,6 @@ use zklock::{RetryConfig, ZooKeeperWatcher};
 
 const LONG: Duration = Duration::from_secs(60);
 const SESSION: Duration = Duration::from_secs(6);
-
-fn init_log() {
-    let _ = env_logger::builder().is_test(true).try_init();
-}
 
 fn connect(servers: &str, renew: bool) -> ZooKeeperWatcher {
     ZooKeeperWatcher::builder(servers)

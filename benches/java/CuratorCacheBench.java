@@ -12,6 +12,9 @@
 //                    initialized event -> ok elapsed_ns E size N
 //       quiet <ms>   waits until the cache had no event for <ms>
 //                    -> ok events N size S (events since the last quiet)
+//       mark         remembers the number of reconnections -> ok reconnects R
+//       reconnected <ms>  waits for a reconnection after the mark, then as
+//                    quiet <ms> (quiet counted from the reconnection on)
 //       quit
 
 import java.io.BufferedReader;
@@ -35,6 +38,14 @@ public class CuratorCacheBench {
         String root = args[2];
         AtomicLong events = new AtomicLong();
         AtomicLong last = new AtomicLong(System.nanoTime());
+        AtomicLong reconnects = new AtomicLong();
+        long marked = 0;
+        client.getConnectionStateListenable().addListener((c, state) -> {
+            if (state == org.apache.curator.framework.state.ConnectionState.RECONNECTED) {
+                last.set(System.nanoTime());
+                reconnects.incrementAndGet();
+            }
+        });
         CuratorCache cache = null;
         System.out.println("ready");
         System.out.flush();
@@ -52,7 +63,15 @@ public class CuratorCacheBench {
                 cache.start();
                 init.await();
                 System.out.println("ok elapsed_ns " + (System.nanoTime() - t) + " size " + cache.size());
-            } else if (w[0].equals("quiet")) {
+            } else if (w[0].equals("mark")) {
+                marked = reconnects.get();
+                System.out.println("ok reconnects " + marked);
+            } else if (w[0].equals("reconnected") || w[0].equals("quiet")) {
+                if (w[0].equals("reconnected")) {
+                    while (reconnects.get() <= marked) {
+                        Thread.sleep(10);
+                    }
+                }
                 long ms = Long.parseLong(w[1]);
                 while ((System.nanoTime() - last.get()) / 1_000_000 < ms) {
                     Thread.sleep(50);

@@ -247,14 +247,7 @@ impl DistributedAtomicLong {
         };
         for _ in 0..self.tries {
             result.optimistic_tries += 1;
-            let (pre, stat) = self.read()?;
-            result.pre_value = pre;
-            let Some(new) = f(pre) else {
-                return Ok(result);
-            };
-            if self.try_once(stat, new)? {
-                result.succeeded = true;
-                result.post_value = new;
+            if self.attempt(&f, &mut result)? {
                 return Ok(result);
             }
         }
@@ -267,22 +260,34 @@ impl DistributedAtomicLong {
         }
         result.promoted = true;
         // Holding the lock, only optimistic writers not promoted compete.
-        let outcome = (|| loop {
-            let (pre, stat) = self.read()?;
-            result.pre_value = pre;
-            let Some(new) = f(pre) else {
-                return Ok(result);
-            };
-            if self.try_once(stat, new)? {
-                result.succeeded = true;
-                result.post_value = new;
-                return Ok(result);
+        let outcome = loop {
+            match self.attempt(&f, &mut result) {
+                Ok(true) => break Ok(result),
+                Ok(false) => continue,
+                Err(e) => break Err(e),
             }
-        })();
+        };
         if let Err(e) = lock.release() {
             debug!("releasing {lock_path}: {e}");
         }
         outcome
+    }
+
+    /// One read and compare-and-set into `result`: `Ok(true)` when done
+    /// (applied, or `f` left the value), `Ok(false)` when another write came
+    /// first.
+    fn attempt(&self, f: &impl Fn(i64) -> Option<i64>, result: &mut AtomicValue) -> Result<bool> {
+        let (pre, stat) = self.read()?;
+        result.pre_value = pre;
+        let Some(new) = f(pre) else {
+            return Ok(true);
+        };
+        if self.try_once(stat, new)? {
+            result.succeeded = true;
+            result.post_value = new;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Adds `delta` (Curator's `add`).
