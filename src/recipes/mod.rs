@@ -28,13 +28,17 @@ mod node;
 mod rounds;
 
 pub mod barrier;
+pub mod counter;
 pub mod double_barrier;
 pub mod election;
 pub mod group;
 pub mod layout;
 pub mod leader_manager;
+pub mod lease;
+pub mod persistent_node;
 pub mod priority_queue;
 pub mod queue;
 pub mod revocable;
+pub mod tree_cache;
 pub mod two_phase_commit;
 pub mod write_lock;

@@ -1,0 +1,351 @@
+//! `zklock::recipes::tree_cache` against a real ZooKeeper server: the cache
+//! equals a fresh read node by node after writers stop, across a cut and a
+//! server restart; the resync after a short cut costs requests in proportion
+//! to the changes (counted with the cache's own counter and the server's
+//! `mntr`), not to the tree.
+
+mod common;
+
+use common::init_log;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use zklock::client::{Acl, CreateMode, Op, WatchedEvent, ZooKeeper};
+use zklock::recipes::tree_cache::{CacheDepth, CacheEvent, ChildData, TreeCache};
+use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ZkServer};
+use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn connect(servers: &str) -> ZooKeeperWatcher {
+    ZooKeeperWatcher::builder(servers)
+        .with_identifier("cache-test")
+        .with_session_timeout(Duration::from_secs(20))
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(50)))
+        .connect()
+        .unwrap()
+}
+
+fn plain(servers: &str) -> ZooKeeper {
+    let zk = ZooKeeper::connect(servers, Duration::from_secs(20), |_e: WatchedEvent| {}).unwrap();
+    zk.wait_connected(LONG).unwrap();
+    // The parent of every unique_root.
+    match zk.create(
+        "/zklock-test",
+        b"",
+        Acl::open_unsafe(),
+        CreateMode::Persistent,
+    ) {
+        Err(e) if !e.is(ZkError::NodeExists) => panic!("{e}"),
+        _ => zk,
+    }
+}
+
+/// `root` with `fanout` children each holding `fanout` children (the root,
+/// `fanout` + `fanout²` nodes), created with multis of 100.
+fn make_tree(zk: &ZooKeeper, root: &str, fanout: usize) -> Vec<String> {
+    let mut paths = vec![root.to_string()];
+    for i in 0..fanout {
+        let a = format!("{root}/a{i}");
+        paths.push(a.clone());
+        for j in 0..fanout {
+            paths.push(format!("{a}/b{j}"));
+        }
+    }
+    for batch in paths.chunks(100) {
+        let ops: Vec<Op> = batch
+            .iter()
+            .map(|p| Op::create(p.clone(), p.as_bytes().to_vec(), CreateMode::Persistent))
+            .collect();
+        zk.multi(&ops).unwrap();
+    }
+    paths
+}
+
+/// Every node under `root` (with it), read now.
+fn fresh_read(zk: &ZooKeeper, root: &str) -> BTreeMap<String, ChildData> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![root.to_string()];
+    while let Some(p) = todo.pop() {
+        let (data, stat) = match zk.get_data(&p, false) {
+            Ok(read) => read,
+            Err(e) if e.is(ZkError::NoNode) => continue,
+            Err(e) => panic!("{p}: {e}"),
+        };
+        out.insert(p.clone(), ChildData { data, stat });
+        match zk.get_children(&p, false) {
+            Ok(children) => todo.extend(children.iter().map(|c| format!("{p}/{c}"))),
+            Err(e) if e.is(ZkError::NoNode) => {}
+            Err(e) => panic!("{p}: {e}"),
+        }
+    }
+    out
+}
+
+/// Waits until the cache equals a fresh read node by node (data and `Stat`).
+fn assert_equal_eventually(cache: &TreeCache, zk: &ZooKeeper, root: &str) {
+    let mut last = (BTreeMap::new(), BTreeMap::new());
+    let same = eventually(LONG, || {
+        if cache.is_stale() {
+            return false;
+        }
+        last = (cache.snapshot(), fresh_read(zk, root));
+        last.0 == last.1
+    });
+    if !same {
+        let (c, f) = &last;
+        for (p, d) in f {
+            if c.get(p) != Some(d) {
+                panic!("{p}: cache {:?}, server {d:?}", c.get(p));
+            }
+        }
+        for p in c.keys() {
+            assert!(f.contains_key(p), "{p} cached, gone on the server");
+        }
+        panic!("cache never current (stale: {})", cache.is_stale());
+    }
+}
+
+/// Writers creating, changing and deleting nodes under `root` until `stop`.
+fn writers(
+    servers: &str,
+    root: &str,
+    n: usize,
+    stop: &Arc<AtomicBool>,
+) -> Vec<thread::JoinHandle<()>> {
+    (0..n)
+        .map(|w| {
+            let zk = plain(servers);
+            let root = root.to_string();
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let p = format!("{root}/a{}/b{}", (i as usize * 7 + w) % 10, i % 10);
+                    let r = match i % 3 {
+                        0 => zk
+                            .set_data(&p, format!("w{w}-{i}").as_bytes(), None)
+                            .map(drop),
+                        1 => zk.delete(&p, None),
+                        _ => zk
+                            .create(
+                                &p,
+                                format!("c{w}-{i}").as_bytes(),
+                                Acl::open_unsafe(),
+                                CreateMode::Persistent,
+                            )
+                            .map(drop),
+                    };
+                    match r {
+                        Ok(()) => {}
+                        Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::NodeExists) => {}
+                        Err(e) if e.is_retryable() => thread::sleep(Duration::from_millis(50)),
+                        Err(e) => panic!("writer {w}: {e}"),
+                    }
+                }
+                zk.close().unwrap();
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn the_cache_equals_a_fresh_read_after_writers_stop() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers);
+    let root = unique_root("cache-writers");
+    let zk = plain(&servers);
+    make_tree(&zk, &root, 10);
+    let cache = TreeCache::start(&zkw, &root).unwrap();
+    assert!(cache.wait_synced(LONG).unwrap());
+    assert_eq!(cache.snapshot().len(), 111);
+    assert_eq!(cache.snapshot(), fresh_read(&zk, &root));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let ws = writers(&servers, &root, 4, &stop);
+    thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    for w in ws {
+        w.join().unwrap();
+    }
+    assert_equal_eventually(&cache, &zk, &root);
+    let watches = zkw.zookeeper().watch_count();
+    cache.close().unwrap();
+    // The one-shot sentinels stay until they fire (see `close`).
+    assert_eq!(
+        zkw.zookeeper().watch_count(),
+        watches - 1,
+        "close removed the recursive watch"
+    );
+}
+
+#[test]
+fn events_tell_added_updated_removed_and_the_children_depth_stops_at_children() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers);
+    let root = unique_root("cache-events");
+    let zk = plain(&servers);
+    zk.create(&root, b"r", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let cache = TreeCache::builder(&root)
+        .depth(CacheDepth::Children)
+        .start(&zkw)
+        .unwrap();
+    let events = cache.events();
+    assert!(cache.wait_synced(LONG).unwrap());
+    let child = format!("{root}/c");
+    zk.create(&child, b"1", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    zk.create(
+        &format!("{child}/deep"),
+        b"x",
+        Acl::open_unsafe(),
+        CreateMode::Persistent,
+    )
+    .unwrap();
+    zk.set_data(&child, b"2", None).unwrap();
+    zk.delete(&format!("{child}/deep"), None).unwrap();
+    zk.delete(&child, None).unwrap();
+    let mut seen = Vec::new();
+    while !matches!(seen.last(), Some(CacheEvent::Removed(p, _)) if *p == child) {
+        seen.push(events.recv_timeout(LONG).unwrap());
+    }
+    let on_child: Vec<&CacheEvent> = seen
+        .iter()
+        .filter(|e| matches!(e, CacheEvent::Added(p, _) | CacheEvent::Updated(p, _) | CacheEvent::Removed(p, _) if *p == child))
+        .collect();
+    assert!(matches!(on_child[0], CacheEvent::Added(_, d) if d.data == b"1" || d.data == b"2"));
+    assert!(matches!(on_child.last().unwrap(), CacheEvent::Removed(..)));
+    assert!(
+        !seen.iter().any(|e| format!("{e:?}").contains("deep")),
+        "a grandchild is below the Children depth: {seen:?}"
+    );
+    assert_equal_eventually(&cache, &zk, &root);
+}
+
+#[test]
+fn a_resync_after_a_short_cut_costs_requests_in_proportion_to_the_changes() {
+    init_log();
+    // A server of its own: its mntr counts this test's packets only.
+    let server = ZkServer::start().unwrap();
+    let proxy = FaultProxy::start(server.connect_string().as_str()).unwrap();
+    let zkw = connect(&proxy.connect_string());
+    let root = "/resync";
+    let zk = plain(&server.connect_string());
+    let paths = make_tree(&zk, root, 31); // 1 + 31 + 961 = 993 nodes
+    let cache = TreeCache::start(&zkw, root).unwrap();
+    let events = cache.events();
+    assert!(cache.wait_synced(LONG).unwrap());
+    let load = cache.requests();
+    assert!(
+        load >= 2 * paths.len() as u64 - 1,
+        "initial load: {load} reads"
+    );
+
+    proxy.stall();
+    assert!(
+        eventually(LONG, || cache.is_stale()),
+        "a stalled connection makes the cache stale"
+    );
+    // 1% changed while the cache cannot see it: data, creations, deletions.
+    let changed = 10;
+    for i in 0..changed {
+        let p = &paths[100 + 90 * i];
+        match i % 3 {
+            0 | 1 => drop(zk.set_data(p, b"changed", None).unwrap()),
+            _ => drop(
+                zk.create(
+                    &format!("{p}-new"),
+                    b"new",
+                    Acl::open_unsafe(),
+                    CreateMode::Persistent,
+                )
+                .unwrap(),
+            ),
+        }
+    }
+    zk.delete(&paths[paths.len() - 1], None).unwrap();
+    let before = cache.requests();
+    let packets_before: i64 = server.mntr().unwrap()["zk_packets_received"]
+        .parse()
+        .unwrap();
+    proxy.reset();
+    assert!(cache.wait_synced(LONG).unwrap());
+    let reads = cache.requests() - before;
+    let packets_after: i64 = server.mntr().unwrap()["zk_packets_received"]
+        .parse()
+        .unwrap();
+    let packets = packets_after - packets_before;
+    println!(
+        "resync of {} nodes after {} changes: {reads} reads by the cache, {packets} packets at the server (initial load {load} reads)",
+        paths.len(),
+        changed + 1
+    );
+    // Per change at most a data read, a listing and the parent's re-read; a
+    // marker; the connect, setWatches, mntr and pings at the server.
+    assert!(reads <= 4 * (changed as u64 + 1) + 1, "{reads} reads");
+    assert!(
+        packets <= 4 * (changed as i64 + 1) + 20,
+        "{packets} packets"
+    );
+    assert!(events.try_iter().any(|e| e == CacheEvent::Resynced));
+    assert_equal_eventually(&cache, &zk, root);
+    drop(cache);
+}
+
+#[test]
+fn the_cache_follows_a_server_restart() {
+    init_log();
+    let mut server = ZkServer::start().unwrap();
+    let zkw = connect(&server.connect_string());
+    let root = "/restart";
+    make_tree(zkw.zookeeper(), root, 5);
+    let cache = TreeCache::start(&zkw, root).unwrap();
+    let events = cache.events();
+    assert!(cache.wait_synced(LONG).unwrap());
+    server.restart().unwrap();
+    let zk = plain(&server.connect_string());
+    zk.set_data(&format!("{root}/a1"), b"after", None).unwrap();
+    zk.create(
+        &format!("{root}/a1/new"),
+        b"n",
+        Acl::open_unsafe(),
+        CreateMode::Persistent,
+    )
+    .unwrap();
+    zk.delete(&format!("{root}/a2/b2"), None).unwrap();
+    assert_equal_eventually(&cache, &zk, root);
+    let seen: Vec<CacheEvent> = events.try_iter().collect();
+    assert!(seen.contains(&CacheEvent::Suspended), "{seen:?}");
+    assert!(seen.contains(&CacheEvent::Reconnected), "{seen:?}");
+    assert_eq!(cache.get(&format!("{root}/a1")).unwrap().data, b"after");
+}
+
+#[test]
+fn a_missing_root_is_cached_once_created_and_an_ended_session_makes_it_lost() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers);
+    let root = unique_root("cache-missing");
+    let cache = TreeCache::start(&zkw, &root).unwrap();
+    assert!(cache.wait_synced(LONG).unwrap());
+    assert!(cache.snapshot().is_empty());
+    let zk = plain(&servers);
+    zk.create(&root, b"now", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    assert!(eventually(LONG, || cache
+        .get(&root)
+        .is_some_and(|d| d.data == b"now")));
+    assert!(TreeCache::start(&zkw, "no-slash").is_err());
+    let events = cache.events();
+    zkw.close().unwrap();
+    assert_eq!(events.recv_timeout(LONG).unwrap(), CacheEvent::Lost);
+    assert!(cache.is_stale());
+    assert!(cache.wait_synced(Duration::from_secs(1)).is_err());
+}

@@ -1,0 +1,174 @@
+//! `zklock::recipes::persistent_node` against a real ZooKeeper server: the
+//! node is created, re-created after a delete and after a forced session
+//! expiry (with renewal), never twice, a foreign change is reported, and it
+//! is removed on close and on drop.
+
+mod common;
+
+use common::init_log;
+use std::time::{Duration, Instant};
+
+use zklock::client::CreateMode;
+use zklock::client::{ReplyKind, WatchedEvent, ZooKeeper};
+use zklock::recipes::persistent_node::{PersistentNode, PersistentNodeEvent};
+use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
+use zklock::{RetryConfig, ZooKeeperWatcher};
+
+const LONG: Duration = Duration::from_secs(60);
+const SESSION: Duration = Duration::from_secs(6);
+
+fn connect(servers: &str, renew: bool) -> ZooKeeperWatcher {
+    ZooKeeperWatcher::builder(servers)
+        .with_identifier("pnode-test")
+        .with_session_timeout(SESSION)
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .with_session_renewal(renew)
+        .connect()
+        .unwrap()
+}
+
+fn created(rx: &std::sync::mpsc::Receiver<PersistentNodeEvent>) -> Stat {
+    loop {
+        if let PersistentNodeEvent::Created(stat) = rx.recv_timeout(LONG).unwrap() {
+            return stat;
+        }
+    }
+}
+
+use zklock::client::Stat;
+
+#[test]
+fn the_node_is_kept_reports_foreign_changes_and_goes_on_close() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers, false);
+    let path = format!("{}/svc", unique_root("pnode"));
+    let node = PersistentNode::start(&zkw, &path, CreateMode::Ephemeral, b"me").unwrap();
+    let events = node.events();
+    assert!(node.wait_created(LONG));
+    let other = connect(&servers, false);
+    let (data, stat) = other.zookeeper().get_data(&path, false).unwrap();
+    assert_eq!(data, b"me");
+    assert_eq!(stat.ephemeral_owner, zkw.zookeeper().session_id());
+
+    node.set_data(b"mine").unwrap();
+    other.zookeeper().set_data(&path, b"theirs", None).unwrap();
+    loop {
+        match events.recv_timeout(LONG).unwrap() {
+            PersistentNodeEvent::ChangedByOther(d, _) => {
+                assert_eq!(d, b"theirs", "my own write is not reported");
+                break;
+            }
+            PersistentNodeEvent::Created(_) => {}
+            e => panic!("{e:?}"),
+        }
+    }
+    other.zookeeper().delete(&path, None).unwrap();
+    let again = created(&events);
+    assert_eq!(
+        other.zookeeper().get_data(&path, false).unwrap().0,
+        b"mine",
+        "re-created with its data"
+    );
+    assert_eq!(again.ephemeral_owner, zkw.zookeeper().session_id());
+    node.close();
+    assert_eq!(
+        other.zookeeper().exists(&path, false).unwrap(),
+        None,
+        "removed on close"
+    );
+
+    let dropped = PersistentNode::start(&zkw, &path, CreateMode::Persistent, b"p").unwrap();
+    assert!(dropped.wait_created(LONG));
+    drop(dropped);
+    assert!(
+        eventually(LONG, || other
+            .zookeeper()
+            .exists(&path, false)
+            .unwrap()
+            .is_none()),
+        "removed in the background on drop"
+    );
+    assert!(PersistentNode::start(&zkw, &path, CreateMode::EphemeralSequential, b"").is_err());
+    assert!(PersistentNode::start(&zkw, "rel", CreateMode::Ephemeral, b"").is_err());
+}
+
+#[test]
+fn a_create_whose_reply_is_lost_is_adopted_never_made_twice() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers, false);
+    let root = unique_root("pnode-lost");
+    let path = format!("{root}/svc");
+    zklock::zkutil::create_with_parents(&zkw, &root).unwrap();
+    zkw.zookeeper().lose_next_reply(ReplyKind::Create);
+    let node = PersistentNode::start(&zkw, &path, CreateMode::Ephemeral, b"x").unwrap();
+    let events = node.events();
+    assert!(node.wait_created(LONG));
+    let stat = zkw.zookeeper().exists(&path, false).unwrap().unwrap();
+    assert_eq!(stat.ephemeral_owner, zkw.zookeeper().session_id());
+    assert_eq!(zkw.zookeeper().get_children(&root, false).unwrap().len(), 1);
+    std::thread::sleep(Duration::from_millis(500));
+    let seen: Vec<_> = events.try_iter().collect();
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, PersistentNodeEvent::Foreign(_))),
+        "its own node is not foreign: {seen:?}"
+    );
+    node.close();
+    assert!(zkw.zookeeper().exists(&path, false).unwrap().is_none());
+}
+
+#[test]
+fn after_a_forced_expiry_with_renewal_the_node_is_back_once() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = connect(&proxy.connect_string(), true);
+    let path = format!("{}/svc", unique_root("pnode-expiry"));
+    let node = PersistentNode::start(&zkw, &path, CreateMode::Ephemeral, b"reg").unwrap();
+    let events = node.events();
+    assert!(node.wait_created(LONG));
+    let first = zkw.zookeeper().session_id();
+    while events.recv_timeout(Duration::from_millis(300)).is_ok() {}
+
+    // Force the expiry: a twin of the session closes it behind a stall.
+    proxy.stall();
+    let zk = zkw.zookeeper().clone();
+    let twin = ZooKeeper::connect_with_session(
+        &servers,
+        SESSION,
+        |_e: WatchedEvent| {},
+        zk.session_id(),
+        &zk.session_password(),
+    )
+    .unwrap();
+    twin.wait_connected(LONG).unwrap();
+    twin.close().unwrap();
+    proxy.reset();
+
+    let observer = connect(&servers, false);
+    assert!(eventually(LONG, || zkw.zookeeper().session_id() != first
+        && zkw.zookeeper().state() == zklock::client::State::Connected));
+    let renewed = Instant::now();
+    let stat = created(&events);
+    let back = renewed.elapsed();
+    println!("back {back:?} after the renewed session connected");
+    assert!(back < Duration::from_secs(5), "back after {back:?}");
+    assert_eq!(stat.ephemeral_owner, zkw.zookeeper().session_id());
+    let now = observer.zookeeper().exists(&path, false).unwrap().unwrap();
+    assert_eq!(now.ephemeral_owner, zkw.zookeeper().session_id());
+    let parent = zklock::zkutil::get_parent(&path).unwrap();
+    assert_eq!(
+        observer
+            .zookeeper()
+            .get_children(parent, false)
+            .unwrap()
+            .len(),
+        1,
+        "never two"
+    );
+    node.close();
+    assert!(observer.zookeeper().exists(&path, false).unwrap().is_none());
+}
