@@ -5,103 +5,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use common::java::JavaClient;
+
+use std::io::Write;
+use std::process::Command;
 use std::sync::OnceLock;
 use std::thread;
 use std::time::Duration;
 
-use zklock::testing::{ClientCert, TestPki, ZkEnsemble, ZkServer, NETTY_CLASSPATH};
-
-const JARS: [&str; 2] = [
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/slf4j-nop.jar",
-];
-
-/// Compiles tests/java/TlsClient.java once; panics with the fix when there is
-/// no JDK (no silent skip).
-fn java_classes() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let out = std::env::temp_dir().join(format!("zklock-tls-java-{}", std::process::id()));
-        std::fs::create_dir_all(&out).unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/TlsClient.java");
-        let status = Command::new("javac")
-            .args(["-nowarn", "-proc:none", "-implicit:none", "-d"])
-            .arg(&out)
-            .args(["-cp", &JARS.join(":")])
-            .arg(src)
-            .status()
-            .expect("javac not found: run `make zookeeper` (installs default-jdk-headless)");
-        assert!(status.success(), "javac failed");
-        out
-    })
-}
-
-/// The Java client (tests/java/TlsClient.java) over TLS with `cert`: one
-/// command per line, one answer line each. Killed on drop.
-struct JavaClient {
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
-}
-
-impl JavaClient {
-    fn start(pki: &TestPki, cert: &ClientCert, connect: &str) -> JavaClient {
-        let cp = format!(
-            "{}:{}:{NETTY_CLASSPATH}",
-            java_classes().display(),
-            JARS.join(":")
-        );
-        let mut child = Command::new("java")
-            .args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
-            .args(pki.java_client_options(cert))
-            .args(["-cp", &cp, "TlsClient", connect])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("java");
-        let out = child.stdout.take().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let j = JavaClient {
-            child,
-            stdin,
-            lines,
-        };
-        assert_eq!(j.line(), "connected");
-        j
-    }
-
-    fn line(&self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(40))
-            .expect("an answer from the Java client")
-    }
-
-    fn ask(&mut self, command: &str) -> String {
-        writeln!(self.stdin, "{command}").unwrap();
-        self.stdin.flush().unwrap();
-        self.line()
-    }
-}
-
-impl Drop for JavaClient {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use zklock::testing::{ClientCert, TestPki, ZkEnsemble, ZkServer};
 
 /// One PKI and one TLS server for the tests of this binary that do not stop it.
 fn shared() -> &'static (TestPki, ZkServer) {
@@ -122,7 +34,7 @@ fn secure(server: &ZkServer) -> String {
 fn java_client_connects_over_tls_with_a_client_certificate() {
     let (pki, server) = shared();
     let alice = pki.client("alice").unwrap();
-    let mut j = JavaClient::start(pki, &alice, &secure(server));
+    let mut j = JavaClient::start(&pki.java_client_options(&alice), &secure(server));
     let path = format!("/java-tls-{}", std::process::id());
     assert_eq!(
         j.ask(&format!("create {path} hello creator")),
@@ -180,8 +92,8 @@ fn zklock_and_java_share_x509_identities_and_acls() {
     let cs = secure(server);
     let za = zk_as(pki, &alice, &cs);
     let zb = zk_as(pki, &bob, &cs);
-    let mut ja = JavaClient::start(pki, &alice, &cs);
-    let mut jb = JavaClient::start(pki, &bob, &cs);
+    let mut ja = JavaClient::start(&pki.java_client_options(&alice), &cs);
+    let mut jb = JavaClient::start(&pki.java_client_options(&bob), &cs);
     let root = format!("/tls-acl-{}", std::process::id());
     za.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
         .unwrap();

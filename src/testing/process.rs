@@ -62,6 +62,15 @@ fi
 exit 0
 "#;
 
+/// `-Djava.security.auth.login.config=...` when a JAAS file
+/// ([`JAAS_FILE`](super::server::JAAS_FILE)) lies beside `config` (a server
+/// started by [`ZkServer::start_sasl`](super::ZkServer::start_sasl)).
+fn jaas_option(config: &Path) -> Option<String> {
+    let jaas = config.with_file_name(super::server::JAAS_FILE);
+    jaas.exists()
+        .then(|| format!("-Djava.security.auth.login.config={}", jaas.display()))
+}
+
 /// What a JVM is started with.
 #[derive(Debug, Clone)]
 pub(crate) struct JvmSpec {
@@ -122,6 +131,7 @@ impl Watchdog {
             .arg(path_arg(&spec.cleanup_parent))
             .arg(&java)
             .args(jvm_options())
+            .args(jaas_option(&spec.config))
             .arg("-cp")
             .arg(&classpath)
             .arg(spec.main_class)

@@ -6,6 +6,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod client;
+pub mod java;
 
 use std::fs;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,0 +1,380 @@
+//! SASL (DIGEST-MD5) against a real ZooKeeper 3.8 configured the way
+//! operators do (a JAAS `Server` section with `DigestLoginModule`, the SASL
+//! provider, `sessionRequireClientSASLAuth=true`: [`ZkServer::start_sasl`]);
+//! the Java client, with the same credentials, is the reference.
+
+mod common;
+
+use common::client::{Events, FakeServer};
+use common::java::JavaClient;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::client::{
+    Acl, CreateMode, Id, KeeperState, Perms, SaslConfig, State, ZooKeeper, ZooKeeperBuilder,
+};
+use zklock::lock::{
+    InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
+};
+use zklock::testing::{wait_until, FaultProxy, ZkServer};
+use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
+
+const USERS: [(&str, &str); 2] = [("alice", "alice-secret"), ("bob", "bob-secret")];
+
+/// One SASL server for the tests of this binary that do not stop it.
+fn shared() -> &'static ZkServer {
+    static SHARED: OnceLock<ZkServer> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        common::init_log();
+        ZkServer::start_sasl(&USERS).expect("start a SASL ZooKeeper")
+    })
+}
+
+fn password(user: &str) -> &'static str {
+    USERS.iter().find(|(u, _)| *u == user).unwrap().1
+}
+
+fn builder(connect: &str, sasl: Option<SaslConfig>) -> ZooKeeperBuilder {
+    let b = ZooKeeper::builder(connect)
+        .with_session_timeout(Duration::from_secs(6))
+        .with_connect_wait(Duration::from_secs(20));
+    match sasl {
+        Some(s) => b.with_sasl(s),
+        None => b,
+    }
+}
+
+fn zk_as(user: &str, connect: &str) -> (ZooKeeper, Arc<Events>) {
+    let events = Events::new();
+    let zk = builder(connect, Some(SaslConfig::digest_md5(user, password(user))))
+        .connect(events.watcher())
+        .unwrap();
+    (zk, events)
+}
+
+/// The JVM options of a Java client authenticating as `user` (a JAAS
+/// `Client` section with `DigestLoginModule`, in a file that lives as long
+/// as the test binary).
+fn java_as(user: &str) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("zklock-sasl-java-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{user}.jaas"));
+    let mut f = std::fs::File::create(&file).unwrap();
+    write!(
+        f,
+        "Client {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  \
+         username=\"{user}\"\n  password=\"{}\";\n}};\n",
+        password(user)
+    )
+    .unwrap();
+    vec![format!(
+        "-Djava.security.auth.login.config={}",
+        file.display()
+    )]
+}
+
+fn count_state(events: &Events, ks: KeeperState) -> usize {
+    events.count(|e| e.path.is_none() && e.keeper_state == ks)
+}
+
+#[test]
+fn a_sasl_session_is_sasl_alice_and_is_told_sasl_authenticated() {
+    let server = shared();
+    let (zk, events) = zk_as("alice", &server.connect_string());
+    let path = format!("/sasl-id-{}", std::process::id());
+    zk.create(&path, b"a", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    let acl = zk.get_acl(&path).unwrap().0;
+    assert_eq!(
+        acl,
+        [Acl::new(Perms::ALL, Id::new("sasl", "alice"))],
+        "CREATOR_ALL on a SASL session"
+    );
+    events.wait_state(KeeperState::SaslAuthenticated, 1, Duration::from_secs(5));
+    let states = events.states();
+    assert_eq!(
+        &states[..2],
+        [KeeperState::SyncConnected, KeeperState::SaslAuthenticated]
+    );
+    zk.delete(&path, None).unwrap();
+    // No secret in Debug.
+    let dbg = format!("{:?}", SaslConfig::digest_md5("alice", "alice-secret"));
+    assert!(!dbg.contains("alice-secret"), "{dbg}");
+}
+
+/// zklock and the Java client, with the same credentials: the same ACL ids
+/// for the nodes each creates; each reads what the other's ACL allows and is
+/// refused what it does not.
+#[test]
+fn zklock_and_java_share_sasl_identities_and_acls() {
+    let server = shared();
+    let cs = server.connect_string();
+    let (za, _) = zk_as("alice", &cs);
+    let (zb, _) = zk_as("bob", &cs);
+    let mut ja = JavaClient::start(&java_as("alice"), &cs);
+    let mut jb = JavaClient::start(&java_as("bob"), &cs);
+    let root = format!("/sasl-acl-{}", std::process::id());
+    za.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let by_rust = format!("{root}/by-rust");
+    let by_java = format!("{root}/by-java");
+    za.create(&by_rust, b"r", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    assert_eq!(
+        ja.ask(&format!("create {by_java} j creator")),
+        format!("ok {by_java}")
+    );
+    // The same identity for both creators.
+    assert_eq!(ja.ask(&format!("acl {by_rust}")), "acl 31:sasl:alice");
+    assert_eq!(ja.ask(&format!("acl {by_java}")), "acl 31:sasl:alice");
+    assert_eq!(
+        za.get_acl(&by_java).unwrap().0,
+        [Acl::new(Perms::ALL, Id::new("sasl", "alice"))]
+    );
+    // alice (either client) reads both; bob (either client) neither.
+    assert_eq!(za.get_data(&by_java, false).unwrap().0, b"j");
+    assert_eq!(ja.ask(&format!("get {by_rust}")), "data r");
+    common::assert_code(zb.get_data(&by_java, false), ZkError::NoAuth);
+    common::assert_code(zb.get_data(&by_rust, false), ZkError::NoAuth);
+    assert_eq!(jb.ask(&format!("get {by_rust}")), "err NOAUTH");
+    assert_eq!(jb.ask(&format!("set {by_java} x")), "err NOAUTH");
+    // A read-only node of bob's: alice reads it, neither can write it.
+    let read_only = format!("{root}/read-only");
+    assert_eq!(
+        jb.ask(&format!("create {read_only} b read")),
+        format!("ok {read_only}")
+    );
+    assert_eq!(za.get_data(&read_only, false).unwrap().0, b"b");
+    common::assert_code(za.set_data(&read_only, b"x", None), ZkError::NoAuth);
+    assert_eq!(ja.ask(&format!("set {read_only} x")), "err NOAUTH");
+    for p in [&by_rust, &by_java, &read_only] {
+        za.delete(p, None).unwrap();
+    }
+    za.delete(&root, None).unwrap();
+}
+
+/// A wrong password or an unknown user: `AuthFailed` from `connect`, the
+/// watcher told `AuthFailed` once, one connection only (no retry storm), and
+/// the handle dead.
+#[test]
+fn wrong_password_or_unknown_user_is_auth_failed_once_without_retries() {
+    let server = shared();
+    for (user, pw) in [("alice", "wrong"), ("mallory", "whatever")] {
+        let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+        let events = Events::new();
+        let started = Instant::now();
+        let r = builder(
+            &proxy.connect_string(),
+            Some(SaslConfig::digest_md5(user, pw)),
+        )
+        .connect(events.watcher());
+        let e = common::assert_code(r, ZkError::AuthFailed);
+        assert!(!e.to_string().contains(pw), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{user}");
+        thread::sleep(Duration::from_secs(2)); // deliberate: a retry would show
+        assert_eq!(proxy.accepted(), 1, "{user}: one connection, no retry");
+        assert_eq!(count_state(&events, KeeperState::AuthFailed), 1, "{user}");
+        assert_eq!(count_state(&events, KeeperState::SyncConnected), 0);
+    }
+    // The same through start(): calls fail with AuthFailed, told once.
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+    let events = Events::new();
+    let zk = builder(
+        &proxy.connect_string(),
+        Some(SaslConfig::digest_md5("alice", "wrong")),
+    )
+    .start(events.watcher())
+    .unwrap();
+    common::assert_code(zk.exists("/", false), ZkError::AuthFailed);
+    common::assert_code(zk.exists("/", false), ZkError::AuthFailed);
+    assert_eq!(zk.state(), State::AuthFailed);
+    assert_eq!(proxy.accepted(), 1);
+    assert_eq!(count_state(&events, KeeperState::AuthFailed), 1);
+}
+
+/// A client without SASL on the SASL-only server: its first request gets the
+/// server's refusal (`SessionClosedRequireSaslAuth`), then the handle is
+/// dead (`AuthFailed`) and it does not reconnect to be refused again.
+#[test]
+fn a_client_skipping_sasl_gets_the_servers_refusal_once() {
+    let server = shared();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+    let events = Events::new();
+    let zk = builder(&proxy.connect_string(), None)
+        .connect(events.watcher())
+        .unwrap();
+    common::assert_code(zk.exists("/", false), ZkError::SessionClosedRequireSaslAuth);
+    events.wait_state(KeeperState::AuthFailed, 1, Duration::from_secs(5));
+    common::assert_code(zk.exists("/", false), ZkError::AuthFailed);
+    thread::sleep(Duration::from_secs(1)); // deliberate: a reconnect would show
+    assert_eq!(proxy.accepted(), 1);
+    assert_eq!(count_state(&events, KeeperState::AuthFailed), 1);
+}
+
+/// A server that answers the ConnectRequest, then stalls in the SASL
+/// exchange (at its first or its second token): each attempt ends at the
+/// handshake deadline, is retried (a stall is no refusal), and `connect`
+/// fails with `ConnectionLoss` at its connect wait.
+#[test]
+fn a_server_stalling_mid_sasl_is_bounded_by_the_handshake_deadline() {
+    for answered in [0usize, 1] {
+        let saw_sasl = Arc::new(Mutex::new(0usize));
+        let seen = saw_sasl.clone();
+        let fake = FakeServer::start(move |_, mut s: TcpStream| {
+            if common::client::fake_handshake(&mut s, 0x5a51).is_err() {
+                return;
+            }
+            for round in 0.. {
+                let Ok((xid, op)) = common::client::fake_next_request(&mut s) else {
+                    return;
+                };
+                if op != 102 {
+                    return;
+                }
+                *seen.lock().unwrap() += 1;
+                if round >= answered {
+                    break;
+                }
+                // A DIGEST-MD5 challenge in a SetSASLResponse.
+                let challenge =
+                    br#"realm="zk-sasl-md5",nonce="abc",qop="auth",charset=utf-8,algorithm=md5-sess"#;
+                let mut body = Vec::new();
+                common::client::put_buffer(&mut body, challenge);
+                let _ = s.write_all(&common::client::reply(xid, 0, 0, &body));
+            }
+            thread::sleep(Duration::from_secs(8)); // the stall
+        });
+        let events = Events::new();
+        let started = Instant::now();
+        let r = ZooKeeper::builder(&fake.addr)
+            .with_session_timeout(Duration::from_secs(30))
+            .with_handshake_timeout(Duration::from_millis(500))
+            .with_connect_wait(Duration::from_secs(3))
+            .with_sasl(SaslConfig::digest_md5("alice", "pw"))
+            .connect(events.watcher());
+        let took = started.elapsed();
+        common::assert_code(r, ZkError::ConnectionLoss);
+        assert!(took < Duration::from_secs(6), "connect took {took:?}");
+        let attempts = fake.accepted();
+        assert!(
+            (2..=8).contains(&attempts),
+            "stalled at token {answered}: {attempts} attempts in {took:?}"
+        );
+        assert!(*saw_sasl.lock().unwrap() >= attempts * (answered + 1) - answered - 1);
+        assert_eq!(count_state(&events, KeeperState::AuthFailed), 0);
+        assert_eq!(count_state(&events, KeeperState::SyncConnected), 0);
+    }
+}
+
+/// Every reconnect (a cut connection, a server restart) authenticates again
+/// before any queued request: a request queued while disconnected reads a
+/// creator-only node (it would get NoAuth, or the server's
+/// SessionClosedRequireSaslAuth, if sent before the exchange).
+#[test]
+fn reconnects_authenticate_again_before_queued_requests() {
+    let mut server = ZkServer::start_sasl(&USERS).unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+    let (zk, events) = zk_as("alice", &proxy.connect_string());
+    let path = format!("/sasl-reconnect-{}", std::process::id());
+    zk.create(&path, b"mine", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    let sid = zk.session_id();
+    for round in 1..=2 {
+        if round == 1 {
+            proxy.stall();
+            events.wait_state(KeeperState::Disconnected, 1, Duration::from_secs(10));
+        } else {
+            server.stop().unwrap();
+            events.wait_state(KeeperState::Disconnected, 2, Duration::from_secs(10));
+        }
+        // Queued while disconnected.
+        let z = zk.clone();
+        let p = path.clone();
+        let queued = thread::spawn(move || z.get_data(&p, false));
+        thread::sleep(Duration::from_millis(300)); // deliberate: it waits queued
+        if round == 1 {
+            proxy.reset();
+            proxy.pass();
+        } else {
+            server.restart().unwrap();
+        }
+        assert_eq!(queued.join().unwrap().unwrap().0, b"mine", "round {round}");
+        events.wait_state(
+            KeeperState::SaslAuthenticated,
+            round + 1,
+            Duration::from_secs(10),
+        );
+    }
+    assert_eq!(zk.session_id(), sid, "the same session throughout");
+    assert_eq!(count_state(&events, KeeperState::AuthFailed), 0);
+    zk.delete(&path, None).unwrap();
+}
+
+/// A write lock held on a SASL session (creator-only ACLs from the lock's
+/// own nodes are not needed: both sessions are alice) through a partition
+/// longer than the session: InDoubt before another grant, then Lost; nothing
+/// left behind.
+#[test]
+fn a_lock_held_on_a_sasl_session_through_a_partition_keeps_its_guarantees() {
+    let server = shared();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+    let zkw = |cs: &str| {
+        ZooKeeperWatcher::builder(cs)
+            .with_session_timeout(Duration::from_secs(2))
+            .with_connect_wait(Duration::from_secs(10))
+            .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+            .with_client(|b| b.with_sasl(SaslConfig::digest_md5("alice", password("alice"))))
+            .connect()
+            .unwrap()
+    };
+    let holder = zkw(&proxy.connect_string());
+    let contender = zkw(&server.connect_string());
+    let root = format!("/sasl-lock-{}", std::process::id());
+    let (events, listener) = common::lock_recorder();
+    let event_times: Arc<Mutex<Vec<(LockEvent, Instant)>>> = Arc::default();
+    let times = event_times.clone();
+    let rw = ZkInterProcessReadWriteLock::new(&holder, &root, None)
+        .unwrap()
+        .with_lock_listener(move |p: &str, e: LockEvent| {
+            times.lock().unwrap().push((e, Instant::now()));
+            listener(p, e)
+        });
+    let held = rw.write_lock(b"holder");
+    held.acquire().unwrap();
+    let wanted = ZkInterProcessReadWriteLock::new(&contender, &root, None)
+        .unwrap()
+        .write_lock(b"contender");
+    let waiting = thread::spawn(move || {
+        wanted.acquire().unwrap();
+        let granted = Instant::now();
+        wanted.release().unwrap();
+        granted
+    });
+    thread::sleep(Duration::from_millis(300)); // deliberate: the contender queues
+    proxy.stall();
+    let granted = waiting.join().unwrap();
+    wait_until(Duration::from_secs(10), "Lost", || {
+        events.lock().unwrap().contains(&LockEvent::Lost)
+    });
+    assert_eq!(
+        *events.lock().unwrap(),
+        [LockEvent::InDoubt, LockEvent::Lost]
+    );
+    let in_doubt = event_times.lock().unwrap()[0].1;
+    assert!(in_doubt < granted, "InDoubt must come before another grant");
+    assert!(!held.is_held());
+    wait_until(Duration::from_secs(10), "no orphan", || {
+        contender
+            .zookeeper()
+            .get_children(&root, false)
+            .map(|c| c.is_empty())
+            .unwrap_or(true)
+    });
+    proxy.pass();
+    contender.close().unwrap();
+    holder.close().unwrap();
+}
