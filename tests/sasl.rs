@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use zklock::client::AclPolicy;
 use zklock::client::{
     Acl, CreateMode, Id, KeeperState, Perms, SaslConfig, State, ZooKeeper, ZooKeeperBuilder,
 };
@@ -21,6 +22,7 @@ use zklock::lock::{
     InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
 };
 use zklock::testing::{wait_until, FaultProxy, ZkServer};
+use zklock::zkutil::{self, ZkUtilOp};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
 
 const USERS: [(&str, &str); 2] = [("alice", "alice-secret"), ("bob", "bob-secret")];
@@ -314,8 +316,8 @@ fn reconnects_authenticate_again_before_queued_requests() {
     zk.delete(&path, None).unwrap();
 }
 
-/// A write lock held on a SASL session (creator-only ACLs from the lock's
-/// own nodes are not needed: both sessions are alice) through a partition
+/// A write lock held on a SASL session (both sessions are alice: the lock's
+/// root gets the watcher's creator-only policy) through a partition
 /// longer than the session: InDoubt before another grant, then Lost; nothing
 /// left behind.
 #[test]
@@ -377,4 +379,133 @@ fn a_lock_held_on_a_sasl_session_through_a_partition_keeps_its_guarantees() {
     proxy.pass();
     contender.close().unwrap();
     holder.close().unwrap();
+}
+
+fn sasl_watcher(user: &str, builder: zklock::ZooKeeperWatcherBuilder) -> ZooKeeperWatcher {
+    let pw = password(user);
+    let user = user.to_string();
+    builder
+        .with_session_timeout(Duration::from_secs(6))
+        .with_client(move |b| b.with_sasl(SaslConfig::digest_md5(&user, pw)))
+        .connect()
+        .unwrap()
+}
+
+fn world_writable(acl: &[Acl]) -> bool {
+    acl.iter()
+        .any(|a| a.id == Id::anyone() && a.perms.0 & !Perms::READ.0 != 0)
+}
+
+/// A watcher with SASL and no explicit policy creates HBase's secure layout
+/// (`ZKUtil.createACL`): creator-only everywhere, world-readable where
+/// HBase's clients read; no node zklock creates there (base znodes,
+/// `zkutil` creates, a `multi`, parents) is world-writable; another user
+/// reads the readable ones and nothing else, and writes none.
+#[test]
+fn a_sasl_watcher_creates_hbases_secure_layout_and_no_world_writable_node() {
+    let server = shared();
+    let base = format!("/sasl-hbase-{}", std::process::id());
+    let zkw = sasl_watcher(
+        "alice",
+        ZooKeeperWatcher::builder(&server.connect_string())
+            .with_hbase_conf([("zookeeper.znode.parent", base.as_str())])
+            .with_create_base_znodes(true),
+    );
+    let znodes = zkw.znode_paths().clone();
+    let rzk = zkw.recoverable_zookeeper();
+    assert_eq!(rzk.acl_policy(), &AclPolicy::hbase(&znodes));
+    zkutil::create_with_parents(&zkw, &format!("{base}/a/b/c")).unwrap();
+    zkutil::create_ephemeral_node_and_watch(&zkw, &format!("{}/rs1", znodes.rs_znode), b"")
+        .unwrap();
+    zkutil::multi_or_sequential(
+        &zkw,
+        &[ZkUtilOp::create_and_fail_silent(
+            format!("{}/t1", znodes.table_znode),
+            b"x".to_vec(),
+        )],
+        false,
+    )
+    .unwrap();
+    let (zb, _) = zk_as("bob", &server.connect_string());
+    let sasl_alice = Acl::new(Perms::ALL, Id::sasl("alice"));
+    let readable = [sasl_alice.clone(), Acl::new(Perms::READ, Id::anyone())];
+    let mut seen = 0;
+    let mut stack = vec![base.clone()];
+    while let Some(p) = stack.pop() {
+        let acl = rzk.get_acl(&p).unwrap().0;
+        assert!(!world_writable(&acl), "{p}: {acl:?}");
+        // HBase's list (ZKUtil.createACL).
+        let world_read = [
+            &znodes.base_znode,
+            &znodes.meta_server_znode,
+            &znodes.master_address_znode,
+            &znodes.cluster_id_znode,
+            &znodes.rs_znode,
+            &znodes.backup_master_addresses_znode,
+        ]
+        .contains(&&p)
+            || [&znodes.assignment_znode, &znodes.table_znode]
+                .iter()
+                .any(|t| p == **t || p.starts_with(&format!("{t}/")));
+        if world_read {
+            assert_eq!(acl, readable, "{p}");
+            zb.get_data(&p, false).unwrap();
+        } else {
+            assert_eq!(acl, std::slice::from_ref(&sasl_alice), "{p}");
+            common::assert_code(zb.get_data(&p, false), ZkError::NoAuth);
+        }
+        common::assert_code(zb.set_data(&p, b"bob", None), ZkError::NoAuth);
+        seen += 1;
+        for c in rzk.get_children(&p, false).unwrap() {
+            stack.push(format!("{}/{c}", if p == "/" { "" } else { &p }));
+        }
+    }
+    assert!(seen >= 8, "{seen} nodes");
+    zkutil::delete_node_recursively(&zkw, &base).unwrap();
+    zkw.close().unwrap();
+}
+
+/// An explicit policy with `sasl:` and `digest:` ids (the digest helper):
+/// bob (SASL) reads, carol (digest auth on a SASL session) reads a subtree,
+/// neither writes.
+#[test]
+fn an_explicit_acl_policy_with_sasl_and_digest_ids() {
+    let server = shared();
+    let root = format!("/sasl-policy-{}", std::process::id());
+    let alice_all = Acl::new(Perms::ALL, Id::sasl("alice"));
+    let policy =
+        AclPolicy::with_default(&[alice_all.clone(), Acl::new(Perms::READ, Id::sasl("bob"))])
+            .with_subtree(
+                &format!("{root}/carol"),
+                &[
+                    alice_all.clone(),
+                    Acl::new(Perms::READ, Id::digest("carol", "carol-pw")),
+                ],
+            );
+    assert!(!policy.is_world_writable());
+    let zkw = sasl_watcher(
+        "alice",
+        ZooKeeperWatcher::builder(&server.connect_string()).with_acl_policy(policy),
+    );
+    zkutil::create_with_parents_data(&zkw, &format!("{root}/carol/x"), b"c").unwrap();
+    zkutil::create_and_fail_silent_data(&zkw, &format!("{root}/bob"), b"b").unwrap();
+    let (zb, _) = zk_as("bob", &server.connect_string());
+    assert!(zb.get_data(&format!("{root}/bob"), false).is_ok());
+    common::assert_code(
+        zb.set_data(&format!("{root}/bob"), b"x", None),
+        ZkError::NoAuth,
+    );
+    common::assert_code(
+        zb.get_data(&format!("{root}/carol/x"), false),
+        ZkError::NoAuth,
+    );
+    let (carol, _) = zk_as("bob", &server.connect_string());
+    carol.add_auth("digest", b"carol:carol-pw").unwrap();
+    assert!(carol.get_data(&format!("{root}/carol/x"), false).is_ok());
+    common::assert_code(
+        carol.set_data(&format!("{root}/carol/x"), b"x", None),
+        ZkError::NoAuth,
+    );
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
 }

@@ -298,6 +298,11 @@ impl ZooKeeperBuilder {
         self
     }
 
+    /// Whether SASL is configured (HBase's `isSecureZooKeeper`).
+    pub(crate) fn has_sasl(&self) -> bool {
+        self.sasl.is_some()
+    }
+
     /// How long `connect` waits: the connect wait, or the session timeout.
     pub(crate) fn connect_wait(&self) -> Duration {
         self.connect_wait.unwrap_or(self.session_timeout)
