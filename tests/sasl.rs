@@ -509,3 +509,56 @@ fn an_explicit_acl_policy_with_sasl_and_digest_ids() {
     zkutil::delete_node_recursively(&zkw, &root).unwrap();
     zkw.close().unwrap();
 }
+
+/// `zklock lock` on the SASL-only server: `--sasl-user` with the password from
+/// `--sasl-password-file` or `$ZKLOCK_SASL_PASSWORD`; without SASL, or with a
+/// wrong password, it fails (quickly, the password in no message).
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_takes_a_lock_with_sasl() {
+    use std::process::Command;
+    let server = shared();
+    let lock = format!("/sasl-cli-{}", std::process::id());
+    let dir = std::env::temp_dir().join(format!("zklock-sasl-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("alice.pw");
+    std::fs::write(&file, format!("{}\n", password("alice"))).unwrap();
+    let run = |args: &[&str], env_pw: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
+        c.args(["lock", &lock, "--zk", &server.connect_string()])
+            .args(["--connect-timeout", "5s"])
+            .args(args)
+            .env_remove("ZKLOCK_SASL_PASSWORD");
+        if let Some(p) = env_pw {
+            c.env("ZKLOCK_SASL_PASSWORD", p);
+        }
+        let started = Instant::now();
+        let out = c.args(["--", "echo", "held"]).output().expect("run zklock");
+        (out, started.elapsed())
+    };
+    let held = |out: &std::process::Output| {
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("held")
+    };
+    let file_arg = file.to_str().unwrap();
+    let (out, _) = run(
+        &["--sasl-user", "alice", "--sasl-password-file", file_arg],
+        None,
+    );
+    assert!(held(&out), "{out:?}");
+    let (out, _) = run(&["--sasl-user", "alice"], Some(password("alice")));
+    assert!(held(&out), "{out:?}");
+    let (out, _) = run(&[], None);
+    assert!(!out.status.success(), "{out:?}");
+    let (out, took) = run(&["--sasl-user", "alice"], Some("not-the-password"));
+    assert!(!out.status.success(), "{out:?}");
+    assert!(took < Duration::from_secs(4), "refused after {took:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("not-the-password"), "{stderr}");
+    let (out, _) = run(&["--sasl-user", "alice"], None);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ZKLOCK_SASL_PASSWORD"),
+        "{out:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
