@@ -18,10 +18,7 @@ use zklock::client::AclPolicy;
 use zklock::client::{
     Acl, CreateMode, Id, KeeperState, Perms, SaslConfig, State, ZooKeeper, ZooKeeperBuilder,
 };
-use zklock::lock::{
-    InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
-};
-use zklock::testing::{wait_until, FaultProxy, ZkServer};
+use zklock::testing::{FaultProxy, ZkServer};
 use zklock::zkutil::{self, ZkUtilOp};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
 
@@ -195,6 +192,8 @@ fn wrong_password_or_unknown_user_is_auth_failed_once_without_retries() {
     common::assert_code(zk.exists("/", false), ZkError::AuthFailed);
     assert_eq!(zk.state(), State::AuthFailed);
     assert_eq!(proxy.accepted(), 1);
+    // The event thread tells it (asynchronously), once.
+    events.wait_state(KeeperState::AuthFailed, 1, Duration::from_secs(5));
     assert_eq!(count_state(&events, KeeperState::AuthFailed), 1);
 }
 
@@ -336,46 +335,7 @@ fn a_lock_held_on_a_sasl_session_through_a_partition_keeps_its_guarantees() {
     let holder = zkw(&proxy.connect_string());
     let contender = zkw(&server.connect_string());
     let root = format!("/sasl-lock-{}", std::process::id());
-    let (events, listener) = common::lock_recorder();
-    let event_times: Arc<Mutex<Vec<(LockEvent, Instant)>>> = Arc::default();
-    let times = event_times.clone();
-    let rw = ZkInterProcessReadWriteLock::new(&holder, &root, None)
-        .unwrap()
-        .with_lock_listener(move |p: &str, e: LockEvent| {
-            times.lock().unwrap().push((e, Instant::now()));
-            listener(p, e)
-        });
-    let held = rw.write_lock(b"holder");
-    held.acquire().unwrap();
-    let wanted = ZkInterProcessReadWriteLock::new(&contender, &root, None)
-        .unwrap()
-        .write_lock(b"contender");
-    let waiting = thread::spawn(move || {
-        wanted.acquire().unwrap();
-        let granted = Instant::now();
-        wanted.release().unwrap();
-        granted
-    });
-    thread::sleep(Duration::from_millis(300)); // deliberate: the contender queues
-    proxy.stall();
-    let granted = waiting.join().unwrap();
-    wait_until(Duration::from_secs(10), "Lost", || {
-        events.lock().unwrap().contains(&LockEvent::Lost)
-    });
-    assert_eq!(
-        *events.lock().unwrap(),
-        [LockEvent::InDoubt, LockEvent::Lost]
-    );
-    let in_doubt = event_times.lock().unwrap()[0].1;
-    assert!(in_doubt < granted, "InDoubt must come before another grant");
-    assert!(!held.is_held());
-    wait_until(Duration::from_secs(10), "no orphan", || {
-        contender
-            .zookeeper()
-            .get_children(&root, false)
-            .map(|c| c.is_empty())
-            .unwrap_or(true)
-    });
+    common::lock_held_through_a_partition(&holder, &contender, &proxy, &root);
     proxy.pass();
     contender.close().unwrap();
     holder.close().unwrap();

@@ -373,11 +373,7 @@ fn a_server_stalling_mid_handshake_is_bounded_by_the_handshake_deadline() {
 // ---------------------------------------------------------------------------
 
 use common::client::{disconnected_at_the_read_timeout_with_writers_blocked, Events};
-use std::sync::{Arc, Mutex};
 use zklock::client::{EventType, KeeperState};
-use zklock::lock::{
-    InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
-};
 use zklock::testing::wait_until;
 use zklock::{RetryConfig, ZooKeeperWatcher};
 
@@ -478,46 +474,7 @@ fn a_lock_held_over_tls_through_a_partition_keeps_its_guarantees() {
     let contender = zkw(&secure(server), &bob);
     // Open ACLs on the lock's nodes: the two sessions are different identities.
     let root = format!("/tls-lock-{}", std::process::id());
-    let (events, listener) = common::lock_recorder();
-    let event_times: Arc<Mutex<Vec<(LockEvent, Instant)>>> = Arc::default();
-    let times = event_times.clone();
-    let rw = ZkInterProcessReadWriteLock::new(&holder, &root, None)
-        .unwrap()
-        .with_lock_listener(move |p: &str, e: LockEvent| {
-            times.lock().unwrap().push((e, Instant::now()));
-            listener(p, e)
-        });
-    let held = rw.write_lock(b"holder");
-    held.acquire().unwrap();
-    let wanted = ZkInterProcessReadWriteLock::new(&contender, &root, None)
-        .unwrap()
-        .write_lock(b"contender");
-    let waiting = thread::spawn(move || {
-        wanted.acquire().unwrap();
-        let granted = Instant::now();
-        wanted.release().unwrap();
-        granted
-    });
-    thread::sleep(Duration::from_millis(300)); // deliberate: the contender queues
-    proxy.stall();
-    let granted = waiting.join().unwrap();
-    wait_until(Duration::from_secs(10), "Lost", || {
-        events.lock().unwrap().contains(&LockEvent::Lost)
-    });
-    assert_eq!(
-        *events.lock().unwrap(),
-        [LockEvent::InDoubt, LockEvent::Lost]
-    );
-    let in_doubt = event_times.lock().unwrap()[0].1;
-    assert!(in_doubt < granted, "InDoubt must come before another grant");
-    assert!(!held.is_held());
-    wait_until(Duration::from_secs(10), "no orphan", || {
-        contender
-            .zookeeper()
-            .get_children(&root, false)
-            .map(|c| c.is_empty())
-            .unwrap_or(true)
-    });
+    common::lock_held_through_a_partition(&holder, &contender, &proxy, &root);
     proxy.pass();
     contender.close().unwrap();
     holder.close().unwrap();
