@@ -65,10 +65,22 @@ exit 0
 /// `-Djava.security.auth.login.config=...` when a JAAS file
 /// ([`JAAS_FILE`](super::server::JAAS_FILE)) lies beside `config` (a server
 /// started by [`ZkServer::start_sasl`](super::ZkServer::start_sasl)).
-fn jaas_option(config: &Path) -> Option<String> {
+/// And `-Djava.security.krb5.conf=...` when a `krb5.conf` lies there
+/// ([`ZkServer::start_kerberos`](super::ZkServer::start_kerberos)).
+fn jaas_option(config: &Path) -> Vec<String> {
     let jaas = config.with_file_name(super::server::JAAS_FILE);
-    jaas.exists()
-        .then(|| format!("-Djava.security.auth.login.config={}", jaas.display()))
+    let krb5 = config.with_file_name(super::server::KRB5_FILE);
+    let mut options = Vec::new();
+    if jaas.exists() {
+        options.push(format!(
+            "-Djava.security.auth.login.config={}",
+            jaas.display()
+        ));
+    }
+    if krb5.exists() {
+        options.push(format!("-Djava.security.krb5.conf={}", krb5.display()));
+    }
+    options
 }
 
 /// What a JVM is started with.

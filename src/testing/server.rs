@@ -125,25 +125,51 @@ impl ZkServer {
     /// As [`start`](Self::start); `InvalidInput` for a name that is not
     /// alphanumeric or a password with `"` or `\`.
     pub fn start_sasl(users: &[(&str, &str)]) -> io::Result<ZkServer> {
-        ZkServer::start_with_sasl(None, Some(users))
+        let jaas = jaas_server_section(users)?;
+        ZkServer::start_with_sasl(None, Some((jaas, SASL_CONFIG.to_string(), None)))
+    }
+
+    /// Starts a server that requires SASL with Kerberos, configured the way
+    /// operators do: a JAAS `Server` section with Java's `Krb5LoginModule`
+    /// and the keytab of `zookeeper/localhost` from `kdc` (which must hold
+    /// that principal), `-Djava.security.krb5.conf` naming `kdc`'s realm,
+    /// the SASL provider, `sessionRequireClientSASLAuth=true`, and
+    /// `kerberos.removeHostFromPrincipal` / `removeRealmFromPrincipal` (a
+    /// client `alice@REALM` is `sasl:alice`).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_kerberos(kdc: &super::TestKdc) -> io::Result<ZkServer> {
+        let principal = kdc.full_name("zookeeper/localhost");
+        let jaas = format!(
+            "Server {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  \
+             useKeyTab=true\n  keyTab=\"{}\"\n  storeKey=true\n  useTicketCache=false\n  \
+             principal=\"{principal}\";\n}};\n",
+            kdc.keytab("zookeeper/localhost").display()
+        );
+        let cfg = format!(
+            "{SASL_CONFIG}kerberos.removeHostFromPrincipal=true\n\
+             kerberos.removeRealmFromPrincipal=true\n"
+        );
+        ZkServer::start_with_sasl(None, Some((jaas, cfg, Some(kdc.krb5_conf()))))
     }
 
     fn start_with(tls: Option<(&TestPki, bool)>) -> io::Result<ZkServer> {
         ZkServer::start_with_sasl(tls, None)
     }
 
+    /// `sasl`: the JAAS file, the `zoo.cfg` lines, the `krb5.conf` to use.
     fn start_with_sasl(
         tls: Option<(&TestPki, bool)>,
-        sasl: Option<&[(&str, &str)]>,
+        sasl: Option<(String, String, Option<PathBuf>)>,
     ) -> io::Result<ZkServer> {
         let dir = make_temp_dir("zk")?;
         fs::create_dir(dir.join("data"))?;
-        if let Some(users) = sasl {
-            let jaas = jaas_server_section(users);
-            if jaas.is_err() {
-                let _ = fs::remove_dir_all(&dir);
+        if let Some((jaas, _, krb5)) = &sasl {
+            fs::write(dir.join(JAAS_FILE), jaas)?;
+            if let Some(krb5) = krb5 {
+                fs::copy(krb5, dir.join(KRB5_FILE))?;
             }
-            fs::write(dir.join(JAAS_FILE), jaas?)?;
         }
         let mut last = 0;
         for _ in 0..PORT_ATTEMPTS {
@@ -151,11 +177,11 @@ impl ZkServer {
             let port = ports[0];
             let secure = tls.map(|(pki, tls13)| (ports[1], pki, tls13));
             write_config(&dir, port, secure)?;
-            if sasl.is_some() {
+            if let Some((_, cfg, _)) = &sasl {
                 let mut f = fs::OpenOptions::new()
                     .append(true)
                     .open(dir.join("zoo.cfg"))?;
-                io::Write::write_all(&mut f, SASL_CONFIG.as_bytes())?;
+                io::Write::write_all(&mut f, cfg.as_bytes())?;
             }
             match launch(&dir, port, secure.is_some()) {
                 Ok(watchdog) => {
@@ -393,6 +419,9 @@ fn write_config(dir: &Path, port: u16, tls: Option<(u16, &TestPki, bool)>) -> io
 /// The JAAS file a SASL server reads (beside `zoo.cfg`; see
 /// [`JvmSpec`](super::process::JvmSpec)).
 pub(crate) const JAAS_FILE: &str = "jaas.conf";
+
+/// The `krb5.conf` a Kerberos server reads (beside `zoo.cfg`).
+pub(crate) const KRB5_FILE: &str = "krb5.conf";
 
 /// The `zoo.cfg` lines of a server requiring SASL (see [`ZkServer::start_sasl`]).
 const SASL_CONFIG: &str =

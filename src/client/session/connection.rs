@@ -365,7 +365,7 @@ impl SessionShared {
         deadline: Instant,
     ) -> io::Result<()> {
         let mut mech = sasl.start();
-        let mut token = mech.initial();
+        let mut token = mech.initial().map_err(SaslFailure::into_io)?;
         loop {
             let x = self.xid();
             let mut w = Writer::request(x, op::SASL);
@@ -383,9 +383,8 @@ impl SessionShared {
             }
             if hdr.err != 0 {
                 return Err(SaslFailure(format!(
-                    "the server refused {} for {:?}: {}",
+                    "the server refused {} ({sasl:?}): {}",
                     sasl.mechanism(),
-                    sasl.username(),
                     ZkError::from_code(hdr.err)
                 ))
                 .into_io());
