@@ -26,7 +26,8 @@ fn shared() -> &'static (TestKdc, ZkServer) {
     static SHARED: OnceLock<(TestKdc, ZkServer)> = OnceLock::new();
     SHARED.get_or_init(|| {
         common::init_log();
-        let kdc = TestKdc::start(&["zookeeper/localhost", "alice", "bob"]).expect("start a KDC");
+        let kdc =
+            TestKdc::start(&["zookeeper/localhost", "alice", "bob", "carol"]).expect("start a KDC");
         let cache = kdc.kinit("alice").expect("kinit alice");
         // Before any GSSAPI call of this process (none happens elsewhere).
         std::env::set_var("KRB5_CONFIG", kdc.krb5_conf());
@@ -119,4 +120,96 @@ fn an_unknown_service_principal_is_auth_failed_without_retries() {
         events.count(|e| e.path.is_none() && e.keeper_state == KeeperState::AuthFailed),
         1
     );
+}
+
+/// `zklock lock` with `--kerberos-service`, `--kerberos-principal` and
+/// `--keytab`; a missing ticket, a stale keytab and an unknown principal each
+/// fail at once (no retries until the connect timeout).
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_takes_a_lock_with_kerberos_and_refuses_bad_credentials() {
+    use std::process::Command;
+    use std::time::Instant;
+    let (kdc, server) = shared();
+    let lock = format!("/krb-cli-{}", std::process::id());
+    let runs = std::sync::atomic::AtomicUsize::new(0);
+    let run = |lock: &str, args: &[&str]| {
+        // A ticket cache of its own per run, none there: only the keytab.
+        let n = runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let no_cache = format!(
+            "FILE:{}",
+            kdc.dir().join(format!("none-{n}.ccache")).display()
+        );
+        let started = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_zklock"))
+            .args(["lock", lock, "--zk", &server.connect_string()])
+            .args(["--connect-timeout", "10s"])
+            .args(["--kerberos-service", "zookeeper/localhost"])
+            .args(args)
+            .env("KRB5CCNAME", &no_cache)
+            .args(["--", "echo", "held"])
+            .output()
+            .expect("run zklock");
+        (out, started.elapsed())
+    };
+    let alice_keytab = kdc.keytab("alice").display().to_string();
+    let (out, _) = run(
+        &lock,
+        &["--kerberos-principal", "alice", "--keytab", &alice_keytab],
+    );
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("held"),
+        "{out:?}"
+    );
+    let carol_keytab = kdc.keytab("carol").display().to_string();
+    let fresh = kdc.rekey("carol").unwrap();
+    let fresh = fresh.display().to_string();
+    // Another lock: alice's is creator-only (the SASL default ACL policy).
+    let carols = format!("{lock}-carol");
+    let (out, _) = run(
+        &carols,
+        &["--kerberos-principal", "carol", "--keytab", &fresh],
+    );
+    assert!(out.status.success(), "carol's new keytab: {out:?}");
+    let (out, _) = run(
+        &lock,
+        &["--kerberos-principal", "carol", "--keytab", &fresh],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not authenticated"),
+        "carol on alice's lock: {out:?}"
+    );
+    for (what, args) in [
+        ("a missing ticket", vec![]),
+        (
+            "a stale keytab",
+            vec![
+                "--kerberos-principal",
+                "carol",
+                "--keytab",
+                carol_keytab.as_str(),
+            ],
+        ),
+        (
+            "an unknown principal",
+            vec![
+                "--kerberos-principal",
+                "mallory",
+                "--keytab",
+                alice_keytab.as_str(),
+            ],
+        ),
+    ] {
+        let (out, took) = run(&lock, &args);
+        assert!(!out.status.success(), "{what}: {out:?}");
+        assert!(
+            took < Duration::from_secs(8),
+            "{what}: refused after {took:?}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("refused the authentication"),
+            "{what}: {stderr}"
+        );
+    }
 }

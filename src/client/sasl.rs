@@ -40,6 +40,8 @@ enum Mech {
     Gssapi {
         /// `service/host`, e.g. `zookeeper/localhost`.
         server_principal: String,
+        /// The client's principal; `None`: GSSAPI's default.
+        client_principal: Option<String>,
     },
 }
 
@@ -69,8 +71,25 @@ impl SaslConfig {
         SaslConfig {
             mech: Mech::Gssapi {
                 server_principal: server_principal.to_string(),
+                client_principal: None,
             },
         }
+    }
+
+    /// Kerberos as `principal` (`alice`, `alice@REALM`): its ticket from the
+    /// ticket cache, or its key from the client keytab (`KRB5_CLIENT_KTNAME`;
+    /// the `zklock` command's `--keytab`). Without it GSSAPI takes the
+    /// cache's default principal. No effect on DIGEST-MD5.
+    #[cfg(feature = "kerberos")]
+    #[must_use]
+    pub fn with_client_principal(mut self, principal: &str) -> SaslConfig {
+        if let Mech::Gssapi {
+            client_principal, ..
+        } = &mut self.mech
+        {
+            *client_principal = Some(principal.to_string());
+        }
+        self
     }
 
     /// The user this configuration authenticates as (empty for Kerberos:
@@ -101,9 +120,13 @@ impl SaslConfig {
                 expect_rspauth: None,
             }),
             #[cfg(feature = "kerberos")]
-            Mech::Gssapi { server_principal } => {
-                Exchange::Gssapi(gssapi::Gssapi::new(server_principal))
-            }
+            Mech::Gssapi {
+                server_principal,
+                client_principal,
+            } => Exchange::Gssapi(gssapi::Gssapi::new(
+                server_principal,
+                client_principal.as_deref(),
+            )),
         }
     }
 }
@@ -117,7 +140,12 @@ impl fmt::Debug for SaslConfig {
                 .field("username", username)
                 .field("password", &"<redacted>"),
             #[cfg(feature = "kerberos")]
-            Mech::Gssapi { server_principal } => d.field("server_principal", server_principal),
+            Mech::Gssapi {
+                server_principal,
+                client_principal,
+            } => d
+                .field("server_principal", server_principal)
+                .field("client_principal", client_principal),
         };
         d.finish()
     }
@@ -158,11 +186,13 @@ mod gssapi {
     //! security layer", as ZooKeeper's Java client does with `auth` QOP).
     use super::SaslFailure;
     use libgssapi::context::{ClientCtx, CtxFlags, SecurityContext};
+    use libgssapi::credential::{Cred, CredUsage};
     use libgssapi::name::Name;
-    use libgssapi::oid::{GSS_MECH_KRB5, GSS_NT_HOSTBASED_SERVICE};
+    use libgssapi::oid::{OidSet, GSS_MECH_KRB5, GSS_NT_HOSTBASED_SERVICE, GSS_NT_KRB5_PRINCIPAL};
 
     pub(crate) struct Gssapi {
         target: String,
+        client: Option<String>,
         ctx: Option<ClientCtx>,
         established: bool,
         answered_layer: bool,
@@ -173,10 +203,11 @@ mod gssapi {
     }
 
     impl Gssapi {
-        pub(crate) fn new(server_principal: &str) -> Gssapi {
+        pub(crate) fn new(server_principal: &str, client_principal: Option<&str>) -> Gssapi {
             // `service/host` → GSSAPI's host-based `service@host`.
             Gssapi {
                 target: server_principal.replacen('/', "@", 1),
+                client: client_principal.map(str::to_string),
                 ctx: None,
                 established: false,
                 answered_layer: false,
@@ -186,8 +217,22 @@ mod gssapi {
         pub(crate) fn initial(&mut self) -> Result<Vec<u8>, SaslFailure> {
             let name = Name::new(self.target.as_bytes(), Some(&GSS_NT_HOSTBASED_SERVICE))
                 .map_err(|e| failed("service name", e))?;
+            let cred = match &self.client {
+                None => None,
+                Some(p) => {
+                    let who = Name::new(p.as_bytes(), Some(&GSS_NT_KRB5_PRINCIPAL))
+                        .map_err(|e| failed("client principal", e))?;
+                    let mut mechs = OidSet::new().map_err(|e| failed("mechanisms", e))?;
+                    mechs
+                        .add(&GSS_MECH_KRB5)
+                        .map_err(|e| failed("mechanisms", e))?;
+                    let cred = Cred::acquire(Some(&who), None, CredUsage::Initiate, Some(&mechs))
+                        .map_err(|e| failed(&format!("credentials of {p}"), e))?;
+                    Some(cred)
+                }
+            };
             let mut ctx = ClientCtx::new(
-                None,
+                cred,
                 name,
                 CtxFlags::GSS_C_MUTUAL_FLAG,
                 Some(&GSS_MECH_KRB5),

@@ -6,20 +6,22 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::process::{free_ports, make_temp_dir};
+use super::process::{free_ports, make_temp_dir, Watchdog};
 
 /// The test realm.
 pub const TEST_REALM: &str = "ZKLOCK.TEST";
 
-/// A running KDC for [`TEST_REALM`]; stopped and its files removed on drop.
+/// A running KDC for [`TEST_REALM`]; stopped and its files removed on drop,
+/// or when the test process ends (it runs under the harness's watchdog, as
+/// the ZooKeeper servers: a `static` KDC never outlives the tests).
 #[derive(Debug)]
 pub struct TestKdc {
     dir: PathBuf,
     port: u16,
-    child: Option<Child>,
+    watchdog: Option<Watchdog>,
 }
 
 impl TestKdc {
@@ -37,7 +39,7 @@ impl TestKdc {
         let mut kdc = TestKdc {
             dir,
             port,
-            child: None,
+            watchdog: None,
         };
         let d = kdc.dir.display().to_string();
         fs::write(
@@ -71,15 +73,16 @@ impl TestKdc {
                 &["-q", &format!("ktadd -k {} {p}", keytab.display())],
             )?;
         }
-        let log = fs::File::create(kdc.dir.join("krb5kdc.out"))?;
-        let child = kdc
-            .command("krb5kdc")
-            .arg("-n")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| missing("krb5kdc", e))?;
-        kdc.child = Some(child);
+        let profile = kdc.dir.join("kdc.conf");
+        let krb5 = kdc.krb5_conf();
+        let watchdog = Watchdog::spawn_program(
+            "krb5kdc",
+            &["-n"],
+            &[("KRB5_CONFIG", &krb5), ("KRB5_KDC_PROFILE", &profile)],
+            &kdc.dir.join("krb5kdc.out"),
+            &kdc.dir,
+        )?;
+        kdc.watchdog = Some(watchdog);
         let until = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             if Instant::now() > until {
@@ -132,6 +135,22 @@ impl TestKdc {
         Ok(cache)
     }
 
+    /// Gives `principal` a new random key, written to a new keytab (returned):
+    /// its keytab from [`keytab`](Self::keytab) is stale from then on.
+    ///
+    /// # Errors
+    /// When `kadmin.local` fails.
+    pub fn rekey(&self, principal: &str) -> io::Result<PathBuf> {
+        let fresh = self
+            .dir
+            .join(format!("{}.rekeyed.keytab", principal.replace('/', "_")));
+        self.tool(
+            "kadmin.local",
+            &["-q", &format!("ktadd -k {} {principal}", fresh.display())],
+        )?;
+        Ok(fresh)
+    }
+
     /// The KDC's port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
@@ -176,10 +195,10 @@ fn missing(tool: &str, e: io::Error) -> io::Error {
 
 impl Drop for TestKdc {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        match self.watchdog.take() {
+            // Kills the KDC and removes the directory.
+            Some(w) => drop(w.finish("KILL", false)),
+            None => drop(fs::remove_dir_all(&self.dir)),
         }
-        let _ = fs::remove_dir_all(&self.dir);
     }
 }

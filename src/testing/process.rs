@@ -134,7 +134,8 @@ impl Watchdog {
                 .map(|p| p.as_os_str().to_owned())
                 .unwrap_or_default()
         };
-        let mut child = Command::new("sh")
+        let mut command = Command::new("sh");
+        command
             .arg("-c")
             .arg(WATCHDOG)
             .arg("zklock-zk-watchdog")
@@ -147,7 +148,15 @@ impl Watchdog {
             .arg("-cp")
             .arg(&classpath)
             .arg(spec.main_class)
-            .arg(&spec.config)
+            .arg(&spec.config);
+        Watchdog::spawn_command(command, log, &spec.log)
+    }
+
+    /// Runs `command` (the watchdog script with its arguments, as built by
+    /// [`spawn`](Self::spawn) or [`spawn_program`](Self::spawn_program)) and
+    /// reads the PID it reports.
+    fn spawn_command(mut command: Command, log: File, log_path: &Path) -> io::Result<Watchdog> {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
@@ -171,11 +180,41 @@ impl Watchdog {
                 let _ = child.wait();
                 return Err(io::Error::other(format!(
                     "the ZooKeeper watchdog did not report a PID (got {line:?}); log: {}",
-                    spec.log.display()
+                    log_path.display()
                 )));
             }
         };
         Ok(Watchdog { child, stdin, pid })
+    }
+
+    /// Any other program (`program args`, with `env`) under the same watchdog:
+    /// killed when the handle or the test process goes, `cleanup` removed
+    /// then (e.g. the test KDC).
+    pub(crate) fn spawn_program(
+        program: &str,
+        args: &[&str],
+        env: &[(&str, &Path)],
+        log_path: &Path,
+        cleanup: &Path,
+    ) -> io::Result<Watchdog> {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path)?;
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg("zklock-watchdog")
+            .arg(log_path)
+            .arg(cleanup)
+            .arg("")
+            .arg(program)
+            .args(args);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        Watchdog::spawn_command(command, log, log_path)
     }
 
     /// The JVM's process id.

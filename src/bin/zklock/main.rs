@@ -117,6 +117,37 @@ pub(crate) struct Global {
         requires = "sasl_user"
     )]
     sasl_password_file: Option<std::path::PathBuf>,
+    /// Authenticate with Kerberos (SASL GSSAPI) to servers whose principal is
+    /// this service/host (e.g. zookeeper/zk1.example.com)
+    #[cfg(feature = "kerberos")]
+    #[arg(
+        long,
+        global = true,
+        env = "ZKLOCK_KERBEROS_SERVICE",
+        value_name = "SERVICE/HOST",
+        conflicts_with = "sasl_user"
+    )]
+    kerberos_service: Option<String>,
+    /// The client's Kerberos principal [default: the ticket cache's]
+    #[cfg(feature = "kerberos")]
+    #[arg(
+        long,
+        global = true,
+        env = "ZKLOCK_KERBEROS_PRINCIPAL",
+        value_name = "PRINCIPAL",
+        requires = "kerberos_service"
+    )]
+    kerberos_principal: Option<String>,
+    /// The client's keytab (else the ticket cache, $KRB5CCNAME)
+    #[cfg(feature = "kerberos")]
+    #[arg(
+        long,
+        global = true,
+        env = "ZKLOCK_KEYTAB",
+        value_name = "FILE",
+        requires = "kerberos_service"
+    )]
+    keytab: Option<std::path::PathBuf>,
 }
 
 /// The environment variable the SASL password may come from (read here, not
@@ -126,6 +157,14 @@ const SASL_PASSWORD_ENV: &str = "ZKLOCK_SASL_PASSWORD";
 /// `--sasl-user` with its password (from `--sasl-password-file`, else
 /// `$ZKLOCK_SASL_PASSWORD`). The password is never put in an error.
 fn sasl_config(g: &Global) -> anyhow::Result<Option<zklock::client::SaslConfig>> {
+    #[cfg(feature = "kerberos")]
+    if let Some(service) = &g.kerberos_service {
+        let config = zklock::client::SaslConfig::kerberos(service);
+        return Ok(Some(match &g.kerberos_principal {
+            Some(p) => config.with_client_principal(p),
+            None => config,
+        }));
+    }
     let Some(user) = &g.sasl_user else {
         return Ok(None);
     };
@@ -381,6 +420,11 @@ pub(crate) fn connect(g: &Global) -> anyhow::Result<ZooKeeperWatcher> {
     let zkw = match zkw {
         Ok(zkw) => zkw,
         Err(e @ zklock::Error::BadArguments(_)) => return Err(e.into()),
+        Err(e) if e.is(zklock::ZkError::AuthFailed) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "ZooKeeper at {servers} refused the authentication (-v says why)"
+            )));
+        }
         Err(e) => {
             let why = diagnose::why_unreachable(servers, g.connect_timeout);
             return Err(anyhow::Error::new(e)
@@ -518,6 +562,15 @@ fn main() {
             std::process::exit(EXIT_USAGE);
         }
     };
+    // GSSAPI reads the client keytab's name from the environment; set here,
+    // while zklock has no other thread.
+    #[cfg(feature = "kerberos")]
+    if let Some(keytab) = &cli.global.keytab {
+        std::env::set_var("KRB5_CLIENT_KTNAME", keytab);
+        // Tickets got from the keytab stay in this process (as Java's
+        // `useTicketCache=false`): the user's ticket cache is not touched.
+        std::env::set_var("KRB5CCNAME", "MEMORY:zklock");
+    }
     let verbose = cli.global.verbose;
     init_logging(verbose);
     if verbose == 0 {
