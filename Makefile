@@ -4,6 +4,7 @@
 #   make cli        build the `zklock` command-line tool (target/release/zklock)
 #   make test       fmt, clippy, rustdoc, then every test against real ZooKeeper
 #   make check      fmt, clippy, rustdoc only
+#   make loom       the wait engine's model check (loom; part of make test)
 #   make bench      every benchmark, zklock side by side with Curator, kazoo and ZooKeeper's recipe
 #   make chaos      the long chaos runs (CHAOS_SEEDS=1,2,3 CHAOS_SECS=180 by default)
 #   make zookeeper  install Apache ZooKeeper and a JRE if missing (Debian, as root)
@@ -24,7 +25,7 @@ PYTHON3       ?= python3
 KAZOO_VERSION := 2.11.0
 KAZOO_VENV    := target/kazoo-venv
 
-.PHONY: help zookeeper curator kazoo kerberos test check fmt clippy doc demo cli bench chaos
+.PHONY: help zookeeper curator kazoo kerberos test check fmt clippy doc demo cli bench chaos loom
 
 help:
 	@echo "make demo | make test | make check | make bench | make chaos | make cli | make zookeeper"
@@ -130,6 +131,13 @@ check: fmt clippy doc
 # start themselves (or $ZK_TEST_SERVERS).
 test: zookeeper kerberos check
 	$(CARGO) test --all-features
+	$(MAKE) --no-print-directory loom
+
+# The wait engine's core (src/wait.rs: generation, wake, session end, cancel)
+# under every thread interleaving, with loom (a dev-dependency built only
+# with --cfg zklock_loom, in its own target directory).
+loom:
+	RUSTFLAGS="--cfg zklock_loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release --lib loom_
 
 # The example runs the `zklock` binary built beside it, against its own
 # throwaway server unless $ZK_SERVERS names one.

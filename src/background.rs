@@ -9,9 +9,32 @@ use std::sync::{Arc, Weak};
 use log::{info, warn};
 use parking_lot::Mutex;
 
+use crate::client::ZooKeeper;
 use crate::error::ZkError;
 use crate::types::{KeeperState, State as ClientState};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher};
+
+/// Runs `f` on a short-lived thread named `name`: how a dropped session closes
+/// (closeSession waits up to 2 s for the server's answer, and `Drop` never waits
+/// on the network). When no thread can be spawned, `f` runs here.
+pub(crate) fn run_in_background(name: &str, f: impl FnOnce() + Send + 'static) {
+    // Taken back to run here if the spawn fails.
+    let slot = Arc::new(Mutex::new(Some(f)));
+    let mine = slot.clone();
+    let spawned = std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            if let Some(f) = mine.lock().take() {
+                f();
+            }
+        });
+    if let Err(e) = spawned {
+        warn!("could not start {name} ({e}); running it on this thread");
+        if let Some(f) = slot.lock().take() {
+            f();
+        }
+    }
+}
 
 type Reaction = Box<dyn FnOnce(bool) + Send>;
 
@@ -92,18 +115,32 @@ pub(crate) fn remove_in_background(
     let Some(zk) = zkw.zookeeper() else {
         return done();
     };
+    remove_in_session(&zk, zkw, path, done);
+}
+
+/// [`remove_in_background`] in `zk`'s session: with a handle pinned to one
+/// session (`ZooKeeper::pinned`) the delete never reaches a session that
+/// replaced it (a renewal); the retry after a reconnect is dropped when the
+/// session ends first.
+pub(crate) fn remove_in_session(
+    zk: &ZooKeeper,
+    zkw: &WeakZooKeeperWatcher,
+    path: String,
+    done: Box<dyn FnOnce() + Send>,
+) {
     if zk.state().is_terminal() {
         return done();
     }
     let again = zkw.clone();
-    zk.delete_async(&path.clone(), None, move |r| {
+    let zk = zk.clone();
+    zk.clone().delete_async(&path.clone(), None, move |r| {
         match r {
             Err(e) if e.is_retryable() => {
                 info!("will remove {path} when the connection is back");
-                let w = again.clone();
+                let (w, zk) = (again.clone(), zk.clone());
                 on_reconnect(&again, move |connected| {
                     if connected {
-                        remove_in_background(&w, path, Box::new(|| {}));
+                        remove_in_session(&zk, &w, path, Box::new(|| {}));
                     }
                 });
             }

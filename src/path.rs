@@ -40,14 +40,14 @@ pub(crate) fn validate_path(path: &str, sequential: bool) -> Result<()> {
     if path.contains('\0') {
         return bad("null character");
     }
-    // The server's check (Java's `PathUtils.validatePath`), on UTF-16 units as
-    // Java sees them, bounds exclusive as there: a character outside the Basic
-    // Multilingual Plane is a surrogate pair, and its low half is refused.
+    // The server's check (ZooKeeper 3.8's `PathUtils.validatePath`), on UTF-16
+    // units as Java sees them, bounds inclusive: a character outside the Basic
+    // Multilingual Plane is a surrogate pair, which the server refuses.
     let refused = |u: u16| {
-        (0x0000 < u && u < 0x001f)
-            || (0x007f < u && u < 0x009f)
-            || (0xd800 < u && u < 0xf8ff)
-            || (0xfff0 < u && u < 0xffff)
+        (0x0001..=0x001f).contains(&u)
+            || (0x007f..=0x009f).contains(&u)
+            || (0xd800..=0xf8ff).contains(&u)
+            || (0xfff0..=0xffff).contains(&u)
     };
     if let Some(c) = path
         .chars()
@@ -144,7 +144,7 @@ mod tests {
             "/..",
             "/a\0b",
             "/a\u{1}",
-            "/\u{80}",
+            "/\u{7f}",
             "/\u{fff5}",
             "/locks/\u{1f600}",
             "/\u{e000}",
@@ -158,16 +158,30 @@ mod tests {
         assert!(validate_path("/a//", true).is_err());
     }
 
-    /// The server's bounds are exclusive: what it accepts is accepted here.
+    /// What the server refuses is refused here, and only that: the ends of its
+    /// ranges are refused (ZooKeeper 3.8 refused `/\u{7f}` in `tests/client.rs`),
+    /// their neighbours accepted.
     #[test]
-    fn the_servers_range_ends_are_valid() {
+    fn the_servers_ranges_and_their_neighbours() {
         for p in [
             "/\u{1f}",
             "/\u{7f}",
             "/\u{9f}",
+            "/\u{d7ff}\u{e000}",
             "/\u{f8ff}",
             "/\u{fff0}",
             "/\u{ffff}",
+            "/\u{10000}",
+        ] {
+            assert!(validate_path(p, false).is_err(), "{p:?}");
+        }
+        for p in [
+            "/\u{20}",
+            "/\u{7e}",
+            "/\u{a0}",
+            "/\u{d7ff}",
+            "/\u{f900}",
+            "/\u{ffef}",
             "/\u{e9}",
         ] {
             validate_path(p, false).unwrap();

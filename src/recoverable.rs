@@ -179,6 +179,16 @@ impl RecoverableZooKeeper {
         }
     }
 
+    /// This handle with every call made in the session that is current now,
+    /// and only in it: after a session renewal they fail with
+    /// `SessionExpired` (see `crate::wait::CallSession`).
+    pub(crate) fn pinned(&self) -> RecoverableZooKeeper {
+        RecoverableZooKeeper {
+            inner: self.inner.clone(),
+            zk: self.zk.pinned(),
+        }
+    }
+
     /// The deadline this handle's calls end by.
     pub fn deadline(&self) -> Deadline {
         self.zk.deadline()

@@ -1,71 +1,312 @@
-//! How the library's waits wait, shared by the locks and the recipes: a wake-up
-//! set by a per-watch watcher (on the event thread) and waited for by the
-//! calling thread, and the bounds of a call with a timeout.
+//! The one wait engine of the locks and the recipes.
+//!
+//! - [`Wake`]: a generation counter, bumped by every wake-up (a per-watch
+//!   watcher on the event thread, a cancel, the session's end). A round reads
+//!   the generation *before* it sets its watch and waits until it differs, so
+//!   a wake-up can never be lost, whatever other threads sharing the counter
+//!   do (a shared boolean re-armed by one thread would swallow another's).
+//! - [`CallSession`]: the session a blocking call began in. Every ZooKeeper call
+//!   of the wait goes to that session only (a handle pinned to it), and the
+//!   wait ends with `SessionExpired` when it ends, even when
+//!   `with_session_renewal` has opened a new session meanwhile: a wait never
+//!   carries on in another session.
+//! - [`Waiter`]: a recipe instance's wake-up and the per-watch watcher passed
+//!   with each watching request (registered with the request, never through
+//!   the listener registry). Its wait is ended by the session's end directly
+//!   (`ZooKeeper::wake_at_end`, from the client thread that ends it) and looks
+//!   at nothing periodically: an idle waiter costs no wake-up at all.
+//! - [`Bounds`]: the deadlines of a call with a timeout.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
-
+use crate::client::State;
 use crate::deadline::Deadline;
-use crate::error::Error;
+use crate::error::{Error, Result, ZkError};
+use crate::recoverable::RecoverableZooKeeper;
+use crate::types::{EventType, KeeperState, WatchedEvent, Watcher};
+use crate::watcher::ZooKeeperWatcher;
+
+#[cfg(all(test, zklock_loom))]
+use loom::sync::{Condvar, Mutex, MutexGuard};
+#[cfg(not(all(test, zklock_loom)))]
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// How long past its timeout a `try_acquire` (or a recipe's timed call) lets
 /// the ZooKeeper calls of its attempt run: the create and each listing. The
 /// locks take another with `ZkInterProcessLockBase::with_call_grace`.
 pub const DEFAULT_CALL_GRACE: Duration = Duration::from_secs(2);
 
-/// How often a recipe's waiting thread looks at its session without being
-/// woken: in case a listener holds the event thread up, or no event can come
-/// (and to end a wait through a connection down for a whole session timeout).
-pub(crate) const RECHECK: Duration = Duration::from_millis(500);
-
-/// How often a lock's waiting thread looks at its session and its cancel
-/// flag without being woken: a safety net only. The session's end wakes the
-/// wait directly (`ZooKeeper::wake_at_end`, from the thread that ends it, even
-/// while a listener holds the event thread up), and so does a cancel; a short
-/// period would wake every one of 10,000 idle waiters twice a second.
-pub(crate) const LOCK_RECHECK: Duration = Duration::from_secs(10);
-
-/// A waiting thread's wake-up: set by watchers (on the event thread) and by
-/// `cancel`, waited for by the thread that makes the calls.
-#[derive(Default)]
+/// A waiting thread's wake-up counter: bumped by watchers (on the event
+/// thread), by a cancel and by the session's end; waited for by the thread
+/// that makes the calls. See the module docs.
+#[derive(Debug, Default)]
 pub(crate) struct Wake {
-    woken: Mutex<bool>,
+    generation: Mutex<u64>,
     cv: Condvar,
 }
 
 impl Wake {
-    /// Forgets earlier wake-ups: called before the watch of a round is set, so a
-    /// wake-up for this round is never lost (a stale one only costs a re-read).
-    pub(crate) fn arm(&self) {
-        *self.woken.lock() = false;
+    fn lock(&self) -> MutexGuard<'_, u64> {
+        // Nothing runs user code under this lock: a poisoned one is still sound.
+        self.generation.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The generation now: read it *before* setting a round's watch, then
+    /// [`wait`](Self::wait) for a later one.
+    pub(crate) fn generation(&self) -> u64 {
+        *self.lock()
+    }
+
+    /// Wakes every wait of an earlier generation (never blocks).
     pub(crate) fn wake(&self) {
-        *self.woken.lock() = true;
+        let mut g = self.lock();
+        *g = g.wrapping_add(1);
+        drop(g);
         self.cv.notify_all();
     }
 
-    /// Whether a wake-up is pending.
-    pub(crate) fn is_woken(&self) -> bool {
-        *self.woken.lock()
-    }
-
-    /// Waits until woken or `deadline`; `true` when woken.
-    pub(crate) fn wait(&self, deadline: Deadline) -> bool {
-        let mut woken = self.woken.lock();
-        while !*woken {
+    /// Waits until the generation differs from `seen`, or `deadline`: `true`
+    /// when woken.
+    pub(crate) fn wait(&self, seen: u64, deadline: Deadline) -> bool {
+        let mut g = self.lock();
+        while *g == seen {
             match deadline.instant() {
-                None => self.cv.wait(&mut woken),
+                None => g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner()),
                 Some(d) => {
-                    if self.cv.wait_until(&mut woken, d).timed_out() {
-                        return *woken;
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
                     }
+                    g = wait_timeout(&self.cv, g, left);
                 }
             }
         }
         true
     }
+}
+
+#[cfg(not(all(test, zklock_loom)))]
+fn wait_timeout<'a>(cv: &Condvar, g: MutexGuard<'a, u64>, left: Duration) -> MutexGuard<'a, u64> {
+    cv.wait_timeout(g, left)
+        .map(|(g, _)| g)
+        .unwrap_or_else(|e| e.into_inner().0)
+}
+
+#[cfg(all(test, zklock_loom))]
+fn wait_timeout<'a>(cv: &Condvar, g: MutexGuard<'a, u64>, _left: Duration) -> MutexGuard<'a, u64> {
+    // loom models no clock: a timed wait is a wait.
+    cv.wait(g).unwrap_or_else(|e| e.into_inner())
+}
+
+/// The session a blocking call (an acquire, a take, a barrier's enter) began
+/// in, and a handle whose calls reach that session only. After an expiry its
+/// calls and [`check`](Self::check) fail with `SessionExpired`, also when
+/// session renewal has opened a new session on the same watcher.
+#[derive(Debug, Clone)]
+pub(crate) struct CallSession {
+    zkw: ZooKeeperWatcher,
+    rzk: RecoverableZooKeeper,
+}
+
+impl CallSession {
+    /// The watcher's session now.
+    ///
+    /// # Errors
+    /// The session's error when it has ended (`SessionExpired`, `Closed`, ...).
+    pub(crate) fn begin(zkw: &ZooKeeperWatcher) -> Result<CallSession> {
+        let rzk = zkw.recoverable_zookeeper().pinned();
+        let call = CallSession {
+            zkw: zkw.clone(),
+            rzk,
+        };
+        call.check()?;
+        Ok(call)
+    }
+
+    /// The session's handle (retries as `RecoverableZooKeeper` does; its calls
+    /// reach this session only).
+    pub(crate) fn rzk(&self) -> &RecoverableZooKeeper {
+        &self.rzk
+    }
+
+    /// The watcher the call was made on.
+    pub(crate) fn watcher(&self) -> &ZooKeeperWatcher {
+        &self.zkw
+    }
+
+    /// This session's id.
+    pub(crate) fn session_id(&self) -> i64 {
+        self.rzk.session_id()
+    }
+
+    /// An error when this session can no longer be used: `SessionExpired`
+    /// once it expired (whether or not a new one replaced it), `AuthFailed`,
+    /// `Closed`.
+    pub(crate) fn check(&self) -> Result<()> {
+        if let Some(e) = Error::for_ended_session(self.rzk.state()) {
+            return Err(e);
+        }
+        self.zkw.check_session()
+    }
+
+    /// Whether this session is connected now.
+    fn is_connected(&self) -> bool {
+        self.rzk.state() == State::Connected
+    }
+
+    /// Registers `wake` to be woken when this session ends (until the returned
+    /// guard is dropped; at once when it has ended already).
+    pub(crate) fn wake_at_end(&self, wake: &Arc<Wake>) -> crate::client::EndWake {
+        self.rzk.zookeeper().wake_at_end(wake)
+    }
+}
+
+/// What ends a [`wait`] besides a wake-up and the deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WhenDown {
+    /// Waits through a disconnection for as long as the session lives (the
+    /// locks: HBase's waiter sleeps until its watch fires or the session ends).
+    Wait,
+    /// Ends with `ConnectionLoss` when the connection stays down for a whole
+    /// session timeout (the server expires the session by then; the client
+    /// learns it only when it reconnects). The recipes' waits.
+    EndAfterSessionTimeout,
+}
+
+/// The engine's wait: until `wake` moves past `seen` (a wake-up), `deadline`
+/// (`Ok(false)`), or the end of `session` (its error). The session's end wakes
+/// it directly; nothing is looked at periodically. A wake-up while the
+/// connection is down waits on for the reconnect (whose event wakes it
+/// again); with [`WhenDown::EndAfterSessionTimeout`] at most a session timeout,
+/// then `ConnectionLoss` about `what`.
+pub(crate) fn wait(
+    wake: &Arc<Wake>,
+    seen: u64,
+    session: &CallSession,
+    deadline: Deadline,
+    when_down: WhenDown,
+    what: &str,
+) -> Result<bool> {
+    let _end = session.wake_at_end(wake);
+    let mut seen = seen;
+    let mut down_since: Option<Instant> = None;
+    loop {
+        session.check()?;
+        let limit = match down_since {
+            Some(t) if when_down == WhenDown::EndAfterSessionTimeout => {
+                deadline.min(Deadline::at(t + session.rzk.zookeeper().session_timeout()))
+            }
+            _ => deadline,
+        };
+        if wake.wait(seen, limit) {
+            session.check()?;
+            // Read before looking at the state: a reconnect after this read
+            // wakes the next round, one before it shows as connected.
+            seen = wake.generation();
+            if session.is_connected() || when_down == WhenDown::Wait {
+                return Ok(true);
+            }
+            down_since.get_or_insert_with(Instant::now);
+            continue;
+        }
+        session.check()?;
+        if deadline.is_past() {
+            return Ok(false);
+        }
+        if session.is_connected() {
+            down_since = None;
+        } else if down_since.is_some() {
+            return Err(Error::zk(ZkError::ConnectionLoss, what));
+        }
+    }
+}
+
+/// Wakes a recipe's waiter on any node event, and on every connection-state
+/// change it hears while its watch is set: a disconnect (the wait then bounds
+/// itself by the session timeout), a reconnect (the waiter re-reads: a watch
+/// set again by SetWatches may have fired during the gap) and the session's
+/// end.
+struct WakeWatcher(Arc<Wake>);
+
+impl Watcher for WakeWatcher {
+    fn process(&self, _event: WatchedEvent) {
+        self.0.wake();
+    }
+}
+
+/// A recipe instance's wake-up: its watcher is passed with every watching
+/// request of the instance (the client keeps a watcher once per path, so
+/// repeated waits on one node do not pile up registrations). Shared by every
+/// thread waiting on the instance: each round waits for its own generation.
+pub(crate) struct Waiter {
+    wake: Arc<Wake>,
+    watcher: Arc<dyn Watcher>,
+}
+
+impl Default for Waiter {
+    fn default() -> Self {
+        let wake = Arc::new(Wake::default());
+        Waiter {
+            watcher: Arc::new(WakeWatcher(wake.clone())),
+            wake,
+        }
+    }
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiter")
+            .field("generation", &self.wake.generation())
+            .finish()
+    }
+}
+
+/// A round of a [`Waiter`]: the generation read before its watch was set.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Round(u64);
+
+impl Waiter {
+    /// The watcher to pass with the request that sets this round's watch.
+    pub(crate) fn watcher(&self) -> &Arc<dyn Watcher> {
+        &self.watcher
+    }
+
+    /// Starts a round: call before setting its watch, so that no wake-up of
+    /// the round is lost (one of another thread's round costs a re-read).
+    pub(crate) fn round(&self) -> Round {
+        Round(self.wake.generation())
+    }
+
+    /// Waits for a wake-up after `round`, until `deadline` (`Ok(false)`) or the
+    /// end of `session`; `ConnectionLoss` about `what` when the connection
+    /// stays down for a session timeout. See [`wait`].
+    pub(crate) fn wait(
+        &self,
+        session: &CallSession,
+        round: Round,
+        deadline: Deadline,
+        what: &str,
+    ) -> Result<bool> {
+        wait(
+            &self.wake,
+            round.0,
+            session,
+            deadline,
+            WhenDown::EndAfterSessionTimeout,
+            what,
+        )
+    }
+}
+
+/// Whether `event` ends the session (for watchers that only care about that
+/// and node events).
+pub(crate) fn ends_session(event: &WatchedEvent) -> bool {
+    event.event_type == EventType::None
+        && matches!(
+            event.keeper_state,
+            KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed
+        )
 }
 
 /// The bounds of a call with a timeout: `wait` ends the waiting, `calls` every
@@ -103,7 +344,7 @@ impl Bounds {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(zklock_loom)))]
 mod tests {
     use super::*;
 
@@ -114,10 +355,110 @@ mod tests {
         let b = Bounds::with_grace(Some(Duration::ZERO), Duration::from_secs(60));
         assert!(b.wait.is_past() && !b.calls.is_past());
         let w = Wake::default();
-        assert!(!w.wait(Deadline::after(Duration::from_millis(1))));
+        let seen = w.generation();
+        assert!(!w.wait(seen, Deadline::after(Duration::from_millis(1))));
         w.wake();
-        assert!(w.is_woken() && w.wait(Deadline::never()));
-        w.arm();
-        assert!(!w.is_woken());
+        assert!(w.wait(seen, Deadline::never()));
+        assert!(!w.wait(w.generation(), Deadline::after(Duration::ZERO)));
+    }
+
+    /// Finding 5 of issue 20, forced: thread A reads its round, thread B
+    /// starts its own round (the old engine's `arm` reset the shared flag
+    /// here), then A's wake-up comes. With a shared boolean B's re-arm, made
+    /// after the wake, swallowed it and A slept on; with generations A's wait
+    /// returns.
+    #[test]
+    fn another_threads_round_never_swallows_a_wake_up() {
+        let w = Waiter::default();
+        let a = w.round();
+        w.watcher()
+            .process(WatchedEvent::state(KeeperState::SyncConnected));
+        let b = w.round(); // B's re-arm, after A's wake-up
+        assert!(
+            w.wake.wait(a.0, Deadline::after(Duration::ZERO)),
+            "A's wake-up was lost"
+        );
+        assert!(!w.wake.wait(b.0, Deadline::after(Duration::ZERO)));
+    }
+}
+
+/// The engine's core under every interleaving (loom): a wake-up after a round
+/// began always ends that round's wait, whatever another round does; the
+/// session's end and a cancel are wake-ups like any other. Run by `make test`:
+/// `RUSTFLAGS="--cfg zklock_loom" cargo test --lib --release loom_`.
+#[cfg(all(test, zklock_loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use loom::thread;
+
+    /// Two waiters share one wake; a watch event for A, and B starting a round,
+    /// race: A always wakes. (Checked to fail, as a deadlock, when a round
+    /// resets the counter as the old engine's `arm` reset its flag.)
+    #[test]
+    fn loom_shared_wake_never_loses_a_wake_up() {
+        loom::model(|| {
+            let w = Arc::new(Wake::default());
+            let a = w.generation();
+            let (w1, w2) = (w.clone(), w.clone());
+            let event = thread::spawn(move || w1.wake());
+            // B starts its own round while A's event comes (the old engine's
+            // `arm` reset a shared flag here) and gets no event of its own:
+            // A must wake all the same (with the old flag, A slept on until
+            // some later event, if any).
+            let other = thread::spawn(move || {
+                let _b = w2.generation();
+            });
+            assert!(w.wait(a, Deadline::never()));
+            event.join().unwrap();
+            other.join().unwrap();
+        });
+    }
+
+    /// The session's end (a flag set, then a wake, from another thread) and a
+    /// cancel: the waiter that looks at both before waiting never sleeps
+    /// through either.
+    #[test]
+    fn loom_end_and_cancel_wake_the_waiter() {
+        loom::model(|| {
+            let w = Arc::new(Wake::default());
+            let ended = Arc::new(AtomicBool::new(false));
+            let cancelled = Arc::new(AtomicBool::new(false));
+            let (w1, e1) = (w.clone(), ended.clone());
+            let end = thread::spawn(move || {
+                e1.store(true, Ordering::SeqCst);
+                w1.wake();
+            });
+            let (w2, c2) = (w.clone(), cancelled.clone());
+            let cancel = thread::spawn(move || {
+                c2.store(true, Ordering::SeqCst);
+                w2.wake();
+            });
+            // The waiter's loop: a round, look, wait.
+            loop {
+                let seen = w.generation();
+                if ended.load(Ordering::SeqCst) && cancelled.load(Ordering::SeqCst) {
+                    break;
+                }
+                assert!(w.wait(seen, Deadline::never()));
+            }
+            end.join().unwrap();
+            cancel.join().unwrap();
+        });
+    }
+
+    /// Two waiters on one wake, each with its own event: both wake (a
+    /// wake-up is never consumed by one waiter).
+    #[test]
+    fn loom_two_waiters_both_wake() {
+        loom::model(|| {
+            let w = Arc::new(Wake::default());
+            let seen = w.generation();
+            let w1 = w.clone();
+            let other = thread::spawn(move || assert!(w1.wait(seen, Deadline::never())));
+            w.wake();
+            assert!(w.wait(seen, Deadline::never()));
+            other.join().unwrap();
+        });
     }
 }

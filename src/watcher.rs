@@ -138,7 +138,8 @@ struct WatcherInner {
     renew: bool,
     /// A new session was opened after an expiry; announced at its SyncConnected.
     renewing: AtomicBool,
-    /// Connection generation: bumped on every state event, for waiters.
+    /// Connection generation: bumped on every state event (what `connect`
+    /// waits for; the library's waits use `crate::wait`).
     state_seq: AtomicI64,
     state_lock: Mutex<KeeperState>,
     state_cv: Condvar,
@@ -217,8 +218,10 @@ fn has_path_hooks(hooks: &Hooks, flag: &AtomicBool) {
 /// Listener calls run on the client's event thread, in registration order; a
 /// listener about one path ([`ZooKeeperListener::path`]) is found by that path,
 /// so dispatch cost does not grow with the number of waiting locks.
-/// The session ends with [`close`](Self::close) or when the last clone is
-/// dropped, on the thread that drops it, which joins the client's threads.
+/// The session ends with [`close`](Self::close) (synchronous: closeSession,
+/// then the client's threads joined) or when the last clone is dropped: then
+/// in the background, so that the drop returns at once whatever the network
+/// does (closeSession waits up to 2 s for its answer).
 ///
 /// # Listeners and the session's lifetime
 /// A clone is a *user handle*: it keeps the session open. The library's own
@@ -269,7 +272,7 @@ pub struct ZooKeeperWatcher {
     /// Shared by the handle's clones only. The event thread holds `WatcherInner` too
     /// while it dispatches an event (the `PendingWatcher` upgrades its `Weak`), so
     /// the last `Arc<WatcherInner>` may be dropped there; the last *handle* closes the
-    /// session on the thread that drops it, and joins the client's threads.
+    /// session (in the background: see [`Closer`]'s drop).
     _closer: Arc<Closer>,
 }
 
@@ -277,10 +280,19 @@ pub struct ZooKeeperWatcher {
 struct Closer(Arc<WatcherInner>);
 
 impl Drop for Closer {
+    /// The last user handle is gone: the session closes in the background
+    /// (closeSession waits up to 2 s for its answer; `Drop` never waits on the
+    /// network). [`ZooKeeperWatcher::close`] is the synchronous form.
     fn drop(&mut self) {
-        if let Err(e) = self.0.close() {
-            debug!("closing a dropped ZooKeeperWatcher: {e}");
+        if self.0.closed.load(Ordering::SeqCst) {
+            return; // closed already (`close()` is idempotent): nothing to do
         }
+        let inner = self.0.clone();
+        crate::background::run_in_background("zklock-close", move || {
+            if let Err(e) = inner.close() {
+                debug!("closing a dropped ZooKeeperWatcher: {e}");
+            }
+        });
     }
 }
 
@@ -741,22 +753,6 @@ impl ZooKeeperWatcher {
     /// `AuthFailed`, `Closed`), for waits that must end with the session.
     pub fn check_session(&self) -> Result<()> {
         self.inner.check_session()
-    }
-
-    /// Waits until the next connection-state event after `seen` (a value of
-    /// [`state_generation`](Self::state_generation)), at most `timeout`; returns
-    /// the new generation.
-    pub fn wait_state_change(&self, seen: i64, timeout: Duration) -> i64 {
-        let mut g = self.inner.state_lock.lock();
-        if self.inner.state_seq.load(Ordering::SeqCst) == seen {
-            self.inner.state_cv.wait_for(&mut g, timeout);
-        }
-        self.inner.state_seq.load(Ordering::SeqCst)
-    }
-
-    /// A counter bumped on every connection-state event.
-    pub fn state_generation(&self) -> i64 {
-        self.inner.state_seq.load(Ordering::SeqCst)
     }
 
     // ---- listeners ---------------------------------------------------------

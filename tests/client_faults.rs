@@ -1035,6 +1035,8 @@ fn close_and_drop_are_bounded_during_a_stall() {
         "drop took {:?}",
         t.elapsed()
     );
+    // The drop closes in the background (issue 20): Closed comes after it.
+    events.wait_state(KeeperState::Closed, 1, WAIT);
     assert_eq!(
         events.states(),
         [

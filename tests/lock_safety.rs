@@ -15,7 +15,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    children, local, local_raw, local_zkw, lock_recorder as recorder, lock_watcher, raw, zkw,
+    children, context_switches_of, local, local_raw, local_zkw, lock_recorder as recorder,
+    lock_watcher, raw, zkw,
 };
 use zklock::client::ZooKeeper;
 use zklock::lock::{
@@ -754,23 +755,6 @@ fn close_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
     );
     let _ = closer.join().unwrap();
     holder.release().unwrap();
-}
-
-/// The voluntary context switches of this process's thread named `name`.
-fn context_switches_of(name: &str) -> Option<u64> {
-    std::fs::read_dir("/proc/self/task").ok()?.find_map(|e| {
-        let dir = e.ok()?.path();
-        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
-        if comm.trim() != name {
-            return None;
-        }
-        let status = std::fs::read_to_string(dir.join("status")).ok()?;
-        status
-            .lines()
-            .find(|l| l.starts_with("voluntary_ctxt_switches:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-    })
 }
 
 /// A waiting thread sleeps until its wake-up: no periodic look at the session

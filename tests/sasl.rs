@@ -522,3 +522,44 @@ fn the_cli_takes_a_lock_with_sasl() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The locks take their ACLs from the watcher's policy: on a SASL watcher
+/// (default policy: creator-only) the lock root and the lock node are
+/// `sasl:alice` only, and bob's session can neither read nor queue there.
+#[test]
+fn a_lock_on_a_sasl_watcher_creates_creator_only_nodes() {
+    use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
+    let server = shared();
+    let zkw = sasl_watcher("alice", ZooKeeperWatcher::builder(&server.connect_string()));
+    let root = format!("/sasl-lock-acl-{}", std::process::id());
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &format!("{root}/app/lock"), None).unwrap();
+    let held = rw.write_lock(b"alice");
+    held.acquire().unwrap();
+    let rzk = zkw.recoverable_zookeeper();
+    let alice_only = [Acl::new(Perms::ALL, Id::sasl("alice"))];
+    let lock_root = format!("{root}/app/lock");
+    let children = rzk.get_children(&lock_root, false).unwrap();
+    assert_eq!(children.len(), 1);
+    for p in [
+        root.clone(),
+        format!("{root}/app"),
+        lock_root.clone(),
+        format!("{lock_root}/{}", children[0]),
+    ] {
+        assert_eq!(rzk.get_acl(&p).unwrap().0, alice_only, "{p}");
+    }
+    let (zb, _) = zk_as("bob", &server.connect_string());
+    common::assert_code(zb.get_children(&lock_root, false), ZkError::NoAuth);
+    common::assert_code(
+        zb.create(
+            &format!("{lock_root}/write-"),
+            b"",
+            Acl::open_unsafe(),
+            CreateMode::EphemeralSequential,
+        ),
+        ZkError::NoAuth,
+    );
+    held.release().unwrap();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
+}

@@ -92,7 +92,8 @@ const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 /// `ZooKeeper` is `Send + Sync` and a cheap `Clone` (an `Arc`); clones share the
 /// session. Any number of threads may call it at once; their requests are
 /// pipelined on the one connection. The session ends when [`close`](Self::close)
-/// is called or the last clone is dropped. A watcher that owns a clone of the
+/// is called (synchronous) or the last clone is dropped (then it closes in the
+/// background: the drop returns at once, even during a partition). A watcher that owns a clone of the
 /// handle it watches keeps the session alive: hold a `Weak` or close explicitly.
 ///
 /// # Examples
@@ -113,6 +114,9 @@ pub struct ZooKeeper {
     handle: Arc<Handle>,
     /// Ends every call of this handle (see [`ZooKeeper::with_deadline`]).
     deadline: Deadline,
+    /// The one session this handle's calls go to (see
+    /// [`ZooKeeper::pinned`]); `None`: whichever is current.
+    pinned: Option<Arc<SessionShared>>,
 }
 
 struct Handle {
@@ -132,32 +136,49 @@ impl Handle {
     }
 
     fn close(&self) {
-        self.shared().close();
-        let Some(threads) = self.threads.lock().take() else {
-            return;
-        };
-        // The connection thread runs no user code: it ends promptly.
-        let _ = threads.conn.join();
-        // close() may run on the event thread (from a watcher): it ends by itself.
-        if threads.events.thread().id() == std::thread::current().id() {
-            return;
+        close_session(self.shared(), self.threads.lock().take());
+    }
+}
+
+/// Ends `shared` (closeSession when connected, a bounded wait for its answer)
+/// and joins `threads`.
+fn close_session(shared: Arc<SessionShared>, threads: Option<session::Threads>) {
+    shared.close();
+    let Some(threads) = threads else {
+        return;
+    };
+    // The connection thread runs no user code: it ends promptly.
+    let _ = threads.conn.join();
+    // close() may run on the event thread (from a watcher): it ends by itself.
+    if threads.events.thread().id() == std::thread::current().id() {
+        return;
+    }
+    // A watcher that never returns must not hang close(): wait a bound, then
+    // leave the thread to finish on its own.
+    match threads.events_done.recv_timeout(EVENT_THREAD_JOIN) {
+        Ok(()) | Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+            let _ = threads.events.join();
         }
-        // A watcher that never returns must not hang close(): wait a bound, then
-        // leave the thread to finish on its own.
-        match threads.events_done.recv_timeout(EVENT_THREAD_JOIN) {
-            Ok(()) | Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                let _ = threads.events.join();
-            }
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => log::warn!(
-                "a watcher is still running {EVENT_THREAD_JOIN:?} after close(); not waiting for it"
-            ),
-        }
+        Err(crossbeam_channel::RecvTimeoutError::Timeout) => log::warn!(
+            "a watcher is still running {EVENT_THREAD_JOIN:?} after close(); not waiting for it"
+        ),
     }
 }
 
 impl Drop for Handle {
+    /// The last handle is gone: the session is closed in the background, on a
+    /// short-lived thread (`zklock-close`), because closeSession waits up to
+    /// 2 s for the server's answer (more for a watcher still running) and
+    /// `Drop` never waits on the network. `close()` is the synchronous form.
     fn drop(&mut self) {
-        self.close();
+        let shared = self.shared();
+        let threads = self.threads.lock().take();
+        if threads.is_none() && shared.state().is_terminal() {
+            return; // closed already: nothing can block
+        }
+        crate::background::run_in_background("zklock-close", move || {
+            close_session(shared, threads)
+        });
     }
 }
 
@@ -182,6 +203,7 @@ impl WeakZooKeeper {
         self.handle.upgrade().map(|handle| ZooKeeper {
             handle,
             deadline: self.deadline,
+            pinned: None,
         })
     }
 }
@@ -377,6 +399,7 @@ impl ZooKeeperBuilder {
                 threads: Mutex::new(Some(threads)),
             }),
             deadline: Deadline::never(),
+            pinned: None,
         })
     }
 }
@@ -432,7 +455,22 @@ impl ZooKeeper {
     }
 
     fn shared(&self) -> Arc<SessionShared> {
-        self.handle.shared()
+        match &self.pinned {
+            Some(s) => s.clone(),
+            None => self.handle.shared(),
+        }
+    }
+
+    /// This handle's calls made in the session that is current now, and only
+    /// in it: after a renewal ([`renew_session`](Self::renew_session)) they
+    /// fail with `SessionExpired` instead of reaching the new session. What a
+    /// library wait holds, so that nothing it does outlives its session.
+    pub(crate) fn pinned(&self) -> ZooKeeper {
+        ZooKeeper {
+            handle: self.handle.clone(),
+            deadline: self.deadline,
+            pinned: Some(self.shared()),
+        }
     }
 
     /// Opens a new session on this handle after the old one expired (a new
@@ -446,7 +484,7 @@ impl ZooKeeper {
     /// `BadArguments` when the session has not expired; `Io` when the threads
     /// cannot be spawned.
     pub(crate) fn renew_session(&self) -> Result<()> {
-        let old = self.shared();
+        let old = self.handle.shared();
         if old.state() != State::Expired {
             return Err(Error::BadArguments(
                 "renew_session: the session has not expired".into(),
@@ -490,6 +528,7 @@ impl ZooKeeper {
         ZooKeeper {
             handle: self.handle.clone(),
             deadline: self.deadline.min(deadline),
+            pinned: self.pinned.clone(),
         }
     }
 

@@ -19,8 +19,8 @@ use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
-use crate::types::{Acl, CreateMode, Watcher};
-use crate::wait::{Bounds, DEFAULT_CALL_GRACE, LOCK_RECHECK};
+use crate::types::{CreateMode, Watcher};
+use crate::wait::{self, Bounds, CallSession, WhenDown, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
 /// The state of one lock instance.
@@ -334,9 +334,11 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// Creates this attempt's node and waits; every exit that does not hold the
     /// lock removes the node (later, on reconnect, if it cannot now).
     fn attempt(&self, bounds: Bounds) -> Result<Option<(AcquiredLock, Option<Arc<NodeWatch>>)>> {
-        self.zkw.check_session()?;
+        // Every call of the attempt is made in this session: after an expiry
+        // (renewal or not) the attempt ends with SessionExpired.
+        let call = CallSession::begin(&self.zkw)?;
         self.check_cancelled()?;
-        let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
+        let rzk = call.rzk().with_deadline(bounds.calls);
         let tagged = tagged_prefix(&path::join_znode(&self.parent, K::PREFIX));
         step!(self, Creating, "");
         let CreatedAndListed { path, stat, listed } = match self.create_lock_znode(&rzk, &tagged) {
@@ -355,7 +357,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             }
         };
         step!(self, Created, &path);
-        match self.grant(&rzk, &path, listed, bounds) {
+        match self.grant(&call, &rzk, &path, listed, bounds) {
             Ok(Some(watch)) => {
                 let sequence =
                     sequence_of_child(path::get_node_name(&path), K::PREFIX).unwrap_or(0);
@@ -390,12 +392,13 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// `Ok(Some(watch))` held, `Ok(None)` out of time.
     fn grant(
         &self,
+        call: &CallSession,
         rzk: &RecoverableZooKeeper,
         path: &str,
         listed: Option<Vec<String>>,
         bounds: Bounds,
     ) -> Result<Option<Option<Arc<NodeWatch>>>> {
-        let own = match self.wait_for_lock(rzk, path, listed, bounds)? {
+        let own = match self.wait_for_lock(call, rzk, path, listed, bounds)? {
             Waited::TimedOut => return Ok(None),
             Waited::Held(own) => own,
         };
@@ -421,7 +424,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             if !w.hold() {
                 return Err(lost());
             }
-            w.catch_up(self.zkw.state());
+            w.catch_up(call.rzk().state());
         }
         Ok(Some(watch))
     }
@@ -439,7 +442,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             rzk.create_sequential_tagged(
                 tagged,
                 &self.metadata,
-                Acl::open_unsafe(),
+                rzk.acl_for(tagged),
                 CreateMode::EphemeralSequential,
             )
             .map(|(path, stat)| CreatedAndListed {
@@ -452,7 +455,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             rzk.create_sequential_tagged_and_list(
                 tagged,
                 &self.metadata,
-                Acl::open_unsafe(),
+                rzk.acl_for(tagged),
                 CreateMode::EphemeralSequential,
                 &self.parent,
             )
@@ -473,6 +476,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// ends (session, cancel, our node reaped).
     fn wait_for_lock(
         &self,
+        call: &CallSession,
         rzk: &RecoverableZooKeeper,
         my_path: &str,
         mut listed: Option<Vec<String>>,
@@ -489,7 +493,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         };
         let mut own: Option<Arc<NodeWatch>> = None;
         loop {
-            self.zkw.check_session()?;
+            call.check()?;
             self.check_cancelled()?;
             // The first round's listing came with the create, when it could.
             let children = match listed.take() {
@@ -530,9 +534,10 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 own = Some(w);
             }
             let watch_path = path::join_znode(&self.parent, &to_watch);
-            self.shared.wake.arm();
-            // A cancel or a deletion of our node just before `arm` woke nobody:
-            // both are flagged before their wake-up, so look once more.
+            let round = self.shared.wake.generation();
+            // A cancel or a deletion of our node just before this round began
+            // woke no wait of it: both are flagged before their wake-up, so
+            // look once more.
             self.check_cancelled()?;
             if own.as_ref().is_some_and(|o| o.is_gone()) {
                 return Err(lost());
@@ -544,7 +549,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 Err(e) => return Err(e),
             }
             step!(self, Watching, my_path);
-            let woken = self.wait_for_wake(bounds.wait)?;
+            let woken = self.wait_for_wake(call, round, bounds.wait)?;
             step!(self, Woken, my_path);
             if !woken {
                 return Ok(Waited::TimedOut);
@@ -552,28 +557,23 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         }
     }
 
-    /// Waits for a wake-up until `deadline`: `Ok(true)` woken, `Ok(false)` out of
-    /// time. A cancel wakes the wait directly, and so does the end of the
-    /// session, from the client thread that ends it (`close()` included): never
-    /// through the event thread, which a listener may hold up. The session and
-    /// the cancel flag are also looked at every [`LOCK_RECHECK`] (no request),
-    /// a safety net only.
-    fn wait_for_wake(&self, deadline: Deadline) -> Result<bool> {
-        let _end = self.zkw.zookeeper().wake_at_end(&self.shared.wake);
-        loop {
-            if self
-                .shared
-                .wake
-                .wait(deadline.min(Deadline::after(LOCK_RECHECK)))
-            {
-                return Ok(true);
-            }
-            if deadline.is_past() {
-                return Ok(false);
-            }
-            self.zkw.check_session()?;
-            self.check_cancelled()?;
-        }
+    /// Waits for a wake-up of `round` until `deadline`: `Ok(true)` woken,
+    /// `Ok(false)` out of time. A cancel wakes the wait directly, and so does
+    /// the end of the attempt's session, from the client thread that ends it
+    /// (`close()` included): never through the event thread, which a listener
+    /// may hold up. Nothing is looked at periodically (the engine's
+    /// [`wait`](crate::wait::wait)): an idle waiter costs no wake-up.
+    fn wait_for_wake(&self, call: &CallSession, round: u64, deadline: Deadline) -> Result<bool> {
+        let woken = wait::wait(
+            &self.shared.wake,
+            round,
+            call,
+            deadline,
+            WhenDown::Wait,
+            &self.parent,
+        )?;
+        self.check_cancelled()?;
+        Ok(woken)
     }
 
     /// HBase's `handleLockMetadata`: passes `node`'s metadata to `handler`.
@@ -606,7 +606,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         let (path, stat) = rzk.create2(
             &probe,
             &[],
-            Acl::open_unsafe(),
+            rzk.acl_for(&probe),
             CreateMode::EphemeralSequential,
         )?;
         if let Err(e) = rzk.delete(&path, None) {

@@ -99,11 +99,7 @@ pub(super) struct WaitWatcher(pub(super) Arc<LockShared>);
 
 impl Watcher for WaitWatcher {
     fn process(&self, event: WatchedEvent) {
-        let ends = matches!(
-            event.keeper_state,
-            KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed
-        );
-        if event.event_type != EventType::None || ends {
+        if event.event_type != EventType::None || crate::wait::ends_session(&event) {
             self.0.wake.wake();
         }
     }
@@ -410,11 +406,11 @@ mod tests {
     fn a_waiting_node_deleted_wakes_the_waiter_and_voids_the_grant() {
         let (shared, events) = recorded();
         let w = NodeWatch::new("/l/write-0", &shared, &WeakZooKeeperWatcher::default());
-        shared.wake.arm();
+        let round = shared.wake.generation();
         w.process(event(EventType::NodeDeleted));
         assert!(shared
             .wake
-            .wait(crate::Deadline::after(std::time::Duration::ZERO)));
+            .wait(round, crate::Deadline::after(std::time::Duration::ZERO)));
         assert!(w.is_gone());
         assert!(!w.hold(), "a grant of a deleted node is void");
         assert!(events.lock().is_empty());

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::waiting::{Bounds, Waiter};
 use crate::error::{Result, ZkError};
+use crate::wait::{Bounds, CallSession, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 
 /// A barrier: the "Barriers" recipe of ZooKeeper's recipes page (Curator's
@@ -60,15 +60,17 @@ impl Barrier {
             .create_with_parents(&self.path, &[])
     }
 
-    /// Removes the barrier: deletes its node, waking every waiter; no error
-    /// when it is not set.
+    /// Removes the barrier: deletes its node, waking every waiter. `true`
+    /// when this call removed it, `false` when it was not set (kazoo's
+    /// `remove` returns False then).
     ///
     /// # Errors
     /// `NotEmpty` if someone put children under the node; session errors.
-    pub fn remove_barrier(&self) -> Result<()> {
+    pub fn remove_barrier(&self) -> Result<bool> {
         match self.zkw.recoverable_zookeeper().delete(&self.path, None) {
-            Err(e) if e.is(ZkError::NoNode) => Ok(()),
-            other => other,
+            Ok(()) => Ok(true),
+            Err(e) if e.is(ZkError::NoNode) => Ok(false),
+            Err(e) => Err(e),
         }
     }
 
@@ -91,7 +93,20 @@ impl Barrier {
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout.
     pub fn wait_on_barrier(&self, timeout: Duration) -> Result<bool> {
-        let bounds = Bounds::new(Some(timeout));
+        self.wait_within(Bounds::new(Some(timeout)))
+    }
+
+    /// Waits until the barrier is removed, as long as it takes (kazoo's
+    /// `wait()` without a timeout); at once when it is not set.
+    ///
+    /// # Errors
+    /// As [`wait_on_barrier`](Self::wait_on_barrier).
+    pub fn wait(&self) -> Result<()> {
+        // Without a deadline the wait ends only when the barrier is gone.
+        self.wait_within(Bounds::new(None)).map(drop)
+    }
+
+    fn wait_within(&self, bounds: Bounds) -> Result<bool> {
         match self.wait_loop(bounds) {
             Err(e) if bounds.cut_short(&e) => Ok(false),
             other => other,
@@ -99,16 +114,17 @@ impl Barrier {
     }
 
     fn wait_loop(&self, bounds: Bounds) -> Result<bool> {
-        let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
+        let call = CallSession::begin(&self.zkw)?;
+        let rzk = call.rzk().with_deadline(bounds.calls);
         loop {
-            self.zkw.check_session()?;
-            self.waiter.arm();
+            call.check()?;
+            let round = self.waiter.round();
             match rzk.get_data_watch(&self.path, self.waiter.watcher()) {
                 Err(e) if e.is(ZkError::NoNode) => return Ok(true),
                 Err(e) => return Err(e),
                 Ok(_) => {}
             }
-            if !self.waiter.wait(&self.zkw, bounds.wait, &self.path)? {
+            if !self.waiter.wait(&call, round, bounds.wait, &self.path)? {
                 return Ok(false);
             }
         }

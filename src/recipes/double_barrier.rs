@@ -1,23 +1,41 @@
 //! `DoubleBarrier`: the "Double Barriers" recipe.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use log::{debug, warn};
+use log::debug;
 use parking_lot::Mutex;
 
-use super::waiting::{Bounds, Waiter};
+use super::layout::{MEMBER_PREFIX, READY_NODE};
+use super::node::{delete_if_present, SessionNode};
+use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::sequence_of;
-use crate::types::{Acl, CreateMode};
+use crate::types::{CreateMode, Op};
+use crate::wait::{Bounds, CallSession, Round, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
-/// The prefix of a member's node: `<path>/m-<tag>-<sequence>`.
-pub const MEMBER_PREFIX: &str = "m-";
+/// A point of [`DoubleBarrier::enter`] where a test can hold the member
+/// (feature `testing`; see [`DoubleBarrier::with_step_hook`]).
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BarrierStep {
+    /// The member listed `member_count` members and is about to create
+    /// `ready` (together with a check of each of them).
+    Counted,
+    /// The member found fewer than `member_count` members and waits for
+    /// `ready`.
+    Waiting,
+    /// The member's time ran out; it is about to withdraw (unless `ready`
+    /// exists by then).
+    TimedOut,
+}
 
-/// The node the last member to enter creates.
-pub const READY_NODE: &str = "ready";
+#[cfg(feature = "testing")]
+type StepHook = Arc<dyn Fn(BarrierStep) + Send + Sync>;
 
 /// A double barrier: the "Double Barriers" recipe of ZooKeeper's recipes page
 /// (Curator's `DistributedDoubleBarrier`). `member_count` processes
@@ -49,8 +67,10 @@ pub struct DoubleBarrier {
     path: String,
     member_count: usize,
     /// This member's node while it is in the barrier.
-    node: Mutex<Option<String>>,
+    node: Mutex<Option<SessionNode>>,
     waiter: Waiter,
+    #[cfg(feature = "testing")]
+    step_hook: Option<StepHook>,
 }
 
 impl std::fmt::Debug for DoubleBarrier {
@@ -58,7 +78,7 @@ impl std::fmt::Debug for DoubleBarrier {
         f.debug_struct("DoubleBarrier")
             .field("path", &self.path)
             .field("member_count", &self.member_count)
-            .field("node", &*self.node.lock())
+            .field("node", &self.node())
             .finish()
     }
 }
@@ -73,6 +93,10 @@ fn members(children: &[String]) -> Vec<String> {
     m.sort();
     m.into_iter().map(|(_, c)| c.clone()).collect()
 }
+
+/// How long a member's withdrawal after an error may take (it is finished in
+/// the background when the server does not answer in time).
+const WITHDRAW: Duration = Duration::from_secs(1);
 
 impl DoubleBarrier {
     /// A member of the double barrier at `path` for `member_count` members.
@@ -92,7 +116,24 @@ impl DoubleBarrier {
             member_count,
             node: Mutex::new(None),
             waiter: Waiter::default(),
+            #[cfg(feature = "testing")]
+            step_hook: None,
         })
+    }
+
+    /// Calls `hook` at each [`BarrierStep`] of `enter`, on the entering thread
+    /// (feature `testing`: how the tests force a race).
+    #[cfg(feature = "testing")]
+    pub fn with_step_hook(mut self, hook: impl Fn(BarrierStep) + Send + Sync + 'static) -> Self {
+        self.step_hook = Some(Arc::new(hook));
+        self
+    }
+
+    #[cfg(feature = "testing")]
+    fn step(&self, step: BarrierStep) {
+        if let Some(hook) = &self.step_hook {
+            hook(step);
+        }
     }
 
     /// The barrier's node.
@@ -102,7 +143,7 @@ impl DoubleBarrier {
 
     /// This member's node, while it is in the barrier.
     pub fn node(&self) -> Option<String> {
-        self.node.lock().clone()
+        self.node.lock().as_ref().map(|n| n.path().to_string())
     }
 
     /// Enters: joins the barrier and waits at most `timeout` until
@@ -120,12 +161,12 @@ impl DoubleBarrier {
                 self.path
             )));
         }
-        self.zkw.check_session()?;
+        let call = CallSession::begin(&self.zkw)?;
         let bounds = Bounds::new(Some(timeout));
-        let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
+        let rzk = call.rzk().with_deadline(bounds.calls);
         let ready = zkutil::join_znode(&self.path, READY_NODE);
         // 2. the watch on `ready` comes before our node.
-        self.waiter.arm();
+        let round = self.waiter.round();
         let ready_already = rzk.exists_watch(&ready, self.waiter.watcher())?.is_some();
         // 1, 3. our node.
         let tagged = tagged_prefix(&zkutil::join_znode(&self.path, MEMBER_PREFIX));
@@ -133,7 +174,7 @@ impl DoubleBarrier {
             rzk.create_sequential_tagged(
                 &tagged,
                 &[],
-                Acl::open_unsafe(),
+                rzk.acl_for(&tagged),
                 CreateMode::EphemeralSequential,
             )
         };
@@ -145,70 +186,169 @@ impl DoubleBarrier {
             other => other,
         };
         let me = match created {
-            Ok((me, _)) => me,
+            Ok((me, stat)) => SessionNode::adopt(&call, me, &stat),
             Err(e) => {
                 if e.is_retryable() {
-                    self.remove_tagged(&tagged);
+                    self.remove_tagged(&call, &tagged);
                 }
                 return Err(e);
             }
         };
-        *self.node.lock() = Some(me.clone());
+        let my_path = me.path().to_string();
+        *self.node.lock() = Some(me);
         let result = if ready_already {
             Ok(true)
         } else {
-            match self.wait_entered(&rzk, &ready, bounds) {
+            match self.wait_entered(&call, &rzk, &ready, bounds, round) {
                 Err(e) if bounds.cut_short(&e) => Ok(false),
                 other => other,
             }
         };
         match result {
             Ok(true) => Ok(true),
-            other => {
-                debug!("leaving {} unentered: {other:?}", self.path);
+            Ok(false) => {
+                #[cfg(feature = "testing")]
+                self.step(BarrierStep::TimedOut);
+                self.withdraw_or_enter(&call, &ready, &my_path)
+            }
+            Err(e) => {
+                debug!("leaving {} unentered: {e}", self.path);
                 self.withdraw();
-                other
+                Err(e)
             }
         }
     }
 
+    /// Out of time: withdraws, or enters after all when `ready` exists (see
+    /// [`withdraw_unentered`](Self::withdraw_unentered)); a failed attempt
+    /// withdraws as after an error.
+    fn withdraw_or_enter(&self, call: &CallSession, ready: &str, my_path: &str) -> Result<bool> {
+        match self.withdraw_unentered(call, ready, my_path) {
+            Ok(entered) => Ok(entered),
+            Err(e) => {
+                debug!("leaving {} unentered: {e}", self.path);
+                self.withdraw();
+                Ok(false)
+            }
+        }
+    }
+
+    /// A member out of time withdraws, unless `ready` exists: one `multi`
+    /// that creates and deletes `ready` (failing with `NodeExists` when it is
+    /// there) and deletes our node. `Ok(true)`: `ready` exists, we entered
+    /// after all; `Ok(false)`: withdrawn, and no member can count us any more.
+    fn withdraw_unentered(&self, call: &CallSession, ready: &str, me: &str) -> Result<bool> {
+        let rzk = call.rzk().with_deadline(Deadline::after(WITHDRAW));
+        let ops = [
+            Op::Create {
+                path: ready.to_string(),
+                data: Vec::new(),
+                acl: rzk.acl_for(ready).to_vec(),
+                mode: CreateMode::Persistent,
+            },
+            Op::Delete {
+                path: ready.to_string(),
+                version: None,
+            },
+            Op::Delete {
+                path: me.to_string(),
+                version: None,
+            },
+        ];
+        match rzk.zookeeper().multi(&ops) {
+            Ok(_) => {
+                self.node.lock().take();
+                Ok(false)
+            }
+            Err(Error::Multi {
+                index: 0,
+                code: ZkError::NodeExists,
+                ..
+            }) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Steps 4 to 6 of the page: until `ready` exists or this member finds
+    /// `member_count` members and creates it.
     fn wait_entered(
         &self,
+        call: &CallSession,
         rzk: &RecoverableZooKeeper,
         ready: &str,
         bounds: Bounds,
+        first: Round,
     ) -> Result<bool> {
-        let mut first = true;
+        let mut round = Some(first);
         loop {
-            self.zkw.check_session()?;
-            if !first {
-                self.waiter.arm();
-                if rzk.exists_watch(ready, self.waiter.watcher())?.is_some() {
+            call.check()?;
+            let this_round = match round.take() {
+                Some(r) => r,
+                None => {
+                    let r = self.waiter.round();
+                    if rzk.exists_watch(ready, self.waiter.watcher())?.is_some() {
+                        return Ok(true);
+                    }
+                    r
+                }
+            };
+            // 4, 5, 6.
+            let counted = members(&rzk.get_children(&self.path, false)?);
+            if counted.len() >= self.member_count {
+                #[cfg(feature = "testing")]
+                self.step(BarrierStep::Counted);
+                if self.create_ready(rzk, ready, &counted)? {
                     return Ok(true);
                 }
+                // A counted member left meanwhile: count again.
+                continue;
             }
-            first = false;
-            // 4, 5, 6.
-            let children = rzk.get_children(&self.path, false)?;
-            if members(&children).len() >= self.member_count {
-                match rzk
-                    .zookeeper()
-                    .create(ready, &[], Acl::open_unsafe(), CreateMode::Persistent)
-                {
-                    Ok(_) => {}
-                    Err(e) if e.is(ZkError::NodeExists) => {}
-                    Err(e) if e.is_retryable() => {
-                        if rzk.exists(ready, false)?.is_none() {
-                            return Err(e);
-                        }
-                    }
-                    Err(e) => return Err(e),
-                }
-                return Ok(true);
-            }
-            if !self.waiter.wait(&self.zkw, bounds.wait, &self.path)? {
+            #[cfg(feature = "testing")]
+            self.step(BarrierStep::Waiting);
+            if !self
+                .waiter
+                .wait(call, this_round, bounds.wait, &self.path)?
+            {
                 return Ok(false);
             }
+        }
+    }
+
+    /// Creates `ready` in one `multi` with a check of every member `counted`:
+    /// `Ok(true)` when `ready` exists now (ours or another member's),
+    /// `Ok(false)` when a counted member is gone (nothing created).
+    fn create_ready(
+        &self,
+        rzk: &RecoverableZooKeeper,
+        ready: &str,
+        counted: &[String],
+    ) -> Result<bool> {
+        let mut ops: Vec<Op> = counted
+            .iter()
+            .map(|m| Op::Check {
+                path: zkutil::join_znode(&self.path, m),
+                version: None,
+            })
+            .collect();
+        ops.push(Op::Create {
+            path: ready.to_string(),
+            data: Vec::new(),
+            acl: rzk.acl_for(ready).to_vec(),
+            mode: CreateMode::Persistent,
+        });
+        match rzk.zookeeper().multi(&ops) {
+            Ok(_) => Ok(true),
+            Err(Error::Multi {
+                code: ZkError::NodeExists,
+                ..
+            }) => Ok(true),
+            Err(Error::Multi {
+                code: ZkError::NoNode,
+                ..
+            }) => Ok(false),
+            // In doubt: the next round looks for `ready` and counts again.
+            Err(e) if e.is_retryable() && !rzk.deadline().is_past() => Ok(false),
+            Err(e) => Err(e),
         }
     }
 
@@ -221,21 +361,26 @@ impl DoubleBarrier {
     /// `Closed`; `ConnectionLoss` when the connection stays down for a session
     /// timeout. The member's node is deleted on every error.
     pub fn leave(&self, timeout: Duration) -> Result<bool> {
-        let Some(me) = self.node() else {
+        let Some((call, me)) = self
+            .node
+            .lock()
+            .as_ref()
+            .map(|n| (n.session().clone(), n.path().to_string()))
+        else {
             return Err(Error::BadArguments(format!(
                 "not in the double barrier {}",
                 self.path
             )));
         };
         let bounds = Bounds::new(Some(timeout));
-        let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
-        let result = match self.wait_left(&rzk, &me, bounds) {
+        let rzk = call.rzk().with_deadline(bounds.calls);
+        let result = match self.wait_left(&call, &rzk, &me, bounds) {
             Err(e) if bounds.cut_short(&e) => Ok(false),
             other => other,
         };
         match result {
             Ok(true) => {
-                *self.node.lock() = None;
+                self.node.lock().take();
                 Ok(true)
             }
             other => {
@@ -245,12 +390,19 @@ impl DoubleBarrier {
         }
     }
 
-    fn wait_left(&self, rzk: &RecoverableZooKeeper, me: &str, bounds: Bounds) -> Result<bool> {
+    /// The page's leave, step for step.
+    fn wait_left(
+        &self,
+        call: &CallSession,
+        rzk: &RecoverableZooKeeper,
+        me: &str,
+        bounds: Bounds,
+    ) -> Result<bool> {
         let my_name = zkutil::get_node_name(me).to_string();
         let ready = zkutil::join_znode(&self.path, READY_NODE);
         let mut mine = true;
         loop {
-            self.zkw.check_session()?;
+            call.check()?;
             // 1.
             let l = match rzk.get_children(&self.path, false) {
                 Ok(c) => members(&c),
@@ -277,7 +429,7 @@ impl DoubleBarrier {
                 mine = false;
                 lowest.clone()
             };
-            self.waiter.arm();
+            let round = self.waiter.round();
             match rzk.get_data_watch(
                 &zkutil::join_znode(&self.path, &to_watch),
                 self.waiter.watcher(),
@@ -287,38 +439,34 @@ impl DoubleBarrier {
                 Err(e) => return Err(e),
             }
             // 6.
-            if !self.waiter.wait(&self.zkw, bounds.wait, &self.path)? {
+            if !self.waiter.wait(call, round, bounds.wait, &self.path)? {
                 return Ok(false);
             }
         }
     }
 
-    /// Deletes this member's node (bounded; in the background when the delete
-    /// cannot be done now).
+    /// Deletes this member's node, if any (bounded; finished in the background
+    /// when the server does not answer in time; nothing to do once its session
+    /// ended).
     fn withdraw(&self) {
         let Some(me) = self.node.lock().take() else {
             return;
         };
-        if self.zkw.state().is_terminal() {
+        if me.session().check().is_err() {
             return; // ephemeral: gone with the session
         }
-        let rzk = self
-            .zkw
-            .recoverable_zookeeper()
-            .with_deadline(crate::Deadline::after(Duration::from_secs(1)));
-        if let Err(e) = delete_if_present(&rzk, &me) {
-            warn!(
-                "could not remove double-barrier member {me} now ({e}); it goes with the session"
+        if let Err(e) = me.delete_by(Deadline::after(WITHDRAW)) {
+            debug!(
+                "could not remove double-barrier member {} now ({e}); removing it in the background",
+                me.path()
             );
+            me.remove_in_background();
         }
     }
 
-    /// Removes the node a create with a lost reply may have made.
-    fn remove_tagged(&self, tagged: &str) {
-        let rzk = self
-            .zkw
-            .recoverable_zookeeper()
-            .with_deadline(crate::Deadline::after(Duration::from_secs(1)));
+    /// Removes the node a lost create may have made (found by its tag).
+    fn remove_tagged(&self, call: &CallSession, tagged: &str) {
+        let rzk = call.rzk().with_deadline(Deadline::after(WITHDRAW));
         let name = zkutil::get_node_name(tagged);
         if let Ok(children) = rzk.get_children(&self.path, false) {
             for c in children.iter().filter(|c| c.starts_with(name)) {
@@ -328,21 +476,11 @@ impl DoubleBarrier {
     }
 }
 
-/// Deletes `path`; `NoNode` is success.
-pub(super) fn delete_if_present(rzk: &RecoverableZooKeeper, path: &str) -> Result<()> {
-    match rzk.delete(path, None) {
-        Err(e) if e.is(ZkError::NoNode) => Ok(()),
-        other => other,
-    }
-}
-
 impl Drop for DoubleBarrier {
-    /// Deletes this member's node in the background when it entered and did not
-    /// leave; never waits on the network.
     fn drop(&mut self) {
         if let Some(me) = self.node.get_mut().take() {
             // Retried after a reconnect; nothing to do once the session ended.
-            crate::background::remove_in_background(&self.zkw.downgrade(), me, Box::new(|| {}));
+            me.remove_in_background();
         }
     }
 }

@@ -3,9 +3,11 @@
 
 use std::time::Duration;
 
-use super::waiting::{Bounds, Waiter};
+use super::layout::PARTY_PREFIX;
+use super::node::{children_or_none, SessionNode};
 use crate::error::{Result, ZkError};
-use crate::types::{Acl, CreateMode};
+use crate::types::CreateMode;
+use crate::wait::{Bounds, CallSession, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -38,15 +40,23 @@ impl std::fmt::Debug for Group {
 
 /// This process's membership of a [`Group`]: [`leave`](Self::leave) ends it,
 /// and so does dropping it (in the background) or the session's end.
+///
+/// A member is bound to the session that joined: after that session expired
+/// (also when `with_session_renewal` opened a new one), `set_data` and `leave`
+/// return `SessionExpired` and never touch the node of whoever joined under
+/// the same name since; its writes and its delete are also guarded by the
+/// node's creation zxid and version. Join again to be a member of the new
+/// session.
 #[must_use = "if unused the member leaves the group at once"]
 pub struct Member {
-    zkw: ZooKeeperWatcher,
-    node: Option<String>,
+    node: Option<SessionNode>,
 }
 
 impl std::fmt::Debug for Member {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Member").field("node", &self.node).finish()
+        f.debug_struct("Member")
+            .field("node", &self.node.as_ref().map(SessionNode::path))
+            .finish()
     }
 }
 
@@ -82,21 +92,22 @@ impl Group {
                 "a member name has no '/': {name}"
             )));
         }
-        let rzk = self.zkw.recoverable_zookeeper();
-        let create = || rzk.create(&node, data, Acl::open_unsafe(), CreateMode::Ephemeral);
-        match create() {
-            Err(e) if e.is(ZkError::NoNode) => {
-                rzk.create_with_parents(&self.path, &[])?;
-                create()?;
-            }
-            other => {
-                other?;
-            }
-        }
-        Ok(Member {
-            zkw: self.zkw.clone(),
-            node: Some(node),
-        })
+        let call = CallSession::begin(&self.zkw)?;
+        let node = SessionNode::create(&call, &node, data, CreateMode::Ephemeral)?;
+        Ok(Member { node: Some(node) })
+    }
+
+    /// Joins with a name the group makes up (kazoo's `Party`): an ephemeral
+    /// sequential child `<path>/p-<tag><sequence>` holding `data`. The name is
+    /// [`Member::node`]'s last segment.
+    ///
+    /// # Errors
+    /// Session errors.
+    pub fn join_party(&self, data: &[u8]) -> Result<Member> {
+        let call = CallSession::begin(&self.zkw)?;
+        let prefix = zkutil::join_znode(&self.path, PARTY_PREFIX);
+        let node = SessionNode::create(&call, &prefix, data, CreateMode::EphemeralSequential)?;
+        Ok(Member { node: Some(node) })
     }
 
     /// The members' names, sorted (empty when the group does not exist).
@@ -104,18 +115,9 @@ impl Group {
     /// # Errors
     /// Session errors.
     pub fn members(&self) -> Result<Vec<String>> {
-        match self
-            .zkw
-            .recoverable_zookeeper()
-            .get_children(&self.path, false)
-        {
-            Ok(mut c) => {
-                c.sort();
-                Ok(c)
-            }
-            Err(e) if e.is(ZkError::NoNode) => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
+        let mut c = children_or_none(self.zkw.recoverable_zookeeper(), &self.path)?;
+        c.sort();
+        Ok(c)
     }
 
     /// A member's data, `None` when there is no such member.
@@ -154,10 +156,11 @@ impl Group {
     }
 
     fn wait_loop(&self, seen: &[String], bounds: Bounds) -> Result<Option<Vec<String>>> {
-        let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
+        let call = CallSession::begin(&self.zkw)?;
+        let rzk = call.rzk().with_deadline(bounds.calls);
         loop {
-            self.zkw.check_session()?;
-            self.waiter.arm();
+            call.check()?;
+            let round = self.waiter.round();
             let mut now = match rzk.get_children_watch(&self.path, self.waiter.watcher()) {
                 Ok(c) => c,
                 Err(e) if e.is(ZkError::NoNode) => {
@@ -170,7 +173,7 @@ impl Group {
             if now != seen {
                 return Ok(Some(now));
             }
-            if !self.waiter.wait(&self.zkw, bounds.wait, &self.path)? {
+            if !self.waiter.wait(&call, round, bounds.wait, &self.path)? {
                 return Ok(None);
             }
         }
@@ -180,44 +183,46 @@ impl Group {
 impl Member {
     /// The member's node.
     pub fn node(&self) -> &str {
-        self.node.as_deref().unwrap_or_default()
+        self.node
+            .as_ref()
+            .map(SessionNode::path)
+            .unwrap_or_default()
     }
 
     /// Replaces the member's data.
     ///
     /// # Errors
-    /// `NoNode` when the membership was lost (session); session errors.
+    /// `SessionExpired` once the session that joined expired (renewed or
+    /// not); `NoNode` when the member's node is gone (or another node took its
+    /// name); session errors.
     pub fn set_data(&self, data: &[u8]) -> Result<()> {
-        self.zkw
-            .recoverable_zookeeper()
-            .set_data(self.node(), data, None)
-            .map(drop)
+        match &self.node {
+            Some(n) => n.set_data(data).map(drop),
+            None => Err(crate::Error::zk(ZkError::NoNode, self.node())),
+        }
     }
 
     /// Leaves the group: deletes the member's node (no error when it is
     /// already gone).
     ///
     /// # Errors
-    /// Recoverable errors after the retries (the node then goes with the
-    /// session).
+    /// `SessionExpired` once the session that joined expired (its node went
+    /// with it; after a renewal the node under this name, if any, is someone
+    /// else's and is left alone); recoverable errors after the retries (the
+    /// node then goes with the session).
     pub fn leave(mut self) -> Result<()> {
-        let node = self.node.take().unwrap_or_default();
-        if self.zkw.state().is_terminal() {
-            return Ok(());
-        }
-        match self.zkw.recoverable_zookeeper().delete(&node, None) {
-            Err(e) if e.is(ZkError::NoNode) => Ok(()),
-            other => other,
+        match self.node.take() {
+            Some(n) => n.delete(),
+            None => Ok(()),
         }
     }
 }
 
 impl Drop for Member {
-    /// Leaves in the background; never waits on the network.
     fn drop(&mut self) {
         if let Some(node) = self.node.take() {
             // Retried after a reconnect; nothing to do once the session ended.
-            crate::background::remove_in_background(&self.zkw.downgrade(), node, Box::new(|| {}));
+            node.remove_in_background();
         }
     }
 }

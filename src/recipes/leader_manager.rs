@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use log::{debug, info};
 use parking_lot::Mutex;
 
-use crate::client::{Acl, CreateMode, EventType, KeeperState};
+use crate::client::{CreateMode, EventType, KeeperState};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::wait::Wake;
@@ -178,7 +178,9 @@ impl ZkLeaderManager {
         let rzk = self.zkw.recoverable_zookeeper();
         let znode = self.shared.znode.as_str();
         loop {
-            self.shared.wake.arm();
+            // The wait engine's round: read before the watch (issue 20: a
+            // generation, not a re-armed flag).
+            let round = self.shared.wake.generation();
             if self.shared.state.lock().stopped {
                 return Ok(false);
             }
@@ -190,7 +192,7 @@ impl ZkLeaderManager {
             match rzk.create2(
                 znode,
                 &self.shared.node_id,
-                Acl::open_unsafe(),
+                rzk.acl_for(znode),
                 CreateMode::Ephemeral,
             ) {
                 Ok((_, stat)) => {
@@ -234,7 +236,7 @@ impl ZkLeaderManager {
             // Wait for the next chance: the leader znode's deletion (the watch
             // set above), a stop or the session's end. Armed before the watch
             // was set, so an event since then is not lost.
-            self.shared.wake.wait(Deadline::never());
+            self.shared.wake.wait(round, Deadline::never());
         }
     }
 

@@ -2,16 +2,14 @@
 
 use std::time::Duration;
 
-use super::queue::{claim, create_item};
-use super::waiting::{Bounds, Waiter};
+use super::layout::PRIORITY_PREFIX;
+use super::node::{children_or_none, claim, create_item, take_from_queue};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::sequence::sequence_of;
+use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
-
-/// The prefix of an item's node: `<dir>/pq-<priority, 10 digits>-<sequence>`.
-pub const PRIORITY_PREFIX: &str = "pq-";
 
 /// A distributed priority queue: the "Priority Queues" recipe of ZooKeeper's
 /// recipes page. An item's node is `<dir>/pq-<priority>-<sequence>`
@@ -114,6 +112,20 @@ impl DistributedPriorityQueue {
         self.poll_with(self.zkw.recoverable_zookeeper())
     }
 
+    /// Takes the most urgent item, waiting for one as long as it takes (or
+    /// until the session ends).
+    ///
+    /// # Errors
+    /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
+    /// down for a session timeout, or a claim is in doubt.
+    pub fn take(&self) -> Result<(u32, Vec<u8>)> {
+        match self.take_within(Bounds::new(None))? {
+            Some(item) => Ok(item),
+            // Without a deadline the wait ends only with an item or an error.
+            None => Err(Error::zk(ZkError::OperationTimeout, self.dir.clone())),
+        }
+    }
+
     /// Takes the first item, waiting at most `timeout` for one: `Ok(None)` when
     /// none came. The listing and watching calls get a 2 s grace past `timeout`
     /// (cut short: a timeout); claims are not cut short (see
@@ -123,7 +135,10 @@ impl DistributedPriorityQueue {
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout, or a claim is in doubt.
     pub fn take_timeout(&self, timeout: Duration) -> Result<Option<(u32, Vec<u8>)>> {
-        let bounds = Bounds::new(Some(timeout));
+        self.take_within(Bounds::new(Some(timeout)))
+    }
+
+    fn take_within(&self, bounds: Bounds) -> Result<Option<(u32, Vec<u8>)>> {
         match self.take_loop(bounds) {
             Err(e) if bounds.cut_short(&e) => Ok(None),
             other => other,
@@ -131,52 +146,35 @@ impl DistributedPriorityQueue {
     }
 
     fn take_loop(&self, bounds: Bounds) -> Result<Option<(u32, Vec<u8>)>> {
-        // As DistributedQueue: claims are not cut short by the deadline.
-        let unbounded = self.zkw.recoverable_zookeeper();
-        let rzk = unbounded.with_deadline(bounds.calls);
-        loop {
-            self.zkw.check_session()?;
-            if let Some(item) = self.poll_with(unbounded)? {
-                return Ok(Some(item));
-            }
-            if bounds.wait.is_past() {
-                return Ok(None);
-            }
-            self.waiter.arm();
-            match rzk.get_children_watch(&self.dir, self.waiter.watcher()) {
-                Ok(children) if !ordered(&children).is_empty() => continue,
-                Ok(_) => {}
-                Err(e) if e.is(ZkError::NoNode) => {
-                    rzk.create_with_parents(&self.dir, &[])?;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            }
-            if !self.waiter.wait(&self.zkw, bounds.wait, &self.dir)? {
-                return Ok(None);
-            }
-        }
+        take_from_queue(
+            &self.zkw,
+            &self.dir,
+            &self.waiter,
+            bounds,
+            |rzk| self.poll_with(rzk),
+            |children| !ordered(children).is_empty(),
+        )
     }
 
     fn list(&self, rzk: &RecoverableZooKeeper) -> Result<Vec<(u32, i64, String)>> {
-        match rzk.get_children(&self.dir, false) {
-            Ok(c) => Ok(ordered(&c)),
-            Err(e) if e.is(ZkError::NoNode) => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
+        Ok(ordered(&children_or_none(rzk, &self.dir)?))
     }
 
     fn poll_with(&self, rzk: &RecoverableZooKeeper) -> Result<Option<(u32, Vec<u8>)>> {
-        // Re-listed whenever the head was taken by another consumer: a more
-        // urgent item may have come meanwhile.
+        // One listing per item taken: a head taken by another consumer moves
+        // on to the next item of the same listing (the most urgent one known)
+        // instead of listing again, so a burst of N consumers costs O(1)
+        // listings per item, not O(N). An item offered meanwhile is seen by
+        // the next poll. Listed again only when every listed item was taken.
         loop {
             let items = self.list(rzk)?;
-            let Some((priority, _, name)) = items.into_iter().next() else {
+            if items.is_empty() {
                 return Ok(None);
-            };
-            if let Some(data) = claim(rzk.zookeeper(), rzk, &zkutil::join_znode(&self.dir, &name))?
-            {
-                return Ok(Some((priority, data)));
+            }
+            for (priority, _, name) in items {
+                if let Some(data) = claim(rzk, &zkutil::join_znode(&self.dir, &name))? {
+                    return Ok(Some((priority, data)));
+                }
             }
         }
     }

@@ -62,7 +62,6 @@ use log::{debug, info, warn};
 use parking_lot::{Mutex, RwLock};
 
 use crate::background::on_reconnect;
-use crate::deadline::Deadline;
 use crate::error::{Result, ZkError};
 use crate::lock::{
     AcquiredLock, InterProcessLock, InterProcessReadWriteLock, LockEvent, LockKind, LockListener,
@@ -70,7 +69,8 @@ use crate::lock::{
     READ_LOCK_PREFIX, WRITE_LOCK_PREFIX,
 };
 use crate::path;
-use crate::types::{EventType, KeeperState, Stat, WatchedEvent, Watcher};
+use crate::types::{EventType, Stat, WatchedEvent, Watcher};
+use crate::wait::{Bounds, CallSession, Waiter};
 use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// Revocable Shared Locks: the data a revoker writes into a holder's node to
@@ -79,7 +79,7 @@ use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 /// [`attempt_revoke`] writes it through `RecoverableZooKeeper`, so the node
 /// holds it behind HBase's metadata prefix; a holder accepts it with or without
 /// the prefix (a bare `unlock` from a revoker following the page).
-pub const REVOKE_DATA: &[u8] = b"unlock";
+pub use super::layout::REVOKE_DATA;
 
 /// Revocable Shared Locks: a holder's answer to a revocation request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,7 +117,7 @@ impl<F: Fn(&str) -> RevocationReply + Send + Sync> RevocationListener for F {
 /// What a lock instance shares with its grant watches: no `ZooKeeperWatcher`,
 /// no lock (a watcher in the client's table must not keep either alive).
 #[derive(Default)]
-struct Shared {
+struct RevocationState {
     listener: RwLock<Option<Arc<dyn RevocationListener>>>,
     auto_release: AtomicBool,
     lock_listener: RwLock<Option<Arc<dyn LockListener>>>,
@@ -128,7 +128,7 @@ struct Shared {
 /// Forwards the inner lock's events to the user's lock listener. Always set on
 /// the inner lock, so that it watches its held node and tells a deletion
 /// (forced revocation) as `Lost`.
-struct Forward(Arc<Shared>);
+struct Forward(Arc<RevocationState>);
 
 impl LockListener for Forward {
     fn lock_event(&self, path: &str, event: LockEvent) {
@@ -155,7 +155,7 @@ struct GrantWatch {
     /// A request came for this grant.
     requested: AtomicBool,
     /// Weak: the lock's slot holds this watch.
-    shared: Weak<Shared>,
+    shared: Weak<RevocationState>,
     lock: Weak<dyn InterProcessLock>,
     zkw: WeakZooKeeperWatcher,
     me: Weak<GrantWatch>,
@@ -222,7 +222,7 @@ impl GrantWatch {
     /// Releases the grant in the background, if it is still the current one.
     /// Holds the grant slot meanwhile, so a concurrent release + acquire of the
     /// same instance cannot have its new grant released instead.
-    fn release_lock(&self, shared: &Shared) {
+    fn release_lock(&self, shared: &RevocationState) {
         let mut slot = shared.grant.lock();
         let current = slot
             .as_ref()
@@ -280,7 +280,7 @@ fn is_request(data: &[u8], stat: &Stat) -> bool {
 pub struct RevocableLock<K: LockKind> {
     zkw: ZooKeeperWatcher,
     lock: Arc<ZkInterProcessLockBase<K>>,
-    shared: Arc<Shared>,
+    shared: Arc<RevocationState>,
 }
 
 /// Revocable Shared Locks: a revocable read (shared) lock.
@@ -313,7 +313,7 @@ impl<K: LockKind> RevocableLock<K> {
         metadata: &[u8],
         handler: Option<Arc<dyn MetadataHandler>>,
     ) -> Result<Self> {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(RevocationState::default());
         let lock = ZkInterProcessLockBase::<K>::new(zkw, znode, metadata, handler)?
             .with_lock_listener(Forward(shared.clone()));
         Ok(RevocableLock {
@@ -348,14 +348,15 @@ impl<K: LockKind> RevocableLock<K> {
     }
 
     /// Revocable Shared Locks: whether someone asked for the current grant
-    /// (false when not held). For a holder that answers
-    /// [`RevocationReply::Keep`] and lets a worker decide.
+    /// (false when not held: also once the grant ended by a forced
+    /// revocation, the session's end or a reaper, before `release()`). For a
+    /// holder that answers [`RevocationReply::Keep`] and lets a worker decide.
     pub fn is_revocation_requested(&self) -> bool {
-        self.shared
-            .grant
-            .lock()
-            .as_ref()
-            .is_some_and(|w| w.requested.load(Ordering::SeqCst))
+        let requested =
+            self.shared.grant.lock().as_ref().is_some_and(|w| {
+                w.active.load(Ordering::SeqCst) && w.requested.load(Ordering::SeqCst)
+            });
+        requested && self.lock.is_held()
     }
 
     /// Revocable Shared Locks: the lock znode.
@@ -546,22 +547,6 @@ pub fn attempt_revoke(zkw: &ZooKeeperWatcher, node: &str) -> Result<bool> {
     }
 }
 
-/// Wakes the revoker waiting for a node's deletion (any event of the node, or
-/// the end of the session).
-struct Latch(crossbeam_channel::Sender<()>);
-
-impl Watcher for Latch {
-    fn process(&self, event: WatchedEvent) {
-        let ends = matches!(
-            event.keeper_state,
-            KeeperState::Expired | KeeperState::Closed | KeeperState::AuthFailed
-        );
-        if event.event_type != EventType::None || ends {
-            let _ = self.0.try_send(());
-        }
-    }
-}
-
 /// Revocable Shared Locks, with forced revocation: [`attempt_revoke`], then
 /// waits up to `grace` for the holder to release `node`; when it has not,
 /// deletes the node (any version).
@@ -587,30 +572,25 @@ pub fn attempt_revoke_with_grace(
     if !attempt_revoke(zkw, node)? {
         return Ok(RevokeOutcome::AlreadyGone);
     }
-    let deadline = Deadline::after(grace);
-    let rzk = zkw
-        .recoverable_zookeeper()
-        .with_deadline(Deadline::after(grace.saturating_add(DEFAULT_CALL_GRACE)));
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    let latch: Arc<dyn Watcher> = Arc::new(Latch(tx));
+    let bounds = Bounds::with_grace(Some(grace), DEFAULT_CALL_GRACE);
+    let call = CallSession::begin(zkw)?;
+    let rzk = call.rzk().with_deadline(bounds.calls);
+    let waiter = Waiter::default();
     loop {
-        zkw.check_session()?;
-        match rzk.exists_watch(node, &latch) {
+        call.check()?;
+        let round = waiter.round();
+        match rzk.exists_watch(node, waiter.watcher()) {
             Ok(None) => return Ok(RevokeOutcome::Released),
             Ok(Some(_)) => {}
-            Err(e) if e.is_retryable() && deadline.is_past() => break,
+            Err(e) if e.is_retryable() && bounds.wait.is_past() => break,
             Err(e) => return Err(e),
         }
-        let woken = match deadline.instant() {
-            Some(at) => rx.recv_deadline(at).is_ok(),
-            None => rx.recv().is_ok(),
-        };
-        if !woken {
+        if !waiter.wait(&call, round, bounds.wait, node)? {
             break;
         }
     }
-    zkw.check_session()?;
-    match zkw.recoverable_zookeeper().delete(node, None) {
+    call.check()?;
+    match call.rzk().delete(node, None) {
         Ok(()) => {
             warn!("{node} not released within {grace:?}: deleted it");
             Ok(RevokeOutcome::Forced)

@@ -2,16 +2,16 @@
 
 use std::time::Duration;
 
-use super::double_barrier::delete_if_present;
-use super::waiting::{Bounds, Waiter};
-use crate::error::{Error, Result};
+use parking_lot::Mutex;
+
+use super::layout::ALIVE_NODE;
+use super::node::{delete_if_present, SessionNode};
+use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::types::{Acl, CreateMode, Stat};
+use crate::types::{CreateMode, Op, Stat};
+use crate::wait::{Bounds, CallSession, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
-
-/// The ephemeral child a site keeps under its node while it takes part.
-pub const ALIVE_NODE: &str = "alive";
 
 /// A site's vote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,10 +75,22 @@ fn site_state(data: &[u8], stat: &Stat) -> SiteState {
 ///   joins is still only caught by the waits' timeouts.
 /// - [`delete`](Self::delete) removes the transaction's nodes once decided (the
 ///   page leaves them).
+/// - The outcome is final once anyone has read it. A site votes once, in one
+///   `multi` that checks its `alive` node (the site is still joined, in the
+///   session that joined) and writes its node at version 0 (no vote yet): a
+///   second vote, or a vote of a site recorded dead, fails with `BadVersion`.
+///   A reader that finds a site dead records it (`abort` written at version
+///   0) before it reports Abort, so that site cannot vote Commit later from a
+///   new session.
+/// - [`join`](Self::join) binds the site to the session that joined: after
+///   that session expired (also with `with_session_renewal`), `vote` returns
+///   `SessionExpired`.
 pub struct TwoPhaseCommit {
     zkw: ZooKeeperWatcher,
     path: String,
     sites: Vec<String>,
+    /// The sites this instance joined, with their `alive` nodes.
+    joined: Mutex<Vec<(String, SessionNode)>>,
     waiter: Waiter,
 }
 
@@ -107,19 +119,16 @@ impl TwoPhaseCommit {
         if let Some(parent) = zkutil::get_parent(path) {
             rzk.create_with_parents(parent, &[])?;
         }
-        rzk.create(path, &[], Acl::open_unsafe(), CreateMode::Persistent)?;
+        rzk.create(path, &[], rzk.acl_for(path), CreateMode::Persistent)?;
         for s in sites {
-            rzk.create(
-                &zkutil::join_znode(path, s),
-                &[],
-                Acl::open_unsafe(),
-                CreateMode::Persistent,
-            )?;
+            let site = zkutil::join_znode(path, s);
+            rzk.create(&site, &[], rzk.acl_for(&site), CreateMode::Persistent)?;
         }
         Ok(TwoPhaseCommit {
             zkw: zkw.clone(),
             path: path.to_string(),
             sites: sites.iter().map(|s| s.to_string()).collect(),
+            joined: Mutex::new(Vec::new()),
             waiter: Waiter::default(),
         })
     }
@@ -137,6 +146,7 @@ impl TwoPhaseCommit {
             zkw: zkw.clone(),
             path: path.to_string(),
             sites,
+            joined: Mutex::new(Vec::new()),
             waiter: Waiter::default(),
         })
     }
@@ -162,29 +172,69 @@ impl TwoPhaseCommit {
     }
 
     /// `site` takes part: an ephemeral `alive` node under its node, so that its
-    /// session's end before it votes aborts the transaction.
+    /// session's end before it votes aborts the transaction. The site is bound
+    /// to this session (see [`vote`](Self::vote)).
     ///
     /// # Errors
     /// `BadArguments` for an unknown site; `NodeExists` when it already joined;
     /// session errors.
     pub fn join(&self, site: &str) -> Result<()> {
         let node = zkutil::join_znode(&self.site_node(site)?, ALIVE_NODE);
-        self.zkw
-            .recoverable_zookeeper()
-            .create(&node, &[], Acl::open_unsafe(), CreateMode::Ephemeral)
-            .map(drop)
+        let call = CallSession::begin(&self.zkw)?;
+        let alive = SessionNode::create(&call, &node, &[], CreateMode::Ephemeral)?;
+        self.joined.lock().push((site.to_string(), alive));
+        Ok(())
     }
 
-    /// `site` votes by writing its node (the other sites' watches fire).
+    /// `site` votes by writing its node (the other sites' watches fire), once:
+    /// one `multi` checks that the site is still joined (its `alive` node, in
+    /// the session that joined through this instance) and writes the vote at
+    /// version 0.
     ///
     /// # Errors
-    /// `BadArguments` for an unknown site; session errors.
+    /// `BadArguments` for an unknown site, or one this instance has not
+    /// joined; `SessionExpired` when the session that joined has expired
+    /// (renewed or not); `BadVersion` about the site's node when it voted
+    /// already or was recorded dead; `NoNode` when its `alive` node is gone;
+    /// session errors.
     pub fn vote(&self, site: &str, vote: Vote) -> Result<()> {
         let node = self.site_node(site)?;
-        self.zkw
-            .recoverable_zookeeper()
-            .set_data(&node, vote.as_bytes(), None)
-            .map(drop)
+        let call = {
+            let joined = self.joined.lock();
+            match joined.iter().find(|(s, _)| s == site) {
+                Some((_, alive)) => alive.session().clone(),
+                None => {
+                    return Err(Error::BadArguments(format!(
+                        "{site} has not joined {} through this instance",
+                        self.path
+                    )))
+                }
+            }
+        };
+        call.check()?;
+        let ops = [
+            Op::Check {
+                path: zkutil::join_znode(&node, ALIVE_NODE),
+                version: None,
+            },
+            Op::SetData {
+                path: node.clone(),
+                data: vote.as_bytes().to_vec(),
+                version: Some(0),
+            },
+        ];
+        match call.rzk().zookeeper().multi(&ops) {
+            Ok(_) => Ok(()),
+            Err(Error::Multi { index, code, .. }) => {
+                let path = if index == 0 {
+                    zkutil::join_znode(&node, ALIVE_NODE)
+                } else {
+                    node
+                };
+                Err(Error::zk(code, path))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The outcome now, `None` while undecided.
@@ -209,14 +259,15 @@ impl TwoPhaseCommit {
     }
 
     fn wait_loop(&self, bounds: Bounds) -> Result<Option<Outcome>> {
-        let rzk = self.zkw.recoverable_zookeeper().with_deadline(bounds.calls);
+        let call = CallSession::begin(&self.zkw)?;
+        let rzk = call.rzk().with_deadline(bounds.calls);
         loop {
-            self.zkw.check_session()?;
-            self.waiter.arm();
+            call.check()?;
+            let round = self.waiter.round();
             if let Some(o) = self.decide(&rzk, true)? {
                 return Ok(Some(o));
             }
-            if !self.waiter.wait(&self.zkw, bounds.wait, &self.path)? {
+            if !self.waiter.wait(&call, round, bounds.wait, &self.path)? {
                 return Ok(None);
             }
         }
@@ -228,7 +279,7 @@ impl TwoPhaseCommit {
         let mut all_commit = true;
         for s in &self.sites {
             let node = zkutil::join_znode(&self.path, s);
-            let (data, stat) = if watch {
+            let (data, mut stat) = if watch {
                 rzk.get_data_watch(&node, self.waiter.watcher())?
             } else {
                 rzk.get_data(&node, false)?
@@ -237,8 +288,12 @@ impl TwoPhaseCommit {
             if state == SiteState::Pending && watch {
                 // The `alive` node's deletion is a child event of the site node.
                 rzk.get_children_watch(&node, self.waiter.watcher())?;
-                let (data, stat) = rzk.get_data(&node, false)?;
+                let (data, now) = rzk.get_data(&node, false)?;
+                stat = now;
                 state = site_state(&data, &stat);
+            }
+            if state == SiteState::Died {
+                state = self.record_death(rzk, &node, &stat)?;
             }
             match state {
                 SiteState::Voted(Vote::Abort) | SiteState::Died => return Ok(Some(Outcome::Abort)),
@@ -247,6 +302,29 @@ impl TwoPhaseCommit {
             }
         }
         Ok(all_commit.then_some(Outcome::Commit))
+    }
+
+    /// A site found dead (joined, gone, no vote): writes `abort` into its
+    /// node at the version read (0: no vote), so that no later vote can change
+    /// the outcome once this reader reports it. When the site voted meanwhile
+    /// (`BadVersion`), its node is read again.
+    fn record_death(
+        &self,
+        rzk: &RecoverableZooKeeper,
+        node: &str,
+        stat: &Stat,
+    ) -> Result<SiteState> {
+        match rzk
+            .zookeeper()
+            .set_data(node, Vote::Abort.as_bytes(), Some(stat.version))
+        {
+            Ok(_) => Ok(SiteState::Died),
+            Err(e) if e.is(ZkError::BadVersion) => {
+                let (data, stat) = rzk.get_data(node, false)?;
+                Ok(site_state(&data, &stat))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Removes the transaction's nodes (the coordinator, once every site knows

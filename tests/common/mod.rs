@@ -373,20 +373,52 @@ impl Serial {
     }
 }
 
+/// The voluntary context switches of this process's thread named `name`.
+pub fn context_switches_of(name: &str) -> Option<u64> {
+    std::fs::read_dir("/proc/self/task").ok()?.find_map(|e| {
+        let dir = e.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+        if comm.trim() != name {
+            return None;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        status
+            .lines()
+            .find(|l| l.starts_with("voluntary_ctxt_switches:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    })
+}
+
 /// Expires `zkw`'s session for sure: while it is cut off behind `proxy`, a
 /// second handle on the same session closes it; the reconnect then learns it
-/// expired (no race with the client's own reconnect).
+/// expired (no race with the client's own reconnect). The twin is connected
+/// before it closes (a close while still connecting sends no closeSession,
+/// and under load the session then lived on), and the client must learn the
+/// expiry (its session id changes with renewal, its state is Expired
+/// without); else the forcing is repeated, at most 3 times.
 pub fn force_expiry(proxy: &zklock::testing::FaultProxy, servers: &str, zkw: &ZooKeeperWatcher) {
-    proxy.stall();
-    let zk = zkw.zookeeper();
-    let twin = ZooKeeper::connect_with_session(
-        servers,
-        Duration::from_secs(6),
-        |_e: WatchedEvent| {},
-        zk.session_id(),
-        &zk.session_password(),
-    )
-    .unwrap();
-    twin.close().unwrap();
-    proxy.reset();
+    let old = zkw.zookeeper().session_id();
+    for attempt in 1..=3 {
+        proxy.stall();
+        let zk = zkw.zookeeper();
+        let twin = ZooKeeper::connect_with_session(
+            servers,
+            Duration::from_secs(6),
+            |_e: WatchedEvent| {},
+            old,
+            &zk.session_password(),
+        )
+        .unwrap();
+        twin.wait_connected(Duration::from_secs(20)).unwrap();
+        twin.close().unwrap();
+        proxy.reset();
+        if zklock::testing::eventually(Duration::from_secs(10), || {
+            zkw.zookeeper().session_id() != old || zkw.state().is_terminal()
+        }) {
+            return;
+        }
+        log::warn!("force_expiry: session {old:#x} still alive after attempt {attempt}");
+    }
+    panic!("could not expire session {old:#x}");
 }

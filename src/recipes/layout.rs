@@ -1,0 +1,43 @@
+//! The recipes' node names, in one place: each is the name upstream's
+//! implementation uses (ZooKeeper's Java recipes, or the recipes page), so
+//! that Java and Rust participants meet in one directory.
+//!
+//! | recipe | node | name |
+//! |---|---|---|
+//! | [`DistributedQueue`](super::queue::DistributedQueue) | an item | `<dir>/qn-<10-digit sequence>` (Java's `DistributedQueue`) |
+//! | [`DistributedPriorityQueue`](super::priority_queue::DistributedPriorityQueue) | an item | `<dir>/pq-<10-digit priority>-<10-digit sequence>` |
+//! | [`DistributedQueue`](super::queue::DistributedQueue), [`DistributedPriorityQueue`](super::priority_queue::DistributedPriorityQueue) | idle consumers queue up | a write lock (HBase's layout) at `<dir>-takers`, beside the queue (Java's consumers would log every foreign child of `<dir>`) |
+//! | [`DoubleBarrier`](super::double_barrier::DoubleBarrier) | a member | `<path>/m-<tag><10-digit sequence>`, ephemeral |
+//! | [`DoubleBarrier`](super::double_barrier::DoubleBarrier) | the barrier is full | `<path>/ready` |
+//! | [`TwoPhaseCommit`](super::two_phase_commit::TwoPhaseCommit) | a site is alive | `<path>/<site>/alive`, ephemeral |
+//! | [`Group`](super::group::Group) | a party member named by the recipe | `<path>/p-<tag><10-digit sequence>`, ephemeral sequential (the tag makes a retried create find its node; kazoo's `Party` names its members with a uuid) |
+//! | [`RevocableLock`](super::revocable::RevocableLock) | a revocation request | the data `unlock` written into the holder's lock node |
+
+/// The prefix of a queue item's node, as in Java's `DistributedQueue`.
+pub const ITEM_PREFIX: &str = "qn-";
+
+/// The suffix of the lock beside a queue's directory behind which idle
+/// consumers queue up (`<dir>-takers`): only its holder watches the queue, so
+/// an offered item wakes one consumer, not all.
+pub const TAKERS_SUFFIX: &str = "-takers";
+
+/// The prefix of a priority-queue item's node: `pq-<priority>-<sequence>`.
+pub const PRIORITY_PREFIX: &str = "pq-";
+
+/// The prefix of a double-barrier member's node (then the creator's tag and
+/// ZooKeeper's sequence).
+pub const MEMBER_PREFIX: &str = "m-";
+
+/// The double barrier's node created when it is full.
+pub const READY_NODE: &str = "ready";
+
+/// A two-phase-commit site's ephemeral child, present while it is joined.
+pub const ALIVE_NODE: &str = "alive";
+
+/// The prefix of a group member named by the recipe
+/// ([`Group::join_party`](super::group::Group::join_party)).
+pub const PARTY_PREFIX: &str = "p-";
+
+/// The data a revoker writes into a holder's lock node (the recipes page's
+/// "Revocable Shared Locks").
+pub const REVOKE_DATA: &[u8] = b"unlock";

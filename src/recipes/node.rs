@@ -1,0 +1,340 @@
+//! The node helpers every recipe shares, and session-bound participant nodes.
+//!
+//! A node a recipe creates for its caller (a group member, a barrier entry, a
+//! queue claim) is a [`SessionNode`]: it remembers the session that created it
+//! and its creation zxid, and every later write or delete of it goes through
+//! that session only (after a renewal: `SessionExpired`) and is guarded by the
+//! node's creation zxid and version, so that it never touches a node of
+//! another session that took the same name.
+
+use log::{debug, warn};
+
+use super::layout::TAKERS_SUFFIX;
+use crate::client::{CreateMode, ZooKeeper};
+use crate::deadline::Deadline;
+use crate::error::{Error, Result, ZkError};
+use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
+use crate::recoverable::RecoverableZooKeeper;
+use crate::types::Stat;
+use crate::wait::{Bounds, CallSession, Waiter};
+use crate::watcher::ZooKeeperWatcher;
+use crate::zkutil;
+
+/// The items among `children` (names `<prefix><sequence>`), oldest first.
+/// Other children are skipped (Java logs and skips names it cannot parse).
+pub(super) fn ordered_items(children: &[String], prefix: &str) -> Vec<(i64, String)> {
+    let mut items: Vec<(i64, String)> = children
+        .iter()
+        .filter_map(|c| {
+            let seq = c.strip_prefix(prefix)?.parse::<i64>().ok()?;
+            Some((seq, c.clone()))
+        })
+        .collect();
+    items.sort();
+    items
+}
+
+/// Reads and deletes the item `path`: `Ok(Some(data))` claimed, `Ok(None)`
+/// another consumer had it first. The delete is guarded by the version read,
+/// so an item rewritten meanwhile is not taken blind. A claim whose delete
+/// loses its reply looks again after the reconnect: when the node is still
+/// there the claim is retried, when it is gone the item is in doubt (deleted
+/// by this call, or by another consumer) and the call returns `ConnectionLoss`
+/// rather than risk handing it out twice: at most once, never twice.
+pub(super) fn claim(rzk: &RecoverableZooKeeper, path: &str) -> Result<Option<Vec<u8>>> {
+    let zk: &ZooKeeper = rzk.zookeeper();
+    let (data, stat) = match rzk.get_raw_data(path) {
+        Ok(read) => read,
+        Err(e) if e.is(ZkError::NoNode) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    loop {
+        match zk.delete(path, Some(stat.version)) {
+            Ok(()) => return Ok(Some(data)),
+            Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::BadVersion) => return Ok(None),
+            Err(e) if e.is_retryable() => {
+                // Look after the reconnect (rzk retries the read).
+                match rzk.exists(path, false) {
+                    Ok(Some(now)) if now.czxid == stat.czxid => {
+                        debug!("claiming {path}: {e}; the item is still there, claiming again");
+                        continue;
+                    }
+                    Ok(_) => {
+                        warn!("claiming {path}: {e}; the item is gone, taken by this call or another consumer");
+                        return Err(e);
+                    }
+                    Err(e2) => return Err(e2),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Creates `<dir>/<name>` persistent sequential with `data` as it is; creates
+/// `dir` when missing. No retry of the create: the name cannot carry a retry
+/// tag without breaking Java's layout, so a `ConnectionLoss` leaves the item in
+/// doubt, as with Java.
+pub(super) fn create_item(
+    zkw: &ZooKeeperWatcher,
+    dir: &str,
+    name: &str,
+    data: &[u8],
+) -> Result<String> {
+    let zk = zkw.zookeeper();
+    let path = zkutil::join_znode(dir, name);
+    let create = || {
+        zk.create(
+            &path,
+            data,
+            zkw.recoverable_zookeeper().acl_for(&path),
+            CreateMode::PersistentSequential,
+        )
+    };
+    match create() {
+        Err(e) if e.is(ZkError::NoNode) => {
+            zkw.recoverable_zookeeper().create_with_parents(dir, &[])?;
+            create()
+        }
+        other => other,
+    }
+}
+
+/// Deletes `path` (any version); no error when it is gone already.
+pub(super) fn delete_if_present(rzk: &RecoverableZooKeeper, path: &str) -> Result<()> {
+    match rzk.delete(path, None) {
+        Err(e) if e.is(ZkError::NoNode) => Ok(()),
+        other => other,
+    }
+}
+
+/// Lists `dir`'s children; an empty list when `dir` does not exist.
+pub(super) fn children_or_none(rzk: &RecoverableZooKeeper, dir: &str) -> Result<Vec<String>> {
+    match rzk.get_children(dir, false) {
+        Ok(c) => Ok(c),
+        Err(e) if e.is(ZkError::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs `watch_and_take` (which watches the queue's directory `dir`, waits and
+/// takes) as the one idle consumer watching it: idle consumers queue up behind
+/// a write lock at `<dir>-takers` ([`TAKERS_SUFFIX`]) and only its holder
+/// watches the directory, so an offered item wakes one consumer (the holder),
+/// and the next idle consumer is woken by the holder's release (one lock
+/// hand-off), not by the item: no herd. `Ok(None)` when `bounds` ran out
+/// waiting for the lock. Called with the take's session: a lock granted in
+/// another session (a renewal meanwhile) ends the take with `SessionExpired`.
+fn as_the_watching_taker<T>(
+    call: &CallSession,
+    dir: &str,
+    bounds: Bounds,
+    watch_and_take: impl FnOnce() -> Result<Option<T>>,
+) -> Result<Option<T>> {
+    let takers =
+        ZkInterProcessWriteLock::new(call.watcher(), &format!("{dir}{TAKERS_SUFFIX}"), &[], None)?;
+    let held = match bounds.wait.remaining() {
+        None => takers.acquire().map(|()| true),
+        Some(left) => takers.try_acquire(left),
+    };
+    let held = match held {
+        Err(e) if bounds.cut_short(&e) => false,
+        other => other?,
+    };
+    if !held {
+        return Ok(None);
+    }
+    let result = call.check().and_then(|()| watch_and_take());
+    if let Err(e) = takers.release() {
+        // Its node goes with the session, or the lock's drop retries.
+        debug!("releasing the takers' lock of {dir}: {e}");
+    }
+    result
+}
+
+/// The take of both queues, until an item is taken (`poll`) or `bounds` runs
+/// out: every call in the session the take began in; a busy queue is served
+/// at once; an idle consumer queues up behind the takers' lock (see
+/// [`as_the_watching_taker`]) and, holding it, polls, watches `dir`'s
+/// children with `waiter` and waits. `listed` tells whether a listing holds
+/// items (and may keep it). Claims are not cut short by the wait's deadline
+/// (an interrupted claim would leave its item in doubt): `poll` gets the
+/// unbounded handle; the listings and the watch are bounded.
+pub(super) fn take_from_queue<T>(
+    zkw: &ZooKeeperWatcher,
+    dir: &str,
+    waiter: &Waiter,
+    bounds: Bounds,
+    poll: impl Fn(&RecoverableZooKeeper) -> Result<Option<T>>,
+    listed: impl Fn(&[String]) -> bool,
+) -> Result<Option<T>> {
+    let call = CallSession::begin(zkw)?;
+    if let Some(item) = poll(call.rzk())? {
+        return Ok(Some(item));
+    }
+    if bounds.wait.is_past() {
+        return Ok(None);
+    }
+    as_the_watching_taker(&call, dir, bounds, || {
+        let unbounded = call.rzk();
+        let rzk = unbounded.with_deadline(bounds.calls);
+        loop {
+            call.check()?;
+            if let Some(item) = poll(unbounded)? {
+                return Ok(Some(item));
+            }
+            if bounds.wait.is_past() {
+                return Ok(None);
+            }
+            let round = waiter.round();
+            match rzk.get_children_watch(dir, waiter.watcher()) {
+                Ok(children) if listed(&children) => continue,
+                Ok(_) => {}
+                Err(e) if e.is(ZkError::NoNode) => {
+                    // Java creates the directory to wait on it.
+                    rzk.create_with_parents(dir, &[])?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            if !waiter.wait(&call, round, bounds.wait, dir)? {
+                return Ok(None);
+            }
+        }
+    })
+}
+
+/// A node a recipe created for its caller, bound to the session that created
+/// it (see the module docs).
+#[derive(Debug)]
+pub(super) struct SessionNode {
+    call: CallSession,
+    path: String,
+    /// The session that created it (for the logs: the guard is `call`).
+    session_id: i64,
+    czxid: i64,
+}
+
+impl SessionNode {
+    /// Creates `path` (`mode`, through `RecoverableZooKeeper`'s create, whose
+    /// retries recognise their own node) in `call`'s session; creates the
+    /// parent when missing.
+    pub(super) fn create(
+        call: &CallSession,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+    ) -> Result<SessionNode> {
+        let rzk = call.rzk();
+        let create = || rzk.create2(path, data, rzk.acl_for(path), mode);
+        let (path, stat) = match create() {
+            Err(e) if e.is(ZkError::NoNode) => {
+                if let Some(parent) = zkutil::get_parent(path) {
+                    rzk.create_with_parents(parent, &[])?;
+                }
+                create()?
+            }
+            other => other?,
+        };
+        Ok(SessionNode::adopt(call, path, &stat))
+    }
+
+    /// A node of `call`'s session created elsewhere (a tagged sequential
+    /// create), with the `Stat` of its creation.
+    pub(super) fn adopt(call: &CallSession, path: String, stat: &Stat) -> SessionNode {
+        SessionNode {
+            call: call.clone(),
+            path,
+            session_id: call.session_id(),
+            czxid: stat.czxid,
+        }
+    }
+
+    /// The node's path.
+    pub(super) fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The session the node belongs to.
+    pub(super) fn session(&self) -> &CallSession {
+        &self.call
+    }
+
+    /// The node's `Stat` now, when it is still this node (same creation
+    /// zxid); `Ok(None)` when it is gone or another node took its name.
+    ///
+    /// # Errors
+    /// `SessionExpired` once its session expired (also after a renewal).
+    fn mine(&self, rzk: &RecoverableZooKeeper) -> Result<Option<Stat>> {
+        self.call.check()?;
+        match rzk.exists(&self.path, false)? {
+            Some(stat) if stat.czxid == self.czxid => Ok(Some(stat)),
+            Some(_) => {
+                debug!(
+                    "{} (session {:#x}) was replaced by another node: left alone",
+                    self.path, self.session_id
+                );
+                Ok(None)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Writes `data` into the node, through `RecoverableZooKeeper` (HBase's
+    /// metadata prefix), guarded by its creation zxid and the version read.
+    ///
+    /// # Errors
+    /// `SessionExpired` once the node's session expired (also after a
+    /// renewal); `NoNode` about the node when it is gone (or another node now
+    /// has its name); `BadVersion` when it was written to meanwhile.
+    pub(super) fn set_data(&self, data: &[u8]) -> Result<Stat> {
+        let Some(stat) = self.mine(self.call.rzk())? else {
+            return Err(Error::zk(ZkError::NoNode, self.path.clone()));
+        };
+        self.call
+            .rzk()
+            .set_data(&self.path, data, Some(stat.version))
+    }
+
+    /// Deletes the node, guarded as [`set_data`](Self::set_data); `Ok(())`
+    /// when it is gone already (or another node has its name: left alone).
+    ///
+    /// # Errors
+    /// `SessionExpired` once the node's session expired (its ephemeral node
+    /// went with it); ZooKeeper errors after retries.
+    pub(super) fn delete(&self) -> Result<()> {
+        self.delete_by(Deadline::never())
+    }
+
+    /// [`delete`](Self::delete), every call ended by `deadline`.
+    pub(super) fn delete_by(&self, deadline: Deadline) -> Result<()> {
+        let rzk = self.call.rzk().with_deadline(deadline);
+        loop {
+            let Some(stat) = self.mine(&rzk)? else {
+                return Ok(());
+            };
+            match rzk.delete(&self.path, Some(stat.version)) {
+                Err(e) if e.is(ZkError::NoNode) => return Ok(()),
+                // Written to between the read and the delete: read again.
+                Err(e) if e.is(ZkError::BadVersion) => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// Removes the node without waiting (a drop): in the background, retried
+    /// after a reconnect; nothing to do once its session has ended (an
+    /// ephemeral node went with it; the removal never reaches a renewed
+    /// session's node of the same name, whose creation zxid differs).
+    pub(super) fn remove_in_background(self) {
+        if self.call.check().is_err() {
+            return;
+        }
+        crate::background::remove_in_session(
+            self.call.rzk().zookeeper(),
+            &self.call.watcher().downgrade(),
+            self.path,
+            Box::new(|| {}),
+        );
+    }
+}
