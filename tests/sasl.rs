@@ -117,43 +117,7 @@ fn zklock_and_java_share_sasl_identities_and_acls() {
     let mut ja = JavaClient::start(&java_as("alice"), &cs);
     let mut jb = JavaClient::start(&java_as("bob"), &cs);
     let root = format!("/sasl-acl-{}", std::process::id());
-    za.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
-        .unwrap();
-    let by_rust = format!("{root}/by-rust");
-    let by_java = format!("{root}/by-java");
-    za.create(&by_rust, b"r", Acl::creator_all(), CreateMode::Persistent)
-        .unwrap();
-    assert_eq!(
-        ja.ask(&format!("create {by_java} j creator")),
-        format!("ok {by_java}")
-    );
-    // The same identity for both creators.
-    assert_eq!(ja.ask(&format!("acl {by_rust}")), "acl 31:sasl:alice");
-    assert_eq!(ja.ask(&format!("acl {by_java}")), "acl 31:sasl:alice");
-    assert_eq!(
-        za.get_acl(&by_java).unwrap().0,
-        [Acl::new(Perms::ALL, Id::new("sasl", "alice"))]
-    );
-    // alice (either client) reads both; bob (either client) neither.
-    assert_eq!(za.get_data(&by_java, false).unwrap().0, b"j");
-    assert_eq!(ja.ask(&format!("get {by_rust}")), "data r");
-    common::assert_code(zb.get_data(&by_java, false), ZkError::NoAuth);
-    common::assert_code(zb.get_data(&by_rust, false), ZkError::NoAuth);
-    assert_eq!(jb.ask(&format!("get {by_rust}")), "err NOAUTH");
-    assert_eq!(jb.ask(&format!("set {by_java} x")), "err NOAUTH");
-    // A read-only node of bob's: alice reads it, neither can write it.
-    let read_only = format!("{root}/read-only");
-    assert_eq!(
-        jb.ask(&format!("create {read_only} b read")),
-        format!("ok {read_only}")
-    );
-    assert_eq!(za.get_data(&read_only, false).unwrap().0, b"b");
-    common::assert_code(za.set_data(&read_only, b"x", None), ZkError::NoAuth);
-    assert_eq!(ja.ask(&format!("set {read_only} x")), "err NOAUTH");
-    for p in [&by_rust, &by_java, &read_only] {
-        za.delete(p, None).unwrap();
-    }
-    za.delete(&root, None).unwrap();
+    common::java::same_identities_and_acls(&za, &zb, &mut ja, &mut jb, &root, &Id::sasl("alice"));
 }
 
 /// A wrong password or an unknown user: `AuthFailed` from `connect`, the

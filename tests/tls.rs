@@ -54,7 +54,7 @@ fn java_client_connects_over_tls_with_a_client_certificate() {
 
 use std::time::Instant;
 use zklock::client::{
-    Acl, CreateMode, TlsConfig, TlsError, TlsVersion, ZooKeeper, ZooKeeperBuilder,
+    Acl, CreateMode, Id, TlsConfig, TlsError, TlsVersion, ZooKeeper, ZooKeeperBuilder,
 };
 use zklock::testing::FaultProxy;
 use zklock::{Error, ZkError};
@@ -95,49 +95,8 @@ fn zklock_and_java_share_x509_identities_and_acls() {
     let mut ja = JavaClient::start(&pki.java_client_options(&alice), &cs);
     let mut jb = JavaClient::start(&pki.java_client_options(&bob), &cs);
     let root = format!("/tls-acl-{}", std::process::id());
-    za.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
-        .unwrap();
-    // Each creates a node only its creator may touch.
-    let by_rust = format!("{root}/by-zklock");
-    let by_java = format!("{root}/by-java");
-    za.create(&by_rust, b"r", Acl::creator_all(), CreateMode::Persistent)
-        .unwrap();
-    assert_eq!(
-        ja.ask(&format!("create {by_java} j creator")),
-        format!("ok {by_java}")
-    );
-    // The same kind of identity on both.
-    let (acl, _) = za.get_acl(&by_rust).unwrap();
-    assert_eq!(acl.len(), 1);
-    assert_eq!(acl[0].id.scheme, "x509");
-    assert_eq!(acl[0].id.id, alice.acl_id);
-    assert_eq!(
-        ja.ask(&format!("acl {by_java}")),
-        format!("acl 31:x509:{}", alice.acl_id)
-    );
-    // Reading an ACL needs READ (or ADMIN) since ZooKeeper 3.6.
-    assert_eq!(jb.ask(&format!("acl {by_rust}")), "err NOAUTH");
-    common::assert_code(zb.get_acl(&by_java), ZkError::NoAuth);
-    // Alice reads both, on either client; Bob neither.
-    assert_eq!(za.get_data(&by_java, false).unwrap().0, b"j");
-    assert_eq!(ja.ask(&format!("get {by_rust}")), "data r");
-    common::assert_code(zb.get_data(&by_rust, false), ZkError::NoAuth);
-    common::assert_code(zb.get_data(&by_java, false), ZkError::NoAuth);
-    assert_eq!(jb.ask(&format!("get {by_rust}")), "err NOAUTH");
-    assert_eq!(jb.ask(&format!("set {by_java} x")), "err NOAUTH");
-    // Bob's node: readable by anyone, writable by nobody.
-    let bobs = format!("{root}/bobs");
-    assert_eq!(
-        jb.ask(&format!("create {bobs} b read")),
-        format!("ok {bobs}")
-    );
-    assert_eq!(za.get_data(&bobs, false).unwrap().0, b"b");
-    common::assert_code(za.set_data(&bobs, b"x", None), ZkError::NoAuth);
-    for p in [&by_rust, &by_java] {
-        za.delete(p, None).unwrap();
-    }
-    assert_eq!(ja.ask(&format!("delete {bobs}")), "ok");
-    za.delete(&root, None).unwrap();
+    let alice_id = Id::x509(&alice.acl_id);
+    common::java::same_identities_and_acls(&za, &zb, &mut ja, &mut jb, &root, &alice_id);
 }
 
 #[test]

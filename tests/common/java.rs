@@ -11,7 +11,9 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::Duration;
 
+use zklock::client::{Acl, CreateMode, Id, Perms, ZooKeeper};
 use zklock::testing::NETTY_CLASSPATH;
+use zklock::ZkError;
 
 const JARS: [&str; 2] = [
     "/usr/share/java/zookeeper.jar",
@@ -101,4 +103,61 @@ impl Drop for JavaClient {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// zklock (`za`, `zb`) and the Java client (`ja`, `jb`) as alice and bob,
+/// with the same credentials, under a fresh `root`: the node each creates
+/// with `CREATOR_ALL` carries the same id (`alice_id`: `sasl:alice`,
+/// `x509:<DN>`); alice reads both on either client, bob neither (nor their
+/// ACLs: READ is needed since ZooKeeper 3.6); bob's world-readable node is
+/// read by alice and written by nobody. Removes what it made.
+pub fn same_identities_and_acls(
+    za: &ZooKeeper,
+    zb: &ZooKeeper,
+    ja: &mut JavaClient,
+    jb: &mut JavaClient,
+    root: &str,
+    alice_id: &Id,
+) {
+    let no_auth = |r: zklock::Result<_>| match r {
+        Err(e) if e.is(ZkError::NoAuth) => {}
+        other => panic!("expected NoAuth, got {other:?}"),
+    };
+    za.create(root, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let by_rust = format!("{root}/by-zklock");
+    let by_java = format!("{root}/by-java");
+    za.create(&by_rust, b"r", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    assert_eq!(
+        ja.ask(&format!("create {by_java} j creator")),
+        format!("ok {by_java}")
+    );
+    let alice_all = [Acl::new(Perms::ALL, alice_id.clone())];
+    let java_form = format!("acl 31:{}:{}", alice_id.scheme, alice_id.id);
+    assert_eq!(za.get_acl(&by_rust).unwrap().0, alice_all);
+    assert_eq!(za.get_acl(&by_java).unwrap().0, alice_all);
+    assert_eq!(ja.ask(&format!("acl {by_rust}")), java_form);
+    assert_eq!(ja.ask(&format!("acl {by_java}")), java_form);
+    assert_eq!(jb.ask(&format!("acl {by_rust}")), "err NOAUTH");
+    no_auth(zb.get_acl(&by_java).map(drop));
+    assert_eq!(za.get_data(&by_java, false).unwrap().0, b"j");
+    assert_eq!(ja.ask(&format!("get {by_rust}")), "data r");
+    no_auth(zb.get_data(&by_rust, false).map(drop));
+    no_auth(zb.get_data(&by_java, false).map(drop));
+    assert_eq!(jb.ask(&format!("get {by_rust}")), "err NOAUTH");
+    assert_eq!(jb.ask(&format!("set {by_java} x")), "err NOAUTH");
+    let bobs = format!("{root}/bobs");
+    assert_eq!(
+        jb.ask(&format!("create {bobs} b read")),
+        format!("ok {bobs}")
+    );
+    assert_eq!(za.get_data(&bobs, false).unwrap().0, b"b");
+    no_auth(za.set_data(&bobs, b"x", None).map(drop));
+    assert_eq!(ja.ask(&format!("set {bobs} x")), "err NOAUTH");
+    for p in [&by_rust, &by_java] {
+        za.delete(p, None).unwrap();
+    }
+    assert_eq!(ja.ask(&format!("delete {bobs}")), "ok");
+    za.delete(root, None).unwrap();
 }
