@@ -10,6 +10,7 @@
 #   make zookeeper  install Apache ZooKeeper and a JRE if missing (Debian, as root)
 #   make curator    install Apache Curator if missing (Debian, as root; for make bench)
 #   make kazoo      install kazoo (Python) into target/kazoo-venv if missing (for make bench)
+#   make kerberos   install MIT Kerberos (KDC, kadmin.local, kinit) and the GSSAPI build deps if missing
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -24,7 +25,7 @@ PYTHON3       ?= python3
 KAZOO_VERSION := 2.11.0
 KAZOO_VENV    := target/kazoo-venv
 
-.PHONY: help zookeeper curator kazoo test check fmt clippy doc demo cli bench chaos loom
+.PHONY: help zookeeper curator kazoo kerberos test check fmt clippy doc demo cli bench chaos loom
 
 help:
 	@echo "make demo | make test | make check | make bench | make chaos | make cli | make zookeeper"
@@ -56,6 +57,31 @@ zookeeper:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends$$missing >/dev/null; \
 	  [ -f $(ZOOKEEPER_JAR) ] && command -v java >/dev/null 2>&1 || \
 	    { echo "make zookeeper: installation failed" >&2; exit 1; }; \
+	fi
+
+# The Kerberos tests (tests/kerberos.rs, feature `kerberos`): Debian's MIT
+# `krb5-kdc` (krb5kdc, kdb5_util), `krb5-admin-server` (kadmin.local) and
+# `krb5-user` (kinit) run a throwaway KDC from files (zklock::testing::TestKdc);
+# the `libgssapi` crate's build runs bindgen over the GSSAPI headers
+# (`libkrb5-dev`, `libclang-dev`, `pkg-config`). Quiet when installed.
+kerberos:
+	@missing=""; \
+	command -v krb5kdc >/dev/null 2>&1 || [ -x /usr/sbin/krb5kdc ] || missing="$$missing krb5-kdc"; \
+	command -v kadmin.local >/dev/null 2>&1 || [ -x /usr/sbin/kadmin.local ] || missing="$$missing krb5-admin-server"; \
+	command -v kinit >/dev/null 2>&1 || missing="$$missing krb5-user"; \
+	command -v krb5-config >/dev/null 2>&1 || missing="$$missing libkrb5-dev"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	ls /usr/lib/*/libclang*.so >/dev/null 2>&1 || ls /usr/lib/llvm-*/lib/libclang*.so >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "make kerberos: missing Debian packages:$$missing" >&2; \
+	    echo "  install them as root:  apt-get update && apt-get install -y$$missing" >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "make kerberos: installing$$missing"; \
+	  apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends$$missing >/dev/null || \
+	    { echo "make kerberos: installation failed" >&2; exit 1; }; \
 	fi
 
 # Debian's `libcurator-recipes-java` brings Apache Curator 5.4 (recipes,
@@ -93,17 +119,17 @@ kazoo:
 fmt:
 	$(CARGO) fmt --all -- --check
 
-clippy:
+clippy: kerberos
 	$(CARGO) clippy --quiet --all-targets --all-features -- -D warnings
 
-doc:
+doc: kerberos
 	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --quiet --no-deps --all-features
 
 check: fmt clippy doc
 
 # Unit, integration and doc tests, against real ZooKeeper servers that the tests
 # start themselves (or $ZK_TEST_SERVERS).
-test: zookeeper check
+test: zookeeper kerberos check
 	$(CARGO) test --all-features
 	$(MAKE) --no-print-directory loom
 

@@ -7,8 +7,8 @@ use std::time::Instant;
 use log::{debug, info, warn};
 
 use crate::client::{
-    Acl, CreateMode, CreatedAndListed, Deadline, Op, OpResult, ReadOp, ReadResult, Stat, Watcher,
-    ZooKeeper,
+    Acl, AclPolicy, CreateMode, CreatedAndListed, Deadline, Op, OpResult, ReadOp, ReadResult, Stat,
+    Watcher, ZooKeeper,
 };
 use crate::error::{Error, Result, ZkError};
 use crate::metadata::{append_metadata, remove_metadata};
@@ -72,6 +72,8 @@ struct RecoverableInner {
     retry: RetryConfig,
     /// Whether writes carry HBase's metadata prefix (default true).
     metadata: bool,
+    /// The ACLs of the nodes zklock creates (default open).
+    acl: AclPolicy,
 }
 
 impl std::fmt::Debug for RecoverableZooKeeper {
@@ -80,6 +82,7 @@ impl std::fmt::Debug for RecoverableZooKeeper {
             .field("identifier", &self.inner.identifier)
             .field("retry", &self.inner.retry)
             .field("metadata", &self.inner.metadata)
+            .field("acl", &self.inner.acl)
             .field("zk", &self.zk)
             .field("deadline", &self.zk.deadline())
             .finish()
@@ -100,6 +103,7 @@ impl RecoverableZooKeeper {
                 identifier,
                 retry,
                 metadata: true,
+                acl: AclPolicy::open(),
             }),
             zk,
         }
@@ -117,9 +121,36 @@ impl RecoverableZooKeeper {
                 identifier: self.inner.identifier.clone(),
                 retry: self.inner.retry,
                 metadata: on,
+                acl: self.inner.acl.clone(),
             }),
             zk: self.zk.clone(),
         }
+    }
+
+    /// A handle on the same session whose node creation (its own, `zkutil`'s)
+    /// takes ACLs from `policy` (HBase's `ZKUtil.createACL`, Curator's
+    /// `ACLProvider`). Default [`AclPolicy::open`].
+    #[must_use]
+    pub fn with_acl_policy(&self, policy: AclPolicy) -> RecoverableZooKeeper {
+        RecoverableZooKeeper {
+            inner: Arc::new(RecoverableInner {
+                identifier: self.inner.identifier.clone(),
+                retry: self.inner.retry,
+                metadata: self.inner.metadata,
+                acl: policy,
+            }),
+            zk: self.zk.clone(),
+        }
+    }
+
+    /// The ACL policy of the nodes zklock creates through this handle.
+    pub fn acl_policy(&self) -> &AclPolicy {
+        &self.inner.acl
+    }
+
+    /// The ACL the policy gives a node at `path` (see [`AclPolicy::acl_for`]).
+    pub fn acl_for(&self, path: &str) -> &[Acl] {
+        self.inner.acl.acl_for(path)
     }
 
     /// Whether writes carry HBase's metadata prefix.
@@ -452,7 +483,7 @@ impl RecoverableZooKeeper {
         if znode == "/" {
             return Ok(());
         }
-        match self.create(znode, data, Acl::open_unsafe(), CreateMode::Persistent) {
+        match self.create(znode, data, self.acl_for(znode), CreateMode::Persistent) {
             Ok(_) => Ok(()),
             Err(e) if e.is(ZkError::NodeExists) => Ok(()),
             Err(e) if e.is(ZkError::NoNode) => match crate::path::get_parent(znode) {

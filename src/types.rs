@@ -80,6 +80,159 @@ impl Id {
             id: id.into(),
         }
     }
+
+    /// `world:anyone`: everybody.
+    pub fn anyone() -> Id {
+        Id::new("world", "anyone")
+    }
+
+    /// `sasl:<name>`: a SASL-authenticated user (DIGEST-MD5's user name, or
+    /// Kerberos' principal as the server maps it).
+    pub fn sasl(name: &str) -> Id {
+        Id::new("sasl", name)
+    }
+
+    /// `x509:<subject DN>`: a TLS client certificate's subject, as Java prints
+    /// it (`CN=alice,OU=test,O=zklock`).
+    pub fn x509(subject_dn: &str) -> Id {
+        Id::new("x509", subject_dn)
+    }
+
+    /// `ip:<address>[/<prefix bits>]`: clients from an address or a network.
+    pub fn ip(address: &str) -> Id {
+        Id::new("ip", address)
+    }
+
+    /// `digest:<user>:base64(sha1(<user>:<password>))`: the id a session gets
+    /// from `add_auth("digest", b"user:password")` (Java's
+    /// `DigestAuthenticationProvider.generateDigest`).
+    pub fn digest(user: &str, password: &str) -> Id {
+        Id::new("digest", digest_id(user, password))
+    }
+}
+
+/// `user:base64(sha1(user:password))`, the id part of a `digest:` ACL id
+/// (Java's `DigestAuthenticationProvider.generateDigest`).
+pub fn digest_id(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    use sha1::{Digest, Sha1};
+    let hash = Sha1::digest(format!("{user}:{password}").as_bytes());
+    format!(
+        "{user}:{}",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    )
+}
+
+/// Which ACL every node zklock creates gets (Curator's `ACLProvider`;
+/// HBase's `ZKUtil.createACL` with `isSecureZooKeeper`): a default ACL, and
+/// ACLs for given paths or subtrees (the most specific one wins). Set on the
+/// watcher ([`ZooKeeperWatcherBuilder::with_acl_policy`](crate::ZooKeeperWatcherBuilder::with_acl_policy))
+/// and used by `zkutil` and the [`RecoverableZooKeeper`](crate::RecoverableZooKeeper)'s own
+/// node creation. Paths are the client's (below the chroot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclPolicy {
+    default: Vec<Acl>,
+    /// (path, whether the whole subtree, ACL).
+    paths: Vec<(String, bool, Vec<Acl>)>,
+}
+
+impl Default for AclPolicy {
+    /// [`AclPolicy::open`].
+    fn default() -> Self {
+        AclPolicy::open()
+    }
+}
+
+impl AclPolicy {
+    /// `OPEN_ACL_UNSAFE` everywhere: an unsecured ensemble (HBase without
+    /// `isSecureZooKeeper`; Curator's `DefaultACLProvider`).
+    pub fn open() -> AclPolicy {
+        AclPolicy::with_default(Acl::open_unsafe())
+    }
+
+    /// `CREATOR_ALL_ACL` everywhere: only the creating session's
+    /// authenticated identities (its `sasl:`, `x509:`, `digest:` ids) may
+    /// touch what it creates. Needs an authenticated session
+    /// (`InvalidACL` otherwise).
+    pub fn creator_all() -> AclPolicy {
+        AclPolicy::with_default(Acl::creator_all())
+    }
+
+    /// HBase's secure layout (`ZKUtil.createACL` on a secure ensemble):
+    /// `CREATOR_ALL_ACL` everywhere, plus world `READ` on the nodes others
+    /// must read (`world_readable`: HBase's base znode, master address,
+    /// meta server, cluster id, region servers' parent, ...).
+    pub fn secure(world_readable: &[&str]) -> AclPolicy {
+        let mut read = Acl::creator_all().to_vec();
+        read.extend_from_slice(Acl::read_unsafe());
+        world_readable
+            .iter()
+            .fold(AclPolicy::creator_all(), |p, path| p.with_path(path, &read))
+    }
+
+    /// `acl` for every node no path rule names.
+    pub fn with_default(acl: &[Acl]) -> AclPolicy {
+        AclPolicy {
+            default: acl.to_vec(),
+            paths: Vec::new(),
+        }
+    }
+
+    /// `acl` for the node `path` itself.
+    #[must_use]
+    pub fn with_path(mut self, path: &str, acl: &[Acl]) -> AclPolicy {
+        self.paths.retain(|(p, sub, _)| p != path || *sub);
+        self.paths.push((path.to_string(), false, acl.to_vec()));
+        self
+    }
+
+    /// `acl` for `path` and every node below it (unless a longer rule names
+    /// the node).
+    #[must_use]
+    pub fn with_subtree(mut self, path: &str, acl: &[Acl]) -> AclPolicy {
+        let path = if path.len() > 1 {
+            path.trim_end_matches('/')
+        } else {
+            path
+        };
+        self.paths.retain(|(p, sub, _)| !(p == path && *sub));
+        self.paths.push((path.to_string(), true, acl.to_vec()));
+        self
+    }
+
+    /// The default ACL.
+    pub fn default_acl(&self) -> &[Acl] {
+        &self.default
+    }
+
+    /// The ACL for a node at `path` (a sequential node's prefix counts as its
+    /// path): the exact rule, else the longest subtree rule, else the default.
+    pub fn acl_for(&self, path: &str) -> &[Acl] {
+        if let Some((_, _, acl)) = self.paths.iter().find(|(p, sub, _)| !sub && p == path) {
+            return acl;
+        }
+        self.paths
+            .iter()
+            .filter(|(p, sub, _)| {
+                *sub && (p == "/"
+                    || path == p
+                    || path
+                        .strip_prefix(p.as_str())
+                        .is_some_and(|r| r.starts_with('/')))
+            })
+            .max_by_key(|(p, _, _)| p.len())
+            .map(|(_, _, acl)| acl.as_slice())
+            .unwrap_or(&self.default)
+    }
+
+    /// Whether some node would get an ACL that lets anyone write, create,
+    /// delete or administer it (HBase's check of a secure deployment).
+    pub fn is_world_writable(&self) -> bool {
+        std::iter::once(&self.default)
+            .chain(self.paths.iter().map(|(_, _, a)| a))
+            .flatten()
+            .any(|a| a.id == Id::anyone() && a.perms.0 & !Perms::READ.0 != 0)
+    }
 }
 
 /// One ACL entry: Java's `org.apache.zookeeper.data.ACL`.
@@ -514,5 +667,48 @@ impl fmt::Display for WatchedEvent {
             Some(p) => write!(f, "{:?} {:?} {}", self.event_type, self.keeper_state, p),
             None => write!(f, "{:?} {:?}", self.event_type, self.keeper_state),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Java's `DigestAuthenticationProvider.generateDigest` gives these
+    /// (`java -cp zookeeper.jar ...DigestAuthenticationProvider user:password`).
+    #[test]
+    fn digest_ids_match_java() {
+        assert_eq!(
+            digest_id("alice", "alice-secret"),
+            "alice:JYdjG/dL2+v79QyuS8/0gpT+rQQ="
+        );
+        assert_eq!(
+            Id::digest("super", "superpw"),
+            Id::new("digest", "super:g9oN2HttPfn8MMWJZ2r45Np/LIA=")
+        );
+        assert_eq!(Id::sasl("alice"), Id::new("sasl", "alice"));
+    }
+
+    #[test]
+    fn acl_policies_pick_the_most_specific_rule() {
+        let read = [Acl::new(Perms::READ, Id::anyone())];
+        let bob = [Acl::new(Perms::ALL, Id::sasl("bob"))];
+        let p = AclPolicy::creator_all()
+            .with_subtree("/hbase", &read)
+            .with_subtree("/hbase/rs", &bob)
+            .with_path("/hbase/rs/x", Acl::open_unsafe());
+        assert_eq!(p.acl_for("/other"), Acl::creator_all());
+        assert_eq!(p.acl_for("/hbase"), read);
+        assert_eq!(p.acl_for("/hbase/a/b"), read);
+        assert_eq!(p.acl_for("/hbasement"), Acl::creator_all());
+        assert_eq!(p.acl_for("/hbase/rs/y"), bob);
+        assert_eq!(p.acl_for("/hbase/rs/x"), Acl::open_unsafe());
+        assert!(p.is_world_writable());
+        let secure = AclPolicy::secure(&["/hbase", "/hbase/master"]);
+        assert!(!secure.is_world_writable());
+        assert_eq!(secure.acl_for("/hbase/master").len(), 2);
+        assert_eq!(secure.acl_for("/hbase/master/x"), Acl::creator_all());
+        assert!(AclPolicy::default().is_world_writable());
+        assert!(!AclPolicy::with_default(Acl::read_unsafe()).is_world_writable());
     }
 }

@@ -12,7 +12,8 @@ use log::{debug, error, info, warn};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::client::{
-    EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper, ZooKeeperBuilder,
+    Acl, AclPolicy, EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper,
+    ZooKeeperBuilder,
 };
 use crate::error::{Error, Result, ZkError};
 use crate::listener::{Abortable, LoggingAbortable, ZooKeeperListener};
@@ -333,6 +334,8 @@ pub struct ZooKeeperWatcherBuilder {
     hbase_conf: Option<Vec<(String, String)>>,
     /// Whether writes carry HBase's metadata prefix (`with_metadata_prefix`).
     metadata: bool,
+    /// The ACLs of the nodes zklock creates (`with_acl_policy`).
+    acl: Option<AclPolicy>,
 }
 
 impl std::fmt::Debug for ZooKeeperWatcherBuilder {
@@ -344,6 +347,7 @@ impl std::fmt::Debug for ZooKeeperWatcherBuilder {
             .field("base_znode", &self.base_znode)
             .field("create_base", &self.create_base)
             .field("hbase_conf", &self.hbase_conf)
+            .field("acl", &self.acl)
             .finish_non_exhaustive()
     }
 }
@@ -458,6 +462,18 @@ impl ZooKeeperWatcherBuilder {
         self
     }
 
+    /// The ACLs of every node zklock creates on this watcher's session
+    /// (`zkutil`, the [`RecoverableZooKeeper`]'s own creation of parents):
+    /// Curator's `ACLProvider`, HBase's `ZKUtil.createACL`. Default: with
+    /// SASL configured on the client ([`ZooKeeperBuilder::with_sasl`],
+    /// HBase's `isSecureZooKeeper`), [`AclPolicy::hbase`] of the watcher's
+    /// znode layout (creator-only, world-readable where HBase's clients must
+    /// read); without, [`AclPolicy::open`].
+    pub fn with_acl_policy(mut self, policy: AclPolicy) -> Self {
+        self.acl = Some(policy);
+        self
+    }
+
     /// HBase's znode layout with HBase's defaults: [`with_hbase_conf`](Self::with_hbase_conf)
     /// with no entries (base znode `/hbase`).
     pub fn with_hbase_layout(self) -> Self {
@@ -502,12 +518,18 @@ impl ZooKeeperWatcherBuilder {
         let deadline = std::time::Instant::now().checked_add(wait);
         // Started, not connected: events queue in the PendingWatcher until the
         // watcher below is ready (HBase's InstancePending dance).
+        let acl = match self.acl {
+            Some(policy) => policy,
+            None if self.client.has_sasl() => AclPolicy::hbase(&znodes),
+            None => AclPolicy::open(),
+        };
         let zk = self.client.start(pending.clone())?;
         let inner = Arc::new(WatcherInner {
             prefix: self.prefix.clone(),
             identifier: RwLock::new(self.prefix.clone()),
             rzk: RecoverableZooKeeper::new(zk.clone(), &self.prefix, self.retry)
-                .with_metadata_prefix(self.metadata),
+                .with_metadata_prefix(self.metadata)
+                .with_acl_policy(acl),
             abortable: self
                 .abortable
                 .unwrap_or_else(|| Arc::new(LoggingAbortable::new())),
@@ -577,6 +599,35 @@ impl ZooKeeperWatcherBuilder {
     }
 }
 
+impl AclPolicy {
+    /// HBase's `ZKUtil.createACL` on a secure ensemble for the layout
+    /// `znodes`: `CREATOR_ALL_ACL` everywhere, plus world `READ` on the nodes
+    /// HBase's clients read unauthenticated (the base znode, the meta server,
+    /// master address, cluster id, region servers' and backup masters'
+    /// parents, everything under the assignment and table znodes). HBase
+    /// leaves nodes outside the base znode open; zklock does not (a secured
+    /// deployment gets no world-writable node from zklock). HBase's
+    /// `hbase.superuser` entry is `with_default` / `with_subtree` away.
+    pub fn hbase(znodes: &ZNodePaths) -> AclPolicy {
+        let mut read = Acl::creator_all().to_vec();
+        read.extend_from_slice(Acl::read_unsafe());
+        let exact = [
+            &znodes.base_znode,
+            &znodes.meta_server_znode,
+            &znodes.master_address_znode,
+            &znodes.cluster_id_znode,
+            &znodes.rs_znode,
+            &znodes.backup_master_addresses_znode,
+        ];
+        let policy = exact
+            .into_iter()
+            .fold(AclPolicy::creator_all(), |p, path| p.with_path(path, &read));
+        [&znodes.assignment_znode, &znodes.table_znode]
+            .into_iter()
+            .fold(policy, |p, path| p.with_subtree(path, &read))
+    }
+}
+
 /// HBase's `createBaseZNodes` children (the base exists already), with
 /// `ZKUtil.createAndFailSilent`; only for a watcher with an HBase conf.
 fn create_hbase_base_znodes(
@@ -608,6 +659,7 @@ impl ZooKeeperWatcher {
             renew: false,
             hbase_conf: None,
             metadata: true,
+            acl: None,
         }
     }
 

@@ -22,7 +22,7 @@
 
 use log::{debug, info, trace};
 
-use crate::client::{Acl, CreateMode, Op, Stat, MAX_PACKET};
+use crate::client::{AclPolicy, CreateMode, Op, Stat, MAX_PACKET};
 use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::watcher::ZooKeeperWatcher;
@@ -264,7 +264,7 @@ pub fn create_ephemeral_node_and_watch(
     validate(node)?;
     let rzk = zkw.recoverable_zookeeper();
     loop {
-        let created = match rzk.create(node, data, Acl::open_unsafe(), CreateMode::Ephemeral) {
+        let created = match rzk.create(node, data, rzk.acl_for(node), CreateMode::Ephemeral) {
             Ok(_) => true,
             Err(e) if e.is(ZkError::NodeExists) => false,
             Err(e) => return Err(e),
@@ -289,7 +289,7 @@ pub fn create_node_if_not_exists_and_watch(
 ) -> Result<bool> {
     validate(node)?;
     let rzk = zkw.recoverable_zookeeper();
-    let created = match rzk.create(node, data, Acl::open_unsafe(), CreateMode::Persistent) {
+    let created = match rzk.create(node, data, rzk.acl_for(node), CreateMode::Persistent) {
         Ok(_) => true,
         Err(e) if e.is(ZkError::NodeExists) => false,
         Err(e) => return Err(e),
@@ -319,10 +319,8 @@ pub fn create_node_if_not_exists_no_watch(
     if !mode.is_sequential() {
         validate(node)?;
     }
-    match zkw
-        .recoverable_zookeeper()
-        .create(node, data, Acl::open_unsafe(), mode)
-    {
+    let rzk = zkw.recoverable_zookeeper();
+    match rzk.create(node, data, rzk.acl_for(node), mode) {
         Ok(created) => Ok(Some(created)),
         Err(e) if e.is(ZkError::NodeExists) => Ok(None),
         Err(e) => Err(e),
@@ -339,7 +337,7 @@ pub fn create_node_if_not_exists_no_watch(
 pub fn create_and_watch(zkw: &ZooKeeperWatcher, node: &str, data: &[u8]) -> Result<i32> {
     validate(node)?;
     let rzk = zkw.recoverable_zookeeper();
-    rzk.create(node, data, Acl::open_unsafe(), CreateMode::Persistent)?;
+    rzk.create(node, data, rzk.acl_for(node), CreateMode::Persistent)?;
     match rzk.exists(node, true)? {
         Some(stat) => Ok(stat.version),
         // Likely a race: someone deleted the node. The exists watch stays set.
@@ -372,7 +370,7 @@ pub fn create_and_fail_silent_data(zkw: &ZooKeeperWatcher, node: &str, data: &[u
     if rzk.exists(node, false)?.is_some() {
         return Ok(());
     }
-    match rzk.create(node, data, Acl::open_unsafe(), CreateMode::Persistent) {
+    match rzk.create(node, data, rzk.acl_for(node), CreateMode::Persistent) {
         Ok(_) => Ok(()),
         Err(e) if e.is(ZkError::NodeExists) => Ok(()),
         Err(e) if e.is(ZkError::NoAuth) => {
@@ -608,12 +606,15 @@ impl ZkUtilOp {
         }
     }
 
-    /// HBase's `toZooKeeperOp`.
-    fn to_zookeeper_op(&self) -> Op {
+    /// HBase's `toZooKeeperOp`; a create takes its ACL from `acl`.
+    fn to_zookeeper_op(&self, acl: &AclPolicy) -> Op {
         match self {
-            ZkUtilOp::CreateAndFailSilent { path, data } => {
-                Op::create(path.as_str(), data.as_slice(), CreateMode::Persistent)
-            }
+            ZkUtilOp::CreateAndFailSilent { path, data } => Op::Create {
+                path: path.clone(),
+                data: data.clone(),
+                acl: acl.acl_for(path).to_vec(),
+                mode: CreateMode::Persistent,
+            },
             ZkUtilOp::DeleteNodeFailSilent { path } => Op::delete(path.as_str(), None),
             ZkUtilOp::SetData {
                 path,
@@ -701,7 +702,10 @@ pub fn multi_or_sequential(
     for op in ops {
         validate(op.path())?;
     }
-    let zk_ops: Vec<Op> = ops.iter().map(ZkUtilOp::to_zookeeper_op).collect();
+    let zk_ops: Vec<Op> = ops
+        .iter()
+        .map(|op| op.to_zookeeper_op(zkw.recoverable_zookeeper().acl_policy()))
+        .collect();
     match zkw.recoverable_zookeeper().multi(&zk_ops) {
         Ok(_) => Ok(()),
         Err(Error::Multi { index, code, .. })
@@ -742,11 +746,11 @@ mod tests {
     fn ops_convert_to_zookeeper_ops() {
         let create = ZkUtilOp::create_and_fail_silent("/a", b"d".to_vec());
         assert_eq!(
-            create.to_zookeeper_op(),
+            create.to_zookeeper_op(&AclPolicy::open()),
             Op::create("/a", b"d".to_vec(), CreateMode::Persistent)
         );
         assert_eq!(
-            ZkUtilOp::delete_node_fail_silent("/b").to_zookeeper_op(),
+            ZkUtilOp::delete_node_fail_silent("/b").to_zookeeper_op(&AclPolicy::open()),
             Op::delete("/b", None)
         );
         let set = ZkUtilOp::SetData {
@@ -755,11 +759,11 @@ mod tests {
             version: Some(3),
         };
         assert_eq!(
-            set.to_zookeeper_op(),
+            set.to_zookeeper_op(&AclPolicy::open()),
             Op::set_data("/c", b"e".to_vec(), Some(3))
         );
         assert_eq!(
-            ZkUtilOp::set_data("/c", b"e".to_vec()).to_zookeeper_op(),
+            ZkUtilOp::set_data("/c", b"e".to_vec()).to_zookeeper_op(&AclPolicy::open()),
             Op::set_data("/c", b"e".to_vec(), None)
         );
         assert_eq!(set.path(), "/c");

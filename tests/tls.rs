@@ -5,103 +5,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use common::java::JavaClient;
+
+use std::io::Write;
+use std::process::Command;
 use std::sync::OnceLock;
 use std::thread;
 use std::time::Duration;
 
-use zklock::testing::{ClientCert, TestPki, ZkEnsemble, ZkServer, NETTY_CLASSPATH};
-
-const JARS: [&str; 2] = [
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/slf4j-nop.jar",
-];
-
-/// Compiles tests/java/TlsClient.java once; panics with the fix when there is
-/// no JDK (no silent skip).
-fn java_classes() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let out = std::env::temp_dir().join(format!("zklock-tls-java-{}", std::process::id()));
-        std::fs::create_dir_all(&out).unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/TlsClient.java");
-        let status = Command::new("javac")
-            .args(["-nowarn", "-proc:none", "-implicit:none", "-d"])
-            .arg(&out)
-            .args(["-cp", &JARS.join(":")])
-            .arg(src)
-            .status()
-            .expect("javac not found: run `make zookeeper` (installs default-jdk-headless)");
-        assert!(status.success(), "javac failed");
-        out
-    })
-}
-
-/// The Java client (tests/java/TlsClient.java) over TLS with `cert`: one
-/// command per line, one answer line each. Killed on drop.
-struct JavaClient {
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
-}
-
-impl JavaClient {
-    fn start(pki: &TestPki, cert: &ClientCert, connect: &str) -> JavaClient {
-        let cp = format!(
-            "{}:{}:{NETTY_CLASSPATH}",
-            java_classes().display(),
-            JARS.join(":")
-        );
-        let mut child = Command::new("java")
-            .args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
-            .args(pki.java_client_options(cert))
-            .args(["-cp", &cp, "TlsClient", connect])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("java");
-        let out = child.stdout.take().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let j = JavaClient {
-            child,
-            stdin,
-            lines,
-        };
-        assert_eq!(j.line(), "connected");
-        j
-    }
-
-    fn line(&self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(40))
-            .expect("an answer from the Java client")
-    }
-
-    fn ask(&mut self, command: &str) -> String {
-        writeln!(self.stdin, "{command}").unwrap();
-        self.stdin.flush().unwrap();
-        self.line()
-    }
-}
-
-impl Drop for JavaClient {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use zklock::testing::{ClientCert, TestPki, ZkEnsemble, ZkServer};
 
 /// One PKI and one TLS server for the tests of this binary that do not stop it.
 fn shared() -> &'static (TestPki, ZkServer) {
@@ -122,7 +34,7 @@ fn secure(server: &ZkServer) -> String {
 fn java_client_connects_over_tls_with_a_client_certificate() {
     let (pki, server) = shared();
     let alice = pki.client("alice").unwrap();
-    let mut j = JavaClient::start(pki, &alice, &secure(server));
+    let mut j = JavaClient::start(&pki.java_client_options(&alice), &secure(server));
     let path = format!("/java-tls-{}", std::process::id());
     assert_eq!(
         j.ask(&format!("create {path} hello creator")),
@@ -142,7 +54,7 @@ fn java_client_connects_over_tls_with_a_client_certificate() {
 
 use std::time::Instant;
 use zklock::client::{
-    Acl, CreateMode, TlsConfig, TlsError, TlsVersion, ZooKeeper, ZooKeeperBuilder,
+    Acl, CreateMode, Id, TlsConfig, TlsError, TlsVersion, ZooKeeper, ZooKeeperBuilder,
 };
 use zklock::testing::FaultProxy;
 use zklock::{Error, ZkError};
@@ -180,52 +92,11 @@ fn zklock_and_java_share_x509_identities_and_acls() {
     let cs = secure(server);
     let za = zk_as(pki, &alice, &cs);
     let zb = zk_as(pki, &bob, &cs);
-    let mut ja = JavaClient::start(pki, &alice, &cs);
-    let mut jb = JavaClient::start(pki, &bob, &cs);
+    let mut ja = JavaClient::start(&pki.java_client_options(&alice), &cs);
+    let mut jb = JavaClient::start(&pki.java_client_options(&bob), &cs);
     let root = format!("/tls-acl-{}", std::process::id());
-    za.create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
-        .unwrap();
-    // Each creates a node only its creator may touch.
-    let by_rust = format!("{root}/by-zklock");
-    let by_java = format!("{root}/by-java");
-    za.create(&by_rust, b"r", Acl::creator_all(), CreateMode::Persistent)
-        .unwrap();
-    assert_eq!(
-        ja.ask(&format!("create {by_java} j creator")),
-        format!("ok {by_java}")
-    );
-    // The same kind of identity on both.
-    let (acl, _) = za.get_acl(&by_rust).unwrap();
-    assert_eq!(acl.len(), 1);
-    assert_eq!(acl[0].id.scheme, "x509");
-    assert_eq!(acl[0].id.id, alice.acl_id);
-    assert_eq!(
-        ja.ask(&format!("acl {by_java}")),
-        format!("acl 31:x509:{}", alice.acl_id)
-    );
-    // Reading an ACL needs READ (or ADMIN) since ZooKeeper 3.6.
-    assert_eq!(jb.ask(&format!("acl {by_rust}")), "err NOAUTH");
-    common::assert_code(zb.get_acl(&by_java), ZkError::NoAuth);
-    // Alice reads both, on either client; Bob neither.
-    assert_eq!(za.get_data(&by_java, false).unwrap().0, b"j");
-    assert_eq!(ja.ask(&format!("get {by_rust}")), "data r");
-    common::assert_code(zb.get_data(&by_rust, false), ZkError::NoAuth);
-    common::assert_code(zb.get_data(&by_java, false), ZkError::NoAuth);
-    assert_eq!(jb.ask(&format!("get {by_rust}")), "err NOAUTH");
-    assert_eq!(jb.ask(&format!("set {by_java} x")), "err NOAUTH");
-    // Bob's node: readable by anyone, writable by nobody.
-    let bobs = format!("{root}/bobs");
-    assert_eq!(
-        jb.ask(&format!("create {bobs} b read")),
-        format!("ok {bobs}")
-    );
-    assert_eq!(za.get_data(&bobs, false).unwrap().0, b"b");
-    common::assert_code(za.set_data(&bobs, b"x", None), ZkError::NoAuth);
-    for p in [&by_rust, &by_java] {
-        za.delete(p, None).unwrap();
-    }
-    assert_eq!(ja.ask(&format!("delete {bobs}")), "ok");
-    za.delete(&root, None).unwrap();
+    let alice_id = Id::x509(&alice.acl_id);
+    common::java::same_identities_and_acls(&za, &zb, &mut ja, &mut jb, &root, &alice_id);
 }
 
 #[test]
@@ -461,11 +332,7 @@ fn a_server_stalling_mid_handshake_is_bounded_by_the_handshake_deadline() {
 // ---------------------------------------------------------------------------
 
 use common::client::{disconnected_at_the_read_timeout_with_writers_blocked, Events};
-use std::sync::{Arc, Mutex};
 use zklock::client::{EventType, KeeperState};
-use zklock::lock::{
-    InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
-};
 use zklock::testing::wait_until;
 use zklock::{RetryConfig, ZooKeeperWatcher};
 
@@ -566,46 +433,7 @@ fn a_lock_held_over_tls_through_a_partition_keeps_its_guarantees() {
     let contender = zkw(&secure(server), &bob);
     // Open ACLs on the lock's nodes: the two sessions are different identities.
     let root = format!("/tls-lock-{}", std::process::id());
-    let (events, listener) = common::lock_recorder();
-    let event_times: Arc<Mutex<Vec<(LockEvent, Instant)>>> = Arc::default();
-    let times = event_times.clone();
-    let rw = ZkInterProcessReadWriteLock::new(&holder, &root, None)
-        .unwrap()
-        .with_lock_listener(move |p: &str, e: LockEvent| {
-            times.lock().unwrap().push((e, Instant::now()));
-            listener(p, e)
-        });
-    let held = rw.write_lock(b"holder");
-    held.acquire().unwrap();
-    let wanted = ZkInterProcessReadWriteLock::new(&contender, &root, None)
-        .unwrap()
-        .write_lock(b"contender");
-    let waiting = thread::spawn(move || {
-        wanted.acquire().unwrap();
-        let granted = Instant::now();
-        wanted.release().unwrap();
-        granted
-    });
-    thread::sleep(Duration::from_millis(300)); // deliberate: the contender queues
-    proxy.stall();
-    let granted = waiting.join().unwrap();
-    wait_until(Duration::from_secs(10), "Lost", || {
-        events.lock().unwrap().contains(&LockEvent::Lost)
-    });
-    assert_eq!(
-        *events.lock().unwrap(),
-        [LockEvent::InDoubt, LockEvent::Lost]
-    );
-    let in_doubt = event_times.lock().unwrap()[0].1;
-    assert!(in_doubt < granted, "InDoubt must come before another grant");
-    assert!(!held.is_held());
-    wait_until(Duration::from_secs(10), "no orphan", || {
-        contender
-            .zookeeper()
-            .get_children(&root, false)
-            .map(|c| c.is_empty())
-            .unwrap_or(true)
-    });
+    common::lock_held_through_a_partition(&holder, &contender, &proxy, &root);
     proxy.pass();
     contender.close().unwrap();
     holder.close().unwrap();

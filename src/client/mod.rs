@@ -49,6 +49,7 @@ mod connect;
 mod data;
 mod multi;
 pub(crate) mod proto;
+mod sasl;
 mod session;
 #[cfg(feature = "tls")]
 mod tls;
@@ -70,6 +71,7 @@ use connect::{prepend_chroot, strip_chroot, ConnectString};
 pub(crate) use data::CreatedAndListed;
 pub use multi::{ReadOp, ReadResult};
 use proto::{op, Reader, Writer};
+pub use sasl::SaslConfig;
 use session::{SessionShared, Settings, WatchReg};
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsConfigBuilder, TlsError, TlsVersion};
@@ -236,9 +238,25 @@ pub struct ZooKeeperBuilder {
     handshake_timeout: Option<Duration>,
     #[cfg(feature = "tls")]
     tls: Option<TlsConfig>,
+    sasl: Option<SaslConfig>,
 }
 
 impl ZooKeeperBuilder {
+    /// Authenticates every connection with SASL (Java's JAAS `Client`
+    /// section), after the session handshake and before any request is sent,
+    /// on every connect and reconnect: the session's ACL id becomes
+    /// `sasl:<user>`. The exchange counts in the
+    /// [handshake timeout](Self::with_handshake_timeout) (a server stalling
+    /// in it is a failed attempt, retried). A server refusing the credentials
+    /// ends the handle: `AuthFailed`, told once, never retried (Java's
+    /// `AuthFailed`). Unlike Java, `SyncConnected` is told only after the
+    /// exchange succeeded (then `SaslAuthenticated`, as Java): no request can
+    /// reach a SASL-only server unauthenticated.
+    pub fn with_sasl(mut self, sasl: SaslConfig) -> Self {
+        self.sasl = Some(sasl);
+        self
+    }
+
     /// Connects over TLS (feature `tls`; Java's `zookeeper.client.secure`):
     /// every server of the connect string is reached on its TLS port
     /// (`secureClientPort`) and verified with `tls`. The TLS handshake counts
@@ -300,6 +318,11 @@ impl ZooKeeperBuilder {
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = Some(timeout);
         self
+    }
+
+    /// Whether SASL is configured (HBase's `isSecureZooKeeper`).
+    pub(crate) fn has_sasl(&self) -> bool {
+        self.sasl.is_some()
     }
 
     /// How long `connect` waits: the connect wait, or the session timeout.
@@ -366,6 +389,7 @@ impl ZooKeeperBuilder {
                 .max(Duration::from_millis(1)),
             #[cfg(feature = "tls")]
             tls: self.tls,
+            sasl: self.sasl,
         };
         let (shared, threads) = session::start(settings, Arc::new(watcher))?;
         Ok(ZooKeeper {
@@ -393,6 +417,7 @@ impl ZooKeeper {
             handshake_timeout: None,
             #[cfg(feature = "tls")]
             tls: None,
+            sasl: None,
         }
     }
 

@@ -28,6 +28,7 @@ pub(crate) mod op {
     pub(crate) const CREATE_TTL: i32 = 21;
     pub(crate) const AUTH: i32 = 100;
     pub(crate) const SET_WATCHES: i32 = 101;
+    pub(crate) const SASL: i32 = 102;
     pub(crate) const GET_EPHEMERALS: i32 = 103;
     pub(crate) const GET_ALL_CHILDREN_NUMBER: i32 = 104;
     pub(crate) const SET_WATCHES2: i32 = 105;

@@ -19,7 +19,7 @@ use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
-use crate::types::{Acl, CreateMode, Watcher};
+use crate::types::{CreateMode, Watcher};
 use crate::wait::{self, Bounds, CallSession, WhenDown, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
@@ -442,7 +442,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             rzk.create_sequential_tagged(
                 tagged,
                 &self.metadata,
-                Acl::open_unsafe(),
+                rzk.acl_for(tagged),
                 CreateMode::EphemeralSequential,
             )
             .map(|(path, stat)| CreatedAndListed {
@@ -455,7 +455,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             rzk.create_sequential_tagged_and_list(
                 tagged,
                 &self.metadata,
-                Acl::open_unsafe(),
+                rzk.acl_for(tagged),
                 CreateMode::EphemeralSequential,
                 &self.parent,
             )
@@ -606,7 +606,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         let (path, stat) = rzk.create2(
             &probe,
             &[],
-            Acl::open_unsafe(),
+            rzk.acl_for(&probe),
             CreateMode::EphemeralSequential,
         )?;
         if let Err(e) = rzk.delete(&path, None) {

@@ -12,7 +12,7 @@ use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::sequence_of;
-use crate::types::{Acl, CreateMode, Op};
+use crate::types::{CreateMode, Op};
 use crate::wait::{Bounds, CallSession, Round, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
@@ -174,7 +174,7 @@ impl DoubleBarrier {
             rzk.create_sequential_tagged(
                 &tagged,
                 &[],
-                Acl::open_unsafe(),
+                rzk.acl_for(&tagged),
                 CreateMode::EphemeralSequential,
             )
         };
@@ -243,7 +243,7 @@ impl DoubleBarrier {
             Op::Create {
                 path: ready.to_string(),
                 data: Vec::new(),
-                acl: Acl::open_unsafe().to_vec(),
+                acl: rzk.acl_for(ready).to_vec(),
                 mode: CreateMode::Persistent,
             },
             Op::Delete {
@@ -333,7 +333,7 @@ impl DoubleBarrier {
         ops.push(Op::Create {
             path: ready.to_string(),
             data: Vec::new(),
-            acl: Acl::open_unsafe().to_vec(),
+            acl: rzk.acl_for(ready).to_vec(),
             mode: CreateMode::Persistent,
         });
         match rzk.zookeeper().multi(&ops) {

@@ -11,7 +11,7 @@ use super::rounds::StepHook;
 use super::rounds::{create_in_session, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::sequence::number_after_last;
-use crate::types::{Acl, CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
+use crate::types::{CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -508,7 +508,7 @@ impl LeaderElectionSupport {
             match zk.create(
                 &zkutil::join_znode(root, "n_"),
                 self.host_name.as_bytes(),
-                Acl::open_unsafe(),
+                self.zkw.recoverable_zookeeper().acl_for(root),
                 CreateMode::EphemeralSequential,
             ) {
                 Err(e) if e.is(ZkError::NoNode) => {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use log::{debug, info};
 use parking_lot::Mutex;
 
-use crate::client::{Acl, CreateMode, EventType, KeeperState};
+use crate::client::{CreateMode, EventType, KeeperState};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::wait::Wake;
@@ -192,7 +192,7 @@ impl ZkLeaderManager {
             match rzk.create2(
                 znode,
                 &self.shared.node_id,
-                Acl::open_unsafe(),
+                rzk.acl_for(znode),
                 CreateMode::Ephemeral,
             ) {
                 Ok((_, stat)) => {

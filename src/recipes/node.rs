@@ -10,7 +10,7 @@
 use log::{debug, warn};
 
 use super::layout::TAKERS_SUFFIX;
-use crate::client::{Acl, CreateMode, ZooKeeper};
+use crate::client::{CreateMode, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
@@ -87,7 +87,7 @@ pub(super) fn create_item(
         zk.create(
             &path,
             data,
-            Acl::open_unsafe(),
+            zkw.recoverable_zookeeper().acl_for(&path),
             CreateMode::PersistentSequential,
         )
     };
@@ -226,7 +226,7 @@ impl SessionNode {
         mode: CreateMode,
     ) -> Result<SessionNode> {
         let rzk = call.rzk();
-        let create = || rzk.create2(path, data, Acl::open_unsafe(), mode);
+        let create = || rzk.create2(path, data, rzk.acl_for(path), mode);
         let (path, stat) = match create() {
             Err(e) if e.is(ZkError::NoNode) => {
                 if let Some(parent) = zkutil::get_parent(path) {

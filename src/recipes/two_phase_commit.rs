@@ -8,7 +8,7 @@ use super::layout::ALIVE_NODE;
 use super::node::{delete_if_present, SessionNode};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::types::{Acl, CreateMode, Op, Stat};
+use crate::types::{CreateMode, Op, Stat};
 use crate::wait::{Bounds, CallSession, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
@@ -119,14 +119,10 @@ impl TwoPhaseCommit {
         if let Some(parent) = zkutil::get_parent(path) {
             rzk.create_with_parents(parent, &[])?;
         }
-        rzk.create(path, &[], Acl::open_unsafe(), CreateMode::Persistent)?;
+        rzk.create(path, &[], rzk.acl_for(path), CreateMode::Persistent)?;
         for s in sites {
-            rzk.create(
-                &zkutil::join_znode(path, s),
-                &[],
-                Acl::open_unsafe(),
-                CreateMode::Persistent,
-            )?;
+            let site = zkutil::join_znode(path, s);
+            rzk.create(&site, &[], rzk.acl_for(&site), CreateMode::Persistent)?;
         }
         Ok(TwoPhaseCommit {
             zkw: zkw.clone(),

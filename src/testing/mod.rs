@@ -70,12 +70,14 @@ use std::time::Duration;
 
 pub mod chaos;
 mod ensemble;
+mod kdc;
 mod pki;
 mod process;
 mod proxy;
 mod server;
 
 pub use ensemble::ZkEnsemble;
+pub use kdc::{TestKdc, TEST_REALM};
 pub use pki::{ClientCert, TestPki, STORE_PASSWORD};
 pub use process::{pid_alive, NETTY_CLASSPATH};
 pub use proxy::{FaultProxy, ProxyMode};

@@ -62,6 +62,27 @@ fi
 exit 0
 "#;
 
+/// `-Djava.security.auth.login.config=...` when a JAAS file
+/// ([`JAAS_FILE`](super::server::JAAS_FILE)) lies beside `config` (a server
+/// started by [`ZkServer::start_sasl`](super::ZkServer::start_sasl)).
+/// And `-Djava.security.krb5.conf=...` when a `krb5.conf` lies there
+/// ([`ZkServer::start_kerberos`](super::ZkServer::start_kerberos)).
+fn jaas_option(config: &Path) -> Vec<String> {
+    let jaas = config.with_file_name(super::server::JAAS_FILE);
+    let krb5 = config.with_file_name(super::server::KRB5_FILE);
+    let mut options = Vec::new();
+    if jaas.exists() {
+        options.push(format!(
+            "-Djava.security.auth.login.config={}",
+            jaas.display()
+        ));
+    }
+    if krb5.exists() {
+        options.push(format!("-Djava.security.krb5.conf={}", krb5.display()));
+    }
+    options
+}
+
 /// What a JVM is started with.
 #[derive(Debug, Clone)]
 pub(crate) struct JvmSpec {
@@ -113,7 +134,8 @@ impl Watchdog {
                 .map(|p| p.as_os_str().to_owned())
                 .unwrap_or_default()
         };
-        let mut child = Command::new("sh")
+        let mut command = Command::new("sh");
+        command
             .arg("-c")
             .arg(WATCHDOG)
             .arg("zklock-zk-watchdog")
@@ -122,10 +144,19 @@ impl Watchdog {
             .arg(path_arg(&spec.cleanup_parent))
             .arg(&java)
             .args(jvm_options())
+            .args(jaas_option(&spec.config))
             .arg("-cp")
             .arg(&classpath)
             .arg(spec.main_class)
-            .arg(&spec.config)
+            .arg(&spec.config);
+        Watchdog::spawn_command(command, log, &spec.log)
+    }
+
+    /// Runs `command` (the watchdog script with its arguments, as built by
+    /// [`spawn`](Self::spawn) or [`spawn_program`](Self::spawn_program)) and
+    /// reads the PID it reports.
+    fn spawn_command(mut command: Command, log: File, log_path: &Path) -> io::Result<Watchdog> {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
@@ -149,11 +180,41 @@ impl Watchdog {
                 let _ = child.wait();
                 return Err(io::Error::other(format!(
                     "the ZooKeeper watchdog did not report a PID (got {line:?}); log: {}",
-                    spec.log.display()
+                    log_path.display()
                 )));
             }
         };
         Ok(Watchdog { child, stdin, pid })
+    }
+
+    /// Any other program (`program args`, with `env`) under the same watchdog:
+    /// killed when the handle or the test process goes, `cleanup` removed
+    /// then (e.g. the test KDC).
+    pub(crate) fn spawn_program(
+        program: &str,
+        args: &[&str],
+        env: &[(&str, &Path)],
+        log_path: &Path,
+        cleanup: &Path,
+    ) -> io::Result<Watchdog> {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path)?;
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg("zklock-watchdog")
+            .arg(log_path)
+            .arg(cleanup)
+            .arg("")
+            .arg(program)
+            .args(args);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        Watchdog::spawn_command(command, log, log_path)
     }
 
     /// The JVM's process id.

@@ -111,15 +111,78 @@ impl ZkServer {
         ZkServer::start_with(Some((pki, tls13)))
     }
 
+    /// Starts a server that requires SASL, configured the way operators do:
+    /// a JAAS `Server` section with ZooKeeper's `DigestLoginModule` listing
+    /// `users` (name, password) in `jaas.conf` beside `zoo.cfg` (passed as
+    /// `-Djava.security.auth.login.config`), the SASL authentication provider
+    /// (`authProvider.sasl=...SASLAuthenticationProvider`) and
+    /// `sessionRequireClientSASLAuth=true`: a client that does not
+    /// authenticate gets `SESSIONCLOSEDREQUIRESASLAUTH` for its first request.
+    /// DIGEST-MD5 clients authenticate as `sasl:<name>`. Four-letter words
+    /// answer without authentication.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start); `InvalidInput` for a name that is not
+    /// alphanumeric or a password with `"` or `\`.
+    pub fn start_sasl(users: &[(&str, &str)]) -> io::Result<ZkServer> {
+        let jaas = jaas_server_section(users)?;
+        ZkServer::start_with_sasl(None, Some((jaas, SASL_CONFIG.to_string(), None)))
+    }
+
+    /// Starts a server that requires SASL with Kerberos, configured the way
+    /// operators do: a JAAS `Server` section with Java's `Krb5LoginModule`
+    /// and the keytab of `zookeeper/localhost` from `kdc` (which must hold
+    /// that principal), `-Djava.security.krb5.conf` naming `kdc`'s realm,
+    /// the SASL provider, `sessionRequireClientSASLAuth=true`, and
+    /// `kerberos.removeHostFromPrincipal` / `removeRealmFromPrincipal` (a
+    /// client `alice@REALM` is `sasl:alice`).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_kerberos(kdc: &super::TestKdc) -> io::Result<ZkServer> {
+        let principal = kdc.full_name("zookeeper/localhost");
+        let jaas = format!(
+            "Server {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  \
+             useKeyTab=true\n  keyTab=\"{}\"\n  storeKey=true\n  useTicketCache=false\n  \
+             principal=\"{principal}\";\n}};\n",
+            kdc.keytab("zookeeper/localhost").display()
+        );
+        let cfg = format!(
+            "{SASL_CONFIG}kerberos.removeHostFromPrincipal=true\n\
+             kerberos.removeRealmFromPrincipal=true\n"
+        );
+        ZkServer::start_with_sasl(None, Some((jaas, cfg, Some(kdc.krb5_conf()))))
+    }
+
     fn start_with(tls: Option<(&TestPki, bool)>) -> io::Result<ZkServer> {
+        ZkServer::start_with_sasl(tls, None)
+    }
+
+    /// `sasl`: the JAAS file, the `zoo.cfg` lines, the `krb5.conf` to use.
+    fn start_with_sasl(
+        tls: Option<(&TestPki, bool)>,
+        sasl: Option<(String, String, Option<PathBuf>)>,
+    ) -> io::Result<ZkServer> {
         let dir = make_temp_dir("zk")?;
         fs::create_dir(dir.join("data"))?;
+        if let Some((jaas, _, krb5)) = &sasl {
+            fs::write(dir.join(JAAS_FILE), jaas)?;
+            if let Some(krb5) = krb5 {
+                fs::copy(krb5, dir.join(KRB5_FILE))?;
+            }
+        }
         let mut last = 0;
         for _ in 0..PORT_ATTEMPTS {
             let ports = free_ports(2)?;
             let port = ports[0];
             let secure = tls.map(|(pki, tls13)| (ports[1], pki, tls13));
             write_config(&dir, port, secure)?;
+            if let Some((_, cfg, _)) = &sasl {
+                let mut f = fs::OpenOptions::new()
+                    .append(true)
+                    .open(dir.join("zoo.cfg"))?;
+                io::Write::write_all(&mut f, cfg.as_bytes())?;
+            }
             match launch(&dir, port, secure.is_some()) {
                 Ok(watchdog) => {
                     return Ok(ZkServer {
@@ -351,6 +414,41 @@ fn write_config(dir: &Path, port: u16, tls: Option<(u16, &TestPki, bool)>) -> io
         config.push_str(&tls_config(secure_port, pki, tls13));
     }
     fs::write(dir.join("zoo.cfg"), config)
+}
+
+/// The JAAS file a SASL server reads (beside `zoo.cfg`; see
+/// [`JvmSpec`](super::process::JvmSpec)).
+pub(crate) const JAAS_FILE: &str = "jaas.conf";
+
+/// The `krb5.conf` a Kerberos server reads (beside `zoo.cfg`).
+pub(crate) const KRB5_FILE: &str = "krb5.conf";
+
+/// The `zoo.cfg` lines of a server requiring SASL (see [`ZkServer::start_sasl`]).
+const SASL_CONFIG: &str =
+    "authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n\
+     sessionRequireClientSASLAuth=true\n";
+
+/// A JAAS `Server` section with `DigestLoginModule` and `users`.
+fn jaas_server_section(users: &[(&str, &str)]) -> io::Result<String> {
+    let mut s =
+        String::from("Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required");
+    for (name, password) in users {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("SASL user name {name:?}: letters, digits and _ only"),
+            ));
+        }
+        if password.contains(['"', '\\', '\n']) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the password of SASL user {name:?} has a quote, backslash or newline"),
+            ));
+        }
+        s.push_str(&format!("\n  user_{name}=\"{password}\""));
+    }
+    s.push_str(";\n};\n");
+    Ok(s)
 }
 
 /// The `zoo.cfg` lines of a TLS port (see [`ZkServer::start_tls`]).

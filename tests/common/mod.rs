@@ -6,6 +6,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod client;
+pub mod java;
 
 use std::fs;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -150,6 +151,61 @@ pub fn lock_recorder() -> (LockEvents, impl Fn(&str, LockEvent) + Send + Sync + 
     (events, move |_p: &str, ev: LockEvent| {
         e.lock().unwrap().push(ev)
     })
+}
+
+/// A write lock held by `holder` (whose connection goes through `proxy`)
+/// while `contender` queues for it, then `proxy` stalls for longer than the
+/// holder's session: the holder hears InDoubt before the contender is
+/// granted the lock, then Lost; nothing is left under `root`. The caller
+/// lets `proxy` pass again and closes the watchers.
+pub fn lock_held_through_a_partition(
+    holder: &ZooKeeperWatcher,
+    contender: &ZooKeeperWatcher,
+    proxy: &zklock::testing::FaultProxy,
+    root: &str,
+) {
+    use std::thread;
+    use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
+    let (events, listener) = lock_recorder();
+    let event_times: Arc<Mutex<Vec<(LockEvent, Instant)>>> = Arc::default();
+    let times = event_times.clone();
+    let rw = ZkInterProcessReadWriteLock::new(holder, root, None)
+        .unwrap()
+        .with_lock_listener(move |p: &str, e: LockEvent| {
+            times.lock().unwrap().push((e, Instant::now()));
+            listener(p, e)
+        });
+    let held = rw.write_lock(b"holder");
+    held.acquire().unwrap();
+    let wanted = ZkInterProcessReadWriteLock::new(contender, root, None)
+        .unwrap()
+        .write_lock(b"contender");
+    let waiting = thread::spawn(move || {
+        wanted.acquire().unwrap();
+        let granted = Instant::now();
+        wanted.release().unwrap();
+        granted
+    });
+    thread::sleep(Duration::from_millis(300)); // deliberate: the contender queues
+    proxy.stall();
+    let granted = waiting.join().unwrap();
+    wait_until(Duration::from_secs(10), "Lost", || {
+        events.lock().unwrap().contains(&LockEvent::Lost)
+    });
+    assert_eq!(
+        *events.lock().unwrap(),
+        [LockEvent::InDoubt, LockEvent::Lost]
+    );
+    let in_doubt = event_times.lock().unwrap()[0].1;
+    assert!(in_doubt < granted, "InDoubt must come before another grant");
+    assert!(!held.is_held());
+    wait_until(Duration::from_secs(10), "no orphan", || {
+        contender
+            .zookeeper()
+            .get_children(root, false)
+            .map(|c| c.is_empty())
+            .unwrap_or(true)
+    });
 }
 
 /// The ensemble member whose `cons` lists session `id`.

@@ -1,6 +1,7 @@
-// The Java ZooKeeper client as a reference for tests/tls.rs: connects (over TLS
+// The Java ZooKeeper client as a reference for tests/tls.rs and tests/sasl.rs
+// (tests/common/java.rs): connects (over TLS
 // when the system properties of zklock::testing::TestPki::java_client_options
-// are set), then runs one command per stdin line and answers one line each.
+// are set; with SASL when a JAAS `Client` section is), then runs one command per stdin line and answers one line each.
 //
 // Usage: java -cp <classes>:/usr/share/java/zookeeper.jar[:slf4j] [-D...] TlsClient <connect string>
 // Prints "connected" once SyncConnected. Commands:

@@ -104,6 +104,86 @@ pub(crate) struct Global {
         requires = "tls_cert"
     )]
     tls_key: Option<std::path::PathBuf>,
+    /// Authenticate with SASL (DIGEST-MD5) as this user; the password comes from
+    /// --sasl-password-file or $ZKLOCK_SASL_PASSWORD, never from an argument
+    #[arg(long, global = true, env = "ZKLOCK_SASL_USER", value_name = "USER")]
+    sasl_user: Option<String>,
+    /// File whose first line is the SASL password
+    #[arg(
+        long,
+        global = true,
+        env = "ZKLOCK_SASL_PASSWORD_FILE",
+        value_name = "FILE",
+        requires = "sasl_user"
+    )]
+    sasl_password_file: Option<std::path::PathBuf>,
+    /// Authenticate with Kerberos (SASL GSSAPI) to servers whose principal is
+    /// this service/host (e.g. zookeeper/zk1.example.com)
+    #[cfg(feature = "kerberos")]
+    #[arg(
+        long,
+        global = true,
+        env = "ZKLOCK_KERBEROS_SERVICE",
+        value_name = "SERVICE/HOST",
+        conflicts_with = "sasl_user"
+    )]
+    kerberos_service: Option<String>,
+    /// The client's Kerberos principal [default: the ticket cache's]
+    #[cfg(feature = "kerberos")]
+    #[arg(
+        long,
+        global = true,
+        env = "ZKLOCK_KERBEROS_PRINCIPAL",
+        value_name = "PRINCIPAL",
+        requires = "kerberos_service"
+    )]
+    kerberos_principal: Option<String>,
+    /// The client's keytab (else the ticket cache, $KRB5CCNAME)
+    #[cfg(feature = "kerberos")]
+    #[arg(
+        long,
+        global = true,
+        env = "ZKLOCK_KEYTAB",
+        value_name = "FILE",
+        requires = "kerberos_service"
+    )]
+    keytab: Option<std::path::PathBuf>,
+}
+
+/// The environment variable the SASL password may come from (read here, not
+/// by clap: it must never be an argument, nor shown by `--help`).
+const SASL_PASSWORD_ENV: &str = "ZKLOCK_SASL_PASSWORD";
+
+/// `--sasl-user` with its password (from `--sasl-password-file`, else
+/// `$ZKLOCK_SASL_PASSWORD`). The password is never put in an error.
+fn sasl_config(g: &Global) -> anyhow::Result<Option<zklock::client::SaslConfig>> {
+    #[cfg(feature = "kerberos")]
+    if let Some(service) = &g.kerberos_service {
+        let config = zklock::client::SaslConfig::kerberos(service);
+        return Ok(Some(match &g.kerberos_principal {
+            Some(p) => config.with_client_principal(p),
+            None => config,
+        }));
+    }
+    let Some(user) = &g.sasl_user else {
+        return Ok(None);
+    };
+    let password = match &g.sasl_password_file {
+        Some(file) => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                anyhow::anyhow!("cannot read the SASL password file {}: {e}", file.display())
+            })?;
+            text.lines().next().unwrap_or("").to_string()
+        }
+        None => match std::env::var(SASL_PASSWORD_ENV) {
+            Ok(p) => p,
+            Err(_) => anyhow::bail!(
+                "--sasl-user {user} needs a password: --sasl-password-file FILE or \
+                 ${SASL_PASSWORD_ENV}"
+            ),
+        },
+    };
+    Ok(Some(zklock::client::SaslConfig::digest_md5(user, password)))
 }
 
 #[derive(Debug, Subcommand)]
@@ -320,19 +400,31 @@ pub(crate) fn connect(g: &Global) -> anyhow::Result<ZooKeeperWatcher> {
             Some(anyhow::Context::context(b.build(), "TLS settings")?)
         }
     };
+    let sasl = sasl_config(g)?;
     let zkw = ZooKeeperWatcher::builder(servers)
         .with_identifier("zklock-cli")
         .with_session_timeout(g.session_timeout)
         .with_connect_wait(g.connect_timeout)
         .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(200)))
-        .with_client(|b| match tls {
-            Some(t) => b.with_tls(t),
-            None => b,
+        .with_client(|b| {
+            let b = match tls {
+                Some(t) => b.with_tls(t),
+                None => b,
+            };
+            match sasl {
+                Some(s) => b.with_sasl(s),
+                None => b,
+            }
         })
         .connect();
     let zkw = match zkw {
         Ok(zkw) => zkw,
         Err(e @ zklock::Error::BadArguments(_)) => return Err(e.into()),
+        Err(e) if e.is(zklock::ZkError::AuthFailed) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "ZooKeeper at {servers} refused the authentication (-v says why)"
+            )));
+        }
         Err(e) => {
             let why = diagnose::why_unreachable(servers, g.connect_timeout);
             return Err(anyhow::Error::new(e)
@@ -470,6 +562,15 @@ fn main() {
             std::process::exit(EXIT_USAGE);
         }
     };
+    // GSSAPI reads the client keytab's name from the environment; set here,
+    // while zklock has no other thread.
+    #[cfg(feature = "kerberos")]
+    if let Some(keytab) = &cli.global.keytab {
+        std::env::set_var("KRB5_CLIENT_KTNAME", keytab);
+        // Tickets got from the keytab stay in this process (as Java's
+        // `useTicketCache=false`): the user's ticket cache is not touched.
+        std::env::set_var("KRB5CCNAME", "MEMORY:zklock");
+    }
     let verbose = cli.global.verbose;
     init_logging(verbose);
     if verbose == 0 {

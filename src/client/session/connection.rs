@@ -89,6 +89,11 @@ impl SessionShared {
                         break Terminal::Closed;
                     }
                 }
+                Err(e) if SaslFailure::in_io(&e).is_some() => {
+                    // Fatal, told once (AuthFailed), never retried.
+                    warn!("connection to {host}: {e}");
+                    break Terminal::AuthFailed;
+                }
                 Err(e) => {
                     failures = failures.saturating_add(1);
                     // A TLS failure (a certificate, not the network) does not
@@ -337,7 +342,61 @@ impl SessionShared {
             "connected to {host}: session {:#x}, timeout {:?}",
             s.id, s.negotiated
         );
+        drop(s);
+        if let Some(sasl) = &self.settings.sasl {
+            self.authenticate(&stream, sasl, &mut pending, deadline)?;
+            debug!("SASL {} authenticated on {host}", sasl.mechanism());
+        }
         Ok(Some((stream, id != 0, pending)))
+    }
+
+    /// The SASL exchange (Java's `ZooKeeperSaslClient`), by the attempt's
+    /// `deadline`: `GetSASLRequest` with the mechanism's token, the server's
+    /// `SetSASLResponse`, until the mechanism is complete (two round trips for
+    /// DIGEST-MD5). Nothing else is sent before it ends. A reply with an error
+    /// code, or a server token the mechanism rejects, is a [`SaslFailure`]
+    /// (the handle ends with `AuthFailed`); an I/O error or the deadline is an
+    /// ordinary failed attempt (retried).
+    fn authenticate(
+        &self,
+        stream: &Link,
+        sasl: &crate::client::SaslConfig,
+        pending: &mut Vec<u8>,
+        deadline: Instant,
+    ) -> io::Result<()> {
+        let mut mech = sasl.start();
+        let mut token = mech.initial().map_err(SaslFailure::into_io)?;
+        loop {
+            let x = self.xid();
+            let mut w = Writer::request(x, op::SASL);
+            w.buffer(&token);
+            stream.write_all(&w.finish())?;
+            let body = stream.read_frame_by(pending, self.settings.max_buffer, deadline)?;
+            let mut r = Reader::new(&body);
+            let hdr = ReplyHeader::read(&mut r)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+            if hdr.xid != x {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("SASL reply xid {} for request {x}", hdr.xid),
+                ));
+            }
+            if hdr.err != 0 {
+                return Err(SaslFailure(format!(
+                    "the server refused {} ({sasl:?}): {}",
+                    sasl.mechanism(),
+                    ZkError::from_code(hdr.err)
+                ))
+                .into_io());
+            }
+            let reply = r
+                .buffer()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+            match mech.step(&reply).map_err(SaslFailure::into_io)? {
+                Some(next) => token = next,
+                None => return Ok(()),
+            }
+        }
     }
 
     /// Replays auth and watches, then opens the connection to callers.
@@ -379,6 +438,11 @@ impl SessionShared {
         }
         s.state = State::Connected;
         self.tell_state(&mut s, KeeperState::SyncConnected);
+        if self.settings.sasl.is_some() {
+            // Java's order: SyncConnected, then SaslAuthenticated (here the
+            // exchange is already over, see `authenticate`).
+            self.tell_state(&mut s, KeeperState::SaslAuthenticated);
+        }
         self.session_cv.notify_all();
         Ok(())
     }
@@ -613,6 +677,18 @@ impl SessionShared {
                 };
                 trace!("reply xid {x} op {}: err {}", p.opcode, hdr.err);
                 self.answer(p.to, reply);
+                // A SASL-only server refusing an unauthenticated client (it
+                // closes the connection; every reconnect would be refused the
+                // same way): fatal, as a refused authentication.
+                if hdr.err == ZkError::SessionClosedRequireSaslAuth.code()
+                    || hdr.err == ZkError::AuthFailed.code()
+                {
+                    warn!(
+                        "the server refused a request: {}; ending the session's handle",
+                        ZkError::from_code(hdr.err)
+                    );
+                    return Err(ConnEnd::AuthFailed);
+                }
                 Ok(false)
             }
         }

@@ -23,6 +23,7 @@ mod rewatch;
 
 use super::connect::strip_chroot;
 use super::proto::{self, op, xid, ConnectResponse, Reader, ReplyHeader, Writer};
+use super::sasl::SaslFailure;
 use super::watches::{same, Kind, WatchManager, WatcherRef};
 use crate::deadline::Deadline;
 use crate::error::{Error, ZkError};
@@ -99,6 +100,8 @@ pub(crate) struct Settings {
     /// TLS on every connection (feature `tls`).
     #[cfg(feature = "tls")]
     pub(crate) tls: Option<super::TlsConfig>,
+    /// SASL on every connection, after the ConnectResponse.
+    pub(crate) sasl: Option<super::SaslConfig>,
 }
 
 /// State shared by the handle, the connection thread and the event thread.

@@ -1,0 +1,529 @@
+//! SASL (DIGEST-MD5) against a real ZooKeeper 3.8 configured the way
+//! operators do (a JAAS `Server` section with `DigestLoginModule`, the SASL
+//! provider, `sessionRequireClientSASLAuth=true`: [`ZkServer::start_sasl`]);
+//! the Java client, with the same credentials, is the reference.
+
+mod common;
+
+use common::client::{Events, FakeServer};
+use common::java::JavaClient;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::client::AclPolicy;
+use zklock::client::{
+    Acl, CreateMode, Id, KeeperState, Perms, SaslConfig, State, ZooKeeper, ZooKeeperBuilder,
+};
+use zklock::testing::{FaultProxy, ZkServer};
+use zklock::zkutil::{self, ZkUtilOp};
+use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
+
+const USERS: [(&str, &str); 2] = [("alice", "alice-secret"), ("bob", "bob-secret")];
+
+/// One SASL server for the tests of this binary that do not stop it.
+fn shared() -> &'static ZkServer {
+    static SHARED: OnceLock<ZkServer> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        common::init_log();
+        ZkServer::start_sasl(&USERS).expect("start a SASL ZooKeeper")
+    })
+}
+
+fn password(user: &str) -> &'static str {
+    USERS.iter().find(|(u, _)| *u == user).unwrap().1
+}
+
+fn builder(connect: &str, sasl: Option<SaslConfig>) -> ZooKeeperBuilder {
+    let b = ZooKeeper::builder(connect)
+        .with_session_timeout(Duration::from_secs(6))
+        .with_connect_wait(Duration::from_secs(20));
+    match sasl {
+        Some(s) => b.with_sasl(s),
+        None => b,
+    }
+}
+
+fn zk_as(user: &str, connect: &str) -> (ZooKeeper, Arc<Events>) {
+    let events = Events::new();
+    let zk = builder(connect, Some(SaslConfig::digest_md5(user, password(user))))
+        .connect(events.watcher())
+        .unwrap();
+    (zk, events)
+}
+
+/// The JVM options of a Java client authenticating as `user` (a JAAS
+/// `Client` section with `DigestLoginModule`, in a file that lives as long
+/// as the test binary).
+fn java_as(user: &str) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("zklock-sasl-java-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{user}.jaas"));
+    let mut f = std::fs::File::create(&file).unwrap();
+    write!(
+        f,
+        "Client {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  \
+         username=\"{user}\"\n  password=\"{}\";\n}};\n",
+        password(user)
+    )
+    .unwrap();
+    vec![format!(
+        "-Djava.security.auth.login.config={}",
+        file.display()
+    )]
+}
+
+fn count_state(events: &Events, ks: KeeperState) -> usize {
+    events.count(|e| e.path.is_none() && e.keeper_state == ks)
+}
+
+#[test]
+fn a_sasl_session_is_sasl_alice_and_is_told_sasl_authenticated() {
+    let server = shared();
+    let (zk, events) = zk_as("alice", &server.connect_string());
+    let path = format!("/sasl-id-{}", std::process::id());
+    zk.create(&path, b"a", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    let acl = zk.get_acl(&path).unwrap().0;
+    assert_eq!(
+        acl,
+        [Acl::new(Perms::ALL, Id::new("sasl", "alice"))],
+        "CREATOR_ALL on a SASL session"
+    );
+    events.wait_state(KeeperState::SaslAuthenticated, 1, Duration::from_secs(5));
+    let states = events.states();
+    assert_eq!(
+        &states[..2],
+        [KeeperState::SyncConnected, KeeperState::SaslAuthenticated]
+    );
+    zk.delete(&path, None).unwrap();
+    // No secret in Debug.
+    let dbg = format!("{:?}", SaslConfig::digest_md5("alice", "alice-secret"));
+    assert!(!dbg.contains("alice-secret"), "{dbg}");
+}
+
+/// zklock and the Java client, with the same credentials: the same ACL ids
+/// for the nodes each creates; each reads what the other's ACL allows and is
+/// refused what it does not.
+#[test]
+fn zklock_and_java_share_sasl_identities_and_acls() {
+    let server = shared();
+    let cs = server.connect_string();
+    let (za, _) = zk_as("alice", &cs);
+    let (zb, _) = zk_as("bob", &cs);
+    let mut ja = JavaClient::start(&java_as("alice"), &cs);
+    let mut jb = JavaClient::start(&java_as("bob"), &cs);
+    let root = format!("/sasl-acl-{}", std::process::id());
+    common::java::same_identities_and_acls(&za, &zb, &mut ja, &mut jb, &root, &Id::sasl("alice"));
+}
+
+/// A wrong password or an unknown user: `AuthFailed` from `connect`, the
+/// watcher told `AuthFailed` once, one connection only (no retry storm), and
+/// the handle dead.
+#[test]
+fn wrong_password_or_unknown_user_is_auth_failed_once_without_retries() {
+    let server = shared();
+    for (user, pw) in [("alice", "wrong"), ("mallory", "whatever")] {
+        let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+        let events = Events::new();
+        let started = Instant::now();
+        let r = builder(
+            &proxy.connect_string(),
+            Some(SaslConfig::digest_md5(user, pw)),
+        )
+        .connect(events.watcher());
+        let e = common::assert_code(r, ZkError::AuthFailed);
+        assert!(!e.to_string().contains(pw), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{user}");
+        thread::sleep(Duration::from_secs(2)); // deliberate: a retry would show
+        assert_eq!(proxy.accepted(), 1, "{user}: one connection, no retry");
+        assert_eq!(count_state(&events, KeeperState::AuthFailed), 1, "{user}");
+        assert_eq!(count_state(&events, KeeperState::SyncConnected), 0);
+    }
+    // The same through start(): calls fail with AuthFailed, told once.
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+    let events = Events::new();
+    let zk = builder(
+        &proxy.connect_string(),
+        Some(SaslConfig::digest_md5("alice", "wrong")),
+    )
+    .start(events.watcher())
+    .unwrap();
+    common::assert_code(zk.exists("/", false), ZkError::AuthFailed);
+    common::assert_code(zk.exists("/", false), ZkError::AuthFailed);
+    assert_eq!(zk.state(), State::AuthFailed);
+    assert_eq!(proxy.accepted(), 1);
+    // The event thread tells it (asynchronously), once.
+    events.wait_state(KeeperState::AuthFailed, 1, Duration::from_secs(5));
+    assert_eq!(count_state(&events, KeeperState::AuthFailed), 1);
+}
+
+/// A client without SASL on the SASL-only server: its first request gets the
+/// server's refusal (`SessionClosedRequireSaslAuth`), then the handle is
+/// dead (`AuthFailed`) and it does not reconnect to be refused again.
+#[test]
+fn a_client_skipping_sasl_gets_the_servers_refusal_once() {
+    let server = shared();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+    let events = Events::new();
+    let zk = builder(&proxy.connect_string(), None)
+        .connect(events.watcher())
+        .unwrap();
+    common::assert_code(zk.exists("/", false), ZkError::SessionClosedRequireSaslAuth);
+    events.wait_state(KeeperState::AuthFailed, 1, Duration::from_secs(5));
+    common::assert_code(zk.exists("/", false), ZkError::AuthFailed);
+    thread::sleep(Duration::from_secs(1)); // deliberate: a reconnect would show
+    assert_eq!(proxy.accepted(), 1);
+    assert_eq!(count_state(&events, KeeperState::AuthFailed), 1);
+}
+
+/// A server that answers the ConnectRequest, then stalls in the SASL
+/// exchange (at its first or its second token): each attempt ends at the
+/// handshake deadline, is retried (a stall is no refusal), and `connect`
+/// fails with `ConnectionLoss` at its connect wait.
+#[test]
+fn a_server_stalling_mid_sasl_is_bounded_by_the_handshake_deadline() {
+    for answered in [0usize, 1] {
+        let saw_sasl = Arc::new(Mutex::new(0usize));
+        let seen = saw_sasl.clone();
+        let fake = FakeServer::start(move |_, mut s: TcpStream| {
+            if common::client::fake_handshake(&mut s, 0x5a51).is_err() {
+                return;
+            }
+            for round in 0.. {
+                let Ok((xid, op)) = common::client::fake_next_request(&mut s) else {
+                    return;
+                };
+                if op != 102 {
+                    return;
+                }
+                *seen.lock().unwrap() += 1;
+                if round >= answered {
+                    break;
+                }
+                // A DIGEST-MD5 challenge in a SetSASLResponse.
+                let challenge =
+                    br#"realm="zk-sasl-md5",nonce="abc",qop="auth",charset=utf-8,algorithm=md5-sess"#;
+                let mut body = Vec::new();
+                common::client::put_buffer(&mut body, challenge);
+                let _ = s.write_all(&common::client::reply(xid, 0, 0, &body));
+            }
+            thread::sleep(Duration::from_secs(8)); // the stall
+        });
+        let events = Events::new();
+        let started = Instant::now();
+        let r = ZooKeeper::builder(&fake.addr)
+            .with_session_timeout(Duration::from_secs(30))
+            .with_handshake_timeout(Duration::from_millis(500))
+            .with_connect_wait(Duration::from_secs(3))
+            .with_sasl(SaslConfig::digest_md5("alice", "pw"))
+            .connect(events.watcher());
+        let took = started.elapsed();
+        common::assert_code(r, ZkError::ConnectionLoss);
+        assert!(took < Duration::from_secs(6), "connect took {took:?}");
+        let attempts = fake.accepted();
+        assert!(
+            (2..=8).contains(&attempts),
+            "stalled at token {answered}: {attempts} attempts in {took:?}"
+        );
+        assert!(*saw_sasl.lock().unwrap() >= attempts * (answered + 1) - answered - 1);
+        assert_eq!(count_state(&events, KeeperState::AuthFailed), 0);
+        assert_eq!(count_state(&events, KeeperState::SyncConnected), 0);
+    }
+}
+
+/// Every reconnect (a cut connection, a server restart) authenticates again
+/// before any queued request: a request queued while disconnected reads a
+/// creator-only node (it would get NoAuth, or the server's
+/// SessionClosedRequireSaslAuth, if sent before the exchange).
+#[test]
+fn reconnects_authenticate_again_before_queued_requests() {
+    let mut server = ZkServer::start_sasl(&USERS).unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+    let (zk, events) = zk_as("alice", &proxy.connect_string());
+    let path = format!("/sasl-reconnect-{}", std::process::id());
+    zk.create(&path, b"mine", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    let sid = zk.session_id();
+    for round in 1..=2 {
+        if round == 1 {
+            proxy.stall();
+            events.wait_state(KeeperState::Disconnected, 1, Duration::from_secs(10));
+        } else {
+            server.stop().unwrap();
+            events.wait_state(KeeperState::Disconnected, 2, Duration::from_secs(10));
+        }
+        // Queued while disconnected.
+        let z = zk.clone();
+        let p = path.clone();
+        let queued = thread::spawn(move || z.get_data(&p, false));
+        thread::sleep(Duration::from_millis(300)); // deliberate: it waits queued
+        if round == 1 {
+            proxy.reset();
+            proxy.pass();
+        } else {
+            server.restart().unwrap();
+        }
+        assert_eq!(queued.join().unwrap().unwrap().0, b"mine", "round {round}");
+        events.wait_state(
+            KeeperState::SaslAuthenticated,
+            round + 1,
+            Duration::from_secs(10),
+        );
+    }
+    assert_eq!(zk.session_id(), sid, "the same session throughout");
+    assert_eq!(count_state(&events, KeeperState::AuthFailed), 0);
+    zk.delete(&path, None).unwrap();
+}
+
+/// A write lock held on a SASL session (both sessions are alice: the lock's
+/// root gets the watcher's creator-only policy) through a partition
+/// longer than the session: InDoubt before another grant, then Lost; nothing
+/// left behind.
+#[test]
+fn a_lock_held_on_a_sasl_session_through_a_partition_keeps_its_guarantees() {
+    let server = shared();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
+    let zkw = |cs: &str| {
+        ZooKeeperWatcher::builder(cs)
+            .with_session_timeout(Duration::from_secs(2))
+            .with_connect_wait(Duration::from_secs(10))
+            .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+            .with_client(|b| b.with_sasl(SaslConfig::digest_md5("alice", password("alice"))))
+            .connect()
+            .unwrap()
+    };
+    let holder = zkw(&proxy.connect_string());
+    let contender = zkw(&server.connect_string());
+    let root = format!("/sasl-lock-{}", std::process::id());
+    common::lock_held_through_a_partition(&holder, &contender, &proxy, &root);
+    proxy.pass();
+    contender.close().unwrap();
+    holder.close().unwrap();
+}
+
+fn sasl_watcher(user: &str, builder: zklock::ZooKeeperWatcherBuilder) -> ZooKeeperWatcher {
+    let pw = password(user);
+    let user = user.to_string();
+    builder
+        .with_session_timeout(Duration::from_secs(6))
+        .with_client(move |b| b.with_sasl(SaslConfig::digest_md5(&user, pw)))
+        .connect()
+        .unwrap()
+}
+
+fn world_writable(acl: &[Acl]) -> bool {
+    acl.iter()
+        .any(|a| a.id == Id::anyone() && a.perms.0 & !Perms::READ.0 != 0)
+}
+
+/// A watcher with SASL and no explicit policy creates HBase's secure layout
+/// (`ZKUtil.createACL`): creator-only everywhere, world-readable where
+/// HBase's clients read; no node zklock creates there (base znodes,
+/// `zkutil` creates, a `multi`, parents) is world-writable; another user
+/// reads the readable ones and nothing else, and writes none.
+#[test]
+fn a_sasl_watcher_creates_hbases_secure_layout_and_no_world_writable_node() {
+    let server = shared();
+    let base = format!("/sasl-hbase-{}", std::process::id());
+    let zkw = sasl_watcher(
+        "alice",
+        ZooKeeperWatcher::builder(&server.connect_string())
+            .with_hbase_conf([("zookeeper.znode.parent", base.as_str())])
+            .with_create_base_znodes(true),
+    );
+    let znodes = zkw.znode_paths().clone();
+    let rzk = zkw.recoverable_zookeeper();
+    assert_eq!(rzk.acl_policy(), &AclPolicy::hbase(&znodes));
+    zkutil::create_with_parents(&zkw, &format!("{base}/a/b/c")).unwrap();
+    zkutil::create_ephemeral_node_and_watch(&zkw, &format!("{}/rs1", znodes.rs_znode), b"")
+        .unwrap();
+    zkutil::multi_or_sequential(
+        &zkw,
+        &[ZkUtilOp::create_and_fail_silent(
+            format!("{}/t1", znodes.table_znode),
+            b"x".to_vec(),
+        )],
+        false,
+    )
+    .unwrap();
+    let (zb, _) = zk_as("bob", &server.connect_string());
+    let sasl_alice = Acl::new(Perms::ALL, Id::sasl("alice"));
+    let readable = [sasl_alice.clone(), Acl::new(Perms::READ, Id::anyone())];
+    let mut seen = 0;
+    let mut stack = vec![base.clone()];
+    while let Some(p) = stack.pop() {
+        let acl = rzk.get_acl(&p).unwrap().0;
+        assert!(!world_writable(&acl), "{p}: {acl:?}");
+        // HBase's list (ZKUtil.createACL).
+        let world_read = [
+            &znodes.base_znode,
+            &znodes.meta_server_znode,
+            &znodes.master_address_znode,
+            &znodes.cluster_id_znode,
+            &znodes.rs_znode,
+            &znodes.backup_master_addresses_znode,
+        ]
+        .contains(&&p)
+            || [&znodes.assignment_znode, &znodes.table_znode]
+                .iter()
+                .any(|t| p == **t || p.starts_with(&format!("{t}/")));
+        if world_read {
+            assert_eq!(acl, readable, "{p}");
+            zb.get_data(&p, false).unwrap();
+        } else {
+            assert_eq!(acl, std::slice::from_ref(&sasl_alice), "{p}");
+            common::assert_code(zb.get_data(&p, false), ZkError::NoAuth);
+        }
+        common::assert_code(zb.set_data(&p, b"bob", None), ZkError::NoAuth);
+        seen += 1;
+        for c in rzk.get_children(&p, false).unwrap() {
+            stack.push(format!("{}/{c}", if p == "/" { "" } else { &p }));
+        }
+    }
+    assert!(seen >= 8, "{seen} nodes");
+    zkutil::delete_node_recursively(&zkw, &base).unwrap();
+    zkw.close().unwrap();
+}
+
+/// An explicit policy with `sasl:` and `digest:` ids (the digest helper):
+/// bob (SASL) reads, carol (digest auth on a SASL session) reads a subtree,
+/// neither writes.
+#[test]
+fn an_explicit_acl_policy_with_sasl_and_digest_ids() {
+    let server = shared();
+    let root = format!("/sasl-policy-{}", std::process::id());
+    let alice_all = Acl::new(Perms::ALL, Id::sasl("alice"));
+    let policy =
+        AclPolicy::with_default(&[alice_all.clone(), Acl::new(Perms::READ, Id::sasl("bob"))])
+            .with_subtree(
+                &format!("{root}/carol"),
+                &[
+                    alice_all.clone(),
+                    Acl::new(Perms::READ, Id::digest("carol", "carol-pw")),
+                ],
+            );
+    assert!(!policy.is_world_writable());
+    let zkw = sasl_watcher(
+        "alice",
+        ZooKeeperWatcher::builder(&server.connect_string()).with_acl_policy(policy),
+    );
+    zkutil::create_with_parents_data(&zkw, &format!("{root}/carol/x"), b"c").unwrap();
+    zkutil::create_and_fail_silent_data(&zkw, &format!("{root}/bob"), b"b").unwrap();
+    let (zb, _) = zk_as("bob", &server.connect_string());
+    assert!(zb.get_data(&format!("{root}/bob"), false).is_ok());
+    common::assert_code(
+        zb.set_data(&format!("{root}/bob"), b"x", None),
+        ZkError::NoAuth,
+    );
+    common::assert_code(
+        zb.get_data(&format!("{root}/carol/x"), false),
+        ZkError::NoAuth,
+    );
+    let (carol, _) = zk_as("bob", &server.connect_string());
+    carol.add_auth("digest", b"carol:carol-pw").unwrap();
+    assert!(carol.get_data(&format!("{root}/carol/x"), false).is_ok());
+    common::assert_code(
+        carol.set_data(&format!("{root}/carol/x"), b"x", None),
+        ZkError::NoAuth,
+    );
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
+}
+
+/// `zklock lock` on the SASL-only server: `--sasl-user` with the password from
+/// `--sasl-password-file` or `$ZKLOCK_SASL_PASSWORD`; without SASL, or with a
+/// wrong password, it fails (quickly, the password in no message).
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_takes_a_lock_with_sasl() {
+    use std::process::Command;
+    let server = shared();
+    let lock = format!("/sasl-cli-{}", std::process::id());
+    let dir = std::env::temp_dir().join(format!("zklock-sasl-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("alice.pw");
+    std::fs::write(&file, format!("{}\n", password("alice"))).unwrap();
+    let run = |args: &[&str], env_pw: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
+        c.args(["lock", &lock, "--zk", &server.connect_string()])
+            .args(["--connect-timeout", "5s"])
+            .args(args)
+            .env_remove("ZKLOCK_SASL_PASSWORD");
+        if let Some(p) = env_pw {
+            c.env("ZKLOCK_SASL_PASSWORD", p);
+        }
+        let started = Instant::now();
+        let out = c.args(["--", "echo", "held"]).output().expect("run zklock");
+        (out, started.elapsed())
+    };
+    let held = |out: &std::process::Output| {
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("held")
+    };
+    let file_arg = file.to_str().unwrap();
+    let (out, _) = run(
+        &["--sasl-user", "alice", "--sasl-password-file", file_arg],
+        None,
+    );
+    assert!(held(&out), "{out:?}");
+    let (out, _) = run(&["--sasl-user", "alice"], Some(password("alice")));
+    assert!(held(&out), "{out:?}");
+    let (out, _) = run(&[], None);
+    assert!(!out.status.success(), "{out:?}");
+    let (out, took) = run(&["--sasl-user", "alice"], Some("not-the-password"));
+    assert!(!out.status.success(), "{out:?}");
+    assert!(took < Duration::from_secs(4), "refused after {took:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("not-the-password"), "{stderr}");
+    let (out, _) = run(&["--sasl-user", "alice"], None);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ZKLOCK_SASL_PASSWORD"),
+        "{out:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The locks take their ACLs from the watcher's policy: on a SASL watcher
+/// (default policy: creator-only) the lock root and the lock node are
+/// `sasl:alice` only, and bob's session can neither read nor queue there.
+#[test]
+fn a_lock_on_a_sasl_watcher_creates_creator_only_nodes() {
+    use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
+    let server = shared();
+    let zkw = sasl_watcher("alice", ZooKeeperWatcher::builder(&server.connect_string()));
+    let root = format!("/sasl-lock-acl-{}", std::process::id());
+    let rw = ZkInterProcessReadWriteLock::new(&zkw, &format!("{root}/app/lock"), None).unwrap();
+    let held = rw.write_lock(b"alice");
+    held.acquire().unwrap();
+    let rzk = zkw.recoverable_zookeeper();
+    let alice_only = [Acl::new(Perms::ALL, Id::sasl("alice"))];
+    let lock_root = format!("{root}/app/lock");
+    let children = rzk.get_children(&lock_root, false).unwrap();
+    assert_eq!(children.len(), 1);
+    for p in [
+        root.clone(),
+        format!("{root}/app"),
+        lock_root.clone(),
+        format!("{lock_root}/{}", children[0]),
+    ] {
+        assert_eq!(rzk.get_acl(&p).unwrap().0, alice_only, "{p}");
+    }
+    let (zb, _) = zk_as("bob", &server.connect_string());
+    common::assert_code(zb.get_children(&lock_root, false), ZkError::NoAuth);
+    common::assert_code(
+        zb.create(
+            &format!("{lock_root}/write-"),
+            b"",
+            Acl::open_unsafe(),
+            CreateMode::EphemeralSequential,
+        ),
+        ZkError::NoAuth,
+    );
+    held.release().unwrap();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
+}
