@@ -527,3 +527,51 @@ fn a_lock_on_a_sasl_watcher_creates_creator_only_nodes() {
     zkutil::delete_node_recursively(&zkw, &root).unwrap();
     zkw.close().unwrap();
 }
+
+/// The recipes that create their own nodes (counters, a lease, a persistent
+/// node) take their ACLs from the watcher's policy too: creator-only on a SASL
+/// watcher, never world-writable.
+#[test]
+fn counters_leases_and_persistent_nodes_on_a_sasl_watcher_are_creator_only() {
+    use zklock::recipes::counter::{DistributedAtomicLong, SharedCount};
+    use zklock::recipes::lease::NonBlockingLease;
+    use zklock::recipes::persistent_node::PersistentNode;
+    let server = shared();
+    let zkw = sasl_watcher("alice", ZooKeeperWatcher::builder(&server.connect_string()));
+    let root = format!("/sasl-recipe-acl-{}", std::process::id());
+    let count = SharedCount::new(&zkw, &format!("{root}/count"), 7).unwrap();
+    assert_eq!(count.get().unwrap().value, 7);
+    let long = DistributedAtomicLong::new(&zkw, &format!("{root}/long"), 10).unwrap();
+    long.increment().unwrap();
+    let lease = NonBlockingLease::try_obtain(
+        &zkw,
+        &format!("{root}/lease"),
+        Duration::from_secs(60),
+        "alice-1",
+    )
+    .unwrap();
+    assert!(lease.is_some());
+    let node = PersistentNode::start(
+        &zkw,
+        &format!("{root}/node"),
+        CreateMode::Ephemeral,
+        b"here",
+    )
+    .unwrap();
+    assert!(node.wait_created(Duration::from_secs(10)));
+    let rzk = zkw.recoverable_zookeeper();
+    let alice_only = [Acl::new(Perms::ALL, Id::sasl("alice"))];
+    for p in [
+        root.clone(),
+        format!("{root}/count"),
+        format!("{root}/long"),
+        format!("{root}/lease"),
+        format!("{root}/lease/lease_holder"),
+        format!("{root}/node"),
+    ] {
+        assert_eq!(rzk.get_acl(&p).unwrap().0, alice_only, "{p}");
+    }
+    node.close();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
+}

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use log::debug;
 
-use crate::client::{Acl, CreateMode, ZooKeeper};
+use crate::client::{CreateMode, ZooKeeper};
 use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
 use crate::types::Stat;
@@ -38,7 +38,8 @@ fn create_if_missing(
     path: &str,
     data: &[u8],
 ) -> Result<()> {
-    let create = || zk.create(path, data, Acl::open_unsafe(), CreateMode::Persistent);
+    let acl = zkw.recoverable_zookeeper().acl_for(path);
+    let create = || zk.create(path, data, acl, CreateMode::Persistent);
     match create() {
         Ok(_) => Ok(()),
         Err(e) if e.is(ZkError::NodeExists) => Ok(()),
@@ -202,28 +203,19 @@ impl DistributedAtomicLong {
     /// One compare-and-set try: `Ok(false)` when another write came first.
     fn try_once(&self, stat: Option<Stat>, value: i64) -> Result<bool> {
         let zk = self.zkw.zookeeper();
+        let acl = self.zkw.recoverable_zookeeper().acl_for(&self.path);
         let data = value.to_be_bytes();
         let r = match stat {
             Some(stat) => zk.set_data(&self.path, &data, Some(stat.version)).map(drop),
-            None => match zk.create(
-                &self.path,
-                &data,
-                Acl::open_unsafe(),
-                CreateMode::Persistent,
-            ) {
+            None => match zk.create(&self.path, &data, acl, CreateMode::Persistent) {
                 Err(e) if e.is(ZkError::NoNode) => {
                     if let Some(parent) = zkutil::get_parent(&self.path) {
                         self.zkw
                             .recoverable_zookeeper()
                             .create_with_parents(parent, &[])?;
                     }
-                    zk.create(
-                        &self.path,
-                        &data,
-                        Acl::open_unsafe(),
-                        CreateMode::Persistent,
-                    )
-                    .map(drop)
+                    zk.create(&self.path, &data, acl, CreateMode::Persistent)
+                        .map(drop)
                 }
                 other => other.map(drop),
             },

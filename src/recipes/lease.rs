@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::client::{Acl, CreateMode};
+use crate::client::CreateMode;
 use crate::error::{Error, Result, ZkError};
 use crate::types::Stat;
 use crate::watcher::ZooKeeperWatcher;
@@ -106,7 +106,8 @@ impl NonBlockingLease {
             };
             let sent = Instant::now();
             let Some((raw, stat)) = read else {
-                match zk.create2(&node, &data, Acl::open_unsafe(), CreateMode::Persistent) {
+                let acl = zkw.recoverable_zookeeper().acl_for(&node);
+                match zk.create2(&node, &data, acl, CreateMode::Persistent) {
                     Ok((_, stat)) => {
                         return Ok(Some(lease(&node, identifier, duration, &stat, sent)))
                     }

@@ -35,7 +35,7 @@ use std::time::Duration;
 use log::{debug, warn};
 use parking_lot::Mutex;
 
-use crate::client::{Acl, CreateMode, WatchedEvent, Watcher, ZooKeeper};
+use crate::client::{CreateMode, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::types::Stat;
@@ -270,7 +270,8 @@ impl Shared {
                 None => {
                     *self.ours.lock() = None;
                     let data = self.data.lock().clone();
-                    let create = || zk.create2(&self.path, &data, Acl::open_unsafe(), self.mode);
+                    let acl = self.zkw.recoverable_zookeeper().acl_for(&self.path);
+                    let create = || zk.create2(&self.path, &data, acl, self.mode);
                     let created = match create() {
                         Err(e) if e.is(ZkError::NoNode) => {
                             if let Some(parent) = zkutil::get_parent(&self.path) {
