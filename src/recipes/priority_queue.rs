@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use super::layout::PRIORITY_PREFIX;
-use super::node::{children_or_none, claim, create_item, take_from_queue};
+use super::node::{children_or_none, claim, create_item, take_from_queue, ClaimHook, Receipts};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::sequence::sequence_of;
-use crate::wait::{Bounds, Waiter};
+use crate::wait::{Bounds, CallSession, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -28,6 +28,7 @@ pub struct DistributedPriorityQueue {
     zkw: ZooKeeperWatcher,
     dir: String,
     waiter: Waiter,
+    receipts: Receipts,
 }
 
 impl std::fmt::Debug for DistributedPriorityQueue {
@@ -67,7 +68,17 @@ impl DistributedPriorityQueue {
             zkw: zkw.clone(),
             dir: dir.to_string(),
             waiter: Waiter::default(),
+            receipts: Receipts::new(dir),
         })
+    }
+
+    /// Runs `hook` with the item's path in every claim of this instance just
+    /// before the claim's commit (the `multi`) is sent: for tests, to put a
+    /// fault exactly there (a lost reply). Call before sharing the queue.
+    pub fn with_claim_hook(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        let hook: ClaimHook = std::sync::Arc::new(hook);
+        self.receipts.set_hook(hook);
+        self
     }
 
     /// The queue's directory.
@@ -109,7 +120,7 @@ impl DistributedPriorityQueue {
     /// # Errors
     /// `ConnectionLoss` about an item when its claim is in doubt; session errors.
     pub fn poll(&self) -> Result<Option<(u32, Vec<u8>)>> {
-        self.poll_with(self.zkw.recoverable_zookeeper())
+        self.poll_with(&CallSession::begin(&self.zkw)?)
     }
 
     /// Takes the most urgent item, waiting for one as long as it takes (or
@@ -151,7 +162,7 @@ impl DistributedPriorityQueue {
             &self.dir,
             &self.waiter,
             bounds,
-            |rzk| self.poll_with(rzk),
+            |call| self.poll_with(call),
             |children| !ordered(children).is_empty(),
         )
     }
@@ -160,19 +171,21 @@ impl DistributedPriorityQueue {
         Ok(ordered(&children_or_none(rzk, &self.dir)?))
     }
 
-    fn poll_with(&self, rzk: &RecoverableZooKeeper) -> Result<Option<(u32, Vec<u8>)>> {
+    fn poll_with(&self, call: &CallSession) -> Result<Option<(u32, Vec<u8>)>> {
         // One listing per item taken: a head taken by another consumer moves
         // on to the next item of the same listing (the most urgent one known)
         // instead of listing again, so a burst of N consumers costs O(1)
         // listings per item, not O(N). An item offered meanwhile is seen by
         // the next poll. Listed again only when every listed item was taken.
         loop {
-            let items = self.list(rzk)?;
+            let items = self.list(call.rzk())?;
             if items.is_empty() {
                 return Ok(None);
             }
             for (priority, _, name) in items {
-                if let Some(data) = claim(rzk, &zkutil::join_znode(&self.dir, &name))? {
+                if let Some(data) =
+                    claim(call, &self.receipts, &zkutil::join_znode(&self.dir, &name))?
+                {
                     return Ok(Some((priority, data)));
                 }
             }
@@ -186,6 +199,13 @@ impl DistributedPriorityQueue {
     pub fn remove(&self) -> Result<(u32, Vec<u8>)> {
         self.poll()?
             .ok_or_else(|| Error::zk(ZkError::NoNode, self.dir.clone()))
+    }
+}
+
+impl Drop for DistributedPriorityQueue {
+    /// Removes this consumer's receipt node in the background (never blocks).
+    fn drop(&mut self) {
+        self.receipts.remove_in_background();
     }
 }
 

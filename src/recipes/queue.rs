@@ -7,10 +7,12 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::layout::ITEM_PREFIX;
-use super::node::{children_or_none, claim, create_item, ordered_items, take_from_queue};
+use super::node::{
+    children_or_none, claim, create_item, ordered_items, take_from_queue, ClaimHook, Receipts,
+};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::{Bounds, Waiter};
+use crate::wait::{Bounds, CallSession, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -70,6 +72,7 @@ pub struct DistributedQueue {
     /// The last listing's items not taken yet, oldest first.
     cache: Mutex<VecDeque<String>>,
     waiter: Waiter,
+    receipts: Receipts,
 }
 
 impl std::fmt::Debug for DistributedQueue {
@@ -94,7 +97,17 @@ impl DistributedQueue {
             dir: dir.to_string(),
             cache: Mutex::new(VecDeque::new()),
             waiter: Waiter::default(),
+            receipts: Receipts::new(dir),
         })
+    }
+
+    /// Runs `hook` with the item's path in every claim of this instance just
+    /// before the claim's commit (the `multi`) is sent: for tests, to put a
+    /// fault exactly there (a lost reply). Call before sharing the queue.
+    pub fn with_claim_hook(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        let hook: ClaimHook = std::sync::Arc::new(hook);
+        self.receipts.set_hook(hook);
+        self
     }
 
     /// The queue's directory.
@@ -161,7 +174,7 @@ impl DistributedQueue {
     /// `ConnectionLoss` about an item's path when its claim is in doubt (see
     /// [`DistributedQueue`]); session errors.
     pub fn poll(&self) -> Result<Option<Vec<u8>>> {
-        self.poll_with(self.zkw.recoverable_zookeeper())
+        self.poll_with(&CallSession::begin(&self.zkw)?)
     }
 
     /// Java's `remove()`: [`poll`](Self::poll), with an error on an empty queue.
@@ -212,7 +225,7 @@ impl DistributedQueue {
             &self.dir,
             &self.waiter,
             bounds,
-            |rzk| self.poll_with(rzk),
+            |call| self.poll_with(call),
             |children| {
                 let items = ordered_items(children, ITEM_PREFIX);
                 let any = !items.is_empty();
@@ -237,7 +250,7 @@ impl DistributedQueue {
         cache.extend(items.into_iter().map(|(_, n)| n));
     }
 
-    fn poll_with(&self, rzk: &RecoverableZooKeeper) -> Result<Option<Vec<u8>>> {
+    fn poll_with(&self, call: &CallSession) -> Result<Option<Vec<u8>>> {
         let mut listed = false;
         loop {
             let next = self.cache.lock().pop_front();
@@ -245,7 +258,7 @@ impl DistributedQueue {
                 Some(name) => name,
                 None if listed => return Ok(None),
                 None => {
-                    let items = self.list(rzk)?;
+                    let items = self.list(call.rzk())?;
                     listed = true;
                     if items.is_empty() {
                         return Ok(None);
@@ -255,10 +268,17 @@ impl DistributedQueue {
                 }
             };
             let path = zkutil::join_znode(&self.dir, &name);
-            if let Some(data) = claim(rzk, &path)? {
+            if let Some(data) = claim(call, &self.receipts, &path)? {
                 return Ok(Some(data));
             }
         }
+    }
+}
+
+impl Drop for DistributedQueue {
+    /// Removes this consumer's receipt node in the background (never blocks).
+    fn drop(&mut self) {
+        self.receipts.remove_in_background();
     }
 }
 
