@@ -1795,3 +1795,38 @@ fn a_lost_commit_reply_still_takes_the_priority_item_exactly_once() {
         |q, t| q.take_timeout(t).map(|o| o.map(|(_, d)| d)),
     );
 }
+
+/// Exactly-once claims cost no request per take: the item's read and one
+/// `multi` (its delete and the receipt's write), the receipt created once by
+/// the consumer's first claim. Counted on a server of its own (`mntr`), 50
+/// items polled from one listing: 2 requests per item (plus the one listing).
+#[test]
+fn an_exactly_once_take_is_still_two_requests() {
+    init_log();
+    let server = zklock::testing::ZkServer::start().expect("server");
+    let servers = server.connect_string();
+    const ITEMS: u64 = 50;
+    let zkw = connect_to(&servers, Duration::from_secs(30));
+    let q = DistributedQueue::new(&zkw, "/costs/q").unwrap();
+    for i in 0..=ITEMS {
+        q.offer(format!("item {i}").as_bytes()).unwrap();
+    }
+    // The first take lists and creates the receipt.
+    assert_eq!(q.poll().unwrap().as_deref(), Some(&b"item 0"[..]));
+    let before = packets_received(&servers);
+    for i in 1..=ITEMS {
+        let item = q.poll().unwrap();
+        assert_eq!(item, Some(format!("item {i}").into_bytes()));
+    }
+    let after = packets_received(&servers);
+    // The second mntr's own packet is not counted (four-letter words are not
+    // session packets); a ping may be.
+    let per_item = (after - before) as f64 / ITEMS as f64;
+    println!("exactly-once take: {per_item:.2} requests per item (server mntr)");
+    assert!(
+        (2.0..2.2).contains(&per_item),
+        "{per_item:.2} requests per item, expected 2 (read + multi)"
+    );
+    drop(q);
+    zkw.close().unwrap();
+}

@@ -17,7 +17,10 @@ use crate::zkutil;
 /// it is); items come out lowest priority value first, FIFO within a priority.
 ///
 /// Consumers claim by deleting, as [`DistributedQueue`](super::queue::DistributedQueue)
-/// (same guarantees on connection loss: at most once, never twice).
+/// (same guarantees on connection loss: exactly once, with this consumer's
+/// receipt node in `<dir>-receipts`, written in the same `multi` as the
+/// item's delete; at most once only for a consumer killed between its
+/// claim's commit and its processing of the item).
 ///
 /// # zklock differs here
 /// The page says "a client must invalidate all previously obtained children
@@ -118,7 +121,8 @@ impl DistributedPriorityQueue {
     /// Takes the first item: `(priority, data)`, `None` when empty.
     ///
     /// # Errors
-    /// `ConnectionLoss` about an item when its claim is in doubt; session errors.
+    /// `ConnectionLoss` about an item only if this consumer's receipt was
+    /// deleted under it while its claim's reply was lost; session errors.
     pub fn poll(&self) -> Result<Option<(u32, Vec<u8>)>> {
         self.poll_with(&CallSession::begin(&self.zkw)?)
     }
@@ -128,7 +132,7 @@ impl DistributedPriorityQueue {
     ///
     /// # Errors
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
-    /// down for a session timeout, or a claim is in doubt.
+    /// down for a session timeout.
     pub fn take(&self) -> Result<(u32, Vec<u8>)> {
         match self.take_within(Bounds::new(None))? {
             Some(item) => Ok(item),
@@ -144,7 +148,7 @@ impl DistributedPriorityQueue {
     ///
     /// # Errors
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
-    /// down for a session timeout, or a claim is in doubt.
+    /// down for a session timeout.
     pub fn take_timeout(&self, timeout: Duration) -> Result<Option<(u32, Vec<u8>)>> {
         self.take_within(Bounds::new(Some(timeout)))
     }

@@ -31,7 +31,22 @@ use crate::zkutil;
 /// - A consumer claims an item by deleting its node (after reading it): of
 ///   concurrent consumers exactly one delete succeeds, the others go on to the
 ///   next item. No item is handed out twice.
-///
+/// - **Exactly once**, also when a claim's reply is lost (see below): each
+///   consumer (an instance, per session) owns an ephemeral receipt node beside
+///   the queue (`<dir>-receipts/receipt-<session id>-<n>`, see
+///   [`layout`](super::layout)), and a claim commits with one `multi`: the
+///   item's delete (at the version read) and a write of the item's path into
+///   the receipt (at the receipt's version). Still 2 requests per item taken
+///   (the read and the `multi`); the cost is one ephemeral node per consumer
+///   instance and session (created by its first claim, one request; removed
+///   in the background when the queue is dropped, and with its session). The
+///   queue's own layout is Java's: Java consumers (who delete without a
+///   receipt) share the queue, and an item still goes to one of them or one
+///   of these.
+/// - What stays at most once: a consumer killed (or crashing) after its claim
+///   committed and before it processed the item; the item is out of the
+///   queue (its receipt, until the session ends, names it).
+
 /// # Waiting
 /// A `take` that finds the queue empty queues up behind a write lock beside
 /// the directory (`<dir>-takers`, see [`layout`](super::layout)); only the
@@ -61,11 +76,16 @@ use crate::zkutil;
 /// # Errors under connection loss
 /// A `ConnectionLoss` from `offer` leaves the item in doubt (it may have been
 /// created), as with Java: the node's name cannot carry a retry tag without
-/// breaking Java's layout. A claim whose delete loses its reply looks again
-/// after the reconnect: when the node is still there the claim is retried, when
-/// it is gone the item is in doubt (deleted by this call, or by another
-/// consumer) and the call returns `ConnectionLoss` about that item's path
-/// rather than risk handing it out twice: at most once, never twice.
+/// breaking Java's layout. A claim whose commit loses its reply reads its
+/// receipt after the reconnect: naming the item one version on, the claim
+/// committed and the item is returned; unchanged, it did not, and the claim is
+/// tried again while the item is there (when it is gone, another consumer took
+/// it: the next item is tried). So a take is exactly once: an item is never
+/// lost to a lost reply (zklock differs here: Java's consumer gets
+/// `ConnectionLoss` and the item its delete's lost reply was about is lost
+/// when that delete was applied). Only if the receipt
+/// itself is gone while the session lives (someone deleted it) is the item in
+/// doubt: `ConnectionLoss` about its path.
 pub struct DistributedQueue {
     zkw: ZooKeeperWatcher,
     dir: String,
@@ -171,7 +191,8 @@ impl DistributedQueue {
     /// Java's `poll()`: takes the head item, `None` when the queue is empty.
     ///
     /// # Errors
-    /// `ConnectionLoss` about an item's path when its claim is in doubt (see
+    /// `ConnectionLoss` about an item's path only if this consumer's receipt
+    /// was deleted under it while its claim's reply was lost (see
     /// [`DistributedQueue`]); session errors.
     pub fn poll(&self) -> Result<Option<Vec<u8>>> {
         self.poll_with(&CallSession::begin(&self.zkw)?)
@@ -191,7 +212,7 @@ impl DistributedQueue {
     ///
     /// # Errors
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
-    /// down for a session timeout, or a claim is in doubt.
+    /// down for a session timeout.
     pub fn take(&self) -> Result<Vec<u8>> {
         match self.take_within(Bounds::new(None))? {
             Some(data) => Ok(data),
