@@ -46,7 +46,7 @@ use crate::zkutil;
 /// - What stays at most once: a consumer killed (or crashing) after its claim
 ///   committed and before it processed the item; the item is out of the
 ///   queue (its receipt, until the session ends, names it).
-
+///
 /// # Waiting
 /// A `take` that finds the queue empty queues up behind a write lock beside
 /// the directory (`<dir>-takers`, see [`layout`](super::layout)); only the
