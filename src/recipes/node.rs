@@ -100,43 +100,34 @@ impl Receipts {
         call: &CallSession,
         held: &'a mut Option<Receipt>,
     ) -> Result<&'a mut Receipt> {
-        if held
-            .as_ref()
-            .is_some_and(|r| r.node.session().session_id() != call.session_id())
-        {
-            // Ephemeral: gone with its session.
-            *held = None;
+        let receipt = match held.take() {
+            Some(r) if r.node.session().session_id() == call.session_id() => r,
+            // None yet, or of an earlier session (ephemeral: gone with it).
+            _ => self.create(call)?,
+        };
+        Ok(held.insert(receipt))
+    }
+
+    /// Creates the receipt of `call`'s session (or finds it: a create whose
+    /// reply was lost, or a receipt not as this consumer left it).
+    fn create(&self, call: &CallSession) -> Result<Receipt> {
+        call.check()?;
+        let path = zkutil::join_znode(
+            &self.parent,
+            &format!("{RECEIPT_PREFIX}{:016x}-{}", call.session_id(), self.tag),
+        );
+        match SessionNode::create(call, &path, &[], CreateMode::Ephemeral) {
+            // A new node's version is 0.
+            Ok(node) => Ok(Receipt { node, version: 0 }),
+            Err(e) if e.is(ZkError::NodeExists) => match call.rzk().exists(&path, false)? {
+                Some(stat) if stat.ephemeral_owner == call.session_id() => Ok(Receipt {
+                    version: stat.version,
+                    node: SessionNode::adopt(call, path, &stat),
+                }),
+                _ => Err(e),
+            },
+            Err(e) => Err(e),
         }
-        if held.is_none() {
-            call.check()?;
-            let path = zkutil::join_znode(
-                &self.parent,
-                &format!("{RECEIPT_PREFIX}{:016x}-{}", call.session_id(), self.tag),
-            );
-            let rzk = call.rzk();
-            let create = || rzk.create2(&path, &[], Acl::open_unsafe(), CreateMode::Ephemeral);
-            let created = match create() {
-                Err(e) if e.is(ZkError::NoNode) => {
-                    rzk.create_with_parents(&self.parent, &[])?;
-                    create()
-                }
-                other => other,
-            };
-            let stat = match created {
-                Ok((_, stat)) => stat,
-                Err(e) if e.is(ZkError::NodeExists) => match rzk.exists(&path, false)? {
-                    Some(stat) if stat.ephemeral_owner == call.session_id() => stat,
-                    _ => return Err(e),
-                },
-                Err(e) => return Err(e),
-            };
-            *held = Some(Receipt {
-                version: stat.version,
-                node: SessionNode::adopt(call, path, &stat),
-            });
-        }
-        held.as_mut()
-            .ok_or_else(|| Error::zk(ZkError::SystemError, self.parent.clone()))
     }
 
     /// Removes the receipt in the background (a drop).
