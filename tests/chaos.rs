@@ -451,7 +451,7 @@ fn checker_queue_finds_an_item_taken_twice_a_phantom_and_a_lost_item() {
 }
 
 #[test]
-fn checker_queue_allows_an_item_lost_to_a_take_cut_by_kill_or_in_doubt() {
+fn checker_queue_allows_an_item_lost_to_a_take_cut_by_kill_not_one_in_doubt() {
     let mut l = clean_queue();
     l.push((15, 1, "offer_sent", &[("op", "d"), ("t", "0")]));
     l.push((
@@ -467,7 +467,7 @@ fn checker_queue_allows_an_item_lost_to_a_take_cut_by_kill_or_in_doubt() {
         "offered",
         &[("op", "e"), ("path", "/q/qn-5"), ("t", "0")],
     ));
-    // d: its claim in doubt; e: its consumer killed mid-take.
+    // d: a take failed naming it; e: its consumer killed mid-take.
     l.push((19, 2, "take_start", &[("t", "1")]));
     l.push((
         19,
@@ -477,14 +477,24 @@ fn checker_queue_allows_an_item_lost_to_a_take_cut_by_kill_or_in_doubt() {
     ));
     l.push((19, 1, "take_start", &[("t", "1")]));
     l.push((19, 0, "worker_killed", &[("w", "1")]));
+    // Claims are exactly once: a failed take is no excuse, d is lost.
+    let report = check_queue(&log(&l));
+    assert!(report.has_violation("2 items lost"), "{report}");
+    assert_eq!(
+        report.figure("takes failed naming an item (of which never taken)"),
+        Some("1 (1)")
+    );
+    // d taken later (its claim had not committed): only e, excused by the kill.
+    l.push((20, 2, "take_start", &[("t", "1")]));
+    l.push((21, 2, "took", &[("op", "d"), ("t", "1")]));
     let report = check_queue(&log(&l));
     assert!(report.is_ok(), "{report}");
     assert_eq!(
-        report.figure("claims in doubt (of which never taken)"),
-        Some("1 (1)")
+        report.figure("takes failed naming an item (of which never taken)"),
+        Some("1 (0)")
     );
     // Without the kill, e is lost.
-    l.pop();
+    l.retain(|(_, _, kind, _)| *kind != "worker_killed");
     let report = check_queue(&log(&l));
     assert!(report.has_violation("1 items lost"), "{report}");
 }

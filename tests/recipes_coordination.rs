@@ -297,7 +297,7 @@ fn queue_4_producers_4_consumers_1000_items_each_once_in_order() {
         "4x4x1000: {total} items in {elapsed:.1?} ({:.0} items/s), per consumer {per_consumer:?}",
         total as f64 / elapsed.as_secs_f64()
     );
-    assert_tree_then_clean(&root, &["q", "q-takers"]);
+    assert_tree_then_clean(&root, &["q", "q-receipts", "q-takers"]);
 }
 
 /// Java's own `DistributedQueue` produces, Rust consumes, in order; then the
@@ -346,7 +346,7 @@ fn queue_java_producer_rust_consumer_and_the_reverse() {
     consumer.expect("done", Duration::from_secs(10));
     assert_eq!(q.peek().unwrap(), None);
     zkw.close().unwrap();
-    assert_tree_then_clean(&root, &["q", "q-takers"]);
+    assert_tree_then_clean(&root, &["q", "q-receipts", "q-takers"]);
 }
 
 /// `peek`/`element`/`poll`/`remove` on empty and full queues, `take_timeout`
@@ -406,7 +406,7 @@ fn queue_api_timeouts_and_wake_up() {
     assert_eq!(item.as_deref(), Some(&b"c"[..]));
     assert!(waited < Duration::from_secs(10), "woken late: {waited:?}");
     zkw.close().unwrap();
-    assert_tree_then_clean(&root, &["q", "q-takers"]);
+    assert_tree_then_clean(&root, &["q", "q-receipts", "q-takers"]);
 }
 
 /// A consumer waiting in `take` whose session is partitioned past its timeout
@@ -450,7 +450,7 @@ fn queue_consumer_partitioned_past_its_session_ends_with_an_error() {
     assert_eq!(q.poll().unwrap().as_deref(), Some(&b"second"[..]));
     victim.close().unwrap();
     other.close().unwrap();
-    assert_tree_then_clean(&root, &["q", "q-takers"]);
+    assert_tree_then_clean(&root, &["q", "q-receipts", "q-takers"]);
 }
 
 // ---------------------------------------------------------------------------
@@ -814,7 +814,7 @@ fn priority_queue_orders_by_priority_then_fifo_and_urgent_items_go_next() {
     assert_eq!(got.len(), 3, "{got:?}");
     other.close().unwrap();
     zkw.close().unwrap();
-    assert_tree_then_clean(&root, &["pq", "pq-takers"]);
+    assert_tree_then_clean(&root, &["pq", "pq-receipts", "pq-takers"]);
 }
 
 #[test]
@@ -850,7 +850,7 @@ fn priority_queue_urgent_item_overtakes_a_backlog_between_takes() {
     assert_eq!(backlog, want, "FIFO within a priority");
     other.close().unwrap();
     zkw.close().unwrap();
-    assert_tree_then_clean(&root, &["pq"]);
+    assert_tree_then_clean(&root, &["pq", "pq-receipts"]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1666,4 +1666,167 @@ fn an_idle_recipe_waiter_does_not_wake_up() {
     waiter.join().unwrap().unwrap();
     zkw.close().unwrap();
     zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
+}
+
+/// A claim whose commit (the `multi` deleting the item and writing the
+/// consumer's receipt) is applied but whose reply is lost: the proxy holds the
+/// server's replies from just before the commit is sent, and the connection is
+/// cut once the item is gone from the server. After the reconnect the claim
+/// reads its receipt and returns the item: taken exactly once, with a second
+/// consumer waiting on the queue all along (it gets nothing). Before the
+/// receipts, such a claim returned `ConnectionLoss` and the item was lost.
+/// Then the receipt goes with the queue's drop: no orphan.
+fn lost_commit_reply_returns_the_item<Q: Send + 'static>(
+    kind: &str,
+    make: impl Fn(&ZooKeeperWatcher, &str) -> Q + Send + Sync + Clone + 'static,
+    with_hook: impl FnOnce(Q, Box<dyn Fn(&str) + Send + Sync>) -> Q,
+    offer: impl Fn(&Q, &[u8]),
+    poll: impl Fn(&Q) -> zklock::Result<Option<Vec<u8>>>,
+    wait: impl Fn(&Q, Duration) -> zklock::Result<Option<Vec<u8>>> + Send + Sync + 'static,
+) {
+    let (proxy, zkw) = proxied(Duration::from_secs(6));
+    let proxy = Arc::new(proxy);
+    let dir = format!("{}/{kind}", unique_root("lost-commit"));
+    let other = session();
+    let competitor = Arc::new(Mutex::new(None));
+    let hooked = Arc::new(AtomicUsize::new(0));
+    let wait = Arc::new(wait);
+    let hook = {
+        let (proxy, dir, other, competitor, hooked, make, wait) = (
+            proxy.clone(),
+            dir.clone(),
+            other.clone(),
+            competitor.clone(),
+            hooked.clone(),
+            make.clone(),
+            wait.clone(),
+        );
+        Box::new(move |item: &str| {
+            if hooked.fetch_add(1, Ordering::SeqCst) > 0 {
+                return;
+            }
+            proxy.stall_downstream();
+            let (proxy, dir, other, competitor, make, item, wait) = (
+                proxy.clone(),
+                dir.clone(),
+                other.clone(),
+                competitor.clone(),
+                make.clone(),
+                item.to_string(),
+                wait.clone(),
+            );
+            thread::spawn(move || {
+                let zk = other.zookeeper();
+                assert!(
+                    eventually(Duration::from_secs(20), || matches!(
+                        zk.exists(&item, false),
+                        Ok(None)
+                    )),
+                    "the commit reached the server"
+                );
+                // A competitor waits on the queue while the claim is in doubt.
+                let q = make(&other, &dir);
+                let (tx, rx) = mpsc::channel();
+                *competitor.lock().unwrap() = Some(rx);
+                thread::spawn(move || {
+                    let _ = tx.send(wait(&q, Duration::from_secs(5)).map_err(|e| e.to_string()));
+                });
+                thread::sleep(Duration::from_millis(300));
+                proxy.reset();
+            });
+        }) as Box<dyn Fn(&str) + Send + Sync>
+    };
+    let q = with_hook(make(&zkw, &dir), hook);
+    offer(&q, b"only once");
+    let got = poll(&q).expect("the claim ends without an error");
+    assert_eq!(
+        got.as_deref(),
+        Some(&b"only once"[..]),
+        "the item is returned"
+    );
+    assert_eq!(hooked.load(Ordering::SeqCst), 1, "one commit sent");
+    let rx = competitor
+        .lock()
+        .unwrap()
+        .take()
+        .expect("competitor started");
+    let theirs = rx.recv().unwrap().expect("competitor's take");
+    assert_eq!(theirs, None, "the competitor got nothing: taken once");
+    let zk = other.zookeeper();
+    let receipts = format!("{dir}-receipts");
+    let listed = zk.get_children(&receipts, false).unwrap();
+    assert_eq!(listed.len(), 1, "one receipt: {listed:?}");
+    drop(q);
+    assert!(
+        eventually(Duration::from_secs(20), || zk
+            .get_children(&receipts, false)
+            .map(|c| c.is_empty())
+            .unwrap_or(false)),
+        "the receipt is removed on drop"
+    );
+    zkw.close().unwrap();
+    other.close().unwrap();
+}
+
+#[test]
+fn a_lost_commit_reply_still_takes_the_item_exactly_once() {
+    lost_commit_reply_returns_the_item(
+        "fifo",
+        |zkw, dir| DistributedQueue::new(zkw, dir).unwrap(),
+        |q, hook| q.with_claim_hook(hook),
+        |q, data| {
+            q.offer(data).unwrap();
+        },
+        |q| q.poll(),
+        |q, t| q.take_timeout(t),
+    );
+}
+
+#[test]
+fn a_lost_commit_reply_still_takes_the_priority_item_exactly_once() {
+    lost_commit_reply_returns_the_item(
+        "priority",
+        |zkw, dir| DistributedPriorityQueue::new(zkw, dir).unwrap(),
+        |q, hook| q.with_claim_hook(hook),
+        |q, data| {
+            q.offer(3, data).unwrap();
+        },
+        |q| q.poll().map(|o| o.map(|(_, d)| d)),
+        |q, t| q.take_timeout(t).map(|o| o.map(|(_, d)| d)),
+    );
+}
+
+/// Exactly-once claims cost no request per take: the item's read and one
+/// `multi` (its delete and the receipt's write), the receipt created once by
+/// the consumer's first claim. Counted on a server of its own (`mntr`), 50
+/// items polled from one listing: 2 requests per item (plus the one listing).
+#[test]
+fn an_exactly_once_take_is_still_two_requests() {
+    init_log();
+    let server = zklock::testing::ZkServer::start().expect("server");
+    let servers = server.connect_string();
+    const ITEMS: u64 = 50;
+    let zkw = connect_to(&servers, Duration::from_secs(30));
+    let q = DistributedQueue::new(&zkw, "/costs/q").unwrap();
+    for i in 0..=ITEMS {
+        q.offer(format!("item {i}").as_bytes()).unwrap();
+    }
+    // The first take lists and creates the receipt.
+    assert_eq!(q.poll().unwrap().as_deref(), Some(&b"item 0"[..]));
+    let before = packets_received(&servers);
+    for i in 1..=ITEMS {
+        let item = q.poll().unwrap();
+        assert_eq!(item, Some(format!("item {i}").into_bytes()));
+    }
+    let after = packets_received(&servers);
+    // The second mntr's own packet is not counted (four-letter words are not
+    // session packets); a ping may be.
+    let per_item = (after - before) as f64 / ITEMS as f64;
+    println!("exactly-once take: {per_item:.2} requests per item (server mntr)");
+    assert!(
+        (2.0..2.2).contains(&per_item),
+        "{per_item:.2} requests per item, expected 2 (read + multi)"
+    );
+    drop(q);
+    zkw.close().unwrap();
 }

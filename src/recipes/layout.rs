@@ -7,6 +7,7 @@
 //! | [`DistributedQueue`](super::queue::DistributedQueue) | an item | `<dir>/qn-<10-digit sequence>` (Java's `DistributedQueue`) |
 //! | [`DistributedPriorityQueue`](super::priority_queue::DistributedPriorityQueue) | an item | `<dir>/pq-<10-digit priority>-<10-digit sequence>` |
 //! | [`DistributedQueue`](super::queue::DistributedQueue), [`DistributedPriorityQueue`](super::priority_queue::DistributedPriorityQueue) | idle consumers queue up | a write lock (HBase's layout) at `<dir>-takers`, beside the queue (Java's consumers would log every foreign child of `<dir>`) |
+//! | [`DistributedQueue`](super::queue::DistributedQueue), [`DistributedPriorityQueue`](super::priority_queue::DistributedPriorityQueue) | a consumer's receipt (exactly-once claims) | `<dir>-receipts/receipt-<session id hex>-<instance>`, ephemeral, one per consumer instance and session; data: the path of the last item taken |
 //! | [`DoubleBarrier`](super::double_barrier::DoubleBarrier) | a member | `<path>/m-<tag><10-digit sequence>`, ephemeral |
 //! | [`DoubleBarrier`](super::double_barrier::DoubleBarrier) | the barrier is full | `<path>/ready` |
 //! | [`TwoPhaseCommit`](super::two_phase_commit::TwoPhaseCommit) | a site is alive | `<path>/<site>/alive`, ephemeral |
@@ -20,6 +21,16 @@ pub const ITEM_PREFIX: &str = "qn-";
 /// consumers queue up (`<dir>-takers`): only its holder watches the queue, so
 /// an offered item wakes one consumer, not all.
 pub const TAKERS_SUFFIX: &str = "-takers";
+
+/// The suffix of the directory beside a queue's directory holding its
+/// consumers' receipts (`<dir>-receipts`; beside the queue, not in the
+/// takers' lock directory, whose children are the lock's).
+pub const RECEIPTS_SUFFIX: &str = "-receipts";
+
+/// The prefix of a consumer's receipt node in `<dir>-receipts`:
+/// `receipt-<session id, 16 hex digits>-<instance number>`, ephemeral; its
+/// data is the path of the last item the consumer took.
+pub const RECEIPT_PREFIX: &str = "receipt-";
 
 /// The prefix of a priority-queue item's node: `pq-<priority>-<sequence>`.
 pub const PRIORITY_PREFIX: &str = "pq-";

@@ -9,13 +9,18 @@
 
 use log::{debug, warn};
 
-use super::layout::TAKERS_SUFFIX;
-use crate::client::{CreateMode, ZooKeeper};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::layout::{RECEIPTS_SUFFIX, RECEIPT_PREFIX, TAKERS_SUFFIX};
+use crate::client::CreateMode;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::types::Stat;
+use crate::types::{Op, Stat};
 use crate::wait::{Bounds, CallSession, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
@@ -34,36 +39,181 @@ pub(super) fn ordered_items(children: &[String], prefix: &str) -> Vec<(i64, Stri
     items
 }
 
-/// Reads and deletes the item `path`: `Ok(Some(data))` claimed, `Ok(None)`
-/// another consumer had it first. The delete is guarded by the version read,
-/// so an item rewritten meanwhile is not taken blind. A claim whose delete
-/// loses its reply looks again after the reconnect: when the node is still
-/// there the claim is retried, when it is gone the item is in doubt (deleted
-/// by this call, or by another consumer) and the call returns `ConnectionLoss`
-/// rather than risk handing it out twice: at most once, never twice.
-pub(super) fn claim(rzk: &RecoverableZooKeeper, path: &str) -> Result<Option<Vec<u8>>> {
-    let zk: &ZooKeeper = rzk.zookeeper();
+/// A hook run by a claim with the item's path just before its commit (the
+/// `multi`) is sent: tests put a fault there (a lost reply).
+pub(super) type ClaimHook = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A consumer's receipt node: one per queue instance and session, created on
+/// the first claim ([`RECEIPT_PREFIX`] in `<dir>`[`RECEIPTS_SUFFIX`]), written
+/// by every claim in the same `multi` that deletes the item (its data: the
+/// item's path), so that a claim whose reply is lost can tell afterwards
+/// whether it committed. Removed in the background on drop; an ephemeral node,
+/// it goes with its session (a new session makes a new one).
+pub(super) struct Receipts {
+    /// `<dir>-receipts`.
+    parent: String,
+    /// This instance's number in the process (two instances of one session
+    /// have a receipt each).
+    tag: u64,
+    held: Mutex<Option<Receipt>>,
+    hook: Option<ClaimHook>,
+}
+
+struct Receipt {
+    node: SessionNode,
+    /// The receipt's version as of this consumer's last write.
+    version: i32,
+}
+
+impl std::fmt::Debug for Receipts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receipts")
+            .field("parent", &self.parent)
+            .field("tag", &self.tag)
+            .finish()
+    }
+}
+
+impl Receipts {
+    /// The receipts of a consumer of the queue in `dir`.
+    pub(super) fn new(dir: &str) -> Receipts {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Receipts {
+            parent: format!("{dir}{RECEIPTS_SUFFIX}"),
+            tag: NEXT.fetch_add(1, Ordering::Relaxed),
+            held: Mutex::new(None),
+            hook: None,
+        }
+    }
+
+    /// Runs `hook` in every claim just before its commit.
+    pub(super) fn set_hook(&mut self, hook: ClaimHook) {
+        self.hook = Some(hook);
+    }
+
+    /// The receipt of `call`'s session, created when there is none yet (a
+    /// receipt of an earlier session went with it). A create whose reply was
+    /// lost is recognised by `NodeExists` and the node's owner being this
+    /// session.
+    fn current<'a>(
+        &self,
+        call: &CallSession,
+        held: &'a mut Option<Receipt>,
+    ) -> Result<&'a mut Receipt> {
+        let receipt = match held.take() {
+            Some(r) if r.node.session().session_id() == call.session_id() => r,
+            // None yet, or of an earlier session (ephemeral: gone with it).
+            _ => self.create(call)?,
+        };
+        Ok(held.insert(receipt))
+    }
+
+    /// Creates the receipt of `call`'s session (or finds it: a create whose
+    /// reply was lost, or a receipt not as this consumer left it).
+    fn create(&self, call: &CallSession) -> Result<Receipt> {
+        call.check()?;
+        let path = zkutil::join_znode(
+            &self.parent,
+            &format!("{RECEIPT_PREFIX}{:016x}-{}", call.session_id(), self.tag),
+        );
+        match SessionNode::create(call, &path, &[], CreateMode::Ephemeral) {
+            // A new node's version is 0.
+            Ok(node) => Ok(Receipt { node, version: 0 }),
+            Err(e) if e.is(ZkError::NodeExists) => match call.rzk().exists(&path, false)? {
+                Some(stat) if stat.ephemeral_owner == call.session_id() => Ok(Receipt {
+                    version: stat.version,
+                    node: SessionNode::adopt(call, path, &stat),
+                }),
+                _ => Err(e),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes the receipt in the background (a drop).
+    pub(super) fn remove_in_background(&self) {
+        if let Some(receipt) = self.held.lock().take() {
+            receipt.node.remove_in_background();
+        }
+    }
+}
+
+/// Reads and takes the item `path` exactly once: `Ok(Some(data))` claimed,
+/// `Ok(None)` another consumer had it first. Two requests: the read, and one
+/// `multi` that deletes the item at the version read (an item rewritten
+/// meanwhile is not taken blind) and writes its path into this consumer's
+/// receipt at the receipt's version. A commit whose reply is lost reads the
+/// receipt after the reconnect: naming this item one version on, the claim
+/// committed (the item is returned); unchanged, it did not: the claim is tried
+/// again while the item is there, and the item went to another consumer when
+/// it is gone. Claims of one instance take turns (the receipt's version).
+pub(super) fn claim(
+    call: &CallSession,
+    receipts: &Receipts,
+    path: &str,
+) -> Result<Option<Vec<u8>>> {
+    let rzk = call.rzk();
     let (data, stat) = match rzk.get_raw_data(path) {
         Ok(read) => read,
         Err(e) if e.is(ZkError::NoNode) => return Ok(None),
         Err(e) => return Err(e),
     };
+    let mut held = receipts.held.lock();
     loop {
-        match zk.delete(path, Some(stat.version)) {
-            Ok(()) => return Ok(Some(data)),
-            Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::BadVersion) => return Ok(None),
+        let receipt = receipts.current(call, &mut held)?;
+        let ops = [
+            Op::Delete {
+                path: path.to_string(),
+                version: Some(stat.version),
+            },
+            Op::SetData {
+                path: receipt.node.path().to_string(),
+                data: path.as_bytes().to_vec(),
+                version: Some(receipt.version),
+            },
+        ];
+        if let Some(hook) = &receipts.hook {
+            hook(path);
+        }
+        match rzk.zookeeper().multi(&ops) {
+            Ok(_) => {
+                receipt.version += 1;
+                return Ok(Some(data));
+            }
+            Err(Error::Multi { index: 0, code, .. })
+                if code == ZkError::NoNode || code == ZkError::BadVersion =>
+            {
+                return Ok(None);
+            }
+            Err(Error::Multi { index: 1, code, .. }) => {
+                // The receipt is not as this consumer left it: read it anew.
+                debug!("claiming {path}: receipt {}: {code:?}", receipt.node.path());
+                *held = None;
+            }
             Err(e) if e.is_retryable() => {
-                // Look after the reconnect (rzk retries the read).
-                match rzk.exists(path, false) {
-                    Ok(Some(now)) if now.czxid == stat.czxid => {
-                        debug!("claiming {path}: {e}; the item is still there, claiming again");
-                        continue;
+                // Look after the reconnect (rzk retries the reads).
+                match rzk.get_raw_data(receipt.node.path()) {
+                    Ok((written, now)) if written == path.as_bytes() => {
+                        debug!("claiming {path}: {e}; the receipt says it committed");
+                        receipt.version = now.version;
+                        return Ok(Some(data));
                     }
-                    Ok(_) => {
-                        warn!("claiming {path}: {e}; the item is gone, taken by this call or another consumer");
+                    Ok((_, now)) => receipt.version = now.version,
+                    Err(e2) if e2.is(ZkError::NoNode) => {
+                        call.check()?;
+                        warn!("claiming {path}: {e}; the receipt is gone, the item is in doubt");
                         return Err(e);
                     }
                     Err(e2) => return Err(e2),
+                }
+                match rzk.exists(path, false)? {
+                    Some(now) if now.czxid == stat.czxid => {
+                        debug!("claiming {path}: {e}; not committed, the item is still there: claiming again");
+                    }
+                    _ => {
+                        debug!("claiming {path}: {e}; not committed, another consumer took it");
+                        return Ok(None);
+                    }
                 }
             }
             Err(e) => return Err(e),
@@ -165,22 +315,21 @@ pub(super) fn take_from_queue<T>(
     dir: &str,
     waiter: &Waiter,
     bounds: Bounds,
-    poll: impl Fn(&RecoverableZooKeeper) -> Result<Option<T>>,
+    poll: impl Fn(&CallSession) -> Result<Option<T>>,
     listed: impl Fn(&[String]) -> bool,
 ) -> Result<Option<T>> {
     let call = CallSession::begin(zkw)?;
-    if let Some(item) = poll(call.rzk())? {
+    if let Some(item) = poll(&call)? {
         return Ok(Some(item));
     }
     if bounds.wait.is_past() {
         return Ok(None);
     }
     as_the_watching_taker(&call, dir, bounds, || {
-        let unbounded = call.rzk();
-        let rzk = unbounded.with_deadline(bounds.calls);
+        let rzk = call.rzk().with_deadline(bounds.calls);
         loop {
             call.check()?;
-            if let Some(item) = poll(unbounded)? {
+            if let Some(item) = poll(&call)? {
                 return Ok(Some(item));
             }
             if bounds.wait.is_past() {

@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use super::layout::PRIORITY_PREFIX;
-use super::node::{children_or_none, claim, create_item, take_from_queue};
+use super::node::{children_or_none, claim, create_item, take_from_queue, ClaimHook, Receipts};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::sequence::sequence_of;
-use crate::wait::{Bounds, Waiter};
+use crate::wait::{Bounds, CallSession, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -17,7 +17,10 @@ use crate::zkutil;
 /// it is); items come out lowest priority value first, FIFO within a priority.
 ///
 /// Consumers claim by deleting, as [`DistributedQueue`](super::queue::DistributedQueue)
-/// (same guarantees on connection loss: at most once, never twice).
+/// (same guarantees on connection loss: exactly once, with this consumer's
+/// receipt node in `<dir>-receipts`, written in the same `multi` as the
+/// item's delete; at most once only for a consumer killed between its
+/// claim's commit and its processing of the item).
 ///
 /// # zklock differs here
 /// The page says "a client must invalidate all previously obtained children
@@ -28,6 +31,7 @@ pub struct DistributedPriorityQueue {
     zkw: ZooKeeperWatcher,
     dir: String,
     waiter: Waiter,
+    receipts: Receipts,
 }
 
 impl std::fmt::Debug for DistributedPriorityQueue {
@@ -67,7 +71,17 @@ impl DistributedPriorityQueue {
             zkw: zkw.clone(),
             dir: dir.to_string(),
             waiter: Waiter::default(),
+            receipts: Receipts::new(dir),
         })
+    }
+
+    /// Runs `hook` with the item's path in every claim of this instance just
+    /// before the claim's commit (the `multi`) is sent: for tests, to put a
+    /// fault exactly there (a lost reply). Call before sharing the queue.
+    pub fn with_claim_hook(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        let hook: ClaimHook = std::sync::Arc::new(hook);
+        self.receipts.set_hook(hook);
+        self
     }
 
     /// The queue's directory.
@@ -107,9 +121,10 @@ impl DistributedPriorityQueue {
     /// Takes the first item: `(priority, data)`, `None` when empty.
     ///
     /// # Errors
-    /// `ConnectionLoss` about an item when its claim is in doubt; session errors.
+    /// `ConnectionLoss` about an item only if this consumer's receipt was
+    /// deleted under it while its claim's reply was lost; session errors.
     pub fn poll(&self) -> Result<Option<(u32, Vec<u8>)>> {
-        self.poll_with(self.zkw.recoverable_zookeeper())
+        self.poll_with(&CallSession::begin(&self.zkw)?)
     }
 
     /// Takes the most urgent item, waiting for one as long as it takes (or
@@ -117,7 +132,7 @@ impl DistributedPriorityQueue {
     ///
     /// # Errors
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
-    /// down for a session timeout, or a claim is in doubt.
+    /// down for a session timeout.
     pub fn take(&self) -> Result<(u32, Vec<u8>)> {
         match self.take_within(Bounds::new(None))? {
             Some(item) => Ok(item),
@@ -133,7 +148,7 @@ impl DistributedPriorityQueue {
     ///
     /// # Errors
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
-    /// down for a session timeout, or a claim is in doubt.
+    /// down for a session timeout.
     pub fn take_timeout(&self, timeout: Duration) -> Result<Option<(u32, Vec<u8>)>> {
         self.take_within(Bounds::new(Some(timeout)))
     }
@@ -151,7 +166,7 @@ impl DistributedPriorityQueue {
             &self.dir,
             &self.waiter,
             bounds,
-            |rzk| self.poll_with(rzk),
+            |call| self.poll_with(call),
             |children| !ordered(children).is_empty(),
         )
     }
@@ -160,19 +175,21 @@ impl DistributedPriorityQueue {
         Ok(ordered(&children_or_none(rzk, &self.dir)?))
     }
 
-    fn poll_with(&self, rzk: &RecoverableZooKeeper) -> Result<Option<(u32, Vec<u8>)>> {
+    fn poll_with(&self, call: &CallSession) -> Result<Option<(u32, Vec<u8>)>> {
         // One listing per item taken: a head taken by another consumer moves
         // on to the next item of the same listing (the most urgent one known)
         // instead of listing again, so a burst of N consumers costs O(1)
         // listings per item, not O(N). An item offered meanwhile is seen by
         // the next poll. Listed again only when every listed item was taken.
         loop {
-            let items = self.list(rzk)?;
+            let items = self.list(call.rzk())?;
             if items.is_empty() {
                 return Ok(None);
             }
             for (priority, _, name) in items {
-                if let Some(data) = claim(rzk, &zkutil::join_znode(&self.dir, &name))? {
+                if let Some(data) =
+                    claim(call, &self.receipts, &zkutil::join_znode(&self.dir, &name))?
+                {
                     return Ok(Some((priority, data)));
                 }
             }
@@ -186,6 +203,13 @@ impl DistributedPriorityQueue {
     pub fn remove(&self) -> Result<(u32, Vec<u8>)> {
         self.poll()?
             .ok_or_else(|| Error::zk(ZkError::NoNode, self.dir.clone()))
+    }
+}
+
+impl Drop for DistributedPriorityQueue {
+    /// Removes this consumer's receipt node in the background (never blocks).
+    fn drop(&mut self) {
+        self.receipts.remove_in_background();
     }
 }
 

@@ -7,10 +7,12 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::layout::ITEM_PREFIX;
-use super::node::{children_or_none, claim, create_item, ordered_items, take_from_queue};
+use super::node::{
+    children_or_none, claim, create_item, ordered_items, take_from_queue, ClaimHook, Receipts,
+};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::{Bounds, Waiter};
+use crate::wait::{Bounds, CallSession, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -29,6 +31,21 @@ use crate::zkutil;
 /// - A consumer claims an item by deleting its node (after reading it): of
 ///   concurrent consumers exactly one delete succeeds, the others go on to the
 ///   next item. No item is handed out twice.
+/// - **Exactly once**, also when a claim's reply is lost (see below): each
+///   consumer (an instance, per session) owns an ephemeral receipt node beside
+///   the queue (`<dir>-receipts/receipt-<session id>-<n>`, see
+///   [`layout`](super::layout)), and a claim commits with one `multi`: the
+///   item's delete (at the version read) and a write of the item's path into
+///   the receipt (at the receipt's version). Still 2 requests per item taken
+///   (the read and the `multi`); the cost is one ephemeral node per consumer
+///   instance and session (created by its first claim, one request; removed
+///   in the background when the queue is dropped, and with its session). The
+///   queue's own layout is Java's: Java consumers (who delete without a
+///   receipt) share the queue, and an item still goes to one of them or one
+///   of these.
+/// - What stays at most once: a consumer killed (or crashing) after its claim
+///   committed and before it processed the item; the item is out of the
+///   queue (its receipt, until the session ends, names it).
 ///
 /// # Waiting
 /// A `take` that finds the queue empty queues up behind a write lock beside
@@ -59,17 +76,23 @@ use crate::zkutil;
 /// # Errors under connection loss
 /// A `ConnectionLoss` from `offer` leaves the item in doubt (it may have been
 /// created), as with Java: the node's name cannot carry a retry tag without
-/// breaking Java's layout. A claim whose delete loses its reply looks again
-/// after the reconnect: when the node is still there the claim is retried, when
-/// it is gone the item is in doubt (deleted by this call, or by another
-/// consumer) and the call returns `ConnectionLoss` about that item's path
-/// rather than risk handing it out twice: at most once, never twice.
+/// breaking Java's layout. A claim whose commit loses its reply reads its
+/// receipt after the reconnect: naming the item one version on, the claim
+/// committed and the item is returned; unchanged, it did not, and the claim is
+/// tried again while the item is there (when it is gone, another consumer took
+/// it: the next item is tried). So a take is exactly once: an item is never
+/// lost to a lost reply (zklock differs here: Java's consumer gets
+/// `ConnectionLoss` and the item its delete's lost reply was about is lost
+/// when that delete was applied). Only if the receipt
+/// itself is gone while the session lives (someone deleted it) is the item in
+/// doubt: `ConnectionLoss` about its path.
 pub struct DistributedQueue {
     zkw: ZooKeeperWatcher,
     dir: String,
     /// The last listing's items not taken yet, oldest first.
     cache: Mutex<VecDeque<String>>,
     waiter: Waiter,
+    receipts: Receipts,
 }
 
 impl std::fmt::Debug for DistributedQueue {
@@ -94,7 +117,17 @@ impl DistributedQueue {
             dir: dir.to_string(),
             cache: Mutex::new(VecDeque::new()),
             waiter: Waiter::default(),
+            receipts: Receipts::new(dir),
         })
+    }
+
+    /// Runs `hook` with the item's path in every claim of this instance just
+    /// before the claim's commit (the `multi`) is sent: for tests, to put a
+    /// fault exactly there (a lost reply). Call before sharing the queue.
+    pub fn with_claim_hook(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        let hook: ClaimHook = std::sync::Arc::new(hook);
+        self.receipts.set_hook(hook);
+        self
     }
 
     /// The queue's directory.
@@ -158,10 +191,11 @@ impl DistributedQueue {
     /// Java's `poll()`: takes the head item, `None` when the queue is empty.
     ///
     /// # Errors
-    /// `ConnectionLoss` about an item's path when its claim is in doubt (see
+    /// `ConnectionLoss` about an item's path only if this consumer's receipt
+    /// was deleted under it while its claim's reply was lost (see
     /// [`DistributedQueue`]); session errors.
     pub fn poll(&self) -> Result<Option<Vec<u8>>> {
-        self.poll_with(self.zkw.recoverable_zookeeper())
+        self.poll_with(&CallSession::begin(&self.zkw)?)
     }
 
     /// Java's `remove()`: [`poll`](Self::poll), with an error on an empty queue.
@@ -178,7 +212,7 @@ impl DistributedQueue {
     ///
     /// # Errors
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
-    /// down for a session timeout, or a claim is in doubt.
+    /// down for a session timeout.
     pub fn take(&self) -> Result<Vec<u8>> {
         match self.take_within(Bounds::new(None))? {
             Some(data) => Ok(data),
@@ -212,7 +246,7 @@ impl DistributedQueue {
             &self.dir,
             &self.waiter,
             bounds,
-            |rzk| self.poll_with(rzk),
+            |call| self.poll_with(call),
             |children| {
                 let items = ordered_items(children, ITEM_PREFIX);
                 let any = !items.is_empty();
@@ -237,7 +271,7 @@ impl DistributedQueue {
         cache.extend(items.into_iter().map(|(_, n)| n));
     }
 
-    fn poll_with(&self, rzk: &RecoverableZooKeeper) -> Result<Option<Vec<u8>>> {
+    fn poll_with(&self, call: &CallSession) -> Result<Option<Vec<u8>>> {
         let mut listed = false;
         loop {
             let next = self.cache.lock().pop_front();
@@ -245,7 +279,7 @@ impl DistributedQueue {
                 Some(name) => name,
                 None if listed => return Ok(None),
                 None => {
-                    let items = self.list(rzk)?;
+                    let items = self.list(call.rzk())?;
                     listed = true;
                     if items.is_empty() {
                         return Ok(None);
@@ -255,10 +289,17 @@ impl DistributedQueue {
                 }
             };
             let path = zkutil::join_znode(&self.dir, &name);
-            if let Some(data) = claim(rzk, &path)? {
+            if let Some(data) = claim(call, &self.receipts, &path)? {
                 return Ok(Some(data));
             }
         }
+    }
+}
+
+impl Drop for DistributedQueue {
+    /// Removes this consumer's receipt node in the background (never blocks).
+    fn drop(&mut self) {
+        self.receipts.remove_in_background();
     }
 }
 
