@@ -35,7 +35,14 @@
 //!    hand-off from `zk_packets_received` and `zk_packets_sent` (sent − received =
 //!    notifications). Curator's floor, and the target: 5 requests (the waiter's
 //!    create, getChildren, getData watch on the predecessor; the holder's delete;
-//!    the woken waiter's getChildren) and 1 notification.
+//!    the woken waiter's getChildren) and 1 notification. In
+//!    `ZK_BENCH_HANDOFF_ROUNDS` (8) alternating rounds: zklock as it is (the
+//!    woken waiter's listing sent by the watcher on the event), zklock with the
+//!    listing sent by the woken waiter (`with_listing_after_wake`, as before),
+//!    and the bound: the same requests with the raw client on the same session,
+//!    no lock logic, the listing sent from the event thread at once. Printed:
+//!    median hand-offs/s and the median per-round % of the bound (target: at
+//!    least 90%).
 //! 3. A summary table (markdown).
 
 use std::hint::black_box;
@@ -326,51 +333,141 @@ fn contended(m: &Mntr, zkw: &ZooKeeperWatcher, znode: &str, n: usize, k: usize) 
     r
 }
 
-/// Per hand-off figures of [`handoff`].
-struct Handoff {
+/// One way to pass a lock back and forth (see [`handoff_rounds`]).
+struct HandoffForm {
+    name: &'static str,
+    /// Hand-offs/s of each round.
+    rates: Vec<f64>,
     handoffs: u64,
-    requests: f64,
-    notifications: f64,
-    per_second: f64,
+    requests: u64,
+    notifications: u64,
 }
 
-/// [`handoff_rounds`] inside a window of the server's counters: requests and
-/// notifications per hand-off.
-fn handoff(m: &Mntr, zkw: &ZooKeeperWatcher, znode: &str, k: usize) -> Handoff {
-    // The lock znode exists before the window.
-    zkutil::create_with_parents(zkw, znode).unwrap();
-    let (received_before, sent_before) = m.received_and_sent();
-    let (handoffs, elapsed) = handoff_rounds(zkw, znode, k);
-    let (received_after, sent_after) = m.received_and_sent();
-    // One mntr read's own packets are inside the window (each way).
-    let received = received_after.saturating_sub(received_before + m.overhead);
-    let sent = sent_after.saturating_sub(sent_before + m.sent_overhead);
-    let pings = ping_allowance(elapsed, m);
-    // Outside the hand-offs: the first grant's create + getChildren and the
-    // last release's delete.
-    let requests = received.saturating_sub(3);
-    // Every request and ping is answered once; the rest sent are notifications.
-    let notifications = sent.saturating_sub(received);
-    let r = Handoff {
-        handoffs,
-        requests: requests as f64 / handoffs as f64,
-        notifications: notifications as f64 / handoffs as f64,
-        per_second: handoffs as f64 / elapsed.as_secs_f64(),
-    };
+impl HandoffForm {
+    fn new(name: &'static str) -> HandoffForm {
+        HandoffForm {
+            name,
+            rates: Vec::new(),
+            handoffs: 0,
+            requests: 0,
+            notifications: 0,
+        }
+    }
+
+    /// One round of `run` inside a window of the server's counters.
+    fn round(&mut self, m: &Mntr, run: impl FnOnce() -> (u64, Duration)) {
+        let (received_before, sent_before) = m.received_and_sent();
+        let (handoffs, elapsed) = run();
+        let (received_after, sent_after) = m.received_and_sent();
+        // One mntr read's own packets are inside the window (each way).
+        let received = received_after.saturating_sub(received_before + m.overhead);
+        let sent = sent_after.saturating_sub(sent_before + m.sent_overhead);
+        // Outside the hand-offs: the first grant's create + getChildren and the
+        // last release's delete.
+        self.requests += received.saturating_sub(3);
+        // Every request and ping is answered once; the rest sent are notifications.
+        self.notifications += sent.saturating_sub(received);
+        self.handoffs += handoffs;
+        self.rates.push(handoffs as f64 / elapsed.as_secs_f64());
+    }
+
+    fn per_second(&self) -> f64 {
+        median_f64(self.rates.clone())
+    }
+
+    fn requests(&self) -> f64 {
+        self.requests as f64 / self.handoffs as f64
+    }
+
+    fn notifications(&self) -> f64 {
+        self.notifications as f64 / self.handoffs as f64
+    }
+
+    /// The median over the rounds of this form's rate over `bound`'s in the
+    /// same round (the rounds alternate, so each pair ran under the same load).
+    fn of_bound(&self, bound: &HandoffForm) -> f64 {
+        median_f64(
+            self.rates
+                .iter()
+                .zip(&bound.rates)
+                .map(|(r, b)| r / b)
+                .collect(),
+        )
+    }
+}
+
+/// The two-party hand-off: zklock (the woken waiter's listing sent on the
+/// event; and sent by the woken waiter, as before) and its bound, the same
+/// requests made with the raw client on the same session, in `rounds`
+/// alternating rounds of `k` turns per thread.
+fn handoff(
+    m: &Mntr,
+    zkw: &ZooKeeperWatcher,
+    root: &str,
+    rounds: usize,
+    k: usize,
+) -> [HandoffForm; 3] {
+    let (on_event, after_wake, raw) = (
+        format!("{root}/handoff"),
+        format!("{root}/handoff-after-wake"),
+        format!("{root}/handoff-raw"),
+    );
+    // The lock znodes exist before the windows.
+    for znode in [&on_event, &after_wake, &raw] {
+        zkutil::create_with_parents(zkw, znode).unwrap();
+    }
+    let mut forms = [
+        HandoffForm::new("zklock, listing on the event"),
+        HandoffForm::new("zklock, listing after the wake"),
+        HandoffForm::new("raw client (the bound)"),
+    ];
+    // Warm-up.
+    handoff_rounds(zkw, &on_event, k);
+    handoff_rounds_with(zkw, &after_wake, k, |l| l.with_listing_after_wake());
+    raw_handoff_rounds(zkw, &raw, k);
+    for _ in 0..rounds {
+        forms[0].round(m, || handoff_rounds(zkw, &on_event, k));
+        forms[1].round(m, || {
+            handoff_rounds_with(zkw, &after_wake, k, |l| l.with_listing_after_wake())
+        });
+        forms[2].round(m, || raw_handoff_rounds(zkw, &raw, k));
+    }
+    for znode in [&on_event, &after_wake, &raw] {
+        assert!(
+            children(zkw.zookeeper(), znode).is_empty(),
+            "hand-off left children"
+        );
+    }
     println!(
-        "  hand-off between two instances, {handoffs} hand-offs in {:.2} s = {:.0}/s: \
-         {received} requests ({pings} pings at most; 3 outside the hand-offs) = {:.2} per \
-         hand-off; {notifications} notifications = {:.2} per hand-off",
-        elapsed.as_secs_f64(),
-        r.per_second,
-        r.requests,
-        r.notifications,
+        "  hand-off between two threads of one session, {rounds} alternating rounds of {} \
+         hand-offs per form (medians over the rounds):",
+        2 * k - 1
     );
-    assert!(
-        children(zkw.zookeeper(), znode).is_empty(),
-        "hand-off left children"
+    println!(
+        "  {:<32} {:>11} {:>10} {:>9} {:>10}",
+        "form", "hand-offs/s", "% of bound", "req/h-o", "notif/h-o"
     );
-    r
+    for f in &forms {
+        println!(
+            "  {:<32} {:>11.0} {:>9.0}% {:>9.2} {:>10.2}",
+            f.name,
+            f.per_second(),
+            100.0 * f.of_bound(&forms[2]),
+            f.requests(),
+            f.notifications()
+        );
+    }
+    let pings = ping_allowance(Duration::from_secs(1), m);
+    println!("  (requests include at most {pings} pings per second of the run)");
+    let ratio = forms[0].of_bound(&forms[2]);
+    println!(
+        "  zklock's hand-off: {:.0}% of the bound (target >= 90%: {}); {:.2}x the hand-offs/s \
+         of the listing after the wake",
+        100.0 * ratio,
+        if ratio >= 0.9 { "met" } else { "MISSED" },
+        forms[0].of_bound(&forms[1])
+    );
+    forms
 }
 
 // ---------------------------------------------------------------------------
@@ -479,7 +576,13 @@ fn main() {
     println!();
     println!("2. contended: write locks on one znode, one watcher, a thread per instance");
     let cont = contended(&m, &zkw, &format!("{root}/contended"), threads_n, grants);
-    let hand = handoff(&m, &zkw, &format!("{root}/handoff"), grants.max(100));
+    let hand = handoff(
+        &m,
+        &zkw,
+        &root,
+        env_usize("ZK_BENCH_HANDOFF_ROUNDS", 8),
+        grants.max(100),
+    );
     zkw.close().unwrap();
 
     zkutil::delete_node_recursively(&admin, &root).unwrap();
@@ -516,17 +619,27 @@ fn main() {
         us(cont.median),
         us(cont.p99)
     );
-    println!(
-        "| hand-off between two instances ({} hand-offs) | {:.2} requests + {:.2} notifications / hand-off | {:.0} hand-offs/s | | |",
-        hand.handoffs, hand.requests, hand.notifications, hand.per_second
-    );
+    for h in &hand {
+        println!(
+            "| hand-off, {} ({} hand-offs) | {:.2} requests + {:.2} notifications / hand-off | {:.0} hand-offs/s ({:.0}% of the bound) | | |",
+            h.name,
+            h.handoffs,
+            h.requests(),
+            h.notifications(),
+            h.per_second(),
+            100.0 * h.of_bound(&hand[2])
+        );
+    }
 
-    assert!(
-        hand.requests < 5.05 && hand.notifications < 1.05,
-        "hand-off: {:.3} requests, {:.3} notifications",
-        hand.requests,
-        hand.notifications
-    );
+    for h in &hand {
+        assert!(
+            h.requests() < 5.05 && h.notifications() < 1.05,
+            "hand-off, {}: {:.3} requests, {:.3} notifications",
+            h.name,
+            h.requests(),
+            h.notifications()
+        );
+    }
     for u in &unc {
         assert!(
             u.per_cycle() < MAX_REQUESTS_PER_CYCLE as f64 + 0.05,

@@ -15,7 +15,8 @@ use common::{
     zkw,
 };
 use zklock::lock::{
-    InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
+    InterProcessLock, InterProcessReadWriteLock, LockEvent, LockStep, ZkInterProcessReadWriteLock,
+    ZkInterProcessWriteLock,
 };
 use zklock::testing::{eventually, test_servers, unique_root, wait_until, FaultProxy, ZkEnsemble};
 use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
@@ -855,6 +856,68 @@ fn a_free_lock_is_taken_in_one_round_trip() {
         );
         let two = timed(&sequential);
         assert!(two >= 4 * D, "sequential acquire took {two:?}");
+    }
+    proxy.pass();
+    assert!(children(&local_raw(), &root).is_empty());
+    zkw.close().unwrap();
+}
+
+/// The woken waiter decides on the listing its watcher sent on the event: over
+/// a link that delays every chunk by `D` each way, no round trip lies between
+/// its wake-up and its listing; with the listing sent by the woken waiter (as
+/// before, `with_listing_after_wake`) one does (2 D at least).
+#[test]
+fn a_woken_waiter_wakes_to_its_listing() {
+    const D: Duration = Duration::from_millis(200);
+    let proxy = FaultProxy::start(local().as_str()).unwrap();
+    let zkw = lock_watcher(&proxy.connect_string(), Duration::from_secs(20));
+    let root = unique_root("woken-to-listing");
+    zklock::zkutil::create_with_parents(&zkw, &root).unwrap();
+    let holder = ZkInterProcessWriteLock::new(&zkw, &root, b"holder", None).unwrap();
+    proxy.delay(D);
+    for after_wake in [false, true] {
+        let woken_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+        let gap: Arc<Mutex<Option<Duration>>> = Arc::default();
+        let (queued_tx, queued) = std::sync::mpsc::channel();
+        let queued_tx = Mutex::new(queued_tx);
+        let (w, g) = (woken_at.clone(), gap.clone());
+        let waiter = ZkInterProcessWriteLock::new(&zkw, &root, b"waiter", None)
+            .unwrap()
+            .with_step_hook(move |step, _path| match step {
+                LockStep::Watching => {
+                    let _ = queued_tx.lock().unwrap().send(());
+                }
+                LockStep::Woken => *w.lock().unwrap() = Some(Instant::now()),
+                LockStep::Listed => {
+                    if let Some(t) = w.lock().unwrap().take() {
+                        *g.lock().unwrap() = Some(t.elapsed());
+                    }
+                }
+                _ => {}
+            });
+        let waiter = if after_wake {
+            waiter.with_listing_after_wake()
+        } else {
+            waiter
+        };
+        holder.acquire().unwrap();
+        let t = thread::spawn(move || {
+            waiter.acquire().unwrap();
+            waiter.release().unwrap();
+        });
+        queued.recv_timeout(Duration::from_secs(30)).unwrap();
+        holder.release().unwrap();
+        t.join().unwrap();
+        let gap = gap.lock().unwrap().expect("woken, then listed");
+        if after_wake {
+            assert!(gap >= 2 * D, "listing after the wake-up took {gap:?}");
+        } else {
+            // No round trip (2 D), with room for a slow machine.
+            assert!(
+                gap < D,
+                "the listing sent on the event: {gap:?} after the wake-up"
+            );
+        }
     }
     proxy.pass();
     assert!(children(&local_raw(), &root).is_empty());

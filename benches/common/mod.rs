@@ -16,8 +16,10 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use zklock::client::{Acl, CreateMode, WatchedEvent, Watcher, ZooKeeper};
 use zklock::lock::{InterProcessLock, LockStep, ZkInterProcessWriteLock};
 use zklock::testing::{four_letter, parse_mntr};
+use zklock::ZkError;
 use zklock::ZooKeeperWatcher;
 
 /// Session timeout of every session of the benchmarks (the ping allowance
@@ -543,28 +545,59 @@ pub enum Turn {
 /// Outside the hand-offs: the first grant's create + getChildren and the last
 /// release's delete (3 requests).
 pub fn handoff_rounds(zkw: &ZooKeeperWatcher, znode: &str, k: usize) -> (u64, Duration) {
+    handoff_rounds_with(zkw, znode, k, |lock| lock)
+}
+
+/// [`handoff_rounds`] with both instances passed through `configure` (a
+/// testing knob, e.g. `with_listing_after_wake`).
+pub fn handoff_rounds_with(
+    zkw: &ZooKeeperWatcher,
+    znode: &str,
+    k: usize,
+    configure: impl Fn(ZkInterProcessWriteLock) -> ZkInterProcessWriteLock,
+) -> (u64, Duration) {
     let (to_a, a_rx) = mpsc::channel::<Turn>();
     let (to_b, b_rx) = mpsc::channel::<Turn>();
     let make = |name: &str, tell_other: Sender<Turn>| {
         let tell = std::sync::Mutex::new(tell_other);
-        ZkInterProcessWriteLock::new(zkw, znode, name.as_bytes(), None)
-            .expect("lock")
-            .with_step_hook(move |step, _path| {
-                if step == LockStep::Watching {
-                    let _ = tell.lock().unwrap().send(Turn::Queued);
-                }
-            })
+        configure(
+            ZkInterProcessWriteLock::new(zkw, znode, name.as_bytes(), None)
+                .expect("lock")
+                .with_step_hook(move |step, _path| {
+                    if step == LockStep::Watching {
+                        let _ = tell.lock().unwrap().send(Turn::Queued);
+                    }
+                }),
+        )
     };
     let a = make("a", to_b.clone());
     let b = make("b", to_a.clone());
+    pass_back_and_forth(
+        k,
+        (a, a_rx, to_b),
+        (b, b_rx, to_a),
+        |l: &ZkInterProcessWriteLock| l.acquire().expect("hand-off acquire"),
+        |l: &ZkInterProcessWriteLock| l.release().expect("hand-off release"),
+    )
+}
+
+/// The two hand-off threads: each takes its turn `k` times, releasing once the
+/// other says it is queued (or done).
+fn pass_back_and_forth<P: Send + 'static>(
+    k: usize,
+    a: (P, Receiver<Turn>, Sender<Turn>),
+    b: (P, Receiver<Turn>, Sender<Turn>),
+    acquire: fn(&P),
+    release: fn(&P),
+) -> (u64, Duration) {
     let barrier = Arc::new(Barrier::new(3));
-    let run = |lock: ZkInterProcessWriteLock, rx: Receiver<Turn>, other: Sender<Turn>| {
+    let run = |(party, rx, other): (P, Receiver<Turn>, Sender<Turn>)| {
         let barrier = barrier.clone();
         thread::spawn(move || {
             barrier.wait();
             let mut other_done = false;
             for _ in 0..k {
-                lock.acquire().expect("hand-off acquire");
+                acquire(&party);
                 if !other_done {
                     match rx.recv_timeout(HANDOFF_BOUND) {
                         Ok(Turn::Queued) => {}
@@ -572,16 +605,123 @@ pub fn handoff_rounds(zkw: &ZooKeeperWatcher, znode: &str, k: usize) -> (u64, Du
                         Err(e) => panic!("hand-off: no word from the other thread: {e}"),
                     }
                 }
-                lock.release().expect("hand-off release");
+                release(&party);
             }
             let _ = other.send(Turn::Done);
         })
     };
-    let ta = run(a, a_rx, to_b);
-    let tb = run(b, b_rx, to_a);
+    let ta = run(a);
+    let tb = run(b);
     barrier.wait();
     let started = Instant::now();
     ta.join().expect("hand-off thread");
     tb.join().expect("hand-off thread");
     (2 * k as u64 - 1, started.elapsed())
+}
+
+/// One side of the raw client's hand-off ([`raw_handoff_rounds`]).
+struct RawParty {
+    zk: ZooKeeper,
+    znode: String,
+    tell_other: Sender<Turn>,
+    node: std::sync::Mutex<Option<String>>,
+}
+
+/// The sequence number of a `write-` child.
+fn raw_sequence(child: &str) -> u64 {
+    child[child.len() - 10..]
+        .parse()
+        .expect("a sequential child")
+}
+
+impl RawParty {
+    /// The lock's requests with no lock logic: create and list together, a
+    /// `get_data` watch on the predecessor whose event sends the listing at
+    /// once from the event thread (the fastest the client allows), the waiting
+    /// thread woken by its answer.
+    fn acquire(&self) {
+        let (tx, rx) = mpsc::channel();
+        self.zk.create_async(
+            &format!("{}/write-", self.znode),
+            b"raw",
+            Acl::open_unsafe(),
+            CreateMode::EphemeralSequential,
+            move |r| {
+                let _ = tx.send(r);
+            },
+        );
+        let mut children = self.zk.get_children(&self.znode, false).expect("raw list");
+        let (node, _) = rx
+            .recv_timeout(HANDOFF_BOUND)
+            .expect("raw create answered")
+            .expect("raw create");
+        let mine = raw_sequence(&node);
+        loop {
+            let before = children
+                .iter()
+                .filter(|c| raw_sequence(c) < mine)
+                .max_by_key(|c| raw_sequence(c));
+            let Some(before) = before else {
+                *self.node.lock().unwrap() = Some(node);
+                return;
+            };
+            let (ltx, lrx) = mpsc::channel();
+            let zk = std::sync::Mutex::new(Some(self.zk.clone()));
+            let znode = self.znode.clone();
+            let watcher: Arc<dyn Watcher> = Arc::new(move |_e: WatchedEvent| {
+                // Taken: no client handle left in the client's watch table.
+                if let Some(zk) = zk.lock().unwrap().take() {
+                    let ltx = ltx.clone();
+                    zk.get_children_async(&znode, None, move |r| {
+                        let _ = ltx.send(r);
+                    });
+                }
+            });
+            match self
+                .zk
+                .get_data_watch(&format!("{}/{before}", self.znode), watcher)
+            {
+                Ok(_) => {}
+                Err(e) if e.is(ZkError::NoNode) => {
+                    children = self.zk.get_children(&self.znode, false).expect("raw list");
+                    continue;
+                }
+                Err(e) => panic!("raw get_data watch: {e}"),
+            }
+            let _ = self.tell_other.send(Turn::Queued);
+            children = lrx
+                .recv_timeout(HANDOFF_BOUND)
+                .expect("raw listing after the event")
+                .expect("raw list");
+        }
+    }
+
+    fn release(&self) {
+        let node = self.node.lock().unwrap().take().expect("held");
+        self.zk.delete(&node, None).expect("raw delete");
+    }
+}
+
+/// The hand-off's bound: [`handoff_rounds`]'s sequence of requests made with
+/// the raw client on `zkw`'s session (create + list in one round trip, a
+/// `get_data` watch on the predecessor, the holder's delete, the notification,
+/// the listing sent from the event thread at once), no lock logic.
+pub fn raw_handoff_rounds(zkw: &ZooKeeperWatcher, znode: &str, k: usize) -> (u64, Duration) {
+    let (to_a, a_rx) = mpsc::channel::<Turn>();
+    let (to_b, b_rx) = mpsc::channel::<Turn>();
+    let make = |tell_other: Sender<Turn>| RawParty {
+        zk: zkw.zookeeper().clone(),
+        znode: znode.to_string(),
+        tell_other,
+        node: std::sync::Mutex::new(None),
+    };
+    let a = make(to_b.clone());
+    let b = make(to_a.clone());
+    pass_back_and_forth(
+        k,
+        (a, a_rx, to_b),
+        (b, b_rx, to_a),
+        RawParty::acquire,
+        RawParty::release,
+    )
 }

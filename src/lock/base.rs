@@ -119,8 +119,13 @@ enum Waited {
 /// when the wait did not set it.
 ///
 /// # Waiting and threads
-/// The waiting thread does every ZooKeeper call; watches wake it through a
-/// per-watch watcher registered together with the request's reply, never
+/// The waiting thread does every ZooKeeper call but one: the listing after
+/// the watched node's event is sent by the per-watch watcher at once, without
+/// blocking, and the waiter wakes when it is in (to an answer, not to a
+/// request: one round trip and one thread hand-off fewer per hand-off; the
+/// listing is tied to the wait round it answers, and a wake-up by anything
+/// else lists anew). Watches wake it through that watcher, registered together
+/// with the request's reply, never
 /// through the `ZooKeeperWatcher`'s listener registry (which
 /// `unregister_all_listeners` may empty). The client's event thread never waits
 /// on the network for a lock.
@@ -146,6 +151,9 @@ pub struct ZkInterProcessLockBase<K: LockKind> {
     /// Whether an attempt sends its create and first listing together (one
     /// round trip); off only for benchmarks comparing the two.
     pipelined: bool,
+    /// Whether the wait watcher sends the woken waiter's listing (see
+    /// [`WaitWatcher`]); off only for benchmarks comparing the two.
+    listing_on_wake: bool,
     #[cfg(feature = "testing")]
     step_hook: Option<StepHook>,
     _kind: PhantomData<fn() -> K>,
@@ -217,11 +225,16 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             parent: parent.to_string(),
             metadata: metadata.to_vec(),
             handler,
-            waiter: Arc::new(WaitWatcher(shared.clone())),
+            waiter: Arc::new(WaitWatcher {
+                shared: shared.clone(),
+                parent: parent.to_string(),
+                zkw: zkw.downgrade(),
+            }),
             shared,
             state: Mutex::new(LockState::Idle),
             call_grace: DEFAULT_CALL_GRACE,
             pipelined: true,
+            listing_on_wake: true,
             #[cfg(feature = "testing")]
             step_hook: None,
             _kind: PhantomData,
@@ -262,6 +275,16 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     #[cfg(feature = "testing")]
     pub fn with_sequential_acquire(mut self) -> Self {
         self.pipelined = false;
+        self
+    }
+
+    /// Makes a woken waiter send its listing itself, as before the wait
+    /// watcher sent it on the event: the same requests, one round trip and one
+    /// thread hand-off more on a contended hand-off (feature `testing`; the
+    /// lock benchmark compares the two).
+    #[cfg(feature = "testing")]
+    pub fn with_listing_after_wake(mut self) -> Self {
+        self.listing_on_wake = false;
         self
     }
 
@@ -548,12 +571,19 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 Err(e) if e.is(ZkError::NoNode) => continue,
                 Err(e) => return Err(e),
             }
+            // Armed once the watch is set: the listing it sends on the event
+            // is newer than the round's watch.
+            let armed = self.listing_on_wake.then(|| self.shared.arm(round));
             step!(self, Watching, my_path);
             let woken = self.wait_for_wake(call, round, bounds.wait)?;
             step!(self, Woken, my_path);
             if !woken {
                 return Ok(Waited::TimedOut);
             }
+            if armed.is_some() {
+                listed = self.shared.listed_for(round);
+            }
+            drop(armed);
         }
     }
 

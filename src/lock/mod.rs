@@ -34,7 +34,8 @@
 //! - A waiter wakes through a per-watch watcher set with its `get_data` on the
 //!   node it waits for: a contended hand-off costs 5 requests and 1 notification
 //!   (Curator's count), and nothing done to the `ZooKeeperWatcher`'s listener
-//!   registry affects it. An idle waiter does not wake up at all (no periodic
+//!   registry affects it. The watcher sends the woken waiter's listing on the
+//!   event itself, so the waiter wakes to the answer. An idle waiter does not wake up at all (no periodic
 //!   look at the session): the session's end, `close()` and a cancel wake it
 //!   directly, from the thread that ends the session, even while a listener
 //!   holds the event thread up.

@@ -36,9 +36,57 @@ pub(super) struct LockShared {
     queue: Mutex<VecDeque<(String, LockEvent, &'static str)>>,
     /// Held by the one thread telling the queue; never waited for.
     telling: Mutex<()>,
+    /// The listing the wait watcher sends when a round's watch fires.
+    prefetch: Mutex<Prefetch>,
+}
+
+/// The woken waiter's listing, sent by the [`WaitWatcher`] on the event thread
+/// as soon as the watch fires, so the waiter wakes to an answer rather than to
+/// a request of its own (one round trip and one thread hand-off fewer on the
+/// contended hand-off's path; the same requests).
+#[derive(Default)]
+struct Prefetch {
+    /// The wait round whose watch is set: the first node event takes it and
+    /// sends one listing for it. `None`: an event only wakes (nobody waits, or
+    /// the round's listing is already on its way).
+    armed: Option<u64>,
+    /// A listing and the round it answers. Sent after an event of that round,
+    /// so after the round's watch was set: never older than the round.
+    listed: Option<(u64, Vec<String>)>,
+}
+
+/// Disarms the round's listing on every exit of a wait (a timeout, an error, a
+/// cancel): an event that comes later only wakes, as before the round.
+pub(super) struct Armed<'a>(&'a LockShared);
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        self.0.prefetch.lock().armed = None;
+    }
 }
 
 impl LockShared {
+    /// The watch of wait round `round` is set: its first node event sends the
+    /// listing (see [`WaitWatcher`]). Any older listing is dropped.
+    pub(super) fn arm(&self, round: u64) -> Armed<'_> {
+        let mut p = self.prefetch.lock();
+        p.armed = Some(round);
+        p.listed = None;
+        drop(p);
+        Armed(self)
+    }
+
+    /// The listing sent for `round`, if it came (a wake-up of the round by
+    /// anything else finds none: the waiter then lists itself).
+    pub(super) fn listed_for(&self, round: u64) -> Option<Vec<String>> {
+        let mut p = self.prefetch.lock();
+        p.armed = None;
+        match p.listed.take() {
+            Some((r, children)) if r == round => Some(children),
+            _ => None,
+        }
+    }
+
     /// Queues a decided event; call [`drain`](Self::drain) once no lock is held.
     fn decide(&self, path: &str, event: LockEvent, why: &'static str) {
         self.queue.lock().push_back((path.to_string(), event, why));
@@ -95,13 +143,41 @@ impl LockShared {
 /// session ends (every watcher hears the session's end, as in Java). One per
 /// lock instance, so the client registers it once per path however often the
 /// instance waits on it.
-pub(super) struct WaitWatcher(pub(super) Arc<LockShared>);
+///
+/// A node event of an armed round (see [`LockShared::arm`]) first sends the
+/// lock's listing, asynchronously (the event thread never blocks), and wakes
+/// the waiter when the answer is in: the waiter decides on it instead of
+/// listing again. The session's end wakes at once (and the client wakes the
+/// wait at the session's end directly too, without this watcher).
+pub(super) struct WaitWatcher {
+    pub(super) shared: Arc<LockShared>,
+    /// The lock znode, whose children the listing is of.
+    pub(super) parent: String,
+    pub(super) zkw: WeakZooKeeperWatcher,
+}
 
 impl Watcher for WaitWatcher {
     fn process(&self, event: WatchedEvent) {
-        if event.event_type != EventType::None || crate::wait::ends_session(&event) {
-            self.0.wake.wake();
+        if event.event_type == EventType::None {
+            if crate::wait::ends_session(&event) {
+                self.shared.wake.wake();
+            }
+            return;
         }
+        let armed = self.shared.prefetch.lock().armed.take();
+        let (Some(round), Some(zk)) = (armed, self.zkw.zookeeper()) else {
+            self.shared.wake.wake();
+            return;
+        };
+        let shared = self.shared.clone();
+        zk.get_children_async(&self.parent, None, move |r| {
+            match r {
+                Ok(children) => shared.prefetch.lock().listed = Some((round, children)),
+                // The waiter lists itself, through the recoverable client.
+                Err(e) => debug!("lock listing after the wake-up: {e}"),
+            }
+            shared.wake.wake();
+        });
     }
 }
 
@@ -414,5 +490,59 @@ mod tests {
         assert!(w.is_gone());
         assert!(!w.hold(), "a grant of a deleted node is void");
         assert!(events.lock().is_empty());
+    }
+
+    #[test]
+    fn a_listing_answers_its_round_only_and_once() {
+        let shared = Arc::new(LockShared::default());
+        let armed = shared.arm(3);
+        // A late answer of an earlier round, in after the round was armed.
+        shared.prefetch.lock().listed = Some((2, vec!["write-0000000001".into()]));
+        assert_eq!(shared.listed_for(3), None, "an older round's listing");
+        drop(armed);
+        let armed = shared.arm(4);
+        let children = vec!["write-0000000002".to_string()];
+        shared.prefetch.lock().listed = Some((4, children.clone()));
+        assert_eq!(shared.listed_for(4), Some(children));
+        assert_eq!(shared.listed_for(4), None, "consumed once");
+        drop(armed);
+        // A listing left from a round is dropped when the next is armed.
+        shared.prefetch.lock().listed = Some((5, vec![]));
+        let _armed = shared.arm(5);
+        assert_eq!(shared.listed_for(5), None);
+    }
+
+    #[test]
+    fn an_event_of_no_armed_round_only_wakes() {
+        let shared = Arc::new(LockShared::default());
+        let w = WaitWatcher {
+            shared: shared.clone(),
+            parent: "/l".into(),
+            zkw: WeakZooKeeperWatcher::default(),
+        };
+        let woken = |round| {
+            shared
+                .wake
+                .wait(round, crate::Deadline::after(std::time::Duration::ZERO))
+        };
+        // Nothing armed (the wait ended: the guard disarmed it).
+        let round = shared.wake.generation();
+        drop(shared.arm(round));
+        assert!(shared.prefetch.lock().armed.is_none());
+        w.process(event(EventType::NodeDeleted));
+        assert!(woken(round));
+        // Armed, but the session is gone: no listing, woken at once.
+        let round = shared.wake.generation();
+        let _armed = shared.arm(round);
+        w.process(event(EventType::NodeDeleted));
+        assert!(woken(round));
+        assert_eq!(shared.listed_for(round), None);
+        // A connection event that does not end the session wakes nobody; the
+        // session's end does.
+        let round = shared.wake.generation();
+        w.process(WatchedEvent::state(KeeperState::Disconnected));
+        assert!(!woken(round));
+        w.process(WatchedEvent::state(KeeperState::Expired));
+        assert!(woken(round));
     }
 }
