@@ -86,7 +86,8 @@ kerberos:
 
 # Debian's `libcurator-recipes-java` brings Apache Curator 5.4 (recipes,
 # framework, client) and Guava, for the Curator comparison (benches/compare.rs).
-# Only `make bench` needs it. Quiet when installed.
+# `make bench` and the interop tests (tests/common/participant.rs) need it.
+# Quiet when installed.
 curator: zookeeper
 	@if [ ! -f $(CURATOR_JAR) ]; then \
 	  if [ "$$(id -u)" != 0 ]; then \
@@ -103,7 +104,8 @@ curator: zookeeper
 # kazoo, the Python ZooKeeper client, for the kazoo column of the comparison
 # (benches/compare.rs runs benches/python/kazoo_lock_bench.py with this venv's
 # python): a venv under target/kazoo-venv with kazoo $(KAZOO_VERSION) from PyPI.
-# Only `make bench` needs it. Quiet when installed.
+# `make bench` and the interop tests (tests/common/participant.rs) need it.
+# Quiet when installed.
 kazoo:
 	@if ! $(KAZOO_VENV)/bin/python -c 'import sys; from kazoo.version import __version__ as v; sys.exit(v != "$(KAZOO_VERSION)")' >/dev/null 2>&1; then \
 	  echo "make kazoo: installing kazoo $(KAZOO_VERSION) into $(KAZOO_VENV)"; \
@@ -129,7 +131,7 @@ check: fmt clippy doc
 
 # Unit, integration and doc tests, against real ZooKeeper servers that the tests
 # start themselves (or $ZK_TEST_SERVERS).
-test: zookeeper kerberos check
+test: zookeeper curator kazoo kerberos check
 	$(CARGO) test --all-features
 	$(MAKE) --no-print-directory loom
 

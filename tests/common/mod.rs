@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod java;
+pub mod participant;
 
 use std::fs;
 use std::sync::atomic::{AtomicUsize, Ordering};
