@@ -447,7 +447,18 @@ fn mixed_directories_are_refused_both_at_once() {
 
     // Both at once: A (Curator) creates, then waits until B (kazoo) has
     // created, then lists; B's listing (sent with its create) came after A's
-    // create, and B waits until A has listed.
+    // create, and B waits until A has listed. On a directory that exists (a
+    // persistent one: the Curator container above may be reaped once empty,
+    // and B would then create it and list after A refused, alone and safe).
+    let p = format!("{p}-both");
+    raw()
+        .create(
+            &p,
+            b"",
+            zklock::client::Acl::open_unsafe(),
+            zklock::client::CreateMode::Persistent,
+        )
+        .unwrap();
     let b_created = Arc::new(Barrier::new(2));
     let a_listed = Arc::new(Barrier::new(2));
     let (bc, al) = (b_created.clone(), a_listed.clone());
