@@ -297,10 +297,8 @@ pub enum Error {
     /// HBase layouts do not see each other's nodes, so two holders could hold
     /// the lock at once. The attempt's own node was removed; nothing was held.
     MixedDialect {
-        /// The lock's znode.
-        lock: String,
-        /// The foreign node's name.
-        node: String,
+        /// The foreign node's path (the lock's znode is its parent).
+        path: String,
         /// The dialect that node is of.
         found: crate::lock::Dialect,
     },
@@ -366,9 +364,8 @@ impl Clone for Error {
             Error::LockLost { path } => Error::LockLost { path: path.clone() },
             Error::LockBusy { lock } => Error::LockBusy { lock: lock.clone() },
             Error::Cancelled { lock } => Error::Cancelled { lock: lock.clone() },
-            Error::MixedDialect { lock, node, found } => Error::MixedDialect {
-                lock: lock.clone(),
-                node: node.clone(),
+            Error::MixedDialect { path, found } => Error::MixedDialect {
+                path: path.clone(),
                 found: *found,
             },
             Error::Closed => Error::Closed,
@@ -441,9 +438,9 @@ impl fmt::Display for Error {
                 )
             }
             Error::Cancelled { lock } => write!(f, "acquiring lock {lock} was cancelled"),
-            Error::MixedDialect { lock, node, found } => write!(
+            Error::MixedDialect { path, found } => write!(
                 f,
-                "lock {lock} holds {node}, a node of the {found:?} dialect: refusing to mix dialects"
+                "{path} is a lock node of the {found} dialect: refusing to mix dialects in one lock"
             ),
             Error::Closed => f.write_str("the zookeeper handle is closed"),
             Error::Io(e) => write!(f, "i/o error: {e}"),

@@ -574,8 +574,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                     self.parent
                 );
                 return Err(Error::MixedDialect {
-                    lock: self.parent.clone(),
-                    node: node.to_string(),
+                    path: path::join_znode(&self.parent, node),
                     found,
                 });
             }
