@@ -1305,3 +1305,86 @@ fn at_a_terminal_the_command_reads_it_and_ctrl_c_reaches_it() {
     assert!(rest.contains("rc=130"), "{seen}{rest}");
     assert!(lock_nodes(&raw(), &znode).is_empty());
 }
+
+/// `lock --dialect` takes the lock of a Curator (or kazoo) fleet; `ls` shows
+/// every dialect's holders and waiters and warns about a mixed directory,
+/// which `lock` refuses.
+#[test]
+fn lock_and_ls_in_every_dialect_and_a_mixed_directory() {
+    use zklock::lock::{Dialect, InterProcessLock, InterProcessReadWriteLock};
+    let znode = unique_root("cli-dialect");
+    let zkw = common::zkw();
+    let curator_writer = zklock::lock::ZkInterProcessReadWriteLock::new(&zkw, &znode, None)
+        .unwrap()
+        .with_dialect(Dialect::Curator)
+        .write_lock(b"java-1");
+    curator_writer.acquire().unwrap();
+    let out = run(&[
+        "lock",
+        "--dialect",
+        "curator",
+        "-t",
+        "300ms",
+        &znode,
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(75), "{out:?}");
+    let out = run(&["ls", &znode]);
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        table.contains("holder") && table.contains("curator:write"),
+        "{table}"
+    );
+    assert!(table.contains("java-1"), "{table}");
+    let out = run(&["ls", "--json", &znode]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"dialect\":\"curator\""));
+    curator_writer.release().unwrap();
+    let out = run(&[
+        "lock",
+        "-D",
+        "curator",
+        &znode,
+        "--",
+        "sh",
+        "-c",
+        "echo $ZKLOCK_LOCK_NODE",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("-__WRIT__"),
+        "{out:?}"
+    );
+    // A kazoo node beside a Curator one: ls warns, lock refuses.
+    let kazoo = ZooKeeper::connect(&local(), Duration::from_secs(6), |_e| {}).unwrap();
+    let curator_reader = zklock::lock::ZkInterProcessReadWriteLock::new(&zkw, &znode, None)
+        .unwrap()
+        .with_dialect(Dialect::Curator)
+        .read_lock(b"java-2");
+    curator_reader.acquire().unwrap();
+    kazoo
+        .create(
+            &format!("{znode}/0123456789abcdef0123456789abcdef__lock__"),
+            b"py",
+            zklock::client::Acl::open_unsafe(),
+            zklock::client::CreateMode::EphemeralSequential,
+        )
+        .unwrap();
+    let out = run(&["ls", &znode]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        err.contains("mixes lock nodes of the curator and kazoo"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("kazoo:write"));
+    let out = run(&["lock", "-D", "kazoo", "-t", "5s", &znode, "--", "true"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("dialect"),
+        "{out:?}"
+    );
+    curator_reader.release().unwrap();
+    kazoo.close().unwrap();
+    assert!(children(&raw(), &znode).is_empty());
+    zkw.close().unwrap();
+}

@@ -175,6 +175,7 @@ fn hold_and_run<K: LockKind>(
     let handler: Arc<dyn MetadataHandler> = Arc::new(move |m: &[u8]| w.seen(m));
     let (events_tx, events): (Sender<LockEvent>, Receiver<LockEvent>) = unbounded();
     let lock = ZkInterProcessLockBase::<K>::new(zkw, znode, metadata.as_bytes(), Some(handler))?
+        .with_dialect(a.dialect)
         .with_lock_listener(move |_path: &str, event: LockEvent| {
             let _ = events_tx.send(event);
         });

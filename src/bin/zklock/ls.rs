@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use zklock::lock::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
+use zklock::lock::{lock_nodes, Dialect};
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 
 use crate::duration::human;
@@ -14,8 +14,10 @@ use crate::{connect, Global, LsArgs, ReapArgs};
 pub(crate) struct Entry {
     /// `holder` / `waiter` for locks, `leader` / `candidate` for elections.
     pub(crate) state: &'static str,
-    /// `write`, `read` or `elect`.
+    /// `write`, `read` or `elect`; `mutex` for Curator's `InterProcessMutex`.
     kind: &'static str,
+    /// The lock's dialect: `hbase`, `curator`, `kazoo` (`hbase` for elections).
+    dialect: Dialect,
     node: String,
     sequence: i64,
     session: i64,
@@ -55,20 +57,13 @@ pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Vec<En
     };
     let mut offers: Vec<&String> = children.iter().filter(|c| c.starts_with("n_")).collect();
     offers.sort_by_key(|c| sequence(c));
+    let locks = lock_nodes(&children);
     let mut entries = Vec::new();
     for child in &children {
-        let (kind, held) = if child.starts_with(WRITE_LOCK_PREFIX) {
-            (
-                "write",
-                WriteLockKind::get_lock_path(child, &children).is_none(),
-            )
-        } else if child.starts_with(READ_LOCK_PREFIX) {
-            (
-                "read",
-                ReadLockKind::get_lock_path(child, &children).is_none(),
-            )
+        let (kind, held, dialect) = if let Some(l) = locks.iter().find(|l| l.name == *child) {
+            (l.kind, l.held, l.dialect)
         } else if child.starts_with("n_") {
-            ("elect", offers.first() == Some(&child))
+            ("elect", offers.first() == Some(&child), Dialect::HBase)
         } else {
             continue;
         };
@@ -76,9 +71,10 @@ pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Vec<En
             continue;
         };
         let path = zkutil::join_znode(znode, child);
-        // Lock nodes carry HBase's metadata prefix (stripped by get_data);
-        // election offers hold the bare candidate name (Java's layout).
-        let read = if kind == "elect" {
+        // HBase's lock nodes carry its metadata prefix (stripped by
+        // get_data); election offers hold the bare candidate name (Java's
+        // layout), Curator's and kazoo's nodes their bare data.
+        let read = if kind == "elect" || dialect != Dialect::HBase {
             rzk.get_raw_data(&path)
         } else {
             rzk.get_data(&path, false)
@@ -97,6 +93,7 @@ pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Vec<En
         entries.push(Entry {
             state,
             kind,
+            dialect,
             node: child.clone(),
             sequence,
             session: stat.ephemeral_owner,
@@ -136,10 +133,11 @@ fn print_json(out: &mut impl Write, znode: &str, entries: &[Entry]) -> io::Resul
         .iter()
         .map(|e| {
             format!(
-                "{{\"state\":{},\"kind\":{},\"node\":{},\"path\":{},\"sequence\":{},\
+                "{{\"state\":{},\"kind\":{},\"dialect\":{},\"node\":{},\"path\":{},\"sequence\":{},\
                  \"session\":\"0x{:x}\",\"ctime_ms\":{},\"age_ms\":{},\"metadata\":{}}}",
                 json_string(e.state),
                 json_string(e.kind),
+                json_string(e.dialect.name()),
                 json_string(&e.node),
                 json_string(&zkutil::join_znode(znode, &e.node)),
                 e.sequence,
@@ -167,11 +165,15 @@ fn print_table(out: &mut impl Write, entries: &[Entry]) -> io::Result<()> {
         "STATE", "KIND", "NODE", "SESSION", "AGE"
     )?;
     for e in entries {
+        let kind = match e.dialect {
+            Dialect::HBase => e.kind.to_string(),
+            d => format!("{}:{}", d.name(), e.kind),
+        };
         writeln!(
             out,
             "{:<9} {:<5} {:<width$} {:<18} {:>7}  {}",
             e.state,
-            e.kind,
+            kind,
             e.node,
             format!("0x{:x}", e.session),
             human(age(e, now)),
@@ -198,6 +200,19 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     let entries = list(&zkw, &a.znode);
     let _ = zkw.close();
     let entries = entries?;
+    let mut dialects: Vec<Dialect> = entries.iter().map(|e| e.dialect).collect();
+    dialects.dedup();
+    dialects.sort_by_key(|d| d.name());
+    dialects.dedup();
+    if dialects.len() > 1 {
+        let names: Vec<&str> = dialects.iter().map(|d| d.name()).collect();
+        eprintln!(
+            "zklock: warning: {} mixes lock nodes of the {} dialects: their clients do not \
+             see each other's nodes and may hold the lock at once",
+            a.znode,
+            names.join(" and ")
+        );
+    }
     let mut out = io::stdout().lock();
     let written = if a.json {
         print_json(&mut out, &a.znode, &entries)

@@ -257,6 +257,11 @@ pub(crate) struct LockArgs {
     /// [default: "pid <pid> on <host>: <command>"]
     #[arg(long, short = 'm', value_name = "TEXT")]
     metadata: Option<String>,
+    /// The lock's layout: hbase (zklock's own), curator (the lock of Curator's
+    /// InterProcessReadWriteLock) or kazoo (kazoo's WriteLock / ReadLock;
+    /// `lock` also excludes kazoo `Lock` holders)
+    #[arg(long, short = 'D', value_name = "DIALECT", default_value = "hbase")]
+    dialect: zklock::lock::Dialect,
     #[command(flatten)]
     run: RunArgs,
 }
