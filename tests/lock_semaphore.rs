@@ -17,6 +17,7 @@ use zklock::lock::{
     InterProcessLock, LockEvent, LockStep, MultiLock, OrderedLock, SemaphoreStep,
     ZkInterProcessReadLock, ZkInterProcessWriteLock, ZkSemaphore,
 };
+use zklock::recipes::counter::SharedCount;
 use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
 use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
 
@@ -409,4 +410,37 @@ fn overlapping_multi_locks_never_deadlock_nor_overlap() {
     let read_a = Arc::new(ZkInterProcessReadLock::new(zkw, &b, b"r", None).unwrap());
     assert!(MultiLock::new(vec![la, read_a]).is_ok());
     assert!(children(&zk, &a).is_empty() && children(&zk, &b).is_empty());
+}
+
+/// The limit from a `SharedCount` (Curator's `SharedCountReader` form): a
+/// waiter is let in when the count is raised (woken by the change, not by a
+/// release); a lowered count admits nobody until the holders are within it.
+#[test]
+fn a_shared_count_sets_the_limit() {
+    init_log();
+    let root = unique_root("sem-count");
+    let zkw = zkw();
+    let count = SharedCount::new(&zkw, &format!("{root}-count"), 1).unwrap();
+    let sem = |id: &[u8]| ZkSemaphore::with_shared_count(&zkw, &root, count.clone(), id).unwrap();
+    let a = sem(b"a").acquire().unwrap();
+    let b_sem = Arc::new(sem(b"b"));
+    let b = b_sem.clone();
+    let waiting = thread::spawn(move || b.acquire());
+    wait_children(&format!("{root}/leases"), 2);
+    thread::sleep(Duration::from_millis(200));
+    assert!(!waiting.is_finished(), "let in over a count of 1");
+    count.set(2).unwrap();
+    let b = waiting.join().unwrap().expect("let in by the raised count");
+    assert_eq!(b_sem.max_leases().unwrap(), 2);
+    count.set(1).unwrap();
+    let c = sem(b"c");
+    assert!(c.try_acquire(Duration::from_millis(300)).unwrap().is_none());
+    a.release().unwrap();
+    b.release().unwrap();
+    c.try_acquire(Duration::from_secs(5))
+        .unwrap()
+        .expect("within the count")
+        .release()
+        .unwrap();
+    assert_no_nodes(&root);
 }

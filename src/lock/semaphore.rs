@@ -15,6 +15,7 @@ use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInter
 use crate::client::CreatedAndListed;
 use crate::error::{Error, Result, ZkError};
 use crate::path;
+use crate::recipes::counter::SharedCount;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::tagged_sequence;
 use crate::types::{CreateMode, Op, OpResult, Watcher};
@@ -131,7 +132,7 @@ pub struct ZkSemaphore {
     path: String,
     locks: String,
     leases: String,
-    max_leases: u32,
+    max: Max,
     metadata: Vec<u8>,
     listener: Option<Arc<dyn LockListener>>,
     /// Cancel flag and the wake-up of every wait of the instance.
@@ -150,9 +151,18 @@ impl std::fmt::Debug for ZkSemaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ZkSemaphore")
             .field("path", &self.path)
-            .field("max_leases", &self.max_leases)
+            .field("max", &self.max)
             .finish()
     }
+}
+
+/// Where the most leases held at once comes from.
+#[derive(Debug)]
+enum Max {
+    Fixed(u32),
+    /// Curator's `SharedCountReader` form: read at each listing, watched
+    /// while waiting (a change wakes the waiter).
+    Shared(SharedCount),
 }
 
 /// Unregisters an attempt's mutex from the instance's cancel list.
@@ -180,12 +190,39 @@ impl ZkSemaphore {
         max_leases: u32,
         metadata: &[u8],
     ) -> Result<ZkSemaphore> {
-        path::validate(path)?;
         if max_leases == 0 {
             return Err(Error::BadArguments(format!(
                 "semaphore {path}: max_leases must be at least 1"
             )));
         }
+        ZkSemaphore::with_max(zkw, path, Max::Fixed(max_leases), metadata)
+    }
+
+    /// A semaphore whose most leases is the value of `count` (Curator's
+    /// `InterProcessSemaphoreV2(client, path, SharedCountReader)`), read at
+    /// each listing: raising it lets waiters in at once (a waiting attempt
+    /// watches the count too); lowering it lets no new lease in until the
+    /// holders are within it (held leases stay held). A count of 0 or less
+    /// grants nothing.
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid `path`.
+    pub fn with_shared_count(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        count: SharedCount,
+        metadata: &[u8],
+    ) -> Result<ZkSemaphore> {
+        ZkSemaphore::with_max(zkw, path, Max::Shared(count), metadata)
+    }
+
+    fn with_max(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        max: Max,
+        metadata: &[u8],
+    ) -> Result<ZkSemaphore> {
+        path::validate(path)?;
         let leases = path::join_znode(path, SEMAPHORE_LEASES);
         let shared = Arc::new(LockShared::default());
         Ok(ZkSemaphore {
@@ -198,7 +235,7 @@ impl ZkSemaphore {
                 zkw: zkw.downgrade(),
             }),
             leases,
-            max_leases,
+            max,
             metadata: metadata.to_vec(),
             listener: None,
             shared,
@@ -243,9 +280,17 @@ impl ZkSemaphore {
         &self.path
     }
 
-    /// The most leases held at once.
-    pub fn max_leases(&self) -> u32 {
-        self.max_leases
+    /// The most leases held at once now (the shared count's value, with
+    /// [`with_shared_count`](Self::with_shared_count); 0 when it is 0 or less).
+    ///
+    /// # Errors
+    /// Reading the shared count: `NoNode`, `BadArguments` (not 4 bytes), the
+    /// session's errors.
+    pub fn max_leases(&self) -> Result<u32> {
+        match &self.max {
+            Max::Fixed(n) => Ok(*n),
+            Max::Shared(count) => Ok(u32::try_from(count.get()?.value).unwrap_or(0)),
+        }
     }
 
     /// Blocks until a lease is held (Curator's `acquire()`).
@@ -478,7 +523,7 @@ impl ZkSemaphore {
             if !children.iter().any(|c| c == my_node) {
                 return Err(lost());
             }
-            if children.len() <= self.max_leases as usize {
+            if children.len() <= self.max_leases()? as usize {
                 return Ok(true);
             }
             if !watched {
@@ -486,6 +531,16 @@ impl ZkSemaphore {
             }
             if bounds.wait.is_past() {
                 return Ok(false);
+            }
+            if let Max::Shared(count) = &self.max {
+                // A raised count lets this waiter in: watch it too (read after
+                // the watch's round began, so no change is missed).
+                if rzk.exists_watch(count.path(), &self.waiter)?.is_none() {
+                    return Err(Error::zk(ZkError::NoNode, count.path()));
+                }
+                if children.len() <= self.max_leases()? as usize {
+                    return Ok(true);
+                }
             }
             step!(self, Waiting, my_path);
             let woken = wait::wait(
