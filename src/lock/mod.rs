@@ -76,10 +76,12 @@
 //! ```
 
 mod base;
+mod dialect;
 mod either;
 mod guarded;
 mod kind;
 mod multi;
+mod mutex;
 mod removal;
 mod rw;
 mod semaphore;
@@ -93,9 +95,11 @@ pub use crate::wait::DEFAULT_CALL_GRACE;
 #[cfg(feature = "testing")]
 pub use base::LockStep;
 pub use base::{LockCanceller, ZkInterProcessLockBase};
+pub use dialect::Dialect;
 pub use guarded::guarded_multi;
 pub use kind::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
 pub use multi::{MultiLock, OrderedLock};
+pub use mutex::ZkInterProcessMutex;
 pub use rw::ZkInterProcessReadWriteLock;
 #[cfg(feature = "testing")]
 pub use semaphore::SemaphoreStep;
