@@ -15,17 +15,24 @@
 //!    cycles: grants/s, requests and notifications per grant, and the most
 //!    holders seen at once (must not exceed 4).
 //!
-//! Curator's `InterProcessSemaphoreV2` and kazoo's `Semaphore` run on other
-//! layouts (`<p>/locks` + `<p>/leases` with Curator's names; kazoo's lock at
-//! `<p>-__lock__` and unsequenced leases); their figures are printed beside
-//! zklock's when the dialects are in (see the report of issue 23).
+//! Each runs for zklock in its own layout, zklock in Curator's dialect beside
+//! Curator's `InterProcessSemaphoreV2` (a JVM running
+//! `benches/java/CuratorSemaphoreBench.java` on Debian's jars, `make
+//! curator`), and zklock in kazoo's dialect beside kazoo's `Semaphore` (the
+//! venv's python running `benches/python/kazoo_semaphore_bench.py`, `make
+//! kazoo`); a peer that cannot start is left out with a note. The same
+//! server, one form after the other; requests and notifications per
+//! operation from the server's counters around each form.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zklock::lock::ZkSemaphore;
+use std::path::Path;
+use std::process::Command;
+
+use zklock::lock::{Dialect, ZkSemaphore};
 use zklock::testing::example_servers;
 
 mod common;
@@ -41,9 +48,24 @@ struct Figures {
     notifications: f64,
 }
 
-fn uncontended(servers: &str, m: &Mntr, root: &str, cycles: usize) -> Figures {
+/// The jars the Java peer runs on (Debian's).
+const JARS: [&str; 8] = [
+    "/usr/share/java/curator-recipes.jar",
+    "/usr/share/java/curator-framework.jar",
+    "/usr/share/java/curator-client.jar",
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/zookeeper-jute.jar",
+    "/usr/share/java/guava.jar",
+    "/usr/share/java/slf4j-api.jar",
+    "/usr/share/java/slf4j-nop.jar",
+];
+
+/// How long a peer's command may take.
+const PEER_BOUND: Duration = Duration::from_secs(600);
+
+fn uncontended(servers: &str, m: &Mntr, root: &str, cycles: usize, dialect: Dialect) -> Figures {
     let zkw = connect(servers, "bench-sem-uncontended");
-    let sem = ZkSemaphore::new(&zkw, root, 4, b"bench").unwrap();
+    let sem = ZkSemaphore::in_dialect(&zkw, root, dialect, 4, b"bench").unwrap();
     for _ in 0..cycles.min(300) {
         sem.acquire().unwrap().release().unwrap();
     }
@@ -62,7 +84,7 @@ fn uncontended(servers: &str, m: &Mntr, root: &str, cycles: usize) -> Figures {
     let traffic = window.stop(m);
     times.sort();
     Figures {
-        name: "zklock ZkSemaphore, uncontended (limit 4)".into(),
+        name: format!("zklock ({dialect} layout), uncontended"),
         rate: cycles as f64 / elapsed.as_secs_f64(),
         median_us: us(percentile(&times, 0.5)),
         p99_us: us(percentile(&times, 0.99)),
@@ -71,7 +93,13 @@ fn uncontended(servers: &str, m: &Mntr, root: &str, cycles: usize) -> Figures {
     }
 }
 
-fn contended(servers: &str, m: &Mntr, root: &str, grants: usize) -> (Figures, usize) {
+fn contended(
+    servers: &str,
+    m: &Mntr,
+    root: &str,
+    grants: usize,
+    dialect: Dialect,
+) -> (Figures, usize) {
     let sessions = [
         connect(servers, "bench-sem-a"),
         connect(servers, "bench-sem-b"),
@@ -82,7 +110,8 @@ fn contended(servers: &str, m: &Mntr, root: &str, grants: usize) -> (Figures, us
     let start = Arc::new(Barrier::new(holders + 1));
     let threads: Vec<_> = (0..holders)
         .map(|i| {
-            let sem = ZkSemaphore::new(&sessions[i % 2], root, 4, b"bench").unwrap();
+            let sem =
+                ZkSemaphore::in_dialect(&sessions[i % 2], root, dialect, 4, b"bench").unwrap();
             let (holding, most, start) = (holding.clone(), most.clone(), start.clone());
             thread::spawn(move || {
                 start.wait();
@@ -114,7 +143,7 @@ fn contended(servers: &str, m: &Mntr, root: &str, grants: usize) -> (Figures, us
     let n = (holders * grants) as f64;
     (
         Figures {
-            name: "zklock ZkSemaphore, 8 holders for a limit of 4".into(),
+            name: format!("zklock ({dialect} layout), 8 holders / limit 4"),
             rate: n / elapsed.as_secs_f64(),
             median_us: us(percentile(&times, 0.5)),
             p99_us: us(percentile(&times, 0.99)),
@@ -123,6 +152,85 @@ fn contended(servers: &str, m: &Mntr, root: &str, grants: usize) -> (Figures, us
         },
         most.load(Ordering::SeqCst),
     )
+}
+
+/// A peer's figures for one command, with the server's counters around it.
+fn peer_form(
+    peer: &mut LineProcess,
+    m: &Mntr,
+    name: &str,
+    command: &str,
+) -> Option<(Figures, usize)> {
+    let window = Window::start(m);
+    let answer = peer.ask(command, PEER_BOUND);
+    let traffic = window.stop(m);
+    let line = match answer {
+        Ok(line) if line.starts_with("ok") => line,
+        other => {
+            println!("({name}: {other:?})");
+            return None;
+        }
+    };
+    let f = parse_fields(&line);
+    let n = f.get("cycles").or(f.get("grants")).copied().unwrap_or(1.0);
+    let elapsed = f.get("elapsed_ns").copied().unwrap_or(1.0) / 1e9;
+    Some((
+        Figures {
+            name: name.to_string(),
+            rate: n / elapsed,
+            median_us: f.get("p50_ns").map_or(f64::NAN, |v| v / 1e3),
+            p99_us: f.get("p99_ns").map_or(f64::NAN, |v| v / 1e3),
+            requests: traffic.received.saturating_sub(traffic.ping_allowance) as f64 / n,
+            notifications: traffic.notifications() as f64 / n,
+        },
+        f.get("most").copied().unwrap_or(0.0) as usize,
+    ))
+}
+
+/// Starts a peer and waits for its `ready`.
+fn start_peer(name: &str, cmd: Command) -> Option<LineProcess> {
+    let mut p = match LineProcess::spawn(name, cmd) {
+        Ok(p) => p,
+        Err(e) => {
+            println!("({name} left out: {e})");
+            return None;
+        }
+    };
+    match p.recv(Duration::from_secs(60)) {
+        Ok(l) if l.starts_with("ready") => Some(p),
+        other => {
+            println!("({name} left out: {other:?})");
+            None
+        }
+    }
+}
+
+/// The Curator peer, when Java and the jars are there.
+fn curator_peer(servers: &str) -> Option<(JavaClasses, LineProcess)> {
+    let classes = match compile_java(
+        "semaphore",
+        &["benches/java/CuratorSemaphoreBench.java"],
+        &JARS,
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("(Curator left out: {e})");
+            return None;
+        }
+    };
+    let mut cmd = classes.java(&["-Xmx256m", "-XX:+UseSerialGC"], "CuratorSemaphoreBench");
+    cmd.arg(servers);
+    let p = start_peer("Curator", cmd)?;
+    Some((classes, p))
+}
+
+/// The kazoo peer, when the venv is there.
+fn kazoo_peer(servers: &str) -> Option<LineProcess> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = Command::new(root.join("target/kazoo-venv/bin/python"));
+    cmd.arg(root.join("benches/python/kazoo_semaphore_bench.py"))
+        .arg(servers);
+    start_peer("kazoo", cmd)
 }
 
 fn main() {
@@ -137,11 +245,60 @@ fn main() {
     );
     let m = Mntr::new(&servers);
     let root = format!("/zklock-bench-semaphore-{}", std::process::id());
-    let mut rows = vec![uncontended(&servers, &m, &format!("{root}/u"), cycles)];
-    let (figures, most) = contended(&servers, &m, &format!("{root}/c"), grants);
-    println!("most holders at once: {most} (limit 4)");
-    assert!(most <= 4, "{most} holders for a limit of 4");
-    rows.push(figures);
+    let mut rows = Vec::new();
+    let mut most_seen = Vec::new();
+    let zklock_rows = |dialect: Dialect, rows: &mut Vec<Figures>, most_seen: &mut Vec<_>| {
+        let d = dialect.name();
+        rows.push(uncontended(
+            &servers,
+            &m,
+            &format!("{root}/{d}-u"),
+            cycles,
+            dialect,
+        ));
+        let (figures, most) = contended(&servers, &m, &format!("{root}/{d}-c"), grants, dialect);
+        most_seen.push((figures.name.clone(), most));
+        rows.push(figures);
+    };
+    zklock_rows(Dialect::HBase, &mut rows, &mut most_seen);
+    zklock_rows(Dialect::Curator, &mut rows, &mut most_seen);
+    let curator = curator_peer(&servers);
+    if let Some((_classes, mut peer)) = curator {
+        let u = format!("uncontended {root}/curator-u 4 {cycles}");
+        if let Some((f, _)) = peer_form(
+            &mut peer,
+            &m,
+            "Curator InterProcessSemaphoreV2, uncontended",
+            &u,
+        ) {
+            rows.push(f);
+        }
+        let c = format!("contended {root}/curator-c 4 8 {grants}");
+        let name = "Curator InterProcessSemaphoreV2, 8 holders / limit 4";
+        if let Some((f, most)) = peer_form(&mut peer, &m, name, &c) {
+            most_seen.push((f.name.clone(), most));
+            rows.push(f);
+        }
+    }
+    zklock_rows(Dialect::Kazoo, &mut rows, &mut most_seen);
+    if let Some(mut peer) = kazoo_peer(&servers) {
+        let u = format!("uncontended {root}/kazoo-u 4 {cycles}");
+        if let Some((f, _)) = peer_form(&mut peer, &m, "kazoo Semaphore, uncontended", &u) {
+            rows.push(f);
+        }
+        let c = format!("contended {root}/kazoo-c 4 8 {grants}");
+        if let Some((f, most)) =
+            peer_form(&mut peer, &m, "kazoo Semaphore, 8 holders / limit 4", &c)
+        {
+            most_seen.push((f.name.clone(), most));
+            rows.push(f);
+        }
+    }
+    println!();
+    for (name, most) in &most_seen {
+        println!("{name}: most holders at once {most} (limit 4)");
+        assert!(*most <= 4, "{name}: {most} holders for a limit of 4");
+    }
     println!();
     println!("| form | ops/s | median µs | p99 µs | requests/op | notifications/op |");
     println!("|---|---:|---:|---:|---:|---:|");

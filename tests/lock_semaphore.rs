@@ -11,21 +11,42 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::participant::Participant;
 use common::{children, force_expiry, init_log, lock_recorder, raw, zkw};
 use zklock::client::{Acl, CreateMode, Op};
 use zklock::lock::{
-    InterProcessLock, LockEvent, LockStep, MultiLock, OrderedLock, SemaphoreStep,
+    Dialect, InterProcessLock, LockEvent, LockStep, MultiLock, OrderedLock, SemaphoreStep,
     ZkInterProcessReadLock, ZkInterProcessWriteLock, ZkSemaphore,
 };
 use zklock::recipes::counter::SharedCount;
 use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
 use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
 
-/// No lease or mutex node left under the semaphore `root`.
+/// The directory of a semaphore's leases in `dialect`'s layout.
+fn leases_of(root: &str, dialect: Dialect) -> String {
+    match dialect {
+        Dialect::Kazoo => root.to_string(),
+        _ => format!("{root}/leases"),
+    }
+}
+
+/// The directory of a semaphore's internal mutex in `dialect`'s layout.
+fn locks_of(root: &str, dialect: Dialect) -> String {
+    match dialect {
+        Dialect::Kazoo => format!("{root}-__lock__"),
+        _ => format!("{root}/locks"),
+    }
+}
+
+/// No lease or mutex node left under the semaphore `root` (zklock's layout).
 fn assert_no_nodes(root: &str) {
+    assert_no_nodes_in(root, Dialect::HBase);
+}
+
+/// No lease or mutex node left under the semaphore `root` in `dialect`.
+fn assert_no_nodes_in(root: &str, dialect: Dialect) {
     let zk = raw();
-    for child in ["leases", "locks"] {
-        let path = format!("{root}/{child}");
+    for path in [leases_of(root, dialect), locks_of(root, dialect)] {
         assert!(
             eventually(Duration::from_secs(5), || children(&zk, &path).is_empty()),
             "orphans under {path}: {:?}",
@@ -45,10 +66,17 @@ fn wait_children(path: &str, n: usize) {
 }
 
 /// 8 holders (two sessions, one instance each) for a limit of 4 over many
-/// rounds: a shared holder count checked inside never exceeds 4 (and reaches
-/// it), every fencing token is new and each holder's grow; nothing is left.
+/// rounds, in each dialect: a shared holder count checked inside never
+/// exceeds 4, every fencing token is new and each holder's grow; nothing is
+/// left.
 #[test]
 fn holders_never_exceed_the_limit_and_tokens_grow() {
+    for dialect in Dialect::ALL {
+        holders_within_the_limit(dialect);
+    }
+}
+
+fn holders_within_the_limit(dialect: Dialect) {
     init_log();
     let root = unique_root("sem-limit");
     let sessions = [zkw(), zkw()];
@@ -57,7 +85,8 @@ fn holders_never_exceed_the_limit_and_tokens_grow() {
     let tokens = Arc::new(Mutex::new(Vec::new()));
     let threads: Vec<_> = (0..8)
         .map(|i| {
-            let sem = ZkSemaphore::new(&sessions[i % 2], &root, 4, b"holder").unwrap();
+            let sem =
+                ZkSemaphore::in_dialect(&sessions[i % 2], &root, dialect, 4, b"holder").unwrap();
             let (holding, most, tokens) = (holding.clone(), most.clone(), tokens.clone());
             thread::spawn(move || {
                 let mut last = 0;
@@ -89,7 +118,7 @@ fn holders_never_exceed_the_limit_and_tokens_grow() {
     tokens.sort();
     tokens.dedup();
     assert_eq!(tokens.len(), n, "a fencing token was given twice");
-    assert_no_nodes(&root);
+    assert_no_nodes_in(&root, dialect);
 }
 
 /// Herd-free: with one lease held and 6 idle waiters, the waiters do not
@@ -158,14 +187,25 @@ fn each_grant_wakes_one_waiter_not_the_herd() {
 }
 
 /// try_acquire's bound, at both places an attempt waits (behind the leases
-/// holding the mutex, and queued at the mutex), and cancel: each leaves no
-/// node; try_acquire(0) takes a free lease.
+/// holding the mutex, and queued at the mutex), and cancel, in each dialect:
+/// each leaves no node; try_acquire(0) takes a free lease.
 #[test]
 fn timeouts_and_cancel_leave_no_node() {
+    for dialect in Dialect::ALL {
+        bounds_and_cancel(dialect);
+    }
+}
+
+fn bounds_and_cancel(dialect: Dialect) {
     init_log();
     let root = unique_root("sem-bound");
     let zkw = zkw();
-    let holder = ZkSemaphore::new(&zkw, &root, 1, b"holder").unwrap();
+    let (leases, locks) = (leases_of(&root, dialect), locks_of(&root, dialect));
+    // The leases while one holds and one waits holding the mutex (kazoo's
+    // waiter creates its lease only when there is room).
+    let one_waiting = if dialect == Dialect::Kazoo { 1 } else { 2 };
+    let sem = |id: &[u8]| ZkSemaphore::in_dialect(&zkw, &root, dialect, 1, id).unwrap();
+    let holder = sem(b"holder");
     let held = holder.acquire().unwrap();
     assert!(
         ZkSemaphore::new(&zkw, &root, 0, b"").is_err(),
@@ -173,52 +213,46 @@ fn timeouts_and_cancel_leave_no_node() {
     );
 
     // Out of time behind the leases (holding the mutex).
-    let sem = ZkSemaphore::new(&zkw, &root, 1, b"w").unwrap();
+    let w = sem(b"w");
     let started = Instant::now();
-    assert!(sem
-        .try_acquire(Duration::from_millis(300))
-        .unwrap()
-        .is_none());
+    assert!(w.try_acquire(Duration::from_millis(300)).unwrap().is_none());
     assert!(started.elapsed() >= Duration::from_millis(300));
     let zk = raw();
-    assert!(eventually(Duration::from_secs(5), || children(
-        &zk,
-        &format!("{root}/locks")
-    )
-    .is_empty()));
-    assert_eq!(children(&zk, &format!("{root}/leases")).len(), 1);
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &locks).is_empty()));
+    assert_eq!(children(&zk, &leases).len(), 1);
 
     // One waits behind the leases (cancelled later), one at the mutex (out
     // of time).
-    let behind = Arc::new(ZkSemaphore::new(&zkw, &root, 1, b"behind").unwrap());
+    let behind = Arc::new(sem(b"behind"));
     let b = behind.clone();
     let waiting = thread::spawn(move || b.acquire().map(drop));
-    wait_children(&format!("{root}/leases"), 2);
-    let queued = ZkSemaphore::new(&zkw, &root, 1, b"queued").unwrap();
+    wait_children(&locks, 1);
+    wait_children(&leases, one_waiting);
+    let queued = sem(b"queued");
     assert!(queued
         .try_acquire(Duration::from_millis(300))
         .unwrap()
         .is_none());
-    wait_children(&format!("{root}/locks"), 1);
+    wait_children(&locks, 1);
     behind.cancel();
     match waiting.join().unwrap() {
         Err(Error::Cancelled { .. }) => {}
         other => panic!("cancelled acquire: {other:?}"),
     }
     assert!(matches!(behind.acquire(), Err(Error::Cancelled { .. })));
-    wait_children(&format!("{root}/locks"), 0);
-    wait_children(&format!("{root}/leases"), 1);
+    wait_children(&locks, 0);
+    wait_children(&leases, 1);
 
     // Free: taken with a zero timeout; dropped in the background.
     drop(held);
-    wait_children(&format!("{root}/leases"), 0);
-    let lease = sem
+    wait_children(&leases, 0);
+    let lease = w
         .try_acquire(Duration::ZERO)
         .unwrap()
         .expect("a free lease");
     assert!(lease.is_held());
     drop(lease);
-    assert_no_nodes(&root);
+    assert_no_nodes_in(&root, dialect);
 }
 
 /// A session through a proxy (to force its expiry), renewing.
@@ -421,7 +455,9 @@ fn a_shared_count_sets_the_limit() {
     let root = unique_root("sem-count");
     let zkw = zkw();
     let count = SharedCount::new(&zkw, &format!("{root}-count"), 1).unwrap();
-    let sem = |id: &[u8]| ZkSemaphore::with_shared_count(&zkw, &root, count.clone(), id).unwrap();
+    let sem = |id: &[u8]| {
+        ZkSemaphore::with_shared_count(&zkw, &root, Dialect::Curator, count.clone(), id).unwrap()
+    };
     let a = sem(b"a").acquire().unwrap();
     let b_sem = Arc::new(sem(b"b"));
     let b = b_sem.clone();
@@ -442,5 +478,133 @@ fn a_shared_count_sets_the_limit() {
         .expect("within the count")
         .release()
         .unwrap();
-    assert_no_nodes(&root);
+    assert_no_nodes_in(&root, Dialect::Curator);
+    assert!(matches!(
+        ZkSemaphore::with_shared_count(&zkw, &root, Dialect::Kazoo, count, b""),
+        Err(Error::BadArguments(_))
+    ));
+}
+
+// ---------------------------------------------------------------------------
+// With Curator's and kazoo's own semaphores on the same path
+// ---------------------------------------------------------------------------
+
+/// `peer` (Curator's `InterProcessSemaphoreV2` or kazoo's `Semaphore`, see
+/// tests/java/CuratorSemaphore.java and tests/python/kazoo_semaphore.py) and
+/// zklock in `dialect` on one semaphore of 2: each side's leases count for the
+/// other (a third waits, in either direction), the nodes are the native
+/// layout's, and a ring of the peer and 3 zklock holders over many rounds
+/// never has more than 2 holders (a file per holder in a shared directory,
+/// counted by each holder inside); nothing is left.
+fn mixed_holders(mut peer: Participant, dialect: Dialect) {
+    let root = unique_root(&format!("sem-mixed-{dialect}"));
+    let zkw = zkw();
+    let zk = raw();
+    let sem = |id: &[u8]| ZkSemaphore::in_dialect(&zkw, &root, dialect, 2, id).unwrap();
+    let leases = leases_of(&root, dialect);
+    // The peer first, then zklock: a third (zklock) waits.
+    let answer = peer.ask(&format!("acquire {root} 2 20000"));
+    assert!(answer.starts_with("acquired"), "{answer}");
+    let z1 = sem(b"z1")
+        .try_acquire(Duration::from_secs(20))
+        .unwrap()
+        .expect("the second lease");
+    let z2 = sem(b"z2");
+    assert!(
+        z2.try_acquire(Duration::from_millis(300))
+            .unwrap()
+            .is_none(),
+        "a third holder"
+    );
+    let names = children(&zk, &leases);
+    assert_eq!(names.len(), 2, "{names:?}");
+    for name in &names {
+        match dialect {
+            Dialect::Curator => assert!(
+                name.starts_with("_c_") && name.contains("-lease-"),
+                "not Curator's lease name: {name}"
+            ),
+            _ => assert!(
+                name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit()),
+                "not kazoo's lease name: {name}"
+            ),
+        }
+    }
+    if dialect == Dialect::Kazoo {
+        assert_eq!(
+            zk.get_data(&root, false).unwrap().0,
+            b"2",
+            "kazoo's max_leases"
+        );
+    }
+    assert_eq!(peer.ask("release"), "released");
+    let z2 = z2
+        .try_acquire(Duration::from_secs(20))
+        .unwrap()
+        .expect("the peer's lease back");
+    // zklock holds both: the peer waits, runs out, then gets the one released.
+    assert_eq!(peer.ask(&format!("acquire {root} 2 300")), "timeout");
+    z1.release().unwrap();
+    let answer = peer.ask(&format!("acquire {root} 2 20000"));
+    assert!(answer.starts_with("acquired"), "{answer}");
+    assert_eq!(peer.ask("release"), "released");
+    z2.release().unwrap();
+
+    // The ring.
+    let flags = std::env::temp_dir().join(format!("zklock-sem-flags{}", root.replace('/', "-")));
+    std::fs::create_dir_all(&flags).unwrap();
+    let rounds = 25;
+    peer.send(&format!("ring {root} 2 {rounds} {}", flags.display()));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let holders: Vec<_> = (0..3)
+        .map(|i| {
+            let sem = sem(b"ring");
+            let (flags, violations) = (flags.clone(), violations.clone());
+            thread::spawn(move || {
+                for r in 0..rounds {
+                    let lease = sem.acquire().unwrap();
+                    let mine = flags.join(format!("zklock-{i}-{r}"));
+                    std::fs::File::create_new(&mine).unwrap();
+                    if std::fs::read_dir(&flags).unwrap().count() > 2 {
+                        violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                    thread::sleep(Duration::from_millis(2));
+                    std::fs::remove_file(&mine).unwrap();
+                    lease.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in holders {
+        h.join().unwrap();
+    }
+    let done = peer.expect("ringdone", Duration::from_secs(120));
+    let words: Vec<&str> = done.split_whitespace().collect();
+    assert_eq!(
+        words.get(2),
+        Some(&"0"),
+        "the peer saw more than 2 holders: {done}"
+    );
+    assert_eq!(
+        violations.load(Ordering::SeqCst),
+        0,
+        "zklock saw more than 2 holders"
+    );
+    std::fs::remove_dir_all(&flags).unwrap();
+    peer.finish();
+    assert_no_nodes_in(&root, dialect);
+}
+
+#[test]
+fn curator_semaphores_and_zklock_share_the_limit() {
+    init_log();
+    let peer = Participant::java("CuratorSemaphore", &[&shared_server().connect_string()]);
+    mixed_holders(peer, Dialect::Curator);
+}
+
+#[test]
+fn kazoo_semaphores_and_zklock_share_the_limit() {
+    init_log();
+    let peer = Participant::kazoo("kazoo_semaphore.py", &[&shared_server().connect_string()]);
+    mixed_holders(peer, Dialect::Kazoo);
 }

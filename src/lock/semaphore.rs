@@ -2,13 +2,14 @@
 //! with the locks' guarantees (Curator's `InterProcessSemaphoreV2` algorithm).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use log::{debug, info};
 use parking_lot::Mutex;
 
+use super::dialect::{random_uuid, Dialect, Layout, Role};
 use super::removal::{remove_and_wait, remove_in_background, Attempt};
 use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
@@ -17,8 +18,8 @@ use crate::error::{Error, Result, ZkError};
 use crate::path;
 use crate::recipes::counter::SharedCount;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
-use crate::sequence::tagged_sequence;
-use crate::types::{CreateMode, Op, OpResult, Watcher};
+use crate::sequence::{number_after_last, tagged_sequence};
+use crate::types::{CreateMode, Op, OpResult, Stat, Watcher};
 use crate::wait::{self, Bounds, CallSession, WhenDown, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
@@ -29,8 +30,13 @@ use super::LockStep;
 pub const SEMAPHORE_LOCKS: &str = "locks";
 /// The leases' child of the semaphore's znode (Curator's name).
 pub const SEMAPHORE_LEASES: &str = "leases";
-/// The prefix of a lease node in zklock's layout: `lease-<tag>-<seq>`.
+/// The prefix of a lease node in zklock's layout: `lease-<tag>-<seq>`
+/// (Curator's lease name: `_c_<uuid>-lease-<seq>`).
 pub const LEASE_PREFIX: &str = "lease-";
+/// Curator's protected-mode prefix (`ProtectedUtils.PROTECTED_PREFIX`).
+const CURATOR_PROTECTED: &str = "_c_";
+/// kazoo's guard lock beside the semaphore's znode: `<p>-__lock__`.
+const KAZOO_LOCK_SUFFIX: &str = "-__lock__";
 
 /// A step of a semaphore attempt, told to a test hook (see
 /// [`ZkSemaphore::with_step_hook`]) with the lease node's path (empty before
@@ -132,8 +138,15 @@ pub struct ZkSemaphore {
     path: String,
     locks: String,
     leases: String,
+    dialect: Dialect,
+    /// Whether kazoo's `<p>` (with the limit) is known to exist.
+    ensured: AtomicBool,
     max: Max,
-    metadata: Vec<u8>,
+    /// A lease node's data (the dialect's: the local address for Curator's
+    /// when none is given).
+    lease_data: Vec<u8>,
+    /// The internal mutex's node data (before its layout's transformation).
+    mutex_data: Vec<u8>,
     listener: Option<Arc<dyn LockListener>>,
     /// Cancel flag and the wake-up of every wait of the instance.
     shared: Arc<LockShared>,
@@ -151,6 +164,7 @@ impl std::fmt::Debug for ZkSemaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ZkSemaphore")
             .field("path", &self.path)
+            .field("dialect", &self.dialect)
             .field("max", &self.max)
             .finish()
     }
@@ -190,12 +204,44 @@ impl ZkSemaphore {
         max_leases: u32,
         metadata: &[u8],
     ) -> Result<ZkSemaphore> {
+        ZkSemaphore::in_dialect(zkw, path, Dialect::HBase, max_leases, metadata)
+    }
+
+    /// A semaphore of at most `max_leases` holders on `path` in `dialect`,
+    /// taken in turn with the native participants of that layout:
+    /// - [`Dialect::HBase`]: zklock's own layout ([`new`](Self::new)).
+    /// - [`Dialect::Curator`]: Curator's `InterProcessSemaphoreV2(client,
+    ///   path, max_leases)`: its mutex `<p>/locks/_c_<uuid>-lock-<seq>`
+    ///   (Curator's default data, the local address), its leases
+    ///   `<p>/leases/_c_<uuid>-lease-<seq>` carrying `data` (the local
+    ///   address when empty), parents created as containers. The same
+    ///   algorithm as zklock's.
+    /// - [`Dialect::Kazoo`]: kazoo's `Semaphore(path, identifier=data,
+    ///   max_leases)`: `max_leases` stored as text in `<p>`'s data (a
+    ///   different number stored there is refused, as kazoo does), a kazoo
+    ///   `Lock` at `<p>-__lock__` (carrying `data`), and non-sequential
+    ///   lease nodes `<p>/<uuid hex>` carrying `data`. kazoo's algorithm:
+    ///   the mutex holder lists `<p>` with a watch and creates its lease only
+    ///   when fewer than `max_leases` exist, else waits for a change.
+    ///
+    /// In every dialect zklock's guarantees hold (see the type's docs); the
+    /// lease's sequence is 0 in kazoo's layout (its nodes have none).
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid `path` or a `max_leases` of 0.
+    pub fn in_dialect(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        dialect: Dialect,
+        max_leases: u32,
+        data: &[u8],
+    ) -> Result<ZkSemaphore> {
         if max_leases == 0 {
             return Err(Error::BadArguments(format!(
                 "semaphore {path}: max_leases must be at least 1"
             )));
         }
-        ZkSemaphore::with_max(zkw, path, Max::Fixed(max_leases), metadata)
+        ZkSemaphore::with_max(zkw, path, dialect, Max::Fixed(max_leases), data)
     }
 
     /// A semaphore whose most leases is the value of `count` (Curator's
@@ -205,30 +251,49 @@ impl ZkSemaphore {
     /// holders are within it (held leases stay held). A count of 0 or less
     /// grants nothing.
     ///
+    /// In zklock's layout or Curator's (see [`in_dialect`](Self::in_dialect)).
+    ///
     /// # Errors
-    /// `BadArguments` for an invalid `path`.
+    /// `BadArguments` for an invalid `path`, or for [`Dialect::Kazoo`]
+    /// (kazoo's `Semaphore` has no shared-count form: its limit is in `<p>`).
     pub fn with_shared_count(
         zkw: &ZooKeeperWatcher,
         path: &str,
+        dialect: Dialect,
         count: SharedCount,
-        metadata: &[u8],
+        data: &[u8],
     ) -> Result<ZkSemaphore> {
-        ZkSemaphore::with_max(zkw, path, Max::Shared(count), metadata)
+        if dialect == Dialect::Kazoo {
+            return Err(Error::BadArguments(format!(
+                "semaphore {path}: kazoo's Semaphore has no shared-count form"
+            )));
+        }
+        ZkSemaphore::with_max(zkw, path, dialect, Max::Shared(count), data)
     }
 
     fn with_max(
         zkw: &ZooKeeperWatcher,
         path: &str,
+        dialect: Dialect,
         max: Max,
-        metadata: &[u8],
+        data: &[u8],
     ) -> Result<ZkSemaphore> {
         path::validate(path)?;
-        let leases = path::join_znode(path, SEMAPHORE_LEASES);
+        let (locks, leases) = match dialect {
+            Dialect::Kazoo => (format!("{path}{KAZOO_LOCK_SUFFIX}"), path.to_string()),
+            _ => (
+                path::join_znode(path, SEMAPHORE_LOCKS),
+                path::join_znode(path, SEMAPHORE_LEASES),
+            ),
+        };
+        path::validate(&locks)?;
         let shared = Arc::new(LockShared::default());
         Ok(ZkSemaphore {
             zkw: zkw.clone(),
             path: path.to_string(),
-            locks: path::join_znode(path, SEMAPHORE_LOCKS),
+            dialect,
+            ensured: AtomicBool::new(false),
+            locks,
             waiter: Arc::new(WaitWatcher {
                 shared: shared.clone(),
                 parent: leases.clone(),
@@ -236,7 +301,12 @@ impl ZkSemaphore {
             }),
             leases,
             max,
-            metadata: metadata.to_vec(),
+            lease_data: Layout::new(dialect, Role::Mutex).node_data(data),
+            mutex_data: match dialect {
+                // Curator's semaphore makes its mutex with the default data.
+                Dialect::Curator => Vec::new(),
+                _ => data.to_vec(),
+            },
             listener: None,
             shared,
             call_grace: DEFAULT_CALL_GRACE,
@@ -361,8 +431,10 @@ impl ZkSemaphore {
     /// The attempt's internal mutex, registered for a cancel.
     fn mutex(&self) -> Result<(ZkInterProcessWriteLock, Registered<'_>)> {
         #[allow(unused_mut)]
-        let mut mutex = ZkInterProcessWriteLock::new(&self.zkw, &self.locks, &self.metadata, None)?
-            .with_call_grace(self.call_grace);
+        let mut mutex =
+            ZkInterProcessWriteLock::new(&self.zkw, &self.locks, &self.mutex_data, None)?
+                .with_layout(Layout::new(self.dialect, Role::Mutex))
+                .with_call_grace(self.call_grace);
         #[cfg(feature = "testing")]
         if let Some(hook) = self.step_hook.clone() {
             mutex = mutex.with_step_hook(move |s, p| hook(SemaphoreStep::Mutex(s), p));
@@ -379,6 +451,9 @@ impl ZkSemaphore {
     fn attempt(&self, bounds: Bounds) -> Result<Option<SemaphoreLease>> {
         let call = CallSession::begin(&self.zkw)?;
         self.check_cancelled()?;
+        if self.dialect == Dialect::Kazoo {
+            self.ensure_kazoo_path(&call.rzk().with_deadline(bounds.calls))?;
+        }
         let (mutex, _registered) = self.mutex()?;
         let got = match bounds.wait.remaining() {
             None => mutex.acquire().map(|()| true),
@@ -402,36 +477,34 @@ impl ZkSemaphore {
         lease
     }
 
-    /// Holding the mutex: creates the lease node and waits until it is within
-    /// the limit.
+    /// Holding the mutex: takes a lease in the dialect's way, then makes it
+    /// a [`SemaphoreLease`] (watched when a listener is set).
     fn lease(&self, call: &CallSession, bounds: Bounds) -> Result<Option<SemaphoreLease>> {
         let rzk = call.rzk().with_deadline(bounds.calls);
-        let tagged = tagged_prefix(&path::join_znode(&self.leases, LEASE_PREFIX));
-        let CreatedAndListed { path, stat, listed } = match self.create_lease(&rzk, &tagged) {
-            Ok(created) => created,
-            Err(e) => {
-                if e.is_retryable() {
-                    remove_and_wait(&self.zkw, Attempt::Tag(tagged));
-                }
-                return if bounds.cut_short(&e) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                };
-            }
+        let rzk = if self.dialect == Dialect::HBase {
+            rzk
+        } else {
+            rzk.with_metadata_prefix(false)
         };
-        step!(self, Created, &path);
-        let granted = self
-            .wait_for_leases(call, &rzk, &path, listed, bounds)
-            .and_then(|held| match held {
-                true => self.grant(call, &rzk, &path).map(Some),
-                false => Ok(None),
-            });
-        match granted {
-            Ok(Some((shared, watch))) => {
+        let taken = match self.dialect {
+            Dialect::Kazoo => self.kazoo_lease(call, &rzk, bounds)?,
+            _ => self.counted_lease(call, &rzk, bounds)?,
+        };
+        let Some((path, stat)) = taken else {
+            return Ok(None);
+        };
+        match self.grant(call, &rzk, &path) {
+            Ok((shared, watch)) => {
                 step!(self, Granted, &path);
-                let sequence =
-                    tagged_sequence(path::get_node_name(&path), LEASE_PREFIX).unwrap_or(0);
+                let name = path::get_node_name(&path);
+                let sequence = match self.dialect {
+                    Dialect::HBase => tagged_sequence(name, LEASE_PREFIX),
+                    Dialect::Curator => {
+                        number_after_last(name, '-').and_then(|n| i32::try_from(n).ok())
+                    }
+                    Dialect::Kazoo => None,
+                }
+                .unwrap_or(0);
                 debug!("leased {path}");
                 Ok(Some(SemaphoreLease {
                     zkw: self.zkw.clone(),
@@ -447,7 +520,57 @@ impl ZkSemaphore {
                     released: false,
                 }))
             }
-            Ok(None) => {
+            Err(e) => {
+                remove_and_wait(&self.zkw, Attempt::Node(path));
+                if bounds.cut_short(&e) {
+                    Ok(None)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// The sequential lease node's prefix: zklock's tagged `lease-<tag>-`,
+    /// or Curator's protected `_c_<uuid>-lease-`; unique to the attempt
+    /// either way (a lost create's node is found by it).
+    fn lease_prefix(&self) -> String {
+        match self.dialect {
+            Dialect::Curator => path::join_znode(
+                &self.leases,
+                &format!("{CURATOR_PROTECTED}{}-{LEASE_PREFIX}", random_uuid()),
+            ),
+            _ => tagged_prefix(&path::join_znode(&self.leases, LEASE_PREFIX)),
+        }
+    }
+
+    /// Curator's algorithm (zklock's and Curator's layouts): creates the
+    /// lease node, then waits until the leases, its own counted, are within
+    /// the limit. Its node is removed on every exit without it.
+    fn counted_lease(
+        &self,
+        call: &CallSession,
+        rzk: &RecoverableZooKeeper,
+        bounds: Bounds,
+    ) -> Result<Option<(String, Stat)>> {
+        let tagged = self.lease_prefix();
+        let CreatedAndListed { path, stat, listed } = match self.create_lease(rzk, &tagged) {
+            Ok(created) => created,
+            Err(e) => {
+                if e.is_retryable() {
+                    remove_and_wait(&self.zkw, Attempt::Tag(tagged));
+                }
+                return if bounds.cut_short(&e) {
+                    Ok(None)
+                } else {
+                    Err(e)
+                };
+            }
+        };
+        step!(self, Created, &path);
+        match self.wait_for_leases(call, rzk, &path, listed, bounds) {
+            Ok(true) => Ok(Some((path, stat))),
+            Ok(false) => {
                 info!("no lease of {} in time; removing {path}", self.path);
                 remove_and_wait(&self.zkw, Attempt::Node(path));
                 Ok(None)
@@ -463,22 +586,132 @@ impl ZkSemaphore {
         }
     }
 
+    /// kazoo's algorithm: lists `<p>` with a watch and creates the lease
+    /// node `<p>/<uuid hex>` only when fewer than the limit exist; else waits
+    /// for a change. Nothing is created before there is room.
+    fn kazoo_lease(
+        &self,
+        call: &CallSession,
+        rzk: &RecoverableZooKeeper,
+        bounds: Bounds,
+    ) -> Result<Option<(String, Stat)>> {
+        let path = path::join_znode(&self.leases, &random_uuid().replace('-', ""));
+        let taken: Result<Option<Stat>> = (|| loop {
+            call.check()?;
+            self.check_cancelled()?;
+            let round = self.shared.wake.generation();
+            let children = rzk.get_children_watch(&self.leases, &self.waiter)?;
+            if children.len() < self.max_leases()? as usize {
+                let (_, stat) = rzk.create2(
+                    &path,
+                    &self.lease_data,
+                    rzk.acl_for(&path),
+                    CreateMode::Ephemeral,
+                )?;
+                step!(self, Created, &path);
+                return Ok(Some(stat));
+            }
+            if bounds.wait.is_past() {
+                return Ok(None);
+            }
+            step!(self, Waiting, &path);
+            let woken = wait::wait(
+                &self.shared.wake,
+                round,
+                call,
+                bounds.wait,
+                WhenDown::Wait,
+                &self.path,
+            )?;
+            step!(self, Woken, &path);
+            self.check_cancelled()?;
+            if !woken {
+                return Ok(None);
+            }
+        })();
+        match taken {
+            Ok(Some(stat)) => Ok(Some((path, stat))),
+            Ok(None) => Ok(None),
+            Err(e) => {
+                // A create whose reply was lost may have made it.
+                if e.is_retryable() {
+                    remove_and_wait(&self.zkw, Attempt::Node(path));
+                }
+                if bounds.cut_short(&e) {
+                    Ok(None)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// kazoo's `_ensure_path`: `<p>` exists, created with the limit as its
+    /// data; an existing `<p>` whose data is another number is refused
+    /// (kazoo's "Inconsistent max leases"). Once per instance.
+    fn ensure_kazoo_path(&self, rzk: &RecoverableZooKeeper) -> Result<()> {
+        if self.ensured.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let rzk = rzk.with_metadata_prefix(false);
+        let max = self.max_leases()?;
+        let create = || {
+            rzk.create(
+                &self.path,
+                max.to_string().as_bytes(),
+                rzk.acl_for(&self.path),
+                CreateMode::Persistent,
+            )
+        };
+        let created = match create() {
+            Err(e) if e.is(ZkError::NoNode) => {
+                if let Some(parent) = path::get_parent(&self.path) {
+                    rzk.create_with_parents(parent, &[])?;
+                }
+                create()
+            }
+            other => other,
+        };
+        match created {
+            Ok(_) => {}
+            Err(e) if e.is(ZkError::NodeExists) => {
+                let (data, _) = rzk.get_data(&self.path, false)?;
+                let stored = std::str::from_utf8(&data)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<i64>().ok());
+                if let Some(stored) = stored.filter(|n| *n != i64::from(max)) {
+                    return Err(Error::BadArguments(format!(
+                        "semaphore {}: inconsistent max leases: {stored}, expected: {max}",
+                        self.path
+                    )));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        self.ensured.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
     /// The lease's ephemeral sequential node, sent with the first listing of
     /// the leases (no watch); creates the parents when missing.
     fn create_lease(&self, rzk: &RecoverableZooKeeper, tagged: &str) -> Result<CreatedAndListed> {
         let first = rzk.create_sequential_tagged_and_list(
             tagged,
-            &self.metadata,
+            &self.lease_data,
             rzk.acl_for(tagged),
             CreateMode::EphemeralSequential,
             &self.leases,
         );
         match first {
             Err(e) if e.is(ZkError::NoNode) => {
-                rzk.create_with_parents(&self.leases, &[])?;
+                rzk.create_with_parents_as(
+                    &self.leases,
+                    &[],
+                    Layout::new(self.dialect, Role::Mutex).parent_mode(),
+                )?;
                 rzk.create_sequential_tagged(
                     tagged,
-                    &self.metadata,
+                    &self.lease_data,
                     rzk.acl_for(tagged),
                     CreateMode::EphemeralSequential,
                 )
