@@ -189,7 +189,7 @@ fn peer_form(
 
 /// Starts a peer and waits for its `ready`.
 fn start_peer(name: &str, cmd: Command) -> Option<LineProcess> {
-    let mut p = match LineProcess::spawn(name, cmd) {
+    let p = match LineProcess::spawn(name, cmd) {
         Ok(p) => p,
         Err(e) => {
             println!("({name} left out: {e})");
