@@ -48,18 +48,6 @@ struct Figures {
     notifications: f64,
 }
 
-/// The jars the Java peer runs on (Debian's).
-const JARS: [&str; 8] = [
-    "/usr/share/java/curator-recipes.jar",
-    "/usr/share/java/curator-framework.jar",
-    "/usr/share/java/curator-client.jar",
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/zookeeper-jute.jar",
-    "/usr/share/java/guava.jar",
-    "/usr/share/java/slf4j-api.jar",
-    "/usr/share/java/slf4j-nop.jar",
-];
-
 /// How long a peer's command may take.
 const PEER_BOUND: Duration = Duration::from_secs(600);
 
@@ -210,7 +198,7 @@ fn curator_peer(servers: &str) -> Option<(JavaClasses, LineProcess)> {
     let classes = match compile_java(
         "semaphore",
         &["benches/java/CuratorSemaphoreBench.java"],
-        &JARS,
+        &CURATOR_CLASSPATH_JARS,
     ) {
         Ok(c) => c,
         Err(e) => {

@@ -10,7 +10,7 @@ use log::{debug, info};
 use parking_lot::Mutex;
 
 use super::dialect::{random_uuid, Dialect, Layout, Role};
-use super::removal::{remove_and_wait, remove_in_background, Attempt};
+use super::removal::{abandon, remove_and_wait, remove_in_background, Attempt};
 use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
 use crate::client::CreatedAndListed;
@@ -520,14 +520,7 @@ impl ZkSemaphore {
                     released: false,
                 }))
             }
-            Err(e) => {
-                remove_and_wait(&self.zkw, Attempt::Node(path));
-                if bounds.cut_short(&e) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
-            }
+            Err(e) => abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, true),
         }
     }
 
@@ -557,14 +550,9 @@ impl ZkSemaphore {
         let CreatedAndListed { path, stat, listed } = match self.create_lease(rzk, &tagged) {
             Ok(created) => created,
             Err(e) => {
-                if e.is_retryable() {
-                    remove_and_wait(&self.zkw, Attempt::Tag(tagged));
-                }
-                return if bounds.cut_short(&e) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                };
+                // The create may have reached the server with its reply lost.
+                let lost = e.is_retryable();
+                return abandon(&self.zkw, Attempt::Tag(tagged), Err(e), &bounds, lost);
             }
         };
         step!(self, Created, &path);
@@ -572,17 +560,9 @@ impl ZkSemaphore {
             Ok(true) => Ok(Some((path, stat))),
             Ok(false) => {
                 info!("no lease of {} in time; removing {path}", self.path);
-                remove_and_wait(&self.zkw, Attempt::Node(path));
-                Ok(None)
+                abandon(&self.zkw, Attempt::Node(path), Ok(()), &bounds, true)
             }
-            Err(e) => {
-                remove_and_wait(&self.zkw, Attempt::Node(path));
-                if bounds.cut_short(&e) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
-            }
+            Err(e) => abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, true),
         }
     }
 
@@ -614,18 +594,7 @@ impl ZkSemaphore {
             if bounds.wait.is_past() {
                 return Ok(None);
             }
-            step!(self, Waiting, &path);
-            let woken = wait::wait(
-                &self.shared.wake,
-                round,
-                call,
-                bounds.wait,
-                WhenDown::Wait,
-                &self.path,
-            )?;
-            step!(self, Woken, &path);
-            self.check_cancelled()?;
-            if !woken {
+            if !self.wait_round(call, round, bounds, &path)? {
                 return Ok(None);
             }
         })();
@@ -634,14 +603,8 @@ impl ZkSemaphore {
             Ok(None) => Ok(None),
             Err(e) => {
                 // A create whose reply was lost may have made it.
-                if e.is_retryable() {
-                    remove_and_wait(&self.zkw, Attempt::Node(path));
-                }
-                if bounds.cut_short(&e) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
+                let lost = e.is_retryable();
+                abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, lost)
             }
         }
     }
@@ -775,21 +738,35 @@ impl ZkSemaphore {
                     return Ok(true);
                 }
             }
-            step!(self, Waiting, my_path);
-            let woken = wait::wait(
-                &self.shared.wake,
-                round,
-                call,
-                bounds.wait,
-                WhenDown::Wait,
-                &self.path,
-            )?;
-            step!(self, Woken, my_path);
-            self.check_cancelled()?;
-            if !woken {
+            if !self.wait_round(call, round, bounds, my_path)? {
                 return Ok(false);
             }
         }
+    }
+
+    /// Waits for a wake-up of `round` (the leases' watch is set) until the
+    /// wait's bound: `Ok(false)` out of time. As the locks' waits: the
+    /// session's end and a cancel wake it directly; nothing periodic.
+    fn wait_round(
+        &self,
+        call: &CallSession,
+        round: u64,
+        bounds: Bounds,
+        path: &str,
+    ) -> Result<bool> {
+        debug!("{path} waits for a lease of {}", self.path);
+        step!(self, Waiting, path);
+        let woken = wait::wait(
+            &self.shared.wake,
+            round,
+            call,
+            bounds.wait,
+            WhenDown::Wait,
+            &self.path,
+        )?;
+        step!(self, Woken, path);
+        self.check_cancelled()?;
+        Ok(woken)
     }
 
     /// The lease's own state, watched when a listener is set.
