@@ -290,10 +290,23 @@ fn main() {
     println!();
     println!("| form | ops/s | median µs | p99 µs | requests/op | notifications/op |");
     println!("|---|---:|---:|---:|---:|---:|");
+    // Latencies the peers do not time per grant print as "–".
+    let us = |v: f64| {
+        if v.is_nan() {
+            "–".to_string()
+        } else {
+            format!("{v:.0}")
+        }
+    };
     for r in &rows {
         println!(
-            "| {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
-            r.name, r.rate, r.median_us, r.p99_us, r.requests, r.notifications
+            "| {} | {:.0} | {} | {} | {:.2} | {:.2} |",
+            r.name,
+            r.rate,
+            us(r.median_us),
+            us(r.p99_us),
+            r.requests,
+            r.notifications
         );
     }
 }
