@@ -551,6 +551,9 @@ fn mixed_holders(mut peer: Participant, dialect: Dialect) {
             b"2",
             "kazoo's max_leases"
         );
+        // Another limit than the one stored is refused, as kazoo does.
+        let other = ZkSemaphore::in_dialect(&zkw, &root, dialect, 3, b"").unwrap();
+        assert!(matches!(other.acquire(), Err(Error::BadArguments(_))));
     }
     assert_eq!(peer.ask("release"), "released");
     let z2 = z2
