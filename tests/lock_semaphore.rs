@@ -555,6 +555,19 @@ fn mixed_holders(mut peer: Participant, dialect: Dialect) {
         let other = ZkSemaphore::in_dialect(&zkw, &root, dialect, 3, b"").unwrap();
         assert!(matches!(other.acquire(), Err(Error::BadArguments(_))));
     }
+    if dialect == Dialect::Curator {
+        // zklock's own layout on a Curator semaphore's path: refused, no node left.
+        let own = ZkSemaphore::new(&zkw, &root, 2, b"").unwrap();
+        match own.try_acquire(Duration::from_secs(5)) {
+            Err(Error::MixedDialect { found, .. }) => assert_eq!(found, Dialect::Curator),
+            other => panic!("zklock's layout among Curator's leases: {other:?}"),
+        }
+        assert!(eventually(Duration::from_secs(5), || children(
+            &zk, &leases
+        )
+        .len()
+            == 2));
+    }
     assert_eq!(peer.ask("release"), "released");
     let z2 = z2
         .try_acquire(Duration::from_secs(20))

@@ -581,6 +581,7 @@ impl ZkSemaphore {
             self.check_cancelled()?;
             let round = self.shared.wake.generation();
             let children = rzk.get_children_watch(&self.leases, &self.waiter)?;
+            self.refuse_foreign(&children)?;
             if children.len() < self.max_leases()? as usize {
                 let (_, stat) = rzk.create2(
                     &path,
@@ -719,6 +720,7 @@ impl ZkSemaphore {
             if !children.iter().any(|c| c == my_node) {
                 return Err(lost());
             }
+            self.refuse_foreign(&children)?;
             if children.len() <= self.max_leases()? as usize {
                 return Ok(true);
             }
@@ -741,6 +743,35 @@ impl ZkSemaphore {
             if !self.wait_round(call, round, bounds, my_path)? {
                 return Ok(false);
             }
+        }
+    }
+
+    /// `MixedDialect` when the leases' directory holds a lease of another
+    /// layout (seen in the listing the attempt makes anyway): zklock's
+    /// `lease-<tag>-<seq>` and Curator's `_c_<uuid>-lease-<seq>` in one
+    /// `<p>/leases`, or Curator's or zklock's `locks`/`leases` children in
+    /// kazoo's `<p>` (which kazoo would count as leases). The attempt's
+    /// node is removed; nothing is held.
+    fn refuse_foreign(&self, children: &[String]) -> Result<()> {
+        let foreign = children.iter().find_map(|c| {
+            let found = if c.starts_with(CURATOR_PROTECTED) {
+                Dialect::Curator
+            } else if tagged_sequence(c, LEASE_PREFIX).is_some() {
+                Dialect::HBase
+            } else if c == SEMAPHORE_LOCKS || c == SEMAPHORE_LEASES {
+                Dialect::Curator
+            } else {
+                return None;
+            };
+            (found != self.dialect).then_some((c, found))
+        });
+        match foreign {
+            None => Ok(()),
+            Some((node, found)) => Err(Error::MixedDialect {
+                lock: self.path.clone(),
+                node: node.clone(),
+                found,
+            }),
         }
     }
 
