@@ -369,8 +369,10 @@ impl ZkSemaphore {
     /// `SessionExpired` / `Closed` when the session ends while waiting (also
     /// when session renewal replaced it); `Cancelled` after
     /// [`cancel`](Self::cancel); `LockLost` when the attempt's lease node was
-    /// deleted while waiting; ZooKeeper errors after retries. The attempt's
-    /// nodes are removed on every error.
+    /// deleted while waiting; `MixedDialect` when the semaphore's directories
+    /// hold nodes of another layout; `BadArguments` for a kazoo semaphore
+    /// whose stored limit differs; ZooKeeper errors after retries. The
+    /// attempt's nodes are removed on every error.
     pub fn acquire(&self) -> Result<SemaphoreLease> {
         self.attempt(Bounds::new(None))?
             .ok_or_else(|| Error::zk(ZkError::OperationTimeout, &self.path))
