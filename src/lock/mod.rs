@@ -88,10 +88,13 @@
 mod base;
 mod dialect;
 mod either;
+mod guarded;
 mod kind;
+mod multi;
 mod mutex;
 mod removal;
 mod rw;
+mod semaphore;
 mod watch;
 
 use std::fmt;
@@ -103,9 +106,14 @@ pub use crate::wait::DEFAULT_CALL_GRACE;
 pub use base::LockStep;
 pub use base::{LockCanceller, ZkInterProcessLockBase};
 pub use dialect::{lock_nodes, Dialect, LockNode};
+pub use guarded::guarded_multi;
 pub use kind::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
+pub use multi::{MultiLock, OrderedLock};
 pub use mutex::ZkInterProcessMutex;
 pub use rw::ZkInterProcessReadWriteLock;
+#[cfg(feature = "testing")]
+pub use semaphore::SemaphoreStep;
+pub use semaphore::{SemaphoreLease, ZkSemaphore, LEASE_PREFIX, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
 
 use crate::error::Result;
 
@@ -149,7 +157,10 @@ pub struct AcquiredLock {
 impl AcquiredLock {
     /// A number that grows with every grant of the lock (the node's creation
     /// zxid, which ZooKeeper orders globally): hand it to a resource so it can
-    /// reject a stale holder (Martin Kleppmann's fencing token).
+    /// reject a stale holder (Martin Kleppmann's fencing token). For writes to
+    /// ZooKeeper itself, the server can refuse a stale holder directly: see
+    /// [`check_op`](AcquiredLock::check_op) and [`guarded_multi`] (guarded
+    /// writes, also across session renewal).
     pub fn fencing_token(&self) -> i64 {
         self.czxid
     }

@@ -79,6 +79,11 @@ impl SharedCount {
         })
     }
 
+    /// The count's znode.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
     /// The count and the version it was read at.
     ///
     /// # Errors

@@ -1,0 +1,945 @@
+//! A counting semaphore: at most N holders of leases on one path, herd-free,
+//! with the locks' guarantees (Curator's `InterProcessSemaphoreV2` algorithm).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use log::{debug, info};
+use parking_lot::Mutex;
+
+use super::dialect::{random_uuid, Dialect, Layout, Role};
+use super::removal::{abandon, remove_and_wait, remove_in_background, Attempt};
+use super::watch::{LockShared, NodeWatch, WaitWatcher};
+use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
+use crate::client::CreatedAndListed;
+use crate::error::{Error, Result, ZkError};
+use crate::path;
+use crate::recipes::counter::SharedCount;
+use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
+use crate::sequence::{number_after_last, tagged_sequence};
+use crate::types::{CreateMode, Op, OpResult, Stat, Watcher};
+use crate::wait::{self, Bounds, CallSession, WhenDown, DEFAULT_CALL_GRACE};
+use crate::watcher::ZooKeeperWatcher;
+
+#[cfg(feature = "testing")]
+use super::LockStep;
+
+/// The internal mutex's child of the semaphore's znode (Curator's name).
+pub const SEMAPHORE_LOCKS: &str = "locks";
+/// The leases' child of the semaphore's znode (Curator's name).
+pub const SEMAPHORE_LEASES: &str = "leases";
+/// The prefix of a lease node in zklock's layout: `lease-<tag>-<seq>`
+/// (Curator's lease name: `_c_<uuid>-lease-<seq>`).
+pub const LEASE_PREFIX: &str = "lease-";
+/// Curator's protected-mode prefix (`ProtectedUtils.PROTECTED_PREFIX`).
+const CURATOR_PROTECTED: &str = "_c_";
+/// kazoo's guard lock beside the semaphore's znode: `<p>-__lock__`.
+const KAZOO_LOCK_SUFFIX: &str = "-__lock__";
+
+/// A step of a semaphore attempt, told to a test hook (see
+/// [`ZkSemaphore::with_step_hook`]) with the lease node's path (empty before
+/// it exists; the mutex's node for [`SemaphoreStep::Mutex`]).
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SemaphoreStep {
+    /// A step of the internal mutex's attempt.
+    Mutex(LockStep),
+    /// The lease node was created (its first listing came with it).
+    Created,
+    /// Over the limit: the leases' children are watched; the wait starts.
+    Waiting,
+    /// The wait ended (woken, or out of time).
+    Woken,
+    /// The lease is held; `acquire` returns next.
+    Granted,
+}
+
+#[cfg(feature = "testing")]
+type StepHook = Arc<dyn Fn(SemaphoreStep, &str) + Send + Sync>;
+
+/// Calls the test hook, when the `testing` feature is on and one is set.
+macro_rules! step {
+    ($self:expr, $step:ident, $path:expr) => {
+        #[cfg(feature = "testing")]
+        if let Some(hook) = &$self.step_hook {
+            hook(SemaphoreStep::$step, $path);
+        }
+    };
+}
+
+/// A counting semaphore (Curator's `InterProcessSemaphoreV2`): at most
+/// `max_leases` [`SemaphoreLease`]s are held at once, across processes.
+///
+/// # Layout in ZooKeeper (zklock's)
+/// Under the semaphore's znode `<p>`:
+/// - `<p>/locks`: an internal mutex, zklock's own write lock
+///   ([`ZkInterProcessWriteLock`]): waiters queue there as
+///   `write-<tag>-<seq>`, each watching its predecessor only.
+/// - `<p>/leases`: one ephemeral sequential node `lease-<tag>-<seq>` per
+///   lease (holders, and the one waiter holding the mutex), carrying the
+///   caller's metadata; `<tag>` is unique to the attempt, so a create whose
+///   reply was lost is found and never made twice.
+///
+/// Curator's `InterProcessSemaphoreV2` uses the same two children with its
+/// own names: `<p>/locks/_c_<uuid>-lock-<seq>` (its `InterProcessMutex`) and
+/// `<p>/leases/_c_<uuid>-lease-<seq>`; kazoo's `Semaphore` is a different
+/// algorithm (a lock at `<p>/__lock__`, non-sequential lease nodes).
+///
+/// # The algorithm (Curator's)
+/// An attempt takes the mutex, creates its lease node and lists the leases:
+/// while more than N exist, it alone (the mutex holder) watches the leases'
+/// children and waits; once within N it holds its lease and lets the mutex
+/// go. A released lease wakes one waiter (the mutex holder), whose release
+/// of the mutex wakes the next one: no herd, whatever the number of waiters.
+/// The count is taken with the attempt's own lease in it, so the limit holds
+/// even if the mutex were lost (a mutex holder whose node was reaped): two
+/// attempts counting at once each see the other's lease.
+///
+/// Deliberate differences from Curator: the first listing is sent together
+/// with the lease's create and sets no watch (an uncontended acquire leaves
+/// no watch behind, so a release notifies nobody: Curator's leaves one watch
+/// per acquirer); the mutex is released in the background once the lease is
+/// held (the acquire does not wait for that round trip).
+///
+/// One instance may be shared between threads (`Arc`): each `acquire` is its
+/// own attempt and returns its own lease.
+///
+/// # Guarantees (the locks')
+/// - Herd-free: a released lease wakes one waiter; idle waiters cost no
+///   wake-up (no periodic look at the session).
+/// - Every exit of `acquire`/`try_acquire` that does not end holding a lease
+///   (timeout, error, cancel, session loss) removes the attempt's nodes.
+/// - Bound to its session: an attempt whose session ends (expiry, also when
+///   session renewal opened a new one) ends with `SessionExpired`; a lease
+///   granted in one session is lost with it.
+/// - The lost signal ([`with_lock_listener`](Self::with_lock_listener)) and a
+///   fencing token per lease ([`SemaphoreLease::fencing_token`]).
+///
+/// # Costs
+/// An uncontended acquire + release: the mutex's create and listing (one
+/// round trip), the lease's create and listing (one round trip), the mutex's
+/// delete (in the background) and the lease's delete: 6 requests, 2 round
+/// trips for the acquire, no watch left.
+///
+/// ```no_run
+/// use zklock::lock::ZkSemaphore;
+/// # let zkw = zklock::ZooKeeperWatcher::connect("127.0.0.1:2181", "doc", None)?;
+/// let sem = ZkSemaphore::new(&zkw, "/semaphores/db-connections", 4, b"worker-1")?;
+/// let lease = sem.acquire()?; // released when dropped
+/// println!("fencing token {}", lease.fencing_token());
+/// lease.release()?;
+/// # Ok::<(), zklock::Error>(())
+/// ```
+#[doc(alias = "InterProcessSemaphoreV2")]
+pub struct ZkSemaphore {
+    zkw: ZooKeeperWatcher,
+    path: String,
+    locks: String,
+    leases: String,
+    dialect: Dialect,
+    /// Whether kazoo's `<p>` (with the limit) is known to exist.
+    ensured: AtomicBool,
+    max: Max,
+    /// A lease node's data (the dialect's: the local address for Curator's
+    /// when none is given).
+    lease_data: Vec<u8>,
+    /// The internal mutex's node data (before its layout's transformation).
+    mutex_data: Vec<u8>,
+    listener: Option<Arc<dyn LockListener>>,
+    /// Cancel flag and the wake-up of every wait of the instance.
+    shared: Arc<LockShared>,
+    /// Wakes this instance's waits on the leases' children.
+    waiter: Arc<dyn Watcher>,
+    call_grace: Duration,
+    /// The internal mutexes of the attempts in progress (a cancel cancels them).
+    mutexes: Mutex<HashMap<u64, LockCanceller>>,
+    next_attempt: AtomicU64,
+    #[cfg(feature = "testing")]
+    step_hook: Option<StepHook>,
+}
+
+impl std::fmt::Debug for ZkSemaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkSemaphore")
+            .field("path", &self.path)
+            .field("dialect", &self.dialect)
+            .field("max", &self.max)
+            .finish()
+    }
+}
+
+/// Where the most leases held at once comes from.
+#[derive(Debug)]
+enum Max {
+    Fixed(u32),
+    /// Curator's `SharedCountReader` form: read at each listing, watched
+    /// while waiting (a change wakes the waiter).
+    Shared(SharedCount),
+}
+
+/// Unregisters an attempt's mutex from the instance's cancel list.
+struct Registered<'a> {
+    sem: &'a ZkSemaphore,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.sem.mutexes.lock().remove(&self.id);
+    }
+}
+
+impl ZkSemaphore {
+    /// A semaphore of at most `max_leases` holders on the znode `path`
+    /// (created with its parents when needed); each lease node carries
+    /// `metadata`.
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid `path` or a `max_leases` of 0.
+    pub fn new(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        max_leases: u32,
+        metadata: &[u8],
+    ) -> Result<ZkSemaphore> {
+        ZkSemaphore::in_dialect(zkw, path, Dialect::HBase, max_leases, metadata)
+    }
+
+    /// A semaphore of at most `max_leases` holders on `path` in `dialect`,
+    /// taken in turn with the native participants of that layout:
+    /// - [`Dialect::HBase`]: zklock's own layout ([`new`](Self::new)).
+    /// - [`Dialect::Curator`]: Curator's `InterProcessSemaphoreV2(client,
+    ///   path, max_leases)`: its mutex `<p>/locks/_c_<uuid>-lock-<seq>`
+    ///   (Curator's default data, the local address), its leases
+    ///   `<p>/leases/_c_<uuid>-lease-<seq>` carrying `data` (the local
+    ///   address when empty), parents created as containers. The same
+    ///   algorithm as zklock's.
+    /// - [`Dialect::Kazoo`]: kazoo's `Semaphore(path, identifier=data,
+    ///   max_leases)`: `max_leases` stored as text in `<p>`'s data (a
+    ///   different number stored there is refused, as kazoo does), a kazoo
+    ///   `Lock` at `<p>-__lock__` (carrying `data`), and non-sequential
+    ///   lease nodes `<p>/<uuid hex>` carrying `data`. kazoo's algorithm:
+    ///   the mutex holder lists `<p>` with a watch and creates its lease only
+    ///   when fewer than `max_leases` exist, else waits for a change.
+    ///
+    /// In every dialect zklock's guarantees hold (see the type's docs); the
+    /// lease's sequence is 0 in kazoo's layout (its nodes have none).
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid `path` or a `max_leases` of 0.
+    pub fn in_dialect(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        dialect: Dialect,
+        max_leases: u32,
+        data: &[u8],
+    ) -> Result<ZkSemaphore> {
+        if max_leases == 0 {
+            return Err(Error::BadArguments(format!(
+                "semaphore {path}: max_leases must be at least 1"
+            )));
+        }
+        ZkSemaphore::with_max(zkw, path, dialect, Max::Fixed(max_leases), data)
+    }
+
+    /// A semaphore whose most leases is the value of `count` (Curator's
+    /// `InterProcessSemaphoreV2(client, path, SharedCountReader)`), read at
+    /// each listing: raising it lets waiters in at once (a waiting attempt
+    /// watches the count too); lowering it lets no new lease in until the
+    /// holders are within it (held leases stay held). A count of 0 or less
+    /// grants nothing.
+    ///
+    /// In zklock's layout or Curator's (see [`in_dialect`](Self::in_dialect)).
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid `path`, or for [`Dialect::Kazoo`]
+    /// (kazoo's `Semaphore` has no shared-count form: its limit is in `<p>`).
+    pub fn with_shared_count(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        dialect: Dialect,
+        count: SharedCount,
+        data: &[u8],
+    ) -> Result<ZkSemaphore> {
+        if dialect == Dialect::Kazoo {
+            return Err(Error::BadArguments(format!(
+                "semaphore {path}: kazoo's Semaphore has no shared-count form"
+            )));
+        }
+        ZkSemaphore::with_max(zkw, path, dialect, Max::Shared(count), data)
+    }
+
+    fn with_max(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        dialect: Dialect,
+        max: Max,
+        data: &[u8],
+    ) -> Result<ZkSemaphore> {
+        path::validate(path)?;
+        let (locks, leases) = match dialect {
+            Dialect::Kazoo => (format!("{path}{KAZOO_LOCK_SUFFIX}"), path.to_string()),
+            _ => (
+                path::join_znode(path, SEMAPHORE_LOCKS),
+                path::join_znode(path, SEMAPHORE_LEASES),
+            ),
+        };
+        path::validate(&locks)?;
+        let shared = Arc::new(LockShared::default());
+        Ok(ZkSemaphore {
+            zkw: zkw.clone(),
+            path: path.to_string(),
+            dialect,
+            ensured: AtomicBool::new(false),
+            locks,
+            waiter: Arc::new(WaitWatcher {
+                shared: shared.clone(),
+                parent: leases.clone(),
+                zkw: zkw.downgrade(),
+            }),
+            leases,
+            max,
+            lease_data: Layout::new(dialect, Role::Mutex).node_data(data),
+            mutex_data: match dialect {
+                // Curator's semaphore makes its mutex with the default data.
+                Dialect::Curator => Vec::new(),
+                _ => data.to_vec(),
+            },
+            listener: None,
+            shared,
+            call_grace: DEFAULT_CALL_GRACE,
+            mutexes: Mutex::new(HashMap::new()),
+            next_attempt: AtomicU64::new(0),
+            #[cfg(feature = "testing")]
+            step_hook: None,
+        })
+    }
+
+    /// Tells `listener` what happens to each lease while held, with the
+    /// lease node's path: in doubt on disconnect, restored on reconnect, lost
+    /// on session expiry or close, or when its node is deleted (a lease keeps
+    /// a watch on its node while a listener is set). As
+    /// [`ZkInterProcessLockBase::with_lock_listener`](super::ZkInterProcessLockBase::with_lock_listener).
+    pub fn with_lock_listener(mut self, listener: impl LockListener + 'static) -> Self {
+        self.listener = Some(Arc::new(listener));
+        self
+    }
+
+    /// How long past its timeout a [`try_acquire`](Self::try_acquire) lets
+    /// the ZooKeeper calls of its attempt run (default [`DEFAULT_CALL_GRACE`]).
+    pub fn with_call_grace(mut self, grace: Duration) -> Self {
+        self.call_grace = grace;
+        self
+    }
+
+    /// Calls `hook` at each [`SemaphoreStep`] of an attempt, on the acquiring
+    /// thread (feature `testing`).
+    #[cfg(feature = "testing")]
+    pub fn with_step_hook(
+        mut self,
+        hook: impl Fn(SemaphoreStep, &str) + Send + Sync + 'static,
+    ) -> Self {
+        self.step_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// The semaphore's znode.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The most leases held at once now (the shared count's value, with
+    /// [`with_shared_count`](Self::with_shared_count); 0 when it is 0 or less).
+    ///
+    /// # Errors
+    /// Reading the shared count: `NoNode`, `BadArguments` (not 4 bytes), the
+    /// session's errors.
+    pub fn max_leases(&self) -> Result<u32> {
+        match &self.max {
+            Max::Fixed(n) => Ok(*n),
+            Max::Shared(count) => Ok(u32::try_from(count.get()?.value).unwrap_or(0)),
+        }
+    }
+
+    /// Blocks until a lease is held (Curator's `acquire()`).
+    ///
+    /// # Errors
+    /// `SessionExpired` / `Closed` when the session ends while waiting (also
+    /// when session renewal replaced it); `Cancelled` after
+    /// [`cancel`](Self::cancel); `LockLost` when the attempt's lease node was
+    /// deleted while waiting; `MixedDialect` when the semaphore's directories
+    /// hold nodes of another layout; `BadArguments` for a kazoo semaphore
+    /// whose stored limit differs; ZooKeeper errors after retries. The
+    /// attempt's nodes are removed on every error.
+    pub fn acquire(&self) -> Result<SemaphoreLease> {
+        self.attempt(Bounds::new(None))?
+            .ok_or_else(|| Error::zk(ZkError::OperationTimeout, &self.path))
+    }
+
+    /// Waits at most `timeout` for a lease (Curator's `acquire(time, unit)`):
+    /// `Ok(None)` when it ran out, its nodes removed. As the locks'
+    /// [`try_acquire`](InterProcessLock::try_acquire): `Duration::ZERO` takes
+    /// a free lease whenever the server answers; the attempt's calls get
+    /// [`with_call_grace`](Self::with_call_grace) past `timeout`, and a call
+    /// cut short by that bound is a timeout, not an error.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    pub fn try_acquire(&self, timeout: Duration) -> Result<Option<SemaphoreLease>> {
+        self.attempt(Bounds::with_grace(Some(timeout), self.call_grace))
+    }
+
+    /// Ends every `acquire` in progress with [`Error::Cancelled`] (their nodes
+    /// removed), and every later one: a cancelled instance stays cancelled.
+    /// Leases already held stay held.
+    pub fn cancel(&self) {
+        if !self.shared.cancelled.swap(true, Ordering::SeqCst) {
+            info!("acquiring semaphore {} cancelled", self.path);
+        }
+        self.shared.wake.wake();
+        for c in self.mutexes.lock().values() {
+            c.cancel();
+        }
+    }
+
+    /// The lease nodes now (Curator's `getParticipantNodes`): holders and the
+    /// one waiter holding the mutex.
+    ///
+    /// # Errors
+    /// ZooKeeper errors.
+    pub fn lease_nodes(&self) -> Result<Vec<String>> {
+        match self
+            .zkw
+            .recoverable_zookeeper()
+            .get_children(&self.leases, false)
+        {
+            Ok(c) => Ok(c),
+            Err(e) if e.is(ZkError::NoNode) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn check_cancelled(&self) -> Result<()> {
+        if self.shared.cancelled.load(Ordering::SeqCst) {
+            return Err(Error::Cancelled {
+                lock: self.path.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The attempt's internal mutex, registered for a cancel.
+    fn mutex(&self) -> Result<(ZkInterProcessWriteLock, Registered<'_>)> {
+        #[allow(unused_mut)]
+        let mut mutex =
+            ZkInterProcessWriteLock::new(&self.zkw, &self.locks, &self.mutex_data, None)?
+                .with_layout(Layout::new(self.dialect, Role::Mutex))
+                .with_call_grace(self.call_grace);
+        #[cfg(feature = "testing")]
+        if let Some(hook) = self.step_hook.clone() {
+            mutex = mutex.with_step_hook(move |s, p| hook(SemaphoreStep::Mutex(s), p));
+        }
+        let id = self.next_attempt.fetch_add(1, Ordering::Relaxed);
+        self.mutexes.lock().insert(id, mutex.canceller());
+        // A cancel before the registration: seen here.
+        self.check_cancelled()?;
+        Ok((mutex, Registered { sem: self, id }))
+    }
+
+    /// Takes the mutex, then a lease; every exit without a lease removes the
+    /// attempt's nodes (the mutex's when its instance drops).
+    fn attempt(&self, bounds: Bounds) -> Result<Option<SemaphoreLease>> {
+        let call = CallSession::begin(&self.zkw)?;
+        self.check_cancelled()?;
+        if self.dialect == Dialect::Kazoo {
+            self.ensure_kazoo_path(&call.rzk().with_deadline(bounds.calls))?;
+        }
+        let (mutex, _registered) = self.mutex()?;
+        let got = match bounds.wait.remaining() {
+            None => mutex.acquire().map(|()| true),
+            Some(left) => mutex.try_acquire(left),
+        };
+        let got = got.map_err(|e| match e {
+            Error::Cancelled { .. } => Error::Cancelled {
+                lock: self.path.clone(),
+            },
+            e => e,
+        })?;
+        if !got {
+            return Ok(None);
+        }
+        // The mutex was taken in this attempt's session (not a renewed one).
+        call.check()?;
+        let lease = self.lease(&call, bounds);
+        // Held or not, the mutex goes (in the background: the next waiter
+        // wakes at its deletion; the acquire does not wait for it).
+        mutex.release_in_background();
+        lease
+    }
+
+    /// Holding the mutex: takes a lease in the dialect's way, then makes it
+    /// a [`SemaphoreLease`] (watched when a listener is set).
+    fn lease(&self, call: &CallSession, bounds: Bounds) -> Result<Option<SemaphoreLease>> {
+        let rzk = call.rzk().with_deadline(bounds.calls);
+        let rzk = if self.dialect == Dialect::HBase {
+            rzk
+        } else {
+            rzk.with_metadata_prefix(false)
+        };
+        let taken = match self.dialect {
+            Dialect::Kazoo => self.kazoo_lease(call, &rzk, bounds)?,
+            _ => self.counted_lease(call, &rzk, bounds)?,
+        };
+        let Some((path, stat)) = taken else {
+            return Ok(None);
+        };
+        match self.grant(call, &rzk, &path) {
+            Ok((shared, watch)) => {
+                step!(self, Granted, &path);
+                let name = path::get_node_name(&path);
+                let sequence = match self.dialect {
+                    Dialect::HBase => tagged_sequence(name, LEASE_PREFIX),
+                    Dialect::Curator => {
+                        number_after_last(name, '-').and_then(|n| i32::try_from(n).ok())
+                    }
+                    Dialect::Kazoo => None,
+                }
+                .unwrap_or(0);
+                debug!("leased {path}");
+                Ok(Some(SemaphoreLease {
+                    zkw: self.zkw.clone(),
+                    session: call.clone(),
+                    lease: AcquiredLock {
+                        path,
+                        version: stat.version,
+                        czxid: stat.czxid,
+                        sequence,
+                    },
+                    shared,
+                    watch,
+                    released: false,
+                }))
+            }
+            Err(e) => abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, true),
+        }
+    }
+
+    /// The sequential lease node's prefix: zklock's tagged `lease-<tag>-`,
+    /// or Curator's protected `_c_<uuid>-lease-`; unique to the attempt
+    /// either way (a lost create's node is found by it).
+    fn lease_prefix(&self) -> String {
+        match self.dialect {
+            Dialect::Curator => path::join_znode(
+                &self.leases,
+                &format!("{CURATOR_PROTECTED}{}-{LEASE_PREFIX}", random_uuid()),
+            ),
+            _ => tagged_prefix(&path::join_znode(&self.leases, LEASE_PREFIX)),
+        }
+    }
+
+    /// Curator's algorithm (zklock's and Curator's layouts): creates the
+    /// lease node, then waits until the leases, its own counted, are within
+    /// the limit. Its node is removed on every exit without it.
+    fn counted_lease(
+        &self,
+        call: &CallSession,
+        rzk: &RecoverableZooKeeper,
+        bounds: Bounds,
+    ) -> Result<Option<(String, Stat)>> {
+        let tagged = self.lease_prefix();
+        let CreatedAndListed { path, stat, listed } = match self.create_lease(rzk, &tagged) {
+            Ok(created) => created,
+            Err(e) => {
+                // The create may have reached the server with its reply lost.
+                let lost = e.is_retryable();
+                return abandon(&self.zkw, Attempt::Tag(tagged), Err(e), &bounds, lost);
+            }
+        };
+        step!(self, Created, &path);
+        match self.wait_for_leases(call, rzk, &path, listed, bounds) {
+            Ok(true) => Ok(Some((path, stat))),
+            Ok(false) => {
+                info!("no lease of {} in time; removing {path}", self.path);
+                abandon(&self.zkw, Attempt::Node(path), Ok(()), &bounds, true)
+            }
+            Err(e) => abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, true),
+        }
+    }
+
+    /// kazoo's algorithm: lists `<p>` with a watch and creates the lease
+    /// node `<p>/<uuid hex>` only when fewer than the limit exist; else waits
+    /// for a change. Nothing is created before there is room.
+    fn kazoo_lease(
+        &self,
+        call: &CallSession,
+        rzk: &RecoverableZooKeeper,
+        bounds: Bounds,
+    ) -> Result<Option<(String, Stat)>> {
+        let path = path::join_znode(&self.leases, &random_uuid().replace('-', ""));
+        let taken: Result<Option<Stat>> = (|| loop {
+            call.check()?;
+            self.check_cancelled()?;
+            let round = self.shared.wake.generation();
+            let children = rzk.get_children_watch(&self.leases, &self.waiter)?;
+            self.refuse_foreign(&children)?;
+            if children.len() < self.max_leases()? as usize {
+                let (_, stat) = rzk.create2(
+                    &path,
+                    &self.lease_data,
+                    rzk.acl_for(&path),
+                    CreateMode::Ephemeral,
+                )?;
+                step!(self, Created, &path);
+                return Ok(Some(stat));
+            }
+            if bounds.wait.is_past() {
+                return Ok(None);
+            }
+            if !self.wait_round(call, round, bounds, &path)? {
+                return Ok(None);
+            }
+        })();
+        match taken {
+            Ok(Some(stat)) => Ok(Some((path, stat))),
+            Ok(None) => Ok(None),
+            Err(e) => {
+                // A create whose reply was lost may have made it.
+                let lost = e.is_retryable();
+                abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, lost)
+            }
+        }
+    }
+
+    /// kazoo's `_ensure_path`: `<p>` exists, created with the limit as its
+    /// data; an existing `<p>` whose data is another number is refused
+    /// (kazoo's "Inconsistent max leases"). Once per instance.
+    fn ensure_kazoo_path(&self, rzk: &RecoverableZooKeeper) -> Result<()> {
+        if self.ensured.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let rzk = rzk.with_metadata_prefix(false);
+        let max = self.max_leases()?;
+        let create = || {
+            rzk.create(
+                &self.path,
+                max.to_string().as_bytes(),
+                rzk.acl_for(&self.path),
+                CreateMode::Persistent,
+            )
+        };
+        let created = match create() {
+            Err(e) if e.is(ZkError::NoNode) => {
+                if let Some(parent) = path::get_parent(&self.path) {
+                    rzk.create_with_parents(parent, &[])?;
+                }
+                create()
+            }
+            other => other,
+        };
+        match created {
+            Ok(_) => {}
+            Err(e) if e.is(ZkError::NodeExists) => {
+                let (data, _) = rzk.get_data(&self.path, false)?;
+                let stored = std::str::from_utf8(&data)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<i64>().ok());
+                if let Some(stored) = stored.filter(|n| *n != i64::from(max)) {
+                    return Err(Error::BadArguments(format!(
+                        "semaphore {}: inconsistent max leases: {stored}, expected: {max}",
+                        self.path
+                    )));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        self.ensured.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The lease's ephemeral sequential node, sent with the first listing of
+    /// the leases (no watch); creates the parents when missing.
+    fn create_lease(&self, rzk: &RecoverableZooKeeper, tagged: &str) -> Result<CreatedAndListed> {
+        let first = rzk.create_sequential_tagged_and_list(
+            tagged,
+            &self.lease_data,
+            rzk.acl_for(tagged),
+            CreateMode::EphemeralSequential,
+            &self.leases,
+        );
+        match first {
+            Err(e) if e.is(ZkError::NoNode) => {
+                rzk.create_with_parents_as(
+                    &self.leases,
+                    &[],
+                    Layout::new(self.dialect, Role::Mutex).parent_mode(),
+                )?;
+                rzk.create_sequential_tagged(
+                    tagged,
+                    &self.lease_data,
+                    rzk.acl_for(tagged),
+                    CreateMode::EphemeralSequential,
+                )
+                .map(|(path, stat)| CreatedAndListed {
+                    path,
+                    stat,
+                    listed: None,
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// Lists the leases until at most `max_leases` exist (`Ok(true)`), the
+    /// wait runs out (`Ok(false)`), or the attempt ends. The first listing
+    /// (sent with the create) sets no watch; over the limit, the mutex
+    /// holder lists with a watch and waits.
+    fn wait_for_leases(
+        &self,
+        call: &CallSession,
+        rzk: &RecoverableZooKeeper,
+        my_path: &str,
+        mut listed: Option<Vec<String>>,
+        bounds: Bounds,
+    ) -> Result<bool> {
+        let my_node = path::get_node_name(my_path);
+        let lost = || Error::LockLost {
+            path: my_path.to_string(),
+        };
+        loop {
+            call.check()?;
+            self.check_cancelled()?;
+            let round = self.shared.wake.generation();
+            let (children, watched) = match listed.take() {
+                Some(c) => (c, false),
+                None => match rzk.get_children_watch(&self.leases, &self.waiter) {
+                    Ok(c) => (c, true),
+                    Err(e) if e.is(ZkError::NoNode) => return Err(lost()),
+                    Err(e) => return Err(e),
+                },
+            };
+            if !children.iter().any(|c| c == my_node) {
+                return Err(lost());
+            }
+            self.refuse_foreign(&children)?;
+            if children.len() <= self.max_leases()? as usize {
+                return Ok(true);
+            }
+            if !watched {
+                continue;
+            }
+            if bounds.wait.is_past() {
+                return Ok(false);
+            }
+            if let Max::Shared(count) = &self.max {
+                // A raised count lets this waiter in: watch it too (read after
+                // the watch's round began, so no change is missed).
+                if rzk.exists_watch(count.path(), &self.waiter)?.is_none() {
+                    return Err(Error::zk(ZkError::NoNode, count.path()));
+                }
+                if children.len() <= self.max_leases()? as usize {
+                    return Ok(true);
+                }
+            }
+            if !self.wait_round(call, round, bounds, my_path)? {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// `MixedDialect` when the leases' directory holds a lease of another
+    /// layout (seen in the listing the attempt makes anyway): zklock's
+    /// `lease-<tag>-<seq>` and Curator's `_c_<uuid>-lease-<seq>` in one
+    /// `<p>/leases`, or Curator's or zklock's `locks`/`leases` children in
+    /// kazoo's `<p>` (which kazoo would count as leases). The attempt's
+    /// node is removed; nothing is held.
+    fn refuse_foreign(&self, children: &[String]) -> Result<()> {
+        let foreign = children.iter().find_map(|c| {
+            let found = if c.starts_with(CURATOR_PROTECTED) {
+                Dialect::Curator
+            } else if tagged_sequence(c, LEASE_PREFIX).is_some() {
+                Dialect::HBase
+            } else if c == SEMAPHORE_LOCKS || c == SEMAPHORE_LEASES {
+                Dialect::Curator
+            } else {
+                return None;
+            };
+            (found != self.dialect).then_some((c, found))
+        });
+        match foreign {
+            None => Ok(()),
+            Some((node, found)) => Err(Error::MixedDialect {
+                path: path::join_znode(&self.leases, node),
+                found,
+            }),
+        }
+    }
+
+    /// Waits for a wake-up of `round` (the leases' watch is set) until the
+    /// wait's bound: `Ok(false)` out of time. As the locks' waits: the
+    /// session's end and a cancel wake it directly; nothing periodic.
+    fn wait_round(
+        &self,
+        call: &CallSession,
+        round: u64,
+        bounds: Bounds,
+        path: &str,
+    ) -> Result<bool> {
+        debug!("{path} waits for a lease of {}", self.path);
+        step!(self, Waiting, path);
+        let woken = wait::wait(
+            &self.shared.wake,
+            round,
+            call,
+            bounds.wait,
+            WhenDown::Wait,
+            &self.path,
+        )?;
+        step!(self, Woken, path);
+        self.check_cancelled()?;
+        Ok(woken)
+    }
+
+    /// The lease's own state, watched when a listener is set.
+    fn grant(
+        &self,
+        call: &CallSession,
+        rzk: &RecoverableZooKeeper,
+        path: &str,
+    ) -> Result<(Arc<LockShared>, Option<Arc<NodeWatch>>)> {
+        let shared = Arc::new(LockShared::default());
+        let Some(listener) = &self.listener else {
+            return Ok((shared, None));
+        };
+        *shared.listener.write() = Some(listener.clone());
+        let lost = || Error::LockLost {
+            path: path.to_string(),
+        };
+        let watch = NodeWatch::new(path, &shared, &self.zkw.downgrade());
+        if rzk.exists_watch(path, &watch.watcher())?.is_none() || !watch.hold() {
+            return Err(lost());
+        }
+        watch.catch_up(call.rzk().state());
+        Ok((shared, Some(watch)))
+    }
+}
+
+/// A held lease of a [`ZkSemaphore`] (Curator's `Lease`): owned, `'static`,
+/// released by [`release`](Self::release) or on drop (in the background: a
+/// drop never waits on the network).
+#[must_use = "if unused the lease is released immediately"]
+#[clippy::has_significant_drop]
+pub struct SemaphoreLease {
+    zkw: ZooKeeperWatcher,
+    /// The session the lease was granted in.
+    session: CallSession,
+    lease: AcquiredLock,
+    shared: Arc<LockShared>,
+    watch: Option<Arc<NodeWatch>>,
+    released: bool,
+}
+
+impl std::fmt::Debug for SemaphoreLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SemaphoreLease")
+            .field("lease", &self.lease)
+            .field("held", &self.is_held())
+            .finish()
+    }
+}
+
+impl SemaphoreLease {
+    /// The lease node's path (Curator's `Lease.getNodeName`, as a path).
+    pub fn path(&self) -> &str {
+        &self.lease.path
+    }
+
+    /// The lease node as a grant: path, version, creation zxid, sequence.
+    pub fn acquired(&self) -> &AcquiredLock {
+        &self.lease
+    }
+
+    /// A number that grows with every lease granted on this semaphore (and
+    /// with every grant of any lock: the node's creation zxid). See
+    /// [`AcquiredLock::fencing_token`] and, for a write the server itself
+    /// refuses once the lease is lost, [`guarded_multi`](Self::guarded_multi).
+    pub fn fencing_token(&self) -> i64 {
+        self.lease.fencing_token()
+    }
+
+    /// Whether the lease is still held: false once known lost (its node
+    /// deleted, with a listener set; its session ended or replaced).
+    pub fn is_held(&self) -> bool {
+        !self.released && !self.shared.lost.load(Ordering::SeqCst) && self.session.check().is_ok()
+    }
+
+    /// A `multi` of `ops` that the server applies only while this lease's
+    /// node exists (see [`guarded_multi`](super::guarded_multi)), sent in the
+    /// lease's session.
+    ///
+    /// # Errors
+    /// `LockLost` when the lease's node is gone (nothing applied);
+    /// `SessionExpired` once the lease's session ended; `Multi` when one of
+    /// `ops` failed (nothing applied).
+    pub fn guarded_multi(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
+        if self.shared.lost.load(Ordering::SeqCst) {
+            return Err(Error::LockLost {
+                path: self.lease.path.clone(),
+            });
+        }
+        super::guarded::guarded_multi(self.session.rzk(), &self.lease, ops)
+    }
+
+    /// Deletes the lease node (Curator's `returnLease`), in the session it
+    /// was granted in.
+    ///
+    /// # Errors
+    /// `LockLost` when the node was gone (expiry, reaping; also after a
+    /// renewal); ZooKeeper errors after retries (the node is then removed in
+    /// the background).
+    pub fn release(mut self) -> Result<()> {
+        if let Some(w) = &self.watch {
+            w.release();
+        }
+        let path = self.lease.path.clone();
+        let lost = || Err(Error::LockLost { path: path.clone() });
+        if self.shared.lost.load(Ordering::SeqCst) {
+            self.released = true;
+            remove_and_wait(&self.zkw, Attempt::Node(path.clone()));
+            return lost();
+        }
+        let rzk = self.session.rzk();
+        let deleted = match rzk.delete(&path, Some(self.lease.version)) {
+            // Someone wrote to our node: it is still ours (tagged, ephemeral).
+            Err(e) if e.is(ZkError::BadVersion) => rzk.delete(&path, None),
+            other => other,
+        };
+        match deleted {
+            Ok(()) => {
+                self.released = true;
+                debug!("returned lease {path}");
+                Ok(())
+            }
+            Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => {
+                self.released = true;
+                lost()
+            }
+            // The drop removes it in the background.
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for SemaphoreLease {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Some(w) = &self.watch {
+            w.release();
+        }
+        debug!("returning lease {} in the background", self.lease.path);
+        remove_in_background(&self.zkw, Attempt::Node(self.lease.path.clone()));
+    }
+}
