@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 use parking_lot::{Mutex, RwLock};
 
+use super::node::read_participants;
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
 use super::rounds::{create_in_session, RoundEngine, RoundRecipe, Taken};
@@ -600,17 +601,7 @@ impl LeaderElectionSupport {
     }
 }
 
-/// A candidate of an election, as [`participants`] reads it (Curator's
-/// `Participant`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Participant {
-    /// Its host name (the offer's data; Curator's participant id).
-    pub id: String,
-    /// Its offer node (full path).
-    pub node: String,
-    /// Whether it is the leader (the lowest offer).
-    pub is_leader: bool,
-}
+pub use super::node::Participant;
 
 /// [`LeaderElectionSupport::participants`] without a candidate: the
 /// candidates on `root` in offer order, the leader first (none when `root`
@@ -619,26 +610,7 @@ pub struct Participant {
 /// # Errors
 /// ZooKeeper errors after retries.
 pub fn participants(zkw: &ZooKeeperWatcher, root: &str) -> Result<Vec<Participant>> {
-    let rzk = zkw.recoverable_zookeeper();
-    let children = match rzk.get_children(root, false) {
-        Ok(c) => c,
-        Err(e) if e.is(ZkError::NoNode) => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut out = Vec::new();
-    for offer in sorted_offers(&children) {
-        let node = zkutil::join_znode(root, offer);
-        match rzk.get_raw_data(&node) {
-            Ok((data, _)) => out.push(Participant {
-                id: String::from_utf8_lossy(&data).into_owned(),
-                node,
-                is_leader: out.is_empty(),
-            }),
-            Err(e) if e.is(ZkError::NoNode) => {} // withdrawn meanwhile
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(out)
+    read_participants(zkw.recoverable_zookeeper(), root, sorted_offers)
 }
 
 /// [`LeaderElectionSupport::get_leader_host_name`] without a candidate: the

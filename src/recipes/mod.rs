@@ -33,6 +33,7 @@ pub mod double_barrier;
 pub mod election;
 pub mod group;
 pub mod layout;
+pub mod leader_latch;
 pub mod leader_manager;
 pub mod lease;
 pub mod persistent_node;
