@@ -473,3 +473,46 @@ fn counter_shared_with_kazoo_and_curator_loses_no_update() {
     curator.p.finish();
     zkw.close().unwrap();
 }
+
+/// A leader whose connection drops and comes back within its session hears
+/// InDoubt (not leading meanwhile), then Restored and IsLeader again, as
+/// Curator's SUSPENDED / RECONNECTED; a second latch never leads meanwhile.
+#[test]
+fn latch_leader_cut_off_within_its_session_is_in_doubt_then_restored() {
+    let (proxy, zkw) = proxied();
+    let other = local_zkw();
+    let zk = local_raw();
+    let path = format!("{}/latch", unique_root("dialects-cut"));
+    let leader = LeaderLatch::new(&zkw, &path, "l").unwrap();
+    let events = recorded(&leader);
+    leader.start().unwrap();
+    let waiting = LeaderLatch::new(&other, &path, "w").unwrap();
+    waiting.start().unwrap();
+    let session = zkw.zookeeper().session_id();
+    proxy.cut();
+    assert!(
+        eventually(ANSWER, || kinds(&events).len() >= 5),
+        "{:?}",
+        kinds(&events)
+    );
+    assert_eq!(
+        kinds(&events),
+        [
+            LatchEvent::IsLeader,
+            LatchEvent::LeadershipInDoubt,
+            LatchEvent::NotLeader,
+            LatchEvent::LeadershipRestored,
+            LatchEvent::IsLeader
+        ]
+    );
+    assert_eq!(zkw.zookeeper().session_id(), session);
+    assert!(leader.has_leadership());
+    assert!(!waiting.has_leadership());
+    assert_eq!(lowest_id(&zk, &path), "l");
+    leader.close().unwrap();
+    assert!(waiting.await_leadership(SUCCESSION).unwrap());
+    waiting.close().unwrap();
+    assert!(children(&zk, &path).is_empty());
+    zkw.close().unwrap();
+    other.close().unwrap();
+}
