@@ -4,12 +4,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
-use parking_lot::{Mutex, RwLock};
 
 use super::node::read_participants;
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
-use super::rounds::{create_in_session, RoundEngine, RoundRecipe, Taken};
+use super::rounds::{create_in_session, Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::sequence::number_after_last;
 use crate::types::{CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
@@ -111,9 +110,7 @@ struct CandidateRound {
 /// reach.
 struct Candidacy {
     engine: RoundEngine<Candidacy>,
-    listeners: RwLock<Vec<Arc<dyn LeaderElectionAware>>>,
-    /// Events told one at a time, in order.
-    telling: Mutex<()>,
+    listeners: Listeners<dyn LeaderElectionAware>,
     #[cfg(feature = "testing")]
     hook: StepHook<ElectionStep>,
 }
@@ -256,13 +253,7 @@ impl RoundRecipe for Candidacy {
 
 impl Candidacy {
     fn dispatch(&self, events: &[ElectionEventType]) {
-        let _one_at_a_time = self.telling.lock();
-        let listeners = self.listeners.read().clone();
-        for &e in events {
-            for l in &listeners {
-                l.on_election_event(e);
-            }
-        }
+        self.listeners.tell(events, |l, e| l.on_election_event(e));
     }
 
     fn listed(&self, generation: u64, r: Result<Vec<String>>) {
@@ -390,8 +381,7 @@ impl LeaderElectionSupport {
                 },
                 me,
             ),
-            listeners: RwLock::new(Vec::new()),
-            telling: Mutex::new(()),
+            listeners: Listeners::default(),
             #[cfg(feature = "testing")]
             hook: StepHook::default(),
         });
@@ -406,7 +396,7 @@ impl LeaderElectionSupport {
 
     /// Java's `addListener`.
     pub fn add_listener(&self, listener: impl LeaderElectionAware + 'static) {
-        self.candidacy.listeners.write().push(Arc::new(listener));
+        self.candidacy.listeners.add(Arc::new(listener));
     }
 
     /// Calls `hook` at each [`ElectionStep`] (feature `testing`); it runs on

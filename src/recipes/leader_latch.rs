@@ -5,11 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
-use parking_lot::{Mutex, RwLock};
 
 use super::layout::{curator_protected_prefix, curator_sorted, LATCH_MARKER};
 use super::node::{create_container_parents, read_participants};
-use super::rounds::{create_in_session, RoundEngine, RoundRecipe, Taken};
+use super::rounds::{create_in_session, Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::types::{CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;
@@ -85,9 +84,7 @@ struct LatchRound {
 /// The part of a [`LeaderLatch`] its rounds (on the event thread) reach.
 struct Latching {
     engine: RoundEngine<Latching>,
-    listeners: RwLock<Vec<Arc<dyn LeaderLatchListener>>>,
-    /// Events told one at a time, in order.
-    telling: Mutex<()>,
+    listeners: Listeners<dyn LeaderLatchListener>,
 }
 
 /// Apache Curator's `LeaderLatch`: one of the participants sharing `path`
@@ -157,10 +154,7 @@ impl RoundRecipe for Latching {
 
     /// Curator's `getChildren` then `checkLeadership`, as asynchronous calls.
     fn round(&self, generation: u64) {
-        let Some((_, zk, me)) = self.engine.proceed(generation) else {
-            return;
-        };
-        zk.get_children_async(self.engine.path(), None, move |r| me.listed(generation, r));
+        self.engine.list(generation, Self::listed);
     }
 
     fn node_event(&self, generation: u64, event: WatchedEvent) {
@@ -246,16 +240,7 @@ impl RoundRecipe for Latching {
 
 impl Latching {
     fn dispatch(&self, events: &[LatchEvent]) {
-        if events.is_empty() {
-            return;
-        }
-        let _one_at_a_time = self.telling.lock();
-        let listeners = self.listeners.read().clone();
-        for &e in events {
-            for l in &listeners {
-                l.on_latch_event(e);
-            }
-        }
+        self.listeners.tell(events, |l, e| l.on_latch_event(e));
     }
 
     /// Curator's `checkLeadership`.
@@ -376,8 +361,7 @@ impl LeaderLatch {
                 },
                 me,
             ),
-            listeners: RwLock::new(Vec::new()),
-            telling: Mutex::new(()),
+            listeners: Listeners::default(),
         });
         let hook_id = latching.engine.register();
         Ok(LeaderLatch {
@@ -390,7 +374,7 @@ impl LeaderLatch {
 
     /// Curator's `addListener`.
     pub fn add_listener(&self, listener: impl LeaderLatchListener + 'static) {
-        self.latching.listeners.write().push(Arc::new(listener));
+        self.latching.listeners.add(Arc::new(listener));
     }
 
     /// Curator's `getId()`.
