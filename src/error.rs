@@ -292,6 +292,18 @@ pub enum Error {
         /// The lock's znode.
         lock: String,
     },
+    /// A lock participant found a node of another dialect in the lock's
+    /// directory (see [`Dialect`](crate::lock::Dialect)): Curator, kazoo and
+    /// HBase layouts do not see each other's nodes, so two holders could hold
+    /// the lock at once. The attempt's own node was removed; nothing was held.
+    MixedDialect {
+        /// The lock's znode.
+        lock: String,
+        /// The foreign node's name.
+        node: String,
+        /// The dialect that node is of.
+        found: crate::lock::Dialect,
+    },
     /// The handle was closed.
     Closed,
     /// An I/O error outside a ZooKeeper session: the client's threads could not
@@ -354,6 +366,11 @@ impl Clone for Error {
             Error::LockLost { path } => Error::LockLost { path: path.clone() },
             Error::LockBusy { lock } => Error::LockBusy { lock: lock.clone() },
             Error::Cancelled { lock } => Error::Cancelled { lock: lock.clone() },
+            Error::MixedDialect { lock, node, found } => Error::MixedDialect {
+                lock: lock.clone(),
+                node: node.clone(),
+                found: *found,
+            },
             Error::Closed => Error::Closed,
             Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
             #[cfg(feature = "tls")]
@@ -424,6 +441,10 @@ impl fmt::Display for Error {
                 )
             }
             Error::Cancelled { lock } => write!(f, "acquiring lock {lock} was cancelled"),
+            Error::MixedDialect { lock, node, found } => write!(
+                f,
+                "lock {lock} holds {node}, a node of the {found:?} dialect: refusing to mix dialects"
+            ),
             Error::Closed => f.write_str("the zookeeper handle is closed"),
             Error::Io(e) => write!(f, "i/o error: {e}"),
             #[cfg(feature = "tls")]

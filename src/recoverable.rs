@@ -479,11 +479,23 @@ impl RecoverableZooKeeper {
     /// `BadArguments` for a bad path; `NoAuth`; session errors; `NoNode` for
     /// `/` when the connect string's chroot does not exist.
     pub(crate) fn create_with_parents(&self, znode: &str, data: &[u8]) -> Result<()> {
+        self.create_with_parents_as(znode, data, CreateMode::Persistent)
+    }
+
+    /// [`create_with_parents`](Self::create_with_parents) creating `znode` and
+    /// its missing parents in `mode` (Curator's
+    /// `creatingParentContainersIfNeeded`: `CreateMode::Container`).
+    pub(crate) fn create_with_parents_as(
+        &self,
+        znode: &str,
+        data: &[u8],
+        mode: CreateMode,
+    ) -> Result<()> {
         crate::path::validate(znode)?;
         if znode == "/" {
             return Ok(());
         }
-        match self.create(znode, data, self.acl_for(znode), CreateMode::Persistent) {
+        match self.create(znode, data, self.acl_for(znode), mode) {
             Ok(_) => Ok(()),
             Err(e) if e.is(ZkError::NodeExists) => Ok(()),
             Err(e) if e.is(ZkError::NoNode) => match crate::path::get_parent(znode) {
@@ -493,8 +505,8 @@ impl RecoverableZooKeeper {
                 // forever): `NoNode` for "/".
                 None | Some("/") => Err(Error::zk(ZkError::NoNode, "/")),
                 Some(parent) => {
-                    self.create_with_parents(parent, &[])?;
-                    self.create_with_parents(znode, data)
+                    self.create_with_parents_as(parent, &[], mode)?;
+                    self.create_with_parents_as(znode, data, mode)
                 }
             },
             Err(e) => Err(e),

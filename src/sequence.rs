@@ -75,7 +75,7 @@ pub(crate) fn sequence_after(node_name: &str, prefix: &str) -> Option<i32> {
 
 /// `suffix` as ZooKeeper's `%010d` of an `i32`: the number if `suffix` is exactly
 /// how ZooKeeper would have written it.
-fn parse_sequence(suffix: &str) -> Option<i32> {
+pub(crate) fn parse_sequence(suffix: &str) -> Option<i32> {
     // Cheap checks first: 10 or 11 ASCII bytes, digits after an optional '-'.
     let digits = suffix.strip_prefix('-').unwrap_or(suffix);
     if !(10..=11).contains(&suffix.len())

@@ -9,8 +9,8 @@ use std::time::Duration;
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
-use super::kind::LockKind;
-use super::kind::{distance, sequence_of_child};
+use super::dialect::{Dialect, Layout};
+use super::kind::{role_of, LockKind};
 use super::removal::{remove_and_wait, remove_in_background, Attempt};
 use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
@@ -18,7 +18,7 @@ use crate::client::CreatedAndListed;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::path;
-use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
+use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Watcher};
 use crate::wait::{self, Bounds, CallSession, WhenDown, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
@@ -139,6 +139,8 @@ enum Waited {
 pub struct ZkInterProcessLockBase<K: LockKind> {
     zkw: ZooKeeperWatcher,
     parent: String,
+    /// The dialect and role: names, order, data, parents.
+    layout: Layout,
     metadata: Vec<u8>,
     handler: Option<Arc<dyn MetadataHandler>>,
     shared: Arc<LockShared>,
@@ -162,7 +164,7 @@ pub struct ZkInterProcessLockBase<K: LockKind> {
 impl<K: LockKind> std::fmt::Debug for ZkInterProcessLockBase<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ZkInterProcessLockBase")
-            .field("kind", &K::PREFIX)
+            .field("layout", &self.layout)
             .field("parent", &self.parent)
             .field("state", &*self.state.lock())
             .finish()
@@ -223,6 +225,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         Ok(ZkInterProcessLockBase {
             zkw: zkw.clone(),
             parent: parent.to_string(),
+            layout: Layout::new(Dialect::HBase, role_of::<K>()),
             metadata: metadata.to_vec(),
             handler,
             waiter: Arc::new(WaitWatcher {
@@ -239,6 +242,20 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             step_hook: None,
             _kind: PhantomData,
         })
+    }
+
+    /// This instance in `layout` (a dialect's names, order, data and
+    /// parents); the node carries `layout`'s data for the metadata given to
+    /// `new`.
+    pub(crate) fn with_layout(mut self, layout: Layout) -> Self {
+        self.metadata = layout.node_data(&self.metadata);
+        self.layout = layout;
+        self
+    }
+
+    /// The dialect this instance speaks (see [`Dialect`]).
+    pub fn dialect(&self) -> Dialect {
+        self.layout.dialect
     }
 
     /// Tells `listener` what happens to the lock while held: in doubt on
@@ -362,7 +379,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         let call = CallSession::begin(&self.zkw)?;
         self.check_cancelled()?;
         let rzk = call.rzk().with_deadline(bounds.calls);
-        let tagged = tagged_prefix(&path::join_znode(&self.parent, K::PREFIX));
+        let tagged = self.layout.tagged_prefix(&self.parent);
         step!(self, Creating, "");
         let CreatedAndListed { path, stat, listed } = match self.create_lock_znode(&rzk, &tagged) {
             Ok(created) => created,
@@ -382,8 +399,10 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         step!(self, Created, &path);
         match self.grant(&call, &rzk, &path, listed, bounds) {
             Ok(Some(watch)) => {
-                let sequence =
-                    sequence_of_child(path::get_node_name(&path), K::PREFIX).unwrap_or(0);
+                let sequence = self
+                    .layout
+                    .sequence(path::get_node_name(&path))
+                    .unwrap_or(0);
                 step!(self, Held, &path);
                 Ok(Some((
                     AcquiredLock {
@@ -461,6 +480,14 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         rzk: &RecoverableZooKeeper,
         tagged: &str,
     ) -> Result<CreatedAndListed> {
+        // Other dialects' nodes carry the data as given.
+        let raw;
+        let rzk = if self.layout.metadata_prefix() {
+            rzk
+        } else {
+            raw = rzk.with_metadata_prefix(false);
+            &raw
+        };
         let create = || {
             rzk.create_sequential_tagged(
                 tagged,
@@ -488,7 +515,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         match first {
             // No lock znode yet (nothing was created): make it, then create.
             Err(e) if e.is(ZkError::NoNode) => {
-                rzk.create_with_parents(&self.parent, &[])?;
+                rzk.create_with_parents_as(&self.parent, &[], self.layout.parent_mode())?;
                 create()
             }
             other => other,
@@ -506,7 +533,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         bounds: Bounds,
     ) -> Result<Waited> {
         let my_node = path::get_node_name(my_path);
-        if sequence_of_child(my_node, K::PREFIX).is_none() {
+        if self.layout.sequence(my_node).is_none() {
             return Err(Error::BadArguments(format!(
                 "lock node {my_path} has no sequence number"
             )));
@@ -531,10 +558,21 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             if !children.iter().any(|c| c == my_node) || own.as_ref().is_some_and(|o| o.is_gone()) {
                 return Err(lost());
             }
-            let Some(to_watch) = K::get_lock_path(my_node, &children) else {
+            if let Some((node, found)) = self.layout.foreign(&children) {
+                warn!(
+                    "lock {} holds {node} of the {found} dialect: refusing",
+                    self.parent
+                );
+                return Err(Error::MixedDialect {
+                    lock: self.parent.clone(),
+                    node: node.to_string(),
+                    found,
+                });
+            }
+            let Some(to_watch) = self.layout.get_lock_path(my_node, &children) else {
                 return Ok(Waited::Held(own));
             };
-            if let Some(holder) = K::lock_holder(my_node, &children) {
+            if let Some(holder) = self.layout.lock_holder(my_node, &children) {
                 self.handle_lock_metadata(
                     rzk,
                     &path::join_znode(&self.parent, &holder),
@@ -545,7 +583,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             if bounds.wait.is_past() {
                 return Ok(Waited::TimedOut);
             }
-            if own.is_none() && !to_watch.starts_with(K::PREFIX) {
+            if own.is_none() && !self.layout.is_own_kind(&to_watch) {
                 // Behind the other kind: a reaper of our kind would leave the
                 // node we wait for in place; watch our own node to learn it at
                 // once. (Behind our own kind, a reaper removes us first, newest
@@ -646,20 +684,6 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         }
         Ok(stat.ctime)
     }
-}
-
-/// This kind's lock children, oldest first (in creation order, across a wrap of
-/// the sequence: see `kind::distance`).
-fn own_kind_by_sequence<K: LockKind>(children: &[String]) -> Vec<(i32, &String)> {
-    let mut mine: Vec<(i32, &String)> = children
-        .iter()
-        .filter(|c| c.starts_with(K::PREFIX))
-        .filter_map(|c| sequence_of_child(c, K::PREFIX).map(|s| (s, c)))
-        .collect();
-    if let Some(&(reference, _)) = mine.first() {
-        mine.sort_by_key(|&(s, _)| distance(s, reference));
-    }
-    mine
 }
 
 impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
@@ -792,7 +816,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
         let mut deferred = None;
         // Newest first: a waiter is always reaped before the node it waits on, so
         // no waiter of a reaped node wakes in the middle and takes the lock.
-        for (_, child) in own_kind_by_sequence::<K>(&children).into_iter().rev() {
+        for child in self.layout.own_kind(&children).into_iter().rev() {
             let node = path::join_znode(&self.parent, child);
             match rzk.exists(&node, false) {
                 Ok(Some(stat))
@@ -830,8 +854,8 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             Err(e) if e.is(ZkError::NoNode) => return Ok(()),
             Err(e) => return Err(e),
         };
-        for (_, child) in own_kind_by_sequence::<K>(&children) {
-            if K::get_lock_path(child, &children).is_none() {
+        for child in self.layout.own_kind(&children) {
+            if self.layout.get_lock_path(child, &children).is_none() {
                 info!("lock {} is held by {child}", self.parent);
             }
             self.handle_lock_metadata(

@@ -1,34 +1,12 @@
 //! The two lock kinds: which child a waiter watches (HBase's `getLockPath`).
 
+use super::dialect::{Dialect, Layout, Role};
 use crate::sequence::{sequence_of, tagged_sequence};
 
 /// HBase's `READ_LOCK_CHILD_NODE_PREFIX`.
 pub const READ_LOCK_PREFIX: &str = "read-";
 /// HBase's `WRITE_LOCK_CHILD_NODE_PREFIX`.
 pub const WRITE_LOCK_PREFIX: &str = "write-";
-
-/// A lock child: its name, parsed sequence and kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Child<'a> {
-    name: &'a str,
-    sequence: i32,
-    write: bool,
-}
-
-fn parse(name: &str) -> Option<Child<'_>> {
-    let (write, prefix) = if name.starts_with(WRITE_LOCK_PREFIX) {
-        (true, WRITE_LOCK_PREFIX)
-    } else if name.starts_with(READ_LOCK_PREFIX) {
-        (false, READ_LOCK_PREFIX)
-    } else {
-        return None;
-    };
-    Some(Child {
-        name,
-        sequence: sequence_of_child(name, prefix)?,
-        write,
-    })
-}
 
 /// A lock child's sequence: by position for zklock's `<kind><tag>-<sequence>`
 /// names, else from the suffix (nodes written by HBase, `<kind><identifier><sequence>`).
@@ -42,19 +20,6 @@ pub(crate) fn sequence_of_child(name: &str, prefix: &str) -> Option<i32> {
 /// the wrap, as long as the live children span less than 2^31 creates.
 pub(crate) fn distance(sequence: i32, reference: i32) -> i32 {
     sequence.wrapping_sub(reference)
-}
-
-/// The lock children lower than `my_node`, in creation order; `None` if
-/// `my_node` itself is not a lock child name.
-fn lower<'a>(my_node: &str, children: &'a [String]) -> Option<Vec<Child<'a>>> {
-    let mine = parse(my_node)?.sequence;
-    let mut v: Vec<Child<'a>> = children
-        .iter()
-        .filter_map(|c| parse(c))
-        .filter(|c| distance(c.sequence, mine) < 0)
-        .collect();
-    v.sort_by_key(|c| distance(c.sequence, mine));
-    Some(v)
 }
 
 /// The strategy of [`ZkInterProcessLockBase`](crate::lock::ZkInterProcessLockBase):
@@ -90,17 +55,11 @@ impl LockKind for ReadLockKind {
     const PREFIX: &'static str = READ_LOCK_PREFIX;
 
     fn get_lock_path(my_node: &str, children: &[String]) -> Option<String> {
-        let lower = lower(my_node, children)?;
-        lower
-            .iter()
-            .rev()
-            .find(|c| c.write)
-            .map(|c| c.name.to_string())
+        Layout::new(Dialect::HBase, Role::Read).get_lock_path(my_node, children)
     }
 
     fn lock_holder(my_node: &str, children: &[String]) -> Option<String> {
-        let lower = lower(my_node, children)?;
-        lower.iter().find(|c| c.write).map(|c| c.name.to_string())
+        Layout::new(Dialect::HBase, Role::Read).lock_holder(my_node, children)
     }
 }
 
@@ -108,13 +67,20 @@ impl LockKind for WriteLockKind {
     const PREFIX: &'static str = WRITE_LOCK_PREFIX;
 
     fn get_lock_path(my_node: &str, children: &[String]) -> Option<String> {
-        lower(my_node, children)?.last().map(|c| c.name.to_string())
+        Layout::new(Dialect::HBase, Role::Write).get_lock_path(my_node, children)
     }
 
     fn lock_holder(my_node: &str, children: &[String]) -> Option<String> {
-        lower(my_node, children)?
-            .first()
-            .map(|c| c.name.to_string())
+        Layout::new(Dialect::HBase, Role::Write).lock_holder(my_node, children)
+    }
+}
+
+/// The role of `K` in its read/write lock.
+pub(crate) fn role_of<K: LockKind>() -> Role {
+    if K::PREFIX == READ_LOCK_PREFIX {
+        Role::Read
+    } else {
+        Role::Write
     }
 }
 

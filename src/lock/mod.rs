@@ -76,8 +76,10 @@
 //! ```
 
 mod base;
+mod dialect;
 mod either;
 mod kind;
+mod mutex;
 mod removal;
 mod rw;
 mod watch;
@@ -90,7 +92,9 @@ pub use crate::wait::DEFAULT_CALL_GRACE;
 #[cfg(feature = "testing")]
 pub use base::LockStep;
 pub use base::{LockCanceller, ZkInterProcessLockBase};
+pub use dialect::Dialect;
 pub use kind::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
+pub use mutex::ZkInterProcessMutex;
 pub use rw::ZkInterProcessReadWriteLock;
 
 use crate::error::Result;

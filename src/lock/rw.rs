@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::dialect::{Dialect, Layout};
 use super::{
     InterProcessReadWriteLock, LockListener, MetadataHandler, ZkInterProcessReadLock,
     ZkInterProcessWriteLock,
@@ -28,6 +29,7 @@ pub struct ZkInterProcessReadWriteLock {
     znode: String,
     handler: Option<Arc<dyn MetadataHandler>>,
     listener: Option<Arc<dyn LockListener>>,
+    dialect: Dialect,
 }
 
 impl std::fmt::Debug for ZkInterProcessReadWriteLock {
@@ -54,6 +56,7 @@ impl ZkInterProcessReadWriteLock {
             znode: znode.to_string(),
             handler,
             listener: None,
+            dialect: Dialect::HBase,
         })
     }
 
@@ -62,6 +65,33 @@ impl ZkInterProcessReadWriteLock {
     pub fn with_lock_listener(mut self, listener: impl LockListener + 'static) -> Self {
         self.listener = Some(Arc::new(listener));
         self
+    }
+
+    /// Every lock made from here speaks `dialect` (default HBase): Curator's
+    /// `InterProcessReadWriteLock` (`_c_<uuid>-__READ__<seq>` /
+    /// `_c_<uuid>-__WRIT__<seq>`) or kazoo's `ReadLock` / `WriteLock`
+    /// (`<uuid hex>__rlock__<seq>` / `<uuid hex>__lock__<seq>`); see
+    /// [`Dialect`]. A reader watches the nearest writer below it, in every
+    /// dialect (Curator's own reader watches the first one: zklock's choice
+    /// grants at the same moment and wakes no pile-up of readers).
+    ///
+    /// ```no_run
+    /// use zklock::lock::{Dialect, InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
+    /// # let zkw = zklock::ZooKeeperWatcher::connect("127.0.0.1:2181", "doc", None)?;
+    /// let rw = ZkInterProcessReadWriteLock::new(&zkw, "/locks/table", None)?.with_dialect(Dialect::Kazoo);
+    /// let read = rw.read_lock(b"worker-1");
+    /// read.acquire()?;
+    /// read.release()?;
+    /// # Ok::<(), zklock::Error>(())
+    /// ```
+    pub fn with_dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// The dialect its locks speak.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
     }
 
     /// The lock znode.
@@ -73,6 +103,7 @@ impl ZkInterProcessReadWriteLock {
     where
         L: super::LockKind,
     {
+        let lock = lock.with_layout(Layout::new(self.dialect, super::kind::role_of::<L>()));
         match &self.listener {
             Some(l) => lock.with_lock_listener(l.clone()),
             None => lock,
