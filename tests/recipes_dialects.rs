@@ -516,3 +516,203 @@ fn latch_leader_cut_off_within_its_session_is_in_doubt_then_restored() {
     zkw.close().unwrap();
     other.close().unwrap();
 }
+
+/// What a zklock leader function reports to the test.
+#[derive(Debug)]
+enum Turn {
+    /// It leads, with its fencing token.
+    Leads(i64),
+    /// Its leadership stopped holding (the signal), when.
+    NotLeader { in_doubt: bool, at: Instant },
+}
+
+/// zklock's `LeaderSelector` in Curator's layout takes turns with Curator's
+/// (auto-requeued) selectors: one leader at a time, agreed by both sides'
+/// participant lists; a Curator leader's kill -9 hands over after its session
+/// times out; a zklock leader cut off is told InDoubt before a Curator
+/// selector leads.
+#[test]
+fn selector_takes_turns_with_curator_through_kill9_and_a_partition() {
+    use std::sync::mpsc;
+    use zklock::lock::Dialect;
+    use zklock::recipes::leader_selector::{LeaderSelector, Leadership};
+    init_log();
+    let servers = local();
+    let zk = local_raw();
+    let path = format!("{}/selector", unique_root("dialects-selector"));
+    let s1 = servers.clone();
+    let jq = thread::spawn(move || Peer::java(&s1));
+    let mut p = Peer::java(&servers);
+    let (proxy, zkw) = proxied();
+    let sel = Arc::new(LeaderSelector::new(&zkw, &path, Dialect::Curator, "z").unwrap());
+    let ids = |s: &LeaderSelector| -> Vec<String> {
+        s.participants()
+            .unwrap()
+            .into_iter()
+            .map(|p| p.id)
+            .collect()
+    };
+
+    // 1. Curator's cp leads; zklock's z queues behind it.
+    p.ask(&format!("selector {path} cp"), "started");
+    p.take("leader cp", ANSWER);
+    let (tx, turns) = mpsc::channel::<Turn>();
+    let (release, released) = mpsc::channel::<()>();
+    let (s, t) = (sel.clone(), tx.clone());
+    let first = thread::spawn(move || {
+        s.run(move |l: &Leadership| {
+            t.send(Turn::Leads(l.fencing_token())).unwrap();
+            released.recv().unwrap();
+        })
+    });
+    assert!(eventually(ANSWER, || ids(&sel) == ["cp", "z"]));
+    assert!(!sel.has_leadership());
+    let node = zkutil::join_znode(
+        &path,
+        &children(&zk, &path)
+            .into_iter()
+            .find(|c| zk.get_data(&zkutil::join_znode(&path, c), false).unwrap().0 == b"z")
+            .unwrap(),
+    );
+    let name = zkutil::get_node_name(&node);
+    assert!(name.starts_with("_c_") && name.contains("-lock-"), "{name}");
+
+    // 2. cp gives up (and requeues): z leads, cp does not.
+    p.ask("release", "releasing");
+    p.take("released cp", ANSWER);
+    let Turn::Leads(token) = turns.recv_timeout(ANSWER).unwrap() else {
+        panic!("not leading")
+    };
+    assert!(token > 0);
+    assert!(sel.has_leadership());
+    assert!(eventually(ANSWER, || ids(&sel) == ["z", "cp"]));
+    assert_eq!(p.ask_value("selparticipants", "participants"), "z,cp");
+    assert!(!p.printed("leader cp"));
+
+    // 3. z's function returns: cp leads again.
+    release.send(()).unwrap();
+    first.join().unwrap().unwrap();
+    assert!(!sel.has_leadership());
+    p.take("leader cp", ANSWER);
+
+    // 4. z queues again, then cq behind it; cp is killed: z leads once cp's
+    //    session times out.
+    let (s, t) = (sel.clone(), tx);
+    let second = thread::spawn(move || {
+        s.run(move |l: &Leadership| {
+            t.send(Turn::Leads(l.fencing_token())).unwrap();
+            assert!(l.wait_until_not_leader(Duration::from_secs(120)));
+            t.send(Turn::NotLeader {
+                in_doubt: l.is_in_doubt(),
+                at: Instant::now(),
+            })
+            .unwrap();
+        })
+    });
+    assert!(eventually(ANSWER, || ids(&sel) == ["cp", "z"]));
+    let mut q = jq.join().unwrap();
+    q.ask(&format!("selector {path} cq"), "started");
+    assert!(eventually(ANSWER, || ids(&sel) == ["cp", "z", "cq"]));
+    p.p.kill9();
+    let Turn::Leads(second_token) = turns.recv_timeout(SUCCESSION).unwrap() else {
+        panic!("not leading")
+    };
+    assert!(second_token > token, "fencing tokens grow");
+    assert!(sel.has_leadership());
+    assert_eq!(q.ask_value("selparticipants", "participants"), "z,cq");
+
+    // 5. z is cut off: told InDoubt, before cq leads (after z's session
+    //    expired on the server).
+    proxy.stall();
+    let Turn::NotLeader { in_doubt, at } = turns.recv_timeout(SUCCESSION).unwrap() else {
+        panic!("no signal")
+    };
+    assert!(in_doubt);
+    assert!(!sel.has_leadership());
+    q.take("leader cq", SUCCESSION);
+    assert!(at < Instant::now());
+    proxy.reset();
+    second.join().unwrap().unwrap();
+    assert_eq!(q.ask_value("selparticipants", "participants"), "cq");
+    q.ask("selclose", "closed");
+    q.ask("release", "releasing");
+    assert!(eventually(ANSWER, || children(&zk, &path).is_empty()));
+    q.p.finish();
+    zkw.close().unwrap();
+}
+
+/// zklock's `LeaderSelector` in kazoo's layout takes turns with kazoo's
+/// `Election`: `contenders()` agree on both sides; a queued zklock contender
+/// cancelled leaves the queue (kazoo's `cancel`).
+#[test]
+fn selector_takes_turns_with_kazoo_election_and_cancels() {
+    use std::sync::mpsc;
+    use zklock::lock::Dialect;
+    use zklock::recipes::leader_selector::{LeaderSelector, Leadership};
+    init_log();
+    let zk = local_raw();
+    let zkw = local_zkw();
+    let path = format!("{}/election", unique_root("dialects-election"));
+    let mut k = Peer::kazoo(&local());
+    k.ask(&format!("election {path} kk"), "started");
+    k.take("leader kk", ANSWER);
+    let sel = Arc::new(LeaderSelector::new(&zkw, &path, Dialect::Kazoo, "zk").unwrap());
+    let (tx, leads) = mpsc::channel::<i64>();
+    let (release, released) = mpsc::channel::<()>();
+    let s = sel.clone();
+    let run = thread::spawn(move || {
+        s.run(move |l: &Leadership| {
+            tx.send(l.fencing_token()).unwrap();
+            released.recv().unwrap();
+            "done"
+        })
+    });
+    let contenders = |k: &mut Peer| k.ask_value(&format!("contenders {path}"), "contenders");
+    assert!(eventually(ANSWER, || sel.participants().unwrap().len() == 2));
+    assert_eq!(contenders(&mut k), "kk,zk");
+    let name = children(&zk, &path)
+        .into_iter()
+        .find(|c| zk.get_data(&zkutil::join_znode(&path, c), false).unwrap().0 == b"zk")
+        .unwrap();
+    assert!(
+        name.contains("__lock__") && !name.starts_with("_c_"),
+        "{name}"
+    );
+
+    // kazoo's leader function returns: zklock leads.
+    k.ask("release", "releasing");
+    k.take("released kk", ANSWER);
+    leads.recv_timeout(ANSWER).unwrap();
+    assert!(sel.has_leadership());
+    assert_eq!(contenders(&mut k), "zk");
+    k.ask(&format!("election {path} kk"), "started");
+    assert!(eventually(ANSWER, || sel.participants().unwrap().len() == 2));
+    assert_eq!(sel.leader().unwrap().unwrap().id, "zk");
+    assert!(!k.printed("leader kk"));
+
+    // zklock's returns: kazoo's leads.
+    release.send(()).unwrap();
+    assert_eq!(run.join().unwrap().unwrap(), "done");
+    k.take("leader kk", ANSWER);
+
+    // A queued zklock contender, cancelled, leaves the queue.
+    let waiting = Arc::new(LeaderSelector::new(&zkw, &path, Dialect::Kazoo, "zw").unwrap());
+    let w = waiting.clone();
+    let queued = thread::spawn(move || w.run(|_: &Leadership| ()));
+    assert!(eventually(ANSWER, || waiting.participants().unwrap().len() == 2));
+    assert_eq!(contenders(&mut k), "kk,zw");
+    waiting.cancel();
+    let r = queued.join().unwrap();
+    assert!(matches!(r, Err(Error::Cancelled { .. })), "{r:?}");
+    assert_eq!(contenders(&mut k), "kk");
+    assert!(matches!(
+        LeaderSelector::new(&zkw, &path, Dialect::HBase, "x"),
+        Err(Error::BadArguments(_))
+    ));
+    k.ask("release", "releasing");
+    k.take("released kk", ANSWER);
+    assert!(eventually(ANSWER, || children(&zk, &path).is_empty()));
+    k.p.finish();
+    zkutil::delete_node_recursively(&zkw, zkutil::get_parent(&path).unwrap()).unwrap();
+    zkw.close().unwrap();
+}

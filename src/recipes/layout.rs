@@ -14,6 +14,8 @@
 //! | [`Group`](super::group::Group) | a party member named by the recipe | `<path>/p-<tag><10-digit sequence>`, ephemeral sequential (the tag makes a retried create find its node; kazoo's `Party` names its members with a uuid) |
 //! | [`RevocableLock`](super::revocable::RevocableLock) | a revocation request | the data `unlock` written into the holder's lock node |
 //! | [`LeaderLatch`](super::leader_latch::LeaderLatch) | a participant (Curator's `LeaderLatch`) | `<path>/_c_<uuid>-latch-<10-digit sequence>`, ephemeral sequential, data: the participant's id (UTF-8); parents created as containers; ordered by the sequence after the last `latch-` |
+//! | [`LeaderSelector`](super::leader_selector::LeaderSelector) (Curator) | a participant (Curator's `LeaderSelector`) | Curator's `InterProcessMutex` at `<path>`: `<path>/_c_<uuid>-lock-<10-digit sequence>`, ephemeral sequential, data: the id (the local address when empty); container parents |
+//! | [`LeaderSelector`](super::leader_selector::LeaderSelector) (kazoo) | a contender (kazoo's `Election`) | kazoo's `Lock` at `<path>`: `<path>/<uuid hex>__lock__<10-digit sequence>`, ephemeral sequential, data: the identifier; persistent parents |
 //! | [`Counter`](super::counter::Counter) | kazoo's `Counter` | `<path>` itself (persistent, parents persistent), data: `repr(value)` in ASCII (`42`, `2.5`), empty = the default |
 //! | [`Counter::curator`](super::counter::Counter::curator) | kazoo's `Counter(support_curator=True)` = Curator's `SharedCount` | `<path>` itself, data: a 4-byte big-endian `int` |
 //! | [`SharedCount`](super::counter::SharedCount), [`DistributedAtomicLong`](super::counter::DistributedAtomicLong) | Curator's | `<path>` itself, data: a 4-byte / 8-byte big-endian integer |
@@ -68,6 +70,18 @@ pub const CURATOR_PROTECTED_PREFIX: &str = "_c_";
 /// created as containers.
 pub const LATCH_MARKER: &str = "latch-";
 
+/// The lock name of Curator's `InterProcessMutex`, under its `LeaderSelector`
+/// (`<path>/_c_<uuid>-lock-<seq>`, the participant's id as data): the name
+/// [`ZkInterProcessMutex`](crate::lock::ZkInterProcessMutex) writes in the
+/// Curator dialect, read here to list a selector's participants.
+pub const CURATOR_MUTEX_MARKER: &str = "lock-";
+
+/// The node name of kazoo's `Lock`, under its `Election`
+/// (`<path>/<uuid hex>__lock__<seq>`, the identifier as data): the name
+/// [`ZkInterProcessMutex`](crate::lock::ZkInterProcessMutex) writes in the
+/// kazoo dialect, read here to list an election's contenders.
+pub const KAZOO_LOCK_MARKER: &str = "__lock__";
+
 /// A fresh protected-mode prefix `_c_<uuid>-` (a random version-4 UUID in
 /// Java's `UUID.toString()` form, as Curator's `ProtectedUtils` writes it).
 pub(crate) fn curator_protected_prefix() -> String {
@@ -90,7 +104,10 @@ pub(crate) fn curator_protected_prefix() -> String {
 /// last `marker`), here by the parsed sequence, never by the whole string.
 /// Children without the marker or a number after it are left out (Curator
 /// would sort them by their whole name; none of its recipes makes them).
-pub(crate) fn curator_sorted<'a>(children: &'a [String], marker: &str) -> Vec<&'a String> {
+pub(crate) fn sorted_by_sequence_after<'a>(
+    children: &'a [String],
+    marker: &str,
+) -> Vec<&'a String> {
     let mut v: Vec<(i64, &String)> = children
         .iter()
         .filter_map(|c| {
@@ -133,7 +150,7 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let s: Vec<&str> = curator_sorted(&c, LATCH_MARKER)
+        let s: Vec<&str> = sorted_by_sequence_after(&c, LATCH_MARKER)
             .iter()
             .map(|s| s.as_str())
             .collect();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
-use super::layout::{curator_protected_prefix, curator_sorted, LATCH_MARKER};
+use super::layout::{curator_protected_prefix, sorted_by_sequence_after, LATCH_MARKER};
 use super::node::{create_container_parents, read_participants};
 use super::rounds::{create_in_session, Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
@@ -253,7 +253,7 @@ impl Latching {
             return;
         };
         let mine = zkutil::get_node_name(&node);
-        let sorted = curator_sorted(&children, LATCH_MARKER);
+        let sorted = sorted_by_sequence_after(&children, LATCH_MARKER);
         let Some(pos) = sorted.iter().position(|c| c.as_str() == mine) else {
             // Curator resets (a new node); zklock's latch ends (see the docs).
             return self.engine.fail(generation, ZkError::NoNode);
@@ -577,7 +577,7 @@ impl LeaderLatch {
 /// ZooKeeper errors after retries.
 pub fn participants(zkw: &ZooKeeperWatcher, path: &str) -> Result<Vec<Participant>> {
     read_participants(zkw.recoverable_zookeeper(), path, |c| {
-        curator_sorted(c, LATCH_MARKER)
+        sorted_by_sequence_after(c, LATCH_MARKER)
     })
 }
 

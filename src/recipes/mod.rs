@@ -35,6 +35,7 @@ pub mod group;
 pub mod layout;
 pub mod leader_latch;
 pub mod leader_manager;
+pub mod leader_selector;
 pub mod lease;
 pub mod persistent_node;
 pub mod priority_queue;
