@@ -711,6 +711,17 @@ fn selector_takes_turns_with_kazoo_election_and_cancels() {
     ));
     k.ask("release", "releasing");
     k.take("released kk", ANSWER);
+
+    // Requeued (Curator's autoRequeue): alone, it leads turn after turn, each
+    // a new node with a larger fencing token, until the function says stop.
+    let mut tokens = Vec::new();
+    sel.run_requeued(|l: &Leadership| {
+        tokens.push(l.fencing_token());
+        tokens.len() < 3
+    })
+    .unwrap();
+    assert_eq!(tokens.len(), 3);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
     assert!(eventually(ANSWER, || children(&zk, &path).is_empty()));
     k.p.finish();
     zkutil::delete_node_recursively(&zkw, zkutil::get_parent(&path).unwrap()).unwrap();
