@@ -727,3 +727,49 @@ fn selector_takes_turns_with_kazoo_election_and_cancels() {
     zkutil::delete_node_recursively(&zkw, zkutil::get_parent(&path).unwrap()).unwrap();
     zkw.close().unwrap();
 }
+
+/// A waiting latch whose session expires (renewal on) ends with
+/// `SessionExpired` and never leads in the new session, even when the leader
+/// ahead of it leaves; `start` enters the new session anew.
+#[test]
+fn latch_waiting_across_an_expiry_never_continues_in_the_renewed_session() {
+    let (proxy, zkw) = proxied();
+    let other = local_zkw();
+    let zk = local_raw();
+    let path = format!("{}/latch", unique_root("dialects-renewal"));
+    let leader = LeaderLatch::new(&other, &path, "l").unwrap();
+    leader.start().unwrap();
+    let waiting = Arc::new(LeaderLatch::new(&zkw, &path, "w").unwrap());
+    let events = recorded(&waiting);
+    waiting.start().unwrap();
+    let w = waiting.clone();
+    let awaiting = thread::spawn(move || w.await_leadership(Duration::from_secs(120)));
+    let old = zkw.zookeeper().session_id();
+    common::force_expiry(&proxy, &local(), &zkw);
+    let r = awaiting.join().unwrap();
+    assert!(
+        matches!(&r, Err(e) if e.is(ZkError::SessionExpired)),
+        "{r:?}"
+    );
+    assert_eq!(waiting.state(), LatchState::Failed);
+    assert!(eventually(ANSWER, || {
+        let id = zkw.zookeeper().session_id();
+        id != 0 && id != old && zkw.state() == zklock::client::State::Connected
+    }));
+    leader.close().unwrap();
+    thread::sleep(Duration::from_millis(300)); // deliberate: a stray round would act now
+    assert!(!waiting.has_leadership());
+    assert!(
+        children(&zk, &path).is_empty(),
+        "{:?}",
+        children(&zk, &path)
+    );
+    assert!(kinds(&events).is_empty(), "{:?}", kinds(&events)); // never led
+    waiting.start().unwrap();
+    assert!(waiting.has_leadership());
+    assert_eq!(kinds(&events), [LatchEvent::IsLeader]);
+    waiting.close().unwrap();
+    assert!(children(&zk, &path).is_empty());
+    zkw.close().unwrap();
+    other.close().unwrap();
+}
