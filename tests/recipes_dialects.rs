@@ -302,6 +302,27 @@ fn latch_misuse_is_a_typed_error_and_drop_leaves_nothing() {
         l.await_leadership(Duration::from_millis(10)),
         Err(Error::Closed)
     ));
+    // A directory of another dialect (a kazoo lock node) is refused.
+    zkutil::create_with_parents(&zkw, &path).unwrap();
+    let foreign = zkutil::join_znode(&path, "0123abcd__lock__0000000000");
+    zkutil::create_with_parents(&zkw, &foreign).unwrap();
+    let r = l.start();
+    assert!(
+        matches!(
+            &r,
+            Err(Error::MixedDialect {
+                found: zklock::lock::Dialect::Kazoo,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    assert_eq!(children(&zk, &path), ["0123abcd__lock__0000000000"]);
+    assert_eq!(l.state(), LatchState::Latent);
+    zk.delete(&foreign, None).unwrap();
+    // Made persistent above: the latch makes them again, as containers.
+    zk.delete(&path, None).unwrap();
+    zk.delete(zkutil::get_parent(&path).unwrap(), None).unwrap();
     l.start().unwrap();
     assert!(matches!(l.start(), Err(Error::BadArguments(_))));
     assert!(l.await_leadership(Duration::MAX).unwrap());

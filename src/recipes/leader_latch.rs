@@ -10,6 +10,7 @@ use super::layout::{curator_protected_prefix, sorted_by_sequence_after, LATCH_MA
 use super::node::{create_container_parents, read_participants};
 use super::rounds::{create_in_session, Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
+use crate::lock::Dialect;
 use crate::types::{CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
@@ -420,6 +421,9 @@ impl LeaderLatch {
     /// enters the current session as a new participant (see the type's docs).
     ///
     /// # Errors
+    /// `MixedDialect` when `path` holds lock nodes of another dialect
+    /// (kazoo's, HBase's; one listing before the create, so two latches of
+    /// different dialects starting at once are not told);
     /// `BadArguments` when started already or closed; `SessionExpired` /
     /// `Closed` when the session ended; ZooKeeper errors after retries (the
     /// latch is then not started).
@@ -447,7 +451,7 @@ impl LeaderLatch {
             }
             st.recipe.state = LatchState::Started;
         }
-        let (node, session) = match self.make_node() {
+        let (node, session) = match self.refuse_mixed().and_then(|()| self.make_node()) {
             Ok(made) => made,
             Err(e) => {
                 engine.state().recipe.state = LatchState::Latent;
@@ -456,6 +460,26 @@ impl LeaderLatch {
         };
         engine.bind(node, session);
         engine.run_round().map(drop)
+    }
+
+    /// Refuses a directory holding another dialect's lock nodes (see
+    /// [`Dialect`](crate::lock::Dialect)): a latch there would not see them.
+    fn refuse_mixed(&self) -> Result<()> {
+        let children = self
+            .zkw
+            .recoverable_zookeeper()
+            .get_children(self.path(), false)
+            .or_else(no_children)?;
+        for c in children {
+            if let Some(found) = Dialect::of_node(&c).filter(|d| *d != Dialect::Curator) {
+                return Err(Error::MixedDialect {
+                    lock: self.path().to_string(),
+                    node: c,
+                    found,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Curator's protected `create().creatingParentContainersIfNeeded()
