@@ -130,9 +130,36 @@ doc: kerberos
 check: fmt clippy doc
 
 # Unit, integration and doc tests, against real ZooKeeper servers that the tests
-# start themselves (or $ZK_TEST_SERVERS).
+# start themselves (or $ZK_TEST_SERVERS). The test binaries mostly wait on
+# servers and sessions, so they run TEST_LANES at a time, the slow ones first,
+# each bounded by TEST_BINARY_TIMEOUT seconds (a hang fails with its output);
+# each one's output is kept in target/test-logs/<binary>.log and printed when
+# it fails. `cargo test --all-features` runs them one after another instead.
+TEST_LANES ?= 2
+TEST_BINARY_TIMEOUT ?= 420
+SLOW_TESTS := chaos recipes_lock_election client_faults recipes_coordination lock_safety \
+  client_hardening recipes_cache lock cli
+TEST_BINARIES := import sys, json; \
+  arts = [m for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]]; \
+  name = lambda m: m["target"]["name"] if m["target"]["kind"] == ["test"] else m["target"]["kind"][0] + "-" + m["target"]["name"]; \
+  slow = "$(SLOW_TESTS)".split(); \
+  arts.sort(key=lambda m: slow.index(name(m)) if name(m) in slow else len(slow)); \
+  [print(name(m), m["executable"]) for m in arts]
 test: zookeeper curator kazoo kerberos check
-	$(CARGO) test --all-features
+	@set -o pipefail; \
+	bins=$$($(CARGO) test --all-features --no-run --message-format=json-render-diagnostics | \
+	  $(PYTHON3) -c '$(TEST_BINARIES)') || exit 1; \
+	rm -rf target/test-logs; mkdir -p target/test-logs; start=$$(date +%s); \
+	printf '%s\n' "$$bins" | xargs -P $(TEST_LANES) -L 1 bash -c ' \
+	  log=target/test-logs/$$0.log; t0=$$(date +%s); \
+	  if timeout -s KILL $(TEST_BINARY_TIMEOUT) "$$1" >"$$log" 2>&1; then \
+	    echo "ok      $$0 ($$(( $$(date +%s) - t0 )) s): $$(grep "^test result" "$$log" | tail -1)"; \
+	  else \
+	    echo "FAILED  $$0 ($$(( $$(date +%s) - t0 )) s), its output:"; cat "$$log"; \
+	    touch target/test-logs/FAILED; fi'; \
+	echo "test binaries: $$(( $$(date +%s) - start )) s in $(TEST_LANES) lanes"; \
+	[ ! -e target/test-logs/FAILED ] || { echo "make test: a test binary failed (see above)" >&2; exit 1; }
+	$(CARGO) test --all-features --doc
 	$(MAKE) --no-print-directory loom
 
 # The wait engine's core (src/wait.rs: generation, wake, session end, cancel)
