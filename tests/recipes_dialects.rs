@@ -664,9 +664,10 @@ fn selector_takes_turns_with_curator_through_kill9_and_a_partition() {
 
 /// zklock's `LeaderSelector` in kazoo's layout takes turns with kazoo's
 /// `Election`: `contenders()` agree on both sides; a queued zklock contender
-/// cancelled leaves the queue (kazoo's `cancel`).
+/// cancelled leaves the queue (kazoo's `cancel`); a kazoo leader's kill -9
+/// hands over once its session times out.
 #[test]
-fn selector_takes_turns_with_kazoo_election_and_cancels() {
+fn selector_takes_turns_with_kazoo_election_through_cancel_and_kill9() {
     use std::sync::mpsc;
     use zklock::lock::Dialect;
     use zklock::recipes::leader_selector::{LeaderSelector, Leadership};
@@ -730,11 +731,11 @@ fn selector_takes_turns_with_kazoo_election_and_cancels() {
         LeaderSelector::new(&zkw, &path, Dialect::HBase, "x"),
         Err(Error::BadArguments(_))
     ));
-    k.ask("release", "releasing");
-    k.take("released kk", ANSWER);
-
-    // Requeued (Curator's autoRequeue): alone, it leads turn after turn, each
-    // a new node with a larger fencing token, until the function says stop.
+    // kazoo's leader is killed (kill -9): once its session times out, zklock
+    // leads; requeued (Curator's autoRequeue), alone, it leads turn after
+    // turn, each a new node with a larger fencing token, until the function
+    // says stop.
+    k.p.kill9();
     let mut tokens = Vec::new();
     sel.run_requeued(|l: &Leadership| {
         tokens.push(l.fencing_token());
@@ -744,7 +745,6 @@ fn selector_takes_turns_with_kazoo_election_and_cancels() {
     assert_eq!(tokens.len(), 3);
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
     assert!(eventually(ANSWER, || children(&zk, &path).is_empty()));
-    k.p.finish();
     zkutil::delete_node_recursively(&zkw, zkutil::get_parent(&path).unwrap()).unwrap();
     zkw.close().unwrap();
 }
