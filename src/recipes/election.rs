@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
-use parking_lot::{Mutex, RwLock};
 
+use super::node::read_participants;
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
-use super::rounds::{create_in_session, RoundEngine, RoundRecipe, Taken};
+use super::rounds::{create_in_session, Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::sequence::number_after_last;
 use crate::types::{CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
@@ -110,9 +110,7 @@ struct CandidateRound {
 /// reach.
 struct Candidacy {
     engine: RoundEngine<Candidacy>,
-    listeners: RwLock<Vec<Arc<dyn LeaderElectionAware>>>,
-    /// Events told one at a time, in order.
-    telling: Mutex<()>,
+    listeners: Listeners<dyn LeaderElectionAware>,
     #[cfg(feature = "testing")]
     hook: StepHook<ElectionStep>,
 }
@@ -255,13 +253,7 @@ impl RoundRecipe for Candidacy {
 
 impl Candidacy {
     fn dispatch(&self, events: &[ElectionEventType]) {
-        let _one_at_a_time = self.telling.lock();
-        let listeners = self.listeners.read().clone();
-        for &e in events {
-            for l in &listeners {
-                l.on_election_event(e);
-            }
-        }
+        self.listeners.tell(events, |l, e| l.on_election_event(e));
     }
 
     fn listed(&self, generation: u64, r: Result<Vec<String>>) {
@@ -389,8 +381,7 @@ impl LeaderElectionSupport {
                 },
                 me,
             ),
-            listeners: RwLock::new(Vec::new()),
-            telling: Mutex::new(()),
+            listeners: Listeners::default(),
             #[cfg(feature = "testing")]
             hook: StepHook::default(),
         });
@@ -405,7 +396,7 @@ impl LeaderElectionSupport {
 
     /// Java's `addListener`.
     pub fn add_listener(&self, listener: impl LeaderElectionAware + 'static) {
-        self.candidacy.listeners.write().push(Arc::new(listener));
+        self.candidacy.listeners.add(Arc::new(listener));
     }
 
     /// Calls `hook` at each [`ElectionStep`] (feature `testing`); it runs on
@@ -600,17 +591,7 @@ impl LeaderElectionSupport {
     }
 }
 
-/// A candidate of an election, as [`participants`] reads it (Curator's
-/// `Participant`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Participant {
-    /// Its host name (the offer's data; Curator's participant id).
-    pub id: String,
-    /// Its offer node (full path).
-    pub node: String,
-    /// Whether it is the leader (the lowest offer).
-    pub is_leader: bool,
-}
+pub use super::node::Participant;
 
 /// [`LeaderElectionSupport::participants`] without a candidate: the
 /// candidates on `root` in offer order, the leader first (none when `root`
@@ -619,26 +600,7 @@ pub struct Participant {
 /// # Errors
 /// ZooKeeper errors after retries.
 pub fn participants(zkw: &ZooKeeperWatcher, root: &str) -> Result<Vec<Participant>> {
-    let rzk = zkw.recoverable_zookeeper();
-    let children = match rzk.get_children(root, false) {
-        Ok(c) => c,
-        Err(e) if e.is(ZkError::NoNode) => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut out = Vec::new();
-    for offer in sorted_offers(&children) {
-        let node = zkutil::join_znode(root, offer);
-        match rzk.get_raw_data(&node) {
-            Ok((data, _)) => out.push(Participant {
-                id: String::from_utf8_lossy(&data).into_owned(),
-                node,
-                is_leader: out.is_empty(),
-            }),
-            Err(e) if e.is(ZkError::NoNode) => {} // withdrawn meanwhile
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(out)
+    read_participants(zkw.recoverable_zookeeper(), root, sorted_offers)
 }
 
 /// [`LeaderElectionSupport::get_leader_host_name`] without a candidate: the

@@ -39,6 +39,71 @@ pub(super) fn ordered_items(children: &[String], prefix: &str) -> Vec<(i64, Stri
     items
 }
 
+/// A participant of a leader election or latch, as read from its node
+/// (Curator's `Participant`; kazoo's `contenders()` lists their ids).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Participant {
+    /// Its id: the node's data (Curator's participant id, Java's host name).
+    pub id: String,
+    /// Its node (full path).
+    pub node: String,
+    /// Whether it is the leader (the lowest node).
+    pub is_leader: bool,
+}
+
+/// The participants in `root`, in the order `sorted` puts its children
+/// (the leader first), each read from its node (`1 + N` requests; none when
+/// `root` does not exist). A node withdrawn while being read is left out, so
+/// the leader is the first node still there, as in Curator's
+/// `LeaderSelector.getParticipants`.
+///
+/// # Errors
+/// ZooKeeper errors after retries.
+pub(super) fn read_participants(
+    rzk: &RecoverableZooKeeper,
+    root: &str,
+    sorted: impl Fn(&[String]) -> Vec<&String>,
+) -> Result<Vec<Participant>> {
+    let children = children_or_none(rzk, root)?;
+    let mut out = Vec::new();
+    for name in sorted(&children) {
+        let node = zkutil::join_znode(root, name);
+        match rzk.get_raw_data(&node) {
+            Ok((data, _)) => out.push(Participant {
+                id: String::from_utf8_lossy(&data).into_owned(),
+                node,
+                is_leader: out.is_empty(),
+            }),
+            Err(e) if e.is(ZkError::NoNode) => {} // withdrawn meanwhile
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// Creates every missing ancestor of `node` (not `node` itself) as a
+/// container, with no data, as Curator's `creatingParentContainersIfNeeded`
+/// does; the server removes a container once its last child is gone. One
+/// create per ancestor, top down, `NodeExists` being no error.
+///
+/// # Errors
+/// ZooKeeper errors (no retry: the caller's create retries).
+pub(super) fn create_container_parents(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> {
+    let zk = zkw.zookeeper();
+    let acl = |p: &str| zkw.recoverable_zookeeper().acl_for(p).to_vec();
+    let mut at = 0;
+    while let Some(i) = node[at + 1..].find('/') {
+        at += 1 + i;
+        let parent = &node[..at];
+        match zk.create(parent, &[], &acl(parent), CreateMode::Container) {
+            Ok(_) => {}
+            Err(e) if e.is(ZkError::NodeExists) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// A hook run by a claim with the item's path just before its commit (the
 /// `multi`) is sent: tests put a fault there (a lost reply).
 pub(super) type ClaimHook = Arc<dyn Fn(&str) + Send + Sync>;

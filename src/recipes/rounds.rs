@@ -205,6 +205,16 @@ impl<R: RoundRecipe> RoundEngine<R> {
         Some((node, zk, recipe))
     }
 
+    /// Lists the directory for the attempt `generation` (asynchronously,
+    /// unless the answer would be stale); `then` gets the listing on the
+    /// event thread.
+    pub(crate) fn list(&self, generation: u64, then: fn(&R, u64, Result<Vec<String>>)) {
+        let Some((_, zk, me)) = self.proceed(generation) else {
+            return;
+        };
+        zk.get_children_async(&self.path, None, move |r| then(&me, generation, r));
+    }
+
     /// Runs `again` after the reconnect when the node's session is still the
     /// client's; fails the attempt with `SessionExpired` when it ended first
     /// (or a renewed session replaced it).
@@ -365,6 +375,43 @@ impl<R: RoundRecipe> RoundEngine<R> {
             session: st.session,
             led,
         })
+    }
+}
+
+/// A recipe's listeners (of the listener trait `L`), told events one at a
+/// time, in order; none is called under the list's lock.
+pub(crate) struct Listeners<L: ?Sized> {
+    list: parking_lot::RwLock<Vec<Arc<L>>>,
+    telling: Mutex<()>,
+}
+
+impl<L: ?Sized> Default for Listeners<L> {
+    fn default() -> Self {
+        Listeners {
+            list: parking_lot::RwLock::new(Vec::new()),
+            telling: Mutex::new(()),
+        }
+    }
+}
+
+impl<L: ?Sized> Listeners<L> {
+    /// Adds `listener`.
+    pub(crate) fn add(&self, listener: Arc<L>) {
+        self.list.write().push(listener);
+    }
+
+    /// Tells every listener each of `events` (with `call`), in order.
+    pub(crate) fn tell<E: Copy>(&self, events: &[E], call: impl Fn(&L, E)) {
+        if events.is_empty() {
+            return;
+        }
+        let _one_at_a_time = self.telling.lock();
+        let listeners = self.list.read().clone();
+        for &e in events {
+            for l in &listeners {
+                call(l, e);
+            }
+        }
     }
 }
 

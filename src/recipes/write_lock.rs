@@ -122,10 +122,7 @@ impl RoundRecipe for WriteLockCore {
 
     /// Lists the directory (asynchronously) and acts on it.
     fn round(&self, generation: u64) {
-        let Some((_, zk, me)) = self.engine.proceed(generation) else {
-            return;
-        };
-        zk.get_children_async(self.engine.path(), None, move |r| me.listed(generation, r));
+        self.engine.list(generation, Self::listed);
     }
 
     /// A predecessor's deletion starts a new round; the owner's node changing

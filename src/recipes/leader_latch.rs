@@ -1,0 +1,624 @@
+//! Apache Curator's `LeaderLatch`, in Curator's layout, so that zklock and
+//! Curator participants share one latch.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use log::{info, warn};
+
+use super::layout::{curator_protected_prefix, sorted_by_sequence_after, LATCH_MARKER};
+use super::node::{create_container_parents, read_participants};
+use super::rounds::{create_in_session, Listeners, RoundEngine, RoundRecipe, Taken};
+use crate::error::{Error, Result, ZkError};
+use crate::lock::Dialect;
+use crate::types::{CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
+use crate::watcher::ZooKeeperWatcher;
+use crate::zkutil;
+
+pub use super::node::Participant;
+
+/// What a [`LeaderLatch`] tells its listeners: Curator's `LeaderLatchListener`
+/// (`isLeader`, `notLeader`) and zklock's lost signal around them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LatchEvent {
+    /// Curator's `isLeader()`: this latch leads now (its node is the lowest
+    /// and its connection is up).
+    IsLeader,
+    /// Curator's `notLeader()`: this latch stopped leading (after
+    /// `LeadershipInDoubt` or `LeadershipLost`). Not told on `close` (Curator's
+    /// default `CloseMode.SILENT`).
+    NotLeader,
+    /// zklock: the leader's connection dropped; it is leader only while its
+    /// session lives, so it stops acting as leader now (`NotLeader` follows),
+    /// before the server can expire the session and let another lead.
+    LeadershipInDoubt,
+    /// zklock: the connection came back within the session and the latch's
+    /// node is still the lowest (`IsLeader` follows).
+    LeadershipRestored,
+    /// zklock: the leader's session ended (or its node was deleted): it is no
+    /// longer leader and this latch is over (see [`LeaderLatch::start`]).
+    LeadershipLost,
+}
+
+/// Curator's `LeaderLatchListener`. Closures `Fn(LatchEvent)` implement it.
+/// Called on the client's event thread (or the thread in `start`), one event
+/// at a time: keep it short, never block on ZooKeeper in it.
+pub trait LeaderLatchListener: Send + Sync {
+    /// One event, in order.
+    fn on_latch_event(&self, event: LatchEvent);
+}
+
+impl<F: Fn(LatchEvent) + Send + Sync> LeaderLatchListener for F {
+    fn on_latch_event(&self, event: LatchEvent) {
+        self(event)
+    }
+}
+
+/// Curator's `LeaderLatch.State`, plus zklock's `Failed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LatchState {
+    /// `LATENT`: not started.
+    Latent,
+    /// `STARTED`: in the latch (leading or waiting).
+    Started,
+    /// zklock: the latch's session ended (or its node was deleted under it);
+    /// `start` enters again as a new participant.
+    Failed,
+    /// `CLOSED`.
+    Closed,
+}
+
+/// A latch's own state beside its [`RoundEngine`]'s.
+#[derive(Debug)]
+struct LatchRound {
+    state: LatchState,
+    /// The latch's node is the lowest (confirmed by a round).
+    lowest: bool,
+    /// The leader's connection dropped; not confirmed since.
+    in_doubt: bool,
+    /// The listeners were last told `IsLeader` (Curator's `hasLeadership`).
+    told_leader: bool,
+    /// Set by a failure when the listeners are still to hear `NotLeader`.
+    not_leader_due: bool,
+}
+
+/// The part of a [`LeaderLatch`] its rounds (on the event thread) reach.
+struct Latching {
+    engine: RoundEngine<Latching>,
+    listeners: Listeners<dyn LeaderLatchListener>,
+}
+
+/// Apache Curator's `LeaderLatch`: one of the participants sharing `path`
+/// leads, until it closes or its session ends; Curator's latches and zklock's
+/// on one path agree on one leader.
+///
+/// # Layout (Curator's)
+/// Each participant creates `<path>/_c_<uuid>-latch-<10-digit sequence>`
+/// (protected mode: a create whose reply was lost finds its node again by the
+/// `_c_<uuid>-` prefix; ephemeral sequential) holding its id (UTF-8); missing
+/// parents are created as containers. Nodes are ordered by the sequence after
+/// the last `latch-`; the lowest leads; every other participant watches only
+/// the node just ahead of it (`getData`, as Curator does): one deletion wakes
+/// one participant. [`participants`](Self::participants) and
+/// [`leader`](Self::leader) read the nodes' data as Curator's
+/// `getParticipants` / `getLeader` do.
+///
+/// # zklock differs here
+/// - **The lost signal.** The leader watches its own node too, so a dropped
+///   connection is told at once ([`LatchEvent::LeadershipInDoubt`] then
+///   `NotLeader`; [`has_leadership`](Self::has_leadership) turns false; as
+///   Curator's `SUSPENDED`), a reconnect within the session re-checks the
+///   node's place and tells `LeadershipRestored` then `IsLeader`, and an
+///   expired session or a deleted node `LeadershipLost` (then `NotLeader`
+///   when still told leader). With a session timeout `t` the client declares
+///   the connection lost at 2/3 `t`, before the server can expire the session
+///   at `t` and let another lead: at most one latch has `has_leadership()`.
+/// - **Bound to its session.** Curator's latch re-creates its node after a
+///   lost session (or a node deleted under it) and queues again silently.
+///   zklock's latch belongs to the session its node was made in: when that
+///   session ends (also when `with_session_renewal` has opened a new one) or
+///   its node is deleted, the latch fails ([`LatchState::Failed`],
+///   `LeadershipLost`, [`await_leadership`](Self::await_leadership) returns
+///   `SessionExpired` / `NoNode`) and re-enters only when the caller calls
+///   [`start`](Self::start) again, as a new participant at the end of the
+///   queue. A leader must learn that it lost leadership before it can lead
+///   again; an automatic re-entry could make it leader again with no sign in
+///   between.
+/// - [`start`](Self::start) returns once the latch's place is known (Curator's
+///   starts in the background); the later rounds run as asynchronous calls
+///   answered on the event thread. [`close`](Self::close) is idempotent and
+///   deletes the node before it returns; dropping a started latch removes
+///   its node in the background.
+pub struct LeaderLatch {
+    zkw: ZooKeeperWatcher,
+    id: String,
+    latching: Arc<Latching>,
+    hook_id: Option<u64>,
+}
+
+impl std::fmt::Debug for LeaderLatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderLatch")
+            .field("path", &self.latching.engine.path())
+            .field("id", &self.id)
+            .field("state", &*self.latching.engine.state())
+            .finish()
+    }
+}
+
+impl RoundRecipe for Latching {
+    type State = LatchRound;
+
+    fn engine(&self) -> &RoundEngine<Self> {
+        &self.engine
+    }
+
+    /// Curator's `getChildren` then `checkLeadership`, as asynchronous calls.
+    fn round(&self, generation: u64) {
+        self.engine.list(generation, Self::listed);
+    }
+
+    fn node_event(&self, generation: u64, event: WatchedEvent) {
+        let Some(path) = event.path.clone() else {
+            return;
+        };
+        let (is_own, lowest) = {
+            let st = self.engine.state();
+            (st.node.as_deref() == Some(path.as_str()), st.recipe.lowest)
+        };
+        match event.event_type {
+            EventType::NodeDeleted if is_own => self.engine.fail(generation, ZkError::NoNode),
+            // The node ahead left: decide again.
+            EventType::NodeDeleted if !lowest => self.round(generation),
+            // A write spends the watch: set it again, or the deletion that
+            // follows would go unheard.
+            EventType::NodeDataChanged | EventType::DataWatchRemoved if is_own && lowest => {
+                self.watch_own(generation, path)
+            }
+            EventType::NodeDataChanged | EventType::DataWatchRemoved if !is_own && !lowest => {
+                self.watch_ahead(generation, path)
+            }
+            _ => {}
+        }
+    }
+
+    fn connection_event(&self, state: KeeperState) {
+        let (told, generation) = {
+            let mut st = self.engine.state();
+            let leader = st.recipe.lowest && st.failed.is_none();
+            let generation = st.generation;
+            match state {
+                KeeperState::Disconnected if leader && !st.recipe.in_doubt => {
+                    st.recipe.in_doubt = true;
+                    let mut told = vec![LatchEvent::LeadershipInDoubt];
+                    if std::mem::take(&mut st.recipe.told_leader) {
+                        told.push(LatchEvent::NotLeader);
+                    }
+                    (told, generation)
+                }
+                // Curator's RECONNECTED: check the node's place again (the
+                // round tells `LeadershipRestored` once it is confirmed).
+                KeeperState::SyncConnected if leader && st.recipe.in_doubt => {
+                    (Vec::new(), generation)
+                }
+                _ => return,
+            }
+        };
+        if told.is_empty() {
+            return self.round(generation);
+        }
+        self.engine.wake();
+        warn!(
+            "leader of latch {}: connection lost, leadership in doubt",
+            self.engine.path()
+        );
+        self.dispatch(&told);
+    }
+
+    fn mark_failed(state: &mut LatchRound) -> bool {
+        let was_leader = state.lowest;
+        state.state = LatchState::Failed;
+        state.lowest = false;
+        state.in_doubt = false;
+        state.not_leader_due = std::mem::take(&mut state.told_leader);
+        was_leader
+    }
+
+    /// A leader hears `LeadershipLost` (then `NotLeader` when still told
+    /// leader).
+    fn tell_failed(&self, was_leader: bool, _code: ZkError) {
+        let not_leader = std::mem::take(&mut self.engine.state().recipe.not_leader_due);
+        let mut told = Vec::new();
+        if was_leader {
+            told.push(LatchEvent::LeadershipLost);
+        }
+        if not_leader {
+            told.push(LatchEvent::NotLeader);
+        }
+        self.dispatch(&told);
+    }
+}
+
+impl Latching {
+    fn dispatch(&self, events: &[LatchEvent]) {
+        self.listeners.tell(events, |l, e| l.on_latch_event(e));
+    }
+
+    /// Curator's `checkLeadership`.
+    fn listed(&self, generation: u64, r: Result<Vec<String>>) {
+        let children = match r {
+            Ok(c) => c,
+            Err(e) => return self.engine.request_failed(generation, &e, Self::round),
+        };
+        let Some((node, zk, me)) = self.engine.proceed(generation) else {
+            return;
+        };
+        let mine = zkutil::get_node_name(&node);
+        let sorted = sorted_by_sequence_after(&children, LATCH_MARKER);
+        let Some(pos) = sorted.iter().position(|c| c.as_str() == mine) else {
+            // Curator resets (a new node); zklock's latch ends (see the docs).
+            return self.engine.fail(generation, ZkError::NoNode);
+        };
+        if pos == 0 {
+            // Watch the own node: its deletion, and the connection's events.
+            zk.exists_async(&node, Some(self.engine.watcher()), move |r| match r {
+                Ok(Some(_)) => me.lowest(generation),
+                Ok(None) => me.engine.fail(generation, ZkError::NoNode),
+                Err(e) => me.engine.request_failed(generation, &e, Self::round),
+            });
+        } else {
+            let ahead = zkutil::join_znode(self.engine.path(), sorted[pos - 1]);
+            self.watch_ahead(generation, ahead);
+        }
+    }
+
+    /// Watches the node ahead with `getData` (Curator's choice: no exists
+    /// watch is left behind when it is gone); decides again when it is.
+    fn watch_ahead(&self, generation: u64, ahead: String) {
+        let Some((_, zk, me)) = self.engine.proceed(generation) else {
+            return;
+        };
+        zk.get_data_async(&ahead, Some(self.engine.watcher()), move |r| match r {
+            Ok(_) => me.waiting(generation),
+            Err(e) if e.is(ZkError::NoNode) => me.round(generation),
+            Err(e) => me.engine.request_failed(generation, &e, Self::round),
+        });
+    }
+
+    /// Sets the leader's watch on its own node again after a write spent it.
+    fn watch_own(&self, generation: u64, path: String) {
+        let Some((_, zk, me)) = self.engine.proceed(generation) else {
+            return;
+        };
+        zk.exists_async(&path, Some(self.engine.watcher()), move |r| match r {
+            Ok(Some(_)) => {}
+            Ok(None) => me.engine.fail(generation, ZkError::NoNode),
+            Err(e) => me.engine.request_failed(generation, &e, Self::round),
+        });
+    }
+
+    /// The node is the lowest: this latch leads (again, after a doubt).
+    fn lowest(&self, generation: u64) {
+        let told = {
+            let mut st = self.engine.state();
+            if st.generation != generation || st.failed.is_some() {
+                return;
+            }
+            let mut told = Vec::new();
+            st.recipe.lowest = true;
+            if std::mem::take(&mut st.recipe.in_doubt) {
+                told.push(LatchEvent::LeadershipRestored);
+            }
+            if !st.recipe.told_leader {
+                st.recipe.told_leader = true;
+                told.push(LatchEvent::IsLeader);
+            }
+            told
+        };
+        if told.contains(&LatchEvent::IsLeader) {
+            info!("latch {}: leader", self.engine.path());
+        }
+        self.dispatch(&told);
+        // After the events: `start` returns with them told.
+        self.engine.round_done(generation);
+    }
+
+    /// Another node is ahead, watched.
+    fn waiting(&self, generation: u64) {
+        let not_leader = {
+            let mut st = self.engine.state();
+            if st.generation != generation || st.failed.is_some() {
+                return;
+            }
+            st.recipe.lowest = false;
+            std::mem::take(&mut st.recipe.told_leader)
+        };
+        if not_leader {
+            self.dispatch(&[LatchEvent::NotLeader]);
+        }
+        self.engine.round_done(generation);
+    }
+}
+
+impl LeaderLatch {
+    /// Curator's `LeaderLatch(client, latchPath, id)`: a latch on `path`
+    /// (created, with container parents, at `start`) whose participant id is
+    /// `id`.
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid `path`.
+    pub fn new(zkw: &ZooKeeperWatcher, path: &str, id: &str) -> Result<Self> {
+        crate::path::validate(path)?;
+        let latching = Arc::new_cyclic(|me| Latching {
+            engine: RoundEngine::new(
+                zkw,
+                path,
+                LatchRound {
+                    state: LatchState::Latent,
+                    lowest: false,
+                    in_doubt: false,
+                    told_leader: false,
+                    not_leader_due: false,
+                },
+                me,
+            ),
+            listeners: Listeners::default(),
+        });
+        let hook_id = latching.engine.register();
+        Ok(LeaderLatch {
+            zkw: zkw.clone(),
+            id: id.to_string(),
+            latching,
+            hook_id,
+        })
+    }
+
+    /// Curator's `addListener`.
+    pub fn add_listener(&self, listener: impl LeaderLatchListener + 'static) {
+        self.latching.listeners.add(Arc::new(listener));
+    }
+
+    /// Curator's `getId()`.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The latch's path.
+    pub fn path(&self) -> &str {
+        self.latching.engine.path()
+    }
+
+    /// Curator's `getState()`.
+    pub fn state(&self) -> LatchState {
+        self.latching.engine.state().recipe.state
+    }
+
+    /// Curator's `getOurPath()`: this latch's node, once made.
+    pub fn our_path(&self) -> Option<String> {
+        self.latching.engine.state().node.clone()
+    }
+
+    /// Curator's `hasLeadership()`: whether this latch leads now: its node
+    /// the lowest, its connection not in doubt, its session alive (not
+    /// replaced by a renewed one).
+    pub fn has_leadership(&self) -> bool {
+        let st = self.latching.engine.state();
+        st.recipe.state == LatchState::Started
+            && st.recipe.lowest
+            && !st.recipe.in_doubt
+            && st.failed.is_none()
+            && !self.zkw.state().is_terminal()
+            && self.zkw.zookeeper().session_id() == st.session
+    }
+
+    /// Curator's `start()`: makes the latch's node and determines its place
+    /// (leading, or waiting behind the node ahead); returns once that is
+    /// known, with `IsLeader` told when it leads. Later changes arrive as
+    /// events.
+    ///
+    /// A latch that failed ([`LatchState::Failed`]: its session ended, also
+    /// by session renewal, or its node was deleted) can be started again: it
+    /// enters the current session as a new participant (see the type's docs).
+    ///
+    /// # Errors
+    /// `MixedDialect` when `path` holds lock nodes of another dialect
+    /// (kazoo's, HBase's; one listing before the create, so two latches of
+    /// different dialects starting at once are not told);
+    /// `BadArguments` when started already or closed; `SessionExpired` /
+    /// `Closed` when the session ended; ZooKeeper errors after retries (the
+    /// latch is then not started).
+    pub fn start(&self) -> Result<()> {
+        let engine = &self.latching.engine;
+        {
+            let mut st = engine.state();
+            let current = st.recipe.state;
+            match current {
+                LatchState::Latent => {}
+                LatchState::Failed => {
+                    drop(st);
+                    // The failed attempt's node (if any survived) goes first.
+                    if let Some(taken) = self.take(LatchState::Latent) {
+                        let _ = taken.withdraw(&self.zkw);
+                    }
+                    st = engine.state();
+                }
+                LatchState::Started | LatchState::Closed => {
+                    return Err(Error::BadArguments(format!(
+                        "latch {} is {current:?}: cannot be started",
+                        self.path(),
+                    )))
+                }
+            }
+            st.recipe.state = LatchState::Started;
+        }
+        let (node, session) = match self.refuse_mixed().and_then(|()| self.make_node()) {
+            Ok(made) => made,
+            Err(e) => {
+                engine.state().recipe.state = LatchState::Latent;
+                return Err(e);
+            }
+        };
+        engine.bind(node, session);
+        engine.run_round().map(drop)
+    }
+
+    /// Refuses a directory holding another dialect's lock nodes (see
+    /// [`Dialect`](crate::lock::Dialect)): a latch there would not see them.
+    fn refuse_mixed(&self) -> Result<()> {
+        let children = self
+            .zkw
+            .recoverable_zookeeper()
+            .get_children(self.path(), false)
+            .or_else(no_children)?;
+        for c in children {
+            if let Some(found) = Dialect::of_node(&c).filter(|d| *d != Dialect::Curator) {
+                return Err(Error::MixedDialect {
+                    lock: self.path().to_string(),
+                    node: c,
+                    found,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Curator's protected `create().creatingParentContainersIfNeeded()
+    /// .withProtection().withMode(EPHEMERAL_SEQUENTIAL)`: retried on
+    /// connection loss, a node of this attempt's `_c_<uuid>-` prefix already
+    /// in `path` (a lost reply) is adopted.
+    fn make_node(&self) -> Result<(String, i64)> {
+        let path = self.path();
+        let prefix = curator_protected_prefix();
+        let name = format!("{prefix}{LATCH_MARKER}");
+        create_in_session(&self.zkw, |zk, retry| {
+            if retry {
+                for c in zk.get_children(path, false).or_else(no_children)? {
+                    if c.starts_with(&prefix) {
+                        return Ok(zkutil::join_znode(path, &c));
+                    }
+                }
+            }
+            let node = zkutil::join_znode(path, &name);
+            let acl = self.zkw.recoverable_zookeeper().acl_for(path);
+            match zk.create(
+                &node,
+                self.id.as_bytes(),
+                acl,
+                CreateMode::EphemeralSequential,
+            ) {
+                Err(e) if e.is(ZkError::NoNode) => {
+                    create_container_parents(&self.zkw, &node)?;
+                    zk.create(
+                        &node,
+                        self.id.as_bytes(),
+                        acl,
+                        CreateMode::EphemeralSequential,
+                    )
+                }
+                other => other,
+            }
+        })
+    }
+
+    /// Curator's `close()`: withdraws the node (the next participant is
+    /// notified) and tells no listener (Curator's `CloseMode.SILENT`).
+    /// Idempotent.
+    ///
+    /// # Errors
+    /// ZooKeeper errors after retries (the node is then removed in the
+    /// background); none when the session already ended.
+    pub fn close(&self) -> Result<()> {
+        let Some(taken) = self.take(LatchState::Closed) else {
+            return Ok(());
+        };
+        let zk = self.zkw.zookeeper();
+        if taken.led && zk.session_id() == taken.session {
+            // The leader watches its own node; removing the watch first (a
+            // request, no notification) leaves one notification per
+            // succession: the successor's.
+            let _ = zk.remove_watches(&taken.node, WatcherType::Data);
+        }
+        taken.withdraw(&self.zkw)
+    }
+
+    /// Forgets the node (a new generation: answers of earlier rounds are
+    /// ignored); the state becomes `state`.
+    fn take(&self, state: LatchState) -> Option<Taken> {
+        self.latching.engine.take(|l| {
+            let led = l.lowest;
+            l.state = state;
+            l.lowest = false;
+            l.in_doubt = false;
+            l.told_leader = false;
+            led
+        })
+    }
+
+    /// Curator's `await(timeout)`: waits until this latch leads
+    /// ([`has_leadership`](Self::has_leadership)); `Ok(false)` when `timeout`
+    /// passed first. Woken by the latch's events, never polling.
+    ///
+    /// # Errors
+    /// `Closed` when the latch is not started or is closed meanwhile (Curator
+    /// returns false, its `await()` throws `EOFException`); the latch's
+    /// failure (`SessionExpired` when its session ended, also with session
+    /// renewal; `NoNode` when its node was deleted).
+    pub fn await_leadership(&self, timeout: Duration) -> Result<bool> {
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or(now + Duration::from_secs(100 * 365 * 86_400));
+        self.latching
+            .engine
+            .wait_until(deadline, |st| st.recipe.lowest && !st.recipe.in_doubt)
+    }
+
+    /// Curator's `getParticipants()`: every participant of the latch, in
+    /// node order (the leader first), read from the nodes (`1 + N`
+    /// requests).
+    ///
+    /// # Errors
+    /// ZooKeeper errors after retries.
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        participants(&self.zkw, self.path())
+    }
+
+    /// Curator's `getLeader()`: the leading participant (the lowest node
+    /// still there), `None` without participants (Curator returns a dummy
+    /// participant with an empty id).
+    ///
+    /// # Errors
+    /// ZooKeeper errors after retries.
+    pub fn leader(&self) -> Result<Option<Participant>> {
+        Ok(self.participants()?.into_iter().next())
+    }
+}
+
+/// [`LeaderLatch::participants`] without a latch: the participants of the
+/// latch on `path` (Curator's or zklock's) in node order, the leader first.
+///
+/// # Errors
+/// ZooKeeper errors after retries.
+pub fn participants(zkw: &ZooKeeperWatcher, path: &str) -> Result<Vec<Participant>> {
+    read_participants(zkw.recoverable_zookeeper(), path, |c| {
+        sorted_by_sequence_after(c, LATCH_MARKER)
+    })
+}
+
+/// A listing of a directory not made yet: no children.
+fn no_children(e: Error) -> Result<Vec<String>> {
+    if e.is(ZkError::NoNode) {
+        Ok(Vec::new())
+    } else {
+        Err(e)
+    }
+}
+
+impl Drop for LeaderLatch {
+    fn drop(&mut self) {
+        if let Some(taken) = self.take(LatchState::Closed) {
+            taken.withdraw_in_background(&self.zkw);
+        }
+        self.latching.engine.unregister(self.hook_id);
+    }
+}
