@@ -18,7 +18,9 @@
 //!   request (per 128 KiB of paths) plus one read per change, instead of
 //!   re-reading the tree (kazoo#664's flood). On servers without `addWatch`
 //!   (3.5 and older) the sentinels alone keep the cache, as one-shot watches
-//!   (Curator's `TreeCache`).
+//!   (Curator's `TreeCache`); [`TreeCacheBuilder::one_shot_watches`] asks
+//!   for that mode on any server (how the tests exercise it: no server
+//!   older than 3.6 is installable here).
 //! - **A read is never doubled**: an event for a node whose read is in flight
 //!   needs no new read, since the reply of a read sent before the event
 //!   arrived reflects the change (the server answers and notifies in order on
@@ -140,6 +142,9 @@ struct State {
     stale: bool,
     lost: bool,
     closed: bool,
+    /// Whether the cache holds a recursive watch (not on a server older
+    /// than 3.6, nor with `one_shot_watches`).
+    recursive: bool,
 }
 
 struct Inner {
@@ -161,6 +166,7 @@ pub struct TreeCacheBuilder {
     root: String,
     depth: CacheDepth,
     max_in_flight: usize,
+    one_shot: bool,
 }
 
 impl TreeCacheBuilder {
@@ -174,6 +180,17 @@ impl TreeCacheBuilder {
     /// least 1).
     pub fn max_in_flight(mut self, n: usize) -> Self {
         self.max_in_flight = n.max(1);
+        self
+    }
+
+    /// Keeps the cache with one-shot watches only (the sentinels), without
+    /// the recursive watch: what the cache does by itself on a server older
+    /// than 3.6, which answers `addWatch` with `Unimplemented` (Curator's
+    /// `TreeCache`). Default `false`. Every change then costs the re-read
+    /// that re-arms the watch, as with the recursive watch, plus a listing of
+    /// the parent for a creation or deletion.
+    pub fn one_shot_watches(mut self, one_shot: bool) -> Self {
+        self.one_shot = one_shot;
         self
     }
 
@@ -212,12 +229,17 @@ impl TreeCacheBuilder {
                 }),
             }
         });
-        match zk.add_watch_w(
-            &self.root,
-            AddWatchMode::PersistentRecursive,
-            inner.live.clone(),
-        ) {
-            Ok(()) => {}
+        let added = if self.one_shot {
+            Err(Error::zk(ZkError::Unimplemented, self.root.clone()))
+        } else {
+            zk.add_watch_w(
+                &self.root,
+                AddWatchMode::PersistentRecursive,
+                inner.live.clone(),
+            )
+        };
+        match added {
+            Ok(()) => inner.state.lock().recursive = true,
             Err(e) if e.is(ZkError::Unimplemented) => {
                 debug!(
                     "{}: no persistent watches on this server; one-shot watches only",
@@ -263,6 +285,7 @@ impl TreeCache {
             root: root.to_string(),
             depth: CacheDepth::Subtree,
             max_in_flight: 64,
+            one_shot: false,
         }
     }
 
@@ -406,6 +429,9 @@ impl Inner {
     }
 
     fn remove_watch(&self) -> Result<()> {
+        if !self.state.lock().recursive {
+            return Ok(());
+        }
         match self
             .zk
             .remove_watches(&self.root, WatcherType::PersistentRecursive)
