@@ -13,6 +13,8 @@
 //! | [`TwoPhaseCommit`](super::two_phase_commit::TwoPhaseCommit) | a site is alive | `<path>/<site>/alive`, ephemeral |
 //! | [`Group`](super::group::Group) | a party member named by the recipe | `<path>/p-<tag><10-digit sequence>`, ephemeral sequential (the tag makes a retried create find its node; kazoo's `Party` names its members with a uuid) |
 //! | [`RevocableLock`](super::revocable::RevocableLock) | a revocation request | the data `unlock` written into the holder's lock node |
+//! | [`PersistentNode`](super::persistent_node::PersistentNode) (sequential modes) | the node | `<parent>/_c_<uuid>-<name><10-digit sequence>` (Curator's protected name; the uuid finds the node of a create whose reply was lost) |
+//! | [`PersistentTtlNode`](super::persistent_node::PersistentTtlNode) | keeps the container alive | `<path>/touch`, a TTL node written every TTL / 2 (Curator's `PersistentTtlNode`) |
 
 /// The prefix of a queue item's node, as in Java's `DistributedQueue`.
 pub const ITEM_PREFIX: &str = "qn-";
@@ -52,3 +54,13 @@ pub const PARTY_PREFIX: &str = "p-";
 /// The data a revoker writes into a holder's lock node (the recipes page's
 /// "Revocable Shared Locks").
 pub const REVOKE_DATA: &[u8] = b"unlock";
+
+// --- Persistent nodes (tree_cache / persistent_node / lease helper) ---
+
+/// The prefix of a protected node's name (Curator's `ProtectedUtils`):
+/// `_c_<uuid>-` then the name asked for (and, sequential, the sequence).
+pub const PROTECTED_PREFIX: &str = "_c_";
+
+/// The TTL child a [`PersistentTtlNode`](super::persistent_node::PersistentTtlNode)
+/// writes to keep its container alive (Curator's `DEFAULT_CHILD_NODE_NAME`).
+pub const TTL_TOUCH_NODE: &str = "touch";
