@@ -120,6 +120,8 @@ impl PersistentNode {
     /// Keeps `path` created with `data`, `mode` being `Ephemeral`,
     /// `Persistent`, `Container`, or a sequential mode (then protected, see
     /// the module docs; the actual path is [`actual_path`](Self::actual_path)).
+    /// A container has no owner: an existing one is adopted, and close
+    /// removes it only when it has no children.
     /// Returns at once; the node is created by the node's thread
     /// ([`wait_created`](Self::wait_created)).
     ///
@@ -515,6 +517,8 @@ impl Shared {
             Ok(Some(stat)) if stat.czxid == czxid => match zk.delete(&path, Some(stat.version)) {
                 Ok(()) => {}
                 Err(e) if e.is(ZkError::NoNode) => {}
+                // A shared container still in use stays.
+                Err(e) if e.is(ZkError::NotEmpty) && self.mode == CreateMode::Container => {}
                 Err(e) => warn!("removing {path}: {e}"),
             },
             Ok(_) => {}
