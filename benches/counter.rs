@@ -117,6 +117,24 @@ fn shared_increment(c: &SharedCount) -> (u64, bool) {
     }
 }
 
+/// The long at `path` (Curator's `DistributedAtomicLong` layout).
+fn long_at(zkw: &ZooKeeperWatcher, path: &str) -> i64 {
+    DistributedAtomicLong::new(zkw, path, 1)
+        .unwrap()
+        .get()
+        .unwrap()
+}
+
+/// The int at `path` (Curator's `SharedCount` layout).
+fn int_at(zkw: &ZooKeeperWatcher, path: &str) -> i64 {
+    SharedCount::new(zkw, path, 0)
+        .unwrap()
+        .get()
+        .unwrap()
+        .value
+        .into()
+}
+
 fn main() {
     let each = env_usize("ZK_BENCH_COUNTER_EACH", 200);
     let server = ZkServer::start().expect("a ZooKeeper server");
@@ -145,10 +163,7 @@ fn main() {
             |zkw| DistributedAtomicLong::new(zkw, &path, 1000).unwrap(),
             dal_increment,
         );
-        let value = DistributedAtomicLong::new(&reader, &path, 1)
-            .unwrap()
-            .get()
-            .unwrap();
+        let value = long_at(&reader, &path);
         print("zklock DistributedAtomicLong", threads, &r, value, expected);
 
         let path = format!("{ROOT}/zk-promoted-{threads}");
@@ -165,10 +180,7 @@ fn main() {
             },
             dal_increment,
         );
-        let value = DistributedAtomicLong::new(&reader, &path, 1)
-            .unwrap()
-            .get()
-            .unwrap();
+        let value = long_at(&reader, &path);
         print(
             "zklock DistributedAtomicLong, lock after 3",
             threads,
@@ -186,16 +198,12 @@ fn main() {
             |zkw| SharedCount::new(zkw, &path, 0).unwrap(),
             shared_increment,
         );
-        let value = SharedCount::new(&reader, &path, 0)
-            .unwrap()
-            .get()
-            .unwrap()
-            .value;
+        let value = int_at(&reader, &path);
         print(
             "zklock SharedCount (get, try_set)",
             threads,
             &r,
-            value.into(),
+            value,
             expected,
         );
         for zkw in sessions {
@@ -204,10 +212,7 @@ fn main() {
 
         if let Some(c) = curator.as_mut() {
             let r = c.run(&m, "dal", threads, each);
-            let value = DistributedAtomicLong::new(&reader, &format!("{ROOT}/dal-{threads}"), 1)
-                .unwrap()
-                .get()
-                .unwrap();
+            let value = long_at(&reader, &format!("{ROOT}/dal-{threads}"));
             print(
                 "Curator DistributedAtomicLong",
                 threads,
@@ -216,32 +221,17 @@ fn main() {
                 expected,
             );
             let r = c.run(&m, "shared", threads, each);
-            let value = SharedCount::new(&reader, &format!("{ROOT}/shared-{threads}"), 0)
-                .unwrap()
-                .get()
-                .unwrap()
-                .value;
+            let value = int_at(&reader, &format!("{ROOT}/shared-{threads}"));
             print(
                 "Curator SharedCount (trySetCount)",
                 threads,
                 &r,
-                value.into(),
+                value,
                 expected,
             );
         }
     }
 }
-
-const JARS: [&str; 8] = [
-    "/usr/share/java/curator-recipes.jar",
-    "/usr/share/java/curator-framework.jar",
-    "/usr/share/java/curator-client.jar",
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/zookeeper-jute.jar",
-    "/usr/share/java/guava.jar",
-    "/usr/share/java/slf4j-api.jar",
-    "/usr/share/java/slf4j-nop.jar",
-];
 
 /// The Curator side: one JVM for every run.
 struct Curator {
@@ -251,14 +241,17 @@ struct Curator {
 
 impl Curator {
     fn start(servers: &str) -> Option<Curator> {
-        let classes =
-            match compile_java("counter", &["benches/java/CuratorCounterBench.java"], &JARS) {
-                Ok(c) => c,
-                Err(e) => {
-                    println!("NOTE: Curator skipped ({e}); no Curator figures.");
-                    return None;
-                }
-            };
+        let classes = match compile_java(
+            "counter",
+            &["benches/java/CuratorCounterBench.java"],
+            &CURATOR_JARS,
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                println!("NOTE: Curator skipped ({e}); no Curator figures.");
+                return None;
+            }
+        };
         let mut cmd = classes.java(&["-Xmx256m", "-XX:+UseSerialGC"], "CuratorCounterBench");
         cmd.args(["serve", servers, ROOT]);
         let java = LineProcess::spawn("CuratorCounterBench", cmd).unwrap();
