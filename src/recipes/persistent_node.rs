@@ -21,7 +21,7 @@
 //!
 //! Sequential modes are always **protected** as Curator's `withProtection()`:
 //! the node is named `<parent>/_c_<uuid>-<name><sequence>`
-//! ([`PROTECTED_PREFIX`](super::layout::PROTECTED_PREFIX)), one fresh uuid
+//! ([`layout::PROTECTED_PREFIX`](super::layout::PROTECTED_PREFIX)), one fresh uuid
 //! per incarnation. After a create whose outcome is unknown (connection lost
 //! before the reply), the parent's children are searched for the uuid and a
 //! node found is adopted (an ephemeral only when this session owns it), so a
