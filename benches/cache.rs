@@ -206,7 +206,7 @@ fn curator(servers: &str, m: &Mntr, zk: &ZooKeeper, leaves: &[String], changed: 
     let classes = match compile_java(
         "cache",
         &["benches/java/CuratorCacheBench.java"],
-        &CURATOR_CLASSPATH_JARS,
+        &CURATOR_JARS,
     ) {
         Ok(c) => c,
         Err(e) => {

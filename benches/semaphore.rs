@@ -198,7 +198,7 @@ fn curator_peer(servers: &str) -> Option<(JavaClasses, LineProcess)> {
     let classes = match compile_java(
         "semaphore",
         &["benches/java/CuratorSemaphoreBench.java"],
-        &CURATOR_CLASSPATH_JARS,
+        &CURATOR_JARS,
     ) {
         Ok(c) => c,
         Err(e) => {

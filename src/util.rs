@@ -58,6 +58,22 @@ pub(crate) fn shuffle<T>(v: &mut [T]) {
     }
 }
 
+/// A random (version 4) UUID, as Java's `UUID.randomUUID().toString()` and
+/// Python's `str(uuid.uuid4())` write it (Curator's protected names, kazoo's
+/// lock nodes).
+pub(crate) fn random_uuid() -> String {
+    let hi = (random_u64() & !0xF000) | 0x4000;
+    let lo = (random_u64() & !(0xC000 << 48)) | (0x8000 << 48);
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        hi >> 32,
+        (hi >> 16) & 0xFFFF,
+        hi & 0xFFFF,
+        lo >> 48,
+        lo & 0xFFFF_FFFF_FFFF
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

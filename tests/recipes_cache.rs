@@ -2,11 +2,14 @@
 //! equals a fresh read node by node after writers stop, across a cut and a
 //! server restart; the resync after a short cut costs requests in proportion
 //! to the changes (counted with the cache's own counter and the server's
-//! `mntr`), not to the tree.
+//! `mntr`), not to the tree; with one-shot watches only (the fallback for
+//! servers older than 3.6) it follows the same writers; on a 3-node ensemble it follows writes made
+//! through other members, resyncs (only what changed) after the member serving
+//! its session is killed, and reports `Lost` when the session expires.
 
 mod common;
 
-use common::init_log;
+use common::{force_expiry, init_log, member_of};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,15 +18,21 @@ use std::time::Duration;
 
 use zklock::client::{Acl, CreateMode, Op, WatchedEvent, ZooKeeper};
 use zklock::recipes::tree_cache::{CacheDepth, CacheEvent, ChildData, TreeCache};
-use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ZkServer};
+use zklock::testing::{
+    eventually, shared_server, unique_root, wait_until, FaultProxy, ZkEnsemble, ZkServer,
+};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
 
 const LONG: Duration = Duration::from_secs(60);
 
 fn connect(servers: &str) -> ZooKeeperWatcher {
+    connect_for(servers, Duration::from_secs(20))
+}
+
+fn connect_for(servers: &str, session: Duration) -> ZooKeeperWatcher {
     ZooKeeperWatcher::builder(servers)
         .with_identifier("cache-test")
-        .with_session_timeout(Duration::from_secs(20))
+        .with_session_timeout(session)
         .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(50)))
         .connect()
         .unwrap()
@@ -99,7 +108,15 @@ fn assert_equal_eventually(cache: &TreeCache, zk: &ZooKeeper, root: &str) {
         let (c, f) = &last;
         for (p, d) in f {
             if c.get(p) != Some(d) {
-                panic!("{p}: cache {:?}, server {d:?}", c.get(p));
+                panic!(
+                    "{p} (cache of {}): cache {:?}, server {d:?}",
+                    if cache.is_one_shot() {
+                        "one-shot watches"
+                    } else {
+                        "a recursive watch"
+                    },
+                    c.get(p)
+                );
             }
         }
         for p in c.keys() {
@@ -162,9 +179,18 @@ fn the_cache_equals_a_fresh_read_after_writers_stop() {
     let zk = plain(&servers);
     make_tree(&zk, &root, 10);
     let cache = TreeCache::start(&zkw, &root).unwrap();
+    // The fallback of servers older than 3.6 (no addWatch): one-shot
+    // watches only, on a session of its own, under the same writers.
+    let zkw_one_shot = connect(&servers);
+    let one_shot = TreeCache::builder(&root)
+        .one_shot_watches(true)
+        .start(&zkw_one_shot)
+        .unwrap();
     assert!(cache.wait_synced(LONG).unwrap());
     assert_eq!(cache.snapshot().len(), 111);
     assert_eq!(cache.snapshot(), fresh_read(&zk, &root));
+    assert!(one_shot.wait_synced(LONG).unwrap());
+    assert_eq!(one_shot.snapshot(), fresh_read(&zk, &root));
 
     let stop = Arc::new(AtomicBool::new(false));
     let ws = writers(&servers, &root, 4, &stop);
@@ -174,6 +200,9 @@ fn the_cache_equals_a_fresh_read_after_writers_stop() {
         w.join().unwrap();
     }
     assert_equal_eventually(&cache, &zk, &root);
+    assert_equal_eventually(&one_shot, &zk, &root);
+    one_shot.close().unwrap();
+    zkw_one_shot.close().unwrap();
     let watches = zkw.zookeeper().watch_count();
     cache.close().unwrap();
     // The one-shot sentinels stay until they fire (see `close`).
@@ -348,4 +377,131 @@ fn a_missing_root_is_cached_once_created_and_an_ended_session_makes_it_lost() {
     assert_eq!(events.recv_timeout(LONG).unwrap(), CacheEvent::Lost);
     assert!(cache.is_stale());
     assert!(cache.wait_synced(Duration::from_secs(1)).is_err());
+}
+
+/// Retries `f` while the ensemble elects (retryable errors), up to a minute.
+fn retry_election<T>(what: &str, mut f: impl FnMut() -> zklock::Result<T>) -> T {
+    let mut out = None;
+    wait_until(LONG, what, || match f() {
+        Ok(v) => {
+            out = Some(v);
+            true
+        }
+        Err(e) if e.is_retryable() => false,
+        Err(e) => panic!("{what}: {e}"),
+    });
+    out.unwrap()
+}
+
+/// One ensemble for the whole check (three JVMs are the costly part): writes
+/// through other members, a cut during which 1% changes, the kill of the
+/// member serving the cache's session, failover, a resync costing requests in
+/// proportion to the changes, then an expired session reported as `Lost`.
+#[test]
+fn on_an_ensemble_the_cache_survives_a_member_kill_and_reports_an_expiry() {
+    init_log();
+    let mut ensemble = ZkEnsemble::start().unwrap();
+    // The cache reaches every member through a proxy of its own, so that a
+    // cut is a stall of the three.
+    let proxies: Vec<FaultProxy> = (0..ensemble.size())
+        .map(|i| FaultProxy::start(ensemble.address(i).as_str()).unwrap())
+        .collect();
+    let through: Vec<String> = proxies.iter().map(|p| p.connect_string()).collect();
+    let zkw = connect_for(&through.join(","), Duration::from_secs(6));
+    let session = zkw.zookeeper().session_id();
+    let victim = member_of(&ensemble, session);
+    let other = (victim + 1) % ensemble.size();
+    // Writes and fresh reads go through another member than the cache's.
+    let zk = plain(&ensemble.address(other));
+    let root = "/ensemble-cache";
+    let paths = make_tree(&zk, root, 10); // 111 nodes
+    let cache = TreeCache::start(&zkw, root).unwrap();
+    let events = cache.events();
+    assert!(cache.wait_synced(LONG).unwrap());
+    assert_equal_eventually(&cache, &zk, root);
+
+    // Writers on the two other members: the cache follows them.
+    let stop = Arc::new(AtomicBool::new(false));
+    let third = (victim + 2) % ensemble.size();
+    let mut ws = writers(&ensemble.address(other), root, 2, &stop);
+    ws.extend(writers(&ensemble.address(third), root, 2, &stop));
+    thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    for w in ws {
+        w.join().unwrap();
+    }
+    assert_equal_eventually(&cache, &zk, root);
+
+    // A cut: the cache goes stale; two nodes change meanwhile (through a
+    // live member, the leader being alive), then the cache's member is killed.
+    for p in &proxies {
+        p.stall();
+    }
+    assert!(
+        eventually(LONG, || cache.is_stale()),
+        "a cut makes it stale"
+    );
+    let before = cache.requests();
+    zk.set_data(&paths[5], b"cut", None).unwrap();
+    zk.create(
+        &format!("{root}/a3/cut"),
+        b"new",
+        Acl::open_unsafe(),
+        CreateMode::Persistent,
+    )
+    .unwrap();
+    let changed = 2;
+    let role = ensemble.mode(victim).unwrap_or_default();
+    ensemble.kill(victim).unwrap();
+    for p in &proxies {
+        p.reset();
+    }
+    assert!(cache.wait_synced(LONG).unwrap(), "resynced after failover");
+    let reads = cache.requests() - before;
+    // Fresh reads on a new session, once the two members serve (the
+    // writer's session may still be reconnecting if the leader was killed).
+    ensemble.wait_for_quorum(LONG).unwrap();
+    let zk = plain(&ensemble.address(other));
+    let now = member_of(&ensemble, session);
+    assert_ne!(now, victim, "the client moved to another member");
+    assert_eq!(zkw.zookeeper().session_id(), session, "same session");
+    println!(
+        "ensemble resync of {} nodes after {changed} changes and the kill of its member (the {role}): {reads} reads",
+        paths.len()
+    );
+    // Per change at most a data read, a listing and the parent's two
+    // re-reads; the root's two re-reads (each made once more when a
+    // catch-up event meets it in flight) and a marker. A full reload would
+    // be two reads per node (222).
+    assert!(
+        reads <= 4 * changed + 5,
+        "{reads} reads: not only the changes"
+    );
+    assert_equal_eventually(&cache, &zk, root);
+    // Writes after the failover are followed too.
+    retry_election("set after failover", || {
+        zk.set_data(&format!("{root}/a7"), b"after", None)
+    });
+    assert_equal_eventually(&cache, &zk, root);
+    let seen: Vec<CacheEvent> = events.try_iter().collect();
+    for wanted in [
+        CacheEvent::Suspended,
+        CacheEvent::Reconnected,
+        CacheEvent::Resynced,
+    ] {
+        assert!(seen.contains(&wanted), "{wanted:?} missing in {seen:?}");
+    }
+    assert!(!seen.contains(&CacheEvent::Lost), "{seen:?}");
+    assert_eq!(cache.get(&paths[5]).unwrap().data, b"cut");
+
+    // The session expires (a twin closes it behind a stall): Lost, and the
+    // cache says it is stale for good.
+    force_expiry(&proxies[now], &ensemble.address(now), &zkw);
+    assert!(
+        eventually(LONG, || events.try_iter().any(|e| e == CacheEvent::Lost)),
+        "Lost after the expiry"
+    );
+    assert!(cache.is_stale());
+    assert!(cache.wait_synced(Duration::from_secs(1)).is_err());
+    drop(cache);
 }

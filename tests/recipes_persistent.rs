@@ -1,16 +1,18 @@
 //! `zklock::recipes::persistent_node` against a real ZooKeeper server: the
 //! node is created, re-created after a delete and after a forced session
 //! expiry (with renewal), never twice, a foreign change is reported, and it
-//! is removed on close and on drop.
+//! is removed on close and on drop; a sequential node is protected (a lost
+//! create is adopted by its uuid, never made twice); TTL nodes go after their
+//! TTL unless touched (`PersistentTtlNode`).
 
 mod common;
 
-use common::init_log;
+use common::{force_expiry, init_log};
 use std::time::{Duration, Instant};
 
 use zklock::client::CreateMode;
 use zklock::client::{ReplyKind, WatchedEvent, ZooKeeper};
-use zklock::recipes::persistent_node::{PersistentNode, PersistentNodeEvent};
+use zklock::recipes::persistent_node::{PersistentNode, PersistentNodeEvent, PersistentTtlNode};
 use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
 use zklock::{RetryConfig, ZooKeeperWatcher};
 
@@ -89,7 +91,9 @@ fn the_node_is_kept_reports_foreign_changes_and_goes_on_close() {
             .is_none()),
         "removed in the background on drop"
     );
-    assert!(PersistentNode::start(&zkw, &path, CreateMode::EphemeralSequential, b"").is_err());
+    assert!(
+        PersistentNode::start(&zkw, &path, CreateMode::PersistentSequentialWithTtl, b"").is_err()
+    );
     assert!(PersistentNode::start(&zkw, "rel", CreateMode::Ephemeral, b"").is_err());
 }
 
@@ -171,4 +175,154 @@ fn after_a_forced_expiry_with_renewal_the_node_is_back_once() {
     );
     node.close();
     assert!(observer.zookeeper().exists(&path, false).unwrap().is_none());
+}
+
+/// The node's protected name: `_c_<uuid>-<name><10-digit sequence>`.
+fn assert_protected(child: &str, name: &str) -> String {
+    let uuid = child
+        .strip_prefix("_c_")
+        .unwrap_or_else(|| panic!("{child}: no protection prefix"));
+    let (uuid, rest) = uuid.split_at(36);
+    assert_eq!(uuid.matches('-').count(), 4, "{child}: uuid {uuid}");
+    let seq = rest
+        .strip_prefix('-')
+        .and_then(|r| r.strip_prefix(name))
+        .unwrap_or_else(|| panic!("{child}: not -{name}<sequence>"));
+    assert!(
+        seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit()),
+        "{child}"
+    );
+    uuid.to_string()
+}
+
+#[test]
+fn a_protected_sequential_node_survives_a_lost_create_and_an_expiry_once() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = connect(&proxy.connect_string(), true);
+    let root = unique_root("pnode-seq");
+    zklock::zkutil::create_with_parents(&zkw, &root).unwrap();
+    let observer = connect(&servers, false);
+    let children = || observer.zookeeper().get_children(&root, false).unwrap();
+
+    // The reply of the first create is lost: the uuid finds the node.
+    zkw.zookeeper().lose_next_reply(ReplyKind::Create);
+    let path = format!("{root}/svc-");
+    let node = PersistentNode::start(&zkw, &path, CreateMode::EphemeralSequential, b"s").unwrap();
+    let events = node.events();
+    assert!(node.wait_created(LONG));
+    let kids = children();
+    assert_eq!(kids.len(), 1, "never two: {kids:?}");
+    let first_uuid = assert_protected(&kids[0], "svc-");
+    assert_eq!(node.actual_path(), Some(format!("{root}/{}", kids[0])));
+    let stat = observer
+        .zookeeper()
+        .exists(&node.actual_path().unwrap(), false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(stat.ephemeral_owner, zkw.zookeeper().session_id());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !events
+            .try_iter()
+            .any(|e| matches!(e, PersistentNodeEvent::Foreign(_))),
+        "its own node is not foreign"
+    );
+
+    // The session expires: a new incarnation under a new uuid, once.
+    force_expiry(&proxy, &servers, &zkw);
+    let stat = created(&events);
+    assert_eq!(stat.ephemeral_owner, zkw.zookeeper().session_id());
+    assert!(eventually(LONG, || children().len() == 1));
+    let kids = children();
+    assert_ne!(assert_protected(&kids[0], "svc-"), first_uuid);
+    assert_eq!(node.actual_path(), Some(format!("{root}/{}", kids[0])));
+    node.set_data(b"t").unwrap();
+    node.close();
+    assert!(children().is_empty(), "removed on close");
+
+    // Persistent sequential: protected too, removed on close.
+    let node = PersistentNode::start(&zkw, &path, CreateMode::PersistentSequential, b"p").unwrap();
+    assert!(node.wait_created(LONG));
+    assert_protected(&children()[0], "svc-");
+    node.close();
+    assert!(children().is_empty());
+}
+
+#[test]
+fn ttl_nodes_go_after_their_ttl_unless_a_persistent_ttl_node_touches_them() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers, false);
+    let observer = connect(&servers, false);
+    let zk = observer.zookeeper();
+    let root = unique_root("pnode-ttl");
+    let ttl = Duration::from_secs(1);
+
+    // A TTL node: the server removes it once childless and unwritten for
+    // its TTL (reaper every second); the recipe creates it again.
+    let path = format!("{root}/ttl");
+    let node =
+        PersistentNode::start_ttl(&zkw, &path, CreateMode::PersistentWithTtl, ttl, b"t").unwrap();
+    let events = node.events();
+    let first = created(&events);
+    // (The server shows a TTL node's `ephemeralOwner` as 0: its TTL shows
+    // only in that it goes.)
+    assert_eq!(first.ephemeral_owner, 0);
+    let again = created(&events);
+    assert_ne!(again.czxid, first.czxid, "reaped, then created again");
+    node.close();
+    assert_eq!(zk.exists(&path, false).unwrap(), None, "removed on close");
+
+    // A PersistentTtlNode: a container kept alive by a touched TTL child.
+    let path = format!("{root}/kept");
+    let kept = PersistentTtlNode::start(&zkw, &path, ttl, b"k").unwrap();
+    assert!(kept.node().wait_created(LONG));
+    let container = zk.exists(&path, false).unwrap().unwrap();
+    let touch = format!("{path}/touch");
+    assert!(eventually(LONG, || zk
+        .exists(&touch, false)
+        .unwrap()
+        .is_some()));
+    let child = zk.exists(&touch, false).unwrap().unwrap();
+    // Four TTLs (and reaper rounds): the node stays the same node, and its
+    // child is written.
+    let until = Instant::now() + 4 * ttl;
+    while Instant::now() < until {
+        let now = zk.exists(&path, false).unwrap();
+        assert_eq!(now.map(|s| s.czxid), Some(container.czxid), "kept alive");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let later = zk.exists(&touch, false).unwrap().unwrap();
+    assert!(later.mzxid > child.mzxid, "the child is touched");
+    assert_eq!(zk.get_data(&path, false).unwrap().0, b"k");
+    // Closed: the child expires, then the empty container goes.
+    let closed = Instant::now();
+    kept.close();
+    assert!(
+        zk.exists(&path, false).unwrap().is_some(),
+        "close leaves it to the TTL"
+    );
+    assert!(eventually(LONG, || zk
+        .exists(&path, false)
+        .unwrap()
+        .is_none()));
+    println!(
+        "a closed PersistentTtlNode (TTL {ttl:?}) went after {:?}",
+        closed.elapsed()
+    );
+
+    // Bad input.
+    assert!(PersistentNode::start(&zkw, &path, CreateMode::PersistentWithTtl, b"").is_err());
+    assert!(PersistentNode::start_ttl(&zkw, &path, CreateMode::Ephemeral, ttl, b"").is_err());
+    assert!(PersistentNode::start_ttl(
+        &zkw,
+        &path,
+        CreateMode::PersistentWithTtl,
+        Duration::ZERO,
+        b""
+    )
+    .is_err());
+    assert!(PersistentTtlNode::start(&zkw, "rel", ttl, b"").is_err());
 }

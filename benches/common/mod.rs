@@ -344,6 +344,19 @@ pub fn kernel_release() -> String {
 // The Java side of the comparisons
 // ---------------------------------------------------------------------------
 
+/// Curator 5.4 and ZooKeeper 3.8 from Debian's packages (`make curator`):
+/// what the Java sides of the comparisons compile and run against.
+pub const CURATOR_JARS: [&str; 8] = [
+    "/usr/share/java/curator-recipes.jar",
+    "/usr/share/java/curator-framework.jar",
+    "/usr/share/java/curator-client.jar",
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/zookeeper-jute.jar",
+    "/usr/share/java/guava.jar",
+    "/usr/share/java/slf4j-api.jar",
+    "/usr/share/java/slf4j-nop.jar",
+];
+
 /// A bench's Java classes, compiled into a temp directory (removed on drop),
 /// with the jars they run against.
 pub struct JavaClasses {
@@ -380,19 +393,6 @@ impl Drop for JavaClasses {
         let _ = fs::remove_dir_all(&self.dir);
     }
 }
-
-/// Debian's jars a Curator 5.4 program runs on (`make curator`), with
-/// ZooKeeper's client and what they need.
-pub const CURATOR_CLASSPATH_JARS: [&str; 8] = [
-    "/usr/share/java/curator-recipes.jar",
-    "/usr/share/java/curator-framework.jar",
-    "/usr/share/java/curator-client.jar",
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/zookeeper-jute.jar",
-    "/usr/share/java/guava.jar",
-    "/usr/share/java/slf4j-api.jar",
-    "/usr/share/java/slf4j-nop.jar",
-];
 
 /// Compiles `sources` (paths relative to the crate root) with `javac` against
 /// `jars` into a fresh temp directory. `Err` says why (a missing jar, no JDK,

@@ -17,7 +17,7 @@ use crate::path;
 use crate::recoverable::tagged_prefix;
 use crate::sequence::parse_sequence;
 use crate::types::CreateMode;
-use crate::util::random_u64;
+use crate::util::random_uuid;
 
 /// Whose node layout a lock speaks (default [`HBase`](Dialect::HBase)).
 ///
@@ -186,8 +186,7 @@ pub fn lock_nodes(children: &[String]) -> Vec<LockNode> {
 
 const HBASE_READ: &str = super::kind::READ_LOCK_PREFIX;
 const HBASE_WRITE: &str = super::kind::WRITE_LOCK_PREFIX;
-/// Curator's `ProtectedUtils.PROTECTED_PREFIX`.
-const CURATOR_PROTECTED: &str = "_c_";
+use crate::recipes::layout::CURATOR_PROTECTED_PREFIX as CURATOR_PROTECTED;
 /// `InterProcessMutex`'s lock name.
 const CURATOR_LOCK: &str = "lock-";
 /// `InterProcessReadWriteLock.READ_LOCK_NAME`.
@@ -459,21 +458,6 @@ fn kazoo_sequence<'a>(name: &'a str, node_name: &str) -> Option<&'a str> {
     }
     let signed = head.strip_suffix('-')?;
     signed.ends_with(node_name).then(|| &name[digits_at - 1..])
-}
-
-/// A random (version 4) UUID, as Java's `UUID.randomUUID().toString()` and
-/// Python's `str(uuid.uuid4())` write it.
-pub(crate) fn random_uuid() -> String {
-    let hi = (random_u64() & !0xF000) | 0x4000;
-    let lo = (random_u64() & !(0xC000 << 48)) | (0x8000 << 48);
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        hi >> 32,
-        (hi >> 16) & 0xFFFF,
-        hi & 0xFFFF,
-        lo >> 48,
-        lo & 0xFFFF_FFFF_FFFF
-    )
 }
 
 /// The local address as Curator's default node data writes it

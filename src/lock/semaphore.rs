@@ -9,7 +9,7 @@ use std::time::Duration;
 use log::{debug, info};
 use parking_lot::Mutex;
 
-use super::dialect::{random_uuid, Dialect, Layout, Role};
+use super::dialect::{Dialect, Layout, Role};
 use super::removal::{abandon, remove_and_wait, remove_in_background, Attempt};
 use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
@@ -20,6 +20,7 @@ use crate::recipes::counter::SharedCount;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::{number_after_last, tagged_sequence};
 use crate::types::{CreateMode, Op, OpResult, Stat, Watcher};
+use crate::util::random_uuid;
 use crate::wait::{self, Bounds, CallSession, WhenDown, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
@@ -33,8 +34,7 @@ pub const SEMAPHORE_LEASES: &str = "leases";
 /// The prefix of a lease node in zklock's layout: `lease-<tag>-<seq>`
 /// (Curator's lease name: `_c_<uuid>-lease-<seq>`).
 pub const LEASE_PREFIX: &str = "lease-";
-/// Curator's protected-mode prefix (`ProtectedUtils.PROTECTED_PREFIX`).
-const CURATOR_PROTECTED: &str = "_c_";
+use crate::recipes::layout::CURATOR_PROTECTED_PREFIX as CURATOR_PROTECTED;
 /// kazoo's guard lock beside the semaphore's znode: `<p>-__lock__`.
 const KAZOO_LOCK_SUFFIX: &str = "-__lock__";
 

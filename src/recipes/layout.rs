@@ -19,6 +19,8 @@
 //! | [`Counter`](super::counter::Counter) | kazoo's `Counter` | `<path>` itself (persistent, parents persistent), data: `repr(value)` in ASCII (`42`, `2.5`), empty = the default |
 //! | [`Counter::curator`](super::counter::Counter::curator) | kazoo's `Counter(support_curator=True)` = Curator's `SharedCount` | `<path>` itself, data: a 4-byte big-endian `int` |
 //! | [`SharedCount`](super::counter::SharedCount), [`DistributedAtomicLong`](super::counter::DistributedAtomicLong) | Curator's | `<path>` itself, data: a 4-byte / 8-byte big-endian integer |
+//! | [`PersistentNode`](super::persistent_node::PersistentNode) (sequential modes) | the node | `<parent>/_c_<uuid>-<name><10-digit sequence>` (Curator's protected name; the uuid finds the node of a create whose reply was lost) |
+//! | [`PersistentTtlNode`](super::persistent_node::PersistentTtlNode) | keeps the container alive | `<path>/touch`, a TTL node written every TTL / 2 (Curator's `PersistentTtlNode`) |
 
 /// The prefix of a queue item's node, as in Java's `DistributedQueue`.
 pub const ITEM_PREFIX: &str = "qn-";
@@ -85,18 +87,7 @@ pub const KAZOO_LOCK_MARKER: &str = "__lock__";
 /// A fresh protected-mode prefix `_c_<uuid>-` (a random version-4 UUID in
 /// Java's `UUID.toString()` form, as Curator's `ProtectedUtils` writes it).
 pub(crate) fn curator_protected_prefix() -> String {
-    let (hi, lo) = (crate::util::random_u64(), crate::util::random_u64());
-    // Version 4, variant 10xx (RFC 4122), as `UUID.randomUUID()`.
-    let hi = (hi & !0xF000) | 0x4000;
-    let lo = (lo & !(0xC << 60)) | (0x8 << 60);
-    format!(
-        "{CURATOR_PROTECTED_PREFIX}{:08x}-{:04x}-{:04x}-{:04x}-{:012x}-",
-        hi >> 32,
-        (hi >> 16) & 0xFFFF,
-        hi & 0xFFFF,
-        lo >> 48,
-        lo & 0xFFFF_FFFF_FFFF
-    )
+    format!("{CURATOR_PROTECTED_PREFIX}{}-", crate::util::random_uuid())
 }
 
 /// The children named `<anything><marker><sequence>` in Curator's order
@@ -164,3 +155,8 @@ mod tests {
         );
     }
 }
+// --- Persistent nodes (tree_cache / persistent_node / lease helper) ---
+
+/// The TTL child a [`PersistentTtlNode`](super::persistent_node::PersistentTtlNode)
+/// writes to keep its container alive (Curator's `DEFAULT_CHILD_NODE_NAME`).
+pub const TTL_TOUCH_NODE: &str = "touch";

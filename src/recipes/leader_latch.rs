@@ -473,8 +473,7 @@ impl LeaderLatch {
         for c in children {
             if let Some(found) = Dialect::of_node(&c).filter(|d| *d != Dialect::Curator) {
                 return Err(Error::MixedDialect {
-                    lock: self.path().to_string(),
-                    node: c,
+                    path: crate::path::join_znode(self.path(), &c),
                     found,
                 });
             }

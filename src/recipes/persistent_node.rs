@@ -12,14 +12,33 @@
 //! answers. Nothing else polls.
 //!
 //! # Protection against the lost-create duplicate
-//! The node has a fixed name, so a create whose reply was lost and is
-//! retried finds `NodeExists`: the node is this recipe's when its
-//! `ephemeralOwner` is the current session (ephemeral) or its creation zxid
-//! is the one recorded (persistent), and it is adopted, never taken for a
-//! stranger's and never created twice. Sequential modes (where Curator's
-//! protection names the node with a uuid) are not offered: a deliberate
-//! limit, since a registration under a fixed name is what `PersistentNode`
-//! is used for.
+//! A node with a fixed name whose create reply was lost and is retried finds
+//! `NodeExists`: the node is this recipe's when its `ephemeralOwner` is the
+//! current session (ephemeral) or its creation zxid is the one recorded
+//! (persistent), and it is adopted, never taken for a stranger's and never
+//! created twice. A container node has no owner: one that exists is adopted
+//! (several [`PersistentTtlNode`]s share it, as in Curator).
+//!
+//! Sequential modes are always **protected** as Curator's `withProtection()`:
+//! the node is named `<parent>/_c_<uuid>-<name><sequence>`
+//! ([`layout::CURATOR_PROTECTED_PREFIX`](super::layout::CURATOR_PROTECTED_PREFIX)), one fresh uuid
+//! per incarnation. After a create whose outcome is unknown (connection lost
+//! before the reply), the parent's children are searched for the uuid and a
+//! node found is adopted (an ephemeral only when this session owns it), so a
+//! retried create never leaves a second node. Curator makes protection
+//! optional; here a sequential node is always protected, since without it a
+//! lost create leaves an orphan nobody can recognise.
+//!
+//! # TTL nodes
+//! [`PersistentNode::start_ttl`] keeps a `PersistentWithTtl` or
+//! `PersistentSequentialWithTtl` node (the server needs
+//! `zookeeper.extendedTypesEnabled=true`): the server removes it once it has
+//! no children and was not written for its TTL, and the node is then created
+//! again, as after any delete (Curator's `PersistentNode` in a TTL mode).
+//! [`PersistentTtlNode`] is Curator's recipe of the same name: a container
+//! node kept created plus a TTL child (`touch`) written every TTL / 2, so the
+//! node lives while its owner does and goes (child by TTL, then the empty
+//! container) within about a TTL plus the reaper's interval once it stops.
 //!
 //! # Foreign changes
 //! A change of the node's data by someone else is reported
@@ -38,6 +57,7 @@ use parking_lot::Mutex;
 use crate::client::{CreateMode, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
+use crate::recipes::layout::{CURATOR_PROTECTED_PREFIX, TTL_TOUCH_NODE};
 use crate::types::Stat;
 use crate::wait::Wake;
 use crate::watcher::ZooKeeperWatcher;
@@ -58,11 +78,23 @@ pub enum PersistentNodeEvent {
 
 struct Shared {
     zkw: ZooKeeperWatcher,
+    /// The path asked for (for a sequential mode, the parent and the name
+    /// before the protection prefix and the sequence).
     path: String,
     mode: CreateMode,
+    ttl: Option<Duration>,
+    /// Whether close removes the node (not for [`PersistentTtlNode`]'s
+    /// container, which its TTL child's expiry removes).
+    remove_on_close: bool,
     data: Mutex<Vec<u8>>,
     /// The node as this recipe last created or wrote it: (session, czxid, mzxid).
     ours: Mutex<Option<(i64, i64, i64)>>,
+    /// The node's actual path, once created (the sequence is the server's).
+    actual: Mutex<Option<String>>,
+    /// A sequential node's protection: the `_c_<uuid>-` prefix of this
+    /// incarnation, and whether a create with it was sent (its outcome may be
+    /// unknown, so a search comes first).
+    protection: Mutex<Option<(String, bool)>>,
     closed: AtomicBool,
     wake: Arc<Wake>,
     events: Mutex<Vec<mpsc::Sender<PersistentNodeEvent>>>,
@@ -85,23 +117,69 @@ impl std::fmt::Debug for PersistentNode {
 }
 
 impl PersistentNode {
-    /// Keeps `path` created with `data`, `mode` being `Ephemeral` or
-    /// `Persistent`. Returns at once; the node is created by the node's
-    /// thread ([`wait_created`](Self::wait_created)).
+    /// Keeps `path` created with `data`, `mode` being `Ephemeral`,
+    /// `Persistent`, `Container`, or a sequential mode (then protected, see
+    /// the module docs; the actual path is [`actual_path`](Self::actual_path)).
+    /// A container has no owner: an existing one is adopted, and close
+    /// removes it only when it has no children.
+    /// Returns at once; the node is created by the node's thread
+    /// ([`wait_created`](Self::wait_created)).
     ///
     /// # Errors
-    /// `BadArguments` for an invalid path or a sequential / TTL / container
-    /// mode; `Closed` when the watcher is closed.
+    /// `BadArguments` for an invalid path or a TTL mode (use
+    /// [`start_ttl`](Self::start_ttl)); `Closed` when the watcher is closed.
     pub fn start(
         zkw: &ZooKeeperWatcher,
         path: &str,
         mode: CreateMode,
         data: &[u8],
     ) -> Result<PersistentNode> {
-        crate::path::validate(path)?;
-        if !matches!(mode, CreateMode::Ephemeral | CreateMode::Persistent) {
+        Self::start_impl(zkw, path, mode, None, data, true)
+    }
+
+    /// Keeps a TTL node created: `mode` is `PersistentWithTtl` or
+    /// `PersistentSequentialWithTtl` (protected as every sequential node).
+    /// The server removes it once childless and unwritten for `ttl`; it is
+    /// then created again (see the module docs).
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid path, a non-TTL mode or a TTL out of
+    /// range (1 ms to 2^40 ms); `Closed` when the watcher is closed. A server
+    /// without TTL nodes answers each create `Unimplemented`: the node's
+    /// thread logs it and tries again, so [`wait_created`](Self::wait_created)
+    /// stays `false`.
+    pub fn start_ttl(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        mode: CreateMode,
+        ttl: Duration,
+        data: &[u8],
+    ) -> Result<PersistentNode> {
+        if !mode.is_ttl() {
             return Err(Error::BadArguments(format!(
-                "a persistent node is Ephemeral or Persistent, not {mode:?}"
+                "a TTL node is PersistentWithTtl or PersistentSequentialWithTtl, not {mode:?}"
+            )));
+        }
+        if crate::types::ttl_millis(ttl).is_none() {
+            return Err(Error::BadArguments(format!(
+                "ttl {ttl:?} out of range (1 ms to 2^40 ms)"
+            )));
+        }
+        Self::start_impl(zkw, path, mode, Some(ttl), data, true)
+    }
+
+    fn start_impl(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        mode: CreateMode,
+        ttl: Option<Duration>,
+        data: &[u8],
+        remove_on_close: bool,
+    ) -> Result<PersistentNode> {
+        crate::path::validate(path)?;
+        if mode.is_ttl() && ttl.is_none() {
+            return Err(Error::BadArguments(format!(
+                "{mode:?} needs a ttl: use start_ttl"
             )));
         }
         zkw.check_session()?;
@@ -109,8 +187,12 @@ impl PersistentNode {
             zkw: zkw.clone(),
             path: path.to_string(),
             mode,
+            ttl,
+            remove_on_close,
             data: Mutex::new(data.to_vec()),
             ours: Mutex::new(None),
+            actual: Mutex::new(None),
+            protection: Mutex::new(None),
             closed: AtomicBool::new(false),
             wake: Arc::new(Wake::default()),
             events: Mutex::new(Vec::new()),
@@ -126,9 +208,18 @@ impl PersistentNode {
         })
     }
 
-    /// The path.
+    /// The path given to `start` (for a sequential mode, not the node's own
+    /// name: see [`actual_path`](Self::actual_path)).
     pub fn path(&self) -> &str {
         &self.shared.path
+    }
+
+    /// The node's actual path while it is created (Curator's
+    /// `getActualPath`): the given path, or for a sequential mode
+    /// `<parent>/_c_<uuid>-<name><sequence>`; `None` before the first create
+    /// and while the node is gone.
+    pub fn actual_path(&self) -> Option<String> {
+        self.shared.actual.lock().clone()
     }
 
     /// Every later event through a channel.
@@ -168,7 +259,10 @@ impl PersistentNode {
         // Held across the write: the node's thread, woken by its watch, must
         // not take this write for someone else's.
         let mut ours = self.shared.ours.lock();
-        let stat = zk.set_data(&self.shared.path, data, None)?;
+        let Some(path) = self.shared.actual.lock().clone() else {
+            return Err(Error::zk(ZkError::NoNode, self.shared.path.clone()));
+        };
+        let stat = zk.set_data(&path, data, None)?;
         if let Some(o) = ours.as_mut() {
             if o.1 == stat.czxid {
                 o.2 = stat.mzxid;
@@ -226,70 +320,178 @@ impl Shared {
     }
 
     fn is_ours(&self, zk: &ZooKeeper, stat: &Stat) -> bool {
-        match self.mode {
-            CreateMode::Ephemeral => stat.ephemeral_owner == zk.session_id(),
-            _ => self.ours.lock().is_some_and(|o| o.1 == stat.czxid),
+        if self.mode.is_ephemeral() {
+            stat.ephemeral_owner == zk.session_id()
+        } else if self.mode == CreateMode::Container {
+            // No owner: an existing container is shared (adopted).
+            true
+        } else {
+            self.ours.lock().is_some_and(|o| o.1 == stat.czxid)
         }
+    }
+
+    /// Creates `path` in the node's mode (with its TTL).
+    fn create(&self, zk: &ZooKeeper, path: &str, data: &[u8]) -> Result<(String, Stat)> {
+        let acl = self.zkw.recoverable_zookeeper().acl_for(&self.path);
+        match self.ttl {
+            Some(ttl) => zk.create_ttl(path, data, acl, self.mode, ttl),
+            None => zk.create2(path, data, acl, self.mode),
+        }
+    }
+
+    /// Creates `path`, and its parents when they are missing.
+    fn create_with_parent(&self, zk: &ZooKeeper, path: &str) -> Result<(String, Stat)> {
+        let data = self.data.lock().clone();
+        match self.create(zk, path, &data) {
+            Err(e) if e.is(ZkError::NoNode) => {
+                if let Some(parent) = zkutil::get_parent(path) {
+                    self.zkw
+                        .recoverable_zookeeper()
+                        .create_with_parents(parent, &[])?;
+                }
+                self.create(zk, path, &data)
+            }
+            other => other,
+        }
+    }
+
+    /// Records a node this recipe created (or adopted) and tells it.
+    fn created(&self, zk: &ZooKeeper, path: String, stat: Stat) {
+        *self.ours.lock() = Some((zk.session_id(), stat.czxid, stat.mzxid));
+        *self.actual.lock() = Some(path);
+        self.tell(PersistentNodeEvent::Created(stat));
+        self.wake.wake();
+    }
+
+    /// The node is ours and exists (`stat`): reports a foreign write, or
+    /// adopts a node whose create reply was lost.
+    fn still_ours(&self, zk: &ZooKeeper, path: &str, stat: Stat) {
+        let mut ours = self.ours.lock();
+        match *ours {
+            Some((_, czxid, mzxid)) if czxid == stat.czxid => {
+                if stat.mzxid != mzxid {
+                    *ours = Some((zk.session_id(), czxid, stat.mzxid));
+                    drop(ours);
+                    let data = zk.get_data(path, false).map(|(d, _)| d);
+                    self.tell(PersistentNodeEvent::ChangedByOther(
+                        data.unwrap_or_default(),
+                        stat,
+                    ));
+                }
+            }
+            _ => {
+                debug!("{path}: adopting the node of this session");
+                drop(ours);
+                self.created(zk, path.to_string(), stat);
+            }
+        }
+    }
+
+    /// One look at a sequential node: keeps a watch on the created node, or
+    /// finds the node of a create whose outcome is unknown (by its uuid), or
+    /// creates the next incarnation.
+    fn keep_sequential(&self, zk: &ZooKeeper, watcher: &Arc<dyn Watcher>) -> Result<()> {
+        let parent = zkutil::get_parent(&self.path).unwrap_or("/");
+        let name = crate::path::get_node_name(&self.path);
+        loop {
+            let actual = self.actual.lock().clone();
+            if let Some(actual) = actual {
+                match zk.exists_watch(&actual, watcher.clone())? {
+                    Some(stat) if self.is_ours(zk, &stat) => {
+                        self.still_ours(zk, &actual, stat);
+                        return Ok(());
+                    }
+                    // Gone (or an ended session's ephemeral, going with
+                    // it): the next incarnation, under a new uuid.
+                    _ => {
+                        *self.ours.lock() = None;
+                        *self.actual.lock() = None;
+                        *self.protection.lock() = None;
+                    }
+                }
+                continue;
+            }
+            let (prefix, sent) = self
+                .protection
+                .lock()
+                .get_or_insert_with(|| {
+                    (
+                        format!("{CURATOR_PROTECTED_PREFIX}{}-", crate::util::random_uuid()),
+                        false,
+                    )
+                })
+                .clone();
+            if sent {
+                if let Some((found, stat)) = self.find_protected(zk, parent, &prefix)? {
+                    debug!("{found}: adopting the node of a lost create");
+                    self.created(zk, found, stat);
+                    continue;
+                }
+            }
+            if let Some(p) = self.protection.lock().as_mut() {
+                p.1 = true;
+            }
+            let path = crate::path::join_znode(parent, &format!("{prefix}{name}"));
+            match self.create_with_parent(zk, &path) {
+                Ok((actual, stat)) => self.created(zk, actual, stat),
+                Err(e) if e.is(ZkError::ConnectionLoss) => {
+                    // The uuid finds it after the reconnect.
+                    zk.wait_connected(zk.session_timeout())?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The child of `parent` named with `prefix` (this incarnation's uuid),
+    /// if a create made it; an ephemeral only if this session owns it.
+    fn find_protected(
+        &self,
+        zk: &ZooKeeper,
+        parent: &str,
+        prefix: &str,
+    ) -> Result<Option<(String, Stat)>> {
+        let children = match zk.get_children(parent, false) {
+            Ok(c) => c,
+            Err(e) if e.is(ZkError::NoNode) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        for child in children.iter().filter(|c| c.starts_with(prefix)) {
+            let path = crate::path::join_znode(parent, child);
+            match zk.exists(&path, false)? {
+                Some(stat) if self.is_ours(zk, &stat) || !self.mode.is_ephemeral() => {
+                    return Ok(Some((path, stat)));
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
     }
 
     /// One look: create the node when missing, adopt it when it is ours,
     /// report foreign changes; leaves an `exists` watch on it.
     fn keep(&self, zk: &ZooKeeper, watcher: &Arc<dyn Watcher>) -> Result<()> {
+        if self.mode.is_sequential() {
+            return self.keep_sequential(zk, watcher);
+        }
         loop {
             match zk.exists_watch(&self.path, watcher.clone())? {
                 Some(stat) if self.is_ours(zk, &stat) => {
-                    let mut ours = self.ours.lock();
-                    match *ours {
-                        Some((_, czxid, mzxid)) if czxid == stat.czxid => {
-                            if stat.mzxid != mzxid {
-                                *ours = Some((zk.session_id(), czxid, stat.mzxid));
-                                drop(ours);
-                                let data = zk.get_data(&self.path, false).map(|(d, _)| d);
-                                self.tell(PersistentNodeEvent::ChangedByOther(
-                                    data.unwrap_or_default(),
-                                    stat,
-                                ));
-                            }
-                        }
-                        _ => {
-                            // Made by a create whose reply was lost: adopt it.
-                            debug!("{}: adopting the node of this session", self.path);
-                            *ours = Some((zk.session_id(), stat.czxid, stat.mzxid));
-                            drop(ours);
-                            self.tell(PersistentNodeEvent::Created(stat));
-                            self.wake.wake();
-                        }
-                    }
+                    self.still_ours(zk, &self.path, stat);
                     return Ok(());
                 }
                 Some(stat) => {
                     *self.ours.lock() = None;
+                    *self.actual.lock() = None;
                     self.tell(PersistentNodeEvent::Foreign(stat));
                     return Ok(());
                 }
                 None => {
                     *self.ours.lock() = None;
-                    let data = self.data.lock().clone();
-                    let acl = self.zkw.recoverable_zookeeper().acl_for(&self.path);
-                    let create = || zk.create2(&self.path, &data, acl, self.mode);
-                    let created = match create() {
-                        Err(e) if e.is(ZkError::NoNode) => {
-                            if let Some(parent) = zkutil::get_parent(&self.path) {
-                                self.zkw
-                                    .recoverable_zookeeper()
-                                    .create_with_parents(parent, &[])?;
-                            }
-                            create()
-                        }
-                        other => other,
-                    };
-                    match created {
-                        Ok((_, stat)) => {
-                            *self.ours.lock() = Some((zk.session_id(), stat.czxid, stat.mzxid));
-                            self.tell(PersistentNodeEvent::Created(stat));
-                            self.wake.wake();
-                            // Loop: set the watch on it.
-                        }
+                    *self.actual.lock() = None;
+                    match self.create_with_parent(zk, &self.path) {
+                        // Loop: set the watch on it.
+                        Ok((path, stat)) => self.created(zk, path, stat),
                         // Someone else's, or ours from a lost reply: look.
                         Err(e) if e.is(ZkError::NodeExists) => {}
                         Err(e) if e.is(ZkError::ConnectionLoss) => {
@@ -308,21 +510,24 @@ impl Shared {
         let Some((session, czxid, _)) = self.ours.lock().take() else {
             return;
         };
+        let Some(path) = self.actual.lock().take() else {
+            return;
+        };
         let zk = self.zkw.zookeeper().clone();
-        if zk.session_id() != session && self.mode == CreateMode::Ephemeral {
-            return; // went with its session
+        if !self.remove_on_close || (zk.session_id() != session && self.mode.is_ephemeral()) {
+            return; // left to its TTL child, or went with its session
         }
         let zk = zk.with_deadline(Deadline::after(zk.session_timeout()));
-        match zk.exists(&self.path, false) {
-            Ok(Some(stat)) if stat.czxid == czxid => {
-                match zk.delete(&self.path, Some(stat.version)) {
-                    Ok(()) => {}
-                    Err(e) if e.is(ZkError::NoNode) => {}
-                    Err(e) => warn!("removing {}: {e}", self.path),
-                }
-            }
+        match zk.exists(&path, false) {
+            Ok(Some(stat)) if stat.czxid == czxid => match zk.delete(&path, Some(stat.version)) {
+                Ok(()) => {}
+                Err(e) if e.is(ZkError::NoNode) => {}
+                // A shared container still in use stays.
+                Err(e) if e.is(ZkError::NotEmpty) && self.mode == CreateMode::Container => {}
+                Err(e) => warn!("removing {path}: {e}"),
+            },
             Ok(_) => {}
-            Err(e) => warn!("removing {}: {e}", self.path),
+            Err(e) => warn!("removing {path}: {e}"),
         }
     }
 }
@@ -333,5 +538,130 @@ struct WakeOnly(Arc<Wake>);
 impl Watcher for WakeOnly {
     fn process(&self, _event: WatchedEvent) {
         self.0.wake();
+    }
+}
+
+/// Curator's `PersistentTtlNode`: a container node kept created at `path`
+/// (a [`PersistentNode`] in `Container` mode) and a child
+/// [`TTL_TOUCH_NODE`] with a TTL, written (or created) every TTL / 2 by a
+/// thread of its own (`zklock-ttl-touch`). While the owner runs the node
+/// stays; once it stops (close, drop, a crash) the child is not written any
+/// more, the server removes it after its TTL and then the empty container:
+/// the node goes within about a TTL plus the server's reaper interval. A
+/// watch on the node sees no event from the touches (they write the child).
+///
+/// As in Curator, closing does not remove the node: the TTL does, so
+/// several owners of one path can share it.
+pub struct PersistentTtlNode {
+    node: Option<PersistentNode>,
+    stop: Arc<(AtomicBool, Wake)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for PersistentTtlNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PersistentTtlNode")
+            .field("path", &self.node.as_ref().map(|n| n.path()))
+            .finish()
+    }
+}
+
+impl PersistentTtlNode {
+    /// Keeps `path` (a container holding `data`) alive with a TTL child
+    /// touched every `ttl / 2`. Returns at once.
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid path or a TTL out of range (2 ms to
+    /// 2^40 ms); `Closed` when the watcher is closed.
+    pub fn start(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        ttl: Duration,
+        data: &[u8],
+    ) -> Result<PersistentTtlNode> {
+        if crate::types::ttl_millis(ttl).is_none() || ttl < Duration::from_millis(2) {
+            return Err(Error::BadArguments(format!(
+                "ttl {ttl:?} out of range (2 ms to 2^40 ms)"
+            )));
+        }
+        let node = PersistentNode::start_impl(zkw, path, CreateMode::Container, None, data, false)?;
+        let stop = Arc::new((AtomicBool::new(false), Wake::default()));
+        let child = crate::path::join_znode(path, TTL_TOUCH_NODE);
+        let (zkw, st) = (zkw.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("zklock-ttl-touch".into())
+            .spawn(move || {
+                let every = ttl / 2;
+                loop {
+                    let seen = st.1.generation();
+                    if !st.1.wait(seen, Deadline::after(every)) && !st.0.load(Ordering::SeqCst) {
+                        touch(&zkw, &child, ttl);
+                    }
+                    if st.0.load(Ordering::SeqCst) {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| Error::BadArguments(format!("cannot start the touch thread: {e}")))?;
+        Ok(PersistentTtlNode {
+            node: Some(node),
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The container node (its data, its events, [`PersistentNode::wait_created`]).
+    pub fn node(&self) -> &PersistentNode {
+        self.node.as_ref().expect("present until drop")
+    }
+
+    /// Stops touching and keeping the node, waiting for both threads; the
+    /// node goes with its TTL.
+    pub fn close(mut self) {
+        self.stop_touching();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Some(node) = self.node.take() {
+            node.close();
+        }
+    }
+
+    fn stop_touching(&self) {
+        self.stop.0.store(true, Ordering::SeqCst);
+        self.stop.1.wake();
+    }
+}
+
+impl Drop for PersistentTtlNode {
+    fn drop(&mut self) {
+        // Both threads end on their own; not waited for.
+        self.stop_touching();
+    }
+}
+
+/// One touch of a [`PersistentTtlNode`]'s child: write it, or create it with
+/// its TTL when missing (Curator's `setData`, then `create().orSetData()`).
+/// Failures wait for the next touch (the container may be gone for a moment,
+/// the connection down).
+fn touch(zkw: &ZooKeeperWatcher, child: &str, ttl: Duration) {
+    let zk = zkw.zookeeper().clone();
+    let zk = zk.with_deadline(Deadline::after(ttl / 2));
+    let r = match zk.set_data(child, &[], None) {
+        Err(e) if e.is(ZkError::NoNode) => zk
+            .create_ttl(
+                child,
+                &[],
+                zkw.recoverable_zookeeper().acl_for(child),
+                CreateMode::PersistentWithTtl,
+                ttl,
+            )
+            .map(drop),
+        other => other.map(drop),
+    };
+    match r {
+        Ok(()) => {}
+        Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::NodeExists) => {}
+        Err(e) => debug!("touching {child}: {e}"),
     }
 }

@@ -18,11 +18,17 @@
 //!   request (per 128 KiB of paths) plus one read per change, instead of
 //!   re-reading the tree (kazoo#664's flood). On servers without `addWatch`
 //!   (3.5 and older) the sentinels alone keep the cache, as one-shot watches
-//!   (Curator's `TreeCache`).
-//! - **A read is never doubled**: an event for a node whose read is in flight
-//!   needs no new read, since the reply of a read sent before the event
-//!   arrived reflects the change (the server answers and notifies in order on
-//!   the connection). Replies are applied only when they are newer (`mzxid`)
+//!   (Curator's `TreeCache`); [`TreeCacheBuilder::one_shot_watches`] asks
+//!   for that mode on any server (how the tests exercise it: no server
+//!   older than 3.6 is installable here).
+//! - **An event during a read is read again after it**: ZooKeeper sends a
+//!   change's event before any reply that shows the change, but a read the
+//!   server processed just *before* the change can be answered just *after*
+//!   its event (reads run beside the commits). Such a reply shows the old
+//!   state, and the one-shot watch it set was the one the change consumed. So
+//!   an event for a node whose read is in flight marks that read to be made
+//!   once more when its reply is in (at most one more, however many events
+//!   come meanwhile). Replies are applied only when they are newer (`mzxid`)
 //!   or of a new incarnation (`czxid`).
 //! - **Bounded concurrency**: at most [`TreeCacheBuilder::max_in_flight`]
 //!   reads are outstanding; the rest wait in a queue.
@@ -134,12 +140,18 @@ struct State {
     queued: HashSet<Read>,
     /// Reads cut off by a lost connection, made again after the reconnect.
     retry: HashSet<Read>,
+    /// Reads in flight when an event for their node came: made once more
+    /// when answered (the reply may predate the change).
+    again: HashSet<Read>,
     connected: bool,
     initialized: bool,
     resyncing: bool,
     stale: bool,
     lost: bool,
     closed: bool,
+    /// Whether the cache holds a recursive watch (not on a server older
+    /// than 3.6, nor with `one_shot_watches`).
+    recursive: bool,
 }
 
 struct Inner {
@@ -161,6 +173,7 @@ pub struct TreeCacheBuilder {
     root: String,
     depth: CacheDepth,
     max_in_flight: usize,
+    one_shot: bool,
 }
 
 impl TreeCacheBuilder {
@@ -174,6 +187,17 @@ impl TreeCacheBuilder {
     /// least 1).
     pub fn max_in_flight(mut self, n: usize) -> Self {
         self.max_in_flight = n.max(1);
+        self
+    }
+
+    /// Keeps the cache with one-shot watches only (the sentinels), without
+    /// the recursive watch: what the cache does by itself on a server older
+    /// than 3.6, which answers `addWatch` with `Unimplemented` (Curator's
+    /// `TreeCache`). Default `false`. Every change then costs the re-read
+    /// that re-arms the watch, as with the recursive watch, plus a listing of
+    /// the parent for a creation or deletion.
+    pub fn one_shot_watches(mut self, one_shot: bool) -> Self {
+        self.one_shot = one_shot;
         self
     }
 
@@ -212,12 +236,17 @@ impl TreeCacheBuilder {
                 }),
             }
         });
-        match zk.add_watch_w(
-            &self.root,
-            AddWatchMode::PersistentRecursive,
-            inner.live.clone(),
-        ) {
-            Ok(()) => {}
+        let added = if self.one_shot {
+            Err(Error::zk(ZkError::Unimplemented, self.root.clone()))
+        } else {
+            zk.add_watch_w(
+                &self.root,
+                AddWatchMode::PersistentRecursive,
+                inner.live.clone(),
+            )
+        };
+        match added {
+            Ok(()) => inner.state.lock().recursive = true,
             Err(e) if e.is(ZkError::Unimplemented) => {
                 debug!(
                     "{}: no persistent watches on this server; one-shot watches only",
@@ -231,10 +260,7 @@ impl TreeCacheBuilder {
             let mut s = inner.state.lock();
             s.connected = zk.state() == crate::client::State::Connected;
             s.stale = true;
-            inner.touch(&mut s, Read::Data(inner.root.clone()), &mut issue);
-            if inner.max_depth > 0 {
-                inner.touch(&mut s, Read::Children(inner.root.clone()), &mut issue);
-            }
+            inner.touch_node(&mut s, &inner.root, &mut issue);
         }
         inner.issue(issue);
         Ok(TreeCache { inner })
@@ -263,6 +289,7 @@ impl TreeCache {
             root: root.to_string(),
             depth: CacheDepth::Subtree,
             max_in_flight: 64,
+            one_shot: false,
         }
     }
 
@@ -322,6 +349,13 @@ impl TreeCache {
     /// complete, and for good after its session ended or after `close`.
     pub fn is_stale(&self) -> bool {
         self.inner.state.lock().stale
+    }
+
+    /// Whether the cache keeps up with one-shot watches only: on a server
+    /// older than 3.6 (no `addWatch`), or asked with
+    /// [`TreeCacheBuilder::one_shot_watches`].
+    pub fn is_one_shot(&self) -> bool {
+        !self.inner.state.lock().recursive
     }
 
     /// Whether the initial load is complete.
@@ -406,6 +440,9 @@ impl Inner {
     }
 
     fn remove_watch(&self) -> Result<()> {
+        if !self.state.lock().recursive {
+            return Ok(());
+        }
         match self
             .zk
             .remove_watches(&self.root, WatcherType::PersistentRecursive)
@@ -443,24 +480,44 @@ impl Inner {
         self.depth(path).is_some_and(|d| d < self.max_depth)
     }
 
-    /// Asks for `read` unless it is in flight or queued already (see the
-    /// module docs: a read in flight covers every event that arrives before
-    /// its reply).
+    /// Asks for `read` unless it is queued already; a read in flight is
+    /// made once more after its reply (see the module docs: its reply may
+    /// predate the event).
     fn touch(&self, s: &mut State, read: Read, issue: &mut Vec<Read>) {
-        if s.closed || s.lost || s.in_flight.contains(&read) || s.queued.contains(&read) {
+        if s.closed || s.lost || s.queued.contains(&read) {
+            return;
+        }
+        if s.in_flight.contains(&read) {
+            if read != Read::Marker {
+                s.again.insert(read);
+            }
             return;
         }
         if !s.connected {
             s.retry.insert(read);
             return;
         }
-        if s.in_flight.len() < self.max_in_flight {
+        // Behind queued reads, never past them (see `touch_node`'s order).
+        if s.in_flight.len() < self.max_in_flight && s.queue.is_empty() {
             s.in_flight.insert(read.clone());
             issue.push(read);
         } else {
             s.queued.insert(read.clone());
             s.queue.push_back(read);
         }
+    }
+
+    /// Reads `path`'s children (when the cache lists them) and then its
+    /// data, in that order on the connection: the listing arms the child
+    /// watch before the data read takes the `Stat`, so a child that comes or
+    /// goes between the two either shows in that `Stat` or fires the watch.
+    /// (Data first, such a change would leave the `Stat` stale with no
+    /// event to come: found by the one-shot writers test under load.)
+    fn touch_node(&self, s: &mut State, path: &str, issue: &mut Vec<Read>) {
+        if self.lists_children(path) {
+            self.touch(s, Read::Children(path.to_string()), issue);
+        }
+        self.touch(s, Read::Data(path.to_string()), issue);
     }
 
     /// Sends `reads` (outside the lock: a call may answer at once).
@@ -508,8 +565,14 @@ impl Inner {
     /// reconnect; `false` when the reply is to be ignored.
     fn finish<T>(&self, s: &mut State, read: &Read, r: &Result<T>) -> bool {
         s.in_flight.remove(read);
+        let again = s.again.remove(read);
         if s.closed || s.lost {
             return false;
+        }
+        if again && !r.as_ref().is_err_and(|e| e.is_retryable()) && !s.queued.contains(read) {
+            // Sent by `settle` once this reply is applied.
+            s.queued.insert(read.clone());
+            s.queue.push_back(read.clone());
         }
         match r {
             Err(e) if e.is_retryable() => {
@@ -614,8 +677,9 @@ impl Inner {
 
     fn on_data(self: &Arc<Self>, path: String, r: Result<(Vec<u8>, Stat)>) {
         debug!(
-            "cache of {}: data of {path}: {:?}",
+            "cache of {} ({:#x}): data of {path}: {:?}",
             self.root,
+            self.zk.session_id(),
             r.as_ref().map(|(_, s)| s)
         );
         let mut s = self.state.lock();
@@ -648,6 +712,12 @@ impl Inner {
     }
 
     fn on_children(self: &Arc<Self>, path: String, r: Result<Vec<String>>) {
+        debug!(
+            "cache of {} ({:#x}): children of {path}: {:?}",
+            self.root,
+            self.zk.session_id(),
+            r.as_ref().map(|c| c.len())
+        );
         let mut s = self.state.lock();
         let (mut issue, mut events) = (Vec::new(), Vec::new());
         if self.finish(&mut s, &Read::Children(path.clone()), &r) {
@@ -664,10 +734,7 @@ impl Inner {
                     }
                     for child in listed {
                         if self.wanted(&child) && !s.nodes.contains_key(&child) {
-                            self.touch(&mut s, Read::Data(child.clone()), &mut issue);
-                            if self.lists_children(&child) {
-                                self.touch(&mut s, Read::Children(child), &mut issue);
-                            }
+                            self.touch_node(&mut s, &child, &mut issue);
                         }
                     }
                 }
@@ -681,11 +748,7 @@ impl Inner {
         let mut s = self.state.lock();
         let mut issue = Vec::new();
         if self.finish(&mut s, &Read::RootExists, &r) && matches!(r, Ok(Some(_))) {
-            let root = self.root.clone();
-            self.touch(&mut s, Read::Data(root.clone()), &mut issue);
-            if self.max_depth > 0 {
-                self.touch(&mut s, Read::Children(root), &mut issue);
-            }
+            self.touch_node(&mut s, &self.root, &mut issue);
         }
         self.after(s, issue, Vec::new());
     }
@@ -697,7 +760,11 @@ impl Inner {
     }
 
     fn on_event(self: &Arc<Self>, e: WatchedEvent) {
-        debug!("cache of {}: {e:?}", self.root);
+        debug!(
+            "cache of {} ({:#x}): {e:?}",
+            self.root,
+            self.zk.session_id()
+        );
         let mut s = self.state.lock();
         let (mut issue, mut events) = (Vec::new(), Vec::new());
         if s.closed || s.lost {
@@ -723,11 +790,7 @@ impl Inner {
                     // The root's sentinels do not work on 3.8 (see
                     // `touch_root_stat`): its data and children are read again.
                     if s.initialized {
-                        let root = self.root.clone();
-                        self.touch(&mut s, Read::Data(root.clone()), &mut issue);
-                        if self.max_depth > 0 {
-                            self.touch(&mut s, Read::Children(root), &mut issue);
-                        }
+                        self.touch_node(&mut s, &self.root, &mut issue);
                     }
                     for read in std::mem::take(&mut s.retry) {
                         self.touch(&mut s, read, &mut issue);
@@ -744,10 +807,7 @@ impl Inner {
             (_, None) => {}
             (EventType::NodeCreated, Some(p)) if self.wanted(&p) => {
                 self.touch_root_stat(&mut s, &p, &mut issue);
-                self.touch(&mut s, Read::Data(p.clone()), &mut issue);
-                if self.lists_children(&p) {
-                    self.touch(&mut s, Read::Children(p), &mut issue);
-                }
+                self.touch_node(&mut s, &p, &mut issue);
             }
             (EventType::NodeDataChanged, Some(p)) if self.wanted(&p) => {
                 self.touch(&mut s, Read::Data(p), &mut issue);
@@ -761,8 +821,7 @@ impl Inner {
             }
             (EventType::NodeChildrenChanged, Some(p)) if self.lists_children(&p) => {
                 // The parent's Stat (cversion, pzxid, numChildren) moved too.
-                self.touch(&mut s, Read::Data(p.clone()), &mut issue);
-                self.touch(&mut s, Read::Children(p), &mut issue);
+                self.touch_node(&mut s, &p, &mut issue);
             }
             _ => {}
         }
