@@ -439,6 +439,18 @@ fn a_lock_held_over_tls_through_a_partition_keeps_its_guarantees() {
     holder.close().unwrap();
 }
 
+/// Runs `zklock lock <lock> --zk <cs> [what configure adds] -- echo held`;
+/// whether it held the lock.
+#[cfg(feature = "cli")]
+fn cli_lock_held(cs: &str, lock: &str, configure: impl FnOnce(&mut Command)) -> bool {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
+    c.args(["lock", lock, "--zk", cs, "--connect-timeout", "5s"])
+        .env_remove("ZKLOCK_SASL_PASSWORD");
+    configure(&mut c);
+    let out = c.args(["--", "echo", "held"]).output().expect("run zklock");
+    out.status.success() && String::from_utf8_lossy(&out.stdout).contains("held")
+}
+
 /// `zklock lock` over TLS: `--tls-ca` (here from `ZKLOCK_TLS_CA`), `--tls-cert`,
 /// `--tls-key`; without them the TLS port is out of reach.
 #[cfg(feature = "cli")]
@@ -447,31 +459,15 @@ fn the_cli_takes_a_lock_over_tls() {
     let (pki, server) = shared();
     let alice = pki.client("alice").unwrap();
     let lock = format!("/tls-cli-{}", std::process::id());
-    let run = |tls: bool| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
-        c.args([
-            "lock",
-            &lock,
-            "--zk",
-            &secure(server),
-            "--connect-timeout",
-            "3s",
-        ]);
-        if tls {
-            c.env("ZKLOCK_TLS_CA", pki.ca_pem())
-                .arg("--tls-cert")
-                .arg(&alice.cert_pem)
-                .arg("--tls-key")
-                .arg(&alice.key_pem);
-        }
-        c.args(["--", "echo", "held"]).output().expect("run zklock")
-    };
-    let out = run(true);
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("held"),
-        "{out:?}"
-    );
-    assert!(!run(false).status.success());
+    let cs = secure(server);
+    assert!(cli_lock_held(&cs, &lock, |c| {
+        c.env("ZKLOCK_TLS_CA", pki.ca_pem())
+            .arg("--tls-cert")
+            .arg(&alice.cert_pem)
+            .arg("--tls-key")
+            .arg(&alice.key_pem);
+    }));
+    assert!(!cli_lock_held(&cs, &lock, |_| {}));
 }
 
 /// Java's `zookeeper.ssl.crl`: a CRL from the CA that revokes the server's
@@ -642,28 +638,20 @@ fn tls_and_sasl_together_give_both_ids_to_zklock_java_and_the_cli() {
     #[cfg(feature = "cli")]
     {
         let lock = format!("{root}-cli");
-        let run = |sasl: bool| {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
-            c.args(["lock", &lock, "--zk", &cs, "--connect-timeout", "5s"])
-                .arg("--tls-ca")
+        let tls_options = |c: &mut Command| {
+            c.arg("--tls-ca")
                 .arg(pki.ca_pem())
                 .arg("--tls-cert")
                 .arg(&alice.cert_pem)
                 .arg("--tls-key")
-                .arg(&alice.key_pem)
-                .env_remove("ZKLOCK_SASL_PASSWORD");
-            if sasl {
-                c.args(["--sasl-user", "alice"])
-                    .env("ZKLOCK_SASL_PASSWORD", sasl_password("alice"));
-            }
-            c.args(["--", "echo", "held"]).output().expect("run zklock")
+                .arg(&alice.key_pem);
         };
-        let out = run(true);
-        assert!(
-            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("held"),
-            "{out:?}"
-        );
-        assert!(!run(false).status.success());
+        assert!(cli_lock_held(&cs, &lock, |c| {
+            tls_options(c);
+            c.args(["--sasl-user", "alice"])
+                .env("ZKLOCK_SASL_PASSWORD", sasl_password("alice"));
+        }));
+        assert!(!cli_lock_held(&cs, &lock, tls_options));
         // The CLI's lock root (if it keeps one) was made with the SASL
         // watcher's creator-only policy: alice's ids, nobody else's.
         if let Ok((acl, _)) = za.get_acl(&lock) {
@@ -818,50 +806,9 @@ fn one_way_partitions_over_tls() {
     other
         .create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
         .unwrap();
-    let node = format!("{root}/n");
-    other
-        .create(&node, b"", Acl::open_unsafe(), CreateMode::Persistent)
-        .unwrap();
-    let seen = Events::new();
-    zk.add_watch_w(
-        &root,
-        zklock::client::AddWatchMode::PersistentRecursive,
-        seen.watcher(),
-    )
-    .unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writer = {
-        let (other, node, stop) = (other.clone(), node.clone(), stop.clone());
-        thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                other.set_data(&node, b"x", None).unwrap();
-                thread::sleep(Duration::from_millis(150)); // deliberate pacing
-            }
-        })
-    };
-    seen.wait_node(
-        EventType::NodeDataChanged,
-        &node,
-        1,
-        Duration::from_secs(10),
+    common::client::one_way_partition_with_notifications_flowing(
+        &zk, &events, &other, &proxy, &root, session,
     );
-    proxy.stall_upstream();
-    let cut = Instant::now();
-    let before = seen.node_count(EventType::NodeDataChanged, &node);
-    seen.wait_node(
-        EventType::NodeDataChanged,
-        &node,
-        before + 3,
-        Duration::from_secs(10),
-    );
-    events.wait_state(KeeperState::Disconnected, 1, session);
-    let found = events.state_time(KeeperState::Disconnected, 0).unwrap() - cut;
-    assert!(found < session, "Disconnected after {found:?}");
-    proxy.reset();
-    events.wait_state(KeeperState::SyncConnected, 2, Duration::from_secs(10));
-    assert_eq!(zk.session_id(), id);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
 
     let eph = format!("{root}/eph");
     zk.create(&eph, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
