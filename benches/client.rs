@@ -20,7 +20,8 @@
 //! unless `ZK_SERVERS` names one. The Java side is compiled at run time from
 //! `benches/java/ExistsBench.java` (`javac`, `/usr/share/java/zookeeper.jar`);
 //! without a JDK it is skipped with a note. Sizes: `ZK_BENCH_OPS` (default 5000
-//! per round), `ZK_BENCH_ROUNDS` (10), `ZK_BENCH_IDLE_CLIENTS` (100).
+//! per round), `ZK_BENCH_ROUNDS` (10), `ZK_BENCH_IDLE_CLIENTS` (100);
+//! `ZK_BENCH_SECTIONS` (e.g. `4` or `1,4`: only those sections; default all).
 //!
 //! On a shared, loaded machine the load drifts within seconds; short alternating
 //! rounds put both clients under the same conditions, and the ratio reported is
@@ -64,11 +65,21 @@ fn main() {
     zk.create(&root, b"bench", Acl::open_unsafe(), CreateMode::Persistent)
         .unwrap();
 
-    latency(&servers, &zk, &root);
-    throughput(&zk, &root);
-    idle_cost(&servers);
+    let sections = env::var("ZK_BENCH_SECTIONS").unwrap_or_default();
+    let run = |n: &str| sections.trim().is_empty() || sections.split(',').any(|s| s.trim() == n);
+    if run("1") {
+        latency(&servers, &zk, &root);
+    }
+    if run("2") {
+        throughput(&zk, &root);
+    }
+    if run("3") {
+        idle_cost(&servers);
+    }
     #[cfg(feature = "tls")]
-    tls::column();
+    if run("4") {
+        tls::column();
+    }
 
     zk.delete(&root, None).unwrap();
     zk.close().unwrap();

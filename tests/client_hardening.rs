@@ -559,51 +559,12 @@ fn a_trickling_server_cannot_stretch_a_handshake() {
 fn a_one_way_partition_with_notifications_flowing_is_found_before_the_session_ends() {
     let session = Duration::from_secs(6);
     let (proxy, zk, events) = via_proxy(session);
-    let id = zk.session_id();
     let (other, _) = connect(&server(), Duration::from_secs(10));
     let root = unique_root("one_way");
     mkdirs(&other, &root);
-    let node = format!("{root}/n");
-    other
-        .create(&node, b"", Acl::open_unsafe(), CreateMode::Persistent)
-        .unwrap();
-    let seen = Events::new();
-    zk.add_watch_w(
-        &root,
-        zklock::client::AddWatchMode::PersistentRecursive,
-        seen.watcher(),
-    )
-    .unwrap();
-    // The server keeps sending: another client changes the watched node.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writer = {
-        let (other, node, stop) = (other.clone(), node.clone(), stop.clone());
-        thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                other.set_data(&node, b"x", None).unwrap();
-                thread::sleep(Duration::from_millis(150)); // deliberate pacing
-            }
-        })
-    };
-    seen.wait_node(EventType::NodeDataChanged, &node, 1, WAIT);
-
-    // Requests (and pings) lost, notifications flowing.
-    proxy.stall_upstream();
-    let cut = Instant::now();
-    let before = seen.node_count(EventType::NodeDataChanged, &node);
-    seen.wait_node(EventType::NodeDataChanged, &node, before + 3, WAIT);
-    // Found by the unanswered ping (at most 5/6 of the session after the server
-    // last heard the client), before the server expires the session.
-    events.wait_state(KeeperState::Disconnected, 1, session);
-    let found = events.state_time(KeeperState::Disconnected, 0).unwrap() - cut;
-    assert!(found < session, "Disconnected after {found:?}");
-    proxy.reset();
-    events.wait_state(KeeperState::SyncConnected, 2, WAIT);
-    assert_eq!(zk.session_id(), id);
+    one_way_partition_with_notifications_flowing(&zk, &events, &other, &proxy, &root, session);
     zk.exists("/", false).unwrap();
     assert_eq!(events.count(is_state(KeeperState::Expired)), 0);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
     zk.close().unwrap();
     rmr(&other, &root);
     no_client_panics();

@@ -55,25 +55,9 @@ fn zk_as(user: &str, connect: &str) -> (ZooKeeper, Arc<Events>) {
     (zk, events)
 }
 
-/// The JVM options of a Java client authenticating as `user` (a JAAS
-/// `Client` section with `DigestLoginModule`, in a file that lives as long
-/// as the test binary).
+/// The JVM options of a Java client authenticating as `user`.
 fn java_as(user: &str) -> Vec<String> {
-    let dir = std::env::temp_dir().join(format!("zklock-sasl-java-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(format!("{user}.jaas"));
-    let mut f = std::fs::File::create(&file).unwrap();
-    write!(
-        f,
-        "Client {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  \
-         username=\"{user}\"\n  password=\"{}\";\n}};\n",
-        password(user)
-    )
-    .unwrap();
-    vec![format!(
-        "-Djava.security.auth.login.config={}",
-        file.display()
-    )]
+    common::java::jaas_options(user, password(user))
 }
 
 fn count_state(events: &Events, ks: KeeperState) -> usize {
@@ -117,7 +101,7 @@ fn zklock_and_java_share_sasl_identities_and_acls() {
     let mut ja = JavaClient::start(&java_as("alice"), &cs);
     let mut jb = JavaClient::start(&java_as("bob"), &cs);
     let root = format!("/sasl-acl-{}", std::process::id());
-    common::java::same_identities_and_acls(&za, &zb, &mut ja, &mut jb, &root, &Id::sasl("alice"));
+    common::java::same_identities_and_acls(&za, &zb, &mut ja, &mut jb, &root, &[Id::sasl("alice")]);
 }
 
 /// A wrong password or an unknown user: `AuthFailed` from `connect`, the
@@ -574,4 +558,57 @@ fn counters_leases_and_persistent_nodes_on_a_sasl_watcher_are_creator_only() {
     node.close();
     zkutil::delete_node_recursively(&zkw, &root).unwrap();
     zkw.close().unwrap();
+}
+
+/// Issue 22e: after a local expiry the client closes its session on the
+/// server, and a SASL-only server refuses any request of an unauthenticated
+/// connection, closeSession included. The server is killed; the client,
+/// hearing nothing for its session timeout, declares the session expired
+/// and tries to close it; the server comes back from its snapshot with the
+/// session (and its ephemeral node) restored. The close authenticates first
+/// (Java's order), so `dump` and `cons` lose the session at once, not a
+/// session timeout after the restart.
+#[test]
+fn a_locally_expired_session_is_closed_on_a_sasl_server_at_once() {
+    let mut server = ZkServer::start_sasl(&USERS).unwrap();
+    let addr = server.connect_string();
+    let session = Duration::from_secs(10);
+    let events = Events::new();
+    let zk = builder(
+        &addr,
+        Some(SaslConfig::digest_md5("alice", password("alice"))),
+    )
+    .with_session_timeout(session)
+    .connect(events.watcher())
+    .unwrap();
+    let sid = zk.session_id();
+    let path = format!("/sasl-expired-close-{}", std::process::id());
+    zk.create(&path, b"", Acl::creator_all(), CreateMode::Ephemeral)
+        .unwrap();
+    server.stop().unwrap();
+    events.wait_state(KeeperState::Expired, 1, session * 2);
+    let expired = Instant::now();
+    server.restart().unwrap();
+    let back = Instant::now();
+    // The client tries to close its session for one session timeout.
+    assert!(
+        expired.elapsed() < session,
+        "the restart took {:?}, past the client's closing window",
+        expired.elapsed()
+    );
+    zklock::testing::wait_until(session, "the session gone from dump", || {
+        !common::client::dump_has_session(&addr, sid)
+    });
+    let gone = back.elapsed();
+    // The server alone keeps a restored session a whole session timeout.
+    assert!(
+        gone < session / 2,
+        "the session outlived the restart by {gone:?}"
+    );
+    assert!(!common::client::cons_sessions(&addr).contains(&sid));
+    let (other, _) = zk_as("alice", &addr);
+    assert_eq!(other.exists(&path, false).unwrap(), None);
+    assert_eq!(count_state(&events, KeeperState::AuthFailed), 0);
+    zk.close().unwrap();
+    other.close().unwrap();
 }

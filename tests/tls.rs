@@ -96,7 +96,7 @@ fn zklock_and_java_share_x509_identities_and_acls() {
     let mut jb = JavaClient::start(&pki.java_client_options(&bob), &cs);
     let root = format!("/tls-acl-{}", std::process::id());
     let alice_id = Id::x509(&alice.acl_id);
-    common::java::same_identities_and_acls(&za, &zb, &mut ja, &mut jb, &root, &alice_id);
+    common::java::same_identities_and_acls(&za, &zb, &mut ja, &mut jb, &root, &[alice_id]);
 }
 
 #[test]
@@ -439,6 +439,18 @@ fn a_lock_held_over_tls_through_a_partition_keeps_its_guarantees() {
     holder.close().unwrap();
 }
 
+/// Runs `zklock lock <lock> --zk <cs> [what configure adds] -- echo held`;
+/// whether it held the lock.
+#[cfg(feature = "cli")]
+fn cli_lock_held(cs: &str, lock: &str, configure: impl FnOnce(&mut Command)) -> bool {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
+    c.args(["lock", lock, "--zk", cs, "--connect-timeout", "5s"])
+        .env_remove("ZKLOCK_SASL_PASSWORD");
+    configure(&mut c);
+    let out = c.args(["--", "echo", "held"]).output().expect("run zklock");
+    out.status.success() && String::from_utf8_lossy(&out.stdout).contains("held")
+}
+
 /// `zklock lock` over TLS: `--tls-ca` (here from `ZKLOCK_TLS_CA`), `--tls-cert`,
 /// `--tls-key`; without them the TLS port is out of reach.
 #[cfg(feature = "cli")]
@@ -447,31 +459,15 @@ fn the_cli_takes_a_lock_over_tls() {
     let (pki, server) = shared();
     let alice = pki.client("alice").unwrap();
     let lock = format!("/tls-cli-{}", std::process::id());
-    let run = |tls: bool| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
-        c.args([
-            "lock",
-            &lock,
-            "--zk",
-            &secure(server),
-            "--connect-timeout",
-            "3s",
-        ]);
-        if tls {
-            c.env("ZKLOCK_TLS_CA", pki.ca_pem())
-                .arg("--tls-cert")
-                .arg(&alice.cert_pem)
-                .arg("--tls-key")
-                .arg(&alice.key_pem);
-        }
-        c.args(["--", "echo", "held"]).output().expect("run zklock")
-    };
-    let out = run(true);
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("held"),
-        "{out:?}"
-    );
-    assert!(!run(false).status.success());
+    let cs = secure(server);
+    assert!(cli_lock_held(&cs, &lock, |c| {
+        c.env("ZKLOCK_TLS_CA", pki.ca_pem())
+            .arg("--tls-cert")
+            .arg(&alice.cert_pem)
+            .arg("--tls-key")
+            .arg(&alice.key_pem);
+    }));
+    assert!(!cli_lock_held(&cs, &lock, |_| {}));
 }
 
 /// Java's `zookeeper.ssl.crl`: a CRL from the CA that revokes the server's
@@ -579,4 +575,362 @@ fn killing_the_member_a_tls_client_uses_keeps_its_session_and_watches() {
     );
     assert_eq!(count_state(&events, KeeperState::Expired), 0);
     assert_eq!(while_electing(|| zk.get_data(&path, false)).0, b"1");
+}
+
+// ---------------------------------------------------------------------------
+// TLS and SASL together (issue 22a)
+// ---------------------------------------------------------------------------
+
+use zklock::client::SaslConfig;
+
+const SASL_USERS: [(&str, &str); 2] = [("alice", "alice-secret"), ("bob", "bob-secret")];
+
+fn sasl_password(user: &str) -> &'static str {
+    SASL_USERS.iter().find(|(u, _)| *u == user).unwrap().1
+}
+
+/// A server requiring a client certificate on its TLS port and SASL on every
+/// connection: zklock with both (`TlsConfig` + DIGEST-MD5) is told
+/// SaslAuthenticated and its `CREATOR_ALL` nodes name both ids (`x509:` then
+/// `sasl:`), exactly as the Java client's with the same certificate and JAAS
+/// section; each reads what the other's ACL allows and is refused the rest.
+/// TLS without SASL is refused by the server (`SESSIONCLOSEDREQUIRESASLAUTH`,
+/// once). The CLI takes both option sets together.
+#[test]
+fn tls_and_sasl_together_give_both_ids_to_zklock_java_and_the_cli() {
+    let (pki, _) = shared();
+    let server = ZkServer::start_tls_sasl(pki, &SASL_USERS).unwrap();
+    let cs = secure(&server);
+    let (alice, bob) = (pki.client("alice").unwrap(), pki.client("bob").unwrap());
+    let both = |cert: &ClientCert, user: &str| {
+        let events = Events::new();
+        let zk = builder(&cs, Some(tls(pki, Some(cert))))
+            .with_sasl(SaslConfig::digest_md5(user, sasl_password(user)))
+            .connect(events.watcher())
+            .unwrap();
+        (zk, events)
+    };
+    let (za, events) = both(&alice, "alice");
+    let (zb, _) = both(&bob, "bob");
+    events.wait_state(KeeperState::SaslAuthenticated, 1, Duration::from_secs(5));
+    let java = |cert: &ClientCert, user: &str| {
+        let mut options = pki.java_client_options(cert);
+        options.extend(common::java::jaas_options(user, sasl_password(user)));
+        JavaClient::start(&options, &cs)
+    };
+    let mut ja = java(&alice, "alice");
+    let mut jb = java(&bob, "bob");
+    let root = format!("/tls-sasl-acl-{}", std::process::id());
+    let alice_ids = [Id::x509(&alice.acl_id), Id::sasl("alice")];
+    common::java::same_identities_and_acls(&za, &zb, &mut ja, &mut jb, &root, &alice_ids);
+    drop((ja, jb));
+
+    // The certificate alone is not enough here.
+    let tls_only = builder(&cs, Some(tls(pki, Some(&alice))))
+        .connect(|_e| {})
+        .unwrap();
+    common::assert_code(
+        tls_only.exists("/", false),
+        ZkError::SessionClosedRequireSaslAuth,
+    );
+    common::assert_code(tls_only.exists("/", false), ZkError::AuthFailed);
+
+    #[cfg(feature = "cli")]
+    {
+        let lock = format!("{root}-cli");
+        let tls_options = |c: &mut Command| {
+            c.arg("--tls-ca")
+                .arg(pki.ca_pem())
+                .arg("--tls-cert")
+                .arg(&alice.cert_pem)
+                .arg("--tls-key")
+                .arg(&alice.key_pem);
+        };
+        assert!(cli_lock_held(&cs, &lock, |c| {
+            tls_options(c);
+            c.args(["--sasl-user", "alice"])
+                .env("ZKLOCK_SASL_PASSWORD", sasl_password("alice"));
+        }));
+        assert!(!cli_lock_held(&cs, &lock, tls_options));
+        // The CLI's lock root (if it keeps one) was made with the SASL
+        // watcher's creator-only policy: alice's ids, nobody else's.
+        if let Ok((acl, _)) = za.get_acl(&lock) {
+            assert!(
+                acl.iter().all(|a| alice_ids.contains(&a.id)) && !acl.is_empty(),
+                "{acl:?}"
+            );
+        }
+        common::client::rmr(&za, &lock);
+    }
+    za.close().unwrap();
+    zb.close().unwrap();
+}
+
+/// The member whose `wchc` lists `path` for session `id`, if any.
+fn member_watching(ensemble: &ZkEnsemble, id: i64, path: &str) -> Option<usize> {
+    (0..ensemble.size()).find(|&i| {
+        ensemble.is_running(i)
+            && common::client::wchc_paths(&ensemble.address(i), id).contains(&path.to_string())
+    })
+}
+
+/// Issue 22b: failover with SetWatches on a SASL ensemble, over plain TCP and
+/// over TLS. The member serving both clients' sessions is killed; each
+/// moves to another member with its session, runs the SASL exchange again
+/// BEFORE its SetWatches (a SetWatches before the
+/// exchange would be refused, `SESSIONCLOSEDREQUIRESASLAUTH`, and the
+/// connection closed): the new member lists the watch in `wchc` before any
+/// change is made, and the watch fires for a change made after.
+#[test]
+fn failover_on_a_sasl_ensemble_authenticates_before_set_watches_plain_and_tls() {
+    let (pki, _) = shared();
+    let alice = pki.client("alice").unwrap();
+    let mut ensemble = ZkEnsemble::start_sasl(&SASL_USERS, Some(pki)).unwrap();
+    let sasl = || SaslConfig::digest_md5("alice", sasl_password("alice"));
+    let session = Duration::from_secs(10);
+    let path = format!("/sasl-failover-{}", std::process::id());
+    // The member serving `zk`, told by its watch on `path` in `wchc`.
+    let serving = |ensemble: &ZkEnsemble, zk: &ZooKeeper| {
+        while_electing(|| zk.get_data(&path, true));
+        let mut member = None;
+        wait_until(
+            Duration::from_secs(20),
+            "the watch in a member's wchc",
+            || {
+                member = member_watching(ensemble, zk.session_id(), &path);
+                member.is_some()
+            },
+        );
+        member.unwrap()
+    };
+    let plain_events = Events::new();
+    let plain = ZooKeeper::builder(&ensemble.connect_string())
+        .with_session_timeout(session)
+        .with_connect_wait(Duration::from_secs(20))
+        .with_sasl(sasl())
+        .connect(plain_events.watcher())
+        .unwrap();
+    plain
+        .create(&path, b"0", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    let member = serving(&ensemble, &plain);
+    // One kill for both: the TLS client is connected again (hosts are tried
+    // in a shuffled order) until it lands on the plain client's member.
+    let (over_tls, tls_events) = (0..30)
+        .find_map(|_| {
+            let events = Events::new();
+            let zk = builder(
+                &ensemble.secure_connect_string().unwrap(),
+                Some(tls(pki, Some(&alice))),
+            )
+            .with_session_timeout(session)
+            .with_sasl(sasl())
+            .connect(events.watcher())
+            .unwrap();
+            if serving(&ensemble, &zk) == member {
+                Some((zk, events))
+            } else {
+                zk.close().unwrap();
+                None
+            }
+        })
+        .expect("a TLS session on the plain client's member within 30 tries");
+    let clients = [
+        (&plain, &plain_events, "plain"),
+        (&over_tls, &tls_events, "tls"),
+    ];
+    let before: Vec<(usize, usize)> = clients
+        .iter()
+        .map(|(_, events, _)| {
+            (
+                count_state(events, KeeperState::Disconnected),
+                count_state(events, KeeperState::SaslAuthenticated),
+            )
+        })
+        .collect();
+    ensemble.kill(member).unwrap();
+    for ((zk, events, name), (disconnected, authenticated)) in clients.iter().zip(&before) {
+        wait_until(Duration::from_secs(30), "Disconnected", || {
+            count_state(events, KeeperState::Disconnected) > *disconnected
+        });
+        wait_until(
+            Duration::from_secs(30),
+            "SASL again on another member",
+            || count_state(events, KeeperState::SaslAuthenticated) > *authenticated,
+        );
+        // SetWatches went through on the new member (after the exchange).
+        let mut moved = None;
+        wait_until(
+            Duration::from_secs(20),
+            "the watch on the new member",
+            || {
+                moved = member_watching(&ensemble, zk.session_id(), &path);
+                moved.is_some()
+            },
+        );
+        assert_ne!(moved, Some(member), "{name}");
+    }
+    let other = ZooKeeper::builder(&ensemble.connect_string())
+        .with_sasl(sasl())
+        .connect(|_e| {})
+        .unwrap();
+    while_electing(|| other.set_data(&path, b"1", None));
+    for (_, events, name) in &clients {
+        events.wait_node(
+            EventType::NodeDataChanged,
+            &path,
+            1,
+            Duration::from_secs(30),
+        );
+        assert_eq!(count_state(events, KeeperState::AuthFailed), 0, "{name}");
+        assert_eq!(count_state(events, KeeperState::Expired), 0, "{name}");
+    }
+    while_electing(|| plain.delete(&path, None));
+    for zk in [&plain, &over_tls, &other] {
+        zk.close().unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The fault scenarios still missing over TLS (issue 21): a one-way
+// partition each way, malformed frames from a TLS server.
+// ---------------------------------------------------------------------------
+
+/// A one-way partition over TLS, each way, on one session:
+/// - requests lost, notifications flowing (`stall_upstream`): the unanswered
+///   ping finds the dead connection before the session ends, and the client
+///   goes on with its session after the heal;
+/// - answers lost (`stall_downstream`) past the session timeout: the client
+///   declares its session expired; no close can get through while the TLS
+///   handshake's answers are lost (nothing refreshes the session meanwhile),
+///   and after the heal the close does, at once: the session the server
+///   still held is gone within the client's backoff, before the server would
+///   have expired it on its own.
+#[test]
+fn one_way_partitions_over_tls() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let cs = format!("localhost:{}", proxy.addr().port());
+    let session = Duration::from_secs(8);
+    let events = Events::new();
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .with_session_timeout(session)
+        .connect(events.watcher())
+        .unwrap();
+    let other = zk_as(pki, &alice, &secure(server));
+    let id = zk.session_id();
+    let root = format!("/tls-one-way-{}", std::process::id());
+    other
+        .create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    common::client::one_way_partition_with_notifications_flowing(
+        &zk, &events, &other, &proxy, &root, session,
+    );
+
+    let eph = format!("{root}/eph");
+    zk.create(&eph, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    proxy.stall_downstream();
+    events.wait_state(KeeperState::Expired, 1, session * 2);
+    let plain = server.connect_string();
+    assert!(
+        common::client::dump_has_session(&plain, id),
+        "the server still holds the session at the client's Expired"
+    );
+    proxy.reset();
+    let healed = Instant::now();
+    wait_until(Duration::from_secs(10), "the session closed", || {
+        !common::client::dump_has_session(&plain, id)
+    });
+    let gone = healed.elapsed();
+    assert!(
+        gone < Duration::from_secs(2),
+        "closed {gone:?} after the heal"
+    );
+    assert_eq!(other.exists(&eph, false).unwrap(), None);
+    common::client::rmr(&other, &root);
+}
+
+/// Malformed frames from a TLS server (a scripted fake behind a
+/// [`TlsFront`]): a negative length, a truncated frame, a frame over
+/// `jute.maxbuffer`. Each fails the connection, the call in flight gets
+/// `ConnectionLoss` (within the read timeout at worst), the client reconnects
+/// over TLS with its session and goes on; no client thread panics.
+#[test]
+fn malformed_frames_from_a_tls_server_fail_the_connection_and_the_client_reconnects() {
+    use common::client::{
+        client_thread_panics, count_client_thread_panics, fake_handshake, fake_next_request,
+        fake_serve_well, reply, stat_bytes, FakeServer,
+    };
+    use std::sync::{Arc, Mutex};
+    use zklock::testing::TlsFront;
+    count_client_thread_panics();
+    let (pki, _) = shared();
+    let alice = pki.client("alice").unwrap();
+    const SESSION: i64 = 0x7115_0000_0000_0001;
+    /// What the fake answers the first request (its xid) with.
+    type Garbage = fn(i32) -> Vec<u8>;
+    let cases: [(&str, Garbage); 3] = [
+        ("a negative length", |_| {
+            let mut v = (-5i32).to_be_bytes().to_vec();
+            v.extend_from_slice(&[7; 4096]);
+            v
+        }),
+        ("a truncated frame", |xid| {
+            let whole = reply(xid, 5, 0, &stat_bytes(42));
+            whole[..whole.len() - 10].to_vec()
+        }),
+        ("a frame over jute.maxbuffer", |xid| {
+            let mut v = (2i32 << 20).to_be_bytes().to_vec();
+            v.extend_from_slice(&xid.to_be_bytes());
+            v.extend_from_slice(&[0; 4096]);
+            v
+        }),
+    ];
+    for (name, garbage) in cases {
+        let ids = Arc::new(Mutex::new(Vec::new()));
+        let seen = ids.clone();
+        let fake = FakeServer::start(move |n, mut s| {
+            let Ok((_, _, id)) = fake_handshake(&mut s, SESSION) else {
+                return;
+            };
+            seen.lock().unwrap().push(id);
+            if n > 0 {
+                fake_serve_well(s);
+                return;
+            }
+            let Ok((xid, _)) = fake_next_request(&mut s) else {
+                return;
+            };
+            let _ = s.write_all(&garbage(xid));
+            thread::sleep(Duration::from_secs(3)); // deliberate: holds the socket
+        });
+        let front = TlsFront::start(pki, &fake.addr).unwrap();
+        let events = Events::new();
+        let zk = builder(&front.connect_string(), Some(tls(pki, Some(&alice))))
+            .with_session_timeout(Duration::from_secs(2))
+            .with_connect_wait(Duration::from_secs(5))
+            .connect(events.watcher())
+            .unwrap();
+        let t = Instant::now();
+        common::assert_code(zk.exists("/x", false), ZkError::ConnectionLoss);
+        // At worst the read timeout (1.33 s) ends a connection that sent
+        // part of a frame.
+        assert!(t.elapsed() < Duration::from_millis(2500), "{name}");
+        assert_eq!(
+            zk.exists("/x", false).unwrap().unwrap().version,
+            42,
+            "{name}"
+        );
+        assert_eq!(
+            *ids.lock().unwrap(),
+            [0, SESSION],
+            "{name}: the same session"
+        );
+        assert!(front.accepted() >= 2, "{name}: over TLS again");
+        assert_eq!(count_state(&events, KeeperState::Expired), 0, "{name}");
+        zk.close().unwrap();
+    }
+    assert_eq!(client_thread_panics(), 0);
 }

@@ -66,6 +66,16 @@ impl SaslConfig {
     /// `service/host` (`zookeeper/<host>`; Java derives the host from the
     /// connect string by a reverse lookup, zklock takes it as given). The
     /// session's ACL id is `sasl:<principal>` as the server maps it.
+    ///
+    /// Deliberate difference from Java (whose JAAS `Client` section names a
+    /// keytab per login context): there is no per-handle keytab. Choosing
+    /// one per handle needs MIT's `gss_acquire_cred_from` with a
+    /// `client_keytab` credential store; the `libgssapi` crate (0.8, and 0.11)
+    /// wraps only `gss_acquire_cred` and `gss_acquire_cred_with_password`,
+    /// and calling the raw binding in `libgssapi-sys` needs `unsafe`, which
+    /// this crate forbids. Setting `KRB5_CLIENT_KTNAME` per handle is no way
+    /// out either: the environment is the process's. So one process uses one
+    /// keytab (or ticket cache) for all its Kerberos handles.
     #[cfg(feature = "kerberos")]
     pub fn kerberos(server_principal: &str) -> SaslConfig {
         SaslConfig {

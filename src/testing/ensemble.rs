@@ -12,7 +12,10 @@ use super::process::{
     conf_names_dir, four_letter_timeout, free_ports, is_bind_failure, log_len, log_since, log_tail,
     make_temp_dir, parse_mode, JvmSpec, Watchdog, FIX_HINT,
 };
-use super::server::{tls_config, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
+use super::server::{
+    jaas_server_section, tls_config, JAAS_FILE, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT,
+    SASL_CONFIG, TICK_TIME,
+};
 use super::FOUR_LETTER_TIMEOUT;
 
 const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
@@ -142,7 +145,31 @@ impl ZkEnsemble {
         ZkEnsemble::start_with(3, Some(pki))
     }
 
+    /// Starts a three-server ensemble whose members each require SASL, as
+    /// [`ZkServer::start_sasl`](super::ZkServer::start_sasl) does (a JAAS
+    /// `Server` section with `DigestLoginModule` and `users`, SASL required on
+    /// every client connection), with the TLS ports of
+    /// [`start_tls`](Self::start_tls) as well when `pki` is given. The members
+    /// talk to each other without SASL (quorum SASL is a separate setting).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start); `InvalidInput` for a bad user name or
+    /// password (see `start_sasl`).
+    pub fn start_sasl(users: &[(&str, &str)], pki: Option<&TestPki>) -> io::Result<ZkEnsemble> {
+        let jaas = jaas_server_section(users)?;
+        ZkEnsemble::start_secured(3, pki, Some(&jaas))
+    }
+
     fn start_with(size: usize, tls: Option<&TestPki>) -> io::Result<ZkEnsemble> {
+        ZkEnsemble::start_secured(size, tls, None)
+    }
+
+    /// `jaas`: the JAAS file of a SASL ensemble.
+    fn start_secured(
+        size: usize,
+        tls: Option<&TestPki>,
+        jaas: Option<&str>,
+    ) -> io::Result<ZkEnsemble> {
         if !(1..=9).contains(&size) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -153,7 +180,7 @@ impl ZkEnsemble {
         // A port picked as free can be taken by another process before the JVM binds
         // it; then start over with fresh ports.
         for _ in 0..3 {
-            let mut ensemble = ZkEnsemble::configure(size, tls)?;
+            let mut ensemble = ZkEnsemble::configure(size, tls, jaas)?;
             for i in 0..size {
                 let dir = ensemble.dir.clone();
                 ensemble.members[i].spawn(&dir)?;
@@ -179,7 +206,7 @@ impl ZkEnsemble {
         Err(last_error.unwrap_or_else(|| io::Error::other("ensemble did not start")))
     }
 
-    fn configure(size: usize, tls: Option<&TestPki>) -> io::Result<ZkEnsemble> {
+    fn configure(size: usize, tls: Option<&TestPki>, jaas: Option<&str>) -> io::Result<ZkEnsemble> {
         let dir = make_temp_dir("ensemble")?;
         let ports = free_ports(3 * size)?;
         let secure_ports = match tls {
@@ -224,6 +251,10 @@ impl ZkEnsemble {
             let secure_port = secure_ports.get(i).copied();
             if let (Some(port), Some(pki)) = (secure_port, tls) {
                 config.push_str(&tls_config(port, pki, false));
+            }
+            if let Some(jaas) = jaas {
+                config.push_str(SASL_CONFIG);
+                fs::write(member_dir.join(JAAS_FILE), jaas)?;
             }
             fs::write(member_dir.join("zoo.cfg"), config)?;
             members.push(Member {

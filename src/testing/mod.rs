@@ -80,6 +80,8 @@ pub use ensemble::ZkEnsemble;
 pub use kdc::{TestKdc, TEST_REALM};
 pub use pki::{ClientCert, TestPki, STORE_PASSWORD};
 pub use process::{pid_alive, NETTY_CLASSPATH};
+#[cfg(feature = "tls")]
+pub use proxy::TlsFront;
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{ZkServer, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
 

@@ -539,3 +539,197 @@ fn write_loop(exit: &ThreadExit, to_upstream: bool, rx: &Receiver<Chunk>) {
         }
     }
 }
+
+/// A TLS front for a plaintext server: a listener on 127.0.0.1 that takes
+/// TLS connections with the server certificate of a [`TestPki`] (issued for
+/// `localhost`; no client certificate asked for), and forwards the decrypted
+/// bytes of each to its own plain connection to `target`, and the target's
+/// answers back, encrypted. Put in front of a scripted fake server, it makes
+/// every malformed-input test a TLS one: the client's TLS layer works, the
+/// ZooKeeper frames inside are the script's. When either side closes, both do
+/// (the client reads EOF).
+///
+/// One thread accepts; one thread per connection moves the bytes (short
+/// read timeouts on both sockets, so it ends within milliseconds of a close
+/// or of the front's drop). Dropping the front stops and joins them all.
+///
+/// [`TestPki`]: super::TestPki
+#[cfg(feature = "tls")]
+#[derive(Debug)]
+pub struct TlsFront {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    accepted: Arc<AtomicU64>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+#[cfg(feature = "tls")]
+impl TlsFront {
+    /// Starts the front on a free port of 127.0.0.1, forwarding to `target`.
+    ///
+    /// # Errors
+    /// The server certificate or key of `pki` unreadable, or no port.
+    pub fn start<A: ToSocketAddrs>(pki: &super::TestPki, target: A) -> io::Result<TlsFront> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let invalid =
+            |e: rustls::pki_types::pem::Error| io::Error::new(io::ErrorKind::InvalidData, e);
+        let certs = CertificateDer::pem_file_iter(pki.dir().join("server.pem"))
+            .map_err(invalid)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(invalid)?;
+        let key = PrivateKeyDer::from_pem_file(pki.dir().join("server.key")).map_err(invalid)?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let config = Arc::new(config);
+        let target = target
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no target address"))?;
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let (s, a) = (stop.clone(), accepted.clone());
+        let acceptor = thread::Builder::new()
+            .name("zkp-tls-front".into())
+            .stack_size(STACK_SIZE)
+            .spawn(move || {
+                let mut conns: Vec<JoinHandle<()>> = Vec::new();
+                while !s.load(Ordering::SeqCst) {
+                    match listener.accept() {
+                        Ok((client, _)) => {
+                            a.fetch_add(1, Ordering::SeqCst);
+                            let (config, stop) = (config.clone(), s.clone());
+                            let spawned = thread::Builder::new()
+                                .name("zkp-tls-conn".into())
+                                .stack_size(STACK_SIZE)
+                                .spawn(move || tls_front_pump(client, target, config, &stop));
+                            if let Ok(h) = spawned {
+                                conns.push(h);
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            thread::sleep(Duration::from_millis(5));
+                        }
+                        Err(_) => thread::sleep(Duration::from_millis(5)),
+                    }
+                    conns.retain(|h| !h.is_finished());
+                }
+                for h in conns {
+                    let _ = h.join();
+                }
+            })?;
+        Ok(TlsFront {
+            addr,
+            stop,
+            accepted,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// `"localhost:PORT"`: the host the [`TestPki`](super::TestPki) server
+    /// certificate names.
+    pub fn connect_string(&self) -> String {
+        format!("localhost:{}", self.addr.port())
+    }
+
+    /// The TLS connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(feature = "tls")]
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.acceptor.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// One [`TlsFront`] connection: the TLS server side on `client`, plain bytes
+/// to and from `target`, until either side closes or `stop`.
+#[cfg(feature = "tls")]
+fn tls_front_pump(
+    client: TcpStream,
+    target: SocketAddr,
+    config: Arc<rustls::ServerConfig>,
+    stop: &AtomicBool,
+) {
+    let Ok(mut conn) = rustls::ServerConnection::new(config) else {
+        return;
+    };
+    let Ok(upstream) = TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) else {
+        return;
+    };
+    let tick = Some(Duration::from_millis(2));
+    if client.set_read_timeout(tick).is_err() || upstream.set_read_timeout(tick).is_err() {
+        return;
+    }
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let (mut client, mut upstream) = (client, upstream);
+    let mut buf = vec![0u8; BUFFER_SIZE];
+    let timeout = |e: &io::Error| {
+        matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+        )
+    };
+    'pump: loop {
+        if stop.load(Ordering::SeqCst) {
+            break 'pump;
+        }
+        // Client → target: TLS records in, plaintext out.
+        match client.read(&mut buf) {
+            Ok(0) => break 'pump,
+            Ok(n) => {
+                let mut raw = &buf[..n];
+                while !raw.is_empty() {
+                    if conn.read_tls(&mut raw).is_err() || conn.process_new_packets().is_err() {
+                        let _ = conn.write_tls(&mut client);
+                        break 'pump;
+                    }
+                }
+                let mut plain = Vec::new();
+                match conn.reader().read_to_end(&mut plain) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => break 'pump,
+                }
+                if !plain.is_empty() && upstream.write_all(&plain).is_err() {
+                    break 'pump;
+                }
+            }
+            Err(e) if timeout(&e) => {}
+            Err(_) => break 'pump,
+        }
+        // Target → client: plaintext in, TLS records out (after the handshake).
+        if !conn.is_handshaking() {
+            match upstream.read(&mut buf) {
+                Ok(0) => break 'pump,
+                Ok(n) => {
+                    if conn.writer().write_all(&buf[..n]).is_err() {
+                        break 'pump;
+                    }
+                }
+                Err(e) if timeout(&e) => {}
+                Err(_) => break 'pump,
+            }
+        }
+        while conn.wants_write() {
+            if conn.write_tls(&mut client).is_err() {
+                break 'pump;
+            }
+        }
+    }
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = upstream.shutdown(Shutdown::Both);
+}

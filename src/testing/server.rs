@@ -129,6 +129,23 @@ impl ZkServer {
         ZkServer::start_with_sasl(None, Some((jaas, SASL_CONFIG.to_string(), None)))
     }
 
+    /// Starts a server that requires both TLS and SASL: the TLS port of
+    /// [`start_tls`](Self::start_tls) (TLS 1.2, a client certificate from
+    /// `pki` required) and the SASL settings of [`start_sasl`](Self::start_sasl)
+    /// (DIGEST-MD5 `users`, SASL required on every connection). A client
+    /// there authenticates twice: its certificate gives it an `x509:` id, its
+    /// SASL exchange a `sasl:` id, and `CREATOR_ALL` names both.
+    ///
+    /// # Errors
+    /// As [`start_sasl`](Self::start_sasl).
+    pub fn start_tls_sasl(pki: &TestPki, users: &[(&str, &str)]) -> io::Result<ZkServer> {
+        let jaas = jaas_server_section(users)?;
+        ZkServer::start_with_sasl(
+            Some((pki, false)),
+            Some((jaas, SASL_CONFIG.to_string(), None)),
+        )
+    }
+
     /// Starts a server that requires SASL with Kerberos, configured the way
     /// operators do: a JAAS `Server` section with Java's `Krb5LoginModule`
     /// and the keytab of `zookeeper/localhost` from `kdc` (which must hold
@@ -424,12 +441,12 @@ pub(crate) const JAAS_FILE: &str = "jaas.conf";
 pub(crate) const KRB5_FILE: &str = "krb5.conf";
 
 /// The `zoo.cfg` lines of a server requiring SASL (see [`ZkServer::start_sasl`]).
-const SASL_CONFIG: &str =
+pub(crate) const SASL_CONFIG: &str =
     "authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n\
      sessionRequireClientSASLAuth=true\n";
 
 /// A JAAS `Server` section with `DigestLoginModule` and `users`.
-fn jaas_server_section(users: &[(&str, &str)]) -> io::Result<String> {
+pub(crate) fn jaas_server_section(users: &[(&str, &str)]) -> io::Result<String> {
     let mut s =
         String::from("Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required");
     for (name, password) in users {

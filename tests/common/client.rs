@@ -467,3 +467,65 @@ static CLIENT_PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::Atomic
 pub fn client_thread_panics() -> usize {
     CLIENT_PANICS.load(std::sync::atomic::Ordering::SeqCst)
 }
+
+/// A one-way partition with notifications flowing (issue 10, and over TLS):
+/// under `root` (which exists), `other` changes a node every 150 ms while
+/// `zk` (connected through `proxy`, its session `session`, its states in
+/// `events`) holds a recursive watch on `root`. Then the client's requests
+/// and pings are lost (`stall_upstream`) while the notifications keep
+/// coming: the client must find the dead connection by its unanswered ping
+/// before the session ends, and after the heal go on with the same session.
+pub fn one_way_partition_with_notifications_flowing(
+    zk: &ZooKeeper,
+    events: &Events,
+    other: &ZooKeeper,
+    proxy: &zklock::testing::FaultProxy,
+    root: &str,
+    session: Duration,
+) {
+    let wait = Duration::from_secs(10);
+    let id = zk.session_id();
+    let node = format!("{root}/n");
+    other
+        .create(
+            &node,
+            b"",
+            zklock::client::Acl::open_unsafe(),
+            zklock::client::CreateMode::Persistent,
+        )
+        .unwrap();
+    let seen = Events::new();
+    zk.add_watch_w(
+        root,
+        zklock::client::AddWatchMode::PersistentRecursive,
+        seen.watcher(),
+    )
+    .unwrap();
+    // The server keeps sending: another client changes the watched node.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (other, node, stop) = (other.clone(), node.clone(), stop.clone());
+        thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                other.set_data(&node, b"x", None).unwrap();
+                thread::sleep(Duration::from_millis(150)); // deliberate pacing
+            }
+        })
+    };
+    seen.wait_node(EventType::NodeDataChanged, &node, 1, wait);
+    // Requests (and pings) lost, notifications flowing.
+    proxy.stall_upstream();
+    let cut = Instant::now();
+    let before = seen.node_count(EventType::NodeDataChanged, &node);
+    seen.wait_node(EventType::NodeDataChanged, &node, before + 3, wait);
+    // Found by the unanswered ping (at most 5/6 of the session after the server
+    // last heard the client), before the server expires the session.
+    events.wait_state(KeeperState::Disconnected, 1, session);
+    let found = events.state_time(KeeperState::Disconnected, 0).unwrap() - cut;
+    assert!(found < session, "Disconnected after {found:?}");
+    proxy.reset();
+    events.wait_state(KeeperState::SyncConnected, 2, wait);
+    assert_eq!(zk.session_id(), id);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+}

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::Duration;
 
-use zklock::client::{Acl, CreateMode, Id, Perms, ZooKeeper};
+use zklock::client::{Acl, CreateMode, Id, ZooKeeper};
 use zklock::testing::NETTY_CLASSPATH;
 use zklock::ZkError;
 
@@ -105,10 +105,33 @@ impl Drop for JavaClient {
     }
 }
 
+/// The JVM options of a Java client authenticating with DIGEST-MD5 as
+/// `user` (a JAAS `Client` section with `DigestLoginModule`, in a file under
+/// the temporary directory named after this process, left for the process's
+/// lifetime).
+pub fn jaas_options(user: &str, password: &str) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("zklock-sasl-java-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{user}.jaas"));
+    std::fs::write(
+        &file,
+        format!(
+            "Client {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  \
+             username=\"{user}\"\n  password=\"{password}\";\n}};\n"
+        ),
+    )
+    .unwrap();
+    vec![format!(
+        "-Djava.security.auth.login.config={}",
+        file.display()
+    )]
+}
+
 /// zklock (`za`, `zb`) and the Java client (`ja`, `jb`) as alice and bob,
 /// with the same credentials, under a fresh `root`: the node each creates
-/// with `CREATOR_ALL` carries the same id (`alice_id`: `sasl:alice`,
-/// `x509:<DN>`); alice reads both on either client, bob neither (nor their
+/// with `CREATOR_ALL` carries the same ids (`alice_ids`: `sasl:alice`,
+/// `x509:<DN>`, or both over TLS with SASL, in the order the server learnt
+/// them); alice reads both on either client, bob neither (nor their
 /// ACLs: READ is needed since ZooKeeper 3.6); bob's world-readable node is
 /// read by alice and written by nobody. Removes what it made.
 pub fn same_identities_and_acls(
@@ -117,7 +140,7 @@ pub fn same_identities_and_acls(
     ja: &mut JavaClient,
     jb: &mut JavaClient,
     root: &str,
-    alice_id: &Id,
+    alice_ids: &[Id],
 ) {
     let no_auth = |r: zklock::Result<_>| match r {
         Err(e) if e.is(ZkError::NoAuth) => {}
@@ -133,12 +156,32 @@ pub fn same_identities_and_acls(
         ja.ask(&format!("create {by_java} j creator")),
         format!("ok {by_java}")
     );
-    let alice_all = [Acl::new(Perms::ALL, alice_id.clone())];
-    let java_form = format!("acl 31:{}:{}", alice_id.scheme, alice_id.id);
-    assert_eq!(za.get_acl(&by_rust).unwrap().0, alice_all);
-    assert_eq!(za.get_acl(&by_java).unwrap().0, alice_all);
-    assert_eq!(ja.ask(&format!("acl {by_rust}")), java_form);
-    assert_eq!(ja.ask(&format!("acl {by_java}")), java_form);
+    // An ACL is a set: the server lists a node's ids in the order the
+    // connection authenticated them, which may differ between clients.
+    let mut alice_all: Vec<String> = alice_ids
+        .iter()
+        .map(|id| format!("31:{}:{}", id.scheme, id.id))
+        .collect();
+    alice_all.sort();
+    let zklock_form = |acl: Vec<Acl>| {
+        let mut v: Vec<String> = acl
+            .iter()
+            .map(|a| format!("{}:{}:{}", a.perms.0, a.id.scheme, a.id.id))
+            .collect();
+        v.sort();
+        v
+    };
+    let java_form = |answer: String| {
+        let mut words = answer.split_whitespace();
+        assert_eq!(words.next(), Some("acl"), "{answer}");
+        let mut v: Vec<String> = words.map(str::to_string).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(zklock_form(za.get_acl(&by_rust).unwrap().0), alice_all);
+    assert_eq!(zklock_form(za.get_acl(&by_java).unwrap().0), alice_all);
+    assert_eq!(java_form(ja.ask(&format!("acl {by_rust}"))), alice_all);
+    assert_eq!(java_form(ja.ask(&format!("acl {by_java}"))), alice_all);
     assert_eq!(jb.ask(&format!("acl {by_rust}")), "err NOAUTH");
     no_auth(zb.get_acl(&by_java).map(drop));
     assert_eq!(za.get_data(&by_java, false).unwrap().0, b"j");

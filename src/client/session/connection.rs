@@ -10,6 +10,15 @@ use super::*;
 /// session existed before, and bytes read past the ConnectResponse.
 pub(super) type Connected = (Link, bool, Vec<u8>);
 
+/// Why an attempt to close a locally expired session failed.
+pub(super) enum CloseFailure {
+    /// Try again (with the next host, after a backoff).
+    Retry(io::Error),
+    /// Give up: a further attempt could only extend the session on the server,
+    /// or be refused again.
+    Final(io::Error),
+}
+
 /// Why a connection ended (its fields are read through `Debug`, in logs).
 #[derive(Debug)]
 #[allow(dead_code)]
@@ -132,7 +141,8 @@ impl SessionShared {
     /// password only to send closeSession; tells nobody anything (the handle is
     /// dead, Expired was delivered) and gives up after one more negotiated
     /// session timeout, or at once when `close()` is called, so close and drop
-    /// stay bounded as before.
+    /// stay bounded as before. With SASL it also gives up after an attempt
+    /// that heard no answer in time (see [`close_remote`](Self::close_remote)).
     pub(super) fn close_expired_session(&self, hosts: &[String], mut next: usize) {
         let (id, password, negotiated) = {
             let s = self.session.lock();
@@ -151,7 +161,11 @@ impl SessionShared {
                     info!("session {id:#x}: {gone} on {host}");
                     return;
                 }
-                Err(e) => {
+                Err(CloseFailure::Final(e)) => {
+                    info!("not closing expired session {id:#x} on the server: {e}");
+                    return;
+                }
+                Err(CloseFailure::Retry(e)) => {
                     failures = failures.saturating_add(1);
                     let exp = failures.saturating_sub(1).min(7);
                     let delay =
@@ -170,38 +184,59 @@ impl SessionShared {
 
     /// One attempt of [`close_expired_session`](Self::close_expired_session).
     ///
-    /// closeSession goes out right behind the ConnectRequest, without waiting
-    /// for the ConnectResponse (the server reads no request before it has
-    /// settled the connect, as for the SetWatches and auth packets Java sends
-    /// the same way): a reconnect with the old session id refreshes the
-    /// session on the server, so an attempt whose answers are lost (a one-way
-    /// cut) must close the session it refreshed, or each attempt would extend
-    /// it by a whole session timeout.
-    pub(super) fn close_remote(
+    /// Without SASL, closeSession (behind the `add_auth` packets, which a
+    /// server enforcing `digest` needs first) goes out right behind the
+    /// ConnectRequest, without waiting for the ConnectResponse (the server
+    /// reads no request before it has settled the connect, as for the
+    /// SetWatches and auth packets Java sends the same way): a reconnect with
+    /// the old session id refreshes the session on the server, so an attempt
+    /// whose answers are lost (a one-way cut) must close the session it
+    /// refreshed, or each attempt would extend it by a whole session timeout.
+    ///
+    /// With SASL the server refuses any request of an unauthenticated
+    /// connection, closeSession included (`SESSIONCLOSEDREQUIRESASLAUTH`), and
+    /// the exchange needs the server's answers, so the close follows Java's
+    /// order: ConnectResponse, the whole SASL exchange, then closeSession. An
+    /// attempt that hears no answer in time is the last one
+    /// ([`CloseFailure::Final`]): its ConnectRequest may have refreshed the
+    /// session on a server whose answers are lost, and every further attempt
+    /// would refresh it again without being able to close it. An attempt that
+    /// reached no server (refused, reset, closed before answering) is retried.
+    fn close_remote(
         &self,
         host: &str,
         id: i64,
         password: &[u8],
         until: Instant,
-    ) -> io::Result<&'static str> {
+    ) -> Result<&'static str, CloseFailure> {
         let deadline = (Instant::now() + self.settings.handshake_timeout).min(until);
         let addr = host
-            .to_socket_addrs()?
+            .to_socket_addrs()
+            .map_err(CloseFailure::Retry)?
             .next()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
-        let sock = TcpStream::connect_timeout(&addr, left_until(deadline)?)?;
-        *self.handshaking.lock() = Some(sock.try_clone()?);
+            .ok_or_else(|| {
+                CloseFailure::Retry(io::Error::new(io::ErrorKind::NotFound, "no address"))
+            })?;
+        let timeout = left_until(deadline).map_err(CloseFailure::Retry)?;
+        let sock = TcpStream::connect_timeout(&addr, timeout).map_err(CloseFailure::Retry)?;
+        *self.handshaking.lock() = Some(sock.try_clone().map_err(CloseFailure::Retry)?);
+        let sasl = self.settings.sasl.as_ref();
+        let mut requested = false;
         let result = (|| {
             if self.abandon.load(Ordering::SeqCst) {
                 return Err(io::Error::new(io::ErrorKind::Interrupted, "closed"));
             }
             let link = self.open_link(sock, host, deadline)?;
-            let requested =
-                i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
-            let mut frames = proto::connect_request(self.last_zxid(), requested, id, password);
-            frames.extend_from_slice(&Writer::request(1, op::CLOSE_SESSION).finish());
-            let sent = link.write_all(&frames);
-            let answer = sent.and_then(|()| {
+            let answer = (|| {
+                let timeout_ms =
+                    i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
+                let mut frames = proto::connect_request(self.last_zxid(), timeout_ms, id, password);
+                let close = self.close_frames();
+                if sasl.is_none() {
+                    frames.extend_from_slice(&close);
+                }
+                requested = true;
+                link.write_all(&frames)?;
                 let mut pending = Vec::new();
                 let body = link.read_frame_by(&mut pending, 4096, deadline)?;
                 let resp = ConnectResponse::read(&mut Reader::new(&body))
@@ -215,15 +250,64 @@ impl SessionShared {
                         "server answered with another session id",
                     ));
                 }
-                // Its answer (or the server closing the connection) ends it.
-                let _ = link.read_frame_by(&mut pending, self.settings.max_buffer, deadline);
-                Ok("closed")
-            });
+                if let Some(sasl) = sasl {
+                    self.authenticate(&link, sasl, &mut pending, deadline)?;
+                    link.write_all(&close)?;
+                }
+                // Its answer (or the server closing the connection) ends it;
+                // the auth packets' answers come first.
+                loop {
+                    let Ok(body) =
+                        link.read_frame_by(&mut pending, self.settings.max_buffer, deadline)
+                    else {
+                        return Ok("closed");
+                    };
+                    let Ok(hdr) = ReplyHeader::read(&mut Reader::new(&body)) else {
+                        return Ok("closed");
+                    };
+                    if hdr.xid == xid::AUTH {
+                        continue;
+                    }
+                    if hdr.err != 0 {
+                        return Err(io::Error::new(
+                            io::ErrorKind::PermissionDenied,
+                            format!(
+                                "the server refused closeSession: {}",
+                                ZkError::from_code(hdr.err)
+                            ),
+                        ));
+                    }
+                    return Ok("closed");
+                }
+            })();
             link.shutdown();
             answer
         })();
         self.handshaking.lock().take();
-        result
+        result.map_err(|e| {
+            let unanswered = matches!(
+                e.kind(),
+                io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+            );
+            // Refused (SASL, or the close itself): it would be refused again.
+            let refused = e.kind() == io::ErrorKind::PermissionDenied;
+            if refused || (sasl.is_some() && requested && unanswered) {
+                CloseFailure::Final(e)
+            } else {
+                CloseFailure::Retry(e)
+            }
+        })
+    }
+
+    /// The `add_auth` packets, then closeSession (xid 1): what a close after
+    /// a local expiry sends once the connection is set up.
+    fn close_frames(&self) -> Vec<u8> {
+        let mut frames = Vec::new();
+        for (scheme, auth) in self.auth.lock().iter() {
+            frames.extend_from_slice(&auth_frame(scheme, auth));
+        }
+        frames.extend_from_slice(&Writer::request(1, op::CLOSE_SESSION).finish());
+        frames
     }
 
     /// The connection's stream on a connected socket: TLS (its handshake by
