@@ -110,6 +110,12 @@ pub(crate) fn sorted_by_sequence_after<'a>(
     v.into_iter().map(|(_, c)| c).collect()
 }
 
+// --- Persistent nodes (tree_cache / persistent_node / lease helper) ---
+
+/// The TTL child a [`PersistentTtlNode`](super::persistent_node::PersistentTtlNode)
+/// writes to keep its container alive (Curator's `DEFAULT_CHILD_NODE_NAME`).
+pub const TTL_TOUCH_NODE: &str = "touch";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,8 +161,3 @@ mod tests {
         );
     }
 }
-// --- Persistent nodes (tree_cache / persistent_node / lease helper) ---
-
-/// The TTL child a [`PersistentTtlNode`](super::persistent_node::PersistentTtlNode)
-/// writes to keep its container alive (Curator's `DEFAULT_CHILD_NODE_NAME`).
-pub const TTL_TOUCH_NODE: &str = "touch";
