@@ -700,6 +700,22 @@ fn force_expiry(proxy: &FaultProxy, zkw: &ZooKeeperWatcher) {
     )
     .unwrap();
     twin.close().unwrap();
+    // `close` is bounded (2 s) and does not say whether the server applied
+    // the closeSession: make sure the session is gone before `mine` may
+    // reconnect, so the expiry this forces is certain, not a matter of load.
+    for _ in 0..10 {
+        match ZooKeeper::connect_with_session(
+            &shared_server().connect_string(),
+            Duration::from_secs(4),
+            |_e: WatchedEvent| {},
+            zk.session_id(),
+            &zk.session_password(),
+        ) {
+            Err(e) if e.is(ZkError::SessionExpired) => break,
+            Ok(again) => again.close().unwrap(),
+            Err(e) => panic!("checking the forced expiry: {e}"),
+        }
+    }
     proxy.reset();
 }
 
@@ -1114,5 +1130,81 @@ fn election_await_leadership_ends_with_session_expired() {
         assert_session_expired(&h.join().unwrap());
         leader.stop().unwrap();
         c.stop().unwrap();
+    }
+}
+
+/// Holds the event thread of the watcher it listens to at the first
+/// `Disconnected` until released: the session's end can then reach neither
+/// the library's session hooks nor its per-watch watchers.
+struct HoldEventThread {
+    held: std::sync::Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
+}
+
+impl zklock::ZooKeeperListener for HoldEventThread {
+    fn connection_event(&self, event: &WatchedEvent) {
+        if event.keeper_state != zklock::client::KeeperState::Disconnected {
+            return;
+        }
+        let first = self.held.lock().unwrap().take();
+        if let Some((held, release)) = first {
+            held.send(()).unwrap();
+            let _ = release.recv_timeout(Duration::from_secs(60));
+        }
+    }
+}
+
+/// The asynchronous-round recipes' waits (election `await_leadership`,
+/// WriteLock `lock_blocking`) are bound to their session by construction,
+/// not by the event thread: with that thread held up since the disconnect
+/// before the expiry (a user listener), the session hook and the watcher
+/// that fail the attempt are told nothing, yet both waits end with
+/// `SessionExpired` at the expiry, with and without renewal. (Before, those
+/// waits were woken only from the event thread: a late or missed delivery of
+/// the end left them running to their timeout, `Ok(false)`.)
+#[test]
+fn round_waits_end_with_their_session_while_the_event_thread_is_held() {
+    for renew in [false, true] {
+        let (proxy, mine) = proxied(renew);
+        let root = unique_root("held-event-thread");
+        let (election, dir) = (format!("{root}/election"), format!("{root}/lock"));
+        let other = zkw();
+        let (leader, _) = candidate(&other, &election, "leader");
+        leader.start().unwrap();
+        let owner = WriteLock::new(&other, &dir, Acl::open_unsafe()).unwrap();
+        assert!(owner.lock().unwrap());
+        let (c, _) = candidate(&mine, &election, "waiting");
+        c.start().unwrap();
+        let waiter = WriteLock::new(&mine, &dir, Acl::open_unsafe()).unwrap();
+        assert!(!waiter.lock().unwrap());
+        let (held_tx, held) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel();
+        let _registration = mine.listen(Arc::new(HoldEventThread {
+            held: std::sync::Mutex::new(Some((held_tx, release_rx))),
+        }));
+        let (c, waiter) = (Arc::new(c), Arc::new(waiter));
+        let (c2, w2) = (c.clone(), waiter.clone());
+        let awaiting = thread::spawn(move || c2.await_leadership(Duration::from_secs(30)));
+        let locking = thread::spawn(move || w2.lock_blocking(Duration::from_secs(30)));
+        force_expiry(&proxy, &mine);
+        held.recv_timeout(Duration::from_secs(30))
+            .expect("the event thread is held at the disconnect");
+        assert_session_expired(&awaiting.join().unwrap());
+        assert_session_expired(&locking.join().unwrap());
+        // Told on the waiting thread (the event thread is still held).
+        assert_eq!(c.state(), zklock::recipes::election::ElectionState::Failed);
+        release.send(()).unwrap();
+        if renew {
+            renewed(&mine, 0);
+        }
+        c.stop().unwrap();
+        waiter.unlock().unwrap();
+        leader.stop().unwrap();
+        owner.unlock().unwrap();
+        let zk = raw();
+        assert!(eventually(Duration::from_secs(10), || children(
+            &zk, &election
+        )
+        .is_empty()
+            && children(&zk, &dir).is_empty()));
     }
 }
