@@ -291,6 +291,25 @@ impl Waiter {
     }
 }
 
+/// A recipe's `with_wait_hook` (feature `testing`), for a type whose
+/// [`Waiter`] is its field `waiter`: one definition for every recipe.
+macro_rules! with_wait_hook {
+    () => {
+        /// Calls `hook` at each [`WaitStep`](crate::recipes::WaitStep) of this
+        /// instance's waits, on the waiting thread (feature `testing`: how the
+        /// tests force a race between threads sharing the instance).
+        #[cfg(feature = "testing")]
+        pub fn with_wait_hook(
+            self,
+            hook: impl Fn(crate::recipes::WaitStep, &str) + Send + Sync + 'static,
+        ) -> Self {
+            self.waiter.set_hook(hook);
+            self
+        }
+    };
+}
+pub(crate) use with_wait_hook;
+
 /// Test hooks called at a recipe's steps (feature `testing`): the rounds'
 /// (election, WriteLock) and the waits' one mechanism.
 #[cfg(feature = "testing")]

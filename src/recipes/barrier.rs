@@ -44,17 +44,7 @@ impl Barrier {
         })
     }
 
-    /// Calls `hook` at each [`WaitStep`](crate::recipes::WaitStep) of this
-    /// instance's waits, on the waiting thread (feature `testing`: how the
-    /// tests force a race between threads sharing the instance).
-    #[cfg(feature = "testing")]
-    pub fn with_wait_hook(
-        self,
-        hook: impl Fn(crate::recipes::WaitStep, &str) + Send + Sync + 'static,
-    ) -> Self {
-        self.waiter.set_hook(hook);
-        self
-    }
+    crate::wait::with_wait_hook!();
 
     /// The barrier's node.
     pub fn path(&self) -> &str {

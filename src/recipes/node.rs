@@ -43,6 +43,22 @@ pub(super) fn ordered_items(children: &[String], prefix: &str) -> Vec<(i64, Stri
 /// `multi`) is sent: tests put a fault there (a lost reply).
 pub(super) type ClaimHook = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// The queues' `with_claim_hook`, for a type whose [`Receipts`] is its field
+/// `receipts`: one definition for both queues.
+macro_rules! with_claim_hook {
+    () => {
+        /// Runs `hook` with the item's path in every claim of this instance just
+        /// before the claim's commit (the `multi`) is sent: for tests, to put a
+        /// fault exactly there (a lost reply). Call before sharing the queue.
+        pub fn with_claim_hook(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
+            let hook: super::node::ClaimHook = std::sync::Arc::new(hook);
+            self.receipts.set_hook(hook);
+            self
+        }
+    };
+}
+pub(super) use with_claim_hook;
+
 /// A consumer's receipt node: one per queue instance and session, created on
 /// the first claim ([`RECEIPT_PREFIX`] in `<dir>`[`RECEIPTS_SUFFIX`]), written
 /// by every claim in the same `multi` that deletes the item (its data: the

@@ -7,9 +7,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::layout::ITEM_PREFIX;
-use super::node::{
-    children_or_none, claim, create_item, ordered_items, take_from_queue, ClaimHook, Receipts,
-};
+use super::node::{children_or_none, claim, create_item, ordered_items, take_from_queue, Receipts};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::wait::{Bounds, CallSession, Waiter};
@@ -121,26 +119,9 @@ impl DistributedQueue {
         })
     }
 
-    /// Runs `hook` with the item's path in every claim of this instance just
-    /// before the claim's commit (the `multi`) is sent: for tests, to put a
-    /// fault exactly there (a lost reply). Call before sharing the queue.
-    pub fn with_claim_hook(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        let hook: ClaimHook = std::sync::Arc::new(hook);
-        self.receipts.set_hook(hook);
-        self
-    }
+    super::node::with_claim_hook!();
 
-    /// Calls `hook` at each [`WaitStep`](crate::recipes::WaitStep) of this
-    /// instance's waits, on the waiting thread (feature `testing`: how the
-    /// tests force a race between threads sharing the instance).
-    #[cfg(feature = "testing")]
-    pub fn with_wait_hook(
-        self,
-        hook: impl Fn(crate::recipes::WaitStep, &str) + Send + Sync + 'static,
-    ) -> Self {
-        self.waiter.set_hook(hook);
-        self
-    }
+    crate::wait::with_wait_hook!();
 
     /// The queue's directory.
     pub fn dir(&self) -> &str {
