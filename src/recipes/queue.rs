@@ -7,7 +7,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::layout::ITEM_PREFIX;
-use super::node::{children_or_none, claim, create_item, ordered_items, take_from_queue, Receipts};
+use super::node::{
+    children_or_none, claim, create_item, ordered_items, take_from_queue, Receipts, TakeQueue,
+};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::wait::{Bounds, CallSession, Waiter};
@@ -207,7 +209,7 @@ impl DistributedQueue {
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout.
     pub fn take(&self) -> Result<Vec<u8>> {
-        match self.take_within(Bounds::new(None))? {
+        match take_from_queue(self, Bounds::new(None))? {
             Some(data) => Ok(data),
             // Without a deadline the wait ends only with an item or an error.
             None => Err(Error::zk(ZkError::OperationTimeout, self.dir.clone())),
@@ -223,32 +225,7 @@ impl DistributedQueue {
     /// # Errors
     /// As [`take`](Self::take).
     pub fn take_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>> {
-        self.take_within(Bounds::new(Some(timeout)))
-    }
-
-    fn take_within(&self, bounds: Bounds) -> Result<Option<Vec<u8>>> {
-        match self.take_loop(bounds) {
-            Err(e) if bounds.cut_short(&e) => Ok(None),
-            other => other,
-        }
-    }
-
-    fn take_loop(&self, bounds: Bounds) -> Result<Option<Vec<u8>>> {
-        take_from_queue(
-            &self.zkw,
-            &self.dir,
-            &self.waiter,
-            bounds,
-            |call| self.poll_with(call),
-            |children| {
-                let items = ordered_items(children, ITEM_PREFIX);
-                let any = !items.is_empty();
-                if any {
-                    self.refill(items);
-                }
-                any
-            },
-        )
+        take_from_queue(self, Bounds::new(Some(timeout)))
     }
 
     fn list(&self, rzk: &RecoverableZooKeeper) -> Result<Vec<(i64, String)>> {
@@ -286,6 +263,27 @@ impl DistributedQueue {
                 return Ok(Some(data));
             }
         }
+    }
+}
+
+impl TakeQueue for DistributedQueue {
+    type Item = Vec<u8>;
+
+    fn parts(&self) -> (&ZooKeeperWatcher, &str, &Waiter) {
+        (&self.zkw, &self.dir, &self.waiter)
+    }
+
+    fn poll_in(&self, call: &CallSession) -> Result<Option<Vec<u8>>> {
+        self.poll_with(call)
+    }
+
+    fn listed(&self, children: &[String]) -> bool {
+        let items = ordered_items(children, ITEM_PREFIX);
+        let any = !items.is_empty();
+        if any {
+            self.refill(items);
+        }
+        any
     }
 }
 
