@@ -1859,10 +1859,23 @@ fn hold_first_waiter() -> (
     (hook, parked, release)
 }
 
+/// Returns once `zkw`'s event thread has handled every event that reached
+/// the client before now (an asynchronous call's answer is handled after
+/// them, in order): a watch that fired is then known to have woken its waiter.
+fn events_handled(zkw: &ZooKeeperWatcher) {
+    let (tx, rx) = mpsc::channel();
+    zkw.zookeeper().exists_async("/", None, move |_r| {
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the event thread answers");
+}
+
 /// Finding 5 of issue 20 against a real server, forced with the wait hook:
 /// thread A of a shared instance (barrier, group, two-phase commit) has set
 /// its round's watch and is held just before it waits; the watch fires
-/// (another session removes the barrier, joins the group, votes abort), then
+/// (another session removes the barrier, joins the group, votes abort) and
+/// the event thread has handled it (A's wake-up is in), then
 /// thread B runs a wait of its own on the same instance, which sees the
 /// change and returns; then A is let go. A must see its wake-up at once. With
 /// the old engine's shared boolean, B's re-arm (made after the event) swallowed
@@ -1889,9 +1902,8 @@ fn another_threads_round_never_swallows_a_wake_up_on_a_shared_instance() {
         .unwrap()
         .remove_barrier()
         .unwrap());
-    assert!(eventually(Duration::from_secs(10), || {
-        b.wait_on_barrier(Duration::ZERO).unwrap()
-    }));
+    events_handled(&zkw);
+    assert!(b.wait_on_barrier(Duration::ZERO).unwrap());
     let t = Instant::now();
     release.send(()).unwrap();
     assert!(a.join().unwrap().unwrap(), "A's wake-up was lost: barrier");
@@ -1912,6 +1924,7 @@ fn another_threads_round_never_swallows_a_wake_up_on_a_shared_instance() {
         .unwrap()
         .join("second", b"")
         .unwrap();
+    events_handled(&zkw);
     assert_eq!(
         g.wait_for_change(&seen, LONG).unwrap().unwrap(),
         ["first", "second"]
@@ -1944,6 +1957,7 @@ fn another_threads_round_never_swallows_a_wake_up_on_a_shared_instance() {
     };
     parked.recv_timeout(LONG).expect("A reaches its wait");
     voter.vote("b", Vote::Abort).unwrap();
+    events_handled(&zkw);
     assert_eq!(tx.wait_outcome(LONG).unwrap(), Some(Outcome::Abort));
     release.send(()).unwrap();
     assert_eq!(
