@@ -242,6 +242,8 @@ impl Watcher for WakeWatcher {
 pub(crate) struct Waiter {
     wake: Arc<Wake>,
     watcher: Arc<dyn Watcher>,
+    #[cfg(feature = "testing")]
+    hook: StepHook<WaitStep>,
 }
 
 impl Default for Waiter {
@@ -250,6 +252,8 @@ impl Default for Waiter {
         Waiter {
             watcher: Arc::new(WakeWatcher(wake.clone())),
             wake,
+            #[cfg(feature = "testing")]
+            hook: StepHook::default(),
         }
     }
 }
@@ -259,6 +263,82 @@ impl std::fmt::Debug for Waiter {
         f.debug_struct("Waiter")
             .field("generation", &self.wake.generation())
             .finish()
+    }
+}
+
+/// A point of a recipe's wait where a test can hold the waiting thread
+/// (feature `testing`; see for example
+/// [`Barrier::with_wait_hook`](crate::recipes::barrier::Barrier::with_wait_hook)).
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WaitStep {
+    /// The round's watch is set (and its generation read before that); the
+    /// thread is about to wait for a wake-up. The path given is the one the
+    /// wait is about. Holding a thread here while its watch fires and another
+    /// thread of the same instance runs a round of its own forces finding 5 of
+    /// issue 20 (a shared wake-up flag re-armed by the other thread lost this
+    /// thread's wake-up).
+    Watching,
+}
+
+#[cfg(feature = "testing")]
+impl Waiter {
+    /// Calls `hook` at each [`WaitStep`] of this instance's waits, on the
+    /// waiting thread.
+    pub(crate) fn set_hook(&self, hook: impl Fn(WaitStep, &str) + Send + Sync + 'static) {
+        self.hook.set(hook);
+    }
+}
+
+/// A recipe's `with_wait_hook` (feature `testing`), for a type whose
+/// [`Waiter`] is its field `waiter`: one definition for every recipe.
+macro_rules! with_wait_hook {
+    () => {
+        /// Calls `hook` at each [`WaitStep`](crate::recipes::WaitStep) of this
+        /// instance's waits, on the waiting thread (feature `testing`: how the
+        /// tests force a race between threads sharing the instance).
+        #[cfg(feature = "testing")]
+        pub fn with_wait_hook(
+            self,
+            hook: impl Fn(crate::recipes::WaitStep, &str) + Send + Sync + 'static,
+        ) -> Self {
+            self.waiter.set_hook(hook);
+            self
+        }
+    };
+}
+pub(crate) use with_wait_hook;
+
+/// Test hooks called at a recipe's steps (feature `testing`): the rounds'
+/// (election, WriteLock) and the waits' one mechanism.
+#[cfg(feature = "testing")]
+pub(crate) struct StepHook<T>(parking_lot::Mutex<Option<StepFn<T>>>);
+
+/// A test hook told a recipe's step and the path it concerns.
+#[cfg(feature = "testing")]
+type StepFn<T> = Arc<dyn Fn(T, &str) + Send + Sync>;
+
+#[cfg(feature = "testing")]
+impl<T> Default for StepHook<T> {
+    fn default() -> Self {
+        StepHook(parking_lot::Mutex::new(None))
+    }
+}
+
+#[cfg(feature = "testing")]
+impl<T> StepHook<T> {
+    /// Calls `hook` at each step from now on.
+    pub(crate) fn set(&self, hook: impl Fn(T, &str) + Send + Sync + 'static) {
+        *self.0.lock() = Some(Arc::new(hook));
+    }
+
+    /// Tells the hook (if any) of `step` on `path`.
+    pub(crate) fn call(&self, step: T, path: &str) {
+        let hook = self.0.lock().clone();
+        if let Some(hook) = hook {
+            hook(step, path);
+        }
     }
 }
 
@@ -288,6 +368,8 @@ impl Waiter {
         deadline: Deadline,
         what: &str,
     ) -> Result<bool> {
+        #[cfg(feature = "testing")]
+        self.hook.call(WaitStep::Watching, what);
         wait(
             &self.wake,
             round.0,

@@ -1830,3 +1830,145 @@ fn an_exactly_once_take_is_still_two_requests() {
     drop(q);
     zkw.close().unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Finding 5: a lost wake-up between threads sharing an instance, forced
+// ---------------------------------------------------------------------------
+
+/// A wait hook that holds the first thread reaching `WaitStep::Watching` (its
+/// round's watch set, about to wait) until `release` is sent: the channel
+/// `parked` tells the test it is there. Later threads pass through.
+fn hold_first_waiter() -> (
+    impl Fn(zklock::recipes::WaitStep, &str) + Send + Sync + 'static,
+    mpsc::Receiver<()>,
+    mpsc::Sender<()>,
+) {
+    let (parked_tx, parked) = mpsc::channel::<()>();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let held = Mutex::new(Some((parked_tx, release_rx)));
+    let hook = move |step: zklock::recipes::WaitStep, _path: &str| {
+        if step != zklock::recipes::WaitStep::Watching {
+            return;
+        }
+        let first = held.lock().unwrap().take();
+        if let Some((parked_tx, release_rx)) = first {
+            parked_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(Duration::from_secs(60));
+        }
+    };
+    (hook, parked, release)
+}
+
+/// Returns once `zkw`'s event thread has handled every event that reached
+/// the client before now (an asynchronous call's answer is handled after
+/// them, in order): a watch that fired is then known to have woken its waiter.
+fn events_handled(zkw: &ZooKeeperWatcher) {
+    let (tx, rx) = mpsc::channel();
+    zkw.zookeeper().exists_async("/", None, move |_r| {
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the event thread answers");
+}
+
+/// Finding 5 of issue 20 against a real server, forced with the wait hook:
+/// thread A of a shared instance (barrier, group, two-phase commit) has set
+/// its round's watch and is held just before it waits; the watch fires
+/// (another session removes the barrier, joins the group, votes abort) and
+/// the event thread has handled it (A's wake-up is in), then
+/// thread B runs a wait of its own on the same instance, which sees the
+/// change and returns; then A is let go. A must see its wake-up at once. With
+/// the old engine's shared boolean, B's re-arm (made after the event) swallowed
+/// A's wake-up and A slept until its deadline, then reported "unchanged"
+/// (`Ok(false)` / `Ok(None)`) though the change it waited for had happened.
+#[test]
+fn another_threads_round_never_swallows_a_wake_up_on_a_shared_instance() {
+    const LONG: Duration = Duration::from_secs(30);
+    let zkw = session();
+    let other = session();
+    let root = unique_root("shared-wake");
+
+    // Barrier.
+    let path = format!("{root}/barrier");
+    let (hook, parked, release) = hold_first_waiter();
+    let b = Arc::new(Barrier::new(&zkw, &path).unwrap().with_wait_hook(hook));
+    b.set_barrier().unwrap();
+    let a = {
+        let b = b.clone();
+        thread::spawn(move || b.wait_on_barrier(LONG))
+    };
+    parked.recv_timeout(LONG).expect("A reaches its wait");
+    assert!(Barrier::new(&other, &path)
+        .unwrap()
+        .remove_barrier()
+        .unwrap());
+    events_handled(&zkw);
+    assert!(b.wait_on_barrier(Duration::ZERO).unwrap());
+    let t = Instant::now();
+    release.send(()).unwrap();
+    assert!(a.join().unwrap().unwrap(), "A's wake-up was lost: barrier");
+    eprintln!("barrier: A returned {:?} after its release", t.elapsed());
+
+    // Group.
+    let path = format!("{root}/group");
+    let (hook, parked, release) = hold_first_waiter();
+    let g = Arc::new(Group::new(&zkw, &path).unwrap().with_wait_hook(hook));
+    let first = g.join("first", b"").unwrap();
+    let seen = g.members().unwrap();
+    let a = {
+        let (g, seen) = (g.clone(), seen.clone());
+        thread::spawn(move || g.wait_for_change(&seen, LONG))
+    };
+    parked.recv_timeout(LONG).expect("A reaches its wait");
+    let second = Group::new(&other, &path)
+        .unwrap()
+        .join("second", b"")
+        .unwrap();
+    events_handled(&zkw);
+    assert_eq!(
+        g.wait_for_change(&seen, LONG).unwrap().unwrap(),
+        ["first", "second"]
+    );
+    release.send(()).unwrap();
+    assert_eq!(
+        a.join()
+            .unwrap()
+            .unwrap()
+            .expect("A's wake-up was lost: group"),
+        ["first", "second"]
+    );
+    second.leave().unwrap();
+    first.leave().unwrap();
+
+    // Two-phase commit.
+    let path = format!("{root}/tx");
+    TwoPhaseCommit::create(&other, &path, &["a", "b"]).unwrap();
+    let voter = TwoPhaseCommit::open(&other, &path).unwrap();
+    voter.join("b").unwrap();
+    let (hook, parked, release) = hold_first_waiter();
+    let tx = Arc::new(
+        TwoPhaseCommit::open(&zkw, &path)
+            .unwrap()
+            .with_wait_hook(hook),
+    );
+    let a = {
+        let tx = tx.clone();
+        thread::spawn(move || tx.wait_outcome(LONG))
+    };
+    parked.recv_timeout(LONG).expect("A reaches its wait");
+    voter.vote("b", Vote::Abort).unwrap();
+    events_handled(&zkw);
+    assert_eq!(tx.wait_outcome(LONG).unwrap(), Some(Outcome::Abort));
+    release.send(()).unwrap();
+    assert_eq!(
+        a.join().unwrap().unwrap(),
+        Some(Outcome::Abort),
+        "A's wake-up was lost: two-phase commit"
+    );
+    voter.delete().unwrap();
+    drop((b, g, tx, voter));
+    zkw.close().unwrap();
+    other.close().unwrap();
+    // The group's node stays (persistent, as Curator's and kazoo's do).
+    assert_tree_then_clean(&root, &["group"]);
+}

@@ -2,12 +2,14 @@
 //! ZooKeeper's own recipe jars: WriteLock, leader election, HBase's
 //! ZKLeaderManager, revocable shared locks.
 
+mod common;
+
+use common::participant::Participant;
+
 use std::fs;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, OnceLock};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,15 +18,6 @@ use zklock::recipes::election::{ElectionEventType as Ev, LeaderElectionSupport};
 use zklock::recipes::write_lock::{LockListener, WriteLock, WriteLockStep};
 use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ZkServer};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
-
-const JARS: &[&str] = &[
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/zookeeper-jute.jar",
-    "/usr/share/java/zookeeper-recipes-lock.jar",
-    "/usr/share/java/zookeeper-recipes-election.jar",
-    "/usr/share/java/slf4j-api.jar",
-    "/usr/share/java/slf4j-nop.jar",
-];
 
 fn init_log() {
     let _ = env_logger::builder().is_test(true).try_init();
@@ -64,107 +57,6 @@ fn children(zk: &ZooKeeper, path: &str) -> Vec<String> {
     }
 }
 
-/// Compiles tests/java/*.java once (javac against Debian's jars); panics with
-/// the fix when there is no JDK (no silent skip).
-fn java_classes() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        for jar in JARS {
-            assert!(
-                Path::new(jar).exists(),
-                "{jar} missing: run `make zookeeper`"
-            );
-        }
-        let out = std::env::temp_dir().join(format!("zklock-recipes-java-{}", std::process::id()));
-        fs::create_dir_all(&out).unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java");
-        // This binary's participants only (tests/java holds other binaries' too).
-        let sources: Vec<PathBuf> = ["WriteLockParticipant.java", "ElectionParticipant.java"]
-            .iter()
-            .map(|f| src.join(f))
-            .collect();
-        let status = Command::new("javac")
-            .args(["-nowarn", "-d"])
-            .arg(&out)
-            .args(["-cp", &JARS.join(":")])
-            .args(&sources)
-            .status()
-            .expect("javac not found: run `make zookeeper` (installs default-jdk-headless)");
-        assert!(status.success(), "javac failed");
-        out
-    })
-}
-
-/// A running Java participant; its stdout lines arrive on `lines`; killed on
-/// drop.
-struct Java {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Java {
-    fn start(class: &str, args: &[&str]) -> Java {
-        let cp = format!("{}:{}", java_classes().display(), JARS.join(":"));
-        let mut child = Command::new("java")
-            .args([
-                "-Xss512k",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-cp",
-                &cp,
-                class,
-            ])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("java");
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Java { child, lines }
-    }
-
-    /// The next line starting with `prefix` within `timeout`; other lines are
-    /// returned to the caller through `seen`.
-    fn expect(&self, prefix: &str, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.starts_with(prefix) => return l,
-                Ok(_) => {}
-                Err(e) => panic!("java: no {prefix:?} within {timeout:?}: {e}"),
-            }
-        }
-    }
-
-    fn send(&mut self, line: &str) {
-        use std::io::Write;
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn kill9(&mut self) {
-        let _ = self.child.kill(); // SIGKILL
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Java {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
 // ---------------------------------------------------------------- WriteLock
 
 /// The owner flag shared by Rust and Java contenders: a file created with
@@ -197,17 +89,14 @@ fn write_lock_rust_and_java_contenders_200_grants_never_two_owners() {
     const JAVA: usize = 3;
     const EACH: usize = 25; // 8 x 25 = 200 grants
     let flag_s = flag.display().to_string();
-    let mut javas: Vec<Java> = (0..java_n)
+    let mut javas: Vec<Participant> = (0..java_n)
         .map(|_| {
-            Java::start(
+            Participant::java(
                 "WriteLockParticipant",
                 &[&servers, &dir, &EACH.to_string(), &flag_s],
             )
         })
         .collect();
-    for j in &javas {
-        j.expect("READY", Duration::from_secs(60));
-    }
     let started = Instant::now();
     let inside = Arc::new(AtomicBool::new(false));
     let grants = Arc::new(AtomicUsize::new(0));
@@ -260,8 +149,7 @@ fn write_lock_rust_and_java_contenders_200_grants_never_two_owners() {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let line = j
-                .lines
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .try_line(deadline.saturating_duration_since(Instant::now()))
                 .expect("a Java contender hung");
             assert!(!line.starts_with("VIOLATION"), "{line}");
             assert!(!line.starts_with("HANG"), "{line}");
@@ -412,7 +300,7 @@ fn candidate(zkw: &ZooKeeperWatcher, root: &str, host: &str) -> (LeaderElectionS
     (c, events)
 }
 
-fn java_leader(j: &mut Java) -> String {
+fn java_leader(j: &mut Participant) -> String {
     j.send("LEADER");
     j.expect("LEADER ", Duration::from_secs(20))["LEADER ".len()..].to_string()
 }
@@ -433,7 +321,7 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
     );
     let java_args = |host: &'static str| {
         let (servers, root) = (servers.clone(), root.clone());
-        move || Java::start("ElectionParticipant", &[&servers, &root, host, "4000"])
+        move || Participant::java("ElectionParticipant", &[&servers, &root, host, "4000"])
     };
     // Candidates in node order: r0, j0, r1, j1, r2.
     let (r0, ev0) = candidate(&w0, &root, "r0");
@@ -484,7 +372,7 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
         }
         samples
     });
-    let agree = |expected: &str, javas: &mut [&mut Java]| {
+    let agree = |expected: &str, javas: &mut [&mut Participant]| {
         for c in rust.iter().filter(|c| !c.zkw_is_dead()) {
             assert_eq!(c.get_leader_host_name().unwrap().as_deref(), Some(expected));
         }
@@ -686,21 +574,43 @@ fn proxied(renew: bool) -> (FaultProxy, ZooKeeperWatcher) {
     (proxy, zkw)
 }
 
-/// Expires `mine`'s session: while its proxy stalls, a second handle on the
-/// same session closes it; the reconnect then learns it expired.
-fn force_expiry(proxy: &FaultProxy, zkw: &ZooKeeperWatcher) {
+/// Expires `zkw`'s session (through `proxy`) the way
+/// [`common::force_expiry`] does, from a step hook: that one waits for the
+/// client to learn the expiry, which a hook on the event thread would hold
+/// up. This one makes sure instead, on the server, that the session is gone
+/// before `zkw` may reconnect (`close` is bounded and says nothing about
+/// whether the server applied the closeSession; an expiry not made would
+/// leave the session alive and the test's waits running on).
+fn force_expiry_from_a_hook(proxy: &FaultProxy, zkw: &ZooKeeperWatcher) {
     proxy.stall();
     let zk = zkw.zookeeper();
-    let twin = ZooKeeper::connect_with_session(
-        &shared_server().connect_string(),
-        Duration::from_secs(4),
-        |_e: WatchedEvent| {},
-        zk.session_id(),
-        &zk.session_password(),
-    )
-    .unwrap();
-    twin.close().unwrap();
+    let twin = || {
+        ZooKeeper::connect_with_session(
+            &shared_server().connect_string(),
+            Duration::from_secs(4),
+            |_e: WatchedEvent| {},
+            zk.session_id(),
+            &zk.session_password(),
+        )
+    };
+    let mut gone = false;
+    for _ in 0..10 {
+        match twin() {
+            Err(e) if e.is(ZkError::SessionExpired) => {
+                gone = true;
+                break;
+            }
+            Ok(twin) => twin.close().unwrap(),
+            Err(e) => panic!("expiring {:#x}: {e}", zk.session_id()),
+        }
+    }
+    assert!(gone, "could not expire session {:#x}", zk.session_id());
     proxy.reset();
+}
+
+/// [`common::force_expiry`] on the shared server.
+fn force_expiry(proxy: &FaultProxy, zkw: &ZooKeeperWatcher) {
+    common::force_expiry(proxy, &shared_server().connect_string(), zkw);
 }
 
 /// Waits until `mine` is connected in a session other than `old` (renewal).
@@ -721,7 +631,7 @@ fn expire_once(proxy: FaultProxy, zkw: &ZooKeeperWatcher) -> impl Fn() + Send + 
     let zkw = zkw.clone();
     move || {
         if !done.swap(true, Ordering::SeqCst) {
-            force_expiry(&proxy, &zkw);
+            force_expiry_from_a_hook(&proxy, &zkw);
         }
     }
 }
@@ -1114,5 +1024,81 @@ fn election_await_leadership_ends_with_session_expired() {
         assert_session_expired(&h.join().unwrap());
         leader.stop().unwrap();
         c.stop().unwrap();
+    }
+}
+
+/// Holds the event thread of the watcher it listens to at the first
+/// `Disconnected` until released: the session's end can then reach neither
+/// the library's session hooks nor its per-watch watchers.
+struct HoldEventThread {
+    held: std::sync::Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
+}
+
+impl zklock::ZooKeeperListener for HoldEventThread {
+    fn connection_event(&self, event: &WatchedEvent) {
+        if event.keeper_state != zklock::client::KeeperState::Disconnected {
+            return;
+        }
+        let first = self.held.lock().unwrap().take();
+        if let Some((held, release)) = first {
+            held.send(()).unwrap();
+            let _ = release.recv_timeout(Duration::from_secs(60));
+        }
+    }
+}
+
+/// The asynchronous-round recipes' waits (election `await_leadership`,
+/// WriteLock `lock_blocking`) are bound to their session by construction,
+/// not by the event thread: with that thread held up since the disconnect
+/// before the expiry (a user listener), the session hook and the watcher
+/// that fail the attempt are told nothing, yet both waits end with
+/// `SessionExpired` at the expiry, with and without renewal. (Before, those
+/// waits were woken only from the event thread: a late or missed delivery of
+/// the end left them running to their timeout, `Ok(false)`.)
+#[test]
+fn round_waits_end_with_their_session_while_the_event_thread_is_held() {
+    for renew in [false, true] {
+        let (proxy, mine) = proxied(renew);
+        let root = unique_root("held-event-thread");
+        let (election, dir) = (format!("{root}/election"), format!("{root}/lock"));
+        let other = zkw();
+        let (leader, _) = candidate(&other, &election, "leader");
+        leader.start().unwrap();
+        let owner = WriteLock::new(&other, &dir, Acl::open_unsafe()).unwrap();
+        assert!(owner.lock().unwrap());
+        let (c, _) = candidate(&mine, &election, "waiting");
+        c.start().unwrap();
+        let waiter = WriteLock::new(&mine, &dir, Acl::open_unsafe()).unwrap();
+        assert!(!waiter.lock().unwrap());
+        let (held_tx, held) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel();
+        let _registration = mine.listen(Arc::new(HoldEventThread {
+            held: std::sync::Mutex::new(Some((held_tx, release_rx))),
+        }));
+        let (c, waiter) = (Arc::new(c), Arc::new(waiter));
+        let (c2, w2) = (c.clone(), waiter.clone());
+        let awaiting = thread::spawn(move || c2.await_leadership(Duration::from_secs(30)));
+        let locking = thread::spawn(move || w2.lock_blocking(Duration::from_secs(30)));
+        force_expiry(&proxy, &mine);
+        held.recv_timeout(Duration::from_secs(30))
+            .expect("the event thread is held at the disconnect");
+        assert_session_expired(&awaiting.join().unwrap());
+        assert_session_expired(&locking.join().unwrap());
+        // Told on the waiting thread (the event thread is still held).
+        assert_eq!(c.state(), zklock::recipes::election::ElectionState::Failed);
+        release.send(()).unwrap();
+        if renew {
+            renewed(&mine, 0);
+        }
+        c.stop().unwrap();
+        waiter.unlock().unwrap();
+        leader.stop().unwrap();
+        owner.unlock().unwrap();
+        let zk = raw();
+        assert!(eventually(Duration::from_secs(10), || children(
+            &zk, &election
+        )
+        .is_empty()
+            && children(&zk, &dir).is_empty()));
     }
 }

@@ -44,6 +44,8 @@ impl Barrier {
         })
     }
 
+    crate::wait::with_wait_hook!();
+
     /// The barrier's node.
     pub fn path(&self) -> &str {
         &self.path

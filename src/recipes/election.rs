@@ -55,8 +55,10 @@ pub enum ElectionEventType {
 }
 
 /// Java's `LeaderElectionAware`. Closures `Fn(ElectionEventType)` implement it.
-/// Called on the client's event thread (or the thread in `start`/`stop`), one
-/// event at a time: keep it short, never block on ZooKeeper in it.
+/// Called on the client's event thread (or the thread in `start`/`stop`, or a
+/// thread waiting in `start`/`await_leadership` that sees the session's end
+/// before the event thread tells it), one event at a time: keep it short,
+/// never block on ZooKeeper in it.
 pub trait LeaderElectionAware: Send + Sync {
     /// Java's `onElectionEvent(EventType)`.
     fn on_election_event(&self, event: ElectionEventType);

@@ -74,6 +74,8 @@ impl Group {
         })
     }
 
+    crate::wait::with_wait_hook!();
+
     /// The group's node.
     pub fn path(&self) -> &str {
         &self.path

@@ -44,3 +44,7 @@ pub mod revocable;
 pub mod tree_cache;
 pub mod two_phase_commit;
 pub mod write_lock;
+
+/// Where a test can hold a recipe's waiting thread (feature `testing`).
+#[cfg(feature = "testing")]
+pub use crate::wait::WaitStep;

@@ -108,6 +108,22 @@ pub(super) fn create_container_parents(zkw: &ZooKeeperWatcher, node: &str) -> Re
 /// `multi`) is sent: tests put a fault there (a lost reply).
 pub(super) type ClaimHook = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// The queues' `with_claim_hook`, for a type whose [`Receipts`] is its field
+/// `receipts`: one definition for both queues.
+macro_rules! with_claim_hook {
+    () => {
+        /// Runs `hook` with the item's path in every claim of this instance just
+        /// before the claim's commit (the `multi`) is sent: for tests, to put a
+        /// fault exactly there (a lost reply). Call before sharing the queue.
+        pub fn with_claim_hook(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
+            let hook: super::node::ClaimHook = std::sync::Arc::new(hook);
+            self.receipts.set_hook(hook);
+            self
+        }
+    };
+}
+pub(super) use with_claim_hook;
+
 /// A consumer's receipt node: one per queue instance and session, created on
 /// the first claim ([`RECEIPT_PREFIX`] in `<dir>`[`RECEIPTS_SUFFIX`]), written
 /// by every claim in the same `multi` that deletes the item (its data: the
@@ -367,22 +383,38 @@ fn as_the_watching_taker<T>(
     result
 }
 
-/// The take of both queues, until an item is taken (`poll`) or `bounds` runs
-/// out: every call in the session the take began in; a busy queue is served
+/// A queue [`take_from_queue`] takes from (both queues).
+pub(super) trait TakeQueue: Sync {
+    /// What a take returns.
+    type Item;
+    /// The queue's watcher, directory and waiter.
+    fn parts(&self) -> (&ZooKeeperWatcher, &str, &Waiter);
+    /// Takes an item if there is one, in `call`'s session.
+    fn poll_in(&self, call: &CallSession) -> Result<Option<Self::Item>>;
+    /// Whether a listing of the directory holds items (it may keep it).
+    fn listed(&self, children: &[String]) -> bool;
+}
+
+/// The take of both queues, until an item is taken (`poll_in`) or `bounds`
+/// runs out (`Ok(None)`; a call cut short by the calls' deadline is a timeout
+/// too): every call in the session the take began in; a busy queue is served
 /// at once; an idle consumer queues up behind the takers' lock (see
-/// [`as_the_watching_taker`]) and, holding it, polls, watches `dir`'s
-/// children with `waiter` and waits. `listed` tells whether a listing holds
-/// items (and may keep it). Claims are not cut short by the wait's deadline
-/// (an interrupted claim would leave its item in doubt): `poll` gets the
-/// unbounded handle; the listings and the watch are bounded.
-pub(super) fn take_from_queue<T>(
-    zkw: &ZooKeeperWatcher,
-    dir: &str,
-    waiter: &Waiter,
-    bounds: Bounds,
-    poll: impl Fn(&CallSession) -> Result<Option<T>>,
-    listed: impl Fn(&[String]) -> bool,
-) -> Result<Option<T>> {
+/// [`as_the_watching_taker`]) and, holding it, polls, watches the directory's
+/// children with the queue's waiter and waits. Claims are not cut short by the
+/// wait's deadline (an interrupted claim would leave its item in doubt):
+/// `poll_in` gets the unbounded handle; the listings and the watch are
+/// bounded.
+pub(super) fn take_from_queue<Q: TakeQueue>(q: &Q, bounds: Bounds) -> Result<Option<Q::Item>> {
+    match take_loop(q, bounds) {
+        Err(e) if bounds.cut_short(&e) => Ok(None),
+        other => other,
+    }
+}
+
+fn take_loop<Q: TakeQueue>(q: &Q, bounds: Bounds) -> Result<Option<Q::Item>> {
+    let (zkw, dir, waiter) = q.parts();
+    let poll = |call: &CallSession| q.poll_in(call);
+    let listed = |children: &[String]| q.listed(children);
     let call = CallSession::begin(zkw)?;
     if let Some(item) = poll(&call)? {
         return Ok(Some(item));

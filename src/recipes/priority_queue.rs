@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::layout::PRIORITY_PREFIX;
-use super::node::{children_or_none, claim, create_item, take_from_queue, ClaimHook, Receipts};
+use super::node::{children_or_none, claim, create_item, take_from_queue, Receipts, TakeQueue};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::sequence::sequence_of;
@@ -75,14 +75,9 @@ impl DistributedPriorityQueue {
         })
     }
 
-    /// Runs `hook` with the item's path in every claim of this instance just
-    /// before the claim's commit (the `multi`) is sent: for tests, to put a
-    /// fault exactly there (a lost reply). Call before sharing the queue.
-    pub fn with_claim_hook(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        let hook: ClaimHook = std::sync::Arc::new(hook);
-        self.receipts.set_hook(hook);
-        self
-    }
+    super::node::with_claim_hook!();
+
+    crate::wait::with_wait_hook!();
 
     /// The queue's directory.
     pub fn dir(&self) -> &str {
@@ -134,7 +129,7 @@ impl DistributedPriorityQueue {
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout.
     pub fn take(&self) -> Result<(u32, Vec<u8>)> {
-        match self.take_within(Bounds::new(None))? {
+        match take_from_queue(self, Bounds::new(None))? {
             Some(item) => Ok(item),
             // Without a deadline the wait ends only with an item or an error.
             None => Err(Error::zk(ZkError::OperationTimeout, self.dir.clone())),
@@ -150,25 +145,7 @@ impl DistributedPriorityQueue {
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout.
     pub fn take_timeout(&self, timeout: Duration) -> Result<Option<(u32, Vec<u8>)>> {
-        self.take_within(Bounds::new(Some(timeout)))
-    }
-
-    fn take_within(&self, bounds: Bounds) -> Result<Option<(u32, Vec<u8>)>> {
-        match self.take_loop(bounds) {
-            Err(e) if bounds.cut_short(&e) => Ok(None),
-            other => other,
-        }
-    }
-
-    fn take_loop(&self, bounds: Bounds) -> Result<Option<(u32, Vec<u8>)>> {
-        take_from_queue(
-            &self.zkw,
-            &self.dir,
-            &self.waiter,
-            bounds,
-            |call| self.poll_with(call),
-            |children| !ordered(children).is_empty(),
-        )
+        take_from_queue(self, Bounds::new(Some(timeout)))
     }
 
     fn list(&self, rzk: &RecoverableZooKeeper) -> Result<Vec<(u32, i64, String)>> {
@@ -203,6 +180,22 @@ impl DistributedPriorityQueue {
     pub fn remove(&self) -> Result<(u32, Vec<u8>)> {
         self.poll()?
             .ok_or_else(|| Error::zk(ZkError::NoNode, self.dir.clone()))
+    }
+}
+
+impl TakeQueue for DistributedPriorityQueue {
+    type Item = (u32, Vec<u8>);
+
+    fn parts(&self) -> (&ZooKeeperWatcher, &str, &Waiter) {
+        (&self.zkw, &self.dir, &self.waiter)
+    }
+
+    fn poll_in(&self, call: &CallSession) -> Result<Option<(u32, Vec<u8>)>> {
+        self.poll_with(call)
+    }
+
+    fn listed(&self, children: &[String]) -> bool {
+        !ordered(children).is_empty()
     }
 }
 

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 
 use super::layout::ITEM_PREFIX;
 use super::node::{
-    children_or_none, claim, create_item, ordered_items, take_from_queue, ClaimHook, Receipts,
+    children_or_none, claim, create_item, ordered_items, take_from_queue, Receipts, TakeQueue,
 };
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
@@ -121,14 +121,9 @@ impl DistributedQueue {
         })
     }
 
-    /// Runs `hook` with the item's path in every claim of this instance just
-    /// before the claim's commit (the `multi`) is sent: for tests, to put a
-    /// fault exactly there (a lost reply). Call before sharing the queue.
-    pub fn with_claim_hook(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        let hook: ClaimHook = std::sync::Arc::new(hook);
-        self.receipts.set_hook(hook);
-        self
-    }
+    super::node::with_claim_hook!();
+
+    crate::wait::with_wait_hook!();
 
     /// The queue's directory.
     pub fn dir(&self) -> &str {
@@ -214,7 +209,7 @@ impl DistributedQueue {
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout.
     pub fn take(&self) -> Result<Vec<u8>> {
-        match self.take_within(Bounds::new(None))? {
+        match take_from_queue(self, Bounds::new(None))? {
             Some(data) => Ok(data),
             // Without a deadline the wait ends only with an item or an error.
             None => Err(Error::zk(ZkError::OperationTimeout, self.dir.clone())),
@@ -230,32 +225,7 @@ impl DistributedQueue {
     /// # Errors
     /// As [`take`](Self::take).
     pub fn take_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>> {
-        self.take_within(Bounds::new(Some(timeout)))
-    }
-
-    fn take_within(&self, bounds: Bounds) -> Result<Option<Vec<u8>>> {
-        match self.take_loop(bounds) {
-            Err(e) if bounds.cut_short(&e) => Ok(None),
-            other => other,
-        }
-    }
-
-    fn take_loop(&self, bounds: Bounds) -> Result<Option<Vec<u8>>> {
-        take_from_queue(
-            &self.zkw,
-            &self.dir,
-            &self.waiter,
-            bounds,
-            |call| self.poll_with(call),
-            |children| {
-                let items = ordered_items(children, ITEM_PREFIX);
-                let any = !items.is_empty();
-                if any {
-                    self.refill(items);
-                }
-                any
-            },
-        )
+        take_from_queue(self, Bounds::new(Some(timeout)))
     }
 
     fn list(&self, rzk: &RecoverableZooKeeper) -> Result<Vec<(i64, String)>> {
@@ -293,6 +263,27 @@ impl DistributedQueue {
                 return Ok(Some(data));
             }
         }
+    }
+}
+
+impl TakeQueue for DistributedQueue {
+    type Item = Vec<u8>;
+
+    fn parts(&self) -> (&ZooKeeperWatcher, &str, &Waiter) {
+        (&self.zkw, &self.dir, &self.waiter)
+    }
+
+    fn poll_in(&self, call: &CallSession) -> Result<Option<Vec<u8>>> {
+        self.poll_with(call)
+    }
+
+    fn listed(&self, children: &[String]) -> bool {
+        let items = ordered_items(children, ITEM_PREFIX);
+        let any = !items.is_empty();
+        if any {
+            self.refill(items);
+        }
+        any
     }
 }
 

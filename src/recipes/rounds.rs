@@ -11,6 +11,14 @@
 //! - the count of **rounds done**, which a caller waiting for its first round
 //!   waits on (woken by the round's end, by a failure, by the session's end:
 //!   no periodic recheck);
+//! - the **caller's waits** ([`run_round`](RoundEngine::run_round),
+//!   [`wait_until`](RoundEngine::wait_until)) on the wait engine's
+//!   [`Wake`]: bound to the node's session by construction. The session's
+//!   end wakes them directly, from the client thread that ends it
+//!   (`wake_at_end`, as every other wait), and each look at the state also
+//!   looks at that session: a wait ends with `SessionExpired` whatever the
+//!   order of the events, even when the hook or the watcher that fails the
+//!   attempt on the event thread comes late, or never;
 //! - the **session the node belongs to**: a round never continues in another
 //!   session (with session renewal, a reconnect after the expiry is a new
 //!   session): it fails with `SessionExpired` instead;
@@ -23,12 +31,14 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use log::debug;
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::background::{on_reconnect, remove_in_background};
-use crate::client::ZooKeeper;
+use crate::client::{State, ZooKeeper};
+use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::types::{EventType, KeeperState, WatchedEvent, Watcher};
+use crate::wait::Wake;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// A recipe made of asynchronous rounds on a [`RoundEngine`].
@@ -66,6 +76,9 @@ pub(crate) struct RoundState<S> {
     pub(crate) rounds: u64,
     /// The session the node was created in.
     pub(crate) session: i64,
+    /// A handle pinned to that session while the node is bound: its end
+    /// wakes and ends the caller's waits.
+    client: Option<ZooKeeper>,
     /// The recipe's node (full path), once made.
     pub(crate) node: Option<String>,
     /// Why the attempt ended (session ended, node deleted, error).
@@ -79,7 +92,10 @@ pub(crate) struct RoundEngine<R: RoundRecipe> {
     path: String,
     zkw: WeakZooKeeperWatcher,
     state: Mutex<RoundState<R::State>>,
-    changed: Condvar,
+    /// Bumped at every change a caller may wait for (a round's end, a
+    /// failure, a withdrawal, [`wake`](Self::wake)) and by the end of the
+    /// node's session.
+    changed: Arc<Wake>,
     /// The recipe's one per-watch watcher: the client registers it once per
     /// path however many rounds pass it.
     watcher: Arc<dyn Watcher>,
@@ -131,6 +147,15 @@ fn session_end(state: KeeperState) -> Option<ZkError> {
     }
 }
 
+/// [`session_end`] for a client handle's state.
+fn ended(state: State) -> Option<ZkError> {
+    match state {
+        State::Expired | State::Closed => Some(ZkError::SessionExpired),
+        State::AuthFailed => Some(ZkError::AuthFailed),
+        State::Connecting | State::Connected => None,
+    }
+}
+
 impl<R: RoundRecipe> RoundEngine<R> {
     /// The engine of `recipe` (made with `Arc::new_cyclic`) on `path`.
     pub(crate) fn new(
@@ -146,11 +171,12 @@ impl<R: RoundRecipe> RoundEngine<R> {
                 generation: 0,
                 rounds: 0,
                 session: 0,
+                client: None,
                 node: None,
                 failed: None,
                 recipe: state,
             }),
-            changed: Condvar::new(),
+            changed: Arc::default(),
             watcher: Arc::new(RoundWatcher(recipe.clone())),
             hook: Arc::new(RoundHook(recipe.clone())),
             recipe: recipe.clone(),
@@ -253,15 +279,14 @@ impl<R: RoundRecipe> RoundEngine<R> {
         let mut st = self.state();
         if st.generation == generation {
             st.rounds += 1;
-            self.changed.notify_all();
+            self.changed.wake();
         }
     }
 
     /// Wakes the callers waiting in [`wait_until`](Self::wait_until) (the
     /// recipe's state changed outside a round's end).
     pub(crate) fn wake(&self) {
-        let _st = self.state();
-        self.changed.notify_all();
+        self.changed.wake();
     }
 
     /// Ends the attempt `generation` with `code` (once): the waiting caller
@@ -274,7 +299,7 @@ impl<R: RoundRecipe> RoundEngine<R> {
             }
             st.failed = Some(code);
             st.rounds += 1;
-            self.changed.notify_all();
+            self.changed.wake();
             R::mark_failed(&mut st.recipe)
         };
         log::warn!("{}: {code:?}", self.path);
@@ -289,20 +314,26 @@ impl<R: RoundRecipe> RoundEngine<R> {
         self.fail(generation, code);
     }
 
-    /// Records `node`, made in `session`, as the attempt's node. The attempt
-    /// fails at once when that session has already ended (its end, told
-    /// before, found no node to fail).
+    /// Records `node`, made in `session`, as the attempt's node, with a handle
+    /// pinned to that session (whose end ends the caller's waits). The
+    /// attempt fails at once when that session has already ended or been
+    /// replaced (its end, told before, found no node to fail).
     pub(crate) fn bind(&self, node: String, session: i64) {
+        let client = self
+            .zkw
+            .zookeeper()
+            .map(|zk| zk.pinned())
+            .filter(|zk| zk.session_id() == session);
+        let live = client
+            .as_ref()
+            .is_some_and(|zk| ended(zk.state()).is_none());
         let generation = {
             let mut st = self.state();
             st.node = Some(node);
             st.session = session;
+            st.client = client;
             st.generation
         };
-        let live = self
-            .zkw
-            .zookeeper()
-            .is_some_and(|zk| zk.session_id() == session && !zk.state().is_terminal());
         if !live {
             self.fail(generation, ZkError::SessionExpired);
         }
@@ -322,13 +353,11 @@ impl<R: RoundRecipe> RoundEngine<R> {
         if let Some(recipe) = self.recipe.upgrade() {
             recipe.round(generation);
         }
-        let mut st = self.state();
-        while st.rounds == before && st.generation == generation {
-            self.changed.wait(&mut st);
-        }
-        match st.failed {
-            Some(code) => Err(Error::zk(code, self.path.clone())),
-            None => Ok(st),
+        let done = |st: &RoundState<R::State>| st.rounds != before || st.generation != generation;
+        match self.wait_for(Deadline::never(), done)? {
+            Some(st) => Ok(st),
+            // Never: a wait without a deadline ends only with `done` or an error.
+            None => Err(Error::zk(ZkError::OperationTimeout, self.path.clone())),
         }
     }
 
@@ -336,26 +365,61 @@ impl<R: RoundRecipe> RoundEngine<R> {
     /// (then `Ok(false)`).
     ///
     /// # Errors
-    /// The attempt's failure; `Closed` when the node was withdrawn by another
-    /// thread.
+    /// The attempt's failure (`SessionExpired` when the node's session ended,
+    /// also when nothing on the event thread told the engine); `Closed` when
+    /// the node was withdrawn by another thread.
     pub(crate) fn wait_until(
         &self,
         deadline: Instant,
         done: impl Fn(&RoundState<R::State>) -> bool,
     ) -> Result<bool> {
-        let mut st = self.state();
+        Ok(self.wait_for(Deadline::at(deadline), done)?.is_some())
+    }
+
+    /// The engine's one wait: until `done` holds (the state returned, still
+    /// locked), the attempt fails (its error), the node is withdrawn without
+    /// `done` (`Closed`) or `deadline` passes (`None`). Bound to the node's
+    /// session: registered to be woken at its end (from the client thread
+    /// that ends it), and each look at the state looks at that session too,
+    /// failing the attempt when it has ended. So no order of the events (the
+    /// hook told late or never, the expiry seen before the node was bound)
+    /// lets the wait run on.
+    fn wait_for(
+        &self,
+        deadline: Deadline,
+        done: impl Fn(&RoundState<R::State>) -> bool,
+    ) -> Result<Option<MutexGuard<'_, RoundState<R::State>>>> {
+        let mut end: Option<(i64, crate::client::EndWake)> = None;
         loop {
+            // Read before looking: a change after the look wakes the wait.
+            let seen = self.changed.generation();
+            let st = self.state();
             if let Some(code) = st.failed {
                 return Err(Error::zk(code, self.path.clone()));
             }
             if done(&st) {
-                return Ok(true);
+                return Ok(Some(st));
             }
-            if st.node.is_none() {
+            let (Some(client), true) = (st.client.clone(), st.node.is_some()) else {
                 return Err(Error::Closed);
+            };
+            let generation = st.generation;
+            drop(st);
+            if end.as_ref().map(|(id, _)| *id) != Some(client.session_id()) {
+                end = Some((client.session_id(), client.wake_at_end(&self.changed)));
             }
-            if self.changed.wait_until(&mut st, deadline).timed_out() {
-                return Ok(done(&st));
+            if let Some(code) = ended(client.state()) {
+                // Told to the recipe's listeners here if nothing on the event
+                // thread did yet (`fail` tells once).
+                self.fail(generation, code);
+                continue;
+            }
+            if !self.changed.wait(seen, deadline) {
+                let st = self.state();
+                if let Some(code) = st.failed {
+                    return Err(Error::zk(code, self.path.clone()));
+                }
+                return Ok(done(&st).then_some(st));
             }
         }
     }
@@ -368,7 +432,8 @@ impl<R: RoundRecipe> RoundEngine<R> {
         st.generation += 1;
         st.failed = None;
         let led = reset(&mut st.recipe);
-        self.changed.notify_all();
+        st.client = None;
+        self.changed.wake();
         let node = st.node.take()?;
         Some(Taken {
             node,
@@ -491,33 +556,7 @@ pub(crate) fn create_in_session(
     }
 }
 
-/// Test hooks called at a recipe's steps (feature `testing`).
+/// Test hooks called at a recipe's steps (feature `testing`): the one in
+/// [`crate::wait`], shared by every recipe.
 #[cfg(feature = "testing")]
-pub(crate) struct StepHook<T>(Mutex<Option<StepFn<T>>>);
-
-/// A test hook told a recipe's step and the path it concerns.
-#[cfg(feature = "testing")]
-type StepFn<T> = Arc<dyn Fn(T, &str) + Send + Sync>;
-
-#[cfg(feature = "testing")]
-impl<T> Default for StepHook<T> {
-    fn default() -> Self {
-        StepHook(Mutex::new(None))
-    }
-}
-
-#[cfg(feature = "testing")]
-impl<T> StepHook<T> {
-    /// Calls `hook` at each step from now on.
-    pub(crate) fn set(&self, hook: impl Fn(T, &str) + Send + Sync + 'static) {
-        *self.0.lock() = Some(Arc::new(hook));
-    }
-
-    /// Tells the hook (if any) of `step` on `path`.
-    pub(crate) fn call(&self, step: T, path: &str) {
-        let hook = self.0.lock().clone();
-        if let Some(hook) = hook {
-            hook(step, path);
-        }
-    }
-}
+pub(crate) use crate::wait::StepHook;

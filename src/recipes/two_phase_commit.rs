@@ -151,6 +151,8 @@ impl TwoPhaseCommit {
         })
     }
 
+    crate::wait::with_wait_hook!();
+
     /// The transaction node.
     pub fn path(&self) -> &str {
         &self.path

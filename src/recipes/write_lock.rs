@@ -21,8 +21,9 @@ use crate::zkutil;
 /// [`WriteLock`] becomes owner and when it lets go.
 ///
 /// Called on the client's event thread (or on the thread calling
-/// [`WriteLock::lock`] when the lock is free at once): keep it short and never
-/// block on ZooKeeper in it.
+/// [`WriteLock::lock`] when the lock is free at once, or on a thread waiting in
+/// `lock`/`lock_blocking` that sees the session's end before the event thread
+/// tells it): keep it short and never block on ZooKeeper in it.
 pub trait LockListener: Send + Sync {
     /// Java's `lockAcquired()`: this instance now owns the lock.
     fn lock_acquired(&self);

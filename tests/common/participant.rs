@@ -19,11 +19,14 @@ use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Debian's jars a Java participant runs on: ZooKeeper 3.8, Curator 5.4 and
-/// what they need (`make zookeeper`, `make curator`).
-pub const JAVA_JARS: [&str; 8] = [
+/// Debian's jars a Java participant runs on: ZooKeeper 3.8 with its recipes
+/// (lock, election; the same package), Curator 5.4 and what they need
+/// (`make zookeeper`, `make curator`).
+pub const JAVA_JARS: [&str; 10] = [
     "/usr/share/java/zookeeper.jar",
     "/usr/share/java/zookeeper-jute.jar",
+    "/usr/share/java/zookeeper-recipes-lock.jar",
+    "/usr/share/java/zookeeper-recipes-election.jar",
     "/usr/share/java/curator-recipes.jar",
     "/usr/share/java/curator-framework.jar",
     "/usr/share/java/curator-client.jar",

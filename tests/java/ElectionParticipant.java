@@ -1,5 +1,6 @@
-// A Java candidate for tests/recipes_lock_election.rs: ZooKeeper's recipe
-// LeaderElectionSupport on <root> as <host>. Prints "EVENT <type>" for each
+// A Java candidate for tests/recipes_lock_election.rs (a participant of
+// tests/common/participant.rs: prints "ready" once connected): ZooKeeper's
+// recipe LeaderElectionSupport on <root> as <host>. Prints "EVENT <type>" for each
 // election event; reads commands on stdin: "LEADER" prints
 // "LEADER <getLeaderHostName()>", "STOP" stops (prints "STOPPED").
 import java.io.*;
@@ -19,6 +20,7 @@ public class ElectionParticipant {
             if (e.getState() == Watcher.Event.KeeperState.SyncConnected) connected.countDown();
         });
         if (!connected.await(30, TimeUnit.SECONDS)) { say("NOCONNECT"); System.exit(3); }
+        say("ready");
         LeaderElectionSupport election = new LeaderElectionSupport();
         election.setZooKeeper(zk);
         election.setRootNodeName(root);

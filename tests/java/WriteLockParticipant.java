@@ -1,5 +1,6 @@
-// A Java contender for tests/recipes_lock_election.rs: takes ZooKeeper's
-// recipe WriteLock on <dir> <grants> times. Inside, it creates <flag> with
+// A Java contender for tests/recipes_lock_election.rs (a participant of
+// tests/common/participant.rs: prints "ready" once connected): takes
+// ZooKeeper's recipe WriteLock on <dir> <grants> times. Inside, it creates <flag> with
 // O_EXCL (a second owner, Rust or Java, finds it there: VIOLATION) and deletes
 // it before unlock. Workaround for the recipe's lost wake-up: while not owner it
 // re-calls lock() every 20 ms (a poll), so it never waits for a watch it did
@@ -20,7 +21,7 @@ public class WriteLockParticipant {
             if (e.getState() == Watcher.Event.KeeperState.SyncConnected) connected.countDown();
         });
         if (!connected.await(30, TimeUnit.SECONDS)) { System.out.println("NOCONNECT"); System.exit(3); }
-        System.out.println("READY " + zk.getSessionId());
+        System.out.println("ready");
         System.out.flush();
         // One instance for every grant: the recipe's stale LockWatchers (one per
         // lock() call) re-call lock() after unlock(), which then starts this
