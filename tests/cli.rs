@@ -315,7 +315,8 @@ fn ls_shows_holders_and_waiters_in_order() {
         ],
         "{table}"
     );
-    assert!(rows[0][3].starts_with("0x"), "session column: {table}");
+    assert_eq!(rows[0][2], "hbase", "dialect column: {table}");
+    assert!(rows[0][4].starts_with("0x"), "session column: {table}");
 
     let out = run(&["ls", &znode, "--json"]);
     let json = text(&out.stdout);
@@ -1304,4 +1305,218 @@ fn at_a_terminal_the_command_reads_it_and_ctrl_c_reaches_it() {
     assert!(wait_for(&mut script, WAIT).success());
     assert!(rest.contains("rc=130"), "{seen}{rest}");
     assert!(lock_nodes(&raw(), &znode).is_empty());
+}
+
+/// `zklock lock --dialect D` holding `name`'s `hold_until`, holding when
+/// this returns.
+fn start_dialect_holder(cmd: &[&str], znode: &str, dir: &Path, name: &str) -> (Child, PathBuf) {
+    let (started, release) = (dir.join(format!("{name}.started")), dir.join(name));
+    let script = hold_until(&started, &release);
+    let mut args = cmd.to_vec();
+    args.extend([znode, "-m", name, "--", "sh", "-c", &script]);
+    let child = start(&args);
+    wait_until(WAIT, "the holder's command started", || started.exists());
+    (child, release)
+}
+
+/// `ls`'s table rows, split on whitespace.
+fn ls_rows(znode: &str) -> (Vec<Vec<String>>, String) {
+    let out = run(&["ls", znode]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = text(&out.stdout)
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect();
+    (rows, text(&out.stderr))
+}
+
+#[test]
+fn dialect_locks_exclude_each_other_in_their_layout_and_a_mixed_directory_is_refused() {
+    use zklock::client::{Acl, CreateMode};
+    let (root, dir) = (unique_root("cli-dialect"), temp_dir("dialect"));
+    let zk = raw();
+    let is_seq = |s: &str| s.len() == 10 && s.bytes().all(|b| b.is_ascii_digit());
+    for dialect in ["curator", "kazoo"] {
+        let znode = format!("{root}/{dialect}");
+        let (mut holder, release) =
+            start_dialect_holder(&["lock", "--dialect", dialect], &znode, &dir, dialect);
+        let nodes = lock_nodes(&zk, &znode);
+        assert_eq!(nodes.len(), 1, "{nodes:?}");
+        let node = &nodes[0];
+        // Curator's InterProcessMutex `_c_<uuid>-lock-<seq>`, kazoo's Lock
+        // `<uuid hex>__lock__<seq>`.
+        let well_formed = match dialect {
+            "curator" => node.strip_prefix("_c_").is_some_and(|rest| {
+                rest.split_once("-lock-")
+                    .is_some_and(|(uuid, seq)| uuid.len() == 36 && is_seq(seq))
+            }),
+            _ => node.split_once("__lock__").is_some_and(|(uuid, seq)| {
+                uuid.len() == 32 && uuid.bytes().all(|b| b.is_ascii_hexdigit()) && is_seq(seq)
+            }),
+        };
+        assert!(well_formed, "{dialect}: {node}");
+
+        // A second one of the same dialect is kept out, and leaves no node.
+        let out = run(&["lock", "--dialect", dialect, &znode, "-n", "--", "true"]);
+        assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
+        assert_eq!(lock_nodes(&zk, &znode).len(), 1);
+
+        // ls: the holder and a waiter, in the dialect.
+        let mut waiter = start(&["lock", "-d", dialect, &znode, "-m", "second", "--", "true"]);
+        wait_until(WAIT, "the waiter queued", || {
+            lock_nodes(&zk, &znode).len() == 2
+        });
+        let (rows, warned) = ls_rows(&znode);
+        let summary: Vec<(&str, &str, &str)> = rows
+            .iter()
+            .map(|r| (r[0].as_str(), r[2].as_str(), r.last().unwrap().as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [("holder", dialect, dialect), ("waiter", dialect, "second")],
+            "{rows:?}"
+        );
+        assert!(warned.is_empty(), "{warned}");
+
+        // Another dialect is refused in one line, with its own code, no node left.
+        let out = run(&["lock", &znode, "-n", "--", "true"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("the {dialect} dialect")), "{err}");
+        assert_eq!(lock_nodes(&zk, &znode).len(), 2);
+
+        // ls warns about a mixed directory (a foreign node made by hand).
+        let foreign = zk
+            .create(
+                &format!("{znode}/write-x-"),
+                b"",
+                Acl::open_unsafe(),
+                CreateMode::EphemeralSequential,
+            )
+            .unwrap();
+        let (rows, warned) = ls_rows(&znode);
+        assert!(
+            warned.contains("mixes dialects") && warned.contains(dialect),
+            "{warned}"
+        );
+        assert!(rows.iter().any(|r| r[2] == "hbase"), "{rows:?}");
+        zk.delete(&foreign, None).unwrap();
+
+        std::fs::write(&release, "").unwrap();
+        assert!(wait_for(&mut holder, WAIT).success());
+        assert!(wait_for(&mut waiter, WAIT).success());
+        assert!(lock_nodes(&zk, &znode).is_empty());
+    }
+    // Curator's read/write lock: `lock --rw` (`__WRIT__`) keeps `read-lock` out.
+    let znode = format!("{root}/curator-rw");
+    let (mut writer, release) =
+        start_dialect_holder(&["lock", "--rw", "-d", "curator"], &znode, &dir, "w");
+    let nodes = lock_nodes(&zk, &znode);
+    assert!(
+        nodes[0].starts_with("_c_") && nodes[0].contains("-__WRIT__"),
+        "{nodes:?}"
+    );
+    let out = run(&["read-lock", "-d", "curator", &znode, "-n", "--", "true"]);
+    assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut writer, WAIT).success());
+    let out = run(&[
+        "read-lock",
+        "-d",
+        "curator",
+        &znode,
+        "-n",
+        "--",
+        "sh",
+        "-c",
+        "echo $ZKLOCK_LOCK_NODE",
+    ]);
+    assert!(
+        text(&out.stdout).contains("-__READ__"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn semaphore_runs_at_most_limit_commands_at_once_in_every_dialect() {
+    let (root, dir) = (unique_root("cli-semaphore"), temp_dir("semaphore"));
+    let zk = raw();
+    for dialect in ["hbase", "curator", "kazoo"] {
+        let znode = format!("{root}/{dialect}");
+        let cmd = ["semaphore", "--limit", "2", "--dialect", dialect];
+        let (mut a, release_a) = start_dialect_holder(&cmd, &znode, &dir, &format!("{dialect}-a"));
+        let (mut b, release_b) = start_dialect_holder(&cmd, &znode, &dir, &format!("{dialect}-b"));
+        // Both leases are taken: a third gives up.
+        let mut args = cmd.to_vec();
+        args.extend([znode.as_str(), "-n", "--", "true"]);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
+        // ls: two holders, one waiter.
+        let mut args = cmd.to_vec();
+        args.extend([znode.as_str(), "-m", "third", "--", "true"]);
+        let mut third = start(&args);
+        // (A holder lets its mutex go in the background once granted; the
+        // waiter's lease node, which `ls` shows its data from, comes after
+        // its mutex node.)
+        wait_until(WAIT, "two holders and the third waiting", || {
+            let rows = ls_rows(&znode).0;
+            rows.len() == 3
+                && rows[..2].iter().all(|r| r[0] == "holder")
+                && rows[2][0] == "waiter"
+                && rows[2].last().is_some_and(|m| m == "third")
+        });
+        let (rows, warned) = ls_rows(&znode);
+        let summary: Vec<(&str, &str, &str)> = rows
+            .iter()
+            .map(|r| (r[0].as_str(), r[2].as_str(), r.last().unwrap().as_str()))
+            .collect();
+        let (ha, hb) = (format!("{dialect}-a"), format!("{dialect}-b"));
+        assert_eq!(summary.len(), 3, "{rows:?}");
+        assert!(
+            summary.contains(&("holder", dialect, ha.as_str())),
+            "{rows:?}"
+        );
+        assert!(
+            summary.contains(&("holder", dialect, hb.as_str())),
+            "{rows:?}"
+        );
+        assert_eq!(summary[2], ("waiter", dialect, "third"), "{rows:?}");
+        assert!(warned.is_empty(), "{warned}");
+        std::fs::write(&release_a, "").unwrap();
+        assert!(wait_for(&mut third, WAIT).success());
+        std::fs::write(&release_b, "").unwrap();
+        assert!(wait_for(&mut a, WAIT).success());
+        assert!(wait_for(&mut b, WAIT).success());
+
+        // 4 commands at once: never more than 2 inside.
+        let inside = dir.join(format!("{dialect}-inside"));
+        std::fs::create_dir_all(&inside).unwrap();
+        let counts = dir.join(format!("{dialect}-counts"));
+        let script = format!(
+            "touch {i}/$$; ls {i} | wc -l >> {c}; sleep 0.2; rm {i}/$$",
+            i = inside.display(),
+            c = counts.display()
+        );
+        let mut args = cmd.to_vec();
+        args.extend([znode.as_str(), "-c", &script]);
+        let mut all: Vec<Child> = (0..4).map(|_| start(&args)).collect();
+        for c in &mut all {
+            assert!(wait_for(c, WAIT).success());
+        }
+        let seen: Vec<u32> = std::fs::read_to_string(&counts)
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        assert!(seen.iter().all(|&n| (1..=2).contains(&n)), "{seen:?}");
+        let (rows, _) = ls_rows(&znode);
+        assert!(rows.is_empty(), "{rows:?}");
+    }
+    // No lease node left in any layout.
+    assert!(children(&zk, &format!("{root}/hbase/leases")).is_empty());
+    assert!(children(&zk, &format!("{root}/curator/leases")).is_empty());
 }

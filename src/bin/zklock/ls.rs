@@ -3,20 +3,32 @@
 use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use zklock::lock::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
+use std::collections::BTreeMap;
+
+use zklock::lock::{
+    Dialect, LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, SEMAPHORE_LEASES,
+    SEMAPHORE_LOCKS,
+};
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 
 use crate::duration::human;
 use crate::{connect, Global, LsArgs, ReapArgs};
 
-/// One child of a lock or election znode.
+/// One child of a lock or election znode (or of a semaphore's).
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
-    /// `holder` / `waiter` for locks, `leader` / `candidate` for elections.
+    /// `holder` / `waiter` for locks and semaphores, `leader` / `candidate`
+    /// for elections.
     pub(crate) state: &'static str,
-    /// `write`, `read` or `elect`.
+    /// `write`, `read`, `mutex` (Curator's InterProcessMutex), `lease` (a
+    /// semaphore's), `latch` (Curator's LeaderLatch) or `elect`.
     kind: &'static str,
+    /// `hbase`, `curator` or `kazoo`.
+    dialect: &'static str,
+    /// The name shown: the child's, or `leases/<child>` for a semaphore's.
     node: String,
+    /// Its full path.
+    path: String,
     sequence: i64,
     session: i64,
     ctime_ms: i64,
@@ -28,6 +40,16 @@ impl Entry {
     fn is_head(&self) -> bool {
         matches!(self.state, "holder" | "leader")
     }
+}
+
+/// What `list` found under a znode.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    /// In queue order: the lock's (or election's) nodes, then a semaphore's
+    /// leases, then its waiters.
+    pub(crate) entries: Vec<Entry>,
+    /// The directories holding nodes of more than one dialect, with them.
+    pub(crate) mixed: Vec<(String, Vec<&'static str>)>,
 }
 
 /// The trailing sequence number ZooKeeper appended to a name.
@@ -45,67 +67,262 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// The lock nodes (and election offers) under `znode`, in queue order.
-pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Vec<Entry>> {
-    let rzk = zkw.recoverable_zookeeper();
-    let children = match rzk.get_children(znode, false) {
-        Ok(c) => c,
-        Err(e) if e.is(ZkError::NoNode) => return Ok(Vec::new()),
-        Err(e) => return Err(anyhow::Error::new(e).context(format!("listing {znode}"))),
+/// A lock child's kind and the queue it waits in: Curator's mutex (`lock-`)
+/// and its read/write lock (`__READ__`/`__WRIT__`) are separate queues; a
+/// kazoo `Lock`/`WriteLock` (`__lock__`) and `ReadLock` (`__rlock__`) share
+/// one, as HBase's `read-`/`write-` do. `None`: not a lock node.
+fn lock_kind(name: &str) -> Option<(Dialect, &'static str)> {
+    let dialect = Dialect::of_node(name)?;
+    let kind = match dialect {
+        Dialect::HBase if name.starts_with(READ_LOCK_PREFIX) => "read",
+        Dialect::HBase => "write",
+        Dialect::Kazoo if name.contains("__rlock__") => "read",
+        Dialect::Kazoo => "write",
+        Dialect::Curator if name.contains("__READ__") => "read",
+        Dialect::Curator if name.contains("__WRIT__") => "write",
+        Dialect::Curator if name.contains("latch-") => "latch",
+        Dialect::Curator => "mutex",
     };
+    Some((dialect, kind))
+}
+
+/// Whether `name` is a kazoo semaphore's lease node (`uuid4().hex`).
+fn is_kazoo_lease(name: &str) -> bool {
+    name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Which nodes of a queue hold, for the layouts other than HBase's (whose
+/// own rules, across the sequence's wrap, `kind.rs` has): in sequence order,
+/// a writer (or mutex, or latch) holds when first; a reader when no writer
+/// is before it.
+fn holders(queue: &[(i64, &str)]) -> Vec<bool> {
+    let mut writer_before = false;
+    queue
+        .iter()
+        .enumerate()
+        .map(|(i, (_, kind))| {
+            let held = if *kind == "read" {
+                !writer_before
+            } else {
+                i == 0
+            };
+            writer_before |= *kind != "read";
+            held
+        })
+        .collect()
+}
+
+/// The children of `dir`, none when it does not exist.
+fn children_of(zkw: &ZooKeeperWatcher, dir: &str) -> anyhow::Result<Vec<String>> {
+    match zkw.recoverable_zookeeper().get_children(dir, false) {
+        Ok(c) => Ok(c),
+        Err(e) if e.is(ZkError::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("listing {dir}"))),
+    }
+}
+
+/// A node's data (HBase's metadata prefix stripped) and stat; `None` when it
+/// is gone meanwhile.
+fn read_node(
+    zkw: &ZooKeeperWatcher,
+    path: &str,
+    hbase: bool,
+) -> anyhow::Result<Option<(String, zklock::client::Stat)>> {
+    let rzk = zkw.recoverable_zookeeper();
+    let read = if hbase {
+        rzk.get_data(path, false)
+    } else {
+        rzk.get_raw_data(path)
+    };
+    match read {
+        Ok((data, stat)) => Ok(Some((String::from_utf8_lossy(&data).into_owned(), stat))),
+        Err(e) if e.is(ZkError::NoNode) => Ok(None),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("reading {path}"))),
+    }
+}
+
+/// One directory's lock (or election) nodes, each with its dialect, kind and
+/// state; `section` orders the directories in the listing.
+fn lock_entries(
+    zkw: &ZooKeeperWatcher,
+    dir: &str,
+    shown_as: &str,
+    children: &[String],
+    out: &mut Listing,
+) -> anyhow::Result<()> {
     let mut offers: Vec<&String> = children.iter().filter(|c| c.starts_with("n_")).collect();
     offers.sort_by_key(|c| sequence(c));
-    let mut entries = Vec::new();
-    for child in &children {
-        let (kind, held) = if child.starts_with(WRITE_LOCK_PREFIX) {
-            (
-                "write",
-                WriteLockKind::get_lock_path(child, &children).is_none(),
-            )
-        } else if child.starts_with(READ_LOCK_PREFIX) {
-            (
-                "read",
-                ReadLockKind::get_lock_path(child, &children).is_none(),
-            )
-        } else if child.starts_with("n_") {
-            ("elect", offers.first() == Some(&child))
-        } else {
+    // The queues of the other layouts: (dialect, queue) -> (sequence, kind).
+    let mut queues: BTreeMap<(&'static str, bool), Vec<(i64, &str)>> = BTreeMap::new();
+    let mut found: Vec<(&String, Dialect, &'static str, i64)> = Vec::new();
+    let mut dialects: Vec<&'static str> = Vec::new();
+    for child in children {
+        let Some((dialect, kind)) = lock_kind(child)
+            .or_else(|| child.starts_with("n_").then_some((Dialect::HBase, "elect")))
+        else {
             continue;
         };
-        let Some(sequence) = sequence(child) else {
+        let Some(seq) = sequence(child) else {
             continue;
         };
-        let path = zkutil::join_znode(znode, child);
-        // Lock nodes carry HBase's metadata prefix (stripped by get_data);
-        // election offers hold the bare candidate name (Java's layout).
-        let read = if kind == "elect" {
-            rzk.get_raw_data(&path)
-        } else {
-            rzk.get_data(&path, false)
+        if kind != "elect" && !dialects.contains(&dialect.name()) {
+            dialects.push(dialect.name());
+        }
+        if dialect != Dialect::HBase {
+            let queue = (dialect.name(), matches!(kind, "mutex" | "latch"));
+            let queue = if kind == "latch" {
+                ("curator-latch", true)
+            } else {
+                queue
+            };
+            queues.entry(queue).or_default().push((seq, kind));
+        }
+        found.push((child, dialect, kind, seq));
+    }
+    for q in queues.values_mut() {
+        q.sort_by_key(|(seq, _)| *seq);
+    }
+    for (child, dialect, kind, seq) in found {
+        let held = match (dialect, kind) {
+            (_, "elect") => offers.first() == Some(&child),
+            (Dialect::HBase, "read") => ReadLockKind::get_lock_path(child, children).is_none(),
+            (Dialect::HBase, _) => WriteLockKind::get_lock_path(child, children).is_none(),
+            _ => {
+                let key = if kind == "latch" {
+                    ("curator-latch", true)
+                } else {
+                    (dialect.name(), kind == "mutex")
+                };
+                let q = &queues[&key];
+                let at = q.iter().position(|(s, _)| *s == seq).unwrap_or(0);
+                holders(q)[at]
+            }
         };
-        let (data, stat) = match read {
-            Ok(r) => r,
-            Err(e) if e.is(ZkError::NoNode) => continue, // gone meanwhile
-            Err(e) => return Err(anyhow::Error::new(e).context(format!("reading {path}"))),
+        let path = zkutil::join_znode(dir, child);
+        // HBase's lock nodes carry its metadata prefix (stripped by
+        // get_data); election offers hold the bare candidate name.
+        let hbase_lock = dialect == Dialect::HBase && kind != "elect";
+        let Some((metadata, stat)) = read_node(zkw, &path, hbase_lock)? else {
+            continue; // gone meanwhile
         };
         let state = match (kind, held) {
-            ("elect", true) => "leader",
-            ("elect", false) => "candidate",
+            ("elect" | "latch", true) => "leader",
+            ("elect" | "latch", false) => "candidate",
             (_, true) => "holder",
             (_, false) => "waiter",
         };
-        entries.push(Entry {
+        out.entries.push(Entry {
             state,
             kind,
-            node: child.clone(),
-            sequence,
+            dialect: dialect.name(),
+            node: format!("{shown_as}{child}"),
+            path,
+            sequence: seq,
             session: stat.ephemeral_owner,
             ctime_ms: stat.ctime,
-            metadata: String::from_utf8_lossy(&data).into_owned(),
+            metadata,
         });
     }
-    entries.sort_by_key(|e| e.sequence);
-    Ok(entries)
+    if dialects.len() > 1 {
+        out.mixed.push((dir.to_string(), dialects));
+    }
+    Ok(())
+}
+
+/// The lock nodes (election offers, semaphore leases and waiters) under
+/// `znode`, in every dialect, in queue order.
+///
+/// Semaphores: zklock's and Curator's (`InterProcessSemaphoreV2`) keep their
+/// leases in `<p>/leases` and their waiters in the mutex `<p>/locks`; the
+/// waiter holding that mutex also has a lease node while it counts, shown
+/// once, as a waiter. kazoo's `Semaphore` keeps its leases as `<p>/<uuid
+/// hex>` (its limit in `<p>`'s data) and its waiters in the lock
+/// `<p>-__lock__`.
+pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listing> {
+    let children = children_of(zkw, znode)?;
+    let mut out = Listing::default();
+    lock_entries(zkw, znode, "", &children, &mut out)?;
+    let mut waiters = Listing::default();
+    let semaphore = children
+        .iter()
+        .any(|c| c == SEMAPHORE_LEASES || c == SEMAPHORE_LOCKS);
+    if semaphore {
+        let dir = zkutil::join_znode(znode, SEMAPHORE_LOCKS);
+        let locks = children_of(zkw, &dir)?;
+        lock_entries(zkw, &dir, "locks/", &locks, &mut waiters)?;
+        let dir = zkutil::join_znode(znode, SEMAPHORE_LEASES);
+        let mut dialects = Vec::new();
+        for child in children_of(zkw, &dir)? {
+            let dialect = if child.starts_with("_c_") {
+                Dialect::Curator
+            } else {
+                Dialect::HBase
+            };
+            if !dialects.contains(&dialect.name()) {
+                dialects.push(dialect.name());
+            }
+            let path = zkutil::join_znode(&dir, &child);
+            let Some((metadata, stat)) = read_node(zkw, &path, dialect == Dialect::HBase)? else {
+                continue;
+            };
+            // The mutex holder's lease while it counts: it waits, shown
+            // once, with its lease's data (Curator's mutex node carries the
+            // local address).
+            if let Some(w) = waiters
+                .entries
+                .iter_mut()
+                .find(|w| w.session == stat.ephemeral_owner)
+            {
+                w.metadata = metadata;
+                continue;
+            }
+            out.entries.push(Entry {
+                state: "holder",
+                kind: "lease",
+                dialect: dialect.name(),
+                node: format!("{SEMAPHORE_LEASES}/{child}"),
+                path,
+                sequence: sequence(&child).unwrap_or(0),
+                session: stat.ephemeral_owner,
+                ctime_ms: stat.ctime,
+                metadata,
+            });
+        }
+        if dialects.len() > 1 {
+            out.mixed.push((dir, dialects));
+        }
+    } else if children.iter().any(|c| is_kazoo_lease(c)) {
+        for child in children.iter().filter(|c| is_kazoo_lease(c)) {
+            let path = zkutil::join_znode(znode, child);
+            let Some((metadata, stat)) = read_node(zkw, &path, false)? else {
+                continue;
+            };
+            out.entries.push(Entry {
+                state: "holder",
+                kind: "lease",
+                dialect: Dialect::Kazoo.name(),
+                node: child.clone(),
+                path,
+                sequence: 0,
+                session: stat.ephemeral_owner,
+                ctime_ms: stat.ctime,
+                metadata,
+            });
+        }
+        let guard = format!("{znode}-__lock__");
+        let locks = children_of(zkw, &guard)?;
+        lock_entries(zkw, &guard, &format!("{guard}/"), &locks, &mut waiters)?;
+    }
+    // Every node of a semaphore's mutex is a waiter for a lease.
+    for w in &mut waiters.entries {
+        w.state = "waiter";
+    }
+    out.entries
+        .sort_by_key(|e| (e.kind == "lease", e.sequence, e.ctime_ms));
+    waiters.entries.sort_by_key(|e| e.sequence);
+    out.entries.append(&mut waiters.entries);
+    out.mixed.append(&mut waiters.mixed);
+    Ok(out)
 }
 
 fn json_string(s: &str) -> String {
@@ -130,18 +347,20 @@ fn age(e: &Entry, now: i64) -> Duration {
     Duration::from_millis(u64::try_from(now.saturating_sub(e.ctime_ms)).unwrap_or(0))
 }
 
-fn print_json(out: &mut impl Write, znode: &str, entries: &[Entry]) -> io::Result<()> {
+fn print_json(out: &mut impl Write, entries: &[Entry]) -> io::Result<()> {
     let now = now_ms();
     let items: Vec<String> = entries
         .iter()
         .map(|e| {
             format!(
-                "{{\"state\":{},\"kind\":{},\"node\":{},\"path\":{},\"sequence\":{},\
-                 \"session\":\"0x{:x}\",\"ctime_ms\":{},\"age_ms\":{},\"metadata\":{}}}",
+                "{{\"state\":{},\"kind\":{},\"dialect\":{},\"node\":{},\"path\":{},\
+                 \"sequence\":{},\"session\":\"0x{:x}\",\"ctime_ms\":{},\"age_ms\":{},\
+                 \"metadata\":{}}}",
                 json_string(e.state),
                 json_string(e.kind),
+                json_string(e.dialect),
                 json_string(&e.node),
-                json_string(&zkutil::join_znode(znode, &e.node)),
+                json_string(&e.path),
                 e.sequence,
                 e.session,
                 e.ctime_ms,
@@ -163,15 +382,16 @@ fn print_table(out: &mut impl Write, entries: &[Entry]) -> io::Result<()> {
         .max(4);
     writeln!(
         out,
-        "{:<9} {:<5} {:<width$} {:<18} {:>7}  METADATA",
-        "STATE", "KIND", "NODE", "SESSION", "AGE"
+        "{:<9} {:<6} {:<7} {:<width$} {:<18} {:>7}  METADATA",
+        "STATE", "KIND", "DIALECT", "NODE", "SESSION", "AGE"
     )?;
     for e in entries {
         writeln!(
             out,
-            "{:<9} {:<5} {:<width$} {:<18} {:>7}  {}",
+            "{:<9} {:<6} {:<7} {:<width$} {:<18} {:>7}  {}",
             e.state,
             e.kind,
+            e.dialect,
             e.node,
             format!("0x{:x}", e.session),
             human(age(e, now)),
@@ -195,12 +415,19 @@ pub(crate) fn quiet_on_broken_pipe(written: io::Result<()>) -> anyhow::Result<()
 
 pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     let zkw = connect(g)?;
-    let entries = list(&zkw, &a.znode);
+    let listing = list(&zkw, &a.znode);
     let _ = zkw.close();
-    let entries = entries?;
+    let Listing { entries, mixed } = listing?;
+    for (dir, dialects) in &mixed {
+        eprintln!(
+            "zklock: warning: {dir} mixes dialects ({}): their clients do not see each \
+             other's nodes, so two of them can hold the lock at once",
+            dialects.join(", ")
+        );
+    }
     let mut out = io::stdout().lock();
     let written = if a.json {
-        print_json(&mut out, &a.znode, &entries)
+        print_json(&mut out, &entries)
     } else if entries.is_empty() {
         writeln!(out, "{}: no holders, waiters or candidates", a.znode)
     } else {
@@ -226,7 +453,7 @@ pub(crate) fn reap(g: &Global, a: &ReapArgs) -> anyhow::Result<i32> {
 /// every node, locks and elections alike. A reaped holder's zklock sees its
 /// lock lost and SIGTERMs its command (exit 3).
 fn reap_with(zkw: &ZooKeeperWatcher, a: &ReapArgs) -> anyhow::Result<i32> {
-    let before = list(zkw, &a.znode)?;
+    let before = list(zkw, &a.znode)?.entries;
     let now = now_ms();
     let doomed: Vec<&Entry> = before
         .iter()
@@ -241,8 +468,8 @@ fn reap_with(zkw: &ZooKeeperWatcher, a: &ReapArgs) -> anyhow::Result<i32> {
     let mut removed = 0;
     let mut written = Ok(());
     for e in &doomed {
-        let path = zkutil::join_znode(&a.znode, &e.node);
-        match rzk.delete(&path, None) {
+        let path = &e.path;
+        match rzk.delete(path, None) {
             Ok(()) => {}
             Err(err) if err.is(ZkError::NoNode) => continue, // gone meanwhile
             Err(err) => return Err(anyhow::Error::new(err).context(format!("reaping {path}"))),
