@@ -1266,8 +1266,30 @@ fn help_documents_the_environment() {
         "ZKLOCK_LEADER_NODE",
         "ZKLOCK_LEADER_NAME",
         "kill -9",
+        "  4    the lock's directory holds nodes of another dialect",
+        "semaphore",
     ] {
         assert!(help.contains(var), "{var}: {help}");
+    }
+    let out = run(&["semaphore", "--help"]);
+    let help = text(&out.stdout);
+    for option in [
+        "--limit",
+        "--dialect",
+        "--timeout",
+        "--kill-after",
+        "curator",
+    ] {
+        assert!(help.contains(option), "{option}: {help}");
+    }
+    // Bad input is a usage error.
+    for args in [
+        ["semaphore", "/s", "--limit", "0", "--", "true"],
+        ["lock", "/s", "--dialect", "etcd", "--", "true"],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(text(&out.stderr).lines().count(), 1, "{args:?}");
     }
 }
 
@@ -1359,7 +1381,9 @@ fn dialect_locks_exclude_each_other_in_their_layout_and_a_mixed_directory_is_ref
 
         // A second one of the same dialect is kept out, and leaves no node.
         let out = run(&["lock", "--dialect", dialect, &znode, "-n", "--", "true"]);
-        assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(75), "{err}");
+        assert!(err.contains(&format!("held by \"{dialect}\"")), "{err}");
         assert_eq!(lock_nodes(&zk, &znode).len(), 1);
 
         // ls: the holder and a waiter, in the dialect.
@@ -1453,7 +1477,9 @@ fn semaphore_runs_at_most_limit_commands_at_once_in_every_dialect() {
         let mut args = cmd.to_vec();
         args.extend([znode.as_str(), "-n", "--", "true"]);
         let out = run(&args);
-        assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(75), "{err}");
+        assert!(err.contains("all 2 leases held by"), "{err}");
         // ls: two holders, one waiter.
         let mut args = cmd.to_vec();
         args.extend([znode.as_str(), "-m", "third", "--", "true"]);
@@ -1515,8 +1541,88 @@ fn semaphore_runs_at_most_limit_commands_at_once_in_every_dialect() {
         assert!(seen.iter().all(|&n| (1..=2).contains(&n)), "{seen:?}");
         let (rows, _) = ls_rows(&znode);
         assert!(rows.is_empty(), "{rows:?}");
+
+        // A lease lost (reaped) SIGTERMs the command: exit 3.
+        let (started, termed) = (
+            dir.join(format!("{dialect}-started")),
+            dir.join(format!("{dialect}-termed")),
+        );
+        let script = until_sigterm(&started, &termed);
+        let mut args = cmd.to_vec();
+        args.extend([znode.as_str(), "-c", &script]);
+        let mut holder = start(&args);
+        wait_until(WAIT, "holding a lease", || started.exists());
+        let out = run(&["reap", &znode, "--all"]);
+        assert!(
+            text(&out.stdout).contains("removed"),
+            "{}",
+            text(&out.stdout)
+        );
+        assert_eq!(wait_for(&mut holder, WAIT).code(), Some(3));
+        assert!(termed.exists());
+        assert!(stderr_of(&mut holder).contains("lost a lease"));
     }
     // No lease node left in any layout.
     assert!(children(&zk, &format!("{root}/hbase/leases")).is_empty());
     assert!(children(&zk, &format!("{root}/curator/leases")).is_empty());
+}
+
+#[test]
+fn lock_dialect_kazoo_takes_turns_with_a_real_kazoo_lock_both_ways() {
+    use common::participant::Participant;
+    let (root, dir) = (unique_root("cli-kazoo-peer"), temp_dir("kazoo-peer"));
+    let znode = format!("{root}/job");
+    let mut peer = Participant::kazoo("kazoo_locks.py", &[&test_servers()]);
+    assert_eq!(peer.ask(&format!("mutex py {znode} py-holder")), "ok py");
+    peer.send("acquire py");
+    assert_eq!(peer.line(WAIT), "acquired py");
+
+    // kazoo holds: zklock sees its holder, and waits its turn.
+    let out = run(&["lock", "-d", "kazoo", &znode, "-n", "--", "true"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    assert!(err.contains("held by \"py-holder\""), "{err}");
+    let ran = dir.join("ran");
+    let mut waiter = start(&[
+        "lock",
+        "-d",
+        "kazoo",
+        &znode,
+        "-m",
+        "rust",
+        "--",
+        "touch",
+        ran.to_str().unwrap(),
+    ]);
+    wait_until(WAIT, "zklock queued", || {
+        lock_nodes(&raw(), &znode).len() == 2
+    });
+    let (rows, _) = ls_rows(&znode);
+    let summary: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| (r[0].as_str(), r[2].as_str(), r.last().unwrap().as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("holder", "kazoo", "py-holder"),
+            ("waiter", "kazoo", "rust")
+        ],
+        "{rows:?}"
+    );
+    assert!(!ran.exists());
+    assert_eq!(peer.ask("release py"), "released py");
+    assert!(wait_for(&mut waiter, WAIT).success());
+    assert!(ran.exists());
+
+    // zklock holds: kazoo waits until it is done.
+    let (mut holder, release) = start_dialect_holder(&["lock", "-d", "kazoo"], &znode, &dir, "z");
+    assert_eq!(peer.ask("acquire py 300"), "timeout py");
+    peer.send("acquire py");
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut holder, WAIT).success());
+    assert_eq!(peer.line(WAIT), "acquired py");
+    assert_eq!(peer.ask("release py"), "released py");
+    peer.finish();
+    assert!(lock_nodes(&raw(), &znode).is_empty());
 }

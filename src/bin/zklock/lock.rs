@@ -233,6 +233,33 @@ impl Waiting {
         }
     }
 
+    /// [`describe`](Self::describe), or, when the attempt never saw who is
+    /// in the way (Curator's mutex and the semaphores pass no holder's
+    /// metadata), who holds now by a listing.
+    fn describe_now(&self) -> String {
+        if self.holder.lock().metadata.is_some() {
+            return self.describe();
+        }
+        let holders: Vec<String> = self
+            .zkw
+            .upgrade()
+            .and_then(|zkw| crate::ls::list(&zkw, &self.znode).ok())
+            .map(|listing| {
+                listing
+                    .entries
+                    .into_iter()
+                    .filter(|e| e.state == "holder")
+                    .map(|e| format!("{:?}", e.metadata))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if holders.is_empty() {
+            self.busy.clone()
+        } else {
+            format!("{} by {}", self.busy, holders.join(", "))
+        }
+    }
+
     /// Whether the node in the way (with `metadata`) is a waiter, not a
     /// holder: a reader queued behind a waiting writer.
     fn is_queued(&self, metadata: &str) -> bool {
@@ -366,13 +393,13 @@ fn hold_and_run(
             if quiet {
                 eprintln!(
                     "zklock: {what} is taken ({}); gave up at once (-n / -t 0)",
-                    waiting.describe()
+                    waiting.describe_now()
                 );
             } else {
                 eprintln!(
                     "zklock: timed out after {} waiting for {what} ({})",
                     human(waiting.start.elapsed()),
-                    waiting.describe()
+                    waiting.describe_now()
                 );
             }
             return Ok(a.conflict_exit_code.map_or(EXIT_TIMEOUT, i32::from));
