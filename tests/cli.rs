@@ -1626,3 +1626,84 @@ fn lock_dialect_kazoo_takes_turns_with_a_real_kazoo_lock_both_ways() {
     peer.finish();
     assert!(lock_nodes(&raw(), &znode).is_empty());
 }
+
+/// (From dev-dialects, adapted.) `lock --rw --dialect curator` takes the
+/// write side of a Curator fleet's `InterProcessReadWriteLock`; `ls` shows
+/// every dialect's holders and warns about a mixed directory, which `lock`
+/// refuses.
+#[test]
+fn lock_and_ls_in_every_dialect_and_a_mixed_directory() {
+    use zklock::lock::{Dialect, InterProcessLock, InterProcessReadWriteLock};
+    let znode = unique_root("cli-dialect-rw");
+    let zkw = common::zkw();
+    let curator_writer = zklock::lock::ZkInterProcessReadWriteLock::new(&zkw, &znode, None)
+        .unwrap()
+        .with_dialect(Dialect::Curator)
+        .write_lock(b"java-1");
+    curator_writer.acquire().unwrap();
+    let out = run(&[
+        "lock",
+        "--rw",
+        "--dialect",
+        "curator",
+        "-t",
+        "300ms",
+        &znode,
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(75), "{out:?}");
+    let (rows, _) = ls_rows(&znode);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (
+            rows[0][0].as_str(),
+            rows[0][1].as_str(),
+            rows[0][2].as_str()
+        ),
+        ("holder", "write", "curator"),
+        "{rows:?}"
+    );
+    assert_eq!(rows[0].last().unwrap(), "java-1", "{rows:?}");
+    let out = run(&["ls", "--json", &znode]);
+    assert!(text(&out.stdout).contains("\"dialect\":\"curator\""));
+    curator_writer.release().unwrap();
+    let out = run(&[
+        "lock",
+        "--rw",
+        "-d",
+        "curator",
+        &znode,
+        "--",
+        "sh",
+        "-c",
+        "echo $ZKLOCK_LOCK_NODE",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(text(&out.stdout).contains("-__WRIT__"), "{out:?}");
+    // A kazoo node beside a Curator one: ls warns, lock refuses.
+    let kazoo = raw();
+    let curator_reader = zklock::lock::ZkInterProcessReadWriteLock::new(&zkw, &znode, None)
+        .unwrap()
+        .with_dialect(Dialect::Curator)
+        .read_lock(b"java-2");
+    curator_reader.acquire().unwrap();
+    kazoo
+        .create(
+            &format!("{znode}/0123456789abcdef0123456789abcdef__lock__"),
+            b"py",
+            zklock::client::Acl::open_unsafe(),
+            zklock::client::CreateMode::EphemeralSequential,
+        )
+        .unwrap();
+    let (rows, err) = ls_rows(&znode);
+    assert!(err.contains("mixes dialects (curator, kazoo)"), "{err}");
+    assert!(rows.iter().any(|r| r[2] == "kazoo"), "{rows:?}");
+    let out = run(&["lock", "-d", "kazoo", "-t", "5s", &znode, "--", "true"]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(text(&out.stderr).contains("dialect"), "{out:?}");
+    curator_reader.release().unwrap();
+    kazoo.close().unwrap();
+    assert!(children(&raw(), &znode).is_empty());
+    zkw.close().unwrap();
+}

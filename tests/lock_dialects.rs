@@ -385,6 +385,8 @@ fn zklock_guarantees_in_every_dialect() {
     }
 }
 
+/// The lost signal (InDoubt, then Lost) on expiry, and the one-round-trip
+/// acquire, in Curator's and kazoo's dialects.
 #[test]
 fn the_lost_signal_on_expiry_in_curator_and_kazoo_dialects() {
     init_log();
@@ -394,10 +396,29 @@ fn the_lost_signal_on_expiry_in_curator_and_kazoo_dialects() {
         let p = unique_root(&format!("expiry-{dialect}"));
         let (events, listener): (LockEvents, _) = lock_recorder();
         let l = mutex(&zkw, &p, dialect, b"").with_lock_listener(listener);
+        // One round trip to take a free lock (create and listing together):
+        // over a link that delays every chunk by D each way, under 2 round
+        // trips (4 D), with room for a slow machine.
+        zklock::zkutil::create_with_parents(&zkw, &p).unwrap();
+        const D: Duration = Duration::from_millis(250);
+        proxy.delay(D);
+        // (Without a lock listener, which adds a watch on the held node.)
+        let quick = mutex(&zkw, &p, dialect, b"");
+        let t = std::time::Instant::now();
+        quick.acquire().unwrap();
+        let took = t.elapsed();
+        proxy.pass();
+        quick.release().unwrap();
         l.acquire().unwrap();
+        assert!(
+            took < 3 * D,
+            "{dialect}: acquire took {took:?} (one round trip: {:?})",
+            2 * D
+        );
         force_expiry(&proxy, &shared_server().connect_string(), &zkw);
         assert!(eventually(LONG, || events.lock().unwrap().last()
             == Some(&LockEvent::Lost)));
+        assert_eq!(events.lock().unwrap().first(), Some(&LockEvent::InDoubt));
         assert!(!l.is_held());
         assert!(matches!(l.release(), Err(Error::LockLost { .. })));
         let zk = common::raw_session(&shared_server().connect_string(), Duration::from_secs(6));
@@ -447,7 +468,18 @@ fn mixed_directories_are_refused_both_at_once() {
 
     // Both at once: A (Curator) creates, then waits until B (kazoo) has
     // created, then lists; B's listing (sent with its create) came after A's
-    // create, and B waits until A has listed.
+    // create, and B waits until A has listed. On a directory that exists (a
+    // persistent one: the Curator container above may be reaped once empty,
+    // and B would then create it and list after A refused, alone and safe).
+    let p = format!("{p}-both");
+    raw()
+        .create(
+            &p,
+            b"",
+            zklock::client::Acl::open_unsafe(),
+            zklock::client::CreateMode::Persistent,
+        )
+        .unwrap();
     let b_created = Arc::new(Barrier::new(2));
     let a_listed = Arc::new(Barrier::new(2));
     let (bc, al) = (b_created.clone(), a_listed.clone());

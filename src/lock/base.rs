@@ -253,6 +253,16 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         self
     }
 
+    /// This instance in `dialect` (default HBase): for a read lock, Curator's
+    /// `InterProcessReadWriteLock` read lock or kazoo's `ReadLock`; for a
+    /// write lock, their write locks (kazoo's `WriteLock` names its nodes as
+    /// its `Lock` does, so it also excludes `Lock` holders). For Curator's
+    /// `InterProcessMutex` / kazoo's `Lock`, use [`ZkInterProcessMutex`](super::ZkInterProcessMutex).
+    /// The node carries `dialect`'s data for the metadata given to `new`.
+    pub fn with_dialect(self, dialect: Dialect) -> Self {
+        self.with_layout(Layout::new(dialect, role_of::<K>()))
+    }
+
     /// The dialect this instance speaks (see [`Dialect`]).
     pub fn dialect(&self) -> Dialect {
         self.layout.dialect

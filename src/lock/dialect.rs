@@ -43,9 +43,11 @@ use crate::util::random_u64;
 /// at once. So every listing of a zklock attempt — the first one comes back
 /// with its create, in the same round trip — is checked for nodes of another
 /// dialect ([`Dialect::of_node`]); if there is one, the attempt removes its own
-/// node and fails with [`Error::MixedDialect`]. Two zklock participants of
-/// different dialects that start at once both see each other's node and both
-/// refuse; a later one refuses. (A native Curator or kazoo client does not
+/// node and fails with [`Error::MixedDialect`]. Of two zklock participants of
+/// different dialects, at most one goes on: each lists after its own create,
+/// so the one that lists second sees the other's node unless that one has
+/// already refused and removed it (two that start at once usually both
+/// refuse). A later one refuses. (A native Curator or kazoo client does not
 /// check: a zklock participant already holding in a directory that such a
 /// client of another dialect joins keeps holding.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -130,6 +132,56 @@ impl FromStr for Dialect {
                 Error::BadArguments(format!("unknown dialect {s:?} (hbase, curator or kazoo)"))
             })
     }
+}
+
+/// A lock node as its own dialect's participants see it (what `zklock ls`
+/// shows): see [`lock_nodes`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockNode {
+    /// The node's name.
+    pub name: String,
+    /// Its dialect.
+    pub dialect: Dialect,
+    /// `read` (a shared lock), `write` (the exclusive side of a read/write
+    /// lock; kazoo's `Lock` names its nodes the same) or `mutex` (Curator's
+    /// `InterProcessMutex`).
+    pub kind: &'static str,
+    /// Whether it holds the lock, by its dialect's rules (else it waits).
+    pub held: bool,
+}
+
+/// The lock nodes among a lock directory's `children`, of every dialect, as
+/// each dialect's participants see them (Curator's `LeaderLatch` nodes and
+/// names of no dialect are left out). More than one dialect among them is a
+/// mixed directory: their clients may hold at once (see [`Dialect`]).
+pub fn lock_nodes(children: &[String]) -> Vec<LockNode> {
+    children
+        .iter()
+        .filter_map(|name| {
+            let dialect = Dialect::of_node(name)?;
+            let role = match dialect {
+                Dialect::HBase if name.starts_with(HBASE_READ) => Role::Read,
+                Dialect::HBase => Role::Write,
+                Dialect::Curator if name.contains(CURATOR_READ) => Role::Read,
+                Dialect::Curator if name.contains(CURATOR_WRITE) => Role::Write,
+                Dialect::Curator => Role::Mutex,
+                Dialect::Kazoo if name.rsplit_once(KAZOO_READ).is_some() => Role::Read,
+                Dialect::Kazoo => Role::Write,
+            };
+            let layout = Layout::new(dialect, role);
+            layout.sequence(name)?;
+            Some(LockNode {
+                name: name.clone(),
+                dialect,
+                kind: match role {
+                    Role::Read => "read",
+                    Role::Write => "write",
+                    Role::Mutex => "mutex",
+                },
+                held: layout.get_lock_path(name, children).is_none(),
+            })
+        })
+        .collect()
 }
 
 const HBASE_READ: &str = super::kind::READ_LOCK_PREFIX;
@@ -657,6 +709,33 @@ mod tests {
             }
         );
         assert_eq!(Layout::new(Dialect::HBase, Role::Mutex).name(), "write-");
+    }
+
+    #[test]
+    fn lock_nodes_of_every_dialect() {
+        let c = names(&[
+            &format!("{U1}lock-0000000002"),
+            &format!("{U2}lock-0000000001"),
+            &format!("{K1}__rlock__0000000003"),
+            &format!("{K2}__lock__0000000004"),
+            &format!("{U1}latch-0000000005"),
+            "write-0123456789abcdef-0000000006",
+            "garbage",
+        ]);
+        let got: Vec<(Dialect, &str, bool)> = lock_nodes(&c)
+            .iter()
+            .map(|n| (n.dialect, n.kind, n.held))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Dialect::Curator, "mutex", false),
+                (Dialect::Curator, "mutex", true),
+                (Dialect::Kazoo, "read", true),
+                (Dialect::Kazoo, "write", false),
+                (Dialect::HBase, "write", true),
+            ]
+        );
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub(crate) fn distance(sequence: i32, reference: i32) -> i32 {
 ///
 /// Children are ordered by their parsed 10-digit sequence, never as strings;
 /// names that do not parse (or are not `read-`/`write-` children) are ignored.
+/// This is HBase's layout; a lock in another [`Dialect`](crate::lock::Dialect)
+/// names, orders and watches as that dialect does.
 pub trait LockKind: Send + Sync + 'static {
     /// The child-name prefix: `read-` or `write-`.
     const PREFIX: &'static str;

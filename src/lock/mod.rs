@@ -12,6 +12,16 @@
 //! behind a writer wake together), and a writer queued before later readers is
 //! served first.
 //!
+//! # Dialects: joining a Curator or kazoo fleet
+//! [`ZkInterProcessMutex`] (an exclusive lock) and
+//! [`ZkInterProcessReadWriteLock::with_dialect`] speak Curator's
+//! (`InterProcessMutex`, `InterProcessReadWriteLock`) and kazoo's (`Lock`,
+//! `ReadLock`, `WriteLock`) layouts beside HBase's, on the same path as those
+//! libraries' own clients: the same node names, data, parent kind and watch
+//! choice, with every guarantee below kept. A directory holding nodes of
+//! another dialect is refused ([`Error::MixedDialect`](crate::Error::MixedDialect)).
+//! The layouts are in [`Dialect`].
+//!
 //! # Fixed where HBase leaks
 //! Every exit from `acquire`/`try_acquire` that does not end holding the lock —
 //! timeout, error, session loss — deletes the attempt's node. A connection loss
@@ -95,7 +105,7 @@ pub use crate::wait::DEFAULT_CALL_GRACE;
 #[cfg(feature = "testing")]
 pub use base::LockStep;
 pub use base::{LockCanceller, ZkInterProcessLockBase};
-pub use dialect::Dialect;
+pub use dialect::{lock_nodes, Dialect, LockNode};
 pub use guarded::guarded_multi;
 pub use kind::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
 pub use multi::{MultiLock, OrderedLock};

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::dialect::{Dialect, Layout};
+use super::dialect::Dialect;
 use super::{
     InterProcessReadWriteLock, LockListener, MetadataHandler, ZkInterProcessReadLock,
     ZkInterProcessWriteLock,
@@ -103,7 +103,7 @@ impl ZkInterProcessReadWriteLock {
     where
         L: super::LockKind,
     {
-        let lock = lock.with_layout(Layout::new(self.dialect, super::kind::role_of::<L>()));
+        let lock = lock.with_dialect(self.dialect);
         match &self.listener {
             Some(l) => lock.with_lock_listener(l.clone()),
             None => lock,

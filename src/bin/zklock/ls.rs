@@ -3,12 +3,7 @@
 use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use std::collections::BTreeMap;
-
-use zklock::lock::{
-    Dialect, LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, SEMAPHORE_LEASES,
-    SEMAPHORE_LOCKS,
-};
+use zklock::lock::{lock_nodes, Dialect, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 
 use crate::duration::human;
@@ -21,7 +16,7 @@ pub(crate) struct Entry {
     /// for elections.
     pub(crate) state: &'static str,
     /// `write`, `read`, `mutex` (Curator's InterProcessMutex), `lease` (a
-    /// semaphore's), `latch` (Curator's LeaderLatch) or `elect`.
+    /// semaphore's) or `elect`.
     kind: &'static str,
     /// `hbase`, `curator` or `kazoo`.
     dialect: &'static str,
@@ -67,49 +62,9 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// A lock child's kind and the queue it waits in: Curator's mutex (`lock-`)
-/// and its read/write lock (`__READ__`/`__WRIT__`) are separate queues; a
-/// kazoo `Lock`/`WriteLock` (`__lock__`) and `ReadLock` (`__rlock__`) share
-/// one, as HBase's `read-`/`write-` do. `None`: not a lock node.
-fn lock_kind(name: &str) -> Option<(Dialect, &'static str)> {
-    let dialect = Dialect::of_node(name)?;
-    let kind = match dialect {
-        Dialect::HBase if name.starts_with(READ_LOCK_PREFIX) => "read",
-        Dialect::HBase => "write",
-        Dialect::Kazoo if name.contains("__rlock__") => "read",
-        Dialect::Kazoo => "write",
-        Dialect::Curator if name.contains("__READ__") => "read",
-        Dialect::Curator if name.contains("__WRIT__") => "write",
-        Dialect::Curator if name.contains("latch-") => "latch",
-        Dialect::Curator => "mutex",
-    };
-    Some((dialect, kind))
-}
-
 /// Whether `name` is a kazoo semaphore's lease node (`uuid4().hex`).
 fn is_kazoo_lease(name: &str) -> bool {
     name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// Which nodes of a queue hold, for the layouts other than HBase's (whose
-/// own rules, across the sequence's wrap, `kind.rs` has): in sequence order,
-/// a writer (or mutex, or latch) holds when first; a reader when no writer
-/// is before it.
-fn holders(queue: &[(i64, &str)]) -> Vec<bool> {
-    let mut writer_before = false;
-    queue
-        .iter()
-        .enumerate()
-        .map(|(i, (_, kind))| {
-            let held = if *kind == "read" {
-                !writer_before
-            } else {
-                i == 0
-            };
-            writer_before |= *kind != "read";
-            held
-        })
-        .collect()
 }
 
 /// The children of `dir`, none when it does not exist.
@@ -152,51 +107,28 @@ fn lock_entries(
 ) -> anyhow::Result<()> {
     let mut offers: Vec<&String> = children.iter().filter(|c| c.starts_with("n_")).collect();
     offers.sort_by_key(|c| sequence(c));
-    // The queues of the other layouts: (dialect, queue) -> (sequence, kind).
-    let mut queues: BTreeMap<(&'static str, bool), Vec<(i64, &str)>> = BTreeMap::new();
-    let mut found: Vec<(&String, Dialect, &'static str, i64)> = Vec::new();
+    // Each lock node as its own dialect's participants see it.
+    let mut found: Vec<(&String, Dialect, &'static str, bool)> = Vec::new();
     let mut dialects: Vec<&'static str> = Vec::new();
-    for child in children {
-        let Some((dialect, kind)) = lock_kind(child)
-            .or_else(|| child.starts_with("n_").then_some((Dialect::HBase, "elect")))
-        else {
-            continue;
-        };
+    for node in lock_nodes(children) {
+        if !dialects.contains(&node.dialect.name()) {
+            dialects.push(node.dialect.name());
+        }
+        if let Some(child) = children.iter().find(|c| **c == node.name) {
+            found.push((child, node.dialect, node.kind, node.held));
+        }
+    }
+    for offer in &offers {
+        found.push((
+            offer,
+            Dialect::HBase,
+            "elect",
+            offers.first() == Some(offer),
+        ));
+    }
+    for (child, dialect, kind, held) in found {
         let Some(seq) = sequence(child) else {
             continue;
-        };
-        if kind != "elect" && !dialects.contains(&dialect.name()) {
-            dialects.push(dialect.name());
-        }
-        if dialect != Dialect::HBase {
-            let queue = (dialect.name(), matches!(kind, "mutex" | "latch"));
-            let queue = if kind == "latch" {
-                ("curator-latch", true)
-            } else {
-                queue
-            };
-            queues.entry(queue).or_default().push((seq, kind));
-        }
-        found.push((child, dialect, kind, seq));
-    }
-    for q in queues.values_mut() {
-        q.sort_by_key(|(seq, _)| *seq);
-    }
-    for (child, dialect, kind, seq) in found {
-        let held = match (dialect, kind) {
-            (_, "elect") => offers.first() == Some(&child),
-            (Dialect::HBase, "read") => ReadLockKind::get_lock_path(child, children).is_none(),
-            (Dialect::HBase, _) => WriteLockKind::get_lock_path(child, children).is_none(),
-            _ => {
-                let key = if kind == "latch" {
-                    ("curator-latch", true)
-                } else {
-                    (dialect.name(), kind == "mutex")
-                };
-                let q = &queues[&key];
-                let at = q.iter().position(|(s, _)| *s == seq).unwrap_or(0);
-                holders(q)[at]
-            }
         };
         let path = zkutil::join_znode(dir, child);
         // HBase's lock nodes carry its metadata prefix (stripped by
@@ -206,8 +138,8 @@ fn lock_entries(
             continue; // gone meanwhile
         };
         let state = match (kind, held) {
-            ("elect" | "latch", true) => "leader",
-            ("elect" | "latch", false) => "candidate",
+            ("elect", true) => "leader",
+            ("elect", false) => "candidate",
             (_, true) => "holder",
             (_, false) => "waiter",
         };
@@ -224,6 +156,7 @@ fn lock_entries(
         });
     }
     if dialects.len() > 1 {
+        dialects.sort_unstable();
         out.mixed.push((dir.to_string(), dialects));
     }
     Ok(())
