@@ -200,21 +200,14 @@ fn main() {
     curator(&servers, &m, &zk, &leaves, changed);
 }
 
-const JARS: [&str; 8] = [
-    "/usr/share/java/curator-recipes.jar",
-    "/usr/share/java/curator-framework.jar",
-    "/usr/share/java/curator-client.jar",
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/zookeeper-jute.jar",
-    "/usr/share/java/guava.jar",
-    "/usr/share/java/slf4j-api.jar",
-    "/usr/share/java/slf4j-nop.jar",
-];
-
 /// Curator's `CuratorCache` on the same tree: initial load, and the resync
 /// after the same kind of cut (counted until its events are quiet for 2 s).
 fn curator(servers: &str, m: &Mntr, zk: &ZooKeeper, leaves: &[String], changed: usize) {
-    let classes = match compile_java("cache", &["benches/java/CuratorCacheBench.java"], &JARS) {
+    let classes = match compile_java(
+        "cache",
+        &["benches/java/CuratorCacheBench.java"],
+        &CURATOR_CLASSPATH_JARS,
+    ) {
         Ok(c) => c,
         Err(e) => {
             println!("NOTE: Curator skipped ({e}); no CuratorCache figures.");

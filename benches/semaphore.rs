@@ -48,18 +48,6 @@ struct Figures {
     notifications: f64,
 }
 
-/// The jars the Java peer runs on (Debian's).
-const JARS: [&str; 8] = [
-    "/usr/share/java/curator-recipes.jar",
-    "/usr/share/java/curator-framework.jar",
-    "/usr/share/java/curator-client.jar",
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/zookeeper-jute.jar",
-    "/usr/share/java/guava.jar",
-    "/usr/share/java/slf4j-api.jar",
-    "/usr/share/java/slf4j-nop.jar",
-];
-
 /// How long a peer's command may take.
 const PEER_BOUND: Duration = Duration::from_secs(600);
 
@@ -189,7 +177,7 @@ fn peer_form(
 
 /// Starts a peer and waits for its `ready`.
 fn start_peer(name: &str, cmd: Command) -> Option<LineProcess> {
-    let mut p = match LineProcess::spawn(name, cmd) {
+    let p = match LineProcess::spawn(name, cmd) {
         Ok(p) => p,
         Err(e) => {
             println!("({name} left out: {e})");
@@ -210,7 +198,7 @@ fn curator_peer(servers: &str) -> Option<(JavaClasses, LineProcess)> {
     let classes = match compile_java(
         "semaphore",
         &["benches/java/CuratorSemaphoreBench.java"],
-        &JARS,
+        &CURATOR_CLASSPATH_JARS,
     ) {
         Ok(c) => c,
         Err(e) => {
@@ -302,10 +290,23 @@ fn main() {
     println!();
     println!("| form | ops/s | median µs | p99 µs | requests/op | notifications/op |");
     println!("|---|---:|---:|---:|---:|---:|");
+    // Latencies the peers do not time per grant print as "–".
+    let us = |v: f64| {
+        if v.is_nan() {
+            "–".to_string()
+        } else {
+            format!("{v:.0}")
+        }
+    };
     for r in &rows {
         println!(
-            "| {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
-            r.name, r.rate, r.median_us, r.p99_us, r.requests, r.notifications
+            "| {} | {:.0} | {} | {} | {:.2} | {:.2} |",
+            r.name,
+            r.rate,
+            us(r.median_us),
+            us(r.p99_us),
+            r.requests,
+            r.notifications
         );
     }
 }

@@ -381,6 +381,19 @@ impl Drop for JavaClasses {
     }
 }
 
+/// Debian's jars a Curator 5.4 program runs on (`make curator`), with
+/// ZooKeeper's client and what they need.
+pub const CURATOR_CLASSPATH_JARS: [&str; 8] = [
+    "/usr/share/java/curator-recipes.jar",
+    "/usr/share/java/curator-framework.jar",
+    "/usr/share/java/curator-client.jar",
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/zookeeper-jute.jar",
+    "/usr/share/java/guava.jar",
+    "/usr/share/java/slf4j-api.jar",
+    "/usr/share/java/slf4j-nop.jar",
+];
+
 /// Compiles `sources` (paths relative to the crate root) with `javac` against
 /// `jars` into a fresh temp directory. `Err` says why (a missing jar, no JDK,
 /// a compile error) for the bench to print as a note and skip its Java side.

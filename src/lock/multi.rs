@@ -28,6 +28,15 @@ impl<K: LockKind> OrderedLock for ZkInterProcessLockBase<K> {
     }
 }
 
+impl OrderedLock for super::ZkInterProcessMutex {
+    /// The key of the write lock it is, in its dialect's layout: an HBase
+    /// write lock and a mutex of another dialect on one znode have the same
+    /// key (they cannot share the znode anyway: `MixedDialect`).
+    fn order_key(&self) -> String {
+        (**self).order_key()
+    }
+}
+
 /// All of several locks or none (Curator's `InterProcessMultiLock`).
 ///
 /// The members are taken in ascending [`OrderedLock::order_key`] (lock znode,

@@ -109,3 +109,25 @@ pub(super) fn remove_in_background(zkw: &ZooKeeperWatcher, attempt: Attempt) {
     let (done, _) = crossbeam_channel::bounded(1);
     remove_async(&zkw.downgrade(), attempt, done);
 }
+
+/// An attempt that ends without its grant: removes what it left (waiting up
+/// to [`REMOVAL_WAIT`]) and returns its outcome, an error that the attempt's
+/// call bound cut short made a timeout (`Ok(None)`). `ended` is `Ok(())` for
+/// a wait that ran out. `remove` false leaves the attempt alone (an error
+/// that cannot have left a node).
+pub(super) fn abandon<T>(
+    zkw: &ZooKeeperWatcher,
+    attempt: Attempt,
+    ended: crate::Result<()>,
+    bounds: &crate::wait::Bounds,
+    remove: bool,
+) -> crate::Result<Option<T>> {
+    if remove {
+        remove_and_wait(zkw, attempt);
+    }
+    match ended {
+        Ok(()) => Ok(None),
+        Err(e) if bounds.cut_short(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}

@@ -10,7 +10,7 @@ use log::{debug, info};
 use parking_lot::Mutex;
 
 use super::dialect::{random_uuid, Dialect, Layout, Role};
-use super::removal::{remove_and_wait, remove_in_background, Attempt};
+use super::removal::{abandon, remove_and_wait, remove_in_background, Attempt};
 use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
 use crate::client::CreatedAndListed;
@@ -369,8 +369,10 @@ impl ZkSemaphore {
     /// `SessionExpired` / `Closed` when the session ends while waiting (also
     /// when session renewal replaced it); `Cancelled` after
     /// [`cancel`](Self::cancel); `LockLost` when the attempt's lease node was
-    /// deleted while waiting; ZooKeeper errors after retries. The attempt's
-    /// nodes are removed on every error.
+    /// deleted while waiting; `MixedDialect` when the semaphore's directories
+    /// hold nodes of another layout; `BadArguments` for a kazoo semaphore
+    /// whose stored limit differs; ZooKeeper errors after retries. The
+    /// attempt's nodes are removed on every error.
     pub fn acquire(&self) -> Result<SemaphoreLease> {
         self.attempt(Bounds::new(None))?
             .ok_or_else(|| Error::zk(ZkError::OperationTimeout, &self.path))
@@ -520,14 +522,7 @@ impl ZkSemaphore {
                     released: false,
                 }))
             }
-            Err(e) => {
-                remove_and_wait(&self.zkw, Attempt::Node(path));
-                if bounds.cut_short(&e) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
-            }
+            Err(e) => abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, true),
         }
     }
 
@@ -557,14 +552,9 @@ impl ZkSemaphore {
         let CreatedAndListed { path, stat, listed } = match self.create_lease(rzk, &tagged) {
             Ok(created) => created,
             Err(e) => {
-                if e.is_retryable() {
-                    remove_and_wait(&self.zkw, Attempt::Tag(tagged));
-                }
-                return if bounds.cut_short(&e) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                };
+                // The create may have reached the server with its reply lost.
+                let lost = e.is_retryable();
+                return abandon(&self.zkw, Attempt::Tag(tagged), Err(e), &bounds, lost);
             }
         };
         step!(self, Created, &path);
@@ -572,17 +562,9 @@ impl ZkSemaphore {
             Ok(true) => Ok(Some((path, stat))),
             Ok(false) => {
                 info!("no lease of {} in time; removing {path}", self.path);
-                remove_and_wait(&self.zkw, Attempt::Node(path));
-                Ok(None)
+                abandon(&self.zkw, Attempt::Node(path), Ok(()), &bounds, true)
             }
-            Err(e) => {
-                remove_and_wait(&self.zkw, Attempt::Node(path));
-                if bounds.cut_short(&e) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
-            }
+            Err(e) => abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, true),
         }
     }
 
@@ -601,6 +583,7 @@ impl ZkSemaphore {
             self.check_cancelled()?;
             let round = self.shared.wake.generation();
             let children = rzk.get_children_watch(&self.leases, &self.waiter)?;
+            self.refuse_foreign(&children)?;
             if children.len() < self.max_leases()? as usize {
                 let (_, stat) = rzk.create2(
                     &path,
@@ -614,18 +597,7 @@ impl ZkSemaphore {
             if bounds.wait.is_past() {
                 return Ok(None);
             }
-            step!(self, Waiting, &path);
-            let woken = wait::wait(
-                &self.shared.wake,
-                round,
-                call,
-                bounds.wait,
-                WhenDown::Wait,
-                &self.path,
-            )?;
-            step!(self, Woken, &path);
-            self.check_cancelled()?;
-            if !woken {
+            if !self.wait_round(call, round, bounds, &path)? {
                 return Ok(None);
             }
         })();
@@ -634,14 +606,8 @@ impl ZkSemaphore {
             Ok(None) => Ok(None),
             Err(e) => {
                 // A create whose reply was lost may have made it.
-                if e.is_retryable() {
-                    remove_and_wait(&self.zkw, Attempt::Node(path));
-                }
-                if bounds.cut_short(&e) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
+                let lost = e.is_retryable();
+                abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, lost)
             }
         }
     }
@@ -756,6 +722,7 @@ impl ZkSemaphore {
             if !children.iter().any(|c| c == my_node) {
                 return Err(lost());
             }
+            self.refuse_foreign(&children)?;
             if children.len() <= self.max_leases()? as usize {
                 return Ok(true);
             }
@@ -775,21 +742,64 @@ impl ZkSemaphore {
                     return Ok(true);
                 }
             }
-            step!(self, Waiting, my_path);
-            let woken = wait::wait(
-                &self.shared.wake,
-                round,
-                call,
-                bounds.wait,
-                WhenDown::Wait,
-                &self.path,
-            )?;
-            step!(self, Woken, my_path);
-            self.check_cancelled()?;
-            if !woken {
+            if !self.wait_round(call, round, bounds, my_path)? {
                 return Ok(false);
             }
         }
+    }
+
+    /// `MixedDialect` when the leases' directory holds a lease of another
+    /// layout (seen in the listing the attempt makes anyway): zklock's
+    /// `lease-<tag>-<seq>` and Curator's `_c_<uuid>-lease-<seq>` in one
+    /// `<p>/leases`, or Curator's or zklock's `locks`/`leases` children in
+    /// kazoo's `<p>` (which kazoo would count as leases). The attempt's
+    /// node is removed; nothing is held.
+    fn refuse_foreign(&self, children: &[String]) -> Result<()> {
+        let foreign = children.iter().find_map(|c| {
+            let found = if c.starts_with(CURATOR_PROTECTED) {
+                Dialect::Curator
+            } else if tagged_sequence(c, LEASE_PREFIX).is_some() {
+                Dialect::HBase
+            } else if c == SEMAPHORE_LOCKS || c == SEMAPHORE_LEASES {
+                Dialect::Curator
+            } else {
+                return None;
+            };
+            (found != self.dialect).then_some((c, found))
+        });
+        match foreign {
+            None => Ok(()),
+            Some((node, found)) => Err(Error::MixedDialect {
+                lock: self.path.clone(),
+                node: node.clone(),
+                found,
+            }),
+        }
+    }
+
+    /// Waits for a wake-up of `round` (the leases' watch is set) until the
+    /// wait's bound: `Ok(false)` out of time. As the locks' waits: the
+    /// session's end and a cancel wake it directly; nothing periodic.
+    fn wait_round(
+        &self,
+        call: &CallSession,
+        round: u64,
+        bounds: Bounds,
+        path: &str,
+    ) -> Result<bool> {
+        debug!("{path} waits for a lease of {}", self.path);
+        step!(self, Waiting, path);
+        let woken = wait::wait(
+            &self.shared.wake,
+            round,
+            call,
+            bounds.wait,
+            WhenDown::Wait,
+            &self.path,
+        )?;
+        step!(self, Woken, path);
+        self.check_cancelled()?;
+        Ok(woken)
     }
 
     /// The lease's own state, watched when a listener is set.
