@@ -1480,6 +1480,27 @@ fn semaphore_runs_at_most_limit_commands_at_once_in_every_dialect() {
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(75), "{err}");
         assert!(err.contains("all 2 leases held by"), "{err}");
+        // zklock's and Curator's layouts share the `leases` directory: the
+        // other one is refused there (exit 4), and leaves nothing.
+        if let Some(other) = match dialect {
+            "hbase" => Some("curator"),
+            "curator" => Some("hbase"),
+            _ => None,
+        } {
+            let leases = format!("{znode}/leases");
+            let out = run(&[
+                "semaphore",
+                "--limit",
+                "3",
+                "-d",
+                other,
+                &znode,
+                "--",
+                "true",
+            ]);
+            assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+            assert_eq!(children(&zk, &leases).len(), 2);
+        }
         // ls: two holders, one waiter.
         let mut args = cmd.to_vec();
         args.extend([znode.as_str(), "-m", "third", "--", "true"]);
