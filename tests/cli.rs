@@ -1457,11 +1457,8 @@ fn dialect_locks_exclude_each_other_in_their_layout_and_a_mixed_directory_is_ref
         "-c",
         "echo $ZKLOCK_LOCK_NODE",
     ]);
-    assert!(
-        text(&out.stdout).contains("-__READ__"),
-        "{}",
-        text(&out.stdout)
-    );
+    let node = text(&out.stdout);
+    assert!(node.contains("-__READ__"), "{node}");
 }
 
 #[test]
