@@ -1405,7 +1405,7 @@ fn dialect_locks_exclude_each_other_in_their_layout_and_a_mixed_directory_is_ref
 
         // Another dialect is refused in one line, with its own code, no node left.
         let out = run(&["lock", &znode, "-n", "--", "true"]);
-        let err = text(&out.stderr);
+        let err = text(&out.stderr).to_lowercase();
         assert_eq!(out.status.code(), Some(4), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(&format!("the {dialect} dialect")), "{err}");

@@ -412,11 +412,10 @@ fn hold_and_run(
             );
             return Ok(128 + sig);
         }
-        Err(Error::MixedDialect { lock, node, found }) => {
+        Err(e @ Error::MixedDialect { .. }) => {
             eprintln!(
-                "zklock: {lock} holds {node}, a node of the {found} dialect: refusing to take \
-                 {what} there (clients of different dialects do not see each other's nodes; \
-                 `zklock ls {lock}` shows them)"
+                "zklock: {e}: not taking {what} (clients of different dialects do not see \
+                 each other's nodes; `zklock ls {znode}` shows them)"
             );
             return Ok(EXIT_MIXED);
         }
