@@ -315,7 +315,8 @@ fn ls_shows_holders_and_waiters_in_order() {
         ],
         "{table}"
     );
-    assert!(rows[0][3].starts_with("0x"), "session column: {table}");
+    assert_eq!(rows[0][2], "hbase", "dialect column: {table}");
+    assert!(rows[0][4].starts_with("0x"), "session column: {table}");
 
     let out = run(&["ls", &znode, "--json"]);
     let json = text(&out.stdout);
@@ -1265,8 +1266,30 @@ fn help_documents_the_environment() {
         "ZKLOCK_LEADER_NODE",
         "ZKLOCK_LEADER_NAME",
         "kill -9",
+        "  4    the lock's directory holds nodes of another dialect",
+        "semaphore",
     ] {
         assert!(help.contains(var), "{var}: {help}");
+    }
+    let out = run(&["semaphore", "--help"]);
+    let help = text(&out.stdout);
+    for option in [
+        "--limit",
+        "--dialect",
+        "--timeout",
+        "--kill-after",
+        "curator",
+    ] {
+        assert!(help.contains(option), "{option}: {help}");
+    }
+    // Bad input is a usage error.
+    for args in [
+        ["semaphore", "/s", "--limit", "0", "--", "true"],
+        ["lock", "/s", "--dialect", "etcd", "--", "true"],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(text(&out.stderr).lines().count(), 1, "{args:?}");
     }
 }
 
@@ -1306,13 +1329,330 @@ fn at_a_terminal_the_command_reads_it_and_ctrl_c_reaches_it() {
     assert!(lock_nodes(&raw(), &znode).is_empty());
 }
 
-/// `lock --dialect` takes the lock of a Curator (or kazoo) fleet; `ls` shows
-/// every dialect's holders and waiters and warns about a mixed directory,
-/// which `lock` refuses.
+/// `zklock lock --dialect D` holding `name`'s `hold_until`, holding when
+/// this returns.
+fn start_dialect_holder(cmd: &[&str], znode: &str, dir: &Path, name: &str) -> (Child, PathBuf) {
+    let (started, release) = (dir.join(format!("{name}.started")), dir.join(name));
+    let script = hold_until(&started, &release);
+    let mut args = cmd.to_vec();
+    args.extend([znode, "-m", name, "--", "sh", "-c", &script]);
+    let child = start(&args);
+    wait_until(WAIT, "the holder's command started", || started.exists());
+    (child, release)
+}
+
+/// `ls`'s table rows, split on whitespace.
+fn ls_rows(znode: &str) -> (Vec<Vec<String>>, String) {
+    let out = run(&["ls", znode]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = text(&out.stdout)
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect();
+    (rows, text(&out.stderr))
+}
+
+#[test]
+fn dialect_locks_exclude_each_other_in_their_layout_and_a_mixed_directory_is_refused() {
+    use zklock::client::{Acl, CreateMode};
+    let (root, dir) = (unique_root("cli-dialect"), temp_dir("dialect"));
+    let zk = raw();
+    let is_seq = |s: &str| s.len() == 10 && s.bytes().all(|b| b.is_ascii_digit());
+    for dialect in ["curator", "kazoo"] {
+        let znode = format!("{root}/{dialect}");
+        let (mut holder, release) =
+            start_dialect_holder(&["lock", "--dialect", dialect], &znode, &dir, dialect);
+        let nodes = lock_nodes(&zk, &znode);
+        assert_eq!(nodes.len(), 1, "{nodes:?}");
+        let node = &nodes[0];
+        // Curator's InterProcessMutex `_c_<uuid>-lock-<seq>`, kazoo's Lock
+        // `<uuid hex>__lock__<seq>`.
+        let well_formed = match dialect {
+            "curator" => node.strip_prefix("_c_").is_some_and(|rest| {
+                rest.split_once("-lock-")
+                    .is_some_and(|(uuid, seq)| uuid.len() == 36 && is_seq(seq))
+            }),
+            _ => node.split_once("__lock__").is_some_and(|(uuid, seq)| {
+                uuid.len() == 32 && uuid.bytes().all(|b| b.is_ascii_hexdigit()) && is_seq(seq)
+            }),
+        };
+        assert!(well_formed, "{dialect}: {node}");
+
+        // A second one of the same dialect is kept out, and leaves no node.
+        let out = run(&["lock", "--dialect", dialect, &znode, "-n", "--", "true"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(75), "{err}");
+        assert!(err.contains(&format!("held by \"{dialect}\"")), "{err}");
+        assert_eq!(lock_nodes(&zk, &znode).len(), 1);
+
+        // ls: the holder and a waiter, in the dialect.
+        let mut waiter = start(&["lock", "-d", dialect, &znode, "-m", "second", "--", "true"]);
+        wait_until(WAIT, "the waiter queued", || {
+            lock_nodes(&zk, &znode).len() == 2
+        });
+        let (rows, warned) = ls_rows(&znode);
+        let summary: Vec<(&str, &str, &str)> = rows
+            .iter()
+            .map(|r| (r[0].as_str(), r[2].as_str(), r.last().unwrap().as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [("holder", dialect, dialect), ("waiter", dialect, "second")],
+            "{rows:?}"
+        );
+        assert!(warned.is_empty(), "{warned}");
+
+        // Another dialect is refused in one line, with its own code, no node left.
+        let out = run(&["lock", &znode, "-n", "--", "true"]);
+        let err = text(&out.stderr).to_lowercase();
+        assert_eq!(out.status.code(), Some(4), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("the {dialect} dialect")), "{err}");
+        assert_eq!(lock_nodes(&zk, &znode).len(), 2);
+
+        // ls warns about a mixed directory (a foreign node made by hand).
+        let foreign = zk
+            .create(
+                &format!("{znode}/write-x-"),
+                b"",
+                Acl::open_unsafe(),
+                CreateMode::EphemeralSequential,
+            )
+            .unwrap();
+        let (rows, warned) = ls_rows(&znode);
+        assert!(
+            warned.contains("mixes dialects") && warned.contains(dialect),
+            "{warned}"
+        );
+        assert!(rows.iter().any(|r| r[2] == "hbase"), "{rows:?}");
+        zk.delete(&foreign, None).unwrap();
+
+        std::fs::write(&release, "").unwrap();
+        assert!(wait_for(&mut holder, WAIT).success());
+        assert!(wait_for(&mut waiter, WAIT).success());
+        assert!(lock_nodes(&zk, &znode).is_empty());
+    }
+    // Curator's read/write lock: `lock --rw` (`__WRIT__`) keeps `read-lock` out.
+    let znode = format!("{root}/curator-rw");
+    let (mut writer, release) =
+        start_dialect_holder(&["lock", "--rw", "-d", "curator"], &znode, &dir, "w");
+    let nodes = lock_nodes(&zk, &znode);
+    assert!(
+        nodes[0].starts_with("_c_") && nodes[0].contains("-__WRIT__"),
+        "{nodes:?}"
+    );
+    let out = run(&["read-lock", "-d", "curator", &znode, "-n", "--", "true"]);
+    assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut writer, WAIT).success());
+    let out = run(&[
+        "read-lock",
+        "-d",
+        "curator",
+        &znode,
+        "-n",
+        "--",
+        "sh",
+        "-c",
+        "echo $ZKLOCK_LOCK_NODE",
+    ]);
+    let node = text(&out.stdout);
+    assert!(node.contains("-__READ__"), "{node}");
+}
+
+#[test]
+fn semaphore_runs_at_most_limit_commands_at_once_in_every_dialect() {
+    let (root, dir) = (unique_root("cli-semaphore"), temp_dir("semaphore"));
+    let zk = raw();
+    for dialect in ["hbase", "curator", "kazoo"] {
+        let znode = format!("{root}/{dialect}");
+        let cmd = ["semaphore", "--limit", "2", "--dialect", dialect];
+        let (mut a, release_a) = start_dialect_holder(&cmd, &znode, &dir, &format!("{dialect}-a"));
+        let (mut b, release_b) = start_dialect_holder(&cmd, &znode, &dir, &format!("{dialect}-b"));
+        // Both leases are taken: a third gives up.
+        let mut args = cmd.to_vec();
+        args.extend([znode.as_str(), "-n", "--", "true"]);
+        let out = run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(75), "{err}");
+        assert!(err.contains("all 2 leases held by"), "{err}");
+        // zklock's and Curator's layouts share the `leases` directory: the
+        // other one is refused there (exit 4), and leaves nothing.
+        if let Some(other) = match dialect {
+            "hbase" => Some("curator"),
+            "curator" => Some("hbase"),
+            _ => None,
+        } {
+            let leases = format!("{znode}/leases");
+            let out = run(&[
+                "semaphore",
+                "--limit",
+                "3",
+                "-d",
+                other,
+                &znode,
+                "--",
+                "true",
+            ]);
+            assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+            assert_eq!(children(&zk, &leases).len(), 2);
+        }
+        // ls: two holders, one waiter.
+        let mut args = cmd.to_vec();
+        args.extend([znode.as_str(), "-m", "third", "--", "true"]);
+        let mut third = start(&args);
+        // (A holder lets its mutex go in the background once granted; the
+        // waiter's lease node, which `ls` shows its data from, comes after
+        // its mutex node.)
+        wait_until(WAIT, "two holders and the third waiting", || {
+            let rows = ls_rows(&znode).0;
+            rows.len() == 3
+                && rows[..2].iter().all(|r| r[0] == "holder")
+                && rows[2][0] == "waiter"
+                && rows[2].last().is_some_and(|m| m == "third")
+        });
+        let (rows, warned) = ls_rows(&znode);
+        let summary: Vec<(&str, &str, &str)> = rows
+            .iter()
+            .map(|r| (r[0].as_str(), r[2].as_str(), r.last().unwrap().as_str()))
+            .collect();
+        let (ha, hb) = (format!("{dialect}-a"), format!("{dialect}-b"));
+        assert_eq!(summary.len(), 3, "{rows:?}");
+        assert!(
+            summary.contains(&("holder", dialect, ha.as_str())),
+            "{rows:?}"
+        );
+        assert!(
+            summary.contains(&("holder", dialect, hb.as_str())),
+            "{rows:?}"
+        );
+        assert_eq!(summary[2], ("waiter", dialect, "third"), "{rows:?}");
+        assert!(warned.is_empty(), "{warned}");
+        std::fs::write(&release_a, "").unwrap();
+        assert!(wait_for(&mut third, WAIT).success());
+        std::fs::write(&release_b, "").unwrap();
+        assert!(wait_for(&mut a, WAIT).success());
+        assert!(wait_for(&mut b, WAIT).success());
+
+        // 4 commands at once: never more than 2 inside.
+        let inside = dir.join(format!("{dialect}-inside"));
+        std::fs::create_dir_all(&inside).unwrap();
+        let counts = dir.join(format!("{dialect}-counts"));
+        let script = format!(
+            "touch {i}/$$; ls {i} | wc -l >> {c}; sleep 0.2; rm {i}/$$",
+            i = inside.display(),
+            c = counts.display()
+        );
+        let mut args = cmd.to_vec();
+        args.extend([znode.as_str(), "-c", &script]);
+        let mut all: Vec<Child> = (0..4).map(|_| start(&args)).collect();
+        for c in &mut all {
+            assert!(wait_for(c, WAIT).success());
+        }
+        let seen: Vec<u32> = std::fs::read_to_string(&counts)
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        assert!(seen.iter().all(|&n| (1..=2).contains(&n)), "{seen:?}");
+        let (rows, _) = ls_rows(&znode);
+        assert!(rows.is_empty(), "{rows:?}");
+
+        // A lease lost (reaped) SIGTERMs the command: exit 3.
+        let (started, termed) = (
+            dir.join(format!("{dialect}-started")),
+            dir.join(format!("{dialect}-termed")),
+        );
+        let script = until_sigterm(&started, &termed);
+        let mut args = cmd.to_vec();
+        args.extend([znode.as_str(), "-c", &script]);
+        let mut holder = start(&args);
+        wait_until(WAIT, "holding a lease", || started.exists());
+        let out = run(&["reap", &znode, "--all"]);
+        assert!(
+            text(&out.stdout).contains("removed"),
+            "{}",
+            text(&out.stdout)
+        );
+        assert_eq!(wait_for(&mut holder, WAIT).code(), Some(3));
+        assert!(termed.exists());
+        assert!(stderr_of(&mut holder).contains("lost a lease"));
+    }
+    // No lease node left in any layout.
+    assert!(children(&zk, &format!("{root}/hbase/leases")).is_empty());
+    assert!(children(&zk, &format!("{root}/curator/leases")).is_empty());
+}
+
+#[test]
+fn lock_dialect_kazoo_takes_turns_with_a_real_kazoo_lock_both_ways() {
+    use common::participant::Participant;
+    let (root, dir) = (unique_root("cli-kazoo-peer"), temp_dir("kazoo-peer"));
+    let znode = format!("{root}/job");
+    let mut peer = Participant::kazoo("kazoo_locks.py", &[&test_servers()]);
+    assert_eq!(peer.ask(&format!("mutex py {znode} py-holder")), "ok py");
+    peer.send("acquire py");
+    assert_eq!(peer.line(WAIT), "acquired py");
+
+    // kazoo holds: zklock sees its holder, and waits its turn.
+    let out = run(&["lock", "-d", "kazoo", &znode, "-n", "--", "true"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    assert!(err.contains("held by \"py-holder\""), "{err}");
+    let ran = dir.join("ran");
+    let mut waiter = start(&[
+        "lock",
+        "-d",
+        "kazoo",
+        &znode,
+        "-m",
+        "rust",
+        "--",
+        "touch",
+        ran.to_str().unwrap(),
+    ]);
+    wait_until(WAIT, "zklock queued", || {
+        lock_nodes(&raw(), &znode).len() == 2
+    });
+    let (rows, _) = ls_rows(&znode);
+    let summary: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| (r[0].as_str(), r[2].as_str(), r.last().unwrap().as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("holder", "kazoo", "py-holder"),
+            ("waiter", "kazoo", "rust")
+        ],
+        "{rows:?}"
+    );
+    assert!(!ran.exists());
+    assert_eq!(peer.ask("release py"), "released py");
+    assert!(wait_for(&mut waiter, WAIT).success());
+    assert!(ran.exists());
+
+    // zklock holds: kazoo waits until it is done.
+    let (mut holder, release) = start_dialect_holder(&["lock", "-d", "kazoo"], &znode, &dir, "z");
+    assert_eq!(peer.ask("acquire py 300"), "timeout py");
+    peer.send("acquire py");
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut holder, WAIT).success());
+    assert_eq!(peer.line(WAIT), "acquired py");
+    assert_eq!(peer.ask("release py"), "released py");
+    peer.finish();
+    assert!(lock_nodes(&raw(), &znode).is_empty());
+}
+
+/// (From dev-dialects, adapted.) `lock --rw --dialect curator` takes the
+/// write side of a Curator fleet's `InterProcessReadWriteLock`; `ls` shows
+/// every dialect's holders and warns about a mixed directory, which `lock`
+/// refuses.
 #[test]
 fn lock_and_ls_in_every_dialect_and_a_mixed_directory() {
     use zklock::lock::{Dialect, InterProcessLock, InterProcessReadWriteLock};
-    let znode = unique_root("cli-dialect");
+    let znode = unique_root("cli-dialect-rw");
     let zkw = common::zkw();
     let curator_writer = zklock::lock::ZkInterProcessReadWriteLock::new(&zkw, &znode, None)
         .unwrap()
@@ -1321,6 +1661,7 @@ fn lock_and_ls_in_every_dialect_and_a_mixed_directory() {
     curator_writer.acquire().unwrap();
     let out = run(&[
         "lock",
+        "--rw",
         "--dialect",
         "curator",
         "-t",
@@ -1330,19 +1671,25 @@ fn lock_and_ls_in_every_dialect_and_a_mixed_directory() {
         "true",
     ]);
     assert_eq!(out.status.code(), Some(75), "{out:?}");
-    let out = run(&["ls", &znode]);
-    let table = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        table.contains("holder") && table.contains("curator:write"),
-        "{table}"
+    let (rows, _) = ls_rows(&znode);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (
+            rows[0][0].as_str(),
+            rows[0][1].as_str(),
+            rows[0][2].as_str()
+        ),
+        ("holder", "write", "curator"),
+        "{rows:?}"
     );
-    assert!(table.contains("java-1"), "{table}");
+    assert_eq!(rows[0].last().unwrap(), "java-1", "{rows:?}");
     let out = run(&["ls", "--json", &znode]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"dialect\":\"curator\""));
+    assert!(text(&out.stdout).contains("\"dialect\":\"curator\""));
     curator_writer.release().unwrap();
     let out = run(&[
         "lock",
-        "-D",
+        "--rw",
+        "-d",
         "curator",
         &znode,
         "--",
@@ -1351,12 +1698,9 @@ fn lock_and_ls_in_every_dialect_and_a_mixed_directory() {
         "echo $ZKLOCK_LOCK_NODE",
     ]);
     assert!(out.status.success(), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("-__WRIT__"),
-        "{out:?}"
-    );
+    assert!(text(&out.stdout).contains("-__WRIT__"), "{out:?}");
     // A kazoo node beside a Curator one: ls warns, lock refuses.
-    let kazoo = ZooKeeper::connect(&local(), Duration::from_secs(6), |_e| {}).unwrap();
+    let kazoo = raw();
     let curator_reader = zklock::lock::ZkInterProcessReadWriteLock::new(&zkw, &znode, None)
         .unwrap()
         .with_dialect(Dialect::Curator)
@@ -1370,19 +1714,12 @@ fn lock_and_ls_in_every_dialect_and_a_mixed_directory() {
             zklock::client::CreateMode::EphemeralSequential,
         )
         .unwrap();
-    let out = run(&["ls", &znode]);
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(
-        err.contains("mixes lock nodes of the curator and kazoo"),
-        "{err}"
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("kazoo:write"));
-    let out = run(&["lock", "-D", "kazoo", "-t", "5s", &znode, "--", "true"]);
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("dialect"),
-        "{out:?}"
-    );
+    let (rows, err) = ls_rows(&znode);
+    assert!(err.contains("mixes dialects (curator, kazoo)"), "{err}");
+    assert!(rows.iter().any(|r| r[2] == "kazoo"), "{rows:?}");
+    let out = run(&["lock", "-d", "kazoo", "-t", "5s", &znode, "--", "true"]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(text(&out.stderr).contains("dialect"), "{out:?}");
     curator_reader.release().unwrap();
     kazoo.close().unwrap();
     assert!(children(&raw(), &znode).is_empty());

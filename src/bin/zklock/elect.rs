@@ -144,6 +144,7 @@ pub(crate) fn leader(g: &Global, a: &LeaderArgs) -> anyhow::Result<i32> {
 /// The leader's name, if any.
 fn current(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Option<String>> {
     Ok(crate::ls::list(zkw, znode)?
+        .entries
         .into_iter()
         .find(|e| e.state == "leader")
         .map(|e| e.metadata))

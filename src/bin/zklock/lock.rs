@@ -1,4 +1,5 @@
-//! `zklock lock` / `zklock read-lock`: run a command while holding the lock.
+//! `zklock lock` / `zklock read-lock` / `zklock semaphore`: run a command
+//! while holding the lock (or one of the semaphore's leases), in a dialect.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -7,20 +8,194 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use parking_lot::Mutex;
 use zklock::lock::{
-    InterProcessLock, LockEvent, LockKind, MetadataHandler, ReadLockKind, WriteLockKind,
-    ZkInterProcessLockBase,
+    AcquiredLock, Dialect, InterProcessLock, InterProcessReadWriteLock, LockCanceller, LockEvent,
+    MetadataHandler, SemaphoreLease, ZkInterProcessMutex, ZkInterProcessReadWriteLock, ZkSemaphore,
 };
 use zklock::{Error, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 use crate::duration::human;
 use crate::supervise::{signal_name, spawn, supervise, Ended, SignalWatch, Verdict, Watchdog};
-use crate::{connect, Global, LockArgs, EXIT_ERROR, EXIT_LOST, EXIT_TIMEOUT};
+use crate::{
+    connect, Global, LockArgs, SemaphoreArgs, EXIT_ERROR, EXIT_LOST, EXIT_MIXED, EXIT_TIMEOUT,
+};
 
-pub(crate) fn run(g: &Global, a: &LockArgs, write: bool) -> anyhow::Result<i32> {
-    if write {
-        run_kind::<WriteLockKind>(g, a, "write")
-    } else {
-        run_kind::<ReadLockKind>(g, a, "read")
+pub(crate) fn run(g: &Global, a: &LockArgs, write: bool, rw: bool) -> anyhow::Result<i32> {
+    let shared = !write;
+    let role = match (a.dialect, shared, rw) {
+        (_, true, _) => "read",
+        // Curator's InterProcessMutex (`lock-`) is another lock than its
+        // read/write lock's write side (`__WRIT__`): `--rw` picks the latter.
+        (Dialect::Curator, false, false) => "mutex",
+        _ => "write",
+    };
+    let what = match a.dialect {
+        Dialect::HBase => format!("the {role} lock {}", a.znode),
+        d => format!("the {d} {role} lock {}", a.znode),
+    };
+    let zkw = connect(g)?;
+    let result = hold_and_run(&zkw, a, &what, "held", |handler, events| {
+        let listener = move |_path: &str, event: LockEvent| {
+            let _ = events.send(event);
+        };
+        let metadata = a.metadata_or_default();
+        if role == "mutex" {
+            let lock = ZkInterProcessMutex::new(&zkw, &a.znode, a.dialect, metadata.as_bytes())?
+                .with_lock_listener(listener);
+            return Ok(Lock::boxed(&a.znode, lock.canceller(), Arc::new(lock)));
+        }
+        let rw = ZkInterProcessReadWriteLock::new(&zkw, &a.znode, Some(handler))?
+            .with_dialect(a.dialect)
+            .with_lock_listener(listener);
+        Ok(if shared {
+            let lock = rw.read_lock(metadata.as_bytes());
+            Lock::boxed(&a.znode, lock.canceller(), Arc::new(lock))
+        } else {
+            let lock = rw.write_lock(metadata.as_bytes());
+            Lock::boxed(&a.znode, lock.canceller(), Arc::new(lock))
+        })
+    });
+    close(zkw);
+    result
+}
+
+/// `zklock semaphore`: the command runs holding one of `--limit` leases.
+pub(crate) fn run_semaphore(g: &Global, a: &SemaphoreArgs) -> anyhow::Result<i32> {
+    let l = &a.lock;
+    let what = match l.dialect {
+        Dialect::HBase => format!("a lease of the semaphore {} (limit {})", l.znode, a.limit),
+        d => format!(
+            "a lease of the {d} semaphore {} (limit {})",
+            l.znode, a.limit
+        ),
+    };
+    let zkw = connect(g)?;
+    let busy = format!("all {} leases held", a.limit);
+    let result = hold_and_run(&zkw, l, &what, &busy, |_handler, events| {
+        let sem = ZkSemaphore::in_dialect(
+            &zkw,
+            &l.znode,
+            l.dialect,
+            a.limit,
+            l.metadata_or_default().as_bytes(),
+        )?
+        .with_lock_listener(move |_path: &str, event: LockEvent| {
+            let _ = events.send(event);
+        });
+        Ok(Box::new(Arc::new(sem)))
+    });
+    close(zkw);
+    result
+}
+
+/// Closing the session removes anything of ours at once (not after the
+/// session timeout).
+fn close(zkw: ZooKeeperWatcher) {
+    if let Err(e) = zkw.close() {
+        log::warn!("closing the session: {e}");
+    }
+}
+
+/// What the command runs holding: a lock or a semaphore's lease.
+trait Target {
+    /// Takes it, waiting at most `timeout` (`None`: as long as it takes);
+    /// `Ok(None)` when the time ran out.
+    fn take(&self, timeout: Option<Duration>) -> Result<Option<Box<dyn Grant>>, Error>;
+    /// Ends a `take` in progress with `Cancelled` (from the signal thread).
+    fn canceller(&self) -> Box<dyn Fn() + Send>;
+}
+
+/// A taken lock or lease.
+trait Grant {
+    /// The holder's own node.
+    fn node(&self) -> &str;
+    fn fencing_token(&self) -> i64;
+    /// Gives it back: `LockLost` when it was lost meanwhile.
+    fn release(self: Box<Self>) -> Result<(), Error>;
+}
+
+/// A lock of any dialect and kind, with its canceller.
+struct Lock {
+    znode: String,
+    canceller: LockCanceller,
+    lock: Arc<dyn InterProcessLock>,
+}
+
+impl Lock {
+    fn boxed(znode: &str, canceller: LockCanceller, lock: Arc<dyn InterProcessLock>) -> Box<Lock> {
+        Box::new(Lock {
+            znode: znode.to_string(),
+            canceller,
+            lock,
+        })
+    }
+}
+
+struct HeldLock {
+    lock: Arc<dyn InterProcessLock>,
+    granted: AcquiredLock,
+}
+
+impl Target for Lock {
+    fn take(&self, timeout: Option<Duration>) -> Result<Option<Box<dyn Grant>>, Error> {
+        let acquired = match timeout {
+            Some(t) => self.lock.try_acquire(t)?,
+            None => self.lock.acquire().map(|()| true)?,
+        };
+        if !acquired {
+            return Ok(None);
+        }
+        // None: lost as it was granted.
+        let granted = self.lock.acquired_lock().ok_or_else(|| Error::LockLost {
+            path: self.znode.clone(),
+        })?;
+        Ok(Some(Box::new(HeldLock {
+            lock: self.lock.clone(),
+            granted,
+        })))
+    }
+
+    fn canceller(&self) -> Box<dyn Fn() + Send> {
+        let c = self.canceller.clone();
+        Box::new(move || c.cancel())
+    }
+}
+
+impl Grant for HeldLock {
+    fn node(&self) -> &str {
+        &self.granted.path
+    }
+    fn fencing_token(&self) -> i64 {
+        self.granted.fencing_token()
+    }
+    fn release(self: Box<Self>) -> Result<(), Error> {
+        self.lock.release()
+    }
+}
+
+impl Target for Arc<ZkSemaphore> {
+    fn take(&self, timeout: Option<Duration>) -> Result<Option<Box<dyn Grant>>, Error> {
+        let lease = match timeout {
+            Some(t) => self.try_acquire(t)?,
+            None => Some(self.acquire()?),
+        };
+        Ok(lease.map(|l| Box::new(l) as Box<dyn Grant>))
+    }
+
+    fn canceller(&self) -> Box<dyn Fn() + Send> {
+        let sem = self.clone();
+        Box::new(move || sem.cancel())
+    }
+}
+
+impl Grant for SemaphoreLease {
+    fn node(&self) -> &str {
+        self.path()
+    }
+    fn fencing_token(&self) -> i64 {
+        SemaphoreLease::fencing_token(self)
+    }
+    fn release(self: Box<Self>) -> Result<(), Error> {
+        SemaphoreLease::release(*self)
     }
 }
 
@@ -35,7 +210,10 @@ struct Holder {
 /// The waiting display: a live line on a terminal, plain lines otherwise.
 struct Waiting {
     znode: String,
-    kind: &'static str,
+    /// "the write lock /x", "a lease of the semaphore /x (limit 2)".
+    what: String,
+    /// What is said of a busy target whose holder is not known.
+    busy: String,
     holder: Mutex<Holder>,
     tty: bool,
     /// `-t 0` / `-n`: one try, no "waiting" lines.
@@ -51,7 +229,34 @@ impl Waiting {
         match (&h.metadata, h.queued) {
             (Some(m), false) => format!("held by {m:?}"),
             (Some(m), true) => format!("queued behind {m:?}, itself waiting"),
-            (None, _) => "held".to_string(),
+            (None, _) => self.busy.clone(),
+        }
+    }
+
+    /// [`describe`](Self::describe), or, when the attempt never saw who is
+    /// in the way (Curator's mutex and the semaphores pass no holder's
+    /// metadata), who holds now by a listing.
+    fn describe_now(&self) -> String {
+        if self.holder.lock().metadata.is_some() {
+            return self.describe();
+        }
+        let holders: Vec<String> = self
+            .zkw
+            .upgrade()
+            .and_then(|zkw| crate::ls::list(&zkw, &self.znode).ok())
+            .map(|listing| {
+                listing
+                    .entries
+                    .into_iter()
+                    .filter(|e| e.state == "holder")
+                    .map(|e| format!("{:?}", e.metadata))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if holders.is_empty() {
+            self.busy.clone()
+        } else {
+            format!("{} by {}", self.busy, holders.join(", "))
         }
     }
 
@@ -61,7 +266,8 @@ impl Waiting {
         let Some(zkw) = self.zkw.upgrade() else {
             return false;
         };
-        crate::ls::list(&zkw, &self.znode).is_ok_and(|entries| {
+        crate::ls::list(&zkw, &self.znode).is_ok_and(|listing| {
+            let entries = &listing.entries;
             entries
                 .iter()
                 .any(|e| e.state == "waiter" && e.metadata == metadata)
@@ -84,12 +290,7 @@ impl Waiting {
             changed
         };
         if changed && !self.tty && !self.quiet {
-            eprintln!(
-                "zklock: waiting for the {} lock {}: {}",
-                self.kind,
-                self.znode,
-                self.describe()
-            );
+            eprintln!("zklock: waiting for {}: {}", self.what, self.describe());
         }
     }
 
@@ -107,10 +308,9 @@ impl Waiting {
             let mut err = std::io::stderr().lock();
             let _ = write!(
                 err,
-                "\r\x1b[2Kzklock: waiting {} for the {} lock {}: {}",
+                "\r\x1b[2Kzklock: waiting {} for {}: {}",
                 human(self.start.elapsed()),
-                self.kind,
-                self.znode,
+                self.what,
                 self.describe()
             );
             let _ = err.flush();
@@ -121,7 +321,8 @@ impl Waiting {
     }
 }
 
-fn default_metadata(command: &[std::ffi::OsString]) -> String {
+/// The default metadata: "pid <pid> on <host>: <command>".
+pub(crate) fn default_metadata(command: &[std::ffi::OsString]) -> String {
     let cmd: Vec<String> = command
         .iter()
         .map(|s| s.to_string_lossy().into_owned())
@@ -134,28 +335,18 @@ fn default_metadata(command: &[std::ffi::OsString]) -> String {
     )
 }
 
-fn run_kind<K: LockKind>(g: &Global, a: &LockArgs, kind: &'static str) -> anyhow::Result<i32> {
-    let zkw = connect(g)?;
-    let result = hold_and_run::<K>(&zkw, a, kind);
-    // Closing the session removes anything of ours at once (not after the
-    // session timeout).
-    if let Err(e) = zkw.close() {
-        log::warn!("closing the session: {e}");
-    }
-    result
-}
-
-fn hold_and_run<K: LockKind>(
+/// Takes the target `make` builds (with the waiting display's metadata
+/// handler and the channel of its lost-lock events), runs the command while
+/// holding it, gives it back: `lock`, `read-lock` and `semaphore` alike.
+fn hold_and_run(
     zkw: &ZooKeeperWatcher,
     a: &LockArgs,
-    kind: &'static str,
+    what: &str,
+    busy: &str,
+    make: impl FnOnce(Arc<dyn MetadataHandler>, Sender<LockEvent>) -> Result<Box<dyn Target>, Error>,
 ) -> anyhow::Result<i32> {
     let znode = a.znode.as_str();
     let argv = a.run.argv();
-    let metadata = a
-        .metadata
-        .clone()
-        .unwrap_or_else(|| default_metadata(&argv));
     let timeout = if a.nonblock {
         Some(Duration::ZERO)
     } else {
@@ -164,7 +355,8 @@ fn hold_and_run<K: LockKind>(
     let quiet = timeout == Some(Duration::ZERO);
     let waiting = Arc::new(Waiting {
         znode: znode.to_string(),
-        kind,
+        what: what.to_string(),
+        busy: busy.to_string(),
         holder: Mutex::new(Holder::default()),
         tty: std::io::stderr().is_terminal() && !quiet,
         quiet,
@@ -174,15 +366,11 @@ fn hold_and_run<K: LockKind>(
     let w = waiting.clone();
     let handler: Arc<dyn MetadataHandler> = Arc::new(move |m: &[u8]| w.seen(m));
     let (events_tx, events): (Sender<LockEvent>, Receiver<LockEvent>) = unbounded();
-    let lock = ZkInterProcessLockBase::<K>::new(zkw, znode, metadata.as_bytes(), Some(handler))?
-        .with_dialect(a.dialect)
-        .with_lock_listener(move |_path: &str, event: LockEvent| {
-            let _ = events_tx.send(event);
-        });
-    let canceller = lock.canceller();
+    let target = make(handler, events_tx)?;
+    let cancel = target.canceller();
     // A signal while waiting cancels the attempt (its node is removed); while
     // the command runs, it is forwarded to the command.
-    let signals = SignalWatch::start(move |_| canceller.cancel())?;
+    let signals = SignalWatch::start(move |_| cancel())?;
 
     // Ready before the lock is: starting the command is then one fork/exec.
     let watchdog = Watchdog::start()?;
@@ -192,29 +380,26 @@ fn hold_and_run<K: LockKind>(
         let w = waiting.clone();
         std::thread::spawn(move || w.tick(done_rx))
     });
-    let acquired = match timeout {
-        Some(t) => lock.try_acquire(t),
-        None => lock.acquire().map(|()| true),
-    };
+    let taken = target.take(timeout);
     let _ = done_tx.send(());
     if let Some(t) = ticker {
         let _ = t.join();
     }
     let waited = waiting.holder.lock().metadata.is_some();
 
-    match acquired {
-        Ok(true) => {}
-        Ok(false) => {
+    let granted = match taken {
+        Ok(Some(granted)) => granted,
+        Ok(None) => {
             if quiet {
                 eprintln!(
-                    "zklock: the {kind} lock {znode} is taken ({}); gave up at once (-n / -t 0)",
-                    waiting.describe()
+                    "zklock: {what} is taken ({}); gave up at once (-n / -t 0)",
+                    waiting.describe_now()
                 );
             } else {
                 eprintln!(
-                    "zklock: timed out after {} waiting for the {kind} lock {znode} ({})",
+                    "zklock: timed out after {} waiting for {what} ({})",
                     human(waiting.start.elapsed()),
-                    waiting.describe()
+                    waiting.describe_now()
                 );
             }
             return Ok(a.conflict_exit_code.map_or(EXIT_TIMEOUT, i32::from));
@@ -222,47 +407,49 @@ fn hold_and_run<K: LockKind>(
         Err(Error::Cancelled { .. }) => {
             let sig = signals.received().unwrap_or(15);
             eprintln!(
-                "zklock: {} while waiting for the {kind} lock {znode}; left the queue",
+                "zklock: {} while waiting for {what}; left the queue",
                 signal_name(sig)
             );
             return Ok(128 + sig);
         }
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("acquiring the {kind} lock {znode}")))
+        Err(e @ Error::MixedDialect { .. }) => {
+            eprintln!(
+                "zklock: {e}: not taking {what} (clients of different dialects do not see \
+                 each other's nodes; `zklock ls {znode}` shows them)"
+            );
+            return Ok(EXIT_MIXED);
         }
-    }
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("acquiring {what}"))),
+    };
     if let Some(sig) = signals.received() {
         // The signal came as the lock was granted: give it back, run nothing.
-        let _ = lock.release();
+        let _ = granted.release();
         eprintln!(
-            "zklock: {} while acquiring the {kind} lock {znode}; released it",
+            "zklock: {} while acquiring {what}; released it",
             signal_name(sig)
         );
         return Ok(128 + sig);
     }
-    let granted = lock
-        .acquired_lock()
-        .ok_or_else(|| anyhow::anyhow!("the {kind} lock {znode} was lost as it was granted"))?;
     if waited {
         eprintln!(
-            "zklock: got the {kind} lock {znode} after {}",
+            "zklock: got {what} after {}",
             human(waiting.start.elapsed())
         );
     }
     log::info!(
         "holding {} (fencing token {})",
-        granted.path,
+        granted.node(),
         granted.fencing_token()
     );
     let env = [
         ("ZKLOCK_LOCK", znode.to_string()),
-        ("ZKLOCK_LOCK_NODE", granted.path.clone()),
+        ("ZKLOCK_LOCK_NODE", granted.node().to_string()),
         ("ZKLOCK_FENCING_TOKEN", granted.fencing_token().to_string()),
     ];
     let child = match spawn(watchdog, &argv, &env) {
         Ok(c) => c,
         Err((code, message)) => {
-            let _ = lock.release();
+            let _ = granted.release();
             eprintln!("zklock: {message}");
             return Ok(code);
         }
@@ -275,31 +462,31 @@ fn hold_and_run<K: LockKind>(
         |event| match event {
             LockEvent::InDoubt => {
                 eprintln!(
-                    "zklock: connection to ZooKeeper lost: the {kind} lock {znode} is in doubt \
+                    "zklock: connection to ZooKeeper lost: {what} is in doubt \
                  (held only while the session lives)"
                 );
                 Verdict::Continue
             }
             LockEvent::Restored => {
-                eprintln!("zklock: reconnected: the {kind} lock {znode} is held again");
+                eprintln!("zklock: reconnected: {what} is held again");
                 Verdict::Continue
             }
             LockEvent::Lost => {
-                eprintln!("zklock: lost the {kind} lock {znode}; sending SIGTERM to the command");
+                eprintln!("zklock: lost {what}; sending SIGTERM to the command");
                 Verdict::Stop(EXIT_LOST)
             }
         },
     )?;
     match ended {
         Ended::Stopped(code) => Ok(code),
-        Ended::Exited(code) => match lock.release() {
+        Ended::Exited(code) => match granted.release() {
             Ok(()) => Ok(code),
             Err(Error::LockLost { .. }) => {
-                eprintln!("zklock: the {kind} lock {znode} was lost before the command finished");
+                eprintln!("zklock: {what} was lost before the command finished");
                 Ok(EXIT_LOST)
             }
             Err(e) => {
-                eprintln!("zklock: releasing the {kind} lock {znode}: {e}");
+                eprintln!("zklock: releasing {what}: {e}");
                 Ok(if code == 0 { EXIT_ERROR } else { code })
             }
         },

@@ -3,22 +3,27 @@
 use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use zklock::lock::{lock_nodes, Dialect};
+use zklock::lock::{lock_nodes, Dialect, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 
 use crate::duration::human;
 use crate::{connect, Global, LsArgs, ReapArgs};
 
-/// One child of a lock or election znode.
+/// One child of a lock or election znode (or of a semaphore's).
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
-    /// `holder` / `waiter` for locks, `leader` / `candidate` for elections.
+    /// `holder` / `waiter` for locks and semaphores, `leader` / `candidate`
+    /// for elections.
     pub(crate) state: &'static str,
-    /// `write`, `read` or `elect`; `mutex` for Curator's `InterProcessMutex`.
+    /// `write`, `read`, `mutex` (Curator's InterProcessMutex), `lease` (a
+    /// semaphore's) or `elect`.
     kind: &'static str,
-    /// The lock's dialect: `hbase`, `curator`, `kazoo` (`hbase` for elections).
-    dialect: Dialect,
+    /// `hbase`, `curator` or `kazoo`.
+    dialect: &'static str,
+    /// The name shown: the child's, or `leases/<child>` for a semaphore's.
     node: String,
+    /// Its full path.
+    path: String,
     sequence: i64,
     session: i64,
     ctime_ms: i64,
@@ -30,6 +35,16 @@ impl Entry {
     fn is_head(&self) -> bool {
         matches!(self.state, "holder" | "leader")
     }
+}
+
+/// What `list` found under a znode.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    /// In queue order: the lock's (or election's) nodes, then a semaphore's
+    /// leases, then its waiters.
+    pub(crate) entries: Vec<Entry>,
+    /// The directories holding nodes of more than one dialect, with them.
+    pub(crate) mixed: Vec<(String, Vec<&'static str>)>,
 }
 
 /// The trailing sequence number ZooKeeper appended to a name.
@@ -47,42 +62,80 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// The lock nodes (and election offers) under `znode`, in queue order.
-pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Vec<Entry>> {
+/// Whether `name` is a kazoo semaphore's lease node (`uuid4().hex`).
+fn is_kazoo_lease(name: &str) -> bool {
+    name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The children of `dir`, none when it does not exist.
+fn children_of(zkw: &ZooKeeperWatcher, dir: &str) -> anyhow::Result<Vec<String>> {
+    match zkw.recoverable_zookeeper().get_children(dir, false) {
+        Ok(c) => Ok(c),
+        Err(e) if e.is(ZkError::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("listing {dir}"))),
+    }
+}
+
+/// A node's data (HBase's metadata prefix stripped) and stat; `None` when it
+/// is gone meanwhile.
+fn read_node(
+    zkw: &ZooKeeperWatcher,
+    path: &str,
+    hbase: bool,
+) -> anyhow::Result<Option<(String, zklock::client::Stat)>> {
     let rzk = zkw.recoverable_zookeeper();
-    let children = match rzk.get_children(znode, false) {
-        Ok(c) => c,
-        Err(e) if e.is(ZkError::NoNode) => return Ok(Vec::new()),
-        Err(e) => return Err(anyhow::Error::new(e).context(format!("listing {znode}"))),
+    let read = if hbase {
+        rzk.get_data(path, false)
+    } else {
+        rzk.get_raw_data(path)
     };
+    match read {
+        Ok((data, stat)) => Ok(Some((String::from_utf8_lossy(&data).into_owned(), stat))),
+        Err(e) if e.is(ZkError::NoNode) => Ok(None),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("reading {path}"))),
+    }
+}
+
+/// One directory's lock (or election) nodes, each with its dialect, kind and
+/// state; `section` orders the directories in the listing.
+fn lock_entries(
+    zkw: &ZooKeeperWatcher,
+    dir: &str,
+    shown_as: &str,
+    children: &[String],
+    out: &mut Listing,
+) -> anyhow::Result<()> {
     let mut offers: Vec<&String> = children.iter().filter(|c| c.starts_with("n_")).collect();
     offers.sort_by_key(|c| sequence(c));
-    let locks = lock_nodes(&children);
-    let mut entries = Vec::new();
-    for child in &children {
-        let (kind, held, dialect) = if let Some(l) = locks.iter().find(|l| l.name == *child) {
-            (l.kind, l.held, l.dialect)
-        } else if child.starts_with("n_") {
-            ("elect", offers.first() == Some(&child), Dialect::HBase)
-        } else {
+    // Each lock node as its own dialect's participants see it.
+    let mut found: Vec<(&String, Dialect, &'static str, bool)> = Vec::new();
+    let mut dialects: Vec<&'static str> = Vec::new();
+    for node in lock_nodes(children) {
+        if !dialects.contains(&node.dialect.name()) {
+            dialects.push(node.dialect.name());
+        }
+        if let Some(child) = children.iter().find(|c| **c == node.name) {
+            found.push((child, node.dialect, node.kind, node.held));
+        }
+    }
+    for offer in &offers {
+        found.push((
+            offer,
+            Dialect::HBase,
+            "elect",
+            offers.first() == Some(offer),
+        ));
+    }
+    for (child, dialect, kind, held) in found {
+        let Some(seq) = sequence(child) else {
             continue;
         };
-        let Some(sequence) = sequence(child) else {
-            continue;
-        };
-        let path = zkutil::join_znode(znode, child);
+        let path = zkutil::join_znode(dir, child);
         // HBase's lock nodes carry its metadata prefix (stripped by
-        // get_data); election offers hold the bare candidate name (Java's
-        // layout), Curator's and kazoo's nodes their bare data.
-        let read = if kind == "elect" || dialect != Dialect::HBase {
-            rzk.get_raw_data(&path)
-        } else {
-            rzk.get_data(&path, false)
-        };
-        let (data, stat) = match read {
-            Ok(r) => r,
-            Err(e) if e.is(ZkError::NoNode) => continue, // gone meanwhile
-            Err(e) => return Err(anyhow::Error::new(e).context(format!("reading {path}"))),
+        // get_data); election offers hold the bare candidate name.
+        let hbase_lock = dialect == Dialect::HBase && kind != "elect";
+        let Some((metadata, stat)) = read_node(zkw, &path, hbase_lock)? else {
+            continue; // gone meanwhile
         };
         let state = match (kind, held) {
             ("elect", true) => "leader",
@@ -90,19 +143,119 @@ pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Vec<En
             (_, true) => "holder",
             (_, false) => "waiter",
         };
-        entries.push(Entry {
+        out.entries.push(Entry {
             state,
             kind,
-            dialect,
-            node: child.clone(),
-            sequence,
+            dialect: dialect.name(),
+            node: format!("{shown_as}{child}"),
+            path,
+            sequence: seq,
             session: stat.ephemeral_owner,
             ctime_ms: stat.ctime,
-            metadata: String::from_utf8_lossy(&data).into_owned(),
+            metadata,
         });
     }
-    entries.sort_by_key(|e| e.sequence);
-    Ok(entries)
+    if dialects.len() > 1 {
+        dialects.sort_unstable();
+        out.mixed.push((dir.to_string(), dialects));
+    }
+    Ok(())
+}
+
+/// The lock nodes (election offers, semaphore leases and waiters) under
+/// `znode`, in every dialect, in queue order.
+///
+/// Semaphores: zklock's and Curator's (`InterProcessSemaphoreV2`) keep their
+/// leases in `<p>/leases` and their waiters in the mutex `<p>/locks`; the
+/// waiter holding that mutex also has a lease node while it counts, shown
+/// once, as a waiter. kazoo's `Semaphore` keeps its leases as `<p>/<uuid
+/// hex>` (its limit in `<p>`'s data) and its waiters in the lock
+/// `<p>-__lock__`.
+pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listing> {
+    let children = children_of(zkw, znode)?;
+    let mut out = Listing::default();
+    lock_entries(zkw, znode, "", &children, &mut out)?;
+    let mut waiters = Listing::default();
+    let semaphore = children
+        .iter()
+        .any(|c| c == SEMAPHORE_LEASES || c == SEMAPHORE_LOCKS);
+    if semaphore {
+        let dir = zkutil::join_znode(znode, SEMAPHORE_LOCKS);
+        let locks = children_of(zkw, &dir)?;
+        lock_entries(zkw, &dir, "locks/", &locks, &mut waiters)?;
+        let dir = zkutil::join_znode(znode, SEMAPHORE_LEASES);
+        let mut dialects = Vec::new();
+        for child in children_of(zkw, &dir)? {
+            let dialect = if child.starts_with("_c_") {
+                Dialect::Curator
+            } else {
+                Dialect::HBase
+            };
+            if !dialects.contains(&dialect.name()) {
+                dialects.push(dialect.name());
+            }
+            let path = zkutil::join_znode(&dir, &child);
+            let Some((metadata, stat)) = read_node(zkw, &path, dialect == Dialect::HBase)? else {
+                continue;
+            };
+            // The mutex holder's lease while it counts: it waits, shown
+            // once, with its lease's data (Curator's mutex node carries the
+            // local address).
+            if let Some(w) = waiters
+                .entries
+                .iter_mut()
+                .find(|w| w.session == stat.ephemeral_owner)
+            {
+                w.metadata = metadata;
+                continue;
+            }
+            out.entries.push(Entry {
+                state: "holder",
+                kind: "lease",
+                dialect: dialect.name(),
+                node: format!("{SEMAPHORE_LEASES}/{child}"),
+                path,
+                sequence: sequence(&child).unwrap_or(0),
+                session: stat.ephemeral_owner,
+                ctime_ms: stat.ctime,
+                metadata,
+            });
+        }
+        if dialects.len() > 1 {
+            out.mixed.push((dir, dialects));
+        }
+    } else if children.iter().any(|c| is_kazoo_lease(c)) {
+        for child in children.iter().filter(|c| is_kazoo_lease(c)) {
+            let path = zkutil::join_znode(znode, child);
+            let Some((metadata, stat)) = read_node(zkw, &path, false)? else {
+                continue;
+            };
+            out.entries.push(Entry {
+                state: "holder",
+                kind: "lease",
+                dialect: Dialect::Kazoo.name(),
+                node: child.clone(),
+                path,
+                sequence: 0,
+                session: stat.ephemeral_owner,
+                ctime_ms: stat.ctime,
+                metadata,
+            });
+        }
+        let guard = format!("{znode}-__lock__");
+        let locks = children_of(zkw, &guard)?;
+        lock_entries(zkw, &guard, &format!("{guard}/"), &locks, &mut waiters)?;
+    }
+    // Every node of a semaphore's mutex is a waiter for a lease.
+    for w in &mut waiters.entries {
+        w.state = "waiter";
+    }
+    out.entries
+        .sort_by_key(|e| (e.kind == "lease", e.sequence, e.ctime_ms));
+    waiters.entries.sort_by_key(|e| e.sequence);
+    out.entries.append(&mut waiters.entries);
+    out.mixed.append(&mut waiters.mixed);
+    Ok(out)
 }
 
 fn json_string(s: &str) -> String {
@@ -127,19 +280,20 @@ fn age(e: &Entry, now: i64) -> Duration {
     Duration::from_millis(u64::try_from(now.saturating_sub(e.ctime_ms)).unwrap_or(0))
 }
 
-fn print_json(out: &mut impl Write, znode: &str, entries: &[Entry]) -> io::Result<()> {
+fn print_json(out: &mut impl Write, entries: &[Entry]) -> io::Result<()> {
     let now = now_ms();
     let items: Vec<String> = entries
         .iter()
         .map(|e| {
             format!(
-                "{{\"state\":{},\"kind\":{},\"dialect\":{},\"node\":{},\"path\":{},\"sequence\":{},\
-                 \"session\":\"0x{:x}\",\"ctime_ms\":{},\"age_ms\":{},\"metadata\":{}}}",
+                "{{\"state\":{},\"kind\":{},\"dialect\":{},\"node\":{},\"path\":{},\
+                 \"sequence\":{},\"session\":\"0x{:x}\",\"ctime_ms\":{},\"age_ms\":{},\
+                 \"metadata\":{}}}",
                 json_string(e.state),
                 json_string(e.kind),
-                json_string(e.dialect.name()),
+                json_string(e.dialect),
                 json_string(&e.node),
-                json_string(&zkutil::join_znode(znode, &e.node)),
+                json_string(&e.path),
                 e.sequence,
                 e.session,
                 e.ctime_ms,
@@ -161,19 +315,16 @@ fn print_table(out: &mut impl Write, entries: &[Entry]) -> io::Result<()> {
         .max(4);
     writeln!(
         out,
-        "{:<9} {:<5} {:<width$} {:<18} {:>7}  METADATA",
-        "STATE", "KIND", "NODE", "SESSION", "AGE"
+        "{:<9} {:<6} {:<7} {:<width$} {:<18} {:>7}  METADATA",
+        "STATE", "KIND", "DIALECT", "NODE", "SESSION", "AGE"
     )?;
     for e in entries {
-        let kind = match e.dialect {
-            Dialect::HBase => e.kind.to_string(),
-            d => format!("{}:{}", d.name(), e.kind),
-        };
         writeln!(
             out,
-            "{:<9} {:<5} {:<width$} {:<18} {:>7}  {}",
+            "{:<9} {:<6} {:<7} {:<width$} {:<18} {:>7}  {}",
             e.state,
-            kind,
+            e.kind,
+            e.dialect,
             e.node,
             format!("0x{:x}", e.session),
             human(age(e, now)),
@@ -197,25 +348,19 @@ pub(crate) fn quiet_on_broken_pipe(written: io::Result<()>) -> anyhow::Result<()
 
 pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     let zkw = connect(g)?;
-    let entries = list(&zkw, &a.znode);
+    let listing = list(&zkw, &a.znode);
     let _ = zkw.close();
-    let entries = entries?;
-    let mut dialects: Vec<Dialect> = entries.iter().map(|e| e.dialect).collect();
-    dialects.dedup();
-    dialects.sort_by_key(|d| d.name());
-    dialects.dedup();
-    if dialects.len() > 1 {
-        let names: Vec<&str> = dialects.iter().map(|d| d.name()).collect();
+    let Listing { entries, mixed } = listing?;
+    for (dir, dialects) in &mixed {
         eprintln!(
-            "zklock: warning: {} mixes lock nodes of the {} dialects: their clients do not \
-             see each other's nodes and may hold the lock at once",
-            a.znode,
-            names.join(" and ")
+            "zklock: warning: {dir} mixes dialects ({}): their clients do not see each \
+             other's nodes, so two of them can hold the lock at once",
+            dialects.join(", ")
         );
     }
     let mut out = io::stdout().lock();
     let written = if a.json {
-        print_json(&mut out, &a.znode, &entries)
+        print_json(&mut out, &entries)
     } else if entries.is_empty() {
         writeln!(out, "{}: no holders, waiters or candidates", a.znode)
     } else {
@@ -241,7 +386,7 @@ pub(crate) fn reap(g: &Global, a: &ReapArgs) -> anyhow::Result<i32> {
 /// every node, locks and elections alike. A reaped holder's zklock sees its
 /// lock lost and SIGTERMs its command (exit 3).
 fn reap_with(zkw: &ZooKeeperWatcher, a: &ReapArgs) -> anyhow::Result<i32> {
-    let before = list(zkw, &a.znode)?;
+    let before = list(zkw, &a.znode)?.entries;
     let now = now_ms();
     let doomed: Vec<&Entry> = before
         .iter()
@@ -256,8 +401,8 @@ fn reap_with(zkw: &ZooKeeperWatcher, a: &ReapArgs) -> anyhow::Result<i32> {
     let mut removed = 0;
     let mut written = Ok(());
     for e in &doomed {
-        let path = zkutil::join_znode(&a.znode, &e.node);
-        match rzk.delete(&path, None) {
+        let path = &e.path;
+        match rzk.delete(path, None) {
             Ok(()) => {}
             Err(err) if err.is(ZkError::NoNode) => continue, // gone meanwhile
             Err(err) => return Err(anyhow::Error::new(err).context(format!("reaping {path}"))),

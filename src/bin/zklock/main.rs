@@ -5,6 +5,8 @@
 //! zklock lock /locks/nightly --timeout 30s -- ./backup.sh
 //! zklock lock -n /locks/nightly -c './backup.sh && ./prune.sh'
 //! zklock read-lock /locks/table -- ./report.sh
+//! zklock lock --dialect curator /locks/job -- ./job.sh   # with Curator services
+//! zklock semaphore /semaphores/db --limit 4 -- ./query.sh
 //! zklock ls /locks/nightly [--json]
 //! zklock reap /locks/nightly (--older-than 1h | --all)
 //! zklock elect /services/cron --name host-a -- ./cron-leader.sh
@@ -36,6 +38,8 @@ pub(crate) const EXIT_ERROR: i32 = 1;
 pub(crate) const EXIT_USAGE: i32 = 2;
 /// The lock (or leadership) was lost while the command ran.
 pub(crate) const EXIT_LOST: i32 = 3;
+/// The lock's directory holds nodes of another dialect (`--dialect`).
+pub(crate) const EXIT_MIXED: i32 = 4;
 /// `--timeout` ran out before the lock was free (sysexits' `EX_TEMPFAIL`).
 pub(crate) const EXIT_TIMEOUT: i32 = 75;
 
@@ -45,13 +49,17 @@ Exit codes:
   1    zklock failed (connection, ZooKeeper error)
   2    bad input (arguments, znode path, duration, connect string)
   3    the lock or leadership was lost while the command ran (it got SIGTERM)
+  4    the lock's directory holds nodes of another dialect than --dialect
+       (Curator, kazoo and zklock's own layouts do not see each other: two
+       holders at once); nothing was run (`zklock ls PATH` shows them)
   75   --timeout (or -n) ran out before the lock was free (-E N changes it)
   128+N  zklock got signal N while waiting (its place in the queue is removed)
 
 Environment:
   ZK_SERVERS          the connect string when --zk is not given
-  ZKLOCK_LOCK         (lock, read-lock) the lock znode, as given
-  ZKLOCK_LOCK_NODE    (lock, read-lock) the holder's own lock node
+  ZKLOCK_LOCK         (lock, read-lock, semaphore) the lock znode, as given
+  ZKLOCK_LOCK_NODE    (lock, read-lock, semaphore) the holder's own lock
+                      (or lease) node
   ZKLOCK_FENCING_TOKEN  a number that grows with every grant of the lock
                       (or leadership): pass it to storage that rejects
                       writes from an older holder
@@ -189,9 +197,12 @@ fn sasl_config(g: &Global) -> anyhow::Result<Option<zklock::client::SaslConfig>>
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Take the write (exclusive) lock, run the command while holding it, release
-    Lock(LockArgs),
+    Lock(LockCmdArgs),
     /// Take a read (shared) lock, run the command while holding it, release
     ReadLock(LockArgs),
+    /// Take one of --limit leases of a counting semaphore, run the command while
+    /// holding it, release
+    Semaphore(SemaphoreArgs),
     /// List holders and waiters of a lock (or the candidates of an election), in order
     Ls(LsArgs),
     /// Remove lock nodes left by others (e.g. a process that hangs holding a lock)
@@ -257,13 +268,54 @@ pub(crate) struct LockArgs {
     /// [default: "pid <pid> on <host>: <command>"]
     #[arg(long, short = 'm', value_name = "TEXT")]
     metadata: Option<String>,
-    /// The lock's layout: hbase (zklock's own), curator (the lock of Curator's
-    /// InterProcessReadWriteLock) or kazoo (kazoo's WriteLock / ReadLock;
-    /// `lock` also excludes kazoo `Lock` holders)
-    #[arg(long, short = 'D', value_name = "DIALECT", default_value = "hbase")]
+    /// The node layout, to share the lock with services of that library:
+    /// hbase (zklock's own), curator (Apache Curator: InterProcessMutex,
+    /// InterProcessReadWriteLock, InterProcessSemaphoreV2) or kazoo (Lock,
+    /// ReadLock/WriteLock, Semaphore)
+    #[arg(long, short = 'd', default_value = "hbase", value_name = "DIALECT",
+          value_parser = parse_dialect)]
     dialect: zklock::lock::Dialect,
     #[command(flatten)]
     run: RunArgs,
+}
+
+impl LockArgs {
+    /// `--metadata`, or "pid <pid> on <host>: <command>".
+    pub(crate) fn metadata_or_default(&self) -> String {
+        self.metadata
+            .clone()
+            .unwrap_or_else(|| lock::default_metadata(&self.run.argv()))
+    }
+}
+
+/// `lock`.
+#[derive(Debug, Args)]
+pub(crate) struct LockCmdArgs {
+    #[command(flatten)]
+    lock: LockArgs,
+    /// With --dialect curator: the write side of Curator's
+    /// InterProcessReadWriteLock (`__WRIT__`, excludes `read-lock`), not its
+    /// InterProcessMutex (`lock-`, which readers do not see). The other
+    /// dialects' write lock is always both.
+    #[arg(long)]
+    rw: bool,
+}
+
+/// `semaphore`.
+#[derive(Debug, Args)]
+pub(crate) struct SemaphoreArgs {
+    #[command(flatten)]
+    lock: LockArgs,
+    /// How many holders at once (a kazoo semaphore keeps its limit in the
+    /// znode: a different one is refused)
+    #[arg(long, short = 'l', value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    limit: u32,
+}
+
+/// `--dialect`: hbase, curator or kazoo.
+fn parse_dialect(text: &str) -> Result<zklock::lock::Dialect, String> {
+    text.parse().map_err(|e: zklock::Error| e.to_string())
 }
 
 /// `ls`.
@@ -483,8 +535,9 @@ pub(crate) fn host_name() -> String {
 
 fn run(cli: &Cli) -> anyhow::Result<i32> {
     match &cli.command {
-        Cmd::Lock(a) => lock::run(&cli.global, a, true),
-        Cmd::ReadLock(a) => lock::run(&cli.global, a, false),
+        Cmd::Lock(a) => lock::run(&cli.global, &a.lock, true, a.rw),
+        Cmd::ReadLock(a) => lock::run(&cli.global, a, false, false),
+        Cmd::Semaphore(a) => lock::run_semaphore(&cli.global, a),
         Cmd::Ls(a) => ls::ls(&cli.global, a),
         Cmd::Reap(a) => ls::reap(&cli.global, a),
         Cmd::Elect(a) => elect::run(&cli.global, a),
@@ -526,7 +579,7 @@ fn dash_dash_hint(e: &clap::Error, line: &str) -> &'static str {
     use clap::error::ErrorKind;
     let runs_a_command = std::env::args()
         .skip(1)
-        .any(|a| matches!(a.as_str(), "lock" | "read-lock" | "elect"));
+        .any(|a| matches!(a.as_str(), "lock" | "read-lock" | "semaphore" | "elect"));
     let missing_command =
         e.kind() == ErrorKind::MissingRequiredArgument && line.contains("COMMAND");
     if runs_a_command && (e.kind() == ErrorKind::UnknownArgument || missing_command) {
