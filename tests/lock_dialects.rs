@@ -480,22 +480,26 @@ fn mixed_directories_are_refused_both_at_once() {
             zklock::client::CreateMode::Persistent,
         )
         .unwrap();
+    // B creates only once A's node exists (else B's listing, sent with its
+    // create, could miss A's node: B would then hold alone, safe, but not
+    // the case this part forces).
+    let a_created = Arc::new(Barrier::new(2));
     let b_created = Arc::new(Barrier::new(2));
     let a_listed = Arc::new(Barrier::new(2));
-    let (bc, al) = (b_created.clone(), a_listed.clone());
+    let (ac, bc, al) = (a_created.clone(), b_created.clone(), a_listed.clone());
     let zkw_a = zkw.clone();
     let p_a = p.clone();
     let ta = thread::spawn(move || {
-        let hooks_b = (b_created, a_listed);
         let l = ZkInterProcessMutex::new(&zkw_a, &p_a, Dialect::Curator, b"")
             .unwrap()
             .with_sequential_acquire()
             .with_step_hook(move |step, _| match step {
                 LockStep::Created => {
-                    hooks_b.0.wait();
+                    a_created.wait();
+                    b_created.wait();
                 }
                 LockStep::Listed => {
-                    hooks_b.1.wait();
+                    a_listed.wait();
                 }
                 _ => {}
             });
@@ -506,11 +510,15 @@ fn mixed_directories_are_refused_both_at_once() {
     let tb = thread::spawn(move || {
         let l = ZkInterProcessMutex::new(&zkw_b, &p_b, Dialect::Kazoo, b"b")
             .unwrap()
-            .with_step_hook(move |step, _| {
-                if step == LockStep::Created {
+            .with_step_hook(move |step, _| match step {
+                LockStep::Creating => {
+                    ac.wait();
+                }
+                LockStep::Created => {
                     bc.wait();
                     al.wait();
                 }
+                _ => {}
             });
         l.try_acquire(LONG)
     });
