@@ -137,8 +137,8 @@ check: fmt clippy doc
 # it fails. `cargo test --all-features` runs them one after another instead.
 TEST_LANES ?= 2
 TEST_BINARY_TIMEOUT ?= 420
-SLOW_TESTS := chaos recipes_lock_election client_faults recipes_coordination lock_safety \
-  client_hardening recipes_cache lock cli
+SLOW_TESTS := chaos tls recipes_lock_election client_faults recipes_coordination harness \
+  kerberos sasl lock_safety recipes_dialects client_hardening recipes_cache lock_dialects lock cli
 TEST_BINARIES := import sys, json; \
   arts = [m for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]]; \
   name = lambda m: m["target"]["name"] if m["target"]["kind"] == ["test"] else m["target"]["kind"][0] + "-" + m["target"]["name"]; \
