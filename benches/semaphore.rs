@@ -1,28 +1,32 @@
-//! Counting semaphore benchmark (issue 23): prints figures.
+//! Counting semaphore and dialect mutex benchmark (issue 23): prints figures.
 //!
 //! `cargo bench --bench semaphore`. Uses `$ZK_SERVERS` if set, else starts a
 //! ZooKeeper server through `zklock::testing`. Sizes: `ZK_BENCH_CYCLES`
 //! (uncontended cycles, default 1000), `ZK_BENCH_GRANTS` (grants per holder
 //! when contended, default 100).
 //!
-//! 1. **Uncontended** acquire + release of one lease (limit 4), one thread,
-//!    one session: cycles/s, median and p99, and ZooKeeper requests per cycle
-//!    (the server's `zk_packets_received`, the `mntr` reads' own cost
-//!    subtracted, pings allowed for) and notifications per cycle
-//!    (`zk_packets_sent` − received).
+//! Two recipes, each in two scenarios:
+//!
+//! 1. **Uncontended** acquire + release of one lease (semaphore, limit 4) or
+//!    of the mutex, one thread, one session: cycles/s, median and p99, and
+//!    ZooKeeper requests per cycle (the server's `zk_packets_received`, the
+//!    `mntr` reads' own cost subtracted, pings allowed for) and notifications
+//!    per cycle (`zk_packets_sent` − received).
 //! 2. **Contended**: 8 holders (threads, each with its own instance, on two
-//!    sessions) for a limit of 4, each doing `ZK_BENCH_GRANTS` acquire/release
-//!    cycles: grants/s, requests and notifications per grant, and the most
-//!    holders seen at once (must not exceed 4).
+//!    sessions) for a semaphore limit of 4, or on one mutex, each doing
+//!    `ZK_BENCH_GRANTS` acquire/release cycles: grants/s, requests and
+//!    notifications per grant, and the most holders seen at once (must not
+//!    exceed the limit: 4, or 1 for the mutex).
 //!
 //! Each runs for zklock in its own layout, zklock in Curator's dialect beside
-//! Curator's `InterProcessSemaphoreV2` (a JVM running
+//! Curator's `InterProcessSemaphoreV2` and `InterProcessMutex` (a JVM running
 //! `benches/java/CuratorSemaphoreBench.java` on Debian's jars, `make
-//! curator`), and zklock in kazoo's dialect beside kazoo's `Semaphore` (the
-//! venv's python running `benches/python/kazoo_semaphore_bench.py`, `make
-//! kazoo`); a peer that cannot start is left out with a note. The same
-//! server, one form after the other; requests and notifications per
-//! operation from the server's counters around each form.
+//! curator`), and zklock in kazoo's dialect beside kazoo's `Semaphore` and
+//! `Lock` (the venv's python running
+//! `benches/python/kazoo_semaphore_bench.py`, `make kazoo`); a peer that
+//! cannot start is left out with a note. The same server, one form after the
+//! other; requests and notifications per operation from the server's
+//! counters around each form.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
@@ -32,8 +36,9 @@ use std::time::{Duration, Instant};
 use std::path::Path;
 use std::process::Command;
 
-use zklock::lock::{Dialect, ZkSemaphore};
+use zklock::lock::{Dialect, InterProcessLock, SemaphoreLease, ZkInterProcessMutex, ZkSemaphore};
 use zklock::testing::example_servers;
+use zklock::ZooKeeperWatcher;
 
 mod common;
 use common::*;
@@ -51,19 +56,99 @@ struct Figures {
 /// How long a peer's command may take.
 const PEER_BOUND: Duration = Duration::from_secs(600);
 
-fn uncontended(servers: &str, m: &Mntr, root: &str, cycles: usize, dialect: Dialect) -> Figures {
+/// The recipe a form measures.
+#[derive(Clone, Copy, PartialEq)]
+enum Recipe {
+    /// The counting semaphore, limit 4.
+    Semaphore,
+    /// The exclusive lock (`ZkInterProcessMutex`).
+    Mutex,
+}
+
+impl Recipe {
+    /// Most holders at once.
+    fn limit(self) -> usize {
+        match self {
+            Recipe::Semaphore => 4,
+            Recipe::Mutex => 1,
+        }
+    }
+
+    /// The peers' word for it.
+    fn word(self) -> &'static str {
+        match self {
+            Recipe::Semaphore => "semaphore",
+            Recipe::Mutex => "mutex",
+        }
+    }
+
+    /// The contended scenario's name.
+    fn contended(self) -> &'static str {
+        match self {
+            Recipe::Semaphore => "8 holders / limit 4",
+            Recipe::Mutex => "8 holders / 1 mutex",
+        }
+    }
+}
+
+/// One participant: a semaphore or a mutex instance.
+enum Holder {
+    Semaphore(ZkSemaphore),
+    Mutex(ZkInterProcessMutex),
+}
+
+impl Holder {
+    fn new(zkw: &ZooKeeperWatcher, path: &str, dialect: Dialect, recipe: Recipe) -> Holder {
+        match recipe {
+            Recipe::Semaphore => {
+                Holder::Semaphore(ZkSemaphore::in_dialect(zkw, path, dialect, 4, b"bench").unwrap())
+            }
+            Recipe::Mutex => {
+                Holder::Mutex(ZkInterProcessMutex::new(zkw, path, dialect, b"bench").unwrap())
+            }
+        }
+    }
+
+    /// Acquires; the lease when a semaphore's.
+    fn acquire(&self) -> Option<SemaphoreLease> {
+        match self {
+            Holder::Semaphore(s) => Some(s.acquire().unwrap()),
+            Holder::Mutex(m) => {
+                m.acquire().unwrap();
+                None
+            }
+        }
+    }
+
+    fn release(&self, lease: Option<SemaphoreLease>) {
+        match (self, lease) {
+            (Holder::Semaphore(_), Some(lease)) => lease.release().unwrap(),
+            (Holder::Mutex(m), None) => m.release().unwrap(),
+            _ => unreachable!("a lease is a semaphore's"),
+        }
+    }
+}
+
+fn uncontended(
+    servers: &str,
+    m: &Mntr,
+    root: &str,
+    cycles: usize,
+    dialect: Dialect,
+    recipe: Recipe,
+) -> Figures {
     let zkw = connect(servers, "bench-sem-uncontended");
-    let sem = ZkSemaphore::in_dialect(&zkw, root, dialect, 4, b"bench").unwrap();
+    let holder = Holder::new(&zkw, root, dialect, recipe);
     for _ in 0..cycles.min(300) {
-        sem.acquire().unwrap().release().unwrap();
+        holder.release(holder.acquire());
     }
     let mut times = Vec::with_capacity(cycles);
     let window = Window::start(m);
     let started = Instant::now();
     for _ in 0..cycles {
         let t = Instant::now();
-        let lease = sem.acquire().unwrap();
-        lease.release().unwrap();
+        let lease = holder.acquire();
+        holder.release(lease);
         times.push(t.elapsed());
     }
     let elapsed = started.elapsed();
@@ -72,7 +157,7 @@ fn uncontended(servers: &str, m: &Mntr, root: &str, cycles: usize, dialect: Dial
     let traffic = window.stop(m);
     times.sort();
     Figures {
-        name: format!("zklock ({dialect} layout), uncontended"),
+        name: format!("zklock {} ({dialect} layout), uncontended", recipe.word()),
         rate: cycles as f64 / elapsed.as_secs_f64(),
         median_us: us(percentile(&times, 0.5)),
         p99_us: us(percentile(&times, 0.99)),
@@ -87,6 +172,7 @@ fn contended(
     root: &str,
     grants: usize,
     dialect: Dialect,
+    recipe: Recipe,
 ) -> (Figures, usize) {
     let sessions = [
         connect(servers, "bench-sem-a"),
@@ -98,20 +184,19 @@ fn contended(
     let start = Arc::new(Barrier::new(holders + 1));
     let threads: Vec<_> = (0..holders)
         .map(|i| {
-            let sem =
-                ZkSemaphore::in_dialect(&sessions[i % 2], root, dialect, 4, b"bench").unwrap();
+            let holder = Holder::new(&sessions[i % 2], root, dialect, recipe);
             let (holding, most, start) = (holding.clone(), most.clone(), start.clone());
             thread::spawn(move || {
                 start.wait();
                 let mut times = Vec::with_capacity(grants);
                 for _ in 0..grants {
                     let t = Instant::now();
-                    let lease = sem.acquire().unwrap();
+                    let lease = holder.acquire();
                     times.push(t.elapsed());
                     let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
                     most.fetch_max(now, Ordering::SeqCst);
                     holding.fetch_sub(1, Ordering::SeqCst);
-                    lease.release().unwrap();
+                    holder.release(lease);
                 }
                 times
             })
@@ -131,7 +216,11 @@ fn contended(
     let n = (holders * grants) as f64;
     (
         Figures {
-            name: format!("zklock ({dialect} layout), 8 holders / limit 4"),
+            name: format!(
+                "zklock {} ({dialect} layout), {}",
+                recipe.word(),
+                recipe.contended()
+            ),
             rate: n / elapsed.as_secs_f64(),
             median_us: us(percentile(&times, 0.5)),
             p99_us: us(percentile(&times, 0.99)),
@@ -227,7 +316,7 @@ fn main() {
     let grants = env_usize("ZK_BENCH_GRANTS", 100);
     let (_server, servers) = example_servers().expect("a ZooKeeper server");
     println!(
-        "zklock semaphore benchmark against {servers} ({} CPUs, load {})",
+        "zklock semaphore and dialect mutex benchmark against {servers} ({} CPUs, load {})",
         thread::available_parallelism().map_or(0, |n| n.get()),
         loadavg()
     );
@@ -236,56 +325,72 @@ fn main() {
     let mut rows = Vec::new();
     let mut most_seen = Vec::new();
     let zklock_rows = |dialect: Dialect, rows: &mut Vec<Figures>, most_seen: &mut Vec<_>| {
-        let d = dialect.name();
-        rows.push(uncontended(
-            &servers,
-            &m,
-            &format!("{root}/{d}-u"),
-            cycles,
-            dialect,
-        ));
-        let (figures, most) = contended(&servers, &m, &format!("{root}/{d}-c"), grants, dialect);
-        most_seen.push((figures.name.clone(), most));
-        rows.push(figures);
+        for recipe in [Recipe::Semaphore, Recipe::Mutex] {
+            let path = format!("{root}/{}-{}", dialect.name(), recipe.word());
+            rows.push(uncontended(
+                &servers,
+                &m,
+                &format!("{path}-u"),
+                cycles,
+                dialect,
+                recipe,
+            ));
+            let (figures, most) =
+                contended(&servers, &m, &format!("{path}-c"), grants, dialect, recipe);
+            most_seen.push((figures.name.clone(), most, recipe.limit()));
+            rows.push(figures);
+        }
+    };
+    // A native peer's rows: both recipes (its classes for them), both scenarios.
+    let peer_rows = |peer: &mut LineProcess,
+                     native: &str,
+                     classes: [&str; 2],
+                     rows: &mut Vec<Figures>,
+                     most_seen: &mut Vec<_>| {
+        for (recipe, class) in [Recipe::Semaphore, Recipe::Mutex].into_iter().zip(classes) {
+            let (w, limit) = (recipe.word(), recipe.limit());
+            let path = format!("{root}/{}-{w}", native.to_lowercase());
+            let u = format!("uncontended {w} {path}-u {limit} {cycles}");
+            let name = format!("{native} {class}, uncontended");
+            if let Some((f, _)) = peer_form(peer, &m, &name, &u) {
+                rows.push(f);
+            }
+            let c = format!("contended {w} {path}-c {limit} 8 {grants}");
+            let name = format!("{native} {class}, {}", recipe.contended());
+            if let Some((f, most)) = peer_form(peer, &m, &name, &c) {
+                most_seen.push((f.name.clone(), most, limit));
+                rows.push(f);
+            }
+        }
     };
     zklock_rows(Dialect::HBase, &mut rows, &mut most_seen);
     zklock_rows(Dialect::Curator, &mut rows, &mut most_seen);
-    let curator = curator_peer(&servers);
-    if let Some((_classes, mut peer)) = curator {
-        let u = format!("uncontended {root}/curator-u 4 {cycles}");
-        if let Some((f, _)) = peer_form(
+    if let Some((_classes, mut peer)) = curator_peer(&servers) {
+        peer_rows(
             &mut peer,
-            &m,
-            "Curator InterProcessSemaphoreV2, uncontended",
-            &u,
-        ) {
-            rows.push(f);
-        }
-        let c = format!("contended {root}/curator-c 4 8 {grants}");
-        let name = "Curator InterProcessSemaphoreV2, 8 holders / limit 4";
-        if let Some((f, most)) = peer_form(&mut peer, &m, name, &c) {
-            most_seen.push((f.name.clone(), most));
-            rows.push(f);
-        }
+            "Curator",
+            ["InterProcessSemaphoreV2", "InterProcessMutex"],
+            &mut rows,
+            &mut most_seen,
+        );
     }
     zklock_rows(Dialect::Kazoo, &mut rows, &mut most_seen);
     if let Some(mut peer) = kazoo_peer(&servers) {
-        let u = format!("uncontended {root}/kazoo-u 4 {cycles}");
-        if let Some((f, _)) = peer_form(&mut peer, &m, "kazoo Semaphore, uncontended", &u) {
-            rows.push(f);
-        }
-        let c = format!("contended {root}/kazoo-c 4 8 {grants}");
-        if let Some((f, most)) =
-            peer_form(&mut peer, &m, "kazoo Semaphore, 8 holders / limit 4", &c)
-        {
-            most_seen.push((f.name.clone(), most));
-            rows.push(f);
-        }
+        peer_rows(
+            &mut peer,
+            "kazoo",
+            ["Semaphore", "Lock"],
+            &mut rows,
+            &mut most_seen,
+        );
     }
     println!();
-    for (name, most) in &most_seen {
-        println!("{name}: most holders at once {most} (limit 4)");
-        assert!(*most <= 4, "{name}: {most} holders for a limit of 4");
+    for (name, most, limit) in &most_seen {
+        println!("{name}: most holders at once {most} (limit {limit})");
+        assert!(
+            most <= limit,
+            "{name}: {most} holders for a limit of {limit}"
+        );
     }
     println!();
     println!("| form | ops/s | median µs | p99 µs | requests/op | notifications/op |");

@@ -1,11 +1,14 @@
-"""The Python side of benches/semaphore.rs: kazoo 2.11's Semaphore under the
-same scenarios as zklock's semaphore (as benches/java/CuratorSemaphoreBench.java).
+"""The Python side of benches/semaphore.rs: kazoo 2.11's Semaphore and Lock
+under the same scenarios as zklock's semaphore and dialect mutex (as
+benches/java/CuratorSemaphoreBench.java).
 
     python kazoo_semaphore_bench.py <connect string>
-Two KazooClients. First line "ready"; then one answer line per stdin command:
-    uncontended <path> <max> <cycles>
+Two KazooClients. First line "ready"; then one answer line per stdin command,
+<kind> being "semaphore" (Semaphore, <max> leases) or "mutex" (Lock, <max>
+ignored):
+    uncontended <kind> <path> <max> <cycles>
         -> ok cycles N elapsed_ns E p50_ns P p99_ns Q
-    contended <path> <max> <holders> <grants>
+    contended <kind> <path> <max> <holders> <grants>
         -> ok grants G elapsed_ns E most M
 Exits when stdin closes.
 """
@@ -14,6 +17,13 @@ import threading
 import time
 
 from kazoo.client import KazooClient
+
+
+def holder(kind, client, path, most_allowed):
+    """One holder: a Semaphore or a Lock instance (both acquire() / release())."""
+    if kind == "mutex":
+        return client.Lock(path, "bench")
+    return client.Semaphore(path, "bench", max_leases=most_allowed)
 
 
 def main():
@@ -27,8 +37,8 @@ def main():
             continue
         try:
             if w[0] == "uncontended":
-                path, most_allowed, n = w[1], int(w[2]), int(w[3])
-                s = clients[0].Semaphore(path, "bench", max_leases=most_allowed)
+                kind, path, most_allowed, n = w[1], w[2], int(w[3]), int(w[4])
+                s = holder(kind, clients[0], path, most_allowed)
                 times = []
                 start = time.perf_counter_ns()
                 for _ in range(n):
@@ -42,8 +52,8 @@ def main():
                       % (n, elapsed, times[n // 2], times[min(n - 1, n * 99 // 100)]),
                       flush=True)
             elif w[0] == "contended":
-                path, most_allowed = w[1], int(w[2])
-                holders, grants = int(w[3]), int(w[4])
+                kind, path, most_allowed = w[1], w[2], int(w[3])
+                holders, grants = int(w[4]), int(w[5])
                 state = {"holding": 0, "most": 0}
                 guard = threading.Lock()
                 go = threading.Barrier(holders + 1)
@@ -65,7 +75,7 @@ def main():
                 threads = [
                     threading.Thread(
                         target=run,
-                        args=(clients[h % 2].Semaphore(path, "bench", max_leases=most_allowed),),
+                        args=(holder(kind, clients[h % 2], path, most_allowed),),
                     )
                     for h in range(holders)
                 ]
