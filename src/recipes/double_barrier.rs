@@ -1,5 +1,6 @@
 //! `DoubleBarrier`: the "Double Barriers" recipe.
 
+#[cfg(feature = "testing")]
 use std::sync::Arc;
 use std::time::Duration;
 
