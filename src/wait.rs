@@ -317,7 +317,7 @@ pub(crate) struct StepHook<T>(parking_lot::Mutex<Option<StepFn<T>>>);
 
 /// A test hook told a recipe's step and the path it concerns.
 #[cfg(feature = "testing")]
-type StepFn<T> = Arc<dyn Fn(T, &str) + Send + Sync>;
+pub(crate) type StepFn<T> = Arc<dyn Fn(T, &str) + Send + Sync>;
 
 #[cfg(feature = "testing")]
 impl<T> Default for StepHook<T> {

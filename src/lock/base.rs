@@ -20,6 +20,8 @@ use crate::error::{Error, Result, ZkError};
 use crate::path;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Watcher};
+#[cfg(feature = "testing")]
+use crate::wait::StepFn;
 use crate::wait::{self, Bounds, CallSession, WhenDown, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
@@ -68,19 +70,6 @@ pub enum LockStep {
     Granted,
     /// The grant is complete; `acquire` returns next.
     Held,
-}
-
-#[cfg(feature = "testing")]
-type StepHook = Arc<dyn Fn(LockStep, &str) + Send + Sync>;
-
-/// Calls the test hook, when the `testing` feature is on and one is set.
-macro_rules! step {
-    ($self:expr, $step:ident, $path:expr) => {
-        #[cfg(feature = "testing")]
-        if let Some(hook) = &$self.step_hook {
-            hook(LockStep::$step, $path);
-        }
-    };
 }
 
 /// How a wait ended.
@@ -157,7 +146,7 @@ pub struct ZkInterProcessLockBase<K: LockKind> {
     /// [`WaitWatcher`]); off only for benchmarks comparing the two.
     listing_on_wake: bool,
     #[cfg(feature = "testing")]
-    step_hook: Option<StepHook>,
+    step_hook: Option<StepFn<LockStep>>,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -390,7 +379,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         self.check_cancelled()?;
         let rzk = call.rzk().with_deadline(bounds.calls);
         let tagged = self.layout.tagged_prefix(&self.parent);
-        step!(self, Creating, "");
+        step!(self, LockStep::Creating, "");
         let CreatedAndListed { path, stat, listed } = match self.create_lock_znode(&rzk, &tagged) {
             Ok(created) => created,
             Err(e) => {
@@ -406,14 +395,14 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 };
             }
         };
-        step!(self, Created, &path);
+        step!(self, LockStep::Created, &path);
         match self.grant(&call, &rzk, &path, listed, bounds) {
             Ok(Some(watch)) => {
                 let sequence = self
                     .layout
                     .sequence(path::get_node_name(&path))
                     .unwrap_or(0);
-                step!(self, Held, &path);
+                step!(self, LockStep::Held, &path);
                 Ok(Some((
                     AcquiredLock {
                         path,
@@ -454,7 +443,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             Waited::TimedOut => return Ok(None),
             Waited::Held(own) => own,
         };
-        step!(self, Granted, path);
+        step!(self, LockStep::Granted, path);
         let lost = || Error::LockLost {
             path: path.to_string(),
         };
@@ -564,7 +553,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                     Err(e) => return Err(e),
                 },
             };
-            step!(self, Listed, my_path);
+            step!(self, LockStep::Listed, my_path);
             if !children.iter().any(|c| c == my_node) || own.as_ref().is_some_and(|o| o.is_gone()) {
                 return Err(lost());
             }
@@ -621,9 +610,9 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             // Armed once the watch is set: the listing it sends on the event
             // is newer than the round's watch.
             let armed = self.listing_on_wake.then(|| self.shared.arm(round));
-            step!(self, Watching, my_path);
+            step!(self, LockStep::Watching, my_path);
             let woken = self.wait_for_wake(call, round, bounds.wait)?;
-            step!(self, Woken, my_path);
+            step!(self, LockStep::Woken, my_path);
             if !woken {
                 return Ok(Waited::TimedOut);
             }

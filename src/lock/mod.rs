@@ -85,6 +85,18 @@
 //! # Ok::<(), zklock::Error>(())
 //! ```
 
+/// Calls an instance's test hook (its `step_hook` field) with `step` and
+/// `path`, when the `testing` feature is on and a hook is set:
+/// `step!(self, LockStep::Created, &path)`.
+macro_rules! step {
+    ($self:expr, $step:expr, $path:expr) => {
+        #[cfg(feature = "testing")]
+        if let Some(hook) = &$self.step_hook {
+            hook($step, $path);
+        }
+    };
+}
+
 mod base;
 mod dialect;
 mod either;

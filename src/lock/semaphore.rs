@@ -21,6 +21,8 @@ use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::{number_after_last, tagged_sequence};
 use crate::types::{CreateMode, Op, OpResult, Stat, Watcher};
 use crate::util::random_uuid;
+#[cfg(feature = "testing")]
+use crate::wait::StepFn;
 use crate::wait::{self, Bounds, CallSession, WhenDown, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
@@ -54,19 +56,6 @@ pub enum SemaphoreStep {
     Woken,
     /// The lease is held; `acquire` returns next.
     Granted,
-}
-
-#[cfg(feature = "testing")]
-type StepHook = Arc<dyn Fn(SemaphoreStep, &str) + Send + Sync>;
-
-/// Calls the test hook, when the `testing` feature is on and one is set.
-macro_rules! step {
-    ($self:expr, $step:ident, $path:expr) => {
-        #[cfg(feature = "testing")]
-        if let Some(hook) = &$self.step_hook {
-            hook(SemaphoreStep::$step, $path);
-        }
-    };
 }
 
 /// A counting semaphore (Curator's `InterProcessSemaphoreV2`): at most
@@ -157,7 +146,7 @@ pub struct ZkSemaphore {
     mutexes: Mutex<HashMap<u64, LockCanceller>>,
     next_attempt: AtomicU64,
     #[cfg(feature = "testing")]
-    step_hook: Option<StepHook>,
+    step_hook: Option<StepFn<SemaphoreStep>>,
 }
 
 impl std::fmt::Debug for ZkSemaphore {
@@ -497,7 +486,7 @@ impl ZkSemaphore {
         };
         match self.grant(call, &rzk, &path) {
             Ok((shared, watch)) => {
-                step!(self, Granted, &path);
+                step!(self, SemaphoreStep::Granted, &path);
                 let name = path::get_node_name(&path);
                 let sequence = match self.dialect {
                     Dialect::HBase => tagged_sequence(name, LEASE_PREFIX),
@@ -557,7 +546,7 @@ impl ZkSemaphore {
                 return abandon(&self.zkw, Attempt::Tag(tagged), Err(e), &bounds, lost);
             }
         };
-        step!(self, Created, &path);
+        step!(self, SemaphoreStep::Created, &path);
         match self.wait_for_leases(call, rzk, &path, listed, bounds) {
             Ok(true) => Ok(Some((path, stat))),
             Ok(false) => {
@@ -591,7 +580,7 @@ impl ZkSemaphore {
                     rzk.acl_for(&path),
                     CreateMode::Ephemeral,
                 )?;
-                step!(self, Created, &path);
+                step!(self, SemaphoreStep::Created, &path);
                 return Ok(Some(stat));
             }
             if bounds.wait.is_past() {
@@ -787,7 +776,7 @@ impl ZkSemaphore {
         path: &str,
     ) -> Result<bool> {
         debug!("{path} waits for a lease of {}", self.path);
-        step!(self, Waiting, path);
+        step!(self, SemaphoreStep::Waiting, path);
         let woken = wait::wait(
             &self.shared.wake,
             round,
@@ -796,7 +785,7 @@ impl ZkSemaphore {
             WhenDown::Wait,
             &self.path,
         )?;
-        step!(self, Woken, path);
+        step!(self, SemaphoreStep::Woken, path);
         self.check_cancelled()?;
         Ok(woken)
     }
