@@ -629,10 +629,19 @@ fn tls_and_sasl_together_give_both_ids_to_zklock_java_and_the_cli() {
     let tls_only = builder(&cs, Some(tls(pki, Some(&alice))))
         .connect(|_e| {})
         .unwrap();
-    common::assert_code(
-        tls_only.exists("/", false),
-        ZkError::SessionClosedRequireSaslAuth,
-    );
+    // The server queues its refusal, then closes the channel; on its Netty
+    // TLS port the close can overtake the reply (seen in 2 runs of 6 under
+    // load): the call then ends with ConnectionLoss and the client connects
+    // again. The refusal itself comes within a few calls, then the handle is
+    // dead.
+    let mut lost = 0;
+    let refused = loop {
+        match tls_only.exists("/", false) {
+            Err(e) if e.is(ZkError::ConnectionLoss) && lost < 5 => lost += 1,
+            r => break r,
+        }
+    };
+    common::assert_code(refused, ZkError::SessionClosedRequireSaslAuth);
     common::assert_code(tls_only.exists("/", false), ZkError::AuthFailed);
 
     #[cfg(feature = "cli")]
