@@ -1465,6 +1465,91 @@ fn threads_sharing_one_client_each_get_their_own_replies() {
     teardown(&zk, &root);
 }
 
+/// Callers read their own replies (the connection thread steps aside on a
+/// session without watches) and hand the reader on: a caller that finds
+/// another reading sleeps until its reply is handed to it or the reader is let
+/// go, and the caller letting it go wakes the next one still waiting. Here A
+/// reads for its quick `exists` while B's write (sent just after, answered
+/// later) waits: A leaves before B's reply comes. Were the wake-up missing, B
+/// would sleep until the connection thread's tick (100 ms for this session).
+#[test]
+fn callers_reading_their_own_replies_hand_the_reader_on() {
+    let (zk, _events, root) = setup("hand-on");
+    let rounds = 20;
+    let start = Arc::new(std::sync::Barrier::new(2));
+    let a = {
+        let (zk, root, start) = (zk.clone(), root.clone(), start.clone());
+        thread::spawn(move || {
+            for _ in 0..rounds {
+                start.wait();
+                assert!(zk.exists(&root, false).unwrap().is_some());
+                start.wait();
+            }
+        })
+    };
+    let mut took = Vec::new();
+    for i in 0..rounds {
+        start.wait();
+        // Sent after A's request, so answered after it (one session's
+        // requests are answered in order), and a write: answered later.
+        thread::sleep(Duration::from_micros(100));
+        let t = Instant::now();
+        let p = format!("{root}/n{i}");
+        zk.create(&p, b"", open(), CreateMode::Persistent).unwrap();
+        took.push(t.elapsed());
+        start.wait();
+    }
+    a.join().unwrap();
+    took.sort();
+    let median = took[took.len() / 2];
+    assert!(
+        median < Duration::from_millis(25),
+        "median create {median:?}: {took:?}"
+    );
+    assert_eq!(zk.watch_count(), 0, "the session had no watch");
+    teardown(&zk, &root);
+}
+
+/// A watch set by a reply that a caller read (the connection thread was
+/// stepping aside) makes the connection thread read from then on at once: the
+/// notification is delivered as it comes, not at the connection thread's next
+/// tick (100 ms for this session).
+#[test]
+fn a_watch_set_by_a_callers_read_is_listened_for_at_once() {
+    let (zk, _events, root) = setup("listen-at-once");
+    let (other, _other_events) = connect(&test_servers(), SESSION);
+    let mut delays = Vec::new();
+    for i in 0..15 {
+        let p = format!("{root}/n{i}");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Calls first, so that the connection thread is stepping aside.
+        for _ in 0..3 {
+            zk.exists(&root, false).unwrap();
+        }
+        assert!(zk
+            .exists_w(&p, move |e: WatchedEvent| {
+                let _ = tx.send((Instant::now(), e.event_type));
+            })
+            .unwrap()
+            .is_none());
+        other
+            .create(&p, b"", open(), CreateMode::Persistent)
+            .unwrap();
+        let created = Instant::now();
+        let (at, kind) = rx.recv_timeout(WAIT).expect("the notification");
+        assert_eq!(kind, EventType::NodeCreated);
+        delays.push(at.saturating_duration_since(created));
+    }
+    delays.sort();
+    let median = delays[delays.len() / 2];
+    assert!(
+        median < Duration::from_millis(25),
+        "median notification delay {median:?}: {delays:?}"
+    );
+    other.close().unwrap();
+    teardown(&zk, &root);
+}
+
 /// `create_async` answers on the event thread with the client path and the
 /// node's `Stat`; a request sent after it is answered after it and sees the node
 /// (the lock's one-round-trip acquire rests on that order); under a chroot the

@@ -217,6 +217,19 @@ impl WatchManager {
         *self = WatchManager::default();
     }
 
+    /// Whether no watch is registered.
+    pub(crate) fn is_empty(&self) -> bool {
+        [
+            &self.data,
+            &self.exist,
+            &self.child,
+            &self.persistent,
+            &self.recursive,
+        ]
+        .iter()
+        .all(|t| t.values().all(Vec::is_empty))
+    }
+
     /// Total registrations (for tests and leak checks).
     pub(crate) fn len(&self) -> usize {
         [

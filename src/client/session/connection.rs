@@ -34,6 +34,126 @@ pub(super) enum ConnEnd {
     Injected,
 }
 
+/// A connection's read side: the stream, and bytes read and not handled yet
+/// (an incomplete frame). One holder at a time reads (the `reader` mutex),
+/// so frames are handled one by one, in the order they came.
+pub(super) struct ReadSide {
+    link: Link,
+    buf: Vec<u8>,
+    /// Where the unhandled bytes in `buf` start.
+    start: usize,
+    chunk: Box<[u8]>,
+    max_buffer: usize,
+    /// Set by the first failure: the connection is over, and nothing more of
+    /// it is handled (a frame left in the buffer, say a reply the testing
+    /// hook lost, must not be handled by the next reader).
+    failed: bool,
+}
+
+impl ReadSide {
+    /// `early`: bytes read with the handshake's reply.
+    pub(super) fn new(link: Link, early: Vec<u8>, max_buffer: usize) -> ReadSide {
+        let mut buf = early;
+        buf.reserve(64 * 1024);
+        ReadSide {
+            link,
+            buf,
+            start: 0,
+            chunk: vec![0u8; 64 * 1024].into_boxed_slice(),
+            max_buffer,
+            failed: false,
+        }
+    }
+
+    /// Handles the complete frames read earlier, if any; else reads once (up
+    /// to the socket's read timeout) and handles the frames that completed.
+    /// After a failure, every later call fails.
+    pub(super) fn read_once(&mut self, shared: &SessionShared) -> Result<(), ConnEnd> {
+        if self.failed {
+            return Err(ConnEnd::Io(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the connection has failed",
+            )));
+        }
+        let read = self.read_and_handle(shared);
+        self.failed = read.is_err();
+        read
+    }
+
+    fn read_and_handle(&mut self, shared: &SessionShared) -> Result<(), ConnEnd> {
+        if !self.has_frame() {
+            match self.link.read_into(&mut self.chunk, &mut self.buf) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    return Ok(())
+                }
+                Err(e) => return Err(ConnEnd::Io(e)),
+            }
+        }
+        self.handle_frames(shared)
+    }
+
+    /// Whether a whole frame (or a bad length) waits in the buffer.
+    fn has_frame(&self) -> bool {
+        let avail = &self.buf[self.start..];
+        if avail.len() < 4 {
+            return false;
+        }
+        let len = i32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]);
+        len < 16 || len as usize >= self.max_buffer || avail.len() >= 4 + len as usize
+    }
+
+    /// Handles every complete frame in the buffer.
+    fn handle_frames(&mut self, shared: &SessionShared) -> Result<(), ConnEnd> {
+        let max_buffer = self.max_buffer;
+        let mut framed = false;
+        loop {
+            let avail = &self.buf[self.start..];
+            if avail.len() < 4 {
+                break;
+            }
+            let len = i32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]);
+            // Java's "Packet len is out of range": reset before buffering any
+            // of it, so memory stays bounded.
+            if len < 16 || len as usize >= max_buffer {
+                return Err(ConnEnd::Protocol(format!(
+                    "frame length {len} out of range (max buffer {max_buffer})"
+                )));
+            }
+            let len = len as usize;
+            if avail.len() < 4 + len {
+                break;
+            }
+            if shared.handle_frame(&avail[4..4 + len])? {
+                shared.pings.lock().pop_front();
+            }
+            framed = true;
+            self.start += 4 + len;
+        }
+        // Only whole frames count as hearing from the server (as in Java):
+        // bytes that never complete a frame, e.g. after a corrupted length,
+        // end in the read timeout.
+        if framed {
+            shared.touch_heard();
+        }
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        } else if self.start > 64 * 1024 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        Ok(())
+    }
+}
+
 impl SessionShared {
     pub(super) fn run(self: Arc<Self>) {
         let mut hosts = self.settings.hosts.clone();
@@ -60,13 +180,15 @@ impl SessionShared {
                     failures = 0;
                     #[cfg(feature = "tls")]
                     self.tls_failed.lock().clear();
-                    let end = match self.on_connected(&stream, reconnect) {
-                        Ok(()) => self.serve(&stream, pending),
+                    let end = match self.on_connected(&stream, reconnect, pending) {
+                        Ok(()) => self.serve(&stream),
                         Err(e) => ConnEnd::Io(e),
                     };
                     // Through the reader's own handle, never the writer lock: a
                     // caller blocked writing into a dead link fails at once.
                     stream.shutdown();
+                    // A caller reading fails at once too, and lets it go.
+                    self.reader.lock().take();
                     // And closed, not only shut down (unread bytes make the
                     // close a reset, which the server sees at once): the
                     // writer slot's clone goes now if the writer is free, else
@@ -484,7 +606,13 @@ impl SessionShared {
     }
 
     /// Replays auth and watches, then opens the connection to callers.
-    pub(super) fn on_connected(&self, stream: &Link, reconnect: bool) -> io::Result<()> {
+    /// `early`: bytes read with the handshake's reply.
+    pub(super) fn on_connected(
+        &self,
+        stream: &Link,
+        reconnect: bool,
+        early: Vec<u8>,
+    ) -> io::Result<()> {
         {
             // The previous connection's socket (shut down) goes; nothing can be
             // pending on it any more, but never let a stale slot meet a new reply.
@@ -496,6 +624,21 @@ impl SessionShared {
         let w = stream.clone();
         let read_timeout = self.negotiated_timeout() * 2 / 3;
         w.set_write_timeout(Some((read_timeout / 2).max(Duration::from_millis(50))))?;
+        // The read side before any request can be written: its first reader
+        // (a caller or this thread) finds it ready.
+        let tick = (read_timeout / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
+        stream.set_read_timeout(Some(tick))?;
+        self.tick_nanos.store(
+            u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        self.pings.lock().clear();
+        *self.read_end.lock() = None;
+        *self.reader.lock() = Some(ReadSide::new(
+            stream.clone(),
+            early,
+            self.settings.max_buffer,
+        ));
         {
             let auths = self.auth.lock().clone();
             let mut waiters = self.auth_waiters.lock();
@@ -531,7 +674,8 @@ impl SessionShared {
         Ok(())
     }
 
-    /// Reads replies and notifications until the connection ends.
+    /// Serves the connection until it ends: pings and their timing, the read
+    /// timeout, and reading whenever no caller does.
     ///
     /// Pings: one when nothing was sent for half the read timeout (Java's
     /// rule), and in any case one every quarter of it (1/6 of the session
@@ -540,40 +684,53 @@ impl SessionShared {
     /// one-way partition that loses the requests is found at most 5/6 of the
     /// session timeout after the server last heard from the client, before the
     /// server expires the session, and the client reconnects in time.
-    pub(super) fn serve(&self, stream: &Link, mut buf: Vec<u8>) -> ConnEnd {
+    ///
+    /// Reading: callers waiting for a reply read it themselves (see
+    /// [`await_reply`](Self::await_reply)). This thread reads when anything
+    /// else may arrive that nobody waits to read ([`must_listen`]: a watch is
+    /// set, an asynchronous call, an auth packet or a ping is unanswered), and
+    /// when no caller has waited for a tick (so that a closed connection is
+    /// seen at once on an idle session). Otherwise it steps aside: a caller's
+    /// reply then wakes the caller, not this thread. It never blocks longer
+    /// than a tick, on anything, so its timers hold however the callers fare.
+    ///
+    /// [`must_listen`]: Self::must_listen
+    pub(super) fn serve(&self, stream: &Link) -> ConnEnd {
         let negotiated = self.negotiated_timeout();
         let read_timeout = negotiated * 2 / 3;
         let ping_after = read_timeout / 2;
         let ping_every = read_timeout / 4;
-        let mut pings: VecDeque<Instant> = VecDeque::new();
         let mut last_ping = Instant::now();
-        let tick = (read_timeout / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
-        if let Err(e) = stream.set_read_timeout(Some(tick)) {
-            return ConnEnd::Io(e);
-        }
+        let tick = self.read_tick();
         let ping = Writer::request(xid::PING, op::PING).finish();
-        let mut early = !buf.is_empty();
-        buf.reserve(64 * 1024);
-        let mut start = 0usize;
-        let mut chunk = vec![0u8; 64 * 1024];
-        let max_buffer = self.settings.max_buffer;
-        let mut last_recv = Instant::now();
         loop {
-            if self.session.lock().closing {
-                return ConnEnd::Closing;
+            // Taken first: a poke after this look is not lost.
+            let poked = *self.conn_poke.lock();
+            if let Some(end) = self.read_end.lock().take() {
+                return end;
             }
-            let quiet = last_recv.elapsed();
+            if stream.is_shut() {
+                if self.session.lock().closing {
+                    return ConnEnd::Closing;
+                }
+                return ConnEnd::Io(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "the connection was shut down",
+                ));
+            }
+            let quiet = self.since_heard();
             if quiet >= read_timeout {
                 return ConnEnd::ReadTimeout(quiet);
             }
-            if let Some(sent) = pings.front() {
+            let oldest_ping = self.pings.lock().front().copied();
+            if let Some(sent) = oldest_ping {
                 let waited = sent.elapsed();
                 if waited >= read_timeout {
                     return ConnEnd::PingTimeout(waited);
                 }
             }
             let due = self.since_send() >= ping_after
-                || (pings.is_empty() && last_ping.elapsed() >= ping_every);
+                || (oldest_ping.is_none() && last_ping.elapsed() >= ping_every);
             // Deferred requests whose writer left them (a safety net: every
             // holder of the writer flushes them before releasing it).
             let deferred = !self.deferred.lock().is_empty();
@@ -583,81 +740,89 @@ impl SessionShared {
                 if let Some(mut w) = self.writer.try_lock_for(Duration::from_millis(1)) {
                     if due {
                         if let Some(s) = w.as_mut() {
+                            // Queued before the write: its answer may come at once.
+                            last_ping = Instant::now();
+                            self.pings.lock().push_back(last_ping);
                             if let Err(e) = s.write_all(&ping) {
                                 // Deferred requests are answered with the disconnect.
                                 return ConnEnd::Io(e);
                             }
                             trace!("ping");
-                            last_ping = Instant::now();
-                            pings.push_back(last_ping);
                         }
                         self.touch_send();
                     }
                     self.release_writer(w);
                 }
             }
-            // Bytes read with the handshake's reply come first.
-            let read = if std::mem::take(&mut early) {
-                Ok(buf.len())
-            } else {
-                stream.read_into(&mut chunk, &mut buf)
-            };
-            match read {
-                Ok(_) => {
-                    let mut framed = false;
-                    // Every complete frame.
-                    loop {
-                        let avail = &buf[start..];
-                        if avail.len() < 4 {
-                            break;
-                        }
-                        let len = i32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]);
-                        // Java's "Packet len is out of range": reset before
-                        // buffering any of it, so memory stays bounded.
-                        if len < 16 || len as usize >= max_buffer {
-                            return ConnEnd::Protocol(format!(
-                                "frame length {len} out of range (max buffer {max_buffer})"
-                            ));
-                        }
-                        let len = len as usize;
-                        if avail.len() < 4 + len {
-                            break;
-                        }
-                        match self.handle_frame(&avail[4..4 + len]) {
-                            Ok(true) => {
-                                pings.pop_front();
-                            }
-                            Ok(false) => {}
-                            Err(end) => return end,
-                        }
-                        framed = true;
-                        start += 4 + len;
-                    }
-                    // Only whole frames count as hearing from the server (as in
-                    // Java): bytes that never complete a frame, e.g. after a
-                    // corrupted length, end in the read timeout.
-                    if framed {
-                        last_recv = Instant::now();
-                        self.touch_heard();
-                    }
-                    if start == buf.len() {
-                        buf.clear();
-                        start = 0;
-                    } else if start > 64 * 1024 {
-                        buf.drain(..start);
-                        start = 0;
+            if self.must_listen() || self.since_call() >= tick {
+                // A caller reading keeps the reader; its holder reads for us.
+                if let Some(mut reader) = self.reader.try_lock_for(tick) {
+                    let read = match reader.as_mut() {
+                        Some(side) => side.read_once(self),
+                        None => Ok(()),
+                    };
+                    drop(reader);
+                    self.wake_next_reader();
+                    if let Err(end) = read {
+                        return end;
                     }
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return ConnEnd::Io(e),
+            } else {
+                let mut pokes = self.conn_poke.lock();
+                if *pokes == poked {
+                    self.conn_cv.wait_for(&mut pokes, tick);
+                }
             }
         }
+    }
+
+    /// Whether this thread must read now (whether or not callers do): a
+    /// notification may come (a watch is set), or an answer nobody waits
+    /// to read (an asynchronous call, an auth packet, a ping).
+    pub(super) fn must_listen(&self) -> bool {
+        self.async_in_flight.load(Ordering::SeqCst) > 0
+            || !self.pings.lock().is_empty()
+            || !self.auth_waiters.lock().is_empty()
+            || !self.watches.lock().is_empty()
+    }
+
+    /// Wakes the connection thread where it waits while callers read: it
+    /// must read ([`must_listen`](Self::must_listen) became true), or end
+    /// the connection.
+    pub(super) fn poke_conn(&self) {
+        let mut pokes = self.conn_poke.lock();
+        *pokes = pokes.wrapping_add(1);
+        self.conn_cv.notify_one();
+    }
+
+    /// A caller reading found the connection's end: the connection thread
+    /// ends it (told through `read_end`; the socket is shut down at once).
+    pub(super) fn reader_failed(&self, side: &ReadSide, end: ConnEnd) {
+        {
+            let mut e = self.read_end.lock();
+            if e.is_none() {
+                *e = Some(end);
+            }
+        }
+        side.link.shutdown();
+        self.poke_conn();
+    }
+
+    /// The socket's read timeout, the connection thread's tick.
+    pub(super) fn read_tick(&self) -> Duration {
+        Duration::from_nanos(self.tick_nanos.load(Ordering::Relaxed))
+    }
+
+    /// How long since a caller last waited for a reply.
+    fn since_call(&self) -> Duration {
+        let last = Duration::from_nanos(self.last_call_nanos.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+
+    /// How long since a whole frame last came from the server.
+    fn since_heard(&self) -> Duration {
+        let last = Duration::from_nanos(self.last_heard_nanos.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
     }
 
     /// Handles one frame; `Ok(true)` for a ping reply.
@@ -731,6 +896,9 @@ impl SessionShared {
                     if let Some(kind) = kind {
                         let mut m = self.watches.lock();
                         m.add(kind, &reg.path, reg.watcher);
+                        // The connection thread reads from now on (it may be
+                        // waiting while callers read).
+                        self.poke_conn();
                         // ZooKeeper 3.8 keeps one mode per path and connection in
                         // each table: a one-shot watch turns this client's
                         // persistent watch on the same path into a one-shot one

@@ -15,8 +15,47 @@ pub(super) struct Outgoing {
 
 /// Where a reply goes: a blocked caller, or a callback on the event thread.
 pub(super) enum ReplyTo {
-    Caller(Sender<Reply>),
+    Caller(Arc<Slot>),
     Callback(Callback),
+}
+
+/// A blocked caller's reply: filled once by whichever thread reads the reply
+/// (the caller itself, another caller, or the connection thread; see
+/// [`SessionShared::await_reply`]), which then unparks the caller's thread.
+pub(super) struct Slot {
+    reply: Mutex<Option<Reply>>,
+    thread: thread::Thread,
+}
+
+impl Slot {
+    /// A slot for the calling thread.
+    pub(super) fn new() -> Arc<Slot> {
+        Arc::new(Slot {
+            reply: Mutex::new(None),
+            thread: thread::current(),
+        })
+    }
+
+    fn fill(&self, reply: Reply) {
+        *self.reply.lock() = Some(reply);
+        // A caller that read its own reply needs no wake-up (and a stale
+        // unpark token would only cut its next park short).
+        if self.thread.id() != thread::current().id() {
+            self.thread.unpark();
+        }
+    }
+
+    fn take(&self) -> Option<Reply> {
+        self.reply.lock().take()
+    }
+
+    fn is_filled(&self) -> bool {
+        self.reply.lock().is_some()
+    }
+
+    fn wake(&self) {
+        self.thread.unpark();
+    }
 }
 
 pub(super) struct Pending {
@@ -53,22 +92,90 @@ impl SessionShared {
     }
 
     /// Writes a request frame on the current connection and queues its reply
-    /// slot; not connected: gives the request back, unsent.
-    pub(super) fn send(&self, req: Outgoing) -> Result<Receiver<Reply>, Outgoing> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        match self.send_to(req, ReplyTo::Caller(tx)) {
-            Ok(()) => Ok(rx),
+    /// slot; not connected: gives the request back, unsent. The reply is
+    /// waited for with [`await_reply`](Self::await_reply).
+    pub(super) fn send(&self, req: Outgoing) -> Result<Arc<Slot>, Outgoing> {
+        let slot = Slot::new();
+        match self.send_to(req, ReplyTo::Caller(slot.clone())) {
+            Ok(()) => Ok(slot),
             Err(back) => Err(back.0),
+        }
+    }
+
+    /// Where an asynchronous call's reply goes: counted until answered, so
+    /// that the connection thread reads while any is in flight (no caller
+    /// waits for it; see [`must_listen`](Self::must_listen)).
+    fn callback_to(&self, callback: Callback) -> ReplyTo {
+        self.async_in_flight.fetch_add(1, Ordering::SeqCst);
+        self.poke_conn();
+        ReplyTo::Callback(callback)
+    }
+
+    /// Waits for the reply in `slot` until `until`; `None` at `until`.
+    ///
+    /// The caller reads it itself when nobody else is reading: it takes the
+    /// reader (the connection's read side, one holder at a time), reads and
+    /// handles every frame that arrives (other callers' replies, which wake
+    /// them, and notifications) until its own reply is in, then lets the
+    /// reader go and wakes the next caller still waiting, which reads on.
+    /// That saves a thread switch per call: the server's reply wakes the
+    /// caller itself, not the connection thread, which would then wake the
+    /// caller. Meanwhile the connection thread keeps its timers and reads only
+    /// when no caller is (see [`serve`](Self::serve)). A caller that finds the
+    /// reader taken sleeps until its reply is handed to it or the reader is
+    /// free again.
+    pub(super) fn await_reply(&self, slot: &Slot, until: Instant) -> Option<Reply> {
+        self.last_call_nanos
+            .store(self.now_nanos(), Ordering::Relaxed);
+        loop {
+            if let Some(reply) = slot.take() {
+                return Some(reply);
+            }
+            let now = Instant::now();
+            if now >= until {
+                return None;
+            }
+            let mut read = false;
+            if let Some(mut guard) = self.reader.try_lock() {
+                if let Some(side) = guard.as_mut() {
+                    read = true;
+                    while !slot.is_filled() && Instant::now() < until {
+                        if let Err(end) = side.read_once(self) {
+                            self.reader_failed(side, end);
+                            read = false;
+                            break;
+                        }
+                    }
+                }
+                drop(guard);
+                self.wake_next_reader();
+            }
+            if !read {
+                // The reader is taken, or there is no connection (the
+                // reply is handed over, or the disconnect answers it).
+                thread::park_timeout((until - now).min(self.read_tick()));
+            }
+        }
+    }
+
+    /// Wakes the first caller still waiting for its reply (if any), to read
+    /// on: the reader was let go.
+    pub(super) fn wake_next_reader(&self) {
+        let next = self.pending.lock().iter().find_map(|p| match &p.to {
+            ReplyTo::Caller(slot) => Some(slot.clone()),
+            ReplyTo::Callback(_) => None,
+        });
+        if let Some(slot) = next {
+            slot.wake();
         }
     }
 
     /// Answers a reply slot: wakes the caller, or queues the callback.
     pub(super) fn answer(&self, to: ReplyTo, reply: Reply) {
         match to {
-            ReplyTo::Caller(tx) => {
-                let _ = tx.send(reply);
-            }
+            ReplyTo::Caller(slot) => slot.fill(reply),
             ReplyTo::Callback(callback) => {
+                self.async_in_flight.fetch_sub(1, Ordering::SeqCst);
                 // The event thread has ended (the handle is dead): answer here.
                 if let Err(crossbeam_channel::SendError(EventMsg::Answer(callback, reply))) =
                     self.enqueue(EventMsg::Answer(callback, reply))
@@ -102,7 +209,7 @@ impl SessionShared {
         }
         if state != State::Connected {
             return self.answer(
-                ReplyTo::Callback(callback),
+                self.callback_to(callback),
                 Err(Error::zk_code(ZkError::ConnectionLoss)),
             );
         }
@@ -112,7 +219,7 @@ impl SessionShared {
             reg,
             rewatch: None,
         };
-        let to = ReplyTo::Callback(callback);
+        let to = self.callback_to(callback);
         match self.writer.try_lock() {
             Some(mut w) => {
                 // What waits in the deferred queue was asked for first.
@@ -220,6 +327,8 @@ impl SessionShared {
         if s.state == State::Connected {
             s.state = State::Connecting;
         }
+        drop(s);
+        self.poke_conn();
     }
 
     /// Sends a request and waits for its reply: waits for a connection first
@@ -264,9 +373,9 @@ impl SessionShared {
             let mut batch = Vec::with_capacity(reqs.len());
             let mut receivers = Vec::with_capacity(reqs.len());
             for req in reqs {
-                let (tx, rx) = crossbeam_channel::bounded(1);
-                batch.push((req, ReplyTo::Caller(tx)));
-                receivers.push(rx);
+                let slot = Slot::new();
+                batch.push((req, ReplyTo::Caller(slot.clone())));
+                receivers.push(slot);
             }
             let mut w = self.writer.lock();
             self.flush_deferred(&mut w);
@@ -278,12 +387,12 @@ impl SessionShared {
                 Err(back) => reqs = back.into_iter().map(|(req, _)| req).collect(),
             }
         };
-        let until = Instant::now() + deadline.cap(self.settings.request_timeout);
+        let until = deadline.min_after(self.settings.request_timeout);
         Ok(receivers
             .into_iter()
-            .map(|rx| {
-                rx.recv_deadline(until)
-                    .unwrap_or_else(|_| Err(Error::zk_code(ZkError::OperationTimeout)))
+            .map(|slot| {
+                self.await_reply(&slot, until)
+                    .unwrap_or_else(|| Err(Error::zk_code(ZkError::OperationTimeout)))
             })
             .collect())
     }
@@ -397,19 +506,17 @@ impl SessionShared {
             reg,
             rewatch,
         };
-        let rx = loop {
+        let slot = loop {
             self.wait_connected(connect_by)?;
             match self.send(req) {
-                Ok(rx) => break rx,
+                Ok(slot) => break slot,
                 // The connection went between the two steps: wait for the next.
                 Err(back) => req = back,
             }
         };
-        let reply_within = deadline.cap(self.settings.request_timeout);
-        match rx.recv_timeout(reply_within) {
-            Ok(reply) => reply,
-            Err(_) => Err(Error::zk_code(ZkError::OperationTimeout)),
-        }
+        let until = deadline.min_after(self.settings.request_timeout);
+        self.await_reply(&slot, until)
+            .unwrap_or_else(|| Err(Error::zk_code(ZkError::OperationTimeout)))
     }
 
     /// `add_auth`: remembered for reconnects; waits for the server's answer.
@@ -421,6 +528,8 @@ impl SessionShared {
         let written = match w.as_mut() {
             Some(stream) => {
                 self.auth_waiters.lock().push_back(Some(tx));
+                // The connection thread reads the answer.
+                self.poke_conn();
                 if stream.write_all(&auth_frame(scheme, auth)).is_err() {
                     self.write_failed(&mut w);
                 }

@@ -1,6 +1,7 @@
 //! [`Link`]: one connection's byte stream, plain TCP or TLS over it, shared by
-//! the connection thread (the only reader) and the callers (writers, one at a
-//! time under the writer lock).
+//! its reader (one at a time under the reader lock: a caller waiting for its
+//! reply or the connection thread) and the callers (writers, one at a time
+//! under the writer lock).
 //!
 //! TLS (rustls) is sans-IO, so the socket is never wrapped: the reader reads raw
 //! bytes from the socket without any lock and feeds them to the shared rustls
@@ -223,7 +224,7 @@ impl Link {
         (&self.0.sock).write_all(data)
     }
 
-    /// One read for the connection thread (the only reader): appends what
+    /// One read for the holder of the reader lock (the only reader): appends what
     /// arrived to `out` and returns how much (0: bytes came but no plaintext
     /// yet). `raw` is scratch space. The server closing the connection is
     /// `UnexpectedEof`; the read timeout, `WouldBlock` / `TimedOut`.
