@@ -383,21 +383,28 @@ mod tls {
     ];
 
     /// Median of per-cycle times and CPU per cycle of `cycles` uncontended
-    /// write-lock cycles on `zkw` (this process's CPU: the zklock client).
-    fn lock_round(zkw: &ZooKeeperWatcher, root: &str, cycles: usize) -> (Duration, Duration) {
+    /// write-lock cycles on `zkw` (this process's CPU: the zklock client; its
+    /// threads' exact run time, `schedstat`: no thread ends meanwhile), and
+    /// the connection threads' share of it.
+    fn lock_round(
+        zkw: &ZooKeeperWatcher,
+        root: &str,
+        cycles: usize,
+    ) -> (Duration, Duration, Duration) {
         let rw = ZkInterProcessReadWriteLock::new(zkw, root, None).unwrap();
         let lock = rw.write_lock(b"bench");
         let mut t = Vec::with_capacity(cycles);
-        let cpu0 = common::cpu_time(None);
+        let (cpu0, conn0) = (common::threads_cpu(""), common::threads_cpu("zklock-conn"));
         for _ in 0..cycles {
             let s = Instant::now();
             lock.acquire().unwrap();
             lock.release().unwrap();
             t.push(s.elapsed());
         }
-        let cpu = common::cpu_time(None) - cpu0;
+        let cpu = common::threads_cpu("").saturating_sub(cpu0);
+        let conn = common::threads_cpu("zklock-conn").saturating_sub(conn0);
         t.sort();
-        (t[t.len() / 2], cpu / cycles as u32)
+        (t[t.len() / 2], cpu / cycles as u32, conn / cycles as u32)
     }
 
     fn median(mut v: Vec<Duration>) -> Duration {
@@ -491,6 +498,21 @@ mod tls {
             }
         });
 
+        // Curator on the plain port too: its own TLS/plain ratio on this server
+        // tells what the server's TLS costs any client.
+        let mut curator_plain = curator_jvm.as_ref().and(classes.as_ref()).and_then(|c| {
+            let mut cmd = c.java(&["-Xmx256m", "-XX:+UseSerialGC"], "CuratorLockBench");
+            cmd.args(["serve", plain_cs.as_str(), root.as_str()]);
+            let p = LineProcess::spawn("CuratorLockBench (plain)", cmd).ok()?;
+            match p.recv(Duration::from_secs(60)) {
+                Ok(l) if l.starts_with("ready") => Some(p),
+                other => {
+                    println!("  (Curator on the plain port skipped: {other:?})");
+                    None
+                }
+            }
+        });
+
         // exists: Java TLS, zklock TLS, zklock plain, round after round.
         zklock_round(&zk_tls, &root, warm);
         zklock_round(&zk_plain, &root, warm);
@@ -567,25 +589,31 @@ mod tls {
             Vec::new(),
             Vec::new(),
         );
-        if let Some(c) = curator_jvm.as_mut() {
+        let (mut pconn, mut tconn) = (Vec::new(), Vec::new());
+        for c in curator_jvm.iter_mut().chain(curator_plain.iter_mut()) {
             let _ = c.ask(
                 &format!("uncontended mutex {}", cycles * 4),
                 Duration::from_secs(300),
             );
         }
+        let mut cpt = Vec::new();
         for r in 0..rounds {
-            let (a, b) = lock_round(&w_plain, &lp, cycles);
-            let (c, d) = lock_round(&w_tls, &lt, cycles);
+            let (a, b, b_conn) = lock_round(&w_plain, &lp, cycles);
+            let (c, d, d_conn) = lock_round(&w_tls, &lt, cycles);
             pt.push(a);
             pc.push(b);
             tt.push(c);
             tc.push(d);
+            pconn.push(b_conn);
+            tconn.push(d_conn);
             let mut line = format!(
-                "  round {r}: lock cycle median: zklock plain {:>6.1} µs ({:>5.1} µs CPU), zklock TLS {:>6.1} µs ({:>5.1} µs CPU)",
+                "  round {r}: lock cycle median: zklock plain {:>6.1} µs ({:>5.1} µs CPU, connection thread {:>4.1}), zklock TLS {:>6.1} µs ({:>5.1} µs CPU, connection thread {:>4.1})",
                 us(a),
                 us(b),
+                us(b_conn),
                 us(c),
-                us(d)
+                us(d),
+                us(d_conn)
             );
             if let Some(cp) = curator_jvm.as_mut() {
                 let cpu0 = common::cpu_time(Some(cp.pid()));
@@ -604,26 +632,49 @@ mod tls {
                     );
                 }
             }
+            if let Some(cp) = curator_plain.as_mut() {
+                let answer = cp.ask(
+                    &format!("uncontended mutex {cycles}"),
+                    Duration::from_secs(300),
+                );
+                if let Some(p50) = answer.ok().as_deref().and_then(|l| field(l, "p50_ns")) {
+                    cpt.push(p50);
+                    line += &format!(", Curator plain {:>6.1} µs", us(p50));
+                }
+            }
             println!("{line}");
         }
-        if let Some(mut c) = curator_jvm {
+        for mut c in curator_jvm.into_iter().chain(curator_plain) {
             let _ = c.send("quit");
             let _ = c.finish(Duration::from_secs(30));
         }
         let (ptm, ttm) = (median(pt), median(tt));
         println!(
-            "  lock cycle over rounds: zklock plain {:.1} µs ({:.1} µs CPU), zklock TLS {:.1} µs ({:.1} µs CPU): TLS/plain {:.2}x (target <= 1.15x){}",
+            "  lock cycle over rounds: zklock plain {:.1} µs ({:.1} µs CPU, target <= 80; connection thread {:.1}), zklock TLS {:.1} µs ({:.1} µs CPU; connection thread {:.1}): TLS/plain {:.2}x (target <= 1.15x){}",
             us(ptm),
             us(median(pc)),
+            us(median(pconn)),
             us(ttm),
             us(median(tc)),
+            us(median(tconn)),
             ttm.as_secs_f64() / ptm.as_secs_f64(),
             if ct.is_empty() {
                 String::new()
             } else {
-                format!("; Curator TLS {:.1} µs ({:.1} µs CPU)", us(median(ct)), us(median(cc)))
+                format!("; Curator TLS {:.1} µs ({:.1} µs CPU)", us(median(ct.clone())), us(median(cc)))
             }
         );
+        if !ct.is_empty() && !cpt.is_empty() {
+            let (ctm, cpm) = (median(ct), median(cpt));
+            println!(
+                "  Curator on the same server: TLS {:.1} µs, plain {:.1} µs: TLS/plain {:.2}x; TLS adds zklock {:.1} µs per cycle, Curator {:.1} µs",
+                us(ctm),
+                us(cpm),
+                ctm.as_secs_f64() / cpm.as_secs_f64(),
+                us(ttm.saturating_sub(ptm)),
+                us(ctm.saturating_sub(cpm))
+            );
+        }
         w_plain.close().unwrap();
         w_tls.close().unwrap();
         for lock in ["zklock-plain", "zklock-tls", "uncontended-mutex"] {

@@ -291,6 +291,31 @@ pub fn loadavg() -> String {
         .unwrap_or_default()
 }
 
+/// CPU time this process's live threads have used so far, in nanoseconds from
+/// `/proc/self/task/*/schedstat`; only threads whose name starts with `prefix`
+/// (`""`: all). Exact where [`cpu_time`] counts 10 ms ticks, but a thread that
+/// ended is no longer counted: for spans in which no thread ends.
+pub fn threads_cpu(prefix: &str) -> Duration {
+    let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    let mut ns = 0u64;
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let name = fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !name.trim_end().starts_with(prefix) {
+            continue;
+        }
+        let stat = fs::read_to_string(dir.join("schedstat")).unwrap_or_default();
+        ns += stat
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Duration::from_nanos(ns)
+}
+
 /// CPU time (user + system, all threads) a process has used so far, from
 /// `/proc/<pid>/stat` (`None`: this process); zero where unreadable. Clock ticks
 /// are taken as Linux's USER_HZ, 100 a second (10 ms resolution).

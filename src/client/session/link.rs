@@ -101,8 +101,17 @@ impl Link {
         let mut heard = false;
         loop {
             link.flush_tls(Some(deadline))?;
-            if !tls.conn.lock().is_handshaking() {
-                return Ok(link);
+            {
+                let conn = tls.conn.lock();
+                if !conn.is_handshaking() {
+                    log::debug!(
+                        "TLS with {host}: {:?}, {:?}",
+                        conn.protocol_version(),
+                        conn.negotiated_cipher_suite().map(|s| s.suite())
+                    );
+                    drop(conn);
+                    return Ok(link);
+                }
             }
             link.0.sock.set_read_timeout(Some(left_until(deadline)?))?;
             let n = match (&link.0.sock).read(&mut raw) {
