@@ -762,12 +762,13 @@ impl SessionShared {
                         None => Ok(()),
                     };
                     drop(reader);
-                    self.wake_next_reader();
                     if let Err(end) = read {
                         return end;
                     }
                 }
             } else {
+                // Callers that left the reading to this thread read on.
+                self.wake_next_reader();
                 let mut pokes = self.conn_poke.lock();
                 if *pokes == poked {
                     self.conn_cv.wait_for(&mut pokes, tick);

@@ -121,9 +121,9 @@ impl SessionShared {
     /// That saves a thread switch per call: the server's reply wakes the
     /// caller itself, not the connection thread, which would then wake the
     /// caller. Meanwhile the connection thread keeps its timers and reads only
-    /// when no caller is (see [`serve`](Self::serve)). A caller that finds the
-    /// reader taken sleeps until its reply is handed to it or the reader is
-    /// free again.
+    /// when no caller is, or when it must (see [`serve`](Self::serve)): then
+    /// callers leave the reader to it. A caller that finds the reader taken
+    /// sleeps until its reply is handed to it or the reader is free again.
     pub(super) fn await_reply(&self, slot: &Slot, until: Instant) -> Option<Reply> {
         self.last_call_nanos
             .store(self.now_nanos(), Ordering::Relaxed);
@@ -136,7 +136,15 @@ impl SessionShared {
                 return None;
             }
             let mut read = false;
-            if let Some(mut guard) = self.reader.try_lock() {
+            // While the connection thread reads for everyone (a watch is set,
+            // say), competing with it would only add thread switches: it
+            // hands the reply over, or wakes this caller when it steps aside.
+            let reader = if self.must_listen() {
+                None
+            } else {
+                self.reader.try_lock()
+            };
+            if let Some(mut guard) = reader {
                 if let Some(side) = guard.as_mut() {
                     read = true;
                     while !slot.is_filled() && Instant::now() < until {
