@@ -548,6 +548,43 @@ fn unknown_auth_scheme_is_auth_failed_and_final() {
     assert_eq!(events.states().len(), 2);
 }
 
+/// The same while other threads' calls keep the reader busy: the auth packet's
+/// refusal is often read by a caller, not the connection thread, and it stays
+/// final (no Disconnected and reconnect before AuthFailed).
+#[test]
+fn auth_failed_read_by_a_caller_is_final_too() {
+    let rounds = 8;
+    let mut bad = Vec::new();
+    for round in 0..rounds {
+        let (zk, events) = connect(&test_servers(), SESSION);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let (zk, stop) = (zk.clone(), stop.clone());
+                thread::spawn(move || {
+                    while !stop.load(Ordering::SeqCst) && !zk.state().is_terminal() {
+                        let _ = zk.exists("/", false);
+                    }
+                })
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(20));
+        let added = zk.add_auth("no-such-scheme", b"x");
+        events.wait_state(KeeperState::AuthFailed, 1, WAIT);
+        stop.store(true, Ordering::SeqCst);
+        for c in callers {
+            c.join().unwrap();
+        }
+        let states = events.states();
+        if states != [KeeperState::SyncConnected, KeeperState::AuthFailed] {
+            bad.push((round, format!("{added:?}"), states));
+        }
+        assert_eq!(zk.state(), State::AuthFailed);
+        zk.close().unwrap();
+    }
+    assert!(bad.is_empty(), "{} of {rounds} rounds: {bad:#?}", bad.len());
+}
+
 /// Deliberate: gives an unwanted event time to show (nothing to wait for).
 fn settle_closed() {
     thread::sleep(Duration::from_millis(200));

@@ -34,6 +34,23 @@ pub(super) enum ConnEnd {
     Injected,
 }
 
+impl ConnEnd {
+    /// The same end again, for every later reader of a failed read side (an
+    /// `io::Error` is not `Clone`: its kind and text are kept).
+    fn again(&self) -> ConnEnd {
+        match self {
+            ConnEnd::Io(e) => ConnEnd::Io(io::Error::new(e.kind(), e.to_string())),
+            ConnEnd::ReadTimeout(d) => ConnEnd::ReadTimeout(*d),
+            ConnEnd::PingTimeout(d) => ConnEnd::PingTimeout(*d),
+            ConnEnd::Protocol(s) => ConnEnd::Protocol(s.clone()),
+            ConnEnd::AuthFailed => ConnEnd::AuthFailed,
+            ConnEnd::Closing => ConnEnd::Closing,
+            #[cfg(feature = "testing")]
+            ConnEnd::Injected => ConnEnd::Injected,
+        }
+    }
+}
+
 /// A connection's read side: the stream, and bytes read and not handled yet
 /// (an incomplete frame). One holder at a time reads (the `reader` mutex),
 /// so frames are handled one by one, in the order they came.
@@ -44,15 +61,22 @@ pub(super) struct ReadSide {
     start: usize,
     chunk: Box<[u8]>,
     max_buffer: usize,
-    /// Set by the first failure: the connection is over, and nothing more of
-    /// it is handled (a frame left in the buffer, say a reply the testing
-    /// hook lost, must not be handled by the next reader).
-    failed: bool,
+    /// The first failure: the connection is over, and nothing more of it is
+    /// handled (a frame left in the buffer, say a reply the testing hook lost,
+    /// must not be handled by the next reader); every later read fails the
+    /// same way (an AuthFailed read by a caller stays AuthFailed for the
+    /// connection thread: final, not a reconnect).
+    failed: Option<ConnEnd>,
+    /// The socket's read timeout now (the tick, or less for a caller whose
+    /// deadline is nearer).
+    timeout: Duration,
+    tick: Duration,
 }
 
 impl ReadSide {
     /// `early`: bytes read with the handshake's reply.
-    pub(super) fn new(link: Link, early: Vec<u8>, max_buffer: usize) -> ReadSide {
+    /// `tick`: the socket's read timeout, set already.
+    pub(super) fn new(link: Link, early: Vec<u8>, max_buffer: usize, tick: Duration) -> ReadSide {
         let mut buf = early;
         buf.reserve(64 * 1024);
         ReadSide {
@@ -61,7 +85,9 @@ impl ReadSide {
             start: 0,
             chunk: vec![0u8; 64 * 1024].into_boxed_slice(),
             max_buffer,
-            failed: false,
+            failed: None,
+            timeout: tick,
+            tick,
         }
     }
 
@@ -69,15 +95,40 @@ impl ReadSide {
     /// to the socket's read timeout) and handles the frames that completed.
     /// After a failure, every later call fails.
     pub(super) fn read_once(&mut self, shared: &SessionShared) -> Result<(), ConnEnd> {
-        if self.failed {
-            return Err(ConnEnd::Io(io::Error::new(
-                io::ErrorKind::NotConnected,
-                "the connection has failed",
-            )));
+        if let Some(end) = &self.failed {
+            return Err(end.again());
         }
         let read = self.read_and_handle(shared);
-        self.failed = read.is_err();
+        if let Err(end) = &read {
+            self.failed = Some(end.again());
+        }
         read
+    }
+
+    /// [`read_once`](Self::read_once), blocking at most `left` (a caller's
+    /// time to its deadline) where that is less than the tick.
+    pub(super) fn read_within(
+        &mut self,
+        shared: &SessionShared,
+        left: Duration,
+    ) -> Result<(), ConnEnd> {
+        let want = left.clamp(Duration::from_millis(1), self.tick);
+        if want != self.timeout {
+            if let Err(e) = self.link.set_read_timeout(Some(want)) {
+                return Err(ConnEnd::Io(e));
+            }
+            self.timeout = want;
+        }
+        let read = self.read_once(shared);
+        if self.timeout != self.tick && self.link.set_read_timeout(Some(self.tick)).is_ok() {
+            self.timeout = self.tick;
+        }
+        read
+    }
+
+    /// Whether the connection failed (nothing more is read).
+    pub(super) fn failed(&self) -> bool {
+        self.failed.is_some()
     }
 
     fn read_and_handle(&mut self, shared: &SessionShared) -> Result<(), ConnEnd> {
@@ -638,6 +689,7 @@ impl SessionShared {
             stream.clone(),
             early,
             self.settings.max_buffer,
+            tick,
         ));
         {
             let auths = self.auth.lock().clone();

@@ -25,6 +25,9 @@ pub(super) enum ReplyTo {
 pub(super) struct Slot {
     reply: Mutex<Option<Reply>>,
     thread: thread::Thread,
+    /// Whether its caller is in [`SessionShared::await_reply`] (one that
+    /// gave up, say at its deadline, is not woken to read).
+    waiting: AtomicBool,
 }
 
 impl Slot {
@@ -33,6 +36,7 @@ impl Slot {
         Arc::new(Slot {
             reply: Mutex::new(None),
             thread: thread::current(),
+            waiting: AtomicBool::new(false),
         })
     }
 
@@ -127,6 +131,13 @@ impl SessionShared {
     pub(super) fn await_reply(&self, slot: &Slot, until: Instant) -> Option<Reply> {
         self.last_call_nanos
             .store(self.now_nanos(), Ordering::Relaxed);
+        slot.waiting.store(true, Ordering::SeqCst);
+        let reply = self.await_reply_inner(slot, until);
+        slot.waiting.store(false, Ordering::SeqCst);
+        reply
+    }
+
+    fn await_reply_inner(&self, slot: &Slot, until: Instant) -> Option<Reply> {
         loop {
             if let Some(reply) = slot.take() {
                 return Some(reply);
@@ -135,6 +146,8 @@ impl SessionShared {
             if now >= until {
                 return None;
             }
+            // Whether this caller read until its reply came or its time ran out
+            // (else it sleeps).
             let mut read = false;
             // While the connection thread reads for everyone (a watch is set,
             // say), competing with it would only add thread switches: it
@@ -145,10 +158,19 @@ impl SessionShared {
                 self.reader.try_lock()
             };
             if let Some(mut guard) = reader {
-                if let Some(side) = guard.as_mut() {
+                // A failed read side is left alone: the disconnect answers
+                // every caller (reading it again would only spin).
+                if let Some(side) = guard.as_mut().filter(|side| !side.failed()) {
                     read = true;
-                    while !slot.is_filled() && Instant::now() < until {
-                        if let Err(end) = side.read_once(self) {
+                    loop {
+                        if slot.is_filled() {
+                            break;
+                        }
+                        let left = until.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        if let Err(end) = side.read_within(self, left) {
                             self.reader_failed(side, end);
                             read = false;
                             break;
@@ -156,9 +178,11 @@ impl SessionShared {
                     }
                 }
                 drop(guard);
-                self.wake_next_reader();
+                if read {
+                    self.wake_next_reader();
+                }
             }
-            if !read {
+            if !read && !slot.is_filled() {
                 // The reader is taken, or there is no connection (the
                 // reply is handed over, or the disconnect answers it).
                 thread::park_timeout((until - now).min(self.read_tick()));
@@ -166,12 +190,17 @@ impl SessionShared {
         }
     }
 
-    /// Wakes the first caller still waiting for its reply (if any), to read
+    /// Wakes the first other caller waiting for its reply (if any), to read
     /// on: the reader was let go.
     pub(super) fn wake_next_reader(&self) {
+        let me = thread::current().id();
         let next = self.pending.lock().iter().find_map(|p| match &p.to {
-            ReplyTo::Caller(slot) => Some(slot.clone()),
-            ReplyTo::Callback(_) => None,
+            ReplyTo::Caller(slot)
+                if slot.thread.id() != me && slot.waiting.load(Ordering::SeqCst) =>
+            {
+                Some(slot.clone())
+            }
+            _ => None,
         });
         if let Some(slot) = next {
             slot.wake();
