@@ -483,35 +483,31 @@ mod tls {
                 .map_err(|e| println!("  (Java skipped: {e})"))
                 .ok()
         });
-        let mut curator_jvm = classes.as_ref().filter(|_| curator).and_then(|c| {
-            let mut o = opts.clone();
+        // CuratorLockBench serving on `cs` with the JVM options `opts`, once ready.
+        let curator_on = |c: &common::JavaClasses, opts: &[&str], cs: &str, port: &str| {
+            let mut o = opts.to_vec();
             o.extend(["-Xmx256m", "-XX:+UseSerialGC"]);
             let mut cmd = c.java(&o, "CuratorLockBench");
-            cmd.args(["serve", tls_cs.as_str(), root.as_str()]);
-            let p = LineProcess::spawn("CuratorLockBench (TLS)", cmd).ok()?;
+            cmd.args(["serve", cs, root.as_str()]);
+            let p = LineProcess::spawn(&format!("CuratorLockBench ({port})"), cmd).ok()?;
             match p.recv(Duration::from_secs(60)) {
                 Ok(l) if l.starts_with("ready") => Some(p),
                 other => {
-                    println!("  (Curator over TLS skipped: {other:?})");
+                    println!("  (Curator on the {port} port skipped: {other:?})");
                     None
                 }
             }
-        });
-
+        };
+        let mut curator_jvm = classes
+            .as_ref()
+            .filter(|_| curator)
+            .and_then(|c| curator_on(c, &opts, &tls_cs, "TLS"));
         // Curator on the plain port too: its own TLS/plain ratio on this server
         // tells what the server's TLS costs any client.
-        let mut curator_plain = curator_jvm.as_ref().and(classes.as_ref()).and_then(|c| {
-            let mut cmd = c.java(&["-Xmx256m", "-XX:+UseSerialGC"], "CuratorLockBench");
-            cmd.args(["serve", plain_cs.as_str(), root.as_str()]);
-            let p = LineProcess::spawn("CuratorLockBench (plain)", cmd).ok()?;
-            match p.recv(Duration::from_secs(60)) {
-                Ok(l) if l.starts_with("ready") => Some(p),
-                other => {
-                    println!("  (Curator on the plain port skipped: {other:?})");
-                    None
-                }
-            }
-        });
+        let mut curator_plain = curator_jvm
+            .as_ref()
+            .and(classes.as_ref())
+            .and_then(|c| curator_on(c, &[], &plain_cs, "plain"));
 
         // exists: Java TLS, zklock TLS, zklock plain, round after round.
         zklock_round(&zk_tls, &root, warm);

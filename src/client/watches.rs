@@ -217,8 +217,8 @@ impl WatchManager {
         *self = WatchManager::default();
     }
 
-    /// Whether no watch is registered.
-    pub(crate) fn is_empty(&self) -> bool {
+    /// The five tables.
+    fn tables(&self) -> [&HashMap<String, Vec<WatcherRef>>; 5] {
         [
             &self.data,
             &self.exist,
@@ -226,22 +226,19 @@ impl WatchManager {
             &self.persistent,
             &self.recursive,
         ]
-        .iter()
-        .all(|t| t.values().all(Vec::is_empty))
+    }
+
+    /// Whether no watch is registered.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tables().iter().all(|t| t.values().all(Vec::is_empty))
     }
 
     /// Total registrations (for tests and leak checks).
     pub(crate) fn len(&self) -> usize {
-        [
-            &self.data,
-            &self.exist,
-            &self.child,
-            &self.persistent,
-            &self.recursive,
-        ]
-        .iter()
-        .map(|t| t.values().map(Vec::len).sum::<usize>())
-        .sum()
+        self.tables()
+            .iter()
+            .map(|t| t.values().map(Vec::len).sum::<usize>())
+            .sum()
     }
 }
 
