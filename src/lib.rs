@@ -67,7 +67,7 @@
 //! - **Library waits never go through the listener registry.** A waiting lock, a
 //!   held lock's node watch, a tracker's re-read, a node removal waiting for the
 //!   reconnect: each uses a per-watch watcher handed to the client with its
-//!   request (registered on the connection thread together with the reply, so no
+//!   request (registered by the thread that reads the reply, with it, so no
 //!   event falls into a gap) or a session hook of the watcher.
 //!   `unregister_all_listeners` affects only your listeners.
 //! - **The event thread never blocks in library code**: library reactions wake a

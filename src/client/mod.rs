@@ -3,10 +3,13 @@
 //! A synchronous client in the architecture of Java's `ClientCnxn`, built to carry
 //! locks (see the crate's README for why the `zookeeper` crate could not):
 //!
-//! - **Two threads per handle**: a connection thread (connect, read replies and
-//!   notifications, ping, reconnect) and an event thread (calls watchers). Callers
-//!   write their own requests and block on their own reply, matched by xid, so many
-//!   threads pipeline on one connection.
+//! - **Two threads per handle**: a connection thread (connect, ping, reconnect,
+//!   and reading whenever something may come that no caller waits for: a
+//!   notification for a watch, an asynchronous reply) and an event thread (calls
+//!   watchers). Callers write their own requests and read their own replies,
+//!   matched by xid: whichever caller holds the read side handles every frame
+//!   that comes and hands it on, so many threads pipeline on one connection and a
+//!   call on a session without watches costs one thread wake-up, not two.
 //! - **Timers of the Java client**, from the negotiated session timeout: nothing
 //!   received for 2/3 of it → the connection is dead (`Disconnected`, in-flight calls
 //!   fail with `ConnectionLoss`, reconnect to the next host); a ping whenever nothing
