@@ -21,7 +21,8 @@
 //! `benches/java/ExistsBench.java` (`javac`, `/usr/share/java/zookeeper.jar`);
 //! without a JDK it is skipped with a note. Sizes: `ZK_BENCH_OPS` (default 5000
 //! per round), `ZK_BENCH_ROUNDS` (10), `ZK_BENCH_IDLE_CLIENTS` (100);
-//! `ZK_BENCH_SECTIONS` (e.g. `4` or `1,4`: only those sections; default all).
+//! `ZK_BENCH_SECTIONS` (e.g. `4` or `1,4`: only those sections; default all);
+//! `ZK_BENCH_TLS13=1`: section 4's server offers TLS 1.3 only (default 1.2).
 //!
 //! On a shared, loaded machine the load drifts within seconds; short alternating
 //! rounds put both clients under the same conditions, and the ratio reported is
@@ -416,12 +417,17 @@ mod tls {
         let ops = env_usize("ZK_BENCH_TLS_OPS", 2_000).max(100);
         let rounds = env_usize("ZK_BENCH_TLS_ROUNDS", 6).max(1);
         let cycles = env_usize("ZK_BENCH_TLS_CYCLES", 1500).max(10);
-        println!("\n4. TLS: a harness server with a TLS port (Netty, ssl.clientAuth=need, TLS 1.2), {rounds} alternating rounds");
+        // `ZK_BENCH_TLS13=1`: the server offers TLS 1.3 only.
+        let tls13 = env::var("ZK_BENCH_TLS13").is_ok_and(|v| v == "1");
+        println!(
+            "\n4. TLS: a harness server with a TLS port (Netty, ssl.clientAuth=need, TLS {}), {rounds} alternating rounds",
+            if tls13 { "1.3" } else { "1.2" }
+        );
         let pki = match TestPki::generate() {
             Ok(p) => p,
             Err(e) => return println!("  (TLS skipped: {e})"),
         };
-        let server = match ZkServer::start_tls(&pki, false) {
+        let server = match ZkServer::start_tls(&pki, tls13) {
             Ok(s) => s,
             Err(e) => return println!("  (TLS skipped: {e})"),
         };

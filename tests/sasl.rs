@@ -164,6 +164,24 @@ fn a_client_skipping_sasl_gets_the_servers_refusal_once() {
     assert_eq!(count_state(&events, KeeperState::AuthFailed), 1);
 }
 
+/// The call right after the refusal, with no pause, already gets `AuthFailed`:
+/// the caller that read the refusal itself (no other thread reads on this
+/// session) left the session "connected" for the next call to write into the
+/// closing connection (`ConnectionLoss`) before the connection thread ended the
+/// handle.
+#[test]
+fn the_call_right_after_the_refusal_is_auth_failed() {
+    let server = shared();
+    for _ in 0..10 {
+        let zk = builder(&format!("127.0.0.1:{}", server.port()), None)
+            .connect(|_e| {})
+            .unwrap();
+        common::assert_code(zk.exists("/", false), ZkError::SessionClosedRequireSaslAuth);
+        common::assert_code(zk.exists("/", false), ZkError::AuthFailed);
+        zk.close().unwrap();
+    }
+}
+
 /// A server that answers the ConnectRequest, then stalls in the SASL
 /// exchange (at its first or its second token): each attempt ends at the
 /// handshake deadline, is retried (a stall is no refusal), and `connect`

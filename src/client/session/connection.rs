@@ -858,6 +858,7 @@ impl SessionShared {
             }
         }
         side.link.shutdown();
+        self.leave_connected();
         self.poke_conn();
     }
 
@@ -897,10 +898,16 @@ impl SessionShared {
                 } else {
                     Err(Error::zk_code(ZkError::from_code(hdr.err)))
                 };
+                let refused = hdr.err == ZkError::AuthFailed.code();
+                if refused {
+                    // Before the waiter hears it: its next call must not find
+                    // the session connected.
+                    self.leave_connected();
+                }
                 if let Some(tx) = waiter {
                     let _ = tx.send(reply);
                 }
-                if hdr.err == ZkError::AuthFailed.code() {
+                if refused {
                     return Err(ConnEnd::AuthFailed);
                 }
                 Ok(false)
@@ -981,13 +988,18 @@ impl SessionShared {
                     Err(Error::zk_code(ZkError::from_code(hdr.err)))
                 };
                 trace!("reply xid {x} op {}: err {}", p.opcode, hdr.err);
-                self.answer(p.to, reply);
                 // A SASL-only server refusing an unauthenticated client (it
                 // closes the connection; every reconnect would be refused the
                 // same way): fatal, as a refused authentication.
-                if hdr.err == ZkError::SessionClosedRequireSaslAuth.code()
-                    || hdr.err == ZkError::AuthFailed.code()
-                {
+                let refused = hdr.err == ZkError::SessionClosedRequireSaslAuth.code()
+                    || hdr.err == ZkError::AuthFailed.code();
+                if refused {
+                    // Before the caller hears it: its next call waits for the
+                    // handle's end (AuthFailed), not ConnectionLoss.
+                    self.leave_connected();
+                }
+                self.answer(p.to, reply);
+                if refused {
                     warn!(
                         "the server refused a request: {}; ending the session's handle",
                         ZkError::from_code(hdr.err)

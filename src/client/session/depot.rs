@@ -360,12 +360,19 @@ impl SessionShared {
         if let Some(s) = slot.take() {
             s.shutdown();
         }
+        self.leave_connected();
+        self.poke_conn();
+    }
+
+    /// The connection is ending (found by a caller, or a fatal refusal read):
+    /// stop calling the session connected at once, so that the next call waits
+    /// for the connection thread's verdict (a reconnect, or the session's end)
+    /// instead of writing into the dead connection.
+    pub(super) fn leave_connected(&self) {
         let mut s = self.session.lock();
         if s.state == State::Connected {
             s.state = State::Connecting;
         }
-        drop(s);
-        self.poke_conn();
     }
 
     /// Sends a request and waits for its reply: waits for a connection first
