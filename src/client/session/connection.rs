@@ -132,56 +132,42 @@ impl ReadSide {
     }
 
     fn read_and_handle(&mut self, shared: &SessionShared) -> Result<(), ConnEnd> {
-        if !self.has_frame() {
+        // A whole frame (or a bad length) in the buffer is handled first.
+        if matches!(self.next_frame(), Ok(None)) {
             match self.link.read_into(&mut self.chunk, &mut self.buf) {
                 Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    return Ok(())
-                }
+                Err(e) if is_timeout(&e) => return Ok(()),
                 Err(e) => return Err(ConnEnd::Io(e)),
             }
         }
         self.handle_frames(shared)
     }
 
-    /// Whether a whole frame (or a bad length) waits in the buffer.
-    fn has_frame(&self) -> bool {
+    /// The length of the next frame's body when it waits whole in the buffer;
+    /// `None` while it is incomplete. A length out of range is Java's "Packet
+    /// len is out of range": the connection is reset before any of it is
+    /// buffered, so memory stays bounded.
+    fn next_frame(&self) -> Result<Option<usize>, ConnEnd> {
         let avail = &self.buf[self.start..];
         if avail.len() < 4 {
-            return false;
+            return Ok(None);
         }
         let len = i32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]);
-        len < 16 || len as usize >= self.max_buffer || avail.len() >= 4 + len as usize
+        if len < 16 || len as usize >= self.max_buffer {
+            return Err(ConnEnd::Protocol(format!(
+                "frame length {len} out of range (max buffer {})",
+                self.max_buffer
+            )));
+        }
+        let len = len as usize;
+        Ok((avail.len() >= 4 + len).then_some(len))
     }
 
     /// Handles every complete frame in the buffer.
     fn handle_frames(&mut self, shared: &SessionShared) -> Result<(), ConnEnd> {
-        let max_buffer = self.max_buffer;
         let mut framed = false;
-        loop {
+        while let Some(len) = self.next_frame()? {
             let avail = &self.buf[self.start..];
-            if avail.len() < 4 {
-                break;
-            }
-            let len = i32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]);
-            // Java's "Packet len is out of range": reset before buffering any
-            // of it, so memory stays bounded.
-            if len < 16 || len as usize >= max_buffer {
-                return Err(ConnEnd::Protocol(format!(
-                    "frame length {len} out of range (max buffer {max_buffer})"
-                )));
-            }
-            let len = len as usize;
-            if avail.len() < 4 + len {
-                break;
-            }
             if shared.handle_frame(&avail[4..4 + len])? {
                 shared.pings.lock().pop_front();
             }
@@ -770,7 +756,7 @@ impl SessionShared {
                     "the connection was shut down",
                 ));
             }
-            let quiet = self.since_heard();
+            let quiet = self.since(&self.last_heard_nanos);
             if quiet >= read_timeout {
                 return ConnEnd::ReadTimeout(quiet);
             }
@@ -781,7 +767,7 @@ impl SessionShared {
                     return ConnEnd::PingTimeout(waited);
                 }
             }
-            let due = self.since_send() >= ping_after
+            let due = self.since(&self.last_send_nanos) >= ping_after
                 || (oldest_ping.is_none() && last_ping.elapsed() >= ping_every);
             // Deferred requests whose writer left them (a safety net: every
             // holder of the writer flushes them before releasing it).
@@ -806,7 +792,7 @@ impl SessionShared {
                     self.release_writer(w);
                 }
             }
-            if self.must_listen() || self.since_call() >= tick {
+            if self.must_listen() || self.since(&self.last_call_nanos) >= tick {
                 // A caller reading keeps the reader; its holder reads for us.
                 if let Some(mut reader) = self.reader.try_lock_for(tick) {
                     let read = match reader.as_mut() {
@@ -865,18 +851,6 @@ impl SessionShared {
     /// The socket's read timeout, the connection thread's tick.
     pub(super) fn read_tick(&self) -> Duration {
         Duration::from_nanos(self.tick_nanos.load(Ordering::Relaxed))
-    }
-
-    /// How long since a caller last waited for a reply.
-    fn since_call(&self) -> Duration {
-        let last = Duration::from_nanos(self.last_call_nanos.load(Ordering::Relaxed));
-        self.epoch.elapsed().saturating_sub(last)
-    }
-
-    /// How long since a whole frame last came from the server.
-    fn since_heard(&self) -> Duration {
-        let last = Duration::from_nanos(self.last_heard_nanos.load(Ordering::Relaxed));
-        self.epoch.elapsed().saturating_sub(last)
     }
 
     /// Handles one frame; `Ok(true)` for a ping reply.

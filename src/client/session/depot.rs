@@ -115,7 +115,7 @@ impl SessionShared {
         ReplyTo::Callback(callback)
     }
 
-    /// Waits for the reply in `slot` until `until`; `None` at `until`.
+    /// Waits for the reply in `slot` until `until`; `OperationTimeout` then.
     ///
     /// The caller reads it itself when nobody else is reading: it takes the
     /// reader (the connection's read side, one holder at a time), reads and
@@ -128,13 +128,13 @@ impl SessionShared {
     /// when no caller is, or when it must (see [`serve`](Self::serve)): then
     /// callers leave the reader to it. A caller that finds the reader taken
     /// sleeps until its reply is handed to it or the reader is free again.
-    pub(super) fn await_reply(&self, slot: &Slot, until: Instant) -> Option<Reply> {
+    pub(super) fn await_reply(&self, slot: &Slot, until: Instant) -> Reply {
         self.last_call_nanos
             .store(self.now_nanos(), Ordering::Relaxed);
         slot.waiting.store(true, Ordering::SeqCst);
         let reply = self.await_reply_inner(slot, until);
         slot.waiting.store(false, Ordering::SeqCst);
-        reply
+        reply.unwrap_or_else(|| Err(Error::zk_code(ZkError::OperationTimeout)))
     }
 
     fn await_reply_inner(&self, slot: &Slot, until: Instant) -> Option<Reply> {
@@ -434,10 +434,7 @@ impl SessionShared {
         let until = deadline.min_after(self.settings.request_timeout);
         Ok(receivers
             .into_iter()
-            .map(|slot| {
-                self.await_reply(&slot, until)
-                    .unwrap_or_else(|| Err(Error::zk_code(ZkError::OperationTimeout)))
-            })
+            .map(|slot| self.await_reply(&slot, until))
             .collect())
     }
 
@@ -560,7 +557,6 @@ impl SessionShared {
         };
         let until = deadline.min_after(self.settings.request_timeout);
         self.await_reply(&slot, until)
-            .unwrap_or_else(|| Err(Error::zk_code(ZkError::OperationTimeout)))
     }
 
     /// `add_auth`: remembered for reconnects; waits for the server's answer.

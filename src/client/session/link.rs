@@ -57,7 +57,8 @@ pub(super) fn left_until(deadline: Instant) -> io::Result<Duration> {
     Ok(left)
 }
 
-fn is_timeout(e: &io::Error) -> bool {
+/// Whether a read ended at its timeout (or was interrupted), not in failure.
+pub(super) fn is_timeout(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted

@@ -484,12 +484,13 @@ impl SessionShared {
         if id == 0 {
             return None;
         }
-        let heard = Duration::from_nanos(self.last_heard_nanos.load(Ordering::Relaxed));
-        Some((self.epoch.elapsed().saturating_sub(heard), negotiated))
+        Some((self.since(&self.last_heard_nanos), negotiated))
     }
 
-    fn since_send(&self) -> Duration {
-        let last = Duration::from_nanos(self.last_send_nanos.load(Ordering::Relaxed));
+    /// How long since the time recorded in `at` (one of the `*_nanos`
+    /// atomics: nanoseconds since `epoch`).
+    fn since(&self, at: &AtomicU64) -> Duration {
+        let last = Duration::from_nanos(at.load(Ordering::Relaxed));
         self.epoch.elapsed().saturating_sub(last)
     }
 
@@ -525,9 +526,8 @@ impl SessionShared {
             if let Ok(slot) = self.send(req) {
                 let bound = (self.negotiated_timeout() * 2 / 3).min(Duration::from_secs(2));
                 match self.await_reply(&slot, Instant::now() + bound) {
-                    Some(Ok(_)) => debug!("session closed by the server"),
-                    Some(Err(e)) => debug!("closeSession: {e}"),
-                    None => debug!("closeSession: no answer within {bound:?}"),
+                    Ok(_) => debug!("session closed by the server"),
+                    Err(e) => debug!("closeSession (within {bound:?}): {e}"),
                 }
             }
         }
