@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::client::*;
-use common::member_of;
+use common::{member_of, retry_election};
 use zklock::client::{
     Acl, AddWatchMode, CreateMode, EventType, KeeperState, ReplyKind, State, WatchedEvent,
     ZooKeeper,
@@ -1517,21 +1517,6 @@ fn a_client_hearing_nothing_for_a_session_timeout_declares_the_expiry_itself() {
 
 const ENSEMBLE_WAIT: Duration = Duration::from_secs(20);
 const QUORUM: Duration = Duration::from_secs(60);
-
-/// Retries `f` while it fails with ConnectionLoss (an election in progress).
-#[track_caller]
-fn retry_election<T>(what: &str, mut f: impl FnMut() -> zklock::Result<T>) -> T {
-    let mut out = None;
-    wait_until(QUORUM, what, || match f() {
-        Ok(v) => {
-            out = Some(v);
-            true
-        }
-        Err(e) if e.is_retryable() => false,
-        Err(e) => panic!("{what}: {e}"),
-    });
-    out.unwrap()
-}
 
 struct EnsembleWatches {
     data: Arc<Events>,

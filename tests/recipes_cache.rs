@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{force_expiry, init_log, member_of};
+use common::{force_expiry, init_log, member_of, retry_election};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,9 +18,7 @@ use std::time::Duration;
 
 use zklock::client::{Acl, CreateMode, Op, WatchedEvent, ZooKeeper};
 use zklock::recipes::tree_cache::{CacheDepth, CacheEvent, ChildData, TreeCache};
-use zklock::testing::{
-    eventually, shared_server, unique_root, wait_until, FaultProxy, ZkEnsemble, ZkServer,
-};
+use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ZkEnsemble, ZkServer};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -377,20 +375,6 @@ fn a_missing_root_is_cached_once_created_and_an_ended_session_makes_it_lost() {
     assert_eq!(events.recv_timeout(LONG).unwrap(), CacheEvent::Lost);
     assert!(cache.is_stale());
     assert!(cache.wait_synced(Duration::from_secs(1)).is_err());
-}
-
-/// Retries `f` while the ensemble elects (retryable errors), up to a minute.
-fn retry_election<T>(what: &str, mut f: impl FnMut() -> zklock::Result<T>) -> T {
-    let mut out = None;
-    wait_until(LONG, what, || match f() {
-        Ok(v) => {
-            out = Some(v);
-            true
-        }
-        Err(e) if e.is_retryable() => false,
-        Err(e) => panic!("{what}: {e}"),
-    });
-    out.unwrap()
 }
 
 /// One ensemble for the whole check (three JVMs are the costly part): writes

@@ -209,6 +209,22 @@ pub fn lock_held_through_a_partition(
     });
 }
 
+/// Retries `f` while it fails with a retryable error (an ensemble electing a
+/// leader), up to a minute; its result. Any other error fails the test.
+#[track_caller]
+pub fn retry_election<T>(what: &str, mut f: impl FnMut() -> zklock::Result<T>) -> T {
+    let mut out = None;
+    wait_until(Duration::from_secs(60), what, || match f() {
+        Ok(v) => {
+            out = Some(v);
+            true
+        }
+        Err(e) if e.is_retryable() => false,
+        Err(e) => panic!("{what}: {e}"),
+    });
+    out.unwrap()
+}
+
 /// The ensemble member whose `cons` lists session `id`.
 pub fn member_of(ensemble: &ZkEnsemble, id: i64) -> usize {
     let mut found = None;
