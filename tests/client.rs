@@ -18,7 +18,7 @@ use zklock::client::{
     Acl, AddWatchMode, CreateMode, EventType, Id, KeeperState, Op, OpResult, Perms, State,
     WatchedEvent, Watcher, WatcherType, ZooKeeper,
 };
-use zklock::testing::{shared_server, test_servers, unique_root};
+use zklock::testing::{shared_server, test_servers, unique_root, wait_until};
 use zklock::{Error, ZkError};
 
 const SESSION: Duration = Duration::from_secs(10);
@@ -548,41 +548,56 @@ fn unknown_auth_scheme_is_auth_failed_and_final() {
     assert_eq!(events.states().len(), 2);
 }
 
-/// The same while other threads' calls keep the reader busy: the auth packet's
-/// refusal is often read by a caller, not the connection thread, and it stays
-/// final (no Disconnected and reconnect before AuthFailed).
+/// The same when the refusal is read by a caller, not the connection thread:
+/// a step hook holds caller A on the read side (before it reads) while the
+/// auth packet goes out and the server answers it and closes the connection;
+/// then A reads its reply and the refusal together. It stays final (no
+/// Disconnected and reconnect before AuthFailed): the connection thread,
+/// taking the failed read side next, must get AuthFailed, not an I/O error.
 #[test]
 fn auth_failed_read_by_a_caller_is_final_too() {
-    let rounds = 8;
-    let mut bad = Vec::new();
-    for round in 0..rounds {
-        let (zk, events) = connect(&test_servers(), SESSION);
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let callers: Vec<_> = (0..2)
-            .map(|_| {
-                let (zk, stop) = (zk.clone(), stop.clone());
-                thread::spawn(move || {
-                    while !stop.load(Ordering::SeqCst) && !zk.state().is_terminal() {
-                        let _ = zk.exists("/", false);
-                    }
-                })
-            })
-            .collect();
-        thread::sleep(Duration::from_millis(20));
-        let added = zk.add_auth("no-such-scheme", b"x");
-        events.wait_state(KeeperState::AuthFailed, 1, WAIT);
-        stop.store(true, Ordering::SeqCst);
-        for c in callers {
-            c.join().unwrap();
-        }
-        let states = events.states();
-        if states != [KeeperState::SyncConnected, KeeperState::AuthFailed] {
-            bad.push((round, format!("{added:?}"), states));
-        }
-        assert_eq!(zk.state(), State::AuthFailed);
-        zk.close().unwrap();
+    let (zk, events) = connect(&test_servers(), SESSION);
+    let id = zk.session_id();
+    let (holding_tx, holding) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    zk.on_next_caller_read(move || {
+        holding_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(WAIT);
+    });
+    let a = {
+        let zk = zk.clone();
+        thread::spawn(move || zk.exists("/", false))
+    };
+    holding.recv_timeout(WAIT).expect("A holds the read side");
+    let b = {
+        let zk = zk.clone();
+        thread::spawn(move || zk.add_auth("no-such-scheme", b"x"))
+    };
+    // The server refused the packet and closed the connection: the refusal
+    // waits in the socket for A.
+    let server = test_servers();
+    let addr = server.split(',').next().unwrap();
+    wait_until(WAIT, "the server closed the connection", || {
+        !cons_sessions(addr).contains(&id)
+    });
+    release.send(()).unwrap();
+    // The server handles auth packets in its I/O thread, ahead of requests
+    // queued before them: A's own reply may come before the refusal, or never
+    // (then A gets the handle's end). Either way A read the refusal.
+    match a.join().unwrap() {
+        Ok(stat) => assert!(stat.is_some()),
+        Err(e) => assert!(e.is(ZkError::AuthFailed), "{e}"),
     }
-    assert!(bad.is_empty(), "{} of {rounds} rounds: {bad:#?}", bad.len());
+    let _ = b.join().unwrap();
+    events.wait_state(KeeperState::AuthFailed, 1, WAIT);
+    assert_eq!(zk.state(), State::AuthFailed);
+    settle_closed();
+    assert_eq!(
+        events.states(),
+        [KeeperState::SyncConnected, KeeperState::AuthFailed],
+        "told once, no Disconnected or reconnect before it"
+    );
+    zk.close().unwrap();
 }
 
 /// Deliberate: gives an unwanted event time to show (nothing to wait for).

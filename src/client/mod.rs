@@ -709,6 +709,15 @@ impl ZooKeeper {
         };
         self.shared().lose_next_reply(ops);
     }
+
+    /// Test hook: `hook` runs on the thread of the next call that reads its own
+    /// reply, after it took the connection's read side and before it reads, so
+    /// a test can make frames meant for others (an auth refusal, a
+    /// notification) wait for that caller to read them.
+    #[cfg(feature = "testing")]
+    pub fn on_next_caller_read(&self, hook: impl FnOnce() + Send + 'static) {
+        self.shared().on_next_caller_read(Box::new(hook));
+    }
 }
 
 /// A registration of [`ZooKeeper::wake_at_end`]: unregistered on drop.

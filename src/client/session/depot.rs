@@ -162,6 +162,10 @@ impl SessionShared {
                 // every caller (reading it again would only spin).
                 if let Some(side) = guard.as_mut().filter(|side| !side.failed()) {
                     read = true;
+                    #[cfg(feature = "testing")]
+                    if let Some(hook) = self.caller_read_hook.lock().take() {
+                        hook();
+                    }
                     loop {
                         if slot.is_filled() {
                             break;

@@ -181,6 +181,10 @@ pub(crate) struct SessionShared {
     tls_failed: Mutex<HashMap<String, crate::client::TlsError>>,
     #[cfg(feature = "testing")]
     lose_replies: Mutex<Vec<i32>>,
+    /// Run by the next caller that takes the read side, on its thread, before
+    /// it reads (see [`SessionShared::on_next_caller_read`]).
+    #[cfg(feature = "testing")]
+    caller_read_hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 /// The registered [`SessionShared::end_wakes`], by id.
@@ -257,6 +261,8 @@ pub(crate) fn start(
         tls_failed: Mutex::new(HashMap::new()),
         #[cfg(feature = "testing")]
         lose_replies: Mutex::new(Vec::new()),
+        #[cfg(feature = "testing")]
+        caller_read_hook: Mutex::new(None),
     });
     let (done_tx, events_done) = crossbeam_channel::bounded(1);
     let events = thread::Builder::new()
@@ -554,6 +560,14 @@ impl SessionShared {
     #[cfg(feature = "testing")]
     pub(crate) fn lose_next_reply(&self, opcodes: &[i32]) {
         self.lose_replies.lock().extend_from_slice(opcodes);
+    }
+
+    /// Runs `hook` on the thread of the next caller that takes the read side,
+    /// before it reads: it holds the read side meanwhile (a step hook that
+    /// forces what another thread's frames meet while a caller reads).
+    #[cfg(feature = "testing")]
+    pub(crate) fn on_next_caller_read(&self, hook: Box<dyn FnOnce() + Send>) {
+        *self.caller_read_hook.lock() = Some(hook);
     }
 
     #[cfg(feature = "testing")]
