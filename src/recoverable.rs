@@ -143,14 +143,16 @@ impl RecoverableZooKeeper {
         }
     }
 
-    /// The ACL policy of the nodes zklock creates through this handle.
+    /// The ACL policy of the nodes zklock creates through this handle, as
+    /// it applies to the session now ([`AclPolicy::for_session`] with
+    /// [`ZooKeeper::has_identity`]).
     pub fn acl_policy(&self) -> &AclPolicy {
-        &self.inner.acl
+        self.inner.acl.for_session(self.zk.has_identity())
     }
 
     /// The ACL the policy gives a node at `path` (see [`AclPolicy::acl_for`]).
     pub fn acl_for(&self, path: &str) -> &[Acl] {
-        self.inner.acl.acl_for(path)
+        self.acl_policy().acl_for(path)
     }
 
     /// Whether writes carry HBase's metadata prefix.

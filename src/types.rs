@@ -56,6 +56,25 @@ impl Perms {
     }
 }
 
+impl fmt::Display for Perms {
+    /// The letters `zkCli`'s `getAcl` prints, in its order: `c` create, `d`
+    /// delete, `r` read, `w` write, `a` admin (`cdrwa` for all).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (bit, letter) in [
+            (Perms::CREATE, 'c'),
+            (Perms::DELETE, 'd'),
+            (Perms::READ, 'r'),
+            (Perms::WRITE, 'w'),
+            (Perms::ADMIN, 'a'),
+        ] {
+            if self.contains(bit) {
+                fmt::Write::write_char(f, letter)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl std::ops::BitOr for Perms {
     type Output = Perms;
     fn bitor(self, rhs: Perms) -> Perms {
@@ -111,6 +130,13 @@ impl Id {
     }
 }
 
+impl fmt::Display for Id {
+    /// `scheme:id`, as ACLs are written (`x509:CN=alice,O=example`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.scheme, self.id)
+    }
+}
+
 /// `user:base64(sha1(user:password))`, the id part of a `digest:` ACL id
 /// (Java's `DigestAuthenticationProvider.generateDigest`).
 pub fn digest_id(user: &str, password: &str) -> String {
@@ -129,11 +155,35 @@ pub fn digest_id(user: &str, password: &str) -> String {
 /// watcher ([`ZooKeeperWatcherBuilder::with_acl_policy`](crate::ZooKeeperWatcherBuilder::with_acl_policy))
 /// and used by `zkutil` and the [`RecoverableZooKeeper`](crate::RecoverableZooKeeper)'s own
 /// node creation. Paths are the client's (below the chroot).
+///
+/// A policy may name another one for a session that has no authenticated
+/// identity ([`with_anonymous`](Self::with_anonymous)): which one applies is
+/// decided at each creation by
+/// [`ZooKeeper::has_identity`](crate::client::ZooKeeper::has_identity)
+/// (SASL, a TLS client certificate, an `add_auth` that gives an id).
+///
+/// # Who may delete a node
+/// ZooKeeper checks a `delete` against the **parent's** ACL (its `DELETE`
+/// bit), never the node's own, and a `create` against the parent's `CREATE`
+/// bit. A lock's or an election's nodes are therefore protected by the ACL of
+/// the directory that holds them: whoever may create and delete their own
+/// node in it may delete everyone else's too. ZooKeeper has no "delete your
+/// own child" permission, so a policy cannot let several identities contend
+/// for one lock and at the same time stop them deleting each other's nodes.
+/// The unit of trust is the set of identities the policy gives `ALL`: the
+/// creator (`CREATOR_ALL_ACL`), plus those named with
+/// [`with_grant`](Self::with_grant) when a fleet's members hold different
+/// identities (e.g. one certificate per host). Every other identity can
+/// neither create nor delete in the directories such a policy made (`NoAuth`)
+/// and, without world `READ`, not read them either.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AclPolicy {
     default: Vec<Acl>,
     /// (path, whether the whole subtree, ACL).
     paths: Vec<(String, bool, Vec<Acl>)>,
+    /// The policy of a session without an authenticated identity; `None`:
+    /// this one.
+    anonymous: Option<Box<AclPolicy>>,
 }
 
 impl Default for AclPolicy {
@@ -158,13 +208,20 @@ impl AclPolicy {
         AclPolicy::with_default(Acl::creator_all())
     }
 
+    /// `CREATOR_ALL_ACL` plus world `READ` (`READ_ACL_UNSAFE`) everywhere:
+    /// only the creator's identities may change what it creates, anyone may
+    /// read it (HBase's ACL for the nodes its clients read). Needs an
+    /// authenticated session, as [`creator_all`](Self::creator_all).
+    pub fn creator_all_world_read() -> AclPolicy {
+        AclPolicy::with_default(&creator_and_read())
+    }
+
     /// HBase's secure layout (`ZKUtil.createACL` on a secure ensemble):
     /// `CREATOR_ALL_ACL` everywhere, plus world `READ` on the nodes others
     /// must read (`world_readable`: HBase's base znode, master address,
     /// meta server, cluster id, region servers' parent, ...).
     pub fn secure(world_readable: &[&str]) -> AclPolicy {
-        let mut read = Acl::creator_all().to_vec();
-        read.extend_from_slice(Acl::read_unsafe());
+        let read = creator_and_read();
         world_readable
             .iter()
             .fold(AclPolicy::creator_all(), |p, path| p.with_path(path, &read))
@@ -175,6 +232,54 @@ impl AclPolicy {
         AclPolicy {
             default: acl.to_vec(),
             paths: Vec::new(),
+            anonymous: None,
+        }
+    }
+
+    /// Adds `perms` for `id` to every ACL of this policy (its default and
+    /// each path rule given so far; not its
+    /// [anonymous](Self::with_anonymous) policy's):
+    /// how the members of a fleet that hold different identities (one TLS
+    /// certificate per host, several SASL users) share its locks and
+    /// elections under a creator-only policy. Each member names the others
+    /// (naming its own id too is harmless: the server then stores that
+    /// entry twice).
+    /// Every identity given `DELETE` on a directory may delete any node in
+    /// it (see [who may delete a node](Self#who-may-delete-a-node)). The
+    /// server refuses an id its scheme does not accept with `InvalidACL` when
+    /// a node is created.
+    #[must_use]
+    pub fn with_grant(mut self, perms: Perms, id: Id) -> AclPolicy {
+        let entry = Acl::new(perms, id);
+        let add = |acl: &mut Vec<Acl>| {
+            if !acl.contains(&entry) {
+                acl.push(entry.clone());
+            }
+        };
+        add(&mut self.default);
+        for (_, _, acl) in &mut self.paths {
+            add(acl);
+        }
+        self
+    }
+
+    /// `policy` for a session that has no authenticated identity (see
+    /// [`for_session`](Self::for_session)); this policy for one that has.
+    /// The watcher's default is [`AclPolicy::hbase`](AclPolicy::hbase) with
+    /// [`AclPolicy::open`] for anonymous sessions.
+    #[must_use]
+    pub fn with_anonymous(mut self, policy: AclPolicy) -> AclPolicy {
+        self.anonymous = Some(Box::new(policy.for_session(false).clone()));
+        self
+    }
+
+    /// The policy for a session with (`identified`) or without an
+    /// authenticated identity: this one, or its
+    /// [anonymous](Self::with_anonymous) policy when it has one.
+    pub fn for_session(&self, identified: bool) -> &AclPolicy {
+        match &self.anonymous {
+            Some(anonymous) if !identified => anonymous,
+            _ => self,
         }
     }
 
@@ -227,12 +332,24 @@ impl AclPolicy {
 
     /// Whether some node would get an ACL that lets anyone write, create,
     /// delete or administer it (HBase's check of a secure deployment).
+    /// An [anonymous](Self::with_anonymous) policy counts too.
     pub fn is_world_writable(&self) -> bool {
         std::iter::once(&self.default)
             .chain(self.paths.iter().map(|(_, _, a)| a))
             .flatten()
             .any(|a| a.id == Id::anyone() && a.perms.0 & !Perms::READ.0 != 0)
+            || self
+                .anonymous
+                .as_ref()
+                .is_some_and(|p| p.is_world_writable())
     }
+}
+
+/// `CREATOR_ALL_ACL` then `READ_ACL_UNSAFE`.
+fn creator_and_read() -> Vec<Acl> {
+    let mut read = Acl::creator_all().to_vec();
+    read.extend_from_slice(Acl::read_unsafe());
+    read
 }
 
 /// One ACL entry: Java's `org.apache.zookeeper.data.ACL`.
@@ -267,6 +384,13 @@ impl Acl {
     pub fn read_unsafe() -> &'static [Acl] {
         static ACL: OnceLock<Vec<Acl>> = OnceLock::new();
         ACL.get_or_init(|| vec![Acl::new(Perms::READ, Id::new("world", "anyone"))])
+    }
+}
+
+impl fmt::Display for Acl {
+    /// `scheme:id:perms` (`world:anyone:cdrwa`, `x509:CN=alice:r`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.id, self.perms)
     }
 }
 
@@ -710,5 +834,44 @@ mod tests {
         assert_eq!(secure.acl_for("/hbase/master/x"), Acl::creator_all());
         assert!(AclPolicy::default().is_world_writable());
         assert!(!AclPolicy::with_default(Acl::read_unsafe()).is_world_writable());
+    }
+
+    #[test]
+    fn grants_reach_every_rule_and_the_anonymous_policy_only_anonymous_sessions() {
+        let bob = Id::x509("CN=bob");
+        let p = AclPolicy::creator_all_world_read()
+            .with_path("/a", Acl::creator_all())
+            .with_grant(Perms::ALL, bob.clone())
+            .with_grant(Perms::ALL, bob.clone())
+            .with_anonymous(AclPolicy::open());
+        let bob_all = Acl::new(Perms::ALL, bob);
+        assert_eq!(
+            p.acl_for("/a"),
+            [Acl::creator_all()[0].clone(), bob_all.clone()]
+        );
+        assert_eq!(
+            p.acl_for("/b"),
+            [
+                Acl::creator_all()[0].clone(),
+                Acl::read_unsafe()[0].clone(),
+                bob_all
+            ]
+        );
+        assert_eq!(p.for_session(true), &p);
+        assert_eq!(p.for_session(false), &AclPolicy::open());
+        assert!(p.is_world_writable());
+        assert!(!AclPolicy::creator_all().is_world_writable());
+        // An anonymous policy's own anonymous policy is never used.
+        let nested = AclPolicy::creator_all().with_anonymous(p.clone());
+        assert_eq!(nested.for_session(false), &AclPolicy::open());
+    }
+
+    #[test]
+    fn acls_print_as_zkcli_does() {
+        assert_eq!(Acl::open_unsafe()[0].to_string(), "world:anyone:cdrwa");
+        assert_eq!(
+            Acl::new(Perms::READ | Perms::CREATE, Id::x509("CN=a,O=b")).to_string(),
+            "x509:CN=a,O=b:cr"
+        );
     }
 }

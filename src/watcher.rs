@@ -12,8 +12,7 @@ use log::{debug, error, info, warn};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::client::{
-    Acl, AclPolicy, EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper,
-    ZooKeeperBuilder,
+    AclPolicy, EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper, ZooKeeperBuilder,
 };
 use crate::error::{Error, Result, ZkError};
 use crate::listener::{Abortable, LoggingAbortable, ZooKeeperListener};
@@ -463,12 +462,32 @@ impl ZooKeeperWatcherBuilder {
     }
 
     /// The ACLs of every node zklock creates on this watcher's session
-    /// (`zkutil`, the [`RecoverableZooKeeper`]'s own creation of parents):
-    /// Curator's `ACLProvider`, HBase's `ZKUtil.createACL`. Default: with
-    /// SASL configured on the client ([`ZooKeeperBuilder::with_sasl`],
-    /// HBase's `isSecureZooKeeper`), [`AclPolicy::hbase`] of the watcher's
-    /// znode layout (creator-only, world-readable where HBase's clients must
-    /// read); without, [`AclPolicy::open`].
+    /// (`zkutil`, the [`RecoverableZooKeeper`]'s own creation of parents,
+    /// every lock and recipe): Curator's `ACLProvider`, HBase's
+    /// `ZKUtil.createACL`.
+    ///
+    /// Default: [`AclPolicy::hbase`] of the watcher's znode layout
+    /// (creator-only, world-readable where HBase's clients must read) while
+    /// the session has an authenticated identity
+    /// ([`ZooKeeper::has_identity`]: SASL, a TLS client certificate, or an
+    /// `add_auth` such as `digest`), [`AclPolicy::open`] while it has none
+    /// (decided at each creation, so an `add_auth` right after `connect`
+    /// counts). HBase switches on SASL alone (`isSecureZooKeeper`); zklock
+    /// counts every identity the server gives `CREATOR_ALL_ACL`, as
+    /// DESIGN.md's security rule says: a certificate holder's nodes are no
+    /// longer world-writable (the Java client with `CREATOR_ALL_ACL` gets the
+    /// same ACL on the same server).
+    ///
+    /// Creator-only includes the directories zklock creates (a lock's
+    /// znode and its parents): only the creating identity may create or
+    /// delete nodes in them, so participants holding *different* identities
+    /// cannot share a lock under the default. ZooKeeper checks a delete
+    /// against the parent's ACL, so any identity allowed to take part may
+    /// also delete the others' nodes (see
+    /// [`AclPolicy`'s docs](AclPolicy#who-may-delete-a-node)): give such a
+    /// fleet `AclPolicy::hbase(..)` (or [`AclPolicy::creator_all`]) with
+    /// [`with_grant`](AclPolicy::with_grant) for each member's id, or create
+    /// the shared directories up front with an ACL of your own.
     pub fn with_acl_policy(mut self, policy: AclPolicy) -> Self {
         self.acl = Some(policy);
         self
@@ -518,11 +537,9 @@ impl ZooKeeperWatcherBuilder {
         let deadline = std::time::Instant::now().checked_add(wait);
         // Started, not connected: events queue in the PendingWatcher until the
         // watcher below is ready (HBase's InstancePending dance).
-        let acl = match self.acl {
-            Some(policy) => policy,
-            None if self.client.has_sasl() => AclPolicy::hbase(&znodes),
-            None => AclPolicy::open(),
-        };
+        let acl = self
+            .acl
+            .unwrap_or_else(|| AclPolicy::hbase(&znodes).with_anonymous(AclPolicy::open()));
         let zk = self.client.start(pending.clone())?;
         let inner = Arc::new(WatcherInner {
             prefix: self.prefix.clone(),
@@ -609,8 +626,7 @@ impl AclPolicy {
     /// deployment gets no world-writable node from zklock). HBase's
     /// `hbase.superuser` entry is `with_default` / `with_subtree` away.
     pub fn hbase(znodes: &ZNodePaths) -> AclPolicy {
-        let mut read = Acl::creator_all().to_vec();
-        read.extend_from_slice(Acl::read_unsafe());
+        let read = AclPolicy::creator_all_world_read().default_acl().to_vec();
         let exact = [
             &znodes.base_znode,
             &znodes.meta_server_znode,

@@ -339,7 +339,10 @@ fn a_sasl_watcher_creates_hbases_secure_layout_and_no_world_writable_node() {
     );
     let znodes = zkw.znode_paths().clone();
     let rzk = zkw.recoverable_zookeeper();
-    assert_eq!(rzk.acl_policy(), &AclPolicy::hbase(&znodes));
+    assert_eq!(
+        rzk.acl_policy(),
+        &AclPolicy::hbase(&znodes).with_anonymous(AclPolicy::open())
+    );
     zkutil::create_with_parents(&zkw, &format!("{base}/a/b/c")).unwrap();
     zkutil::create_ephemeral_node_and_watch(&zkw, &format!("{}/rs1", znodes.rs_znode), b"")
         .unwrap();

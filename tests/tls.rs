@@ -419,19 +419,21 @@ fn a_lock_held_over_tls_through_a_partition_keeps_its_guarantees() {
     let (pki, server) = shared();
     let (alice, bob) = (pki.client("alice").unwrap(), pki.client("bob").unwrap());
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
-    let zkw = |cs: &str, cert: &ClientCert| {
+    // The two sessions are different identities: each names the other (the
+    // default, creator-only, would keep the second out of the lock).
+    let zkw = |cs: &str, cert: &ClientCert, other: &ClientCert| {
         let t = tls(pki, Some(cert));
         ZooKeeperWatcher::builder(cs)
             .with_session_timeout(Duration::from_secs(2))
             .with_connect_wait(Duration::from_secs(10))
             .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
             .with_client(move |b| b.with_tls(t))
+            .with_acl_policy(fleet_policy(&[other]))
             .connect()
             .unwrap()
     };
-    let holder = zkw(&format!("localhost:{}", proxy.addr().port()), &alice);
-    let contender = zkw(&secure(server), &bob);
-    // Open ACLs on the lock's nodes: the two sessions are different identities.
+    let holder = zkw(&format!("localhost:{}", proxy.addr().port()), &alice, &bob);
+    let contender = zkw(&secure(server), &bob, &alice);
     let root = format!("/tls-lock-{}", std::process::id());
     common::lock_held_through_a_partition(&holder, &contender, &proxy, &root);
     proxy.pass();
@@ -942,4 +944,207 @@ fn malformed_frames_from_a_tls_server_fail_the_connection_and_the_client_reconne
         zk.close().unwrap();
     }
     assert_eq!(client_thread_panics(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// A client certificate is an identity for the ACL policy (issue 31, item 5)
+// ---------------------------------------------------------------------------
+
+use zklock::client::{AclPolicy, Perms};
+use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
+
+/// Creator-only, plus all permissions for each of `members`' certificates
+/// (the other members of the creator's fleet: the server keeps an entry
+/// naming the creator's own id as a duplicate).
+fn fleet_policy(members: &[&ClientCert]) -> AclPolicy {
+    members.iter().fold(AclPolicy::creator_all(), |p, c| {
+        p.with_grant(Perms::ALL, Id::x509(&c.acl_id))
+    })
+}
+
+/// A watcher on `cs`, over TLS as `cert` when given, with `policy` when
+/// given (else the watcher's default).
+fn acl_watcher(
+    pki: &TestPki,
+    cert: Option<&ClientCert>,
+    cs: &str,
+    policy: Option<AclPolicy>,
+) -> ZooKeeperWatcher {
+    let mut b = ZooKeeperWatcher::builder(cs)
+        .with_session_timeout(Duration::from_secs(6))
+        .with_connect_wait(Duration::from_secs(20));
+    if let Some(cert) = cert {
+        let t = tls(pki, Some(cert));
+        b = b.with_client(move |c| c.with_tls(t));
+    }
+    if let Some(p) = policy {
+        b = b.with_acl_policy(p);
+    }
+    b.connect().expect("connect a watcher")
+}
+
+/// `path`'s ACL, read by `zk`.
+fn acl_of(zk: &ZooKeeper, path: &str) -> Vec<Acl> {
+    zk.get_acl(path).unwrap().0
+}
+
+/// The finding: with a certificate alone, a holder's lock nodes were
+/// world-writable and another certificate holder deleted them. Now the
+/// default policy is creator-only for a certificate as for SASL: the lock's
+/// directories and node name alice's `x509` id alone, bob is refused
+/// deleting, changing or reading them (`NoAuth`) and cannot queue in alice's
+/// lock either, creating nothing; alice's lock is not disturbed.
+#[test]
+fn a_certificate_holders_lock_is_creator_only_and_another_holder_cannot_delete_it() {
+    let (pki, server) = shared();
+    let (alice, bob) = (pki.client("alice").unwrap(), pki.client("bob").unwrap());
+    let cs = secure(server);
+    let za = acl_watcher(pki, Some(&alice), &cs, None);
+    let zb = acl_watcher(pki, Some(&bob), &cs, None);
+    assert!(za.zookeeper().has_identity());
+    let root = format!("/tls-creator-{}", std::process::id());
+    let lock = format!("{root}/lock");
+    let (events, listener) = common::lock_recorder();
+    let held = ZkInterProcessReadWriteLock::new(&za, &lock, None)
+        .unwrap()
+        .with_lock_listener(listener)
+        .write_lock(b"alice");
+    held.acquire().unwrap();
+    let nodes = common::children(za.zookeeper(), &lock);
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    let node = format!("{lock}/{}", nodes[0]);
+    let alice_only = [Acl::new(Perms::ALL, Id::x509(&alice.acl_id))];
+    for p in [&root, &lock, &node] {
+        assert_eq!(acl_of(za.zookeeper(), p), alice_only, "{p}");
+    }
+    let b = zb.zookeeper();
+    common::assert_code(b.delete(&node, None), ZkError::NoAuth);
+    common::assert_code(b.set_data(&node, b"bob", None), ZkError::NoAuth);
+    common::assert_code(b.get_data(&node, false), ZkError::NoAuth);
+    common::assert_code(b.get_children(&lock, false), ZkError::NoAuth);
+    let queued = ZkInterProcessReadWriteLock::new(&zb, &lock, None)
+        .unwrap()
+        .write_lock(b"bob");
+    common::assert_code(queued.try_acquire(Duration::from_secs(1)), ZkError::NoAuth);
+    assert_eq!(
+        common::children(za.zookeeper(), &lock),
+        nodes,
+        "bob created nothing"
+    );
+    assert!(held.is_held());
+    assert!(
+        events.lock().unwrap().is_empty(),
+        "{:?}",
+        events.lock().unwrap()
+    );
+    held.release().unwrap();
+    common::client::rmr(za.zookeeper(), &root);
+    zb.close().unwrap();
+    za.close().unwrap();
+}
+
+/// Two certificate holders of one fleet, each naming the other's identity
+/// (`AclPolicy::with_grant`), contend for one lock and hand it over both
+/// ways; a third holder (carol, default policy) can neither delete the
+/// holder's node nor queue. The nodes carry both fleet ids and no world
+/// entry.
+#[test]
+fn certificate_holders_named_in_the_policy_share_a_lock_and_a_stranger_cannot_touch_it() {
+    let (pki, server) = shared();
+    let [alice, bob, carol] = ["alice", "bob", "carol"].map(|n| pki.client(n).unwrap());
+    let cs = secure(server);
+    let za = acl_watcher(pki, Some(&alice), &cs, Some(fleet_policy(&[&bob])));
+    let zb = acl_watcher(pki, Some(&bob), &cs, Some(fleet_policy(&[&alice])));
+    let zc = acl_watcher(pki, Some(&carol), &cs, None);
+    let root = format!("/tls-fleet-{}", std::process::id());
+    let lock = format!("{root}/lock");
+    let a = ZkInterProcessReadWriteLock::new(&za, &lock, None)
+        .unwrap()
+        .write_lock(b"alice");
+    let b = ZkInterProcessReadWriteLock::new(&zb, &lock, None)
+        .unwrap()
+        .write_lock(b"bob");
+    a.acquire().unwrap();
+    let (granted_tx, granted) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let bob_turn = thread::spawn(move || {
+        b.acquire().unwrap();
+        granted_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        b.release().unwrap();
+    });
+    wait_until(Duration::from_secs(20), "bob queues", || {
+        common::children(za.zookeeper(), &lock).len() == 2
+    });
+    let fleet_ids = [Id::x509(&alice.acl_id), Id::x509(&bob.acl_id)];
+    let mut nodes = common::children(za.zookeeper(), &lock);
+    nodes.sort_by_key(|n| n[n.len() - 10..].to_string());
+    for p in [&root, &lock]
+        .into_iter()
+        .cloned()
+        .chain(nodes.iter().map(|n| format!("{lock}/{n}")))
+    {
+        let acl = acl_of(za.zookeeper(), &p);
+        let mut ids: Vec<Id> = acl.iter().map(|e| e.id.clone()).collect();
+        ids.sort_by(|x, y| x.id.cmp(&y.id));
+        assert_eq!(ids, fleet_ids, "{p}: {acl:?}");
+        assert!(acl.iter().all(|e| e.perms == Perms::ALL), "{p}: {acl:?}");
+    }
+    let alices = format!("{lock}/{}", nodes[0]);
+    common::assert_code(zc.zookeeper().delete(&alices, None), ZkError::NoAuth);
+    let stranger = ZkInterProcessReadWriteLock::new(&zc, &lock, None)
+        .unwrap()
+        .write_lock(b"carol");
+    common::assert_code(stranger.try_acquire(Duration::ZERO), ZkError::NoAuth);
+    assert!(a.is_held());
+    a.release().unwrap();
+    granted
+        .recv_timeout(Duration::from_secs(20))
+        .expect("bob is granted the lock alice released");
+    // And back: alice queues behind bob, who releases.
+    assert!(!a.try_acquire(Duration::ZERO).unwrap());
+    release_tx.send(()).unwrap();
+    assert!(a.try_acquire(Duration::from_secs(20)).unwrap());
+    bob_turn.join().unwrap();
+    a.release().unwrap();
+    common::client::rmr(za.zookeeper(), &root);
+    for w in [zc, zb, za] {
+        w.close().unwrap();
+    }
+}
+
+/// Without any identity (plain port, no SASL, no certificate) the default
+/// stays open; an `add_auth` with an identity (`digest`), made after
+/// `connect`, makes the next nodes creator-only (`digest:<user>`).
+#[test]
+fn a_plain_session_keeps_open_acls_and_an_add_auth_digest_makes_them_creator_only() {
+    let (pki, server) = shared();
+    let zkw = acl_watcher(pki, None, &server.connect_string(), None);
+    assert!(!zkw.zookeeper().has_identity());
+    let root = format!("/plain-acl-{}", std::process::id());
+    let take = |name: &str| {
+        let lock = format!("{root}/{name}");
+        let l = ZkInterProcessReadWriteLock::new(&zkw, &lock, None)
+            .unwrap()
+            .write_lock(b"x");
+        l.acquire().unwrap();
+        let node = format!("{lock}/{}", common::children(zkw.zookeeper(), &lock)[0]);
+        let acls = (
+            acl_of(zkw.zookeeper(), &lock),
+            acl_of(zkw.zookeeper(), &node),
+        );
+        l.release().unwrap();
+        acls
+    };
+    let (dir, node) = take("open");
+    assert_eq!(dir, Acl::open_unsafe());
+    assert_eq!(node, Acl::open_unsafe());
+    zkw.zookeeper().add_auth("digest", b"dave:pw").unwrap();
+    assert!(zkw.zookeeper().has_identity());
+    let (dir, node) = take("digest");
+    let dave_only = [Acl::new(Perms::ALL, Id::digest("dave", "pw"))];
+    assert_eq!(dir, dave_only);
+    assert_eq!(node, dave_only);
+    common::client::rmr(zkw.zookeeper(), &root);
+    zkw.close().unwrap();
 }

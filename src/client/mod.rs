@@ -323,11 +323,6 @@ impl ZooKeeperBuilder {
         self
     }
 
-    /// Whether SASL is configured (HBase's `isSecureZooKeeper`).
-    pub(crate) fn has_sasl(&self) -> bool {
-        self.sasl.is_some()
-    }
-
     /// How long `connect` waits: the connect wait, or the session timeout.
     pub(crate) fn connect_wait(&self) -> Duration {
         self.connect_wait.unwrap_or(self.session_timeout)
@@ -656,6 +651,30 @@ impl ZooKeeper {
             return Err(Error::BadArguments("empty auth scheme".into()));
         }
         self.shared().add_auth(scheme, auth)
+    }
+
+    /// Whether the session has an authenticated identity, one that
+    /// `CREATOR_ALL_ACL` names (HBase's `isSecureZooKeeper`, widened): SASL
+    /// is configured, a TLS client certificate is presented (the server maps
+    /// it to `x509:<subject>`), or an [`add_auth`](Self::add_auth) gave an id
+    /// (any scheme but `ip`). The watcher's default [`AclPolicy`] is
+    /// creator-only exactly when this holds.
+    ///
+    /// A server that does not ask for client certificates
+    /// (`ssl.clientAuth=none`) gives the certificate no id: creator-only
+    /// creations then fail with `InvalidACL`; choose an ACL policy explicitly
+    /// there.
+    pub fn has_identity(&self) -> bool {
+        let shared = self.shared();
+        #[cfg(feature = "tls")]
+        let cert = shared
+            .settings
+            .tls
+            .as_ref()
+            .is_some_and(TlsConfig::has_client_cert);
+        #[cfg(not(feature = "tls"))]
+        let cert = false;
+        shared.settings.sasl.is_some() || cert || shared.has_auth_identity()
     }
 
     /// Ends the session: the server deletes its ephemeral nodes at once. Idempotent;

@@ -199,6 +199,12 @@ impl fmt::Debug for TlsConfig {
 }
 
 impl TlsConfig {
+    /// Whether a client certificate is presented (its subject becomes the
+    /// session's `x509` id on a server that asks for one).
+    pub(crate) fn has_client_cert(&self) -> bool {
+        self.config.client_auth_cert_resolver.has_certs()
+    }
+
     /// A builder: no CA yet (one is required), hostname verification on, TLS
     /// 1.2 and 1.3, no client certificate.
     pub fn builder() -> TlsConfigBuilder {

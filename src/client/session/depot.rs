@@ -563,6 +563,14 @@ impl SessionShared {
         self.await_reply(&slot, until)
     }
 
+    /// Whether an `add_auth` gave the session an authenticated id: any
+    /// scheme but `ip`, whose ids ZooKeeper does not count as authenticated
+    /// (`isAuthenticated`: they are not given to `CREATOR_ALL_ACL`). A
+    /// refused one ends the handle.
+    pub(crate) fn has_auth_identity(&self) -> bool {
+        self.auth.lock().iter().any(|(scheme, _)| scheme != "ip")
+    }
+
     /// `add_auth`: remembered for reconnects; waits for the server's answer.
     pub(crate) fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
         self.auth.lock().push((scheme.to_string(), auth.to_vec()));
