@@ -1725,3 +1725,68 @@ fn lock_and_ls_in_every_dialect_and_a_mixed_directory() {
     assert!(children(&raw(), &znode).is_empty());
     zkw.close().unwrap();
 }
+
+/// `--acl` and `--acl-id` on a session without an identity (plain port, no
+/// SASL, no certificate): `creator` and `creator-read` are usage errors
+/// (exit 2) before anything is created, and so are `--acl-id` with `--acl
+/// open` and an id without a scheme; the default stays open, and `ls
+/// --show-acl` prints the ACLs (`world:anyone:cdrwa`), run here by the lock's
+/// own command. `--help` documents both.
+#[test]
+fn acl_options_without_an_identity_and_ls_show_acl() {
+    let root = unique_root("cli-acl");
+    let lock = format!("{root}/l");
+    for extra in [
+        &["--acl", "creator"][..],
+        &["--acl", "creator-read"],
+        &["--acl", "open", "--acl-id", "digest:u:x"],
+        &["--acl-id", "no-scheme"],
+    ] {
+        let mut args = vec!["lock", lock.as_str()];
+        args.extend_from_slice(extra);
+        args.extend(["--", "true"]);
+        let out = run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{extra:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("acl"),
+            "{extra:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert!(
+        raw().exists(&root, false).unwrap().is_none(),
+        "nothing created"
+    );
+    let out = run(&[
+        "lock",
+        &lock,
+        "--",
+        env!("CARGO_BIN_EXE_zklock"),
+        "ls",
+        &lock,
+        "--show-acl",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    let lines: Vec<Vec<&str>> = shown
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines.len(), 2, "{shown}");
+    assert_eq!(lines[0], [lock.as_str(), "world:anyone:cdrwa"], "{shown}");
+    assert!(lines[1][0].starts_with(&format!("{lock}/")), "{shown}");
+    assert_eq!(lines[1][1..], ["world:anyone:cdrwa"], "{shown}");
+    let help = text(&run(&["lock", "--help"]).stdout);
+    assert!(
+        help.contains("--acl <ACL>") && help.contains("creator-read"),
+        "{help}"
+    );
+    assert!(help.contains("--acl-id <SCHEME:ID>"), "{help}");
+    assert!(text(&run(&["ls", "--help"]).stdout).contains("--show-acl"));
+    common::client::rmr(&raw(), &root);
+}

@@ -1148,3 +1148,193 @@ fn a_plain_session_keeps_open_acls_and_an_add_auth_digest_makes_them_creator_onl
     common::client::rmr(zkw.zookeeper(), &root);
     zkw.close().unwrap();
 }
+
+/// `zklock ... --tls-ca ... --tls-cert <cert> --tls-key <key>` (and `extra`).
+#[cfg(feature = "cli")]
+fn cli_as(pki: &TestPki, cert: &ClientCert, cs: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
+    c.args(["--zk", cs, "--connect-timeout", "10s", "--tls-ca"])
+        .arg(pki.ca_pem())
+        .arg("--tls-cert")
+        .arg(&cert.cert_pem)
+        .arg("--tls-key")
+        .arg(&cert.key_pem)
+        .args(args)
+        .env_remove("ZKLOCK_SASL_PASSWORD")
+        .env_remove("ZKLOCK_ACL")
+        .env_remove("RUST_LOG");
+    c
+}
+
+/// A `zklock lock` of `lock` as `cert` (with `extra` options) whose command
+/// runs until `release` exists; holding when this returns.
+#[cfg(feature = "cli")]
+fn cli_holder(
+    pki: &TestPki,
+    cert: &ClientCert,
+    cs: &str,
+    lock: &str,
+    extra: &[&str],
+    dir: &std::path::Path,
+) -> (std::process::Child, std::path::PathBuf) {
+    let name = lock.rsplit('/').next().unwrap();
+    let (started, release) = (dir.join(format!("{name}.started")), dir.join(name));
+    let script = format!(
+        "touch {}; while [ ! -e {} ]; do sleep 0.02; done",
+        started.display(),
+        release.display()
+    );
+    let mut args = vec!["lock", lock];
+    args.extend_from_slice(extra);
+    args.extend(["--", "sh", "-c", &script]);
+    let child = cli_as(pki, cert, cs, &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn zklock");
+    wait_until(
+        Duration::from_secs(20),
+        "the holder's command started",
+        || started.exists(),
+    );
+    (child, release)
+}
+
+/// Ends a `cli_holder`'s command; its exit code.
+#[cfg(feature = "cli")]
+fn finish(mut child: std::process::Child, release: &std::path::Path) -> Option<i32> {
+    std::fs::write(release, b"").unwrap();
+    child.wait().unwrap().code()
+}
+
+/// `zklock lock` as a certificate holder: its nodes are creator-only by
+/// default, another certificate holder's delete is refused and the command
+/// runs to its end (exit 0; it was SIGTERMed, exit 3, before); `ls
+/// --show-acl` prints the ACLs. `--acl open` gives the old world-writable
+/// nodes (bob's delete then kills the command: exit 3); `--acl
+/// creator-read` lets bob read but not delete; with `--acl-id` naming each
+/// other, alice and bob hand one lock over.
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_lock_of_a_certificate_holder_is_creator_only_and_acl_chooses() {
+    let (pki, server) = shared();
+    let (alice, bob) = (pki.client("alice").unwrap(), pki.client("bob").unwrap());
+    let cs = secure(server);
+    let zb = zk_as(pki, &bob, &cs);
+    let za = zk_as(pki, &alice, &cs);
+    let root = format!("/tls-cli-acl-{}", std::process::id());
+    let dir = std::env::temp_dir().join(format!("zklock-tls-cli-acl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let node_of = |lock: &str| format!("{lock}/{}", common::children(&za, lock)[0]);
+    let alice_all = format!("x509:{}:cdrwa", alice.acl_id);
+
+    // Default: creator-only.
+    let lock = format!("{root}/default");
+    let (holder, release) = cli_holder(pki, &alice, &cs, &lock, &[], &dir);
+    let node = node_of(&lock);
+    let out = cli_as(pki, &alice, &cs, &["ls", &lock, "--show-acl"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<Vec<&str>> = shown
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines,
+        [[lock.as_str(), &alice_all], [node.as_str(), &alice_all]],
+        "{shown}"
+    );
+    let out = cli_as(pki, &alice, &cs, &["ls", &lock, "--show-acl", "--json"])
+        .output()
+        .unwrap();
+    let json = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        json.starts_with(&format!(
+            "[{{\"path\":\"{lock}\",\"acl\":[\"{alice_all}\"]}}"
+        )),
+        "{json}"
+    );
+    common::assert_code(zb.delete(&node, None), ZkError::NoAuth);
+    let out = cli_as(pki, &bob, &cs, &["lock", &lock, "-n", "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("does not let this identity take part") && err.contains("--acl-id"),
+        "{err}"
+    );
+    assert_eq!(
+        finish(holder, &release),
+        Some(0),
+        "the command ran to its end"
+    );
+
+    // --acl open: the old behaviour.
+    let lock = format!("{root}/open");
+    let (holder, release) = cli_holder(pki, &alice, &cs, &lock, &["--acl", "open"], &dir);
+    let node = node_of(&lock);
+    assert_eq!(acl_of(&za, &node), Acl::open_unsafe());
+    zb.delete(&node, None).unwrap();
+    assert_eq!(finish(holder, &release), Some(3), "lost: SIGTERMed");
+
+    // --acl creator-read: world read, nothing more.
+    let lock = format!("{root}/read");
+    let (holder, release) = cli_holder(pki, &alice, &cs, &lock, &["--acl", "creator-read"], &dir);
+    let node = node_of(&lock);
+    assert_eq!(
+        acl_of(&zb, &node),
+        [
+            Acl::new(Perms::ALL, Id::x509(&alice.acl_id)),
+            Acl::new(Perms::READ, Id::anyone())
+        ]
+    );
+    assert!(zb.get_data(&node, false).is_ok());
+    common::assert_code(zb.delete(&node, None), ZkError::NoAuth);
+    assert_eq!(finish(holder, &release), Some(0));
+
+    // --acl-id: a fleet of two certificates hands the lock over.
+    let lock = format!("{root}/fleet");
+    let grant_bob = format!("x509:{}", bob.acl_id);
+    let grant_alice = format!("x509:{}", alice.acl_id);
+    let (holder, release) = cli_holder(pki, &alice, &cs, &lock, &["--acl-id", &grant_bob], &dir);
+    let waiter = cli_as(
+        pki,
+        &bob,
+        &cs,
+        &[
+            "lock",
+            &lock,
+            "--acl-id",
+            &grant_alice,
+            "-t",
+            "60s",
+            "--",
+            "echo",
+            "bob-held",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_until(Duration::from_secs(20), "bob queues", || {
+        common::children(&za, &lock).len() == 2
+    });
+    assert_eq!(finish(holder, &release), Some(0));
+    let out = waiter.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("bob-held"),
+        "{out:?}"
+    );
+    common::client::rmr(&za, &root);
+    let _ = std::fs::remove_dir_all(&dir);
+    za.close().unwrap();
+    zb.close().unwrap();
+}

@@ -419,6 +419,13 @@ fn hold_and_run(
             );
             return Ok(EXIT_MIXED);
         }
+        Err(e) if e.is(zklock::ZkError::NoAuth) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "acquiring {what}: its directory's ACL does not let this identity take part \
+                 (`zklock ls {znode} --show-acl` shows it; its creator can name this \
+                 identity with --acl-id)"
+            )))
+        }
         Err(e) => return Err(anyhow::Error::new(e).context(format!("acquiring {what}"))),
     };
     if let Some(sig) = signals.received() {

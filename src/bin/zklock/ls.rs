@@ -347,6 +347,9 @@ pub(crate) fn quiet_on_broken_pipe(written: io::Result<()>) -> anyhow::Result<()
 }
 
 pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
+    if a.show_acl {
+        return show_acl(g, a);
+    }
     let zkw = connect(g)?;
     let listing = list(&zkw, &a.znode);
     let _ = zkw.close();
@@ -365,6 +368,54 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
         writeln!(out, "{}: no holders, waiters or candidates", a.znode)
     } else {
         print_table(&mut out, &entries)
+    };
+    quiet_on_broken_pipe(written.and_then(|()| out.flush()))?;
+    Ok(0)
+}
+
+/// `ls --show-acl`: the ACL of the znode and of each node `list` finds.
+fn show_acl(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
+    let zkw = connect(g)?;
+    let acls = list(&zkw, &a.znode).and_then(|listing| {
+        let rzk = zkw.recoverable_zookeeper();
+        let paths =
+            std::iter::once(a.znode.clone()).chain(listing.entries.into_iter().map(|e| e.path));
+        let mut acls = Vec::new();
+        for path in paths {
+            match rzk.get_acl(&path) {
+                Ok((acl, _)) => acls.push((path, acl)),
+                Err(e) if e.is(ZkError::NoNode) => {} // gone meanwhile
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context(format!("reading the ACL of {path}")))
+                }
+            }
+        }
+        Ok(acls)
+    });
+    let _ = zkw.close();
+    let acls = acls?;
+    let mut out = io::stdout().lock();
+    let written = if a.json {
+        let items: Vec<String> = acls
+            .iter()
+            .map(|(path, acl)| {
+                let acl: Vec<String> = acl.iter().map(|e| json_string(&e.to_string())).collect();
+                format!(
+                    "{{\"path\":{},\"acl\":[{}]}}",
+                    json_string(path),
+                    acl.join(",")
+                )
+            })
+            .collect();
+        writeln!(out, "[{}]", items.join(",\n "))
+    } else if acls.is_empty() {
+        writeln!(out, "{}: no such znode", a.znode)
+    } else {
+        let width = acls.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+        acls.iter().try_for_each(|(path, acl)| {
+            let acl: Vec<String> = acl.iter().map(ToString::to_string).collect();
+            writeln!(out, "{path:<width$}  {}", acl.join(" "))
+        })
     };
     quiet_on_broken_pipe(written.and_then(|()| out.flush()))?;
     Ok(0)

@@ -7,7 +7,7 @@
 //! zklock read-lock /locks/table -- ./report.sh
 //! zklock lock --dialect curator /locks/job -- ./job.sh   # with Curator services
 //! zklock semaphore /semaphores/db --limit 4 -- ./query.sh
-//! zklock ls /locks/nightly [--json]
+//! zklock ls /locks/nightly [--json] [--show-acl]
 //! zklock reap /locks/nightly (--older-than 1h | --all)
 //! zklock elect /services/cron --name host-a -- ./cron-leader.sh
 //! zklock leader /services/cron [--watch]
@@ -156,6 +156,91 @@ pub(crate) struct Global {
         requires = "kerberos_service"
     )]
     keytab: Option<std::path::PathBuf>,
+    /// The ACL of the nodes zklock creates (lock, lease and election nodes and
+    /// the directories above them): auto (creator when the session has an
+    /// identity: --tls-cert, --sasl-user, Kerberos; else open), open (anyone
+    /// may do anything), creator (only this identity and the --acl-id ones),
+    /// creator-read (creator, and anyone may read)
+    #[arg(
+        long,
+        global = true,
+        env = "ZKLOCK_ACL",
+        value_enum,
+        default_value = "auto",
+        value_name = "ACL"
+    )]
+    acl: AclChoice,
+    /// Also give all permissions to this identity (SCHEME:ID, e.g.
+    /// x509:CN=host-b,O=example or sasl:bob; repeatable): fleet members holding
+    /// other identities can then share the lock, and delete its nodes
+    #[arg(long = "acl-id", global = true, value_name = "SCHEME:ID", value_parser = parse_acl_id)]
+    acl_ids: Vec<zklock::client::Id>,
+}
+
+/// `--acl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AclChoice {
+    /// Creator-only when the session has an authenticated identity, else open.
+    Auto,
+    /// `OPEN_ACL_UNSAFE`: anyone may read, change, create and delete.
+    Open,
+    /// `CREATOR_ALL_ACL` (plus the `--acl-id` identities).
+    Creator,
+    /// `CREATOR_ALL_ACL` plus world read (plus the `--acl-id` identities).
+    CreatorRead,
+}
+
+/// `--acl-id SCHEME:ID`.
+fn parse_acl_id(text: &str) -> Result<zklock::client::Id, String> {
+    match text.split_once(':') {
+        Some((scheme, id)) if !scheme.is_empty() && !id.is_empty() => {
+            Ok(zklock::client::Id::new(scheme, id))
+        }
+        _ => Err(format!(
+            "invalid ACL id {text:?}: give SCHEME:ID, e.g. x509:CN=host-b,O=example"
+        )),
+    }
+}
+
+impl Global {
+    /// Whether the options give the session an authenticated identity.
+    fn has_identity(&self) -> bool {
+        #[cfg(feature = "kerberos")]
+        if self.kerberos_service.is_some() {
+            return true;
+        }
+        self.tls_cert.is_some() || self.sasl_user.is_some()
+    }
+
+    /// The watcher's ACL policy from `--acl` and `--acl-id`.
+    fn acl_policy(&self) -> Result<zklock::client::AclPolicy, zklock::Error> {
+        use zklock::client::{AclPolicy, Perms};
+        let creator = match self.acl {
+            AclChoice::Open if !self.acl_ids.is_empty() => {
+                return Err(zklock::Error::BadArguments(
+                    "--acl-id needs --acl auto, creator or creator-read".into(),
+                ))
+            }
+            AclChoice::Open => return Ok(AclPolicy::open()),
+            AclChoice::Creator | AclChoice::CreatorRead if !self.has_identity() => {
+                return Err(zklock::Error::BadArguments(
+                    "--acl creator and creator-read need an authenticated identity \
+                     (--tls-cert, --sasl-user or Kerberos)"
+                        .into(),
+                ))
+            }
+            AclChoice::Auto | AclChoice::Creator => AclPolicy::creator_all(),
+            AclChoice::CreatorRead => AclPolicy::creator_all_world_read(),
+        };
+        let policy = self
+            .acl_ids
+            .iter()
+            .fold(creator, |p, id| p.with_grant(Perms::ALL, id.clone()));
+        Ok(match self.acl {
+            AclChoice::Auto => policy.with_anonymous(AclPolicy::open()),
+            _ => policy,
+        })
+    }
 }
 
 /// The environment variable the SASL password may come from (read here, not
@@ -327,6 +412,11 @@ pub(crate) struct LsArgs {
     /// One JSON array instead of a table
     #[arg(long)]
     json: bool,
+    /// Print the ACL of the znode and of each node listed instead
+    /// (SCHEME:ID:PERMS, perms as zkCli's cdrwa: create, delete, read, write,
+    /// admin); with --json, [{"path":..,"acl":[..]},..]
+    #[arg(long)]
+    show_acl: bool,
 }
 
 /// `reap`.
@@ -458,7 +548,9 @@ pub(crate) fn connect(g: &Global) -> anyhow::Result<ZooKeeperWatcher> {
         }
     };
     let sasl = sasl_config(g)?;
+    let acl = g.acl_policy()?;
     let zkw = ZooKeeperWatcher::builder(servers)
+        .with_acl_policy(acl)
         .with_identifier("zklock-cli")
         .with_session_timeout(g.session_timeout)
         .with_connect_wait(g.connect_timeout)
