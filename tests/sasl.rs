@@ -733,3 +733,75 @@ fn a_challenge_rfc_2831_rejects_is_auth_failed_once() {
         assert_eq!(*responses.lock().unwrap(), 0, "{what}: a response was sent");
     }
 }
+
+/// Every form in which `Debug` could print `secret`'s bytes: the byte list
+/// (decimal and hex, compact; compared without whitespace, so the pretty
+/// `{:#?}` form counts), hex, base64, and the text itself.
+fn secret_forms(secret: &[u8]) -> Vec<String> {
+    use base64::Engine;
+    let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    let mut forms = vec![
+        format!("{secret:?}"),
+        format!("{secret:x?}"),
+        format!("{secret:X?}"),
+        hex.clone(),
+        hex.to_uppercase(),
+        base64::engine::general_purpose::STANDARD.encode(secret),
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(secret),
+    ];
+    if let Ok(text) = std::str::from_utf8(secret) {
+        forms.push(text.to_string());
+    }
+    forms
+        .into_iter()
+        .map(|f| f.chars().filter(|c| !c.is_whitespace()).collect())
+        .collect()
+}
+
+fn assert_no_secret(what: &str, printed: &str, secret: &[u8]) {
+    let printed: String = printed.chars().filter(|c| !c.is_whitespace()).collect();
+    for form in secret_forms(secret) {
+        assert!(!printed.contains(&form), "{what} shows {form}: {printed}");
+    }
+}
+
+/// Issue 31, item 8: `Debug` of a builder carrying a session (id and
+/// password: the password takes the session over) and SASL credentials, of
+/// the watcher builder around it and of the connected handles, shows neither
+/// password in any form, plain or pretty; the session id is shown.
+#[test]
+fn debug_never_shows_the_session_or_sasl_password() {
+    let server = shared();
+    let (zk, _events) = zk_as("alice", &server.connect_string());
+    let id = zk.session_id();
+    let session_pw = zk.session_password();
+    assert!(!session_pw.is_empty());
+    let sasl_pw = password("alice").as_bytes();
+    let b = builder(
+        &server.connect_string(),
+        Some(SaslConfig::digest_md5("alice", sasl_pw)),
+    )
+    .with_session(id, &session_pw);
+    let wb = ZooKeeperWatcher::builder(&server.connect_string()).with_client({
+        let b = b.clone();
+        move |_| b
+    });
+    let second = b.clone().connect(Events::new().watcher()).unwrap();
+    assert_eq!(second.session_id(), id, "the same session");
+    for (what, printed) in [
+        ("builder", format!("{b:?}")),
+        ("builder (pretty)", format!("{b:#?}")),
+        ("watcher builder", format!("{wb:?}")),
+        ("watcher builder (pretty)", format!("{wb:#?}")),
+        ("handle", format!("{zk:?}")),
+        ("handle (pretty)", format!("{zk:#?}")),
+        ("second handle", format!("{second:?}")),
+        ("weak handle", format!("{:?}", zk.downgrade())),
+    ] {
+        assert_no_secret(what, &printed, &session_pw);
+        assert_no_secret(what, &printed, sasl_pw);
+    }
+    assert!(format!("{b:?}").contains(&format!("{id:#x}")), "{b:?}");
+    drop(second);
+    drop(zk);
+}

@@ -285,12 +285,23 @@ pub(crate) fn connect_request(
 }
 
 /// `ConnectResponse` (the trailing `readOnly` boolean is optional on old servers).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `Debug` does not show the session password.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct ConnectResponse {
     pub(crate) timeout_ms: i32,
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
     pub(crate) read_only: bool,
+}
+
+impl std::fmt::Debug for ConnectResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectResponse")
+            .field("timeout_ms", &self.timeout_ms)
+            .field("session_id", &format_args!("{:#x}", self.session_id))
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ConnectResponse {
