@@ -329,6 +329,19 @@ pub(crate) fn read_watcher_event(r: &mut Reader<'_>) -> DResult<(i32, i32, Strin
 mod tests {
     use super::*;
 
+    /// The session password (it takes the session over) is not in `Debug`.
+    #[test]
+    fn connect_response_debug_hides_the_password() {
+        let r = ConnectResponse {
+            timeout_ms: 6000,
+            session_id: 0x1234,
+            password: vec![0xab; 16],
+            read_only: false,
+        };
+        let dbg = format!("{r:?}");
+        assert!(dbg.contains("0x1234") && !dbg.contains("171"), "{dbg}");
+    }
+
     #[test]
     fn frame_round_trip() {
         let mut w = Writer::request(7, op::GET_DATA);
