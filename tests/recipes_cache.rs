@@ -489,3 +489,65 @@ fn on_an_ensemble_the_cache_survives_a_member_kill_and_reports_an_expiry() {
     assert!(cache.wait_synced(Duration::from_secs(1)).is_err());
     drop(cache);
 }
+
+/// Issue 31, item 8: a getData reply the server made before a deletion but
+/// handled after the cache applied the deletion's event (reads run beside
+/// commits on the server) must not put the deleted node back. Forced with
+/// `hold_next_data_reply`: the cache's read of a new node is answered while
+/// the node exists, its reply is held until the cache has applied the
+/// node's `NodeDeleted`, then handled. With the recursive watch and with
+/// one-shot watches only.
+#[test]
+fn a_reply_older_than_a_deletion_does_not_bring_the_node_back() {
+    use std::sync::mpsc;
+    use zklock::recipes::tree_cache::CacheStep;
+    init_log();
+    for one_shot in [false, true] {
+        let servers = shared_server().connect_string();
+        let zkw = connect(&servers);
+        let root = unique_root(&format!("cache-stale-reply-{one_shot}"));
+        let zk = plain(&servers);
+        zk.create(&root, b"r", Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+        let cache = TreeCache::builder(&root)
+            .one_shot_watches(one_shot)
+            .start(&zkw)
+            .unwrap();
+        assert!(cache.wait_synced(LONG).unwrap());
+        let events = cache.events();
+        let x = format!("{root}/x");
+        let (tx, steps) = mpsc::channel();
+        let tx = std::sync::Mutex::new(tx);
+        cache.hold_next_data_reply(&x, move |step, path| {
+            let _ = tx.lock().unwrap().send((step, path.to_string()));
+        });
+        zk.create(&x, b"old", Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+        // The cache read x (it exists): its reply is held.
+        assert_eq!(
+            steps.recv_timeout(LONG).unwrap(),
+            (CacheStep::ReplyHeld, x.clone())
+        );
+        zk.delete(&x, None).unwrap();
+        // The cache applied x's NodeDeleted, then handled the older reply.
+        assert_eq!(
+            steps.recv_timeout(LONG).unwrap(),
+            (CacheStep::HeldReplyHandled, x.clone())
+        );
+        assert_eq!(cache.get(&x), None, "the deleted node came back");
+        // A later change, seen after everything about x: x is still absent.
+        zk.set_data(&root, b"r2", None).unwrap();
+        loop {
+            match events.recv_timeout(LONG).unwrap() {
+                CacheEvent::Added(p, _) => assert_ne!(p, x, "the deleted node was added"),
+                CacheEvent::Updated(p, d) if p == root && d.data == b"r2" => break,
+                _ => {}
+            }
+        }
+        assert!(cache.wait_synced(LONG).unwrap());
+        assert_eq!(cache.get(&x), None);
+        assert_equal_eventually(&cache, &zk, &root);
+        cache.close().unwrap();
+        zk.delete(&root, None).unwrap();
+    }
+}

@@ -230,7 +230,10 @@ impl fmt::Debug for WeakZooKeeper {
 ///     .connect(|_e| {})?;
 /// # Ok::<(), zklock::Error>(())
 /// ```
-#[derive(Debug, Clone)]
+///
+/// `Debug` never shows the session password ([`with_session`](Self::with_session):
+/// it takes the session over) nor the SASL password: only the session id.
+#[derive(Clone)]
 pub struct ZooKeeperBuilder {
     connect_string: String,
     session_timeout: Duration,
@@ -242,6 +245,28 @@ pub struct ZooKeeperBuilder {
     #[cfg(feature = "tls")]
     tls: Option<TlsConfig>,
     sasl: Option<SaslConfig>,
+}
+
+impl fmt::Debug for ZooKeeperBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("ZooKeeperBuilder");
+        d.field("connect_string", &self.connect_string)
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_wait", &self.connect_wait)
+            .field("request_timeout", &self.request_timeout)
+            .field(
+                "session",
+                &self
+                    .session
+                    .as_ref()
+                    .map(|(id, _)| format!("{id:#x} (password redacted)")),
+            )
+            .field("max_buffer", &self.max_buffer)
+            .field("handshake_timeout", &self.handshake_timeout);
+        #[cfg(feature = "tls")]
+        d.field("tls", &self.tls);
+        d.field("sasl", &self.sasl).finish()
+    }
 }
 
 impl ZooKeeperBuilder {

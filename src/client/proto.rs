@@ -285,12 +285,23 @@ pub(crate) fn connect_request(
 }
 
 /// `ConnectResponse` (the trailing `readOnly` boolean is optional on old servers).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `Debug` does not show the session password.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct ConnectResponse {
     pub(crate) timeout_ms: i32,
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
     pub(crate) read_only: bool,
+}
+
+impl std::fmt::Debug for ConnectResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectResponse")
+            .field("timeout_ms", &self.timeout_ms)
+            .field("session_id", &format_args!("{:#x}", self.session_id))
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ConnectResponse {
@@ -317,6 +328,19 @@ pub(crate) fn read_watcher_event(r: &mut Reader<'_>) -> DResult<(i32, i32, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The session password (it takes the session over) is not in `Debug`.
+    #[test]
+    fn connect_response_debug_hides_the_password() {
+        let r = ConnectResponse {
+            timeout_ms: 6000,
+            session_id: 0x1234,
+            password: vec![0xab; 16],
+            read_only: false,
+        };
+        let dbg = format!("{r:?}");
+        assert!(dbg.contains("0x1234") && !dbg.contains("171"), "{dbg}");
+    }
 
     #[test]
     fn frame_round_trip() {

@@ -50,6 +50,13 @@ impl SaslConfig {
     /// with `org.apache.zookeeper.server.auth.DigestLoginModule` gives the Java
     /// client. The server must list the user in its JAAS `Server` section; the
     /// session's ACL id is then `sasl:<username>`.
+    ///
+    /// The exchange is strict as RFC 2831 asks: a server challenge without
+    /// `algorithm=md5-sess`, with a directive that may appear once appearing
+    /// twice, or malformed, and a user name or password with characters
+    /// outside ISO 8859-1 when the server does not offer `charset=utf-8`
+    /// (ZooKeeper's servers do), end the handle with `AuthFailed`, the reason
+    /// logged at warn level, as a refused password does.
     pub fn digest_md5(username: &str, password: impl AsRef<[u8]>) -> SaslConfig {
         SaslConfig {
             mech: Mech::DigestMd5 {
@@ -335,16 +342,13 @@ impl DigestMd5 {
                 let cnonce = cnonce();
                 let (resp, rspauth) = self.respond(token, &cnonce)?;
                 self.expect_rspauth = Some(rspauth);
-                Ok(Some(resp.into_bytes()))
+                Ok(Some(resp))
             }
             Some(want) => {
-                let text = std::str::from_utf8(token)
-                    .map_err(|_| SaslFailure("server's final token is not UTF-8".into()))?;
-                let got = directives(text)
-                    .into_iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("rspauth"))
-                    .map(|(_, v)| v);
-                match got {
+                // response-auth (RFC 2831 2.1.3): hex digits, in any charset.
+                let d = directives(&latin1_text(token))?;
+                once(&d, &["rspauth"], "final token")?;
+                match get(&d, "rspauth") {
                     Some(v) if v.eq_ignore_ascii_case(&want) => Ok(None),
                     Some(_) => Err(SaslFailure(
                         "the server's rspauth does not match (it does not know the password)"
@@ -356,44 +360,50 @@ impl DigestMd5 {
         }
     }
 
-    /// The digest-response to `challenge` and the rspauth to expect.
-    fn respond(&self, challenge: &[u8], cnonce: &str) -> Result<(String, String), SaslFailure> {
-        let text = std::str::from_utf8(challenge)
-            .map_err(|_| SaslFailure("the server's challenge is not UTF-8".into()))?;
-        let d = directives(text);
-        let get = |k: &str| {
-            d.iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(k))
-                .map(|(_, v)| v.as_str())
-        };
-        let nonce = get("nonce")
+    /// The digest-response to `challenge` (its bytes) and the rspauth to
+    /// expect. Strict as RFC 2831 2.1.1 asks of a client ("abort the
+    /// authentication exchange"): a challenge without `nonce` or
+    /// `algorithm=md5-sess`, with a directive that may appear only once
+    /// appearing more than once, with a `charset` other than `utf-8`, or
+    /// malformed is a failure; so is a user name or password with a
+    /// character outside ISO 8859-1 when the server did not offer
+    /// `charset=utf-8` (it cannot be sent). Several `realm`s are allowed: the
+    /// first is taken.
+    fn respond(&self, challenge: &[u8], cnonce: &str) -> Result<(Vec<u8>, String), SaslFailure> {
+        let (d, utf8) = parse_challenge(challenge)?;
+        let nonce = get(&d, "nonce")
             .ok_or_else(|| SaslFailure("the server's challenge has no nonce".into()))?;
-        let qops = get("qop").unwrap_or("auth");
+        let qops = get(&d, "qop").unwrap_or("auth");
         if !qops.split(',').any(|q| q.trim() == "auth") {
             return Err(SaslFailure(format!(
                 "the server offers qop {qops:?}, not auth"
             )));
         }
-        if let Some(alg) = get("algorithm") {
-            if !alg.eq_ignore_ascii_case("md5-sess") {
-                return Err(SaslFailure(format!("unsupported algorithm {alg:?}")));
+        match get(&d, "algorithm") {
+            Some(alg) if alg.eq_ignore_ascii_case("md5-sess") => {}
+            Some(alg) => return Err(SaslFailure(format!("unsupported algorithm {alg:?}"))),
+            None => {
+                return Err(SaslFailure(
+                    "the server's challenge has no algorithm (RFC 2831: algorithm=md5-sess is \
+                     required)"
+                        .into(),
+                ))
             }
         }
-        let utf8 = get("charset").is_some_and(|c| c.eq_ignore_ascii_case("utf-8"));
-        let realm = get("realm").unwrap_or("");
+        let realm = get(&d, "realm").unwrap_or("");
         let digest_uri = format!("{PROTOCOL}/{DIGEST_SERVER_NAME}");
         let nc = "00000001";
         let (response, rspauth) = digest_response(
-            &encode(&self.username, utf8),
-            &encode(realm, utf8),
-            &encode_bytes(&self.password, utf8),
+            &encode(&self.username, utf8, "user name")?,
+            &encode(realm, utf8, "realm")?,
+            &encode_bytes(&self.password, utf8, "password")?,
             nonce,
             cnonce,
             nc,
             &digest_uri,
         );
         let mut out = format!("username=\"{}\"", quote(&self.username));
-        if get("realm").is_some() {
+        if get(&d, "realm").is_some() {
             out.push_str(&format!(",realm=\"{}\"", quote(realm)));
         }
         out.push_str(&format!(
@@ -402,9 +412,73 @@ impl DigestMd5 {
         ));
         if utf8 {
             out.push_str(",charset=utf-8");
+            return Ok((out.into_bytes(), rspauth));
         }
+        // Without charset=utf-8 the response is in ISO 8859-1: every
+        // character fits (the user name was checked, the realm and the nonce
+        // came in ISO 8859-1).
+        let out = latin1(&out)
+            .ok_or_else(|| SaslFailure("the response cannot be encoded in ISO 8859-1".into()))?;
         Ok((out, rspauth))
     }
+}
+
+/// The directives a DIGEST-MD5 challenge may carry at most once (RFC 2831
+/// 2.1.1; `nonce` and `algorithm` exactly once). `realm` may repeat;
+/// directives the client does not know are ignored, repeated or not.
+const ONCE_IN_CHALLENGE: [&str; 7] = [
+    "nonce",
+    "qop",
+    "stale",
+    "maxbuf",
+    "charset",
+    "algorithm",
+    "cipher",
+];
+
+/// The challenge's directives, and whether it offers `charset=utf-8`.
+/// Without it the challenge is in ISO 8859-1 (RFC 2831 2.1.1), with it in
+/// UTF-8.
+fn parse_challenge(challenge: &[u8]) -> Result<(Vec<(String, String)>, bool), SaslFailure> {
+    // Directive names and the syntax are ASCII: the same in both charsets.
+    let d = directives(&latin1_text(challenge))?;
+    once(&d, &ONCE_IN_CHALLENGE, "challenge")?;
+    match get(&d, "charset") {
+        None => Ok((d, false)),
+        Some(c) if c.eq_ignore_ascii_case("utf-8") => {
+            let text = std::str::from_utf8(challenge).map_err(|_| {
+                SaslFailure("the server's challenge says charset=utf-8 but is not UTF-8".into())
+            })?;
+            Ok((directives(text)?, true))
+        }
+        Some(c) => Err(SaslFailure(format!(
+            "the server's challenge has charset={c:?} (RFC 2831 allows only utf-8)"
+        ))),
+    }
+}
+
+/// The first value of directive `name` (names are case-insensitive).
+fn get<'a>(d: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    d.iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// Fails when one of `names` appears more than once in `d` (RFC 2831: the
+/// client aborts the exchange).
+fn once(d: &[(String, String)], names: &[&str], what: &str) -> Result<(), SaslFailure> {
+    for name in names {
+        if d.iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .count()
+            > 1
+        {
+            return Err(SaslFailure(format!(
+                "the server's {what} has {name} more than once (RFC 2831: the client aborts)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// RFC 2831 2.1.2.1: the response value and the rspauth value (both hex).
@@ -440,19 +514,37 @@ fn digest_response(
     )
 }
 
-/// RFC 2831: with `charset=utf-8`, a string whose characters all fit ISO
-/// 8859-1 is hashed in ISO 8859-1 (Java's `DigestMD5Base` does the same).
-fn encode(s: &str, utf8: bool) -> Vec<u8> {
-    if utf8 && s.chars().any(|c| c as u32 > 0xff) {
-        return s.as_bytes().to_vec();
-    }
-    s.chars().map(|c| (c as u32).min(0xff) as u8).collect()
+/// `s` in ISO 8859-1, when every character fits.
+fn latin1(s: &str) -> Option<Vec<u8>> {
+    s.chars().map(|c| u8::try_from(c).ok()).collect()
 }
 
-fn encode_bytes(b: &[u8], utf8: bool) -> Vec<u8> {
+/// Bytes read as ISO 8859-1 (every byte is a character).
+fn latin1_text(b: &[u8]) -> String {
+    b.iter().map(|&b| char::from(b)).collect()
+}
+
+/// `s` (the `what`: user name, realm) as it is hashed (RFC 2831 2.1.2.1):
+/// in ISO 8859-1 when every character fits, even with `charset=utf-8` (as
+/// Java's `DigestMD5Base`); else in UTF-8 when the server offered
+/// `charset=utf-8`; else it cannot be sent: a failure that names `what` and
+/// never its value.
+fn encode(s: &str, utf8: bool, what: &str) -> Result<Vec<u8>, SaslFailure> {
+    match latin1(s) {
+        Some(b) => Ok(b),
+        None if utf8 => Ok(s.as_bytes().to_vec()),
+        None => Err(SaslFailure(format!(
+            "the {what} has characters outside ISO 8859-1 and the server did not offer \
+             charset=utf-8 (RFC 2831: it cannot be sent)"
+        ))),
+    }
+}
+
+/// A password: text (UTF-8) as [`encode`]; other bytes as given.
+fn encode_bytes(b: &[u8], utf8: bool, what: &str) -> Result<Vec<u8>, SaslFailure> {
     match std::str::from_utf8(b) {
-        Ok(s) => encode(s, utf8),
-        Err(_) => b.to_vec(),
+        Ok(s) => encode(s, utf8, what),
+        Err(_) => Ok(b.to_vec()),
     }
 }
 
@@ -488,13 +580,19 @@ fn cnonce() -> String {
 }
 
 /// `name=value` / `name="quoted value"` pairs, comma-separated (RFC 2831's
-/// `#rule`); quoted values unescaped.
-fn directives(s: &str) -> Vec<(String, String)> {
+/// `#rule`: empty elements are skipped); quoted values unescaped. A
+/// directive without a name or without `=`, an unterminated quoted string
+/// or text after one is a failure (the client aborts).
+fn directives(s: &str) -> Result<Vec<(String, String)>, SaslFailure> {
+    let malformed = |why: &str| SaslFailure(format!("the server's token is malformed: {why}"));
     let mut out = Vec::new();
     let mut it = s.chars().peekable();
     loop {
         while matches!(it.peek(), Some(c) if *c == ',' || c.is_whitespace()) {
             it.next();
+        }
+        if it.peek().is_none() {
+            break;
         }
         let mut name = String::new();
         while let Some(&c) = it.peek() {
@@ -504,47 +602,59 @@ fn directives(s: &str) -> Vec<(String, String)> {
             name.push(c);
             it.next();
         }
-        if name.is_empty() && it.peek().is_none() {
-            break;
+        let name = name.trim().to_string();
+        if name.is_empty() {
+            return Err(malformed("a directive without a name"));
+        }
+        if it.next() != Some('=') {
+            return Err(malformed(&format!("directive {name:?} has no value")));
+        }
+        while matches!(it.peek(), Some(c) if c.is_whitespace()) {
+            it.next();
         }
         let mut value = String::new();
-        if it.peek() == Some(&'=') {
+        if it.peek() == Some(&'"') {
             it.next();
+            let mut closed = false;
+            while let Some(c) = it.next() {
+                match c {
+                    '\\' => match it.next() {
+                        Some(e) => value.push(e),
+                        None => break,
+                    },
+                    '"' => {
+                        closed = true;
+                        break;
+                    }
+                    c => value.push(c),
+                }
+            }
+            if !closed {
+                return Err(malformed(&format!(
+                    "directive {name:?}: unterminated quotes"
+                )));
+            }
             while matches!(it.peek(), Some(c) if c.is_whitespace()) {
                 it.next();
             }
-            if it.peek() == Some(&'"') {
-                it.next();
-                while let Some(c) = it.next() {
-                    match c {
-                        '\\' => {
-                            if let Some(e) = it.next() {
-                                value.push(e);
-                            }
-                        }
-                        '"' => break,
-                        c => value.push(c),
-                    }
-                }
-                while matches!(it.peek(), Some(c) if *c != ',') {
-                    it.next();
-                }
-            } else {
-                while let Some(&c) = it.peek() {
-                    if c == ',' {
-                        break;
-                    }
-                    value.push(c);
-                    it.next();
-                }
+            if !matches!(it.peek(), None | Some(',')) {
+                return Err(malformed(&format!(
+                    "directive {name:?}: text after the quoted value"
+                )));
             }
+        } else {
+            while let Some(&c) = it.peek() {
+                if c == ',' {
+                    break;
+                }
+                value.push(c);
+                it.next();
+            }
+            value = value.trim().to_string();
         }
-        out.push((name.trim().to_string(), value.trim().to_string()));
-        if it.peek().is_none() {
-            break;
-        }
+        out.push((name, value));
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -571,7 +681,8 @@ mod tests {
     fn parses_challenges() {
         let d = directives(
             r#"realm="zk-sasl-md5",nonce="a\"b,c",qop="auth",charset=utf-8,algorithm=md5-sess"#,
-        );
+        )
+        .unwrap();
         assert_eq!(
             d,
             [
@@ -610,5 +721,147 @@ mod tests {
         }
         let dbg = format!("{cfg:?}");
         assert!(dbg.contains("alice") && !dbg.contains("pw\""), "{dbg}");
+    }
+
+    const GOOD: &str =
+        r#"realm="zk-sasl-md5",nonce="n",qop="auth",charset=utf-8,algorithm=md5-sess"#;
+
+    /// The failure of `user` / `password`'s first step on `challenge`.
+    fn refused(user: &str, password: &str, challenge: &[u8]) -> String {
+        match SaslConfig::digest_md5(user, password)
+            .start()
+            .step(challenge)
+        {
+            Err(e) => e.to_string(),
+            Ok(r) => panic!("{challenge:?} accepted: {r:?}"),
+        }
+    }
+
+    /// RFC 2831 2.1.1: `algorithm` is required ("This directive is required
+    /// and MUST appear exactly once; if not present, or if multiple
+    /// instances are present, the client should abort").
+    #[test]
+    fn a_challenge_without_algorithm_is_refused() {
+        let e = refused(
+            "alice",
+            "pw",
+            br#"realm="zk-sasl-md5",nonce="n",qop="auth",charset=utf-8"#,
+        );
+        assert!(e.contains("no algorithm"), "{e}");
+        let e = refused("alice", "pw", br#"nonce="n",algorithm=md5"#);
+        assert!(e.contains("unsupported algorithm"), "{e}");
+    }
+
+    /// RFC 2831 2.1.1: a directive that may appear once appearing more than
+    /// once aborts the exchange (the first is not silently taken); `realm`
+    /// may repeat, and unknown directives are ignored, repeated or not.
+    #[test]
+    fn duplicated_directives_are_refused() {
+        for dup in [
+            r#",nonce="m""#,
+            ",algorithm=md5-sess",
+            r#",qop="auth""#,
+            ",charset=utf-8",
+            ",maxbuf=1024,maxbuf=2048",
+            ",stale=true,stale=true",
+            r#",cipher="rc4",cipher="rc4""#,
+            ",NONCE=m",
+        ] {
+            let challenge = format!("{GOOD}{dup}");
+            let e = refused("alice", "pw", challenge.as_bytes());
+            assert!(e.contains("more than once"), "{challenge}: {e}");
+        }
+        let ok = format!(r#"realm="other",{GOOD},x-unknown=1,x-unknown=2"#);
+        let resp = SaslConfig::digest_md5("alice", "pw")
+            .start()
+            .step(ok.as_bytes())
+            .unwrap()
+            .unwrap();
+        // The first realm is taken.
+        assert!(String::from_utf8(resp)
+            .unwrap()
+            .contains(r#"realm="other""#));
+        // A duplicated rspauth in the final token too.
+        let mut m = SaslConfig::digest_md5("alice", "pw").start();
+        m.step(GOOD.as_bytes()).unwrap();
+        let e = m.step(b"rspauth=00,rspauth=00").unwrap_err().to_string();
+        assert!(e.contains("more than once"), "{e}");
+    }
+
+    /// Without `charset=utf-8` everything is ISO 8859-1 (RFC 2831 2.1.1): a
+    /// user name or password with a character outside it cannot be sent,
+    /// and is a failure that never shows the password (not clamped to 0xFF).
+    #[test]
+    fn characters_outside_latin1_without_utf8_are_refused() {
+        let latin1_only = br#"realm="zk-sasl-md5",nonce="n",qop="auth",algorithm=md5-sess"#;
+        let e = refused("\u{101}lice", "pw", latin1_only);
+        assert!(e.contains("user name") && e.contains("ISO 8859-1"), "{e}");
+        let e = refused("alice", "p\u{101}ss-\u{2713}", latin1_only);
+        assert!(e.contains("password") && e.contains("ISO 8859-1"), "{e}");
+        assert!(!e.contains('\u{2713}') && !e.contains("ss-"), "{e}");
+        // With charset=utf-8 both go in UTF-8, and the response says so.
+        let resp = SaslConfig::digest_md5("\u{101}lice", "p\u{101}ss")
+            .start()
+            .step(GOOD.as_bytes())
+            .unwrap()
+            .unwrap();
+        let resp = String::from_utf8(resp).unwrap();
+        assert!(resp.starts_with("username=\"\u{101}lice\""), "{resp}");
+        assert!(resp.ends_with(",charset=utf-8"), "{resp}");
+        // A charset other than utf-8 is not in the RFC's grammar.
+        let e = refused(
+            "alice",
+            "pw",
+            br#"nonce="n",algorithm=md5-sess,charset=iso-8859-1"#,
+        );
+        assert!(e.contains("charset"), "{e}");
+    }
+
+    /// ISO 8859-1 names and challenges without `charset=utf-8`: the
+    /// challenge's bytes are ISO 8859-1 (a realm byte 0xE9 is `é`, not bad
+    /// UTF-8), and the response is sent in ISO 8859-1, hashed the same way.
+    #[test]
+    fn latin1_challenges_and_responses_without_utf8() {
+        let challenge = b"realm=\"r\xe9alm\",nonce=\"n\",qop=\"auth\",algorithm=md5-sess";
+        let d = DigestMd5 {
+            username: "j\u{f6}rg".into(),
+            password: "p\u{e4}ss".as_bytes().to_vec(),
+            expect_rspauth: None,
+        };
+        let (resp, rspauth) = d.respond(challenge, "c").unwrap();
+        let want = b"username=\"j\xf6rg\",realm=\"r\xe9alm\",nonce=\"n\"";
+        assert!(resp.starts_with(want), "{resp:?}");
+        assert!(!resp.windows(10).any(|w| w == b"charset=ut"));
+        let (response, expected) = digest_response(
+            b"j\xf6rg",
+            b"r\xe9alm",
+            b"p\xe4ss",
+            "n",
+            "c",
+            "00000001",
+            "zookeeper/zk-sasl-md5",
+        );
+        assert_eq!(rspauth, expected);
+        let text = latin1_text(&resp);
+        assert!(text.contains(&format!(",response={response},")), "{text}");
+    }
+
+    /// A malformed token is a failure, never a guess.
+    #[test]
+    fn malformed_tokens_are_refused() {
+        for bad in [
+            r#"nonce="n,algorithm=md5-sess"#,
+            r#"nonce="n"x,algorithm=md5-sess"#,
+            r#"nonce="n",algorithm"#,
+            r#"=x,nonce="n",algorithm=md5-sess"#,
+        ] {
+            let e = refused("alice", "pw", bad.as_bytes());
+            assert!(e.contains("malformed"), "{bad}: {e}");
+        }
+        // Empty list elements and spaces are the #rule's, accepted.
+        assert!(SaslConfig::digest_md5("alice", "pw")
+            .start()
+            .step(br#" , nonce = "n" ,, algorithm = md5-sess , "#)
+            .is_ok());
     }
 }

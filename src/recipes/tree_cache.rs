@@ -30,6 +30,13 @@
 //!   once more when its reply is in (at most one more, however many events
 //!   come meanwhile). Replies are applied only when they are newer (`mzxid`)
 //!   or of a new incarnation (`czxid`).
+//! - **A reply older than a deletion is ignored**: a deletion event carries
+//!   no zxid to compare a reply with, and the reply of a read made before
+//!   the deletion would put the deleted node back (nothing else in the cache
+//!   is there to compare it with). So a `NodeDeleted` makes every read in
+//!   flight of that node or below it *superseded*: its reply, whatever it
+//!   says, is ignored, and the read is made once more (which finds the node
+//!   gone, or its new incarnation).
 //! - **Bounded concurrency**: at most [`TreeCacheBuilder::max_in_flight`]
 //!   reads are outstanding; the rest wait in a queue.
 //! - **No blocking on the event thread**: the cache's reads are the client's
@@ -65,6 +72,8 @@ use crate::client::{
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::types::Stat;
+#[cfg(feature = "testing")]
+use crate::wait::StepHook;
 use crate::wait::Wake;
 use crate::watcher::ZooKeeperWatcher;
 
@@ -143,6 +152,10 @@ struct State {
     /// Reads in flight when an event for their node came: made once more
     /// when answered (the reply may predate the change).
     again: HashSet<Read>,
+    /// Reads in flight when their node (or an ancestor) was deleted: their
+    /// reply may predate the deletion and is ignored (they are in `again`
+    /// too).
+    superseded: HashSet<Read>,
     connected: bool,
     initialized: bool,
     resyncing: bool,
@@ -165,7 +178,38 @@ struct Inner {
     requests: AtomicU64,
     live: Arc<dyn Watcher>,
     sentinel: Arc<dyn Watcher>,
+    #[cfg(feature = "testing")]
+    held: Mutex<HeldReply>,
+    #[cfg(feature = "testing")]
+    hook: StepHook<CacheStep>,
 }
+
+/// A step of a [`TreeCache`]'s reply handling, told to the hook of
+/// [`TreeCache::hold_next_data_reply`] (feature `testing`).
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CacheStep {
+    /// The getData reply for the path came and is held, not handled.
+    ReplyHeld,
+    /// The cache applied a `NodeDeleted` for the path, then handled the held
+    /// reply.
+    HeldReplyHandled,
+}
+
+/// The state of [`TreeCache::hold_next_data_reply`].
+#[cfg(feature = "testing")]
+#[derive(Default)]
+struct HeldReply {
+    /// The path whose next getData reply is to be held.
+    armed: Option<String>,
+    /// The reply held, with its path.
+    reply: Option<(String, DataReply)>,
+}
+
+/// A getData reply.
+#[cfg(feature = "testing")]
+type DataReply = Result<(Vec<u8>, Stat)>;
 
 /// Starts a [`TreeCache`] with options.
 #[derive(Debug, Clone)]
@@ -234,6 +278,10 @@ impl TreeCacheBuilder {
                         inner.on_event(e);
                     }
                 }),
+                #[cfg(feature = "testing")]
+                held: Mutex::new(HeldReply::default()),
+                #[cfg(feature = "testing")]
+                hook: StepHook::default(),
             }
         });
         let added = if self.one_shot {
@@ -394,6 +442,24 @@ impl TreeCache {
                 return Ok(!self.is_stale());
             }
         }
+    }
+
+    /// Test hook (feature `testing`): the next getData reply for `path` the
+    /// cache receives is held, not handled, until the cache has applied a
+    /// `NodeDeleted` event for `path`; then it is handled. This is a reply
+    /// the server made before a deletion arriving after the deletion's event
+    /// (reads run beside commits on the server), forced. `hook` is told
+    /// [`CacheStep::ReplyHeld`] when the reply is held and
+    /// [`CacheStep::HeldReplyHandled`] once it was handled, on the client's
+    /// event thread; it must not block.
+    #[cfg(feature = "testing")]
+    pub fn hold_next_data_reply(
+        &self,
+        path: &str,
+        hook: impl Fn(CacheStep, &str) + Send + Sync + 'static,
+    ) {
+        self.inner.hook.set(hook);
+        self.inner.held.lock().armed = Some(path.to_string());
     }
 
     /// Stops the cache: removes the recursive watch (waiting for the server)
@@ -566,6 +632,7 @@ impl Inner {
     fn finish<T>(&self, s: &mut State, read: &Read, r: &Result<T>) -> bool {
         s.in_flight.remove(read);
         let again = s.again.remove(read);
+        let superseded = s.superseded.remove(read);
         if s.closed || s.lost {
             return false;
         }
@@ -579,6 +646,8 @@ impl Inner {
                 s.retry.insert(read.clone());
                 false
             }
+            // May predate a deletion applied since: made again (`again`).
+            _ if superseded => false,
             Err(e) if e.is(ZkError::NoNode) => true,
             Err(e) if e.is_fatal() || matches!(e, Error::Closed) => false,
             Err(e) => {
@@ -652,12 +721,28 @@ impl Inner {
         }
     }
 
+    /// A deletion of `path` was applied: every read in flight of `path` or
+    /// below it may have been answered by the server before the deletion, so
+    /// its reply is ignored and the read made once more (see the module
+    /// docs).
+    fn supersede(&self, s: &mut State, path: &str) {
+        let prefix = subtree_prefix(path);
+        let reads: Vec<Read> = s
+            .in_flight
+            .iter()
+            .filter(|r| {
+                matches!(r, Read::Data(p) | Read::Children(p) if p == path || p.starts_with(&prefix))
+            })
+            .cloned()
+            .collect();
+        for read in reads {
+            s.superseded.insert(read.clone());
+            s.again.insert(read);
+        }
+    }
+
     fn remove_subtree(&self, s: &mut State, path: &str, events: &mut Vec<CacheEvent>) {
-        let prefix = if path == "/" {
-            "/".to_string()
-        } else {
-            format!("{path}/")
-        };
+        let prefix = subtree_prefix(path);
         let gone: Vec<String> = std::iter::once(path.to_string())
             .filter(|p| s.nodes.contains_key(p))
             .chain(
@@ -675,7 +760,44 @@ impl Inner {
         }
     }
 
+    /// Holds `r` when [`TreeCache::hold_next_data_reply`] asked for it
+    /// (`None`: held).
+    #[cfg(feature = "testing")]
+    fn hold(&self, path: &str, r: DataReply) -> Option<DataReply> {
+        {
+            let mut h = self.held.lock();
+            if h.armed.as_deref() != Some(path) {
+                return Some(r);
+            }
+            h.armed = None;
+            h.reply = Some((path.to_string(), r));
+        }
+        self.hook.call(CacheStep::ReplyHeld, path);
+        None
+    }
+
+    /// Handles the held reply for `deleted`, now that its deletion was
+    /// applied.
+    #[cfg(feature = "testing")]
+    fn release_held(self: &Arc<Self>, deleted: &str) {
+        let held = {
+            let mut h = self.held.lock();
+            match &h.reply {
+                Some((p, _)) if p == deleted => h.reply.take(),
+                _ => None,
+            }
+        };
+        if let Some((path, r)) = held {
+            self.on_data(path.clone(), r);
+            self.hook.call(CacheStep::HeldReplyHandled, &path);
+        }
+    }
+
     fn on_data(self: &Arc<Self>, path: String, r: Result<(Vec<u8>, Stat)>) {
+        #[cfg(feature = "testing")]
+        let Some(r) = self.hold(&path, r) else {
+            return;
+        };
         debug!(
             "cache of {} ({:#x}): data of {path}: {:?}",
             self.root,
@@ -765,6 +887,11 @@ impl Inner {
             self.root,
             self.zk.session_id()
         );
+        #[cfg(feature = "testing")]
+        let deleted = match (e.event_type, &e.path) {
+            (EventType::NodeDeleted, Some(p)) => Some(p.clone()),
+            _ => None,
+        };
         let mut s = self.state.lock();
         let (mut issue, mut events) = (Vec::new(), Vec::new());
         if s.closed || s.lost {
@@ -814,6 +941,7 @@ impl Inner {
             }
             (EventType::NodeDeleted, Some(p)) if self.wanted(&p) => {
                 self.touch_root_stat(&mut s, &p, &mut issue);
+                self.supersede(&mut s, &p);
                 self.remove_subtree(&mut s, &p, &mut events);
                 if p == self.root {
                     self.touch(&mut s, Read::RootExists, &mut issue);
@@ -826,6 +954,19 @@ impl Inner {
             _ => {}
         }
         self.after(s, issue, events);
+        #[cfg(feature = "testing")]
+        if let Some(p) = deleted {
+            self.release_held(&p);
+        }
+    }
+}
+
+/// The prefix of `path`'s descendants' paths.
+fn subtree_prefix(path: &str) -> String {
+    if path == "/" {
+        "/".to_string()
+    } else {
+        format!("{path}/")
     }
 }
 
@@ -837,11 +978,7 @@ fn newer(old: &Stat, new: &Stat) -> bool {
 
 /// The cached direct children of `path`, as full paths.
 fn direct_children(nodes: &BTreeMap<String, ChildData>, path: &str) -> Vec<String> {
-    let prefix = if path == "/" {
-        "/".to_string()
-    } else {
-        format!("{path}/")
-    };
+    let prefix = subtree_prefix(path);
     nodes
         .range(prefix.clone()..)
         .take_while(|(k, _)| k.starts_with(&prefix))

@@ -96,8 +96,8 @@ struct Session {
     told: Option<KeeperState>,
 }
 
-/// Settings fixed at connect time.
-#[derive(Debug, Clone)]
+/// Settings fixed at connect time. No `Debug`: the session password is here.
+#[derive(Clone)]
 pub(crate) struct Settings {
     pub(crate) hosts: Vec<String>,
     pub(crate) chroot: Option<String>,
