@@ -20,6 +20,29 @@
 //! thread's refresh, which then waits for its answer. One session answers in
 //! send order, so a higher number is always a newer answer.
 //!
+//! # The tracker first, then the user's listeners
+//! HBase's tracker is a listener registered first: its handler has changed its
+//! state (with a synchronous read on the event thread) before any later
+//! listener hears the same event, and ported code reads trackers from its
+//! listeners. zklock's trackers are told of each event on their node before
+//! the watcher's listeners too, and change their state there, without a
+//! server call:
+//!
+//! - `NodeDeleted` empties the tracker at once: a listener that hears it, and
+//!   any thread it wakes, finds `get_data(false) == None` (then the tracker
+//!   checks whether the node is back, as HBase's does).
+//! - `NodeCreated` and `NodeDataChanged` cannot bring the new data without a
+//!   read, and the read's answer comes back on the event thread, after the
+//!   listeners. Until it does, the tracker has no *current* data: an
+//!   application thread's [`get_data(false)`](ZooKeeperNodeTracker::get_data)
+//!   or [`block_until_available`](ZooKeeperNodeTracker::block_until_available)
+//!   waits for that answer (as HBase's synchronized getters wait for the
+//!   tracker's handler), and on the event thread itself, which cannot wait for
+//!   it, they answer `None` at once — never the old data as current. The new
+//!   data reaches the event thread in a [`NodeTrackerListener`] call.
+//!
+//! No request is added: the re-read is the one HBase makes too.
+//!
 //! # Events for every listener, handling off the user's registry
 //! As in HBase, their watches are the session's default watch: an event on the
 //! tracked node reaches the tracker **and** every [`ZooKeeperListener`]
@@ -36,7 +59,8 @@
 
 use std::fmt;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::thread::{self, ThreadId};
+use std::time::{Duration, Instant};
 
 use log::{debug, error, warn};
 use parking_lot::{Condvar, Mutex, ReentrantMutex};
@@ -113,9 +137,12 @@ fn is_connected(zkw: &WeakZooKeeperWatcher) -> bool {
 /// Calls come on the session's event thread, one at a time, in the order of
 /// the tracker's reads, with the data the tracker holds then (what
 /// [`ZooKeeperNodeTracker::get_data(false)`](ZooKeeperNodeTracker::get_data)
-/// returns). They must not block: no synchronous ZooKeeper call, no lock
-/// wait (see [`ZooKeeperListener`]); hand blocking work to a thread, or use
-/// the client's asynchronous calls.
+/// returns, unless a later event's re-read is already in flight: then that
+/// is `None` until its answer, which comes with a call of its own). This is
+/// where code on the event thread gets a change's new data. They must not
+/// block: no synchronous ZooKeeper call, no lock wait (see
+/// [`ZooKeeperListener`]); hand blocking work to a thread, or use the
+/// client's asynchronous calls.
 ///
 /// | event on the node | what the tracker read | call |
 /// |---|---|---|
@@ -151,6 +178,12 @@ enum Cause {
 }
 
 impl Cause {
+    /// Whether the read follows an event on the node (what the getters wait
+    /// for), not a reconnect or a renewal.
+    fn is_event(self) -> bool {
+        matches!(self, Cause::Created | Cause::DataChanged | Cause::Deleted)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Cause::Created => "nodeCreated",
@@ -172,12 +205,12 @@ impl Cause {
 /// come back on the event thread, and a recoverable error is not retried
 /// inline:
 ///
-/// | event | reaction |
-/// |---|---|
-/// | `NodeCreated`, `NodeDataChanged` | read the data with a watch (asynchronously); if the node is gone meanwhile, handle it as a deletion |
-/// | `NodeDeleted` | set an exists watch; if the node is back already, read it as a creation, else forget the data |
-/// | a read fails with `ConnectionLoss` / `OperationTimeout` | read again on the next `SyncConnected` |
-/// | `Expired`, `AuthFailed`, `Closed` | wake the threads in [`block_until_available`](Self::block_until_available) with the error |
+/// | event | reaction, before any user listener hears the event | then, asynchronously |
+/// |---|---|---|
+/// | `NodeCreated`, `NodeDataChanged` | no current data until the re-read is answered (see [`get_data`](Self::get_data)) | read the data with a watch; if the node is gone meanwhile, handle it as a deletion |
+/// | `NodeDeleted` | forget the data | set an exists watch; if the node is back already, read it as a creation |
+/// | a read fails with `ConnectionLoss` / `OperationTimeout` | the tracker keeps what it held | read again on the next `SyncConnected` |
+/// | `Expired`, `AuthFailed`, `Closed` | wake the threads in [`block_until_available`](Self::block_until_available) with the error | |
 ///
 /// Any other ZooKeeper error while tracking (`NoAuth`, ...) is passed to the
 /// [`Abortable`] given at construction, as in HBase.
@@ -187,8 +220,16 @@ impl Cause {
 /// later-sent read was stored already. Any change after a read fires the watch
 /// that read left, so the tracker always converges on the node's state.
 ///
+/// A deliberate difference from HBase, because the event thread never waits
+/// on the network: on that thread (in a [`ZooKeeperListener`] hearing
+/// `nodeCreated` or `nodeDataChanged` for the node), `get_data(false)` and
+/// `block_until_available(.., false)` answer `None` where HBase's tracker has
+/// already read the new data; application threads get it, and a
+/// [`NodeTrackerListener`] is given it.
+///
 /// Unlike HBase's, the tracker is not in the watcher's listener registry (it
-/// subscribes to its node's events apart from it), so
+/// subscribes to its node's events apart from it, and is told of them before
+/// the listeners, as HBase's tracker registered first is), so
 /// `unregister_all_listeners` does not stop it,
 /// and it holds the watcher weakly: dropping the application's last
 /// [`ZooKeeperWatcher`] handle ends the session (and the tracker's waits, with
@@ -253,6 +294,22 @@ struct TrackerState {
     /// its answer).
     pending_cause: Option<Cause>,
     session_error: Option<Error>,
+    /// The number of the re-read in flight that an event on the node made
+    /// necessary (`nodeCreated`, `nodeDataChanged`, the check after
+    /// `nodeDeleted`); 0 when none is. While one is, `data` is not known to be
+    /// current: the getters wait for its answer (see
+    /// [`ZooKeeperNodeTracker::get_data`]).
+    awaited: u64,
+    /// The session's event thread, which answers the tracker's reads (noted
+    /// when it tells the tracker of an event): the getters never wait there.
+    event_thread: Option<ThreadId>,
+}
+
+impl TrackerState {
+    /// Whether the calling thread is the session's event thread.
+    fn on_event_thread(&self) -> bool {
+        self.event_thread == Some(thread::current().id())
+    }
 }
 
 impl fmt::Debug for ZooKeeperNodeTracker {
@@ -263,6 +320,7 @@ impl fmt::Debug for ZooKeeperNodeTracker {
             .field("started", &st.started)
             .field("stopped", &st.stopped)
             .field("data_len", &st.data.as_ref().map(Vec::len))
+            .field("rereading", &(st.awaited != 0))
             .finish()
     }
 }
@@ -387,6 +445,16 @@ impl ZooKeeperNodeTracker {
     /// the tracker is stopped first. A huge timeout (`Duration::MAX`) waits until
     /// one of those or the session's end. `Duration::ZERO` does not wait.
     ///
+    /// After a `nodeCreated` or `nodeDataChanged` on the node, the data counts
+    /// as available only once the tracker's re-read is answered: within
+    /// `timeout`, this waits for it instead of returning the old data (HBase's
+    /// synchronized method waits for the tracker's handler). On the session's
+    /// event thread, which answers that re-read, it returns `Ok(None)` at once
+    /// while the re-read is in flight (a deliberate difference: HBase's
+    /// tracker read the node before the listener was called; see
+    /// [`get_data`](Self::get_data)). After a `nodeDeleted` the tracker is
+    /// empty before any listener hears it.
+    ///
     /// # Errors
     /// `BadArguments` if the tracker was never started; `SessionExpired`,
     /// `AuthFailed` or [`Error::Closed`] when the session is or becomes unusable
@@ -412,9 +480,13 @@ impl ZooKeeperNodeTracker {
             })?;
         }
         let mut st = self.shared.state.lock();
+        let here = st.on_event_thread();
         loop {
-            if let Some(data) = &st.data {
-                return Ok(Some(data.clone()));
+            let current = st.awaited == 0;
+            if current {
+                if let Some(data) = &st.data {
+                    return Ok(Some(data.clone()));
+                }
             }
             if st.stopped {
                 return Ok(None);
@@ -422,11 +494,16 @@ impl ZooKeeperNodeTracker {
             if let Some(e) = &st.session_error {
                 return Err(e.clone());
             }
+            if !current && here {
+                // The re-read's answer comes on this very thread: waiting
+                // could only time out.
+                return Ok(None);
+            }
             match deadline {
                 None => self.shared.changed.wait(&mut st),
                 Some(d) => {
                     if self.shared.changed.wait_until(&mut st, d).timed_out() {
-                        return Ok(st.data.clone());
+                        return Ok(st.data.clone().filter(|_| st.awaited == 0));
                     }
                 }
             }
@@ -438,6 +515,25 @@ impl ZooKeeperNodeTracker {
     /// ZooKeeper (with a watch, on this thread) and returns what ZooKeeper said;
     /// on a ZooKeeper error, the `Abortable` is told and the tracked data is
     /// returned.
+    ///
+    /// The tracker changes its state before the watcher's listeners hear an
+    /// event on the node. After `nodeDeleted`: `None` at once. After
+    /// `nodeCreated` or `nodeDataChanged` the new data needs a read, whose
+    /// answer comes back on the session's event thread:
+    ///
+    /// | caller | while that re-read is in flight |
+    /// |---|---|
+    /// | an application thread (e.g. one a listener woke) | waits for its answer (as HBase's synchronized `getData` waits for the tracker's handler), as long as each step of it may take (the client's request timeout), and returns it |
+    /// | the event thread (a [`ZooKeeperListener`], a [`NodeTrackerListener`] of another event) | `None` at once: the data is not known yet, and waiting there could only stall the answer |
+    ///
+    /// The second row is a deliberate difference from HBase, whose tracker
+    /// reads the node synchronously before the next listener is called (the
+    /// event thread never waits on the network in zklock). A listener that
+    /// needs the new data gets it from the tracker's [`NodeTrackerListener`],
+    /// or hands the work to a thread. A re-read that fails with
+    /// `ConnectionLoss` is made again at the reconnect; meanwhile the tracker
+    /// answers with what it held (as HBase's does when its handler's read
+    /// fails).
     pub fn get_data(&self, refresh: bool) -> Option<Vec<u8>> {
         if refresh {
             match self.shared.refresh(false) {
@@ -448,7 +544,7 @@ impl ZooKeeperNodeTracker {
                 }
             }
         }
-        self.shared.state.lock().data.clone()
+        self.shared.current_data()
     }
 
     /// Testing only: runs `hook` once, on the thread of the next blocking
@@ -520,7 +616,8 @@ impl TrackerShared {
         st.sent
     }
 
-    /// Stores what read `read` found, unless a later-sent read was stored.
+    /// Stores what read `read` found, unless a later-sent read was stored. A
+    /// read sent at or after the awaited re-read settles the tracker.
     fn store(&self, read: u64, data: Option<Vec<u8>>) {
         let mut st = self.state.lock();
         if read > st.stored {
@@ -528,6 +625,56 @@ impl TrackerShared {
             st.data = data;
             self.changed.notify_all();
         }
+        if st.awaited != 0 && read >= st.awaited {
+            st.awaited = 0;
+            self.changed.notify_all();
+        }
+    }
+
+    /// The awaited re-read `read` ended without an answer to store (it failed,
+    /// and is not issued again at once): the tracker keeps what it held.
+    fn unawait(st: &mut TrackerState, read: u64, changed: &Condvar) {
+        if st.awaited != 0 && read >= st.awaited {
+            st.awaited = 0;
+            changed.notify_all();
+        }
+    }
+
+    /// What `get_data(false)` answers: the data, once no re-read that an event
+    /// made necessary is in flight. An application thread waits for that
+    /// re-read's answer (as HBase's synchronized `getData` waits for the
+    /// tracker's event handling), as long as each step of it may take (the
+    /// client's request timeout); the event thread, which answers it, never
+    /// waits. `None` while the re-read is still in flight after that.
+    fn current_data(&self) -> Option<Vec<u8>> {
+        let mut st = self.state.lock();
+        if st.awaited != 0 && !st.on_event_thread() {
+            let bound = self
+                .zkw
+                .zookeeper()
+                .map_or(Duration::ZERO, |zk| zk.request_timeout());
+            let mut step = st.awaited;
+            let mut until = Instant::now().checked_add(bound);
+            while st.awaited != 0 {
+                if st.awaited != step {
+                    // The re-read went on (getData → NoNode → exists).
+                    step = st.awaited;
+                    until = Instant::now().checked_add(bound);
+                }
+                let Some(d) = until else {
+                    self.changed.wait(&mut st);
+                    continue;
+                };
+                if self.changed.wait_until(&mut st, d).timed_out() && st.awaited == step {
+                    warn!(
+                        "tracker of {}: no answer to its re-read within {bound:?}",
+                        self.node
+                    );
+                    break;
+                }
+            }
+        }
+        st.data.clone().filter(|_| st.awaited == 0)
     }
 
     /// An application thread's blocking read (with the `RecoverableZooKeeper`'s
@@ -619,15 +766,26 @@ impl TrackerShared {
         })
     }
 
-    /// An event on the node (on the event thread): re-read it asynchronously.
-    fn on_event(&self, what: Cause, check_first: bool) {
+    /// An event on the node (on the event thread, before any user listener
+    /// hears it): what the event itself says is applied now, then the node is
+    /// re-read asynchronously. `nodeDeleted` empties the tracker at once (a
+    /// number of its own, so no answer of a read sent before it can bring the
+    /// old data back); `nodeCreated` and `nodeDataChanged` leave it without
+    /// current data until the re-read is answered (`awaited`).
+    fn on_event(&self, what: Cause) {
         {
-            let st = self.state.lock();
+            let mut st = self.state.lock();
+            st.event_thread = Some(thread::current().id());
             if st.stopped || !st.started {
                 return;
             }
         }
-        self.read_async(what, check_first);
+        let _order = self.send_order.lock();
+        if what == Cause::Deleted {
+            let read = self.next_read();
+            self.store(read, None);
+        }
+        self.read_async(what, what == Cause::Deleted);
     }
 
     /// Sends the read (`exists` with `check_first`, else `getData`) with the
@@ -639,11 +797,16 @@ impl TrackerShared {
         // Numbered and sent in one step (the asynchronous call never waits).
         let _order = self.send_order.lock();
         let read = self.next_read();
+        if what.is_event() {
+            // The getters wait for this answer (set before the send: a session
+            // already over answers on this thread, at once).
+            self.state.lock().awaited = read;
+        }
         if check_first {
             zk.exists_async(&self.node, Some(zk.default_watcher()), move |r| match r {
                 Ok(Some(_)) => me.read_async(what, false),
                 Ok(None) => me.found(read, None, what),
-                Err(e) => me.failed(what, e),
+                Err(e) => me.failed(read, what, e),
             });
         } else {
             zk.get_data_async(&self.node, Some(zk.default_watcher()), move |r| match r {
@@ -655,7 +818,7 @@ impl TrackerShared {
                     );
                     me.read_async(what, true)
                 }
-                Err(e) => me.failed(what, e),
+                Err(e) => me.failed(read, what, e),
             });
         }
     }
@@ -698,18 +861,24 @@ impl TrackerShared {
         }
     }
 
-    /// An asynchronous read failed (on the event thread).
-    fn failed(&self, what: Cause, e: Error) {
+    /// Asynchronous read `read` failed (on the event thread).
+    fn failed(&self, read: u64, what: Cause, e: Error) {
         if e.is_retryable() {
             let connected = is_connected(&self.zkw);
             let now = {
                 let mut st = self.state.lock();
                 if st.stopped {
+                    Self::unawait(&mut st, read, &self.changed);
                     return;
                 }
                 let now = st.rearm.failed(connected);
-                if !now && what != Cause::Reconnect {
-                    st.pending_cause = Some(what);
+                if !now {
+                    // Read again at the reconnect; meanwhile the getters
+                    // answer with what the tracker held.
+                    Self::unawait(&mut st, read, &self.changed);
+                    if what != Cause::Reconnect {
+                        st.pending_cause = Some(what);
+                    }
                 }
                 now
             };
@@ -730,8 +899,10 @@ impl TrackerShared {
             );
             let mut st = self.state.lock();
             st.session_error.get_or_insert(e);
+            Self::unawait(&mut st, read, &self.changed);
             self.changed.notify_all();
         } else {
+            Self::unawait(&mut self.state.lock(), read, &self.changed);
             self.abort(
                 &format!("unexpected exception handling {} event", what.name()),
                 e,
@@ -746,9 +917,9 @@ impl SessionHook for TrackerShared {
             return;
         }
         match event_type {
-            EventType::NodeCreated => self.on_event(Cause::Created, false),
-            EventType::NodeDataChanged => self.on_event(Cause::DataChanged, false),
-            EventType::NodeDeleted => self.on_event(Cause::Deleted, true),
+            EventType::NodeCreated => self.on_event(Cause::Created),
+            EventType::NodeDataChanged => self.on_event(Cause::DataChanged),
+            EventType::NodeDeleted => self.on_event(Cause::Deleted),
             _ => {}
         }
     }
@@ -757,6 +928,7 @@ impl SessionHook for TrackerShared {
         // A new session: the old one's end no longer holds, its watch is gone.
         let go = {
             let mut st = self.state.lock();
+            st.event_thread = Some(thread::current().id());
             st.session_error = None;
             st.rearm = Rearm::default();
             st.pending_cause = None;
@@ -772,12 +944,16 @@ impl SessionHook for TrackerShared {
         if let Some(e) = Error::for_session_event(state) {
             let mut st = self.state.lock();
             st.session_error.get_or_insert(e);
+            // Nothing more will be answered: the getters answer with what the
+            // tracker held.
+            st.awaited = 0;
             self.changed.notify_all();
             return;
         }
         if state == KeeperState::SyncConnected {
             let go = {
                 let mut st = self.state.lock();
+                st.event_thread = Some(thread::current().id());
                 let cause = st.pending_cause.take().unwrap_or(Cause::Reconnect);
                 (st.rearm.reconnected() && st.started && !st.stopped).then_some(cause)
             };
