@@ -63,7 +63,7 @@ use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use log::{debug, error, warn};
-use parking_lot::{Condvar, Mutex, ReentrantMutex};
+use parking_lot::{Condvar, Mutex, MutexGuard, ReentrantMutex};
 
 use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
@@ -446,9 +446,10 @@ impl ZooKeeperNodeTracker {
     /// one of those or the session's end. `Duration::ZERO` does not wait.
     ///
     /// After a `nodeCreated` or `nodeDataChanged` on the node, the data counts
-    /// as available only once the tracker's re-read is answered: within
-    /// `timeout`, this waits for it instead of returning the old data (HBase's
-    /// synchronized method waits for the tracker's handler). On the session's
+    /// as available only once the tracker's re-read is answered: this waits
+    /// for it first, as [`get_data`](Self::get_data) does, whatever the
+    /// `timeout` (HBase's synchronized method waits for the tracker's
+    /// handler), instead of returning the old data. On the session's
     /// event thread, which answers that re-read, it returns `Ok(None)` at once
     /// while the re-read is in flight (a deliberate difference: HBase's
     /// tracker read the node before the listener was called; see
@@ -481,6 +482,9 @@ impl ZooKeeperNodeTracker {
         }
         let mut st = self.shared.state.lock();
         let here = st.on_event_thread();
+        // A re-read in flight is waited for whatever the timeout, as HBase's
+        // synchronized method waits for the tracker's handler.
+        self.shared.settle(&mut st);
         loop {
             let current = st.awaited == 0;
             if current {
@@ -648,6 +652,14 @@ impl TrackerShared {
     /// waits. `None` while the re-read is still in flight after that.
     fn current_data(&self) -> Option<Vec<u8>> {
         let mut st = self.state.lock();
+        self.settle(&mut st);
+        st.data.clone().filter(|_| st.awaited == 0)
+    }
+
+    /// Off the event thread, waits while a re-read that an event made
+    /// necessary is in flight, as long as each step of it may take (the
+    /// client's request timeout).
+    fn settle(&self, st: &mut MutexGuard<'_, TrackerState>) {
         if st.awaited != 0 && !st.on_event_thread() {
             let bound = self
                 .zkw
@@ -662,10 +674,10 @@ impl TrackerShared {
                     until = Instant::now().checked_add(bound);
                 }
                 let Some(d) = until else {
-                    self.changed.wait(&mut st);
+                    self.changed.wait(st);
                     continue;
                 };
-                if self.changed.wait_until(&mut st, d).timed_out() && st.awaited == step {
+                if self.changed.wait_until(st, d).timed_out() && st.awaited == step {
                     warn!(
                         "tracker of {}: no answer to its re-read within {bound:?}",
                         self.node
@@ -674,7 +686,6 @@ impl TrackerShared {
                 }
             }
         }
-        st.data.clone().filter(|_| st.awaited == 0)
     }
 
     /// An application thread's blocking read (with the `RecoverableZooKeeper`'s

@@ -1163,7 +1163,8 @@ fn a_listener_hearing_node_deleted_finds_the_tracker_empty() {
 /// the listener (forced: the listener holds the event thread until the
 /// answer is queued, then wakes the thread, then waits up to 1 s for it),
 /// waits for that answer and gets the new data (before: the old data, at
-/// once).
+/// once) — with `get_data(false)`, then, on a second change, with
+/// `block_until_available(0, false)`.
 #[test]
 fn a_listener_hearing_node_data_changed_does_not_read_the_old_data() {
     let (zkw, root) = setup("tracker-order-changed");
@@ -1178,57 +1179,59 @@ fn a_listener_hearing_node_data_changed_does_not_read_the_old_data() {
     assert_eq!(tracker.get_data(false).as_deref(), Some(&b"one"[..]));
     let reader = TrackerReader::new(&zkw, &tracker);
 
-    // The thread the listener wakes (HBase's test thread after
-    // `waitForDataChange`).
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
-    let (read_tx, read_rx) = std::sync::mpsc::channel::<Option<Vec<u8>>>();
-    let woken = {
-        let tracker = tracker.clone();
-        thread::spawn(move || {
-            go_rx.recv().unwrap();
-            entered_tx.send(()).unwrap();
-            let data = tracker.get_data(false);
-            let _ = read_tx.send(data.clone());
-            data
-        })
-    };
-    let while_held = Arc::new(Mutex::new(None));
-    {
-        let zk = zkw.zookeeper().clone();
-        let while_held = while_held.clone();
-        *reader.step.lock() = Some(Box::new(move || {
-            // The tracker's re-read was sent before this listener ran; its
-            // answer queues behind it.
-            zklock::testing::wait_until(WAIT, "the re-read's answer is queued", || {
-                zk.queued_events() >= 1
-            });
-            go_tx.send(()).unwrap();
-            entered_rx.recv().unwrap();
-            *while_held.lock() = Some(read_rx.recv_timeout(Duration::from_secs(1)).ok());
-        }));
-    }
+    type Getter = fn(&ZooKeeperNodeTracker) -> Option<Vec<u8>>;
+    let rounds: [(&[u8], &[u8], Getter); 2] = [
+        (b"one", b"two", |t| t.get_data(false)),
+        (b"two", b"three", |t| {
+            t.block_until_available(Duration::ZERO, false).unwrap()
+        }),
+    ];
+    for (n, (old, new, read)) in rounds.into_iter().enumerate() {
+        // The thread the listener wakes (HBase's test thread after
+        // `waitForDataChange`).
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+        let (read_tx, read_rx) = std::sync::mpsc::channel::<Option<Vec<u8>>>();
+        let woken = {
+            let tracker = tracker.clone();
+            thread::spawn(move || {
+                go_rx.recv().unwrap();
+                entered_tx.send(()).unwrap();
+                let data = read(&tracker);
+                let _ = read_tx.send(data.clone());
+                data
+            })
+        };
+        let while_held = Arc::new(Mutex::new(None));
+        {
+            let zk = zkw.zookeeper().clone();
+            let while_held = while_held.clone();
+            *reader.step.lock() = Some(Box::new(move || {
+                // The tracker's re-read was sent before this listener ran;
+                // its answer queues behind it.
+                zklock::testing::wait_until(WAIT, "the re-read's answer is queued", || {
+                    zk.queued_events() >= 1
+                });
+                go_tx.send(()).unwrap();
+                entered_rx.recv().unwrap();
+                *while_held.lock() = Some(read_rx.recv_timeout(Duration::from_secs(1)).ok());
+            }));
+        }
 
-    other.set_data(&node, b"two", None).unwrap();
-    assert_eq!(
-        reader.wait(1),
-        (EventType::NodeDataChanged, None, None),
-        "the listener read the old data from the tracker as current"
-    );
-    assert_eq!(
-        *while_held.lock(),
-        Some(None),
-        "the woken thread answered while the re-read's answer was still queued"
-    );
-    assert_eq!(woken.join().unwrap().as_deref(), Some(&b"two"[..]));
-    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"two"[..]));
-    assert_eq!(
-        tracker
-            .block_until_available(Duration::ZERO, false)
-            .unwrap()
-            .as_deref(),
-        Some(&b"two"[..])
-    );
+        other.set_data(&node, new, None).unwrap();
+        assert_eq!(
+            reader.wait(n + 1),
+            (EventType::NodeDataChanged, None, None),
+            "the listener read the old data {old:?} from the tracker as current"
+        );
+        assert_eq!(
+            *while_held.lock(),
+            Some(None),
+            "round {n}: the woken thread answered while the re-read's answer was still queued"
+        );
+        assert_eq!(woken.join().unwrap().as_deref(), Some(new));
+        assert_eq!(tracker.get_data(false).as_deref(), Some(new));
+    }
     assert_eq!(abortable.calls(), 0);
 
     tracker.stop();
