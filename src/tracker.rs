@@ -532,9 +532,13 @@ impl ZooKeeperNodeTracker {
     ///
     /// The second row is a deliberate difference from HBase, whose tracker
     /// reads the node synchronously before the next listener is called (the
-    /// event thread never waits on the network in zklock). A listener that
-    /// needs the new data gets it from the tracker's [`NodeTrackerListener`],
-    /// or hands the work to a thread. A re-read that fails with
+    /// event thread never waits on the network in zklock's own code). A
+    /// listener that needs the new data gets it from the tracker's
+    /// [`NodeTrackerListener`], hands the work to a thread, or calls
+    /// `get_data(true)`: on the event thread that is a synchronous read, one
+    /// round trip (what any ZooKeeper call from a listener costs: see
+    /// [`ZooKeeperListener`]), after which the tracker holds the data it
+    /// returned. A re-read that fails with
     /// `ConnectionLoss` is made again at the reconnect; meanwhile the tracker
     /// answers with what it held (as HBase's does when its handler's read
     /// fails).
@@ -697,22 +701,34 @@ impl TrackerShared {
         let mut check = check_first;
         loop {
             if check {
-                let (read, stat) = self.read_blocking(&rzk, "exists", |zk, watch, answer| {
-                    zk.exists_async(&self.node, Some(watch), answer);
-                })?;
+                let (read, stat) = self.read_blocking(
+                    &rzk,
+                    "exists",
+                    |zk, watch, answer| zk.exists_async(&self.node, Some(watch), answer),
+                    |zk, watch| zk.exists_watch(&self.node, watch),
+                )?;
                 if stat.is_none() {
                     self.store(read, None);
                     return Ok(None);
                 }
             }
-            let (read, found) = self.read_blocking(&rzk, "getData", |zk, watch, answer| {
-                zk.get_data_async(&self.node, Some(watch), move |r| {
-                    answer(
-                        r.map(|(data, _)| remove_metadata(&data).to_vec())
-                            .optional(),
-                    );
-                });
-            })?;
+            let (read, found) = self.read_blocking(
+                &rzk,
+                "getData",
+                |zk, watch, answer| {
+                    zk.get_data_async(&self.node, Some(watch), move |r| {
+                        answer(
+                            r.map(|(data, _)| remove_metadata(&data).to_vec())
+                                .optional(),
+                        );
+                    });
+                },
+                |zk, watch| {
+                    zk.get_data_watch(&self.node, watch)
+                        .map(|(data, _)| remove_metadata(&data).to_vec())
+                        .optional()
+                },
+            )?;
             if let Some(data) = found {
                 self.store(read, Some(data.clone()));
                 return Ok(Some(data));
@@ -739,11 +755,18 @@ impl TrackerShared {
     /// [`request_timeout`](ZooKeeper::request_timeout) (the watcher's
     /// `with_connect_wait` / `with_request_timeout`), within the handle's
     /// deadline.
+    ///
+    /// On the session's event thread (a listener refreshing the tracker),
+    /// which would deliver that answer, the read is the synchronous call
+    /// `sync` instead (its reply never waits for the event thread), still
+    /// numbered and sent under `send_order`: one round trip, as any ZooKeeper
+    /// call from a listener.
     fn read_blocking<T: Send + 'static>(
         &self,
         rzk: &RecoverableZooKeeper,
         what: &str,
         send: impl Fn(&ZooKeeper, Arc<dyn Watcher>, Box<dyn FnOnce(Result<T>) + Send>),
+        sync: impl Fn(&ZooKeeper, Arc<dyn Watcher>) -> Result<T>,
     ) -> Result<(u64, T)> {
         let zk = rzk.zookeeper();
         let deadline = zk.deadline();
@@ -754,14 +777,31 @@ impl TrackerShared {
                     if let Some(hook) = self.before_refresh_send.lock().take() {
                         hook();
                     }
+                    // A tracker that heard nothing yet does not know its
+                    // session's event thread: any session's will do (a
+                    // synchronous call is right on every thread).
+                    let here = self.state.lock().on_event_thread()
+                        || thread::current().name() == Some("zklock-event");
+                    if here {
+                        let _order = self.send_order.lock();
+                        let read = self.next_read();
+                        return sync(zk, zk.default_watcher()).map(|t| (read, t));
+                    }
                     let (tx, rx) = crossbeam_channel::bounded(1);
+                    let me = self.me.clone();
                     let read = {
                         let _order = self.send_order.lock();
                         let read = self.next_read();
                         send(
                             zk,
                             zk.default_watcher(),
-                            Box::new(move |r| {
+                            Box::new(move |r: Result<T>| {
+                                if r.is_ok() {
+                                    // A reply: on the event thread.
+                                    if let Some(me) = me.upgrade() {
+                                        me.note_event_thread();
+                                    }
+                                }
                                 let _ = tx.send(r);
                             }),
                         );
@@ -777,6 +817,11 @@ impl TrackerShared {
         })
     }
 
+    /// Notes the calling thread as the session's event thread (called there).
+    fn note_event_thread(&self) {
+        self.state.lock().event_thread = Some(thread::current().id());
+    }
+
     /// An event on the node (on the event thread, before any user listener
     /// hears it): what the event itself says is applied now, then the node is
     /// re-read asynchronously. `nodeDeleted` empties the tracker at once (a
@@ -784,9 +829,9 @@ impl TrackerShared {
     /// old data back); `nodeCreated` and `nodeDataChanged` leave it without
     /// current data until the re-read is answered (`awaited`).
     fn on_event(&self, what: Cause) {
+        self.note_event_thread();
         {
-            let mut st = self.state.lock();
-            st.event_thread = Some(thread::current().id());
+            let st = self.state.lock();
             if st.stopped || !st.started {
                 return;
             }

@@ -1294,3 +1294,94 @@ fn the_tracker_order_costs_no_request_beyond_the_re_read() {
     other.close().unwrap();
     zkw.close().unwrap();
 }
+
+/// What a [`Refresher`] read: `get_data(true)`, then what a tracker it
+/// started read.
+type Refreshed = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// A listener that refreshes the tracker on the event thread, as ported
+/// code calls `getData(true)` from a listener.
+struct Refresher {
+    node: String,
+    zkw: WeakZooKeeperWatcher,
+    tracker: Arc<ZooKeeperNodeTracker>,
+    abortable: Arc<CountingAbortable>,
+    /// What `get_data(true)` returned, then what a tracker started here
+    /// read.
+    seen: Mutex<Vec<Refreshed>>,
+    cv: Condvar,
+}
+
+impl ZooKeeperListener for Refresher {
+    fn node_data_changed(&self, path: &str) {
+        if path == self.node {
+            let data = self.tracker.get_data(true);
+            let fresh = self.zkw.upgrade().map(|zkw| {
+                let t = ZooKeeperNodeTracker::new(&zkw, &self.node, self.abortable.clone());
+                t.start().expect("started on the event thread");
+                t.get_data(false)
+            });
+            self.seen.lock().push((data, fresh.flatten()));
+            self.cv.notify_all();
+        }
+    }
+}
+
+/// Issue 31, item 6 (what HBase users see on the event thread): a listener
+/// that hears `nodeDataChanged` and calls `get_data(true)` gets the new data
+/// with one round trip, as any ZooKeeper call from a listener does, and the
+/// tracker holds it from then on. (Before: the refresh waited for an
+/// asynchronous answer that only the event thread it held could deliver, so
+/// it ran into the request timeout, told the `Abortable` of an
+/// `OperationTimeout`, and returned the old data.) So does a tracker started
+/// there.
+#[test]
+fn a_listener_refreshing_a_tracker_on_the_event_thread_gets_the_new_data() {
+    let servers = test_servers();
+    let zkw = ZooKeeperWatcher::builder(&servers)
+        .with_session_timeout(Duration::from_secs(4))
+        .with_request_timeout(Duration::from_secs(1))
+        .with_retry(zklock::RetryConfig::default().with_max_attempts(0))
+        .connect()
+        .unwrap();
+    let root = unique_root("tracker-order-refresh");
+    zkutil::create_with_parents(&zkw, &root).unwrap();
+    let node = format!("{root}/n");
+    let other = raw_session(&servers, SESSION);
+    other
+        .create(&node, b"one", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let abortable = Arc::new(CountingAbortable::default());
+    let tracker = Arc::new(ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone()));
+    tracker.start().unwrap();
+    let refresher = Arc::new(Refresher {
+        node: node.clone(),
+        zkw: zkw.downgrade(),
+        tracker: tracker.clone(),
+        abortable: abortable.clone(),
+        seen: Mutex::new(Vec::new()),
+        cv: Condvar::new(),
+    });
+    let _registration = zkw.listen(refresher.clone());
+
+    other.set_data(&node, b"two", None).unwrap();
+    let deadline = Instant::now() + WAIT;
+    let mut seen = refresher.seen.lock();
+    while seen.is_empty() {
+        assert!(!refresher.cv.wait_until(&mut seen, deadline).timed_out());
+    }
+    let two = Some(b"two".to_vec());
+    assert_eq!(
+        seen[0],
+        (two.clone(), two),
+        "refreshed, and started, on the event thread"
+    );
+    drop(seen);
+    assert_eq!(abortable.calls(), 0, "{:?}", abortable.last());
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"two"[..]));
+
+    tracker.stop();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
+}
