@@ -20,6 +20,29 @@
 //! thread's refresh, which then waits for its answer. One session answers in
 //! send order, so a higher number is always a newer answer.
 //!
+//! # The tracker first, then the user's listeners
+//! HBase's tracker is a listener registered first: its handler has changed its
+//! state (with a synchronous read on the event thread) before any later
+//! listener hears the same event, and ported code reads trackers from its
+//! listeners. zklock's trackers are told of each event on their node before
+//! the watcher's listeners too, and change their state there, without a
+//! server call:
+//!
+//! - `NodeDeleted` empties the tracker at once: a listener that hears it, and
+//!   any thread it wakes, finds `get_data(false) == None` (then the tracker
+//!   checks whether the node is back, as HBase's does).
+//! - `NodeCreated` and `NodeDataChanged` cannot bring the new data without a
+//!   read, and the read's answer comes back on the event thread, after the
+//!   listeners. Until it does, the tracker has no *current* data: an
+//!   application thread's [`get_data(false)`](ZooKeeperNodeTracker::get_data)
+//!   or [`block_until_available`](ZooKeeperNodeTracker::block_until_available)
+//!   waits for that answer (as HBase's synchronized getters wait for the
+//!   tracker's handler), and on the event thread itself, which cannot wait for
+//!   it, they answer `None` at once — never the old data as current. The new
+//!   data reaches the event thread in a [`NodeTrackerListener`] call.
+//!
+//! No request is added: the re-read is the one HBase makes too.
+//!
 //! # Events for every listener, handling off the user's registry
 //! As in HBase, their watches are the session's default watch: an event on the
 //! tracked node reaches the tracker **and** every [`ZooKeeperListener`]
@@ -36,10 +59,11 @@
 
 use std::fmt;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::thread::{self, ThreadId};
+use std::time::{Duration, Instant};
 
 use log::{debug, error, warn};
-use parking_lot::{Condvar, Mutex, ReentrantMutex};
+use parking_lot::{Condvar, Mutex, MutexGuard, ReentrantMutex};
 
 use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
@@ -113,9 +137,12 @@ fn is_connected(zkw: &WeakZooKeeperWatcher) -> bool {
 /// Calls come on the session's event thread, one at a time, in the order of
 /// the tracker's reads, with the data the tracker holds then (what
 /// [`ZooKeeperNodeTracker::get_data(false)`](ZooKeeperNodeTracker::get_data)
-/// returns). They must not block: no synchronous ZooKeeper call, no lock
-/// wait (see [`ZooKeeperListener`]); hand blocking work to a thread, or use
-/// the client's asynchronous calls.
+/// returns, unless a later event's re-read is already in flight: then that
+/// is `None` until its answer, which comes with a call of its own). This is
+/// where code on the event thread gets a change's new data. They must not
+/// block: no synchronous ZooKeeper call, no lock wait (see
+/// [`ZooKeeperListener`]); hand blocking work to a thread, or use the
+/// client's asynchronous calls.
 ///
 /// | event on the node | what the tracker read | call |
 /// |---|---|---|
@@ -151,6 +178,12 @@ enum Cause {
 }
 
 impl Cause {
+    /// Whether the read follows an event on the node (what the getters wait
+    /// for), not a reconnect or a renewal.
+    fn is_event(self) -> bool {
+        matches!(self, Cause::Created | Cause::DataChanged | Cause::Deleted)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Cause::Created => "nodeCreated",
@@ -172,12 +205,12 @@ impl Cause {
 /// come back on the event thread, and a recoverable error is not retried
 /// inline:
 ///
-/// | event | reaction |
-/// |---|---|
-/// | `NodeCreated`, `NodeDataChanged` | read the data with a watch (asynchronously); if the node is gone meanwhile, handle it as a deletion |
-/// | `NodeDeleted` | set an exists watch; if the node is back already, read it as a creation, else forget the data |
-/// | a read fails with `ConnectionLoss` / `OperationTimeout` | read again on the next `SyncConnected` |
-/// | `Expired`, `AuthFailed`, `Closed` | wake the threads in [`block_until_available`](Self::block_until_available) with the error |
+/// | event | reaction, before any user listener hears the event | then, asynchronously |
+/// |---|---|---|
+/// | `NodeCreated`, `NodeDataChanged` | no current data until the re-read is answered (see [`get_data`](Self::get_data)) | read the data with a watch; if the node is gone meanwhile, handle it as a deletion |
+/// | `NodeDeleted` | forget the data | set an exists watch; if the node is back already, read it as a creation |
+/// | a read fails with `ConnectionLoss` / `OperationTimeout` | the tracker keeps what it held | read again on the next `SyncConnected` |
+/// | `Expired`, `AuthFailed`, `Closed` | wake the threads in [`block_until_available`](Self::block_until_available) with the error | |
 ///
 /// Any other ZooKeeper error while tracking (`NoAuth`, ...) is passed to the
 /// [`Abortable`] given at construction, as in HBase.
@@ -187,8 +220,16 @@ impl Cause {
 /// later-sent read was stored already. Any change after a read fires the watch
 /// that read left, so the tracker always converges on the node's state.
 ///
+/// A deliberate difference from HBase, because the event thread never waits
+/// on the network: on that thread (in a [`ZooKeeperListener`] hearing
+/// `nodeCreated` or `nodeDataChanged` for the node), `get_data(false)` and
+/// `block_until_available(.., false)` answer `None` where HBase's tracker has
+/// already read the new data; application threads get it, and a
+/// [`NodeTrackerListener`] is given it.
+///
 /// Unlike HBase's, the tracker is not in the watcher's listener registry (it
-/// subscribes to its node's events apart from it), so
+/// subscribes to its node's events apart from it, and is told of them before
+/// the listeners, as HBase's tracker registered first is), so
 /// `unregister_all_listeners` does not stop it,
 /// and it holds the watcher weakly: dropping the application's last
 /// [`ZooKeeperWatcher`] handle ends the session (and the tracker's waits, with
@@ -253,6 +294,22 @@ struct TrackerState {
     /// its answer).
     pending_cause: Option<Cause>,
     session_error: Option<Error>,
+    /// The number of the re-read in flight that an event on the node made
+    /// necessary (`nodeCreated`, `nodeDataChanged`, the check after
+    /// `nodeDeleted`); 0 when none is. While one is, `data` is not known to be
+    /// current: the getters wait for its answer (see
+    /// [`ZooKeeperNodeTracker::get_data`]).
+    awaited: u64,
+    /// The session's event thread, which answers the tracker's reads (noted
+    /// when it tells the tracker of an event): the getters never wait there.
+    event_thread: Option<ThreadId>,
+}
+
+impl TrackerState {
+    /// Whether the calling thread is the session's event thread.
+    fn on_event_thread(&self) -> bool {
+        self.event_thread == Some(thread::current().id())
+    }
 }
 
 impl fmt::Debug for ZooKeeperNodeTracker {
@@ -263,6 +320,7 @@ impl fmt::Debug for ZooKeeperNodeTracker {
             .field("started", &st.started)
             .field("stopped", &st.stopped)
             .field("data_len", &st.data.as_ref().map(Vec::len))
+            .field("rereading", &(st.awaited != 0))
             .finish()
     }
 }
@@ -387,6 +445,17 @@ impl ZooKeeperNodeTracker {
     /// the tracker is stopped first. A huge timeout (`Duration::MAX`) waits until
     /// one of those or the session's end. `Duration::ZERO` does not wait.
     ///
+    /// After a `nodeCreated` or `nodeDataChanged` on the node, the data counts
+    /// as available only once the tracker's re-read is answered: this waits
+    /// for it first, as [`get_data`](Self::get_data) does, whatever the
+    /// `timeout` (HBase's synchronized method waits for the tracker's
+    /// handler), instead of returning the old data. On the session's
+    /// event thread, which answers that re-read, it returns `Ok(None)` at once
+    /// while the re-read is in flight (a deliberate difference: HBase's
+    /// tracker read the node before the listener was called; see
+    /// [`get_data`](Self::get_data)). After a `nodeDeleted` the tracker is
+    /// empty before any listener hears it.
+    ///
     /// # Errors
     /// `BadArguments` if the tracker was never started; `SessionExpired`,
     /// `AuthFailed` or [`Error::Closed`] when the session is or becomes unusable
@@ -412,9 +481,16 @@ impl ZooKeeperNodeTracker {
             })?;
         }
         let mut st = self.shared.state.lock();
+        let here = st.on_event_thread();
+        // A re-read in flight is waited for whatever the timeout, as HBase's
+        // synchronized method waits for the tracker's handler.
+        self.shared.settle(&mut st);
         loop {
-            if let Some(data) = &st.data {
-                return Ok(Some(data.clone()));
+            let current = st.awaited == 0;
+            if current {
+                if let Some(data) = &st.data {
+                    return Ok(Some(data.clone()));
+                }
             }
             if st.stopped {
                 return Ok(None);
@@ -422,11 +498,16 @@ impl ZooKeeperNodeTracker {
             if let Some(e) = &st.session_error {
                 return Err(e.clone());
             }
+            if !current && here {
+                // The re-read's answer comes on this very thread: waiting
+                // could only time out.
+                return Ok(None);
+            }
             match deadline {
                 None => self.shared.changed.wait(&mut st),
                 Some(d) => {
                     if self.shared.changed.wait_until(&mut st, d).timed_out() {
-                        return Ok(st.data.clone());
+                        return Ok(st.data.clone().filter(|_| st.awaited == 0));
                     }
                 }
             }
@@ -438,6 +519,29 @@ impl ZooKeeperNodeTracker {
     /// ZooKeeper (with a watch, on this thread) and returns what ZooKeeper said;
     /// on a ZooKeeper error, the `Abortable` is told and the tracked data is
     /// returned.
+    ///
+    /// The tracker changes its state before the watcher's listeners hear an
+    /// event on the node. After `nodeDeleted`: `None` at once. After
+    /// `nodeCreated` or `nodeDataChanged` the new data needs a read, whose
+    /// answer comes back on the session's event thread:
+    ///
+    /// | caller | while that re-read is in flight |
+    /// |---|---|
+    /// | an application thread (e.g. one a listener woke) | waits for its answer (as HBase's synchronized `getData` waits for the tracker's handler), as long as each step of it may take (the client's request timeout), and returns it |
+    /// | the event thread (a [`ZooKeeperListener`], a [`NodeTrackerListener`] of another event) | `None` at once: the data is not known yet, and waiting there could only stall the answer |
+    ///
+    /// The second row is a deliberate difference from HBase, whose tracker
+    /// reads the node synchronously before the next listener is called (the
+    /// event thread never waits on the network in zklock's own code). A
+    /// listener that needs the new data gets it from the tracker's
+    /// [`NodeTrackerListener`], hands the work to a thread, or calls
+    /// `get_data(true)`: on the event thread that is a synchronous read, one
+    /// round trip (what any ZooKeeper call from a listener costs: see
+    /// [`ZooKeeperListener`]), after which the tracker holds the data it
+    /// returned. A re-read that fails with
+    /// `ConnectionLoss` is made again at the reconnect; meanwhile the tracker
+    /// answers with what it held (as HBase's does when its handler's read
+    /// fails).
     pub fn get_data(&self, refresh: bool) -> Option<Vec<u8>> {
         if refresh {
             match self.shared.refresh(false) {
@@ -448,7 +552,7 @@ impl ZooKeeperNodeTracker {
                 }
             }
         }
-        self.shared.state.lock().data.clone()
+        self.shared.current_data()
     }
 
     /// Testing only: runs `hook` once, on the thread of the next blocking
@@ -520,13 +624,71 @@ impl TrackerShared {
         st.sent
     }
 
-    /// Stores what read `read` found, unless a later-sent read was stored.
+    /// Stores what read `read` found, unless a later-sent read was stored. A
+    /// read sent at or after the awaited re-read settles the tracker.
     fn store(&self, read: u64, data: Option<Vec<u8>>) {
         let mut st = self.state.lock();
         if read > st.stored {
             st.stored = read;
             st.data = data;
             self.changed.notify_all();
+        }
+        if st.awaited != 0 && read >= st.awaited {
+            st.awaited = 0;
+            self.changed.notify_all();
+        }
+    }
+
+    /// The awaited re-read `read` ended without an answer to store (it failed,
+    /// and is not issued again at once): the tracker keeps what it held.
+    fn unawait(st: &mut TrackerState, read: u64, changed: &Condvar) {
+        if st.awaited != 0 && read >= st.awaited {
+            st.awaited = 0;
+            changed.notify_all();
+        }
+    }
+
+    /// What `get_data(false)` answers: the data, once no re-read that an event
+    /// made necessary is in flight. An application thread waits for that
+    /// re-read's answer (as HBase's synchronized `getData` waits for the
+    /// tracker's event handling), as long as each step of it may take (the
+    /// client's request timeout); the event thread, which answers it, never
+    /// waits. `None` while the re-read is still in flight after that.
+    fn current_data(&self) -> Option<Vec<u8>> {
+        let mut st = self.state.lock();
+        self.settle(&mut st);
+        st.data.clone().filter(|_| st.awaited == 0)
+    }
+
+    /// Off the event thread, waits while a re-read that an event made
+    /// necessary is in flight, as long as each step of it may take (the
+    /// client's request timeout).
+    fn settle(&self, st: &mut MutexGuard<'_, TrackerState>) {
+        if st.awaited != 0 && !st.on_event_thread() {
+            let bound = self
+                .zkw
+                .zookeeper()
+                .map_or(Duration::ZERO, |zk| zk.request_timeout());
+            let mut step = st.awaited;
+            let mut until = Instant::now().checked_add(bound);
+            while st.awaited != 0 {
+                if st.awaited != step {
+                    // The re-read went on (getData → NoNode → exists).
+                    step = st.awaited;
+                    until = Instant::now().checked_add(bound);
+                }
+                let Some(d) = until else {
+                    self.changed.wait(st);
+                    continue;
+                };
+                if self.changed.wait_until(st, d).timed_out() && st.awaited == step {
+                    warn!(
+                        "tracker of {}: no answer to its re-read within {bound:?}",
+                        self.node
+                    );
+                    break;
+                }
+            }
         }
     }
 
@@ -539,22 +701,34 @@ impl TrackerShared {
         let mut check = check_first;
         loop {
             if check {
-                let (read, stat) = self.read_blocking(&rzk, "exists", |zk, watch, answer| {
-                    zk.exists_async(&self.node, Some(watch), answer);
-                })?;
+                let (read, stat) = self.read_blocking(
+                    &rzk,
+                    "exists",
+                    |zk, watch, answer| zk.exists_async(&self.node, Some(watch), answer),
+                    |zk, watch| zk.exists_watch(&self.node, watch),
+                )?;
                 if stat.is_none() {
                     self.store(read, None);
                     return Ok(None);
                 }
             }
-            let (read, found) = self.read_blocking(&rzk, "getData", |zk, watch, answer| {
-                zk.get_data_async(&self.node, Some(watch), move |r| {
-                    answer(
-                        r.map(|(data, _)| remove_metadata(&data).to_vec())
-                            .optional(),
-                    );
-                });
-            })?;
+            let (read, found) = self.read_blocking(
+                &rzk,
+                "getData",
+                |zk, watch, answer| {
+                    zk.get_data_async(&self.node, Some(watch), move |r| {
+                        answer(
+                            r.map(|(data, _)| remove_metadata(&data).to_vec())
+                                .optional(),
+                        );
+                    });
+                },
+                |zk, watch| {
+                    zk.get_data_watch(&self.node, watch)
+                        .map(|(data, _)| remove_metadata(&data).to_vec())
+                        .optional()
+                },
+            )?;
             if let Some(data) = found {
                 self.store(read, Some(data.clone()));
                 return Ok(Some(data));
@@ -581,11 +755,18 @@ impl TrackerShared {
     /// [`request_timeout`](ZooKeeper::request_timeout) (the watcher's
     /// `with_connect_wait` / `with_request_timeout`), within the handle's
     /// deadline.
+    ///
+    /// On the session's event thread (a listener refreshing the tracker),
+    /// which would deliver that answer, the read is the synchronous call
+    /// `sync` instead (its reply never waits for the event thread), still
+    /// numbered and sent under `send_order`: one round trip, as any ZooKeeper
+    /// call from a listener.
     fn read_blocking<T: Send + 'static>(
         &self,
         rzk: &RecoverableZooKeeper,
         what: &str,
         send: impl Fn(&ZooKeeper, Arc<dyn Watcher>, Box<dyn FnOnce(Result<T>) + Send>),
+        sync: impl Fn(&ZooKeeper, Arc<dyn Watcher>) -> Result<T>,
     ) -> Result<(u64, T)> {
         let zk = rzk.zookeeper();
         let deadline = zk.deadline();
@@ -596,14 +777,31 @@ impl TrackerShared {
                     if let Some(hook) = self.before_refresh_send.lock().take() {
                         hook();
                     }
+                    // A tracker that heard nothing yet does not know its
+                    // session's event thread: any session's will do (a
+                    // synchronous call is right on every thread).
+                    let here = self.state.lock().on_event_thread()
+                        || thread::current().name() == Some("zklock-event");
+                    if here {
+                        let _order = self.send_order.lock();
+                        let read = self.next_read();
+                        return sync(zk, zk.default_watcher()).map(|t| (read, t));
+                    }
                     let (tx, rx) = crossbeam_channel::bounded(1);
+                    let me = self.me.clone();
                     let read = {
                         let _order = self.send_order.lock();
                         let read = self.next_read();
                         send(
                             zk,
                             zk.default_watcher(),
-                            Box::new(move |r| {
+                            Box::new(move |r: Result<T>| {
+                                if r.is_ok() {
+                                    // A reply: on the event thread.
+                                    if let Some(me) = me.upgrade() {
+                                        me.note_event_thread();
+                                    }
+                                }
                                 let _ = tx.send(r);
                             }),
                         );
@@ -619,15 +817,31 @@ impl TrackerShared {
         })
     }
 
-    /// An event on the node (on the event thread): re-read it asynchronously.
-    fn on_event(&self, what: Cause, check_first: bool) {
+    /// Notes the calling thread as the session's event thread (called there).
+    fn note_event_thread(&self) {
+        self.state.lock().event_thread = Some(thread::current().id());
+    }
+
+    /// An event on the node (on the event thread, before any user listener
+    /// hears it): what the event itself says is applied now, then the node is
+    /// re-read asynchronously. `nodeDeleted` empties the tracker at once (a
+    /// number of its own, so no answer of a read sent before it can bring the
+    /// old data back); `nodeCreated` and `nodeDataChanged` leave it without
+    /// current data until the re-read is answered (`awaited`).
+    fn on_event(&self, what: Cause) {
+        self.note_event_thread();
         {
             let st = self.state.lock();
             if st.stopped || !st.started {
                 return;
             }
         }
-        self.read_async(what, check_first);
+        let _order = self.send_order.lock();
+        if what == Cause::Deleted {
+            let read = self.next_read();
+            self.store(read, None);
+        }
+        self.read_async(what, what == Cause::Deleted);
     }
 
     /// Sends the read (`exists` with `check_first`, else `getData`) with the
@@ -639,11 +853,16 @@ impl TrackerShared {
         // Numbered and sent in one step (the asynchronous call never waits).
         let _order = self.send_order.lock();
         let read = self.next_read();
+        if what.is_event() {
+            // The getters wait for this answer (set before the send: a session
+            // already over answers on this thread, at once).
+            self.state.lock().awaited = read;
+        }
         if check_first {
             zk.exists_async(&self.node, Some(zk.default_watcher()), move |r| match r {
                 Ok(Some(_)) => me.read_async(what, false),
                 Ok(None) => me.found(read, None, what),
-                Err(e) => me.failed(what, e),
+                Err(e) => me.failed(read, what, e),
             });
         } else {
             zk.get_data_async(&self.node, Some(zk.default_watcher()), move |r| match r {
@@ -655,7 +874,7 @@ impl TrackerShared {
                     );
                     me.read_async(what, true)
                 }
-                Err(e) => me.failed(what, e),
+                Err(e) => me.failed(read, what, e),
             });
         }
     }
@@ -698,18 +917,24 @@ impl TrackerShared {
         }
     }
 
-    /// An asynchronous read failed (on the event thread).
-    fn failed(&self, what: Cause, e: Error) {
+    /// Asynchronous read `read` failed (on the event thread).
+    fn failed(&self, read: u64, what: Cause, e: Error) {
         if e.is_retryable() {
             let connected = is_connected(&self.zkw);
             let now = {
                 let mut st = self.state.lock();
                 if st.stopped {
+                    Self::unawait(&mut st, read, &self.changed);
                     return;
                 }
                 let now = st.rearm.failed(connected);
-                if !now && what != Cause::Reconnect {
-                    st.pending_cause = Some(what);
+                if !now {
+                    // Read again at the reconnect; meanwhile the getters
+                    // answer with what the tracker held.
+                    Self::unawait(&mut st, read, &self.changed);
+                    if what != Cause::Reconnect {
+                        st.pending_cause = Some(what);
+                    }
                 }
                 now
             };
@@ -730,8 +955,10 @@ impl TrackerShared {
             );
             let mut st = self.state.lock();
             st.session_error.get_or_insert(e);
+            Self::unawait(&mut st, read, &self.changed);
             self.changed.notify_all();
         } else {
+            Self::unawait(&mut self.state.lock(), read, &self.changed);
             self.abort(
                 &format!("unexpected exception handling {} event", what.name()),
                 e,
@@ -746,9 +973,9 @@ impl SessionHook for TrackerShared {
             return;
         }
         match event_type {
-            EventType::NodeCreated => self.on_event(Cause::Created, false),
-            EventType::NodeDataChanged => self.on_event(Cause::DataChanged, false),
-            EventType::NodeDeleted => self.on_event(Cause::Deleted, true),
+            EventType::NodeCreated => self.on_event(Cause::Created),
+            EventType::NodeDataChanged => self.on_event(Cause::DataChanged),
+            EventType::NodeDeleted => self.on_event(Cause::Deleted),
             _ => {}
         }
     }
@@ -757,6 +984,7 @@ impl SessionHook for TrackerShared {
         // A new session: the old one's end no longer holds, its watch is gone.
         let go = {
             let mut st = self.state.lock();
+            st.event_thread = Some(thread::current().id());
             st.session_error = None;
             st.rearm = Rearm::default();
             st.pending_cause = None;
@@ -772,12 +1000,16 @@ impl SessionHook for TrackerShared {
         if let Some(e) = Error::for_session_event(state) {
             let mut st = self.state.lock();
             st.session_error.get_or_insert(e);
+            // Nothing more will be answered: the getters answer with what the
+            // tracker held.
+            st.awaited = 0;
             self.changed.notify_all();
             return;
         }
         if state == KeeperState::SyncConnected {
             let go = {
                 let mut st = self.state.lock();
+                st.event_thread = Some(thread::current().id());
                 let cause = st.pending_cause.take().unwrap_or(Cause::Reconnect);
                 (st.rearm.reconnected() && st.started && !st.stopped).then_some(cause)
             };

@@ -65,10 +65,11 @@ fn recorder(zkw: &ZooKeeperWatcher) -> Arc<NodeRecorder> {
 /// them; so in zklock. A `zkutil` watch and a deletion listener on the same
 /// node add no second delivery: each event reaches the listener exactly once.
 ///
-/// One asynchronous difference: HBase's trackers re-read on the event thread
-/// before the next listener is called; zklock's issue their re-read there and
-/// its answer comes back later, so the test drains the event thread
-/// ([`drain_event_thread`]) before it looks at `get_data(false)`.
+/// HBase's trackers re-read on the event thread before the next listener is
+/// called; zklock's issue their re-read there and its answer comes back
+/// later, but `get_data(false)` on this (application) thread waits for it
+/// (issue 31, item 6: see the tests at the end). The drains
+/// ([`drain_event_thread`]) date from before; they do no harm.
 #[test]
 fn hbase_test_node_tracker_a_listener_hears_what_the_trackers_watch() {
     let (zkw, root) = setup("tracker-hbase-test-node-tracker");
@@ -1013,5 +1014,374 @@ fn a_blocking_refresh_follows_the_watchers_connect_wait() {
         aborts.last()
     );
     tracker.stop();
+    zkw.close().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Issue 31, item 6: a tracker's state changes before any user listener hears
+// the same event
+// ---------------------------------------------------------------------------
+
+/// What a user listener saw of a tracker on the event thread: the event,
+/// `get_data(false)` and `block_until_available(50 ms, false)`.
+type Read = (EventType, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// A user listener registered on the watcher after a tracker of `node` (as
+/// ported code's listeners are): on each event on `node` it reads the tracker
+/// from the event thread, notes what it saw, runs the test's step (if any),
+/// then hands the event on, as HBase's `TestingZKListener` counts down its
+/// latch.
+struct TrackerReader {
+    node: String,
+    tracker: Arc<ZooKeeperNodeTracker>,
+    step: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    seen: Mutex<Vec<Read>>,
+    cv: Condvar,
+}
+
+impl TrackerReader {
+    fn new(zkw: &ZooKeeperWatcher, tracker: &Arc<ZooKeeperNodeTracker>) -> Arc<TrackerReader> {
+        let r = Arc::new(TrackerReader {
+            node: tracker.get_node().to_string(),
+            tracker: tracker.clone(),
+            step: Mutex::new(None),
+            seen: Mutex::new(Vec::new()),
+            cv: Condvar::new(),
+        });
+        zkw.register_listener(r.clone());
+        r
+    }
+
+    fn read(&self, t: EventType, path: &str) {
+        if path != self.node {
+            return;
+        }
+        let data = self.tracker.get_data(false);
+        let available = self
+            .tracker
+            .block_until_available(Duration::from_millis(50), false)
+            .expect("the session lives");
+        let step = self.step.lock().take();
+        if let Some(step) = step {
+            step();
+        }
+        self.seen.lock().push((t, data, available));
+        self.cv.notify_all();
+    }
+
+    /// Waits (at most `WAIT`) for the `n`-th event and returns what the
+    /// listener saw then.
+    fn wait(&self, n: usize) -> Read {
+        let deadline = Instant::now() + WAIT;
+        let mut seen = self.seen.lock();
+        while seen.len() < n {
+            assert!(
+                !self.cv.wait_until(&mut seen, deadline).timed_out(),
+                "event {n} never reached the listener"
+            );
+        }
+        seen[n - 1].clone()
+    }
+}
+
+impl ZooKeeperListener for TrackerReader {
+    fn node_created(&self, path: &str) {
+        self.read(EventType::NodeCreated, path);
+    }
+    fn node_deleted(&self, path: &str) {
+        self.read(EventType::NodeDeleted, path);
+    }
+    fn node_data_changed(&self, path: &str) {
+        self.read(EventType::NodeDataChanged, path);
+    }
+}
+
+/// Issue 31, item 6 (HBase's `TestZooKeeperNodeTracker`, translated): a user
+/// listener that hears `nodeDeleted` for a tracked node finds the tracker
+/// empty, on the event thread as on the thread it wakes — HBase's tracker is
+/// a listener registered first, whose `nodeDeleted` runs before the others.
+/// (Before: the tracker was emptied only when its asynchronous `exists` came
+/// back, after every listener had run: the listener read the old data, and
+/// `block_until_available` returned it at once.) Then the node is created
+/// again: the listener hearing `nodeCreated` finds no data yet (the read is in
+/// flight; it is answered on the event thread, which the listener holds), and
+/// the thread it wakes gets the new data from `get_data(false)`.
+#[test]
+fn a_listener_hearing_node_deleted_finds_the_tracker_empty() {
+    let (zkw, root) = setup("tracker-order-deleted");
+    let node = format!("{root}/master");
+    let other = raw_session(&test_servers(), SESSION);
+    other
+        .create(&node, b"old", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let abortable = Arc::new(CountingAbortable::default());
+    let tracker = Arc::new(ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone()));
+    tracker.start().unwrap();
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"old"[..]));
+    let reader = TrackerReader::new(&zkw, &tracker);
+
+    other.delete(&node, None).unwrap();
+    assert_eq!(
+        reader.wait(1),
+        (EventType::NodeDeleted, None, None),
+        "the listener read the deleted node's data from the tracker"
+    );
+    // HBase: `zkListener.waitForDeletion(); assertNull(localTracker.getData(false))`.
+    assert_eq!(tracker.get_data(false), None);
+    assert_eq!(
+        tracker
+            .block_until_available(Duration::from_millis(100), false)
+            .unwrap(),
+        None
+    );
+
+    other
+        .create(&node, b"new", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    assert_eq!(
+        reader.wait(2),
+        (EventType::NodeCreated, None, None),
+        "on the event thread the re-read is not answered yet"
+    );
+    // HBase: `zkListener.waitForCreation(); localTracker.getData(false)`: the
+    // woken thread waits for the tracker's re-read.
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"new"[..]));
+    assert_eq!(abortable.calls(), 0);
+
+    tracker.stop();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
+}
+
+/// Issue 31, item 6: a user listener that hears `nodeDataChanged` for a
+/// tracked node does not read the old data as current. On the event thread
+/// (which answers the tracker's re-read, so cannot wait for it) the tracker
+/// has no current data: `get_data(false)` is `None` and
+/// `block_until_available` returns `None` at once. A thread the listener
+/// wakes, which reads while the re-read's answer is provably queued behind
+/// the listener (forced: the listener holds the event thread until the
+/// answer is queued, then wakes the thread, then waits up to 1 s for it),
+/// waits for that answer and gets the new data (before: the old data, at
+/// once) — with `get_data(false)`, then, on a second change, with
+/// `block_until_available(0, false)`.
+#[test]
+fn a_listener_hearing_node_data_changed_does_not_read_the_old_data() {
+    let (zkw, root) = setup("tracker-order-changed");
+    let node = format!("{root}/peer-state");
+    let other = raw_session(&test_servers(), SESSION);
+    other
+        .create(&node, b"one", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let abortable = Arc::new(CountingAbortable::default());
+    let tracker = Arc::new(ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone()));
+    tracker.start().unwrap();
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"one"[..]));
+    let reader = TrackerReader::new(&zkw, &tracker);
+
+    type Getter = fn(&ZooKeeperNodeTracker) -> Option<Vec<u8>>;
+    let rounds: [(&[u8], &[u8], Getter); 2] = [
+        (b"one", b"two", |t| t.get_data(false)),
+        (b"two", b"three", |t| {
+            t.block_until_available(Duration::ZERO, false).unwrap()
+        }),
+    ];
+    for (n, (old, new, read)) in rounds.into_iter().enumerate() {
+        // The thread the listener wakes (HBase's test thread after
+        // `waitForDataChange`).
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+        let (read_tx, read_rx) = std::sync::mpsc::channel::<Option<Vec<u8>>>();
+        let woken = {
+            let tracker = tracker.clone();
+            thread::spawn(move || {
+                go_rx.recv().unwrap();
+                entered_tx.send(()).unwrap();
+                let data = read(&tracker);
+                let _ = read_tx.send(data.clone());
+                data
+            })
+        };
+        let while_held = Arc::new(Mutex::new(None));
+        {
+            let zk = zkw.zookeeper().clone();
+            let while_held = while_held.clone();
+            *reader.step.lock() = Some(Box::new(move || {
+                // The tracker's re-read was sent before this listener ran;
+                // its answer queues behind it.
+                zklock::testing::wait_until(WAIT, "the re-read's answer is queued", || {
+                    zk.queued_events() >= 1
+                });
+                go_tx.send(()).unwrap();
+                entered_rx.recv().unwrap();
+                *while_held.lock() = Some(read_rx.recv_timeout(Duration::from_secs(1)).ok());
+            }));
+        }
+
+        other.set_data(&node, new, None).unwrap();
+        assert_eq!(
+            reader.wait(n + 1),
+            (EventType::NodeDataChanged, None, None),
+            "the listener read the old data {old:?} from the tracker as current"
+        );
+        assert_eq!(
+            *while_held.lock(),
+            Some(None),
+            "round {n}: the woken thread answered while the re-read's answer was still queued"
+        );
+        assert_eq!(woken.join().unwrap().as_deref(), Some(new));
+        assert_eq!(tracker.get_data(false).as_deref(), Some(new));
+    }
+    assert_eq!(abortable.calls(), 0);
+
+    tracker.stop();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
+}
+
+/// Issue 31, item 6: keeping the order costs no request: per event on the
+/// node the tracker's session sends its one re-read (`getData` after a
+/// creation or a change, `exists` after a deletion), counted by a server of
+/// the test's own (`mntr`'s `zk_packets_received`), with the writes of the
+/// other session: two packets per event, a few pings aside.
+#[test]
+fn the_tracker_order_costs_no_request_beyond_the_re_read() {
+    let server = zklock::testing::ZkServer::start().expect("a server of the test's own");
+    let servers = server.connect_string();
+    let zkw = ZooKeeperWatcher::builder(&servers)
+        .with_session_timeout(Duration::from_secs(30))
+        .connect()
+        .unwrap();
+    let other = raw_session(&servers, Duration::from_secs(30));
+    let node = "/counted";
+    let tracker = ZooKeeperNodeTracker::new(&zkw, node, logging());
+    tracker.start().unwrap();
+    let rec = recorder(&zkw);
+    let packets = || -> i64 {
+        server.mntr().unwrap()["zk_packets_received"]
+            .parse()
+            .unwrap()
+    };
+    let before = packets();
+    other
+        .create(node, b"v0", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    assert!(rec.wait_for(EventType::NodeCreated, node, 1));
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"v0"[..]));
+    const CHANGES: usize = 5;
+    for i in 1..=CHANGES {
+        let v = format!("v{i}");
+        other.set_data(node, v.as_bytes(), None).unwrap();
+        assert!(rec.wait_for(EventType::NodeDataChanged, node, i));
+        assert_eq!(tracker.get_data(false).as_deref(), Some(v.as_bytes()));
+    }
+    other.delete(node, None).unwrap();
+    assert!(rec.wait_for(EventType::NodeDeleted, node, 1));
+    assert_eq!(tracker.get_data(false), None);
+    drain_event_thread(&zkw, 1);
+    let after = packets();
+    // `drain_event_thread`'s exists, the mntr connection's own (if counted).
+    let events = CHANGES as i64 + 2;
+    let sent = after - before - 1;
+    println!("{events} events: {sent} packets at the server (writes and re-reads)");
+    assert!(
+        sent <= 2 * events + 3,
+        "{sent} packets for {events} events: more than a write and a re-read each"
+    );
+
+    tracker.stop();
+    other.close().unwrap();
+    zkw.close().unwrap();
+}
+
+/// What a [`Refresher`] read: `get_data(true)`, then what a tracker it
+/// started read.
+type Refreshed = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// A listener that refreshes the tracker on the event thread, as ported
+/// code calls `getData(true)` from a listener.
+struct Refresher {
+    node: String,
+    zkw: WeakZooKeeperWatcher,
+    tracker: Arc<ZooKeeperNodeTracker>,
+    abortable: Arc<CountingAbortable>,
+    /// What `get_data(true)` returned, then what a tracker started here
+    /// read.
+    seen: Mutex<Vec<Refreshed>>,
+    cv: Condvar,
+}
+
+impl ZooKeeperListener for Refresher {
+    fn node_data_changed(&self, path: &str) {
+        if path == self.node {
+            let data = self.tracker.get_data(true);
+            let fresh = self.zkw.upgrade().map(|zkw| {
+                let t = ZooKeeperNodeTracker::new(&zkw, &self.node, self.abortable.clone());
+                t.start().expect("started on the event thread");
+                t.get_data(false)
+            });
+            self.seen.lock().push((data, fresh.flatten()));
+            self.cv.notify_all();
+        }
+    }
+}
+
+/// Issue 31, item 6 (what HBase users see on the event thread): a listener
+/// that hears `nodeDataChanged` and calls `get_data(true)` gets the new data
+/// with one round trip, as any ZooKeeper call from a listener does, and the
+/// tracker holds it from then on. (Before: the refresh waited for an
+/// asynchronous answer that only the event thread it held could deliver, so
+/// it ran into the request timeout, told the `Abortable` of an
+/// `OperationTimeout`, and returned the old data.) So does a tracker started
+/// there.
+#[test]
+fn a_listener_refreshing_a_tracker_on_the_event_thread_gets_the_new_data() {
+    let servers = test_servers();
+    let zkw = ZooKeeperWatcher::builder(&servers)
+        .with_session_timeout(Duration::from_secs(4))
+        .with_request_timeout(Duration::from_secs(1))
+        .with_retry(zklock::RetryConfig::default().with_max_attempts(0))
+        .connect()
+        .unwrap();
+    let root = unique_root("tracker-order-refresh");
+    zkutil::create_with_parents(&zkw, &root).unwrap();
+    let node = format!("{root}/n");
+    let other = raw_session(&servers, SESSION);
+    other
+        .create(&node, b"one", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let abortable = Arc::new(CountingAbortable::default());
+    let tracker = Arc::new(ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone()));
+    tracker.start().unwrap();
+    let refresher = Arc::new(Refresher {
+        node: node.clone(),
+        zkw: zkw.downgrade(),
+        tracker: tracker.clone(),
+        abortable: abortable.clone(),
+        seen: Mutex::new(Vec::new()),
+        cv: Condvar::new(),
+    });
+    let _registration = zkw.listen(refresher.clone());
+
+    other.set_data(&node, b"two", None).unwrap();
+    let deadline = Instant::now() + WAIT;
+    let mut seen = refresher.seen.lock();
+    while seen.is_empty() {
+        assert!(!refresher.cv.wait_until(&mut seen, deadline).timed_out());
+    }
+    let two = Some(b"two".to_vec());
+    assert_eq!(
+        seen[0],
+        (two.clone(), two),
+        "refreshed, and started, on the event thread"
+    );
+    drop(seen);
+    assert_eq!(abortable.calls(), 0, "{:?}", abortable.last());
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"two"[..]));
+
+    tracker.stop();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
     zkw.close().unwrap();
 }
