@@ -84,6 +84,13 @@ pub enum SemaphoreStep {
 /// or kazoo client does not check: one that joins a path where zklock of
 /// another layout already holds is not stopped (see [`Dialect`]).
 ///
+/// The look at `<p>` is taken before the attempt's own nodes exist (so that a
+/// refusal creates nothing): a kazoo lease taken between that look and this
+/// attempt's lease (by kazoo, or by zklock in kazoo's layout) is not seen,
+/// and both may hold. Unlike the locks' refusal, which lists after its own
+/// create, this one does not cover two attempts of different layouts that
+/// start on one path at once.
+///
 /// # The algorithm (Curator's)
 /// An attempt takes the mutex, creates its lease node and lists the leases:
 /// while more than N exist, it alone (the mutex holder) watches the leases'
