@@ -812,3 +812,115 @@ fn disagreeing_limits_are_refused_where_the_layout_stores_the_limit() {
     also.release().unwrap();
     held.release().unwrap();
 }
+
+/// The race the look at `P` before creating leaves, forced: a zklock
+/// semaphore passes its look at a new `P` and stops (step hook) before
+/// making its directories; kazoo takes the only lease of its `Semaphore` of
+/// 1 at `P`; the zklock attempt goes on, makes its directories and lease,
+/// looks at `P` again and is refused, removing its lease and the
+/// directories it made (kazoo would count them as leases): kazoo takes its
+/// lease again afterwards.
+#[test]
+fn a_kazoo_lease_taken_while_zklock_makes_its_directories_is_seen_and_nothing_is_left() {
+    init_log();
+    let mut peer = Participant::kazoo("kazoo_semaphore.py", &[&shared_server().connect_string()]);
+    let root = unique_root("sem-kazoo-race");
+    let p = format!("{root}/sem");
+    let zkw = zkw();
+    let (paused_tx, paused) = mpsc::channel::<()>();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    let once = AtomicBool::new(false);
+    let sem = ZkSemaphore::new(&zkw, &p, 1, b"z")
+        .unwrap()
+        .with_step_hook(move |step, _| {
+            if step == SemaphoreStep::Mutex(LockStep::Creating)
+                && !once.swap(true, Ordering::SeqCst)
+            {
+                paused_tx.send(()).unwrap();
+                go_rx.lock().unwrap().recv().unwrap();
+            }
+        });
+    let attempt = thread::spawn(move || sem.try_acquire(Duration::from_secs(20)));
+    paused.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(
+        children(&raw(), &p).is_empty(),
+        "directories before the pause"
+    );
+    assert_eq!(peer.ask(&format!("acquire {p} 1 20000")), "acquired");
+    go.send(()).unwrap();
+    match attempt.join().unwrap() {
+        Err(Error::MixedDialect { found, path }) => {
+            assert_eq!(found, Dialect::Kazoo, "{path}")
+        }
+        other => panic!("zklock beside kazoo's lease: {other:?}"),
+    }
+    let left = children(&raw(), &p);
+    assert!(
+        left.len() == 1 && Dialect::of_lease(&left[0]) == Some(Dialect::Kazoo),
+        "{left:?}"
+    );
+    assert_eq!(peer.ask("release"), "released");
+    assert_eq!(peer.ask(&format!("acquire {p} 1 5000")), "acquired");
+    assert_eq!(peer.ask("release"), "released");
+    peer.finish();
+}
+
+/// Two zklock semaphores of different layouts start on a new path at once,
+/// forced with step hooks: zklock's layout passes its look at `P` and stops;
+/// one in kazoo's layout lists `P` (no directories yet) and stops before its
+/// lease; zklock's makes its directories and lease and is granted (no kazoo
+/// lease yet); kazoo's makes its lease, looks again, sees the directories and
+/// is refused, removing its lease and its emptied guard lock: one holder.
+#[test]
+fn two_layouts_starting_at_once_on_a_new_path_grant_one() {
+    init_log();
+    let root = unique_root("sem-two-layouts");
+    let p = format!("{root}/sem");
+    let zkw = zkw();
+    let pause_at = |at: SemaphoreStep| {
+        let (paused_tx, paused) = mpsc::channel::<()>();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let go_rx = Mutex::new(go_rx);
+        let once = AtomicBool::new(false);
+        let hook = move |step: SemaphoreStep, _: &str| {
+            if step == at && !once.swap(true, Ordering::SeqCst) {
+                paused_tx.send(()).unwrap();
+                go_rx.lock().unwrap().recv().unwrap();
+            }
+        };
+        (hook, paused, go)
+    };
+    let (hook, own_paused, own_go) = pause_at(SemaphoreStep::Mutex(LockStep::Creating));
+    let own = ZkSemaphore::new(&zkw, &p, 1, b"own")
+        .unwrap()
+        .with_step_hook(hook);
+    let own = thread::spawn(move || own.try_acquire(Duration::from_secs(20)));
+    own_paused.recv_timeout(Duration::from_secs(20)).unwrap();
+    let (hook, kazoo_paused, kazoo_go) = pause_at(SemaphoreStep::Room);
+    let kazoo = ZkSemaphore::in_dialect(&zkw, &p, Dialect::Kazoo, 1, b"kazoo")
+        .unwrap()
+        .with_step_hook(hook);
+    let kazoo = thread::spawn(move || kazoo.try_acquire(Duration::from_secs(20)));
+    kazoo_paused.recv_timeout(Duration::from_secs(20)).unwrap();
+    own_go.send(()).unwrap();
+    let held = own
+        .join()
+        .unwrap()
+        .unwrap()
+        .expect("zklock's layout, first with its lease");
+    kazoo_go.send(()).unwrap();
+    match kazoo.join().unwrap() {
+        Err(Error::MixedDialect { found, path }) => {
+            assert_eq!(found, Dialect::HBase, "{path}")
+        }
+        other => panic!("kazoo's layout beside zklock's lease: {other:?}"),
+    }
+    let zk = raw();
+    assert_eq!(children(&zk, &p), ["leases", "locks"]);
+    assert!(zk
+        .exists(&format!("{p}-__lock__"), false)
+        .unwrap()
+        .is_none());
+    held.release().unwrap();
+}

@@ -40,6 +40,9 @@ use crate::recipes::layout::CURATOR_PROTECTED_PREFIX as CURATOR_PROTECTED;
 pub enum SemaphoreStep {
     /// A step of the internal mutex's attempt.
     Mutex(LockStep),
+    /// kazoo's layout: the listing of `<p>` showed room; the lease node is
+    /// created next.
+    Room,
     /// The lease node was created (its first listing came with it).
     Created,
     /// Over the limit: the leases' children are watched; the wait starts.
@@ -85,11 +88,15 @@ pub enum SemaphoreStep {
 /// another layout already holds is not stopped (see [`Dialect`]).
 ///
 /// The look at `<p>` is taken before the attempt's own nodes exist (so that a
-/// refusal creates nothing): a kazoo lease taken between that look and this
-/// attempt's lease (by kazoo, or by zklock in kazoo's layout) is not seen,
-/// and both may hold. Unlike the locks' refusal, which lists after its own
-/// create, this one does not cover two attempts of different layouts that
-/// start on one path at once.
+/// refusal creates nothing). Two zklock attempts of different layouts that
+/// start on one path at once are covered as the locks' refusal covers them:
+/// an attempt that makes its layout's directories (the first on a path), and
+/// every attempt in kazoo's layout, list `<p>` again once their lease node
+/// exists, so of two such attempts at most one goes on; a refused one
+/// removes its node, and the directories it leaves empty. A native kazoo
+/// client does not look again: one whose listing came before this attempt's
+/// directories and whose lease came after this attempt's second look holds
+/// beside it.
 ///
 /// # The algorithm (Curator's)
 /// An attempt takes the mutex, creates its lease node and lists the leases:
@@ -127,6 +134,8 @@ pub enum SemaphoreStep {
 /// mutex's create and listing (one round trip), the lease's create and
 /// listing (one round trip), the mutex's delete (in the background) and the
 /// lease's delete: 7 requests, 3 round trips for the acquire, no watch left.
+/// The first attempt on a new path lists `<p>` once more after its lease's
+/// create; in kazoo's layout every attempt does.
 ///
 /// ```no_run
 /// use zklock::lock::ZkSemaphore;
@@ -478,7 +487,7 @@ impl ZkSemaphore {
     fn attempt(&self, bounds: Bounds) -> Result<Option<SemaphoreLease>> {
         let call = CallSession::begin(&self.zkw)?;
         self.check_cancelled()?;
-        self.check_path(&call.rzk().with_deadline(bounds.calls))?;
+        let look_again = self.check_path(&call.rzk().with_deadline(bounds.calls))?;
         let (mutex, _registered) = self.mutex()?;
         let got = match bounds.wait.remaining() {
             None => mutex.acquire().map(|()| true),
@@ -495,16 +504,69 @@ impl ZkSemaphore {
         }
         // The mutex was taken in this attempt's session (not a renewed one).
         call.check()?;
-        let lease = self.lease(&call, bounds);
+        let lease = self.lease(&call, bounds, look_again);
+        if look_again && matches!(lease, Err(Error::MixedDialect { .. })) {
+            // Refused after making the directories (another layout's lease
+            // came meanwhile): the mutex, then whatever is left empty goes,
+            // or kazoo would count the directories as leases.
+            if let Err(e) = mutex.release() {
+                debug!("releasing the mutex of {}: {e}", self.path);
+            }
+            self.remove_empty_dirs(&call.rzk().with_deadline(bounds.calls));
+            return lease;
+        }
         // Held or not, the mutex goes (in the background: the next waiter
         // wakes at its deletion; the acquire does not wait for it).
         mutex.release_in_background();
         lease
     }
 
+    /// The layout's directories, each removed when empty (a participant of
+    /// the layout that needs one makes it again).
+    fn remove_empty_dirs(&self, rzk: &RecoverableZooKeeper) {
+        let dirs = match self.dialect {
+            // kazoo's guard lock (its leases are `<p>`'s children).
+            Dialect::Kazoo => vec![self.locks.clone()],
+            _ => vec![self.leases.clone(), self.locks.clone()],
+        };
+        for dir in dirs {
+            match rzk.delete(&dir, None) {
+                Ok(()) => debug!("removed {dir}, made by a refused attempt"),
+                Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::NotEmpty) => {}
+                Err(e) => debug!("removing {dir}: {e}"),
+            }
+        }
+    }
+
+    /// After its lease node is made by an attempt that made the layout's
+    /// directories: `<p>` listed again, another layout's lease refused
+    /// (see "One layout per path" in the type's docs).
+    fn look_again(&self, rzk: &RecoverableZooKeeper) -> Result<()> {
+        let children = match rzk.get_children(&self.path, false) {
+            Ok(children) => children,
+            Err(e) if e.is(ZkError::NoNode) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        match semaphore_foreign(self.dialect, &children) {
+            None => Ok(()),
+            Some((node, found)) => {
+                info!("semaphore {}: {node} is {found}'s: refused", self.path);
+                Err(Error::MixedDialect {
+                    path: path::join_znode(&self.path, node),
+                    found,
+                })
+            }
+        }
+    }
+
     /// Holding the mutex: takes a lease in the dialect's way, then makes it
     /// a [`SemaphoreLease`] (watched when a listener is set).
-    fn lease(&self, call: &CallSession, bounds: Bounds) -> Result<Option<SemaphoreLease>> {
+    fn lease(
+        &self,
+        call: &CallSession,
+        bounds: Bounds,
+        look_again: bool,
+    ) -> Result<Option<SemaphoreLease>> {
         let rzk = call.rzk().with_deadline(bounds.calls);
         let rzk = if self.dialect == Dialect::HBase {
             rzk
@@ -512,8 +574,8 @@ impl ZkSemaphore {
             rzk.with_metadata_prefix(false)
         };
         let taken = match self.dialect {
-            Dialect::Kazoo => self.kazoo_lease(call, &rzk, bounds)?,
-            _ => self.counted_lease(call, &rzk, bounds)?,
+            Dialect::Kazoo => self.kazoo_lease(call, &rzk, bounds, look_again)?,
+            _ => self.counted_lease(call, &rzk, bounds, look_again)?,
         };
         let Some((path, stat)) = taken else {
             return Ok(None);
@@ -570,6 +632,7 @@ impl ZkSemaphore {
         call: &CallSession,
         rzk: &RecoverableZooKeeper,
         bounds: Bounds,
+        look_again: bool,
     ) -> Result<Option<(String, Stat)>> {
         let tagged = self.lease_prefix();
         let CreatedAndListed { path, stat, listed } = match self.create_lease(rzk, &tagged) {
@@ -581,6 +644,11 @@ impl ZkSemaphore {
             }
         };
         step!(self, SemaphoreStep::Created, &path);
+        if look_again {
+            if let Err(e) = self.look_again(rzk) {
+                return abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, true);
+            }
+        }
         match self.wait_for_leases(call, rzk, &path, listed, bounds) {
             Ok(true) => Ok(Some((path, stat))),
             Ok(false) => {
@@ -599,8 +667,10 @@ impl ZkSemaphore {
         call: &CallSession,
         rzk: &RecoverableZooKeeper,
         bounds: Bounds,
+        look_again: bool,
     ) -> Result<Option<(String, Stat)>> {
         let path = path::join_znode(&self.leases, &random_uuid().replace('-', ""));
+        let mut made = false;
         let taken: Result<Option<Stat>> = (|| loop {
             call.check()?;
             self.check_cancelled()?;
@@ -608,13 +678,18 @@ impl ZkSemaphore {
             let children = rzk.get_children_watch(&self.leases, &self.waiter)?;
             self.refuse_foreign(&children)?;
             if children.len() < self.max_leases()? as usize {
+                step!(self, SemaphoreStep::Room, &path);
                 let (_, stat) = rzk.create2(
                     &path,
                     &self.lease_data,
                     rzk.acl_for(&path),
                     CreateMode::Ephemeral,
                 )?;
+                made = true;
                 step!(self, SemaphoreStep::Created, &path);
+                if look_again {
+                    self.look_again(rzk)?;
+                }
                 return Ok(Some(stat));
             }
             if bounds.wait.is_past() {
@@ -629,8 +704,8 @@ impl ZkSemaphore {
             Ok(None) => Ok(None),
             Err(e) => {
                 // A create whose reply was lost may have made it.
-                let lost = e.is_retryable();
-                abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, lost)
+                let remove = made || e.is_retryable();
+                abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, remove)
             }
         }
     }
@@ -649,7 +724,12 @@ impl ZkSemaphore {
     ///
     /// The other layouts' directories are seen by the attempt's own listings
     /// (the mutex's, the leases'), which remove its node on a refusal.
-    fn check_path(&self, rzk: &RecoverableZooKeeper) -> Result<()> {
+    ///
+    /// `Ok(true)` when the attempt must look at `<p>` again once its lease
+    /// node exists ([`look_again`](Self::look_again)): in zklock's and
+    /// Curator's layouts when it makes a directory, in kazoo's always (a
+    /// layout's directories made after its listing).
+    fn check_path(&self, rzk: &RecoverableZooKeeper) -> Result<bool> {
         let rzk = rzk.with_metadata_prefix(false);
         let found = match rzk.get_children2(&self.path, false) {
             Ok(found) => Some(found),
@@ -672,10 +752,12 @@ impl ZkSemaphore {
                 found,
             });
         }
+        let mut look_again = self.dialect == Dialect::Kazoo;
         if self.dialect != Dialect::Kazoo {
             let has = |dir: &str| children.iter().any(|c| c == dir);
             let (locks, leases) = (has(SEMAPHORE_LOCKS), has(SEMAPHORE_LEASES));
-            if !(locks && leases) {
+            look_again = !(locks && leases);
+            if look_again {
                 let guard = format!("{}{KAZOO_SEMAPHORE_LOCK}", self.path);
                 if rzk.exists(&guard, false)?.is_some() {
                     info!(
@@ -696,7 +778,8 @@ impl ZkSemaphore {
                 }
             }
         }
-        self.check_limit(&rzk, stat)
+        self.check_limit(&rzk, stat)?;
+        Ok(look_again)
     }
 
     /// Whose `locks`/`leases` are in `<p>` (zklock's or Curator's), by their
