@@ -752,32 +752,35 @@ impl ZkSemaphore {
                 found,
             });
         }
-        let mut look_again = self.dialect == Dialect::Kazoo;
-        if self.dialect != Dialect::Kazoo {
-            let has = |dir: &str| children.iter().any(|c| c == dir);
-            let (locks, leases) = (has(SEMAPHORE_LOCKS), has(SEMAPHORE_LEASES));
-            look_again = !(locks && leases);
-            if look_again {
-                let guard = format!("{}{KAZOO_SEMAPHORE_LOCK}", self.path);
-                if rzk.exists(&guard, false)?.is_some() {
-                    info!(
-                        "semaphore {}: kazoo's {guard} is beside it: refused",
-                        self.path
-                    );
-                    return Err(Error::MixedDialect {
-                        path: guard,
-                        found: Dialect::Kazoo,
-                    });
+        let look_again = match self.dialect {
+            Dialect::Kazoo => true,
+            _ => {
+                let has = |dir: &str| children.iter().any(|c| c == dir);
+                let (locks, leases) = (has(SEMAPHORE_LOCKS), has(SEMAPHORE_LEASES));
+                if !(locks && leases) {
+                    let guard = format!("{}{KAZOO_SEMAPHORE_LOCK}", self.path);
+                    if rzk.exists(&guard, false)?.is_some() {
+                        info!(
+                            "semaphore {}: kazoo's {guard} is beside it: refused",
+                            self.path
+                        );
+                        return Err(Error::MixedDialect {
+                            path: guard,
+                            found: Dialect::Kazoo,
+                        });
+                    }
                 }
-            }
-            if leases && !locks {
-                match rzk.get_children(&self.leases, false) {
-                    Ok(listed) => self.refuse_foreign(&listed)?,
-                    Err(e) if e.is(ZkError::NoNode) => {}
-                    Err(e) => return Err(e),
+                if leases && !locks {
+                    match rzk.get_children(&self.leases, false) {
+                        Ok(listed) => self.refuse_foreign(&listed)?,
+                        Err(e) if e.is(ZkError::NoNode) => {}
+                        Err(e) => return Err(e),
+                    }
                 }
+                // This attempt makes a directory.
+                !(locks && leases)
             }
-        }
+        };
         self.check_limit(&rzk, stat)?;
         Ok(look_again)
     }
