@@ -1790,3 +1790,102 @@ fn acl_options_without_an_identity_and_ls_show_acl() {
     assert!(text(&run(&["ls", "--help"]).stdout).contains("--show-acl"));
     common::client::rmr(&raw(), &root);
 }
+
+/// (Issue 31, item 4.) A kazoo `Semaphore` of 1 holds its only lease at `P`:
+/// `zklock semaphore --limit 1 -n P` is refused in zklock's and Curator's
+/// layouts (exit 4, saying why) and creates nothing; `ls` shows kazoo's
+/// holder, and a Curator `InterProcessSemaphoreV2`'s; a path with both
+/// layouts (the directories an older zklock left beside kazoo's lease) is
+/// warned about; a limit other than the one stored is refused.
+#[test]
+fn semaphore_refuses_a_kazoo_semaphores_path_and_ls_shows_every_layouts_holders() {
+    use common::participant::Participant;
+    use zklock::client::{Acl, CreateMode};
+    let root = unique_root("cli-sem-layouts");
+    let p = format!("{root}/kazoo");
+    let zk = raw();
+    let mut kazoo = Participant::kazoo("kazoo_semaphore.py", &[&test_servers()]);
+    assert_eq!(kazoo.ask(&format!("acquire {p} 1 20000")), "acquired");
+    let before = (children(&zk, &root), children(&zk, &p));
+    for dialect in [&[][..], &["-d", "curator"][..]] {
+        let mut args = vec!["semaphore", "--limit", "1", "-n"];
+        args.extend(dialect);
+        args.extend([p.as_str(), "--", "true"]);
+        let out = run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{dialect:?}: {err}");
+        assert!(
+            err.contains("kazoo dialect") && err.contains("zklock ls"),
+            "{err}"
+        );
+        assert_eq!((children(&zk, &root), children(&zk, &p)), before);
+    }
+    let (rows, warned) = ls_rows(&p);
+    let summary: Vec<[&str; 4]> = rows
+        .iter()
+        .map(|r| [&*r[0], &*r[1], &*r[2], &**r.last().unwrap()])
+        .collect();
+    assert_eq!(summary, [["holder", "lease", "kazoo", "kazoo"]], "{rows:?}");
+    assert!(warned.is_empty(), "{warned}");
+
+    // A Curator semaphore's holder.
+    let q = format!("{root}/curator");
+    let mut curator = Participant::java("CuratorSemaphore", &[&test_servers()]);
+    let answer = curator.ask(&format!("acquire {q} 2 20000"));
+    assert!(answer.starts_with("acquired"), "{answer}");
+    let (rows, warned) = ls_rows(&q);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        [&*rows[0][0], &*rows[0][1], &*rows[0][2]],
+        ["holder", "lease", "curator"],
+        "{rows:?}"
+    );
+    assert!(rows[0][3].starts_with("leases/_c_"), "{rows:?}");
+    assert!(warned.is_empty(), "{warned}");
+    assert_eq!(curator.ask("release"), "released");
+    curator.finish();
+
+    // zklock's directories beside kazoo's lease (what the old zklock left):
+    // every holder shown, the path warned about.
+    for dir in ["locks", "leases"] {
+        zk.create(
+            &format!("{p}/{dir}"),
+            b"",
+            Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    }
+    let (rows, warned) = ls_rows(&p);
+    assert!(
+        rows.iter().any(|r| r[0] == "holder" && r[2] == "kazoo"),
+        "{rows:?}"
+    );
+    assert!(
+        warned.contains(&format!("{p} mixes dialects")) && warned.contains("kazoo"),
+        "{warned}"
+    );
+    for dir in ["locks", "leases"] {
+        zk.delete(&format!("{p}/{dir}"), None).unwrap();
+    }
+    assert_eq!(kazoo.ask("release"), "released");
+    assert_eq!(kazoo.ask(&format!("acquire {p} 1 5000")), "acquired");
+    assert_eq!(kazoo.ask("release"), "released");
+    kazoo.finish();
+
+    // zklock's layout stores its limit: another one is refused.
+    let r = format!("{root}/zklock");
+    let dir = temp_dir("sem-layouts");
+    let (mut holder, release) =
+        start_dialect_holder(&["semaphore", "--limit", "1"], &r, &dir, "one");
+    let out = run(&["semaphore", "--limit", "3", "-n", &r, "--", "true"]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("inconsistent max leases: 1, expected: 3"),
+        "{err}"
+    );
+    std::fs::write(&release, "").unwrap();
+    assert!(wait_for(&mut holder, WAIT).success());
+    assert!(children(&zk, &format!("{r}/leases")).is_empty());
+}

@@ -643,3 +643,284 @@ fn kazoo_semaphores_and_zklock_share_the_limit() {
     let peer = Participant::kazoo("kazoo_semaphore.py", &[&shared_server().connect_string()]);
     mixed_holders(peer, Dialect::Kazoo);
 }
+
+// ---------------------------------------------------------------------------
+// One layout per path (issue 31, item 4)
+// ---------------------------------------------------------------------------
+
+/// Every node under `root` (itself included) with its data, in order.
+fn tree(zk: &zklock::client::ZooKeeper, root: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_string()];
+    while let Some(path) = todo.pop() {
+        let Ok((data, _)) = zk.get_data(&path, false) else {
+            continue;
+        };
+        out.push((path.clone(), data));
+        for child in children(zk, &path) {
+            todo.push(format!("{path}/{child}"));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `sem`'s attempt is refused as a mix with the semaphore of one of `found`,
+/// and leaves everything under `root` as it was.
+fn refused_leaving_nothing(sem: &ZkSemaphore, found: &[Dialect], root: &str) {
+    let zk = raw();
+    let before = tree(&zk, root);
+    match sem.try_acquire(Duration::from_secs(5)) {
+        Err(Error::MixedDialect { found: f, path }) => {
+            assert!(found.contains(&f), "{f} {path}");
+            assert!(path.starts_with(sem.path()), "{path}");
+        }
+        other => panic!("{:?} on {found:?}'s semaphore: {other:?}", sem),
+    }
+    assert_eq!(
+        tree(&zk, root),
+        before,
+        "the refused attempt changed {root}"
+    );
+}
+
+/// kazoo holds the only lease of a kazoo `Semaphore` of 1 at `P`: zklock's
+/// and Curator's layouts are refused there (their directories would be
+/// leases to kazoo, kazoo's leases none to them), creating nothing; kazoo
+/// takes its lease again afterwards. With no lease held, kazoo's guard lock
+/// beside `P` still marks the path as kazoo's.
+#[test]
+fn a_kazoo_semaphore_is_refused_by_the_other_layouts_which_create_nothing() {
+    init_log();
+    let mut peer = Participant::kazoo("kazoo_semaphore.py", &[&shared_server().connect_string()]);
+    let root = unique_root("sem-kazoo-path");
+    let p = format!("{root}/sem");
+    let zkw = zkw();
+    assert_eq!(peer.ask(&format!("acquire {p} 1 20000")), "acquired");
+    for dialect in [Dialect::HBase, Dialect::Curator] {
+        let sem = ZkSemaphore::in_dialect(&zkw, &p, dialect, 1, b"z").unwrap();
+        refused_leaving_nothing(&sem, &[Dialect::Kazoo], &root);
+        // A shared count's semaphore too.
+        let count = SharedCount::new(&zkw, &format!("{root}-count-{dialect}"), 1).unwrap();
+        let shared = ZkSemaphore::with_shared_count(&zkw, &p, dialect, count, b"").unwrap();
+        refused_leaving_nothing(&shared, &[Dialect::Kazoo], &root);
+    }
+    assert_eq!(children(&raw(), &p).len(), 1);
+    // kazoo's lease is free again, and kazoo takes it.
+    assert_eq!(peer.ask("release"), "released");
+    assert!(children(&raw(), &p).is_empty());
+    for dialect in [Dialect::HBase, Dialect::Curator] {
+        let sem = ZkSemaphore::in_dialect(&zkw, &p, dialect, 1, b"z").unwrap();
+        refused_leaving_nothing(&sem, &[Dialect::Kazoo], &root);
+    }
+    assert_eq!(peer.ask(&format!("acquire {p} 1 5000")), "acquired");
+    assert_eq!(peer.ask("release"), "released");
+    peer.finish();
+}
+
+/// A Curator `InterProcessSemaphoreV2` holds at `P`: zklock in kazoo's
+/// layout (which would count `locks` and `leases` as leases and make its
+/// guard lock beside `P`) is refused, creating nothing, held or not.
+#[test]
+fn a_curator_semaphore_is_refused_by_the_kazoo_layout_which_creates_nothing() {
+    init_log();
+    let mut peer = Participant::java("CuratorSemaphore", &[&shared_server().connect_string()]);
+    let root = unique_root("sem-curator-path");
+    let p = format!("{root}/sem");
+    let zkw = zkw();
+    let answer = peer.ask(&format!("acquire {p} 1 20000"));
+    assert!(answer.starts_with("acquired"), "{answer}");
+    let sem = ZkSemaphore::in_dialect(&zkw, &p, Dialect::Kazoo, 1, b"z").unwrap();
+    refused_leaving_nothing(&sem, &[Dialect::Curator], &root);
+    assert_eq!(peer.ask("release"), "released");
+    // Curator's empty directories: whose is not in their names.
+    refused_leaving_nothing(&sem, &[Dialect::Curator, Dialect::HBase], &root);
+    // zklock's own layout among Curator's: refused by its listings (its
+    // nodes removed), nothing left either.
+    let answer = peer.ask(&format!("acquire {p} 1 20000"));
+    assert!(answer.starts_with("acquired"), "{answer}");
+    let own = ZkSemaphore::new(&zkw, &p, 1, b"z").unwrap();
+    match own.try_acquire(Duration::from_secs(5)) {
+        Err(Error::MixedDialect { found, .. }) => assert_eq!(found, Dialect::Curator),
+        other => panic!("zklock's layout among Curator's: {other:?}"),
+    }
+    assert!(eventually(Duration::from_secs(5), || children(
+        &raw(),
+        &format!("{p}/locks")
+    )
+    .is_empty()));
+    let leases = children(&raw(), &format!("{p}/leases"));
+    assert!(
+        leases.len() == 1 && leases[0].starts_with("_c_"),
+        "{leases:?}"
+    );
+    assert_eq!(peer.ask("release"), "released");
+    peer.finish();
+}
+
+/// zklock's layout stores its limit in `P` as kazoo's does: another limit is
+/// refused before anything is created; a bare `P` gets the limit; the
+/// Curator layout stores none (documented: each participant grants by its
+/// own limit, as Curator's do).
+#[test]
+fn disagreeing_limits_are_refused_where_the_layout_stores_the_limit() {
+    init_log();
+    let zkw = zkw();
+    let zk = raw();
+    let root = unique_root("sem-limits");
+    for dialect in [Dialect::HBase, Dialect::Kazoo] {
+        let p = format!("{root}/{dialect}");
+        let one = ZkSemaphore::in_dialect(&zkw, &p, dialect, 1, b"one").unwrap();
+        let held = one.acquire().unwrap();
+        assert_eq!(zk.get_data(&p, false).unwrap().0, b"1", "{dialect}");
+        let before = tree(&zk, &root);
+        let three = ZkSemaphore::in_dialect(&zkw, &p, dialect, 3, b"three").unwrap();
+        match three.try_acquire(Duration::from_secs(5)) {
+            Err(Error::BadArguments(m)) => assert!(m.contains("inconsistent max leases"), "{m}"),
+            other => panic!("{dialect}: limit 3 beside 1: {other:?}"),
+        }
+        assert_eq!(tree(&zk, &root), before, "{dialect}");
+        // The same limit waits its turn.
+        let other = ZkSemaphore::in_dialect(&zkw, &p, dialect, 1, b"other").unwrap();
+        assert!(other
+            .try_acquire(Duration::from_millis(200))
+            .unwrap()
+            .is_none());
+        held.release().unwrap();
+        assert_no_nodes_in(&p, dialect);
+    }
+    // A bare znode (made by hand) gets the limit.
+    let bare = format!("{root}/bare");
+    zk.create(&bare, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let sem = ZkSemaphore::new(&zkw, &bare, 2, b"").unwrap();
+    sem.acquire().unwrap().release().unwrap();
+    assert_eq!(zk.get_data(&bare, false).unwrap().0, b"2");
+    assert!(matches!(
+        ZkSemaphore::new(&zkw, &bare, 1, b"").unwrap().acquire(),
+        Err(Error::BadArguments(_))
+    ));
+    // Curator's layout stores no limit: another limit is let in (documented).
+    let p = format!("{root}/curator");
+    let one = ZkSemaphore::in_dialect(&zkw, &p, Dialect::Curator, 1, b"one").unwrap();
+    let held = one.acquire().unwrap();
+    let three = ZkSemaphore::in_dialect(&zkw, &p, Dialect::Curator, 3, b"three").unwrap();
+    let also = three
+        .try_acquire(Duration::from_secs(5))
+        .unwrap()
+        .expect("Curator's layout has no stored limit");
+    also.release().unwrap();
+    held.release().unwrap();
+}
+
+/// The race the look at `P` before creating leaves, forced: a zklock
+/// semaphore passes its look at a new `P` and stops (step hook) before
+/// making its directories; kazoo takes the only lease of its `Semaphore` of
+/// 1 at `P`; the zklock attempt goes on, makes its directories and lease,
+/// looks at `P` again and is refused, removing its lease and the
+/// directories it made (kazoo would count them as leases): kazoo takes its
+/// lease again afterwards.
+#[test]
+fn a_kazoo_lease_taken_while_zklock_makes_its_directories_is_seen_and_nothing_is_left() {
+    init_log();
+    let mut peer = Participant::kazoo("kazoo_semaphore.py", &[&shared_server().connect_string()]);
+    let root = unique_root("sem-kazoo-race");
+    let p = format!("{root}/sem");
+    let zkw = zkw();
+    let (paused_tx, paused) = mpsc::channel::<()>();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    let once = AtomicBool::new(false);
+    let sem = ZkSemaphore::new(&zkw, &p, 1, b"z")
+        .unwrap()
+        .with_step_hook(move |step, _| {
+            if step == SemaphoreStep::Mutex(LockStep::Creating)
+                && !once.swap(true, Ordering::SeqCst)
+            {
+                paused_tx.send(()).unwrap();
+                go_rx.lock().unwrap().recv().unwrap();
+            }
+        });
+    let attempt = thread::spawn(move || sem.try_acquire(Duration::from_secs(20)));
+    paused.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(
+        children(&raw(), &p).is_empty(),
+        "directories before the pause"
+    );
+    assert_eq!(peer.ask(&format!("acquire {p} 1 20000")), "acquired");
+    go.send(()).unwrap();
+    match attempt.join().unwrap() {
+        Err(Error::MixedDialect { found, path }) => {
+            assert_eq!(found, Dialect::Kazoo, "{path}")
+        }
+        other => panic!("zklock beside kazoo's lease: {other:?}"),
+    }
+    let left = children(&raw(), &p);
+    assert!(
+        left.len() == 1 && Dialect::of_lease(&left[0]) == Some(Dialect::Kazoo),
+        "{left:?}"
+    );
+    assert_eq!(peer.ask("release"), "released");
+    assert_eq!(peer.ask(&format!("acquire {p} 1 5000")), "acquired");
+    assert_eq!(peer.ask("release"), "released");
+    peer.finish();
+}
+
+/// Two zklock semaphores of different layouts start on a new path at once,
+/// forced with step hooks: zklock's layout passes its look at `P` and stops;
+/// one in kazoo's layout lists `P` (no directories yet) and stops before its
+/// lease; zklock's makes its directories and lease and is granted (no kazoo
+/// lease yet); kazoo's makes its lease, looks again, sees the directories and
+/// is refused, removing its lease and its emptied guard lock: one holder.
+#[test]
+fn two_layouts_starting_at_once_on_a_new_path_grant_one() {
+    init_log();
+    let root = unique_root("sem-two-layouts");
+    let p = format!("{root}/sem");
+    let zkw = zkw();
+    let pause_at = |at: SemaphoreStep| {
+        let (paused_tx, paused) = mpsc::channel::<()>();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let go_rx = Mutex::new(go_rx);
+        let once = AtomicBool::new(false);
+        let hook = move |step: SemaphoreStep, _: &str| {
+            if step == at && !once.swap(true, Ordering::SeqCst) {
+                paused_tx.send(()).unwrap();
+                go_rx.lock().unwrap().recv().unwrap();
+            }
+        };
+        (hook, paused, go)
+    };
+    let (hook, own_paused, own_go) = pause_at(SemaphoreStep::Mutex(LockStep::Creating));
+    let own = ZkSemaphore::new(&zkw, &p, 1, b"own")
+        .unwrap()
+        .with_step_hook(hook);
+    let own = thread::spawn(move || own.try_acquire(Duration::from_secs(20)));
+    own_paused.recv_timeout(Duration::from_secs(20)).unwrap();
+    let (hook, kazoo_paused, kazoo_go) = pause_at(SemaphoreStep::Room);
+    let kazoo = ZkSemaphore::in_dialect(&zkw, &p, Dialect::Kazoo, 1, b"kazoo")
+        .unwrap()
+        .with_step_hook(hook);
+    let kazoo = thread::spawn(move || kazoo.try_acquire(Duration::from_secs(20)));
+    kazoo_paused.recv_timeout(Duration::from_secs(20)).unwrap();
+    own_go.send(()).unwrap();
+    let held = own
+        .join()
+        .unwrap()
+        .unwrap()
+        .expect("zklock's layout, first with its lease");
+    kazoo_go.send(()).unwrap();
+    match kazoo.join().unwrap() {
+        Err(Error::MixedDialect { found, path }) => {
+            assert_eq!(found, Dialect::HBase, "{path}")
+        }
+        other => panic!("kazoo's layout beside zklock's lease: {other:?}"),
+    }
+    let zk = raw();
+    assert_eq!(children(&zk, &p), ["leases", "locks"]);
+    assert!(zk
+        .exists(&format!("{p}-__lock__"), false)
+        .unwrap()
+        .is_none());
+    held.release().unwrap();
+}

@@ -15,7 +15,7 @@ use super::kind::{distance, sequence_of_child};
 use crate::error::{Error, Result};
 use crate::path;
 use crate::recoverable::tagged_prefix;
-use crate::sequence::parse_sequence;
+use crate::sequence::{parse_sequence, tagged_sequence};
 use crate::types::CreateMode;
 use crate::util::random_uuid;
 
@@ -112,6 +112,56 @@ impl Dialect {
         }
         None
     }
+}
+
+impl Dialect {
+    /// The dialect a semaphore's lease node's name is written in, or `None`:
+    /// - HBase (zklock's own): `lease-<tag>-<seq>` in `<p>/leases`;
+    /// - Curator: a protected name (`_c_<uuid>-lease-<seq>`) in `<p>/leases`;
+    /// - kazoo: `<uuid hex>` (32 hex digits) directly under `<p>`.
+    pub fn of_lease(name: &str) -> Option<Dialect> {
+        if name.starts_with(CURATOR_PROTECTED) {
+            Some(Dialect::Curator)
+        } else if tagged_sequence(name, LEASE_PREFIX).is_some() {
+            Some(Dialect::HBase)
+        } else if name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Some(Dialect::Kazoo)
+        } else {
+            None
+        }
+    }
+}
+
+/// The internal mutex's child of a semaphore's znode (Curator's name).
+pub const SEMAPHORE_LOCKS: &str = "locks";
+/// The leases' child of a semaphore's znode (Curator's name).
+pub const SEMAPHORE_LEASES: &str = "leases";
+/// The prefix of a lease node in zklock's layout: `lease-<tag>-<seq>`
+/// (Curator's lease name: `_c_<uuid>-lease-<seq>`).
+pub const LEASE_PREFIX: &str = "lease-";
+/// kazoo's guard lock beside a semaphore's znode: `<p>-__lock__`.
+pub(crate) const KAZOO_SEMAPHORE_LOCK: &str = "-__lock__";
+
+/// A node of another layout than `dialect`'s among the children of a
+/// semaphore's znode `<p>`, and its dialect:
+/// - zklock's and Curator's layouts keep only `locks` and `leases` in `<p>`:
+///   a kazoo lease (`<uuid hex>`) there is foreign, and zklock's or
+///   Curator's leases would not count it;
+/// - kazoo's keeps its leases directly in `<p>` and counts every child as
+///   one: the other layouts' `locks`/`leases` (and their lease names) are
+///   foreign there. Whose directories they are is not in their names: they
+///   are told as zklock's ([`Dialect::HBase`]) here.
+pub(crate) fn semaphore_foreign(dialect: Dialect, children: &[String]) -> Option<(&str, Dialect)> {
+    children.iter().find_map(|c| {
+        let found = match Dialect::of_lease(c) {
+            Some(d) if d != dialect && (d == Dialect::Kazoo || dialect == Dialect::Kazoo) => d,
+            _ if dialect == Dialect::Kazoo && (c == SEMAPHORE_LOCKS || c == SEMAPHORE_LEASES) => {
+                Dialect::HBase
+            }
+            _ => return None,
+        };
+        Some((c.as_str(), found))
+    })
 }
 
 impl fmt::Display for Dialect {
@@ -719,6 +769,39 @@ mod tests {
                 (Dialect::Kazoo, "write", false),
                 (Dialect::HBase, "write", true),
             ]
+        );
+    }
+
+    #[test]
+    fn semaphore_leases_and_the_foreign_ones_in_each_layout() {
+        let hbase = "lease-0123456789abcdef-0000000001";
+        let curator = format!("{U1}lease-0000000002");
+        for (name, d) in [
+            (hbase, Some(Dialect::HBase)),
+            (curator.as_str(), Some(Dialect::Curator)),
+            (K1, Some(Dialect::Kazoo)),
+            ("lease-0000000001", None),
+            ("locks", None),
+            ("0123456789abcdef", None),
+        ] {
+            assert_eq!(Dialect::of_lease(name), d, "{name}");
+        }
+        let kazoo_p = names(&[K1, K2]);
+        let zklock_p = names(&[SEMAPHORE_LOCKS, SEMAPHORE_LEASES]);
+        for own in [Dialect::HBase, Dialect::Curator] {
+            assert_eq!(semaphore_foreign(own, &kazoo_p), Some((K1, Dialect::Kazoo)));
+            assert_eq!(semaphore_foreign(own, &zklock_p), None);
+            // A user's node beside them is no lease.
+            assert_eq!(semaphore_foreign(own, &names(&["count", "locks"])), None);
+        }
+        assert_eq!(semaphore_foreign(Dialect::Kazoo, &kazoo_p), None);
+        assert_eq!(
+            semaphore_foreign(Dialect::Kazoo, &names(&[K1, SEMAPHORE_LEASES])),
+            Some((SEMAPHORE_LEASES, Dialect::HBase))
+        );
+        assert_eq!(
+            semaphore_foreign(Dialect::Kazoo, &names(&[&curator])),
+            Some((curator.as_str(), Dialect::Curator))
         );
     }
 

@@ -2,14 +2,14 @@
 //! with the locks' guarantees (Curator's `InterProcessSemaphoreV2` algorithm).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use log::{debug, info};
 use parking_lot::Mutex;
 
-use super::dialect::{Dialect, Layout, Role};
+use super::dialect::{semaphore_foreign, Dialect, Layout, Role, KAZOO_SEMAPHORE_LOCK};
 use super::removal::{abandon, remove_and_wait, remove_in_background, Attempt};
 use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
@@ -29,16 +29,8 @@ use crate::watcher::ZooKeeperWatcher;
 #[cfg(feature = "testing")]
 use super::LockStep;
 
-/// The internal mutex's child of the semaphore's znode (Curator's name).
-pub const SEMAPHORE_LOCKS: &str = "locks";
-/// The leases' child of the semaphore's znode (Curator's name).
-pub const SEMAPHORE_LEASES: &str = "leases";
-/// The prefix of a lease node in zklock's layout: `lease-<tag>-<seq>`
-/// (Curator's lease name: `_c_<uuid>-lease-<seq>`).
-pub const LEASE_PREFIX: &str = "lease-";
+pub use super::dialect::{LEASE_PREFIX, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
 use crate::recipes::layout::CURATOR_PROTECTED_PREFIX as CURATOR_PROTECTED;
-/// kazoo's guard lock beside the semaphore's znode: `<p>-__lock__`.
-const KAZOO_LOCK_SUFFIX: &str = "-__lock__";
 
 /// A step of a semaphore attempt, told to a test hook (see
 /// [`ZkSemaphore::with_step_hook`]) with the lease node's path (empty before
@@ -48,6 +40,9 @@ const KAZOO_LOCK_SUFFIX: &str = "-__lock__";
 pub enum SemaphoreStep {
     /// A step of the internal mutex's attempt.
     Mutex(LockStep),
+    /// kazoo's layout: the listing of `<p>` showed room; the lease node is
+    /// created next.
+    Room,
     /// The lease node was created (its first listing came with it).
     Created,
     /// Over the limit: the leases' children are watched; the wait starts.
@@ -62,7 +57,8 @@ pub enum SemaphoreStep {
 /// `max_leases` [`SemaphoreLease`]s are held at once, across processes.
 ///
 /// # Layout in ZooKeeper (zklock's)
-/// Under the semaphore's znode `<p>`:
+/// The semaphore's znode `<p>` holds the limit as text (as kazoo's does; see
+/// [`in_dialect`](Self::in_dialect)). Under it:
 /// - `<p>/locks`: an internal mutex, zklock's own write lock
 ///   ([`ZkInterProcessWriteLock`]): waiters queue there as
 ///   `write-<tag>-<seq>`, each watching its predecessor only.
@@ -74,7 +70,33 @@ pub enum SemaphoreStep {
 /// Curator's `InterProcessSemaphoreV2` uses the same two children with its
 /// own names: `<p>/locks/_c_<uuid>-lock-<seq>` (its `InterProcessMutex`) and
 /// `<p>/leases/_c_<uuid>-lease-<seq>`; kazoo's `Semaphore` is a different
-/// algorithm (a lock at `<p>/__lock__`, non-sequential lease nodes).
+/// algorithm (a lock at `<p>-__lock__`, non-sequential lease nodes directly
+/// under `<p>`).
+///
+/// # One layout per path
+/// The layouts do not count each other's leases: kazoo counts every child of
+/// `<p>` (so zklock's and Curator's `locks` and `leases` too), zklock and
+/// Curator count `<p>/leases` only (not kazoo's leases). Before it creates
+/// anything, an attempt lists `<p>` and refuses with
+/// [`Error::MixedDialect`] a path that holds another layout's semaphore:
+/// kazoo's leases (or its guard lock `<p>-__lock__`, where this attempt
+/// would make its directories) for zklock's and Curator's layouts, `locks`
+/// and `leases` for kazoo's; its listings of `<p>/locks` and `<p>/leases`
+/// refuse zklock's and Curator's nodes in one directory (its own node
+/// removed). A refused attempt leaves `<p>` as it found it. A native Curator
+/// or kazoo client does not check: one that joins a path where zklock of
+/// another layout already holds is not stopped (see [`Dialect`]).
+///
+/// The look at `<p>` is taken before the attempt's own nodes exist (so that a
+/// refusal creates nothing). Two zklock attempts of different layouts that
+/// start on one path at once are covered as the locks' refusal covers them:
+/// an attempt that makes its layout's directories (the first on a path), and
+/// every attempt in kazoo's layout, list `<p>` again once their lease node
+/// exists, so of two such attempts at most one goes on; a refused one
+/// removes its node, and the directories it leaves empty. A native kazoo
+/// client does not look again: one whose listing came before this attempt's
+/// directories and whose lease came after this attempt's second look holds
+/// beside it.
 ///
 /// # The algorithm (Curator's)
 /// An attempt takes the mutex, creates its lease node and lists the leases:
@@ -107,10 +129,13 @@ pub enum SemaphoreStep {
 ///   fencing token per lease ([`SemaphoreLease::fencing_token`]).
 ///
 /// # Costs
-/// An uncontended acquire + release: the mutex's create and listing (one
-/// round trip), the lease's create and listing (one round trip), the mutex's
-/// delete (in the background) and the lease's delete: 6 requests, 2 round
-/// trips for the acquire, no watch left.
+/// An uncontended acquire + release: the listing of `<p>` (one round trip;
+/// the first attempt of an instance also reads the stored limit), the
+/// mutex's create and listing (one round trip), the lease's create and
+/// listing (one round trip), the mutex's delete (in the background) and the
+/// lease's delete: 7 requests, 3 round trips for the acquire, no watch left.
+/// The first attempt on a new path lists `<p>` once more after its lease's
+/// create; in kazoo's layout every attempt does.
 ///
 /// ```no_run
 /// use zklock::lock::ZkSemaphore;
@@ -128,8 +153,9 @@ pub struct ZkSemaphore {
     locks: String,
     leases: String,
     dialect: Dialect,
-    /// Whether kazoo's `<p>` (with the limit) is known to exist.
-    ensured: AtomicBool,
+    /// `<p>` as last seen with the stored limit checked: its creation zxid
+    /// and data version (zklock's and kazoo's layouts).
+    limit_checked: Mutex<Option<(i64, i32)>>,
     max: Max,
     /// A lease node's data (the dialect's: the local address for Curator's
     /// when none is given).
@@ -204,17 +230,34 @@ impl ZkSemaphore {
     ///   (Curator's default data, the local address), its leases
     ///   `<p>/leases/_c_<uuid>-lease-<seq>` carrying `data` (the local
     ///   address when empty), parents created as containers. The same
-    ///   algorithm as zklock's.
+    ///   algorithm as zklock's. Curator's layout does not store the limit
+    ///   (`InterProcessSemaphoreV2` keeps it in each participant, or in a
+    ///   [`SharedCount`] of its own): participants whose limits differ are
+    ///   not detected, and each grants by its own (Curator's own do the
+    ///   same). Give every participant the same limit, or a shared count
+    ///   ([`with_shared_count`](Self::with_shared_count)).
     /// - [`Dialect::Kazoo`]: kazoo's `Semaphore(path, identifier=data,
     ///   max_leases)`: `max_leases` stored as text in `<p>`'s data (a
     ///   different number stored there is refused, as kazoo does), a kazoo
     ///   `Lock` at `<p>-__lock__` (carrying `data`), and non-sequential
-    ///   lease nodes `<p>/<uuid hex>` carrying `data`. kazoo's algorithm:
+    ///   lease nodes `<p>/<uuid hex>` carrying `data`; kazoo counts every
+    ///   child of `<p>` as a lease. kazoo's algorithm:
     ///   the mutex holder lists `<p>` with a watch and creates its lease only
     ///   when fewer than `max_leases` exist, else waits for a change.
     ///
     /// In every dialect zklock's guarantees hold (see the type's docs); the
     /// lease's sequence is 0 in kazoo's layout (its nodes have none).
+    ///
+    /// zklock's own layout ([`Dialect::HBase`]) stores the limit as kazoo's
+    /// does, in `<p>`'s data as text: the attempt that finds `<p>` missing
+    /// makes it with the limit, one that finds it bare (no data, no children)
+    /// writes it there, and an attempt whose limit differs from a stored one
+    /// is refused (`BadArguments`, nothing created). A `<p>` made without
+    /// one (by hand, by an older zklock) is used as it is: data that is not
+    /// a number is ignored, as kazoo ignores it.
+    ///
+    /// A path that holds another layout's semaphore is refused (see "One
+    /// layout per path" in the type's docs).
     ///
     /// # Errors
     /// `BadArguments` for an invalid `path` or a `max_leases` of 0.
@@ -241,6 +284,7 @@ impl ZkSemaphore {
     /// grants nothing.
     ///
     /// In zklock's layout or Curator's (see [`in_dialect`](Self::in_dialect)).
+    /// Such a semaphore neither stores nor checks a limit in `<p>`'s data.
     ///
     /// # Errors
     /// `BadArguments` for an invalid `path`, or for [`Dialect::Kazoo`]
@@ -269,7 +313,7 @@ impl ZkSemaphore {
     ) -> Result<ZkSemaphore> {
         path::validate(path)?;
         let (locks, leases) = match dialect {
-            Dialect::Kazoo => (format!("{path}{KAZOO_LOCK_SUFFIX}"), path.to_string()),
+            Dialect::Kazoo => (format!("{path}{KAZOO_SEMAPHORE_LOCK}"), path.to_string()),
             _ => (
                 path::join_znode(path, SEMAPHORE_LOCKS),
                 path::join_znode(path, SEMAPHORE_LEASES),
@@ -281,7 +325,7 @@ impl ZkSemaphore {
             zkw: zkw.clone(),
             path: path.to_string(),
             dialect,
-            ensured: AtomicBool::new(false),
+            limit_checked: Mutex::new(None),
             locks,
             waiter: Arc::new(WaitWatcher {
                 shared: shared.clone(),
@@ -359,8 +403,9 @@ impl ZkSemaphore {
     /// when session renewal replaced it); `Cancelled` after
     /// [`cancel`](Self::cancel); `LockLost` when the attempt's lease node was
     /// deleted while waiting; `MixedDialect` when the semaphore's directories
-    /// hold nodes of another layout; `BadArguments` for a kazoo semaphore
-    /// whose stored limit differs; ZooKeeper errors after retries. The
+    /// hold nodes of another layout, or when the path is another layout's
+    /// semaphore (nothing created); `BadArguments` when the limit stored in
+    /// `<p>` (zklock's and kazoo's layouts) differs; ZooKeeper errors after retries. The
     /// attempt's nodes are removed on every error.
     pub fn acquire(&self) -> Result<SemaphoreLease> {
         self.attempt(Bounds::new(None))?
@@ -442,9 +487,7 @@ impl ZkSemaphore {
     fn attempt(&self, bounds: Bounds) -> Result<Option<SemaphoreLease>> {
         let call = CallSession::begin(&self.zkw)?;
         self.check_cancelled()?;
-        if self.dialect == Dialect::Kazoo {
-            self.ensure_kazoo_path(&call.rzk().with_deadline(bounds.calls))?;
-        }
+        let look_again = self.check_path(&call.rzk().with_deadline(bounds.calls))?;
         let (mutex, _registered) = self.mutex()?;
         let got = match bounds.wait.remaining() {
             None => mutex.acquire().map(|()| true),
@@ -461,16 +504,69 @@ impl ZkSemaphore {
         }
         // The mutex was taken in this attempt's session (not a renewed one).
         call.check()?;
-        let lease = self.lease(&call, bounds);
+        let lease = self.lease(&call, bounds, look_again);
+        if look_again && matches!(lease, Err(Error::MixedDialect { .. })) {
+            // Refused after making the directories (another layout's lease
+            // came meanwhile): the mutex, then whatever is left empty goes,
+            // or kazoo would count the directories as leases.
+            if let Err(e) = mutex.release() {
+                debug!("releasing the mutex of {}: {e}", self.path);
+            }
+            self.remove_empty_dirs(&call.rzk().with_deadline(bounds.calls));
+            return lease;
+        }
         // Held or not, the mutex goes (in the background: the next waiter
         // wakes at its deletion; the acquire does not wait for it).
         mutex.release_in_background();
         lease
     }
 
+    /// The layout's directories, each removed when empty (a participant of
+    /// the layout that needs one makes it again).
+    fn remove_empty_dirs(&self, rzk: &RecoverableZooKeeper) {
+        let dirs = match self.dialect {
+            // kazoo's guard lock (its leases are `<p>`'s children).
+            Dialect::Kazoo => vec![self.locks.clone()],
+            _ => vec![self.leases.clone(), self.locks.clone()],
+        };
+        for dir in dirs {
+            match rzk.delete(&dir, None) {
+                Ok(()) => debug!("removed {dir}, made by a refused attempt"),
+                Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::NotEmpty) => {}
+                Err(e) => debug!("removing {dir}: {e}"),
+            }
+        }
+    }
+
+    /// After its lease node is made by an attempt that made the layout's
+    /// directories: `<p>` listed again, another layout's lease refused
+    /// (see "One layout per path" in the type's docs).
+    fn look_again(&self, rzk: &RecoverableZooKeeper) -> Result<()> {
+        let children = match rzk.get_children(&self.path, false) {
+            Ok(children) => children,
+            Err(e) if e.is(ZkError::NoNode) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        match semaphore_foreign(self.dialect, &children) {
+            None => Ok(()),
+            Some((node, found)) => {
+                info!("semaphore {}: {node} is {found}'s: refused", self.path);
+                Err(Error::MixedDialect {
+                    path: path::join_znode(&self.path, node),
+                    found,
+                })
+            }
+        }
+    }
+
     /// Holding the mutex: takes a lease in the dialect's way, then makes it
     /// a [`SemaphoreLease`] (watched when a listener is set).
-    fn lease(&self, call: &CallSession, bounds: Bounds) -> Result<Option<SemaphoreLease>> {
+    fn lease(
+        &self,
+        call: &CallSession,
+        bounds: Bounds,
+        look_again: bool,
+    ) -> Result<Option<SemaphoreLease>> {
         let rzk = call.rzk().with_deadline(bounds.calls);
         let rzk = if self.dialect == Dialect::HBase {
             rzk
@@ -478,8 +574,8 @@ impl ZkSemaphore {
             rzk.with_metadata_prefix(false)
         };
         let taken = match self.dialect {
-            Dialect::Kazoo => self.kazoo_lease(call, &rzk, bounds)?,
-            _ => self.counted_lease(call, &rzk, bounds)?,
+            Dialect::Kazoo => self.kazoo_lease(call, &rzk, bounds, look_again)?,
+            _ => self.counted_lease(call, &rzk, bounds, look_again)?,
         };
         let Some((path, stat)) = taken else {
             return Ok(None);
@@ -536,6 +632,7 @@ impl ZkSemaphore {
         call: &CallSession,
         rzk: &RecoverableZooKeeper,
         bounds: Bounds,
+        look_again: bool,
     ) -> Result<Option<(String, Stat)>> {
         let tagged = self.lease_prefix();
         let CreatedAndListed { path, stat, listed } = match self.create_lease(rzk, &tagged) {
@@ -547,6 +644,11 @@ impl ZkSemaphore {
             }
         };
         step!(self, SemaphoreStep::Created, &path);
+        if look_again {
+            if let Err(e) = self.look_again(rzk) {
+                return abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, true);
+            }
+        }
         match self.wait_for_leases(call, rzk, &path, listed, bounds) {
             Ok(true) => Ok(Some((path, stat))),
             Ok(false) => {
@@ -565,8 +667,10 @@ impl ZkSemaphore {
         call: &CallSession,
         rzk: &RecoverableZooKeeper,
         bounds: Bounds,
+        look_again: bool,
     ) -> Result<Option<(String, Stat)>> {
         let path = path::join_znode(&self.leases, &random_uuid().replace('-', ""));
+        let mut made = false;
         let taken: Result<Option<Stat>> = (|| loop {
             call.check()?;
             self.check_cancelled()?;
@@ -574,13 +678,18 @@ impl ZkSemaphore {
             let children = rzk.get_children_watch(&self.leases, &self.waiter)?;
             self.refuse_foreign(&children)?;
             if children.len() < self.max_leases()? as usize {
+                step!(self, SemaphoreStep::Room, &path);
                 let (_, stat) = rzk.create2(
                     &path,
                     &self.lease_data,
                     rzk.acl_for(&path),
                     CreateMode::Ephemeral,
                 )?;
+                made = true;
                 step!(self, SemaphoreStep::Created, &path);
+                if look_again {
+                    self.look_again(rzk)?;
+                }
                 return Ok(Some(stat));
             }
             if bounds.wait.is_past() {
@@ -595,55 +704,179 @@ impl ZkSemaphore {
             Ok(None) => Ok(None),
             Err(e) => {
                 // A create whose reply was lost may have made it.
-                let lost = e.is_retryable();
-                abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, lost)
+                let remove = made || e.is_retryable();
+                abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, remove)
             }
         }
     }
 
-    /// kazoo's `_ensure_path`: `<p>` exists, created with the limit as its
-    /// data; an existing `<p>` whose data is another number is refused
-    /// (kazoo's "Inconsistent max leases"). Once per instance.
-    fn ensure_kazoo_path(&self, rzk: &RecoverableZooKeeper) -> Result<()> {
-        if self.ensured.load(Ordering::SeqCst) {
-            return Ok(());
-        }
+    /// Before the attempt creates anything: `MixedDialect` when the
+    /// semaphore's znode `<p>` is another layout's semaphore, then the
+    /// stored limit (see [`check_limit`](Self::check_limit)). One listing of
+    /// `<p>` (with its `Stat`); a second look only where this attempt would
+    /// make a directory of its layout:
+    /// - zklock's and Curator's layouts refuse kazoo's leases in `<p>`, and,
+    ///   when `locks` or `leases` is still to be made, kazoo's guard lock
+    ///   `<p>-__lock__` (kazoo has used `<p>` and would count the
+    ///   directories as leases: it could never take a lease again) and
+    ///   another layout's leases in a `leases` without `locks`;
+    /// - kazoo's layout refuses `locks`/`leases` in `<p>`.
+    ///
+    /// The other layouts' directories are seen by the attempt's own listings
+    /// (the mutex's, the leases'), which remove its node on a refusal.
+    ///
+    /// `Ok(true)` when the attempt must look at `<p>` again once its lease
+    /// node exists ([`look_again`](Self::look_again)): in zklock's and
+    /// Curator's layouts when it makes a directory, in kazoo's always (a
+    /// layout's directories made after its listing).
+    fn check_path(&self, rzk: &RecoverableZooKeeper) -> Result<bool> {
         let rzk = rzk.with_metadata_prefix(false);
-        let max = self.max_leases()?;
-        let create = || {
-            rzk.create(
-                &self.path,
-                max.to_string().as_bytes(),
-                rzk.acl_for(&self.path),
-                CreateMode::Persistent,
-            )
-        };
-        let created = match create() {
-            Err(e) if e.is(ZkError::NoNode) => {
-                if let Some(parent) = path::get_parent(&self.path) {
-                    rzk.create_with_parents(parent, &[])?;
-                }
-                create()
-            }
-            other => other,
-        };
-        match created {
-            Ok(_) => {}
-            Err(e) if e.is(ZkError::NodeExists) => {
-                let (data, _) = rzk.get_data(&self.path, false)?;
-                let stored = std::str::from_utf8(&data)
-                    .ok()
-                    .and_then(|t| t.trim().parse::<i64>().ok());
-                if let Some(stored) = stored.filter(|n| *n != i64::from(max)) {
-                    return Err(Error::BadArguments(format!(
-                        "semaphore {}: inconsistent max leases: {stored}, expected: {max}",
-                        self.path
-                    )));
-                }
-            }
+        let found = match rzk.get_children2(&self.path, false) {
+            Ok(found) => Some(found),
+            Err(e) if e.is(ZkError::NoNode) => None,
             Err(e) => return Err(e),
+        };
+        let (children, stat) = match &found {
+            Some((children, stat)) => (children.as_slice(), Some(stat)),
+            None => (&[][..], None),
+        };
+        if let Some((node, found)) = semaphore_foreign(self.dialect, children) {
+            let found = if node == SEMAPHORE_LOCKS || node == SEMAPHORE_LEASES {
+                self.dirs_dialect(&rzk)?
+            } else {
+                found
+            };
+            info!("semaphore {}: {node} is {found}'s: refused", self.path);
+            return Err(Error::MixedDialect {
+                path: path::join_znode(&self.path, node),
+                found,
+            });
         }
-        self.ensured.store(true, Ordering::SeqCst);
+        let look_again = match self.dialect {
+            Dialect::Kazoo => true,
+            _ => {
+                let has = |dir: &str| children.iter().any(|c| c == dir);
+                let (locks, leases) = (has(SEMAPHORE_LOCKS), has(SEMAPHORE_LEASES));
+                if !(locks && leases) {
+                    let guard = format!("{}{KAZOO_SEMAPHORE_LOCK}", self.path);
+                    if rzk.exists(&guard, false)?.is_some() {
+                        info!(
+                            "semaphore {}: kazoo's {guard} is beside it: refused",
+                            self.path
+                        );
+                        return Err(Error::MixedDialect {
+                            path: guard,
+                            found: Dialect::Kazoo,
+                        });
+                    }
+                }
+                if leases && !locks {
+                    match rzk.get_children(&self.leases, false) {
+                        Ok(listed) => self.refuse_foreign(&listed)?,
+                        Err(e) if e.is(ZkError::NoNode) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                // This attempt makes a directory.
+                !(locks && leases)
+            }
+        };
+        self.check_limit(&rzk, stat)?;
+        Ok(look_again)
+    }
+
+    /// Whose `locks`/`leases` are in `<p>` (zklock's or Curator's), by their
+    /// nodes: a refusal's error names it. zklock's when they are empty.
+    fn dirs_dialect(&self, rzk: &RecoverableZooKeeper) -> Result<Dialect> {
+        for (dir, of) in [
+            (
+                SEMAPHORE_LEASES,
+                Dialect::of_lease as fn(&str) -> Option<Dialect>,
+            ),
+            (SEMAPHORE_LOCKS, Dialect::of_node),
+        ] {
+            let listed = match rzk.get_children(&path::join_znode(&self.path, dir), false) {
+                Ok(listed) => listed,
+                Err(e) if e.is(ZkError::NoNode) => continue,
+                Err(e) => return Err(e),
+            };
+            if let Some(d) = listed.iter().find_map(|c| of(c)) {
+                return Ok(d);
+            }
+        }
+        Ok(Dialect::HBase)
+    }
+
+    /// zklock's and kazoo's layouts store the limit in `<p>`'s data, as text
+    /// (kazoo's `_ensure_path`): a missing `<p>` is created with it (and its
+    /// parents); a bare one (no data, no children) gets it; one that holds
+    /// another number is refused (kazoo's "Inconsistent max leases"), data
+    /// that is no number is ignored, as kazoo does. Read again only when
+    /// `<p>`'s data changed. Curator's layout stores no limit, nor does a
+    /// shared count's semaphore: nothing is checked.
+    fn check_limit(&self, rzk: &RecoverableZooKeeper, stat: Option<&Stat>) -> Result<()> {
+        let max = match self.max {
+            Max::Fixed(max) if self.dialect != Dialect::Curator => max,
+            _ => return Ok(()),
+        };
+        let text = max.to_string();
+        match stat {
+            Some(stat) if *self.limit_checked.lock() == Some((stat.czxid, stat.version)) => {
+                return Ok(());
+            }
+            Some(stat) if stat.data_length == 0 && stat.num_children == 0 => {
+                match rzk.set_data(&self.path, text.as_bytes(), Some(stat.version)) {
+                    Ok(stat) => {
+                        *self.limit_checked.lock() = Some((stat.czxid, stat.version));
+                        return Ok(());
+                    }
+                    // Written or removed meanwhile: read below.
+                    Err(e) if e.is(ZkError::BadVersion) || e.is(ZkError::NoNode) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Some(_) => {}
+            None => {
+                let create = || {
+                    rzk.create(
+                        &self.path,
+                        text.as_bytes(),
+                        rzk.acl_for(&self.path),
+                        CreateMode::Persistent,
+                    )
+                };
+                let created = match create() {
+                    Err(e) if e.is(ZkError::NoNode) => {
+                        if let Some(parent) = path::get_parent(&self.path) {
+                            rzk.create_with_parents(parent, &[])?;
+                        }
+                        create()
+                    }
+                    other => other,
+                };
+                match created {
+                    Ok(_) => return Ok(()),
+                    Err(e) if e.is(ZkError::NodeExists) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let (data, stat) = match rzk.get_data(&self.path, false) {
+            Ok(read) => read,
+            // Removed meanwhile: the attempt makes it again, without a limit.
+            Err(e) if e.is(ZkError::NoNode) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let stored = std::str::from_utf8(&data)
+            .ok()
+            .and_then(|t| t.trim().parse::<i64>().ok());
+        if let Some(stored) = stored.filter(|n| *n != i64::from(max)) {
+            return Err(Error::BadArguments(format!(
+                "semaphore {}: inconsistent max leases: {stored}, expected: {max}",
+                self.path
+            )));
+        }
+        *self.limit_checked.lock() = Some((stat.czxid, stat.version));
         Ok(())
     }
 
@@ -737,25 +970,22 @@ impl ZkSemaphore {
         }
     }
 
-    /// `MixedDialect` when the leases' directory holds a lease of another
-    /// layout (seen in the listing the attempt makes anyway): zklock's
-    /// `lease-<tag>-<seq>` and Curator's `_c_<uuid>-lease-<seq>` in one
-    /// `<p>/leases`, or Curator's or zklock's `locks`/`leases` children in
-    /// kazoo's `<p>` (which kazoo would count as leases). The attempt's
-    /// node is removed; nothing is held.
+    /// `MixedDialect` when a listing the attempt makes anyway holds a lease
+    /// of another layout: zklock's `lease-<tag>-<seq>` and Curator's
+    /// `_c_<uuid>-lease-<seq>` (or kazoo's `<uuid hex>`) in one
+    /// `<p>/leases`, or the other layouts' `locks`/`leases` in kazoo's `<p>`
+    /// (which kazoo counts as leases). The attempt's node is removed;
+    /// nothing is held.
     fn refuse_foreign(&self, children: &[String]) -> Result<()> {
-        let foreign = children.iter().find_map(|c| {
-            let found = if c.starts_with(CURATOR_PROTECTED) {
-                Dialect::Curator
-            } else if tagged_sequence(c, LEASE_PREFIX).is_some() {
-                Dialect::HBase
-            } else if c == SEMAPHORE_LOCKS || c == SEMAPHORE_LEASES {
-                Dialect::Curator
-            } else {
-                return None;
-            };
-            (found != self.dialect).then_some((c, found))
-        });
+        let foreign = match self.dialect {
+            // (Whose directories they are is not in the listing.)
+            Dialect::Kazoo => semaphore_foreign(self.dialect, children),
+            _ => children.iter().find_map(|c| {
+                Dialect::of_lease(c)
+                    .filter(|d| *d != self.dialect)
+                    .map(|d| (c.as_str(), d))
+            }),
+        };
         match foreign {
             None => Ok(()),
             Some((node, found)) => Err(Error::MixedDialect {

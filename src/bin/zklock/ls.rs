@@ -62,11 +62,6 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Whether `name` is a kazoo semaphore's lease node (`uuid4().hex`).
-fn is_kazoo_lease(name: &str) -> bool {
-    name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 /// The children of `dir`, none when it does not exist.
 fn children_of(zkw: &ZooKeeperWatcher, dir: &str) -> anyhow::Result<Vec<String>> {
     match zkw.recoverable_zookeeper().get_children(dir, false) {
@@ -170,12 +165,16 @@ fn lock_entries(
 /// waiter holding that mutex also has a lease node while it counts, shown
 /// once, as a waiter. kazoo's `Semaphore` keeps its leases as `<p>/<uuid
 /// hex>` (its limit in `<p>`'s data) and its waiters in the lock
-/// `<p>-__lock__`.
+/// `<p>-__lock__`. Both kinds at one `<p>` are a mixed path (kazoo counts
+/// `locks` and `leases` as leases, the others do not count kazoo's): every
+/// holder is shown and `<p>` is reported in `mixed`.
 pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listing> {
     let children = children_of(zkw, znode)?;
     let mut out = Listing::default();
     lock_entries(zkw, znode, "", &children, &mut out)?;
     let mut waiters = Listing::default();
+    // The layouts of the semaphores found at `znode`.
+    let mut layouts: Vec<&'static str> = Vec::new();
     let semaphore = children
         .iter()
         .any(|c| c == SEMAPHORE_LEASES || c == SEMAPHORE_LOCKS);
@@ -183,14 +182,13 @@ pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listin
         let dir = zkutil::join_znode(znode, SEMAPHORE_LOCKS);
         let locks = children_of(zkw, &dir)?;
         lock_entries(zkw, &dir, "locks/", &locks, &mut waiters)?;
+        for node in lock_nodes(&locks) {
+            layouts.push(node.dialect.name());
+        }
         let dir = zkutil::join_znode(znode, SEMAPHORE_LEASES);
         let mut dialects = Vec::new();
         for child in children_of(zkw, &dir)? {
-            let dialect = if child.starts_with("_c_") {
-                Dialect::Curator
-            } else {
-                Dialect::HBase
-            };
+            let dialect = Dialect::of_lease(&child).unwrap_or(Dialect::HBase);
             if !dialects.contains(&dialect.name()) {
                 dialects.push(dialect.name());
             }
@@ -221,30 +219,55 @@ pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listin
                 metadata,
             });
         }
+        layouts.extend(&dialects);
+        if layouts.is_empty() {
+            // Empty directories: zklock's or Curator's.
+            layouts.push("hbase or curator");
+        }
         if dialects.len() > 1 {
             out.mixed.push((dir, dialects));
         }
-    } else if children.iter().any(|c| is_kazoo_lease(c)) {
-        for child in children.iter().filter(|c| is_kazoo_lease(c)) {
-            let path = zkutil::join_znode(znode, child);
-            let Some((metadata, stat)) = read_node(zkw, &path, false)? else {
-                continue;
-            };
-            out.entries.push(Entry {
-                state: "holder",
-                kind: "lease",
-                dialect: Dialect::Kazoo.name(),
-                node: child.clone(),
-                path,
-                sequence: 0,
-                session: stat.ephemeral_owner,
-                ctime_ms: stat.ctime,
-                metadata,
-            });
-        }
-        let guard = format!("{znode}-__lock__");
+    }
+    let kazoo_leases: Vec<&String> = children
+        .iter()
+        .filter(|c| Dialect::of_lease(c) == Some(Dialect::Kazoo))
+        .collect();
+    for child in &kazoo_leases {
+        let path = zkutil::join_znode(znode, child);
+        let Some((metadata, stat)) = read_node(zkw, &path, false)? else {
+            continue;
+        };
+        out.entries.push(Entry {
+            state: "holder",
+            kind: "lease",
+            dialect: Dialect::Kazoo.name(),
+            node: (*child).clone(),
+            path,
+            sequence: 0,
+            session: stat.ephemeral_owner,
+            ctime_ms: stat.ctime,
+            metadata,
+        });
+    }
+    // kazoo's guard lock: its waiters, and the sign that kazoo's semaphore
+    // uses `znode` (even with no lease held now).
+    let guard = format!("{znode}-__lock__");
+    let kazoo_used = !kazoo_leases.is_empty()
+        || (semaphore
+            && zkw
+                .recoverable_zookeeper()
+                .exists(&guard, false)
+                .map_err(|e| anyhow::Error::new(e).context(format!("reading {guard}")))?
+                .is_some());
+    if kazoo_used {
         let locks = children_of(zkw, &guard)?;
         lock_entries(zkw, &guard, &format!("{guard}/"), &locks, &mut waiters)?;
+        layouts.push(Dialect::Kazoo.name());
+    }
+    layouts.sort_unstable();
+    layouts.dedup();
+    if semaphore && kazoo_used && layouts.len() > 1 {
+        out.mixed.push((znode.to_string(), layouts));
     }
     // Every node of a semaphore's mutex is a waiter for a lease.
     for w in &mut waiters.entries {

@@ -391,8 +391,9 @@ pub(crate) struct LockCmdArgs {
 pub(crate) struct SemaphoreArgs {
     #[command(flatten)]
     lock: LockArgs,
-    /// How many holders at once (a kazoo semaphore keeps its limit in the
-    /// znode: a different one is refused)
+    /// How many holders at once (zklock's and kazoo's layouts keep the limit
+    /// in the znode: a different one is refused; Curator's keeps none, so give
+    /// every participant the same)
     #[arg(long, short = 'l', value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     limit: u32,
