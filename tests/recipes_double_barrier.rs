@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -111,5 +111,61 @@ fn a_crashed_rounds_ready_lets_no_later_round_through() {
     assert!(eventually(Duration::from_secs(5), || children(&zk, &path).is_empty()));
     s3.close().unwrap();
     s4.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&local_zkw(), &root).unwrap();
+}
+
+/// A stale `ready` is there when a lone member X runs out of time; X reads
+/// it and, before X withdraws (held at `Withdrawing`), member Y arrives,
+/// counts X and Y, replaces the stale `ready` with its round's and passes.
+/// X's withdrawal (one `multi` that checks the barrier's version read with
+/// `ready`) fails, X reads again and enters: both are in the round Y passed.
+/// Were the withdrawal to act on the stale reading (delete `ready` and X's
+/// node), Y would be through alone and X out.
+#[test]
+fn a_member_withdrawing_on_a_stale_ready_sees_a_round_made_meanwhile() {
+    init_log();
+    let root = unique_root("dbarrier-stale-race");
+    let path = format!("{root}/b");
+    let ready = format!("{path}/ready");
+    let zk = local_raw();
+    zklock::zkutil::create_with_parents(&local_zkw(), &path).unwrap();
+    // A stale `ready`: it names a member that is gone.
+    zk.create(
+        &ready,
+        b"m-gone-0000000000",
+        Acl::open_unsafe(),
+        CreateMode::Persistent,
+    )
+    .unwrap();
+
+    let (sx, sy) = (local_zkw(), local_zkw());
+    let y_path = path.clone();
+    let y_entered = Arc::new(Mutex::new(None));
+    let y_result = y_entered.clone();
+    let x = DoubleBarrier::new(&sx, &path, 2)
+        .unwrap()
+        .with_step_hook(move |step| {
+            if step == BarrierStep::Withdrawing {
+                let mut y_result = y_result.lock().unwrap();
+                if y_result.is_none() {
+                    // Y arrives now, on its own session, and fills the round.
+                    let y = DoubleBarrier::new(&sy, &y_path, 2).unwrap();
+                    let entered = y.enter(Duration::from_secs(10)).unwrap();
+                    *y_result = Some((entered, y));
+                }
+            }
+        });
+    let x_entered = x.enter(Duration::from_millis(300)).unwrap();
+    let (y_in, y) = y_entered.lock().unwrap().take().expect("Y arrived");
+    assert!(y_in, "Y filled the round");
+    assert!(x_entered, "X withdrew from the round Y passed with it");
+    assert!(x.node().is_some());
+    assert_ne!(zk.get_data(&ready, false).unwrap().0, b"m-gone-0000000000");
+    let h = thread::spawn(move || y.leave(Duration::from_secs(30)).unwrap());
+    assert!(x.leave(Duration::from_secs(30)).unwrap());
+    assert!(h.join().unwrap());
+    assert!(children(&zk, &path).is_empty());
+    drop(x);
+    sx.close().unwrap();
     zklock::zkutil::delete_node_recursively(&local_zkw(), &root).unwrap();
 }

@@ -33,6 +33,9 @@ pub enum BarrierStep {
     /// The member's time ran out; it is about to withdraw (unless `ready`
     /// exists by then).
     TimedOut,
+    /// The member out of time read `ready` (none current) and is about to
+    /// withdraw in one `multi` that holds only if no `ready` was made since.
+    Withdrawing,
 }
 
 #[cfg(feature = "testing")]
@@ -311,6 +314,8 @@ impl DoubleBarrier {
             else {
                 return Ok(true);
             };
+            #[cfg(feature = "testing")]
+            self.step(BarrierStep::Withdrawing);
             let mut ops = vec![Op::check(self.path.clone(), Some(barrier_version))];
             if stale {
                 ops.push(Op::Delete {
