@@ -120,7 +120,10 @@ impl MultiLock {
     /// instances of one lock, or the read and the write lock of one znode,
     /// would wait for each other forever (the second member's node queues
     /// behind the first's, which is held until the second is). Curator's
-    /// `InterProcessMultiLock` accepts such a pair and hangs; this refuses it.
+    /// `InterProcessMultiLock` checks nothing: there the thread holding an
+    /// `InterProcessReadWriteLock`'s write lock may also take its read lock
+    /// (and the other order waits forever); zklock's locks are not reentrant,
+    /// so every such pair is refused.
     /// The znodes are compared by path: members on the same path of two
     /// different ensembles (or chroots) are refused too.
     ///
