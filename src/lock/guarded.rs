@@ -10,7 +10,8 @@ use crate::watcher::ZooKeeperWatcher;
 impl AcquiredLock {
     /// The `multi` operation that checks this grant is still held: its node
     /// exists (any version; see [`guarded_multi`]).
-    /// Put it in a `multi` of your own, or use [`guarded_multi`].
+    /// Put it in a `multi` of your own, or use [`guarded_multi`] (one per
+    /// member of a multi-lock: [`guarded_multi_all`]).
     pub fn check_op(&self) -> Op {
         Op::check(self.path.clone(), None)
     }
@@ -20,6 +21,7 @@ impl AcquiredLock {
 /// the server applies them only while the grant is held, all or nothing, so
 /// a holder that lost its lock cannot write (what Curator users ask for in
 /// CURATOR-689). Returns the results of `ops` (the check's left out).
+/// [`guarded_multi_all`] with the one grant.
 ///
 /// # Guard and fencing token
 /// The [fencing token](AcquiredLock::fencing_token) lets a *resource* refuse
@@ -61,25 +63,51 @@ pub fn guarded_multi(
     held: &AcquiredLock,
     ops: &[Op],
 ) -> Result<Vec<OpResult>> {
+    guarded_multi_all(rzk, std::slice::from_ref(held), ops)
+}
+
+/// [`guarded_multi`] under several grants at once (a
+/// [`MultiLock`](super::MultiLock)'s members, see
+/// [`InterProcessLock::acquired_locks`](super::InterProcessLock::acquired_locks)):
+/// one `multi` of a [`check_op`](AcquiredLock::check_op) per grant, then
+/// `ops`. The server applies `ops` only while every one of the nodes exists,
+/// so a holder that lost any member (e.g. with the session that took it)
+/// cannot write. Returns the results of `ops` (the checks' left out).
+///
+/// # Errors
+/// `LockLost` about the first node found gone (nothing applied); `Multi`
+/// when one of `ops` failed (nothing applied; `index` counts in `ops`);
+/// session errors; `BadArguments` for empty `held` or `ops`.
+pub fn guarded_multi_all(
+    rzk: &RecoverableZooKeeper,
+    held: &[AcquiredLock],
+    ops: &[Op],
+) -> Result<Vec<OpResult>> {
+    let Some(first) = held.first() else {
+        return Err(Error::BadArguments(
+            "a guarded multi needs at least one grant to check".into(),
+        ));
+    };
     if ops.is_empty() {
         return Err(Error::BadArguments(format!(
             "a guarded multi under {} needs at least one operation",
-            held.path
+            first.path
         )));
     }
-    let mut all = Vec::with_capacity(ops.len() + 1);
-    all.push(held.check_op());
+    let checks = held.len();
+    let mut all = Vec::with_capacity(checks + ops.len());
+    all.extend(held.iter().map(AcquiredLock::check_op));
     all.extend_from_slice(ops);
     match rzk.multi(&all) {
         Ok(mut results) => {
-            results.remove(0);
+            results.drain(..checks.min(results.len()));
             Ok(results)
         }
-        Err(Error::Multi { index: 0, code, .. })
-            if code == ZkError::NoNode || code == ZkError::BadVersion =>
+        Err(Error::Multi { index, code, .. })
+            if index < checks && (code == ZkError::NoNode || code == ZkError::BadVersion) =>
         {
             Err(Error::LockLost {
-                path: held.path.clone(),
+                path: held[index].path.clone(),
             })
         }
         Err(Error::Multi {
@@ -87,11 +115,9 @@ pub fn guarded_multi(
             code,
             mut results,
         }) => {
-            if !results.is_empty() {
-                results.remove(0);
-            }
+            results.drain(..checks.min(results.len()));
             Err(Error::Multi {
-                index: index.saturating_sub(1),
+                index: index.saturating_sub(checks),
                 code,
                 results,
             })
@@ -100,36 +126,36 @@ pub fn guarded_multi(
     }
 }
 
-/// The grant a guard holds, or `LockLost` when it is known lost.
-fn held_grant(
-    acquired: Option<&AcquiredLock>,
+/// Every grant a guard covers, or `LockLost` when the lock is known lost
+/// (or no longer holds this guard's grant).
+fn held_grants(
+    grant: &super::Grant,
     lock: &dyn super::InterProcessLock,
-) -> Result<AcquiredLock> {
-    let acquired = acquired.cloned().unwrap_or_else(|| AcquiredLock {
-        path: String::new(),
-        version: 0,
-        czxid: 0,
-        sequence: 0,
-    });
-    let current = lock.acquired_lock();
-    if !lock.is_held() || current.as_ref().map(|a| &a.path) != Some(&acquired.path) {
+) -> Result<Vec<AcquiredLock>> {
+    if !lock.is_held() || !grant.is_current(lock) {
         return Err(Error::LockLost {
-            path: acquired.path,
+            path: grant
+                .acquired
+                .as_ref()
+                .map_or_else(String::new, |a| a.path.clone()),
         });
     }
-    Ok(acquired)
+    Ok(grant.all.clone())
 }
 
 impl LockGuard<'_> {
     /// [`guarded_multi`] for this guard's grant, sent through `zkw`'s
-    /// current session: `ops` are applied only while the lock is held.
+    /// current session: `ops` are applied only while the lock is held. Under
+    /// a [`MultiLock`](super::MultiLock) the `multi` checks every member's
+    /// node ([`guarded_multi_all`]): a holder that lost any member cannot
+    /// write.
     ///
     /// # Errors
-    /// As [`guarded_multi`]; `LockLost` without sending when the lock is
+    /// As [`guarded_multi_all`]; `LockLost` without sending when the lock is
     /// already known lost (or released).
     pub fn guarded_multi(&self, zkw: &ZooKeeperWatcher, ops: &[Op]) -> Result<Vec<OpResult>> {
-        let held = held_grant(self.grant.acquired.as_ref(), self.lock)?;
-        guarded_multi(zkw.recoverable_zookeeper(), &held, ops)
+        let held = held_grants(&self.grant, self.lock)?;
+        guarded_multi_all(zkw.recoverable_zookeeper(), &held, ops)
     }
 }
 
@@ -140,7 +166,7 @@ impl OwnedLockGuard {
     /// # Errors
     /// As [`LockGuard::guarded_multi`].
     pub fn guarded_multi(&self, zkw: &ZooKeeperWatcher, ops: &[Op]) -> Result<Vec<OpResult>> {
-        let held = held_grant(self.grant.acquired.as_ref(), &*self.lock)?;
-        guarded_multi(zkw.recoverable_zookeeper(), &held, ops)
+        let held = held_grants(&self.grant, &*self.lock)?;
+        guarded_multi_all(zkw.recoverable_zookeeper(), &held, ops)
     }
 }

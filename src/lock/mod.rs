@@ -118,7 +118,7 @@ pub use crate::wait::DEFAULT_CALL_GRACE;
 pub use base::LockStep;
 pub use base::{LockCanceller, ZkInterProcessLockBase};
 pub use dialect::{lock_nodes, Dialect, LockNode};
-pub use guarded::guarded_multi;
+pub use guarded::{guarded_multi, guarded_multi_all};
 pub use kind::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
 pub use multi::{MultiLock, OrderedLock};
 pub use mutex::ZkInterProcessMutex;
@@ -275,6 +275,17 @@ pub trait InterProcessLock: Send + Sync {
     /// The granted lock, while held.
     fn acquired_lock(&self) -> Option<AcquiredLock>;
 
+    /// Every grant this lock is made of, while held: the one of
+    /// [`acquired_lock`](InterProcessLock::acquired_lock) for a single lock,
+    /// one per member (in the global order) for a [`MultiLock`]. A guard's
+    /// `guarded_multi` checks every one of them and its fencing token is the
+    /// greatest of theirs.
+    ///
+    /// The default is [`acquired_lock`](InterProcessLock::acquired_lock) alone.
+    fn acquired_locks(&self) -> Option<Vec<AcquiredLock>> {
+        self.acquired_lock().map(|a| vec![a])
+    }
+
     /// [`acquire`](InterProcessLock::acquire), returning a guard that releases on drop.
     ///
     /// # Errors
@@ -343,7 +354,11 @@ pub trait InterProcessReadWriteLock {
 /// The grant a guard was made for, and whether it was given back.
 #[derive(Debug)]
 struct Grant {
+    /// The lock's [`acquired_lock`](InterProcessLock::acquired_lock).
     acquired: Option<AcquiredLock>,
+    /// Its [`acquired_locks`](InterProcessLock::acquired_locks): every grant
+    /// the guard covers (one per member of a multi-lock); empty when none.
+    all: Vec<AcquiredLock>,
     released: bool,
 }
 
@@ -351,22 +366,29 @@ impl Grant {
     fn of(lock: &dyn InterProcessLock) -> Grant {
         Grant {
             acquired: lock.acquired_lock(),
+            all: lock.acquired_locks().unwrap_or_default(),
             released: false,
         }
     }
 
+    /// The greatest fencing token of the grants covered (0 when none).
     fn fencing_token(&self) -> i64 {
-        self.acquired
-            .as_ref()
-            .map_or(0, AcquiredLock::fencing_token)
+        self.all
+            .iter()
+            .map(AcquiredLock::fencing_token)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Whether the instance still holds this grant (not a later one of the same
-    /// instance).
+    /// instance): the same nodes, every one of them.
     fn is_current(&self, lock: &dyn InterProcessLock) -> bool {
-        let current = lock.acquired_lock();
-        current.is_some()
-            && current.as_ref().map(|a| &a.path) == self.acquired.as_ref().map(|a| &a.path)
+        let Some(current) = lock.acquired_locks() else {
+            return false;
+        };
+        !current.is_empty()
+            && current.len() == self.all.len()
+            && current.iter().zip(&self.all).all(|(c, g)| c.path == g.path)
     }
 
     /// Releases synchronously, only the grant this guard was made for.
@@ -413,7 +435,9 @@ impl<'a> LockGuard<'a> {
         }
     }
 
-    /// The fencing token of this grant (see [`AcquiredLock::fencing_token`]).
+    /// The fencing token of this grant (see [`AcquiredLock::fencing_token`]);
+    /// under a [`MultiLock`], the greatest of its members' (see
+    /// [`MultiLock`]'s "Guard and fencing token").
     pub fn fencing_token(&self) -> i64 {
         self.grant.fencing_token()
     }
@@ -421,6 +445,13 @@ impl<'a> LockGuard<'a> {
     /// The granted lock.
     pub fn acquired_lock(&self) -> Option<&AcquiredLock> {
         self.grant.acquired.as_ref()
+    }
+
+    /// Every grant this guard covers (see
+    /// [`InterProcessLock::acquired_locks`]): one per member of a
+    /// [`MultiLock`], each with its own fencing token.
+    pub fn acquired_locks(&self) -> &[AcquiredLock] {
+        &self.grant.all
     }
 
     /// Whether the lock is still held (false once known lost).
@@ -491,7 +522,9 @@ impl OwnedLockGuard {
         }
     }
 
-    /// The fencing token of this grant (see [`AcquiredLock::fencing_token`]).
+    /// The fencing token of this grant (see [`AcquiredLock::fencing_token`]);
+    /// under a [`MultiLock`], the greatest of its members' (see
+    /// [`MultiLock`]'s "Guard and fencing token").
     pub fn fencing_token(&self) -> i64 {
         self.grant.fencing_token()
     }
@@ -499,6 +532,13 @@ impl OwnedLockGuard {
     /// The granted lock.
     pub fn acquired_lock(&self) -> Option<&AcquiredLock> {
         self.grant.acquired.as_ref()
+    }
+
+    /// Every grant this guard covers (see
+    /// [`InterProcessLock::acquired_locks`]): one per member of a
+    /// [`MultiLock`], each with its own fencing token.
+    pub fn acquired_locks(&self) -> &[AcquiredLock] {
+        &self.grant.all
     }
 
     /// Whether the lock is still held (false once known lost).

@@ -2,6 +2,7 @@
 //! none, taken in one global order so that two multi-locks over overlapping
 //! sets cannot deadlock.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +19,10 @@ pub trait OrderedLock: InterProcessLock {
     /// Two instances contending for the same lock (same znode and kind) have
     /// the same key.
     fn order_key(&self) -> String;
+
+    /// The lock znode whose children this lock's nodes are. A multi-lock
+    /// takes at most one lock per znode (see [`MultiLock::new`]).
+    fn lock_znode(&self) -> &str;
 }
 
 impl<K: LockKind> OrderedLock for ZkInterProcessLockBase<K> {
@@ -25,6 +30,10 @@ impl<K: LockKind> OrderedLock for ZkInterProcessLockBase<K> {
     /// side, readers before writers.
     fn order_key(&self) -> String {
         format!("{}\0{}", self.lock_znode(), K::PREFIX)
+    }
+
+    fn lock_znode(&self) -> &str {
+        ZkInterProcessLockBase::lock_znode(self)
     }
 }
 
@@ -34,6 +43,10 @@ impl OrderedLock for super::ZkInterProcessMutex {
     /// key (they cannot share the znode anyway: `MixedDialect`).
     fn order_key(&self) -> String {
         (**self).order_key()
+    }
+
+    fn lock_znode(&self) -> &str {
+        ZkInterProcessLockBase::lock_znode(&**self)
     }
 }
 
@@ -49,6 +62,26 @@ impl OrderedLock for super::ZkInterProcessMutex {
 ///
 /// Implements [`InterProcessLock`]: `lock()`, `try_lock_for()` and the owned
 /// guards work as for one lock. `try_acquire(timeout)` bounds the whole.
+///
+/// # Guard and fencing token
+/// A guard's `guarded_multi` (e.g. [`LockGuard::guarded_multi`](super::LockGuard::guarded_multi))
+/// checks every member's node in its `multi` (one `check` each,
+/// [`guarded_multi_all`](super::guarded_multi_all)): a holder that lost any
+/// member — say the session that took it expired while its client was cut
+/// off, and another process took that member — cannot write, even while it
+/// still believes it holds them all.
+///
+/// The multi-lock's fencing token (the guard's `fencing_token()`, and
+/// [`acquired_lock`](InterProcessLock::acquired_lock)'s) is the greatest
+/// creation zxid of its members' nodes: the last member's, since each
+/// member's node is created once the members before it are held. It grows
+/// with every grant of multi-locks over the same members (a later grant
+/// creates its last node only after it holds the first member, which this
+/// grant let go of after creating all of its nodes). It does not order a
+/// multi-lock against a single member's own grants or against multi-locks
+/// over other sets: a resource guarded by one member compares that member's
+/// own token, `acquired_locks()[i].fencing_token()`, which grows with every
+/// grant of that member whoever takes it.
 /// Cancel through the members (e.g. each [`ZkInterProcessLockBase::canceller`]):
 /// a cancelled member ends the acquire with `Cancelled`, the others released.
 ///
@@ -83,9 +116,20 @@ impl std::fmt::Debug for MultiLock {
 impl MultiLock {
     /// A multi-lock over `locks`.
     ///
+    /// At most one member per lock znode ([`OrderedLock::lock_znode`]): two
+    /// instances of one lock, or the read and the write lock of one znode,
+    /// would wait for each other forever (the second member's node queues
+    /// behind the first's, which is held until the second is). Curator's
+    /// `InterProcessMultiLock` checks nothing: there the thread holding an
+    /// `InterProcessReadWriteLock`'s write lock may also take its read lock
+    /// (and the other order waits forever); zklock's locks are not reentrant,
+    /// so every such pair is refused.
+    /// The znodes are compared by path: members on the same path of two
+    /// different ensembles (or chroots) are refused too.
+    ///
     /// # Errors
-    /// `BadArguments` when `locks` is empty or two of them are the same lock
-    /// (same order key: the second would wait for the first forever).
+    /// `BadArguments` when `locks` is empty or two of them are on the same
+    /// lock znode (nothing is created).
     pub fn new(locks: Vec<Arc<dyn OrderedLock>>) -> Result<MultiLock> {
         if locks.is_empty() {
             return Err(Error::BadArguments(
@@ -94,13 +138,11 @@ impl MultiLock {
         }
         let mut locks = locks;
         locks.sort_by_key(|l| l.order_key());
-        if let Some(w) = locks
-            .windows(2)
-            .find(|w| w[0].order_key() == w[1].order_key())
-        {
+        let mut znodes = HashSet::new();
+        if let Some(twice) = locks.iter().find(|l| !znodes.insert(l.lock_znode())) {
             return Err(Error::BadArguments(format!(
-                "a multi-lock holds {} twice",
-                w[0].order_key().replace('\0', " ")
+                "a multi-lock takes two locks of {}: the second would wait for the first forever",
+                twice.lock_znode()
             )));
         }
         Ok(MultiLock { locks })
@@ -109,11 +151,6 @@ impl MultiLock {
     /// The members, in the order they are taken.
     pub fn locks(&self) -> &[Arc<dyn OrderedLock>] {
         &self.locks
-    }
-
-    /// Every member's grant, in the global order, while all are held.
-    pub fn acquired_locks(&self) -> Option<Vec<AcquiredLock>> {
-        self.locks.iter().map(|l| l.acquired_lock()).collect()
     }
 
     /// Takes every member in order, each within what is left of `deadline`;
@@ -205,9 +242,16 @@ impl InterProcessLock for MultiLock {
         self.locks.iter().all(|l| l.is_held())
     }
 
-    /// The first member's grant (in the global order) while every member is
-    /// held; all of them in [`acquired_locks`](MultiLock::acquired_locks).
+    /// The last member's grant (in the global order) while every member is
+    /// held: its node was created last, so its fencing token is the
+    /// multi-lock's (see "Guard and fencing token" above); all of them in
+    /// [`acquired_locks`](InterProcessLock::acquired_locks).
     fn acquired_lock(&self) -> Option<AcquiredLock> {
-        self.acquired_locks()?.into_iter().next()
+        self.acquired_locks()?.pop()
+    }
+
+    /// Every member's grant, in the global order, while all are held.
+    fn acquired_locks(&self) -> Option<Vec<AcquiredLock>> {
+        self.locks.iter().map(|l| l.acquired_lock()).collect()
     }
 }

@@ -33,6 +33,9 @@ pub enum BarrierStep {
     /// The member's time ran out; it is about to withdraw (unless `ready`
     /// exists by then).
     TimedOut,
+    /// The member out of time read `ready` (none current) and is about to
+    /// withdraw in one `multi` that holds only if no `ready` was made since.
+    Withdrawing,
 }
 
 #[cfg(feature = "testing")]
@@ -57,6 +60,23 @@ type StepHook = Arc<dyn Fn(BarrierStep) + Send + Sync>;
 /// - The page never removes `ready`; here the last member to leave deletes it,
 ///   so the barrier's directory is empty again (and the barrier can be used for
 ///   another round once every member of the last one has left).
+/// - `ready` names its round: its data is the name of the highest member its
+///   creator counted (each checked in the same `multi` that creates it). It
+///   is current while one of the members it counted is still in the barrier
+///   (the lowest member present is at or below the one it names: sequences
+///   only grow and a member gone never comes back). A `ready` whose round's
+///   members all died without leaving (a crashed batch: their ephemeral nodes
+///   went with their sessions) is stale: a later member ignores it, the
+///   member that fills the next round replaces it, and a member that runs out
+///   of time removes it as it withdraws, so it never lets a later round
+///   through. A `ready` that names no round (empty data, as an older zklock
+///   makes it) is taken as current.
+/// - Every `multi` that makes, replaces or removes `ready`, or withdraws a
+///   member that timed out, decides on one reading of it: it checks the
+///   barrier node's data version read before `ready`, which the `multi` that
+///   makes a `ready` increments (writing the node's data empty). So no
+///   `ready` made after the reading is replaced or missed (a `ready` deleted
+///   and made again has the same version; the barrier's does not repeat).
 /// - A member whose `enter` times out or fails deletes its node; a `leave`
 ///   that times out withdraws the member (deletes its node), so a member that
 ///   gives up never blocks the others. A member's node is ephemeral: a member
@@ -93,6 +113,50 @@ fn members(children: &[String]) -> Vec<String> {
         .collect();
     m.sort();
     m.into_iter().map(|(_, c)| c.clone()).collect()
+}
+
+/// `ready`'s data for a round that counted `counted` (lowest first): the
+/// name of the highest member counted.
+fn ready_data(counted: &[String]) -> Vec<u8> {
+    counted
+        .last()
+        .map(|m| m.as_bytes().to_vec())
+        .unwrap_or_default()
+}
+
+/// Whether a `ready` holding `data` belongs to a round still on, given the
+/// barrier's `present` members (lowest first): one of the members it counted
+/// is still there, i.e. the lowest member present is at or below the highest
+/// it counted (a member gone never comes back, and a member created later has
+/// a higher sequence). A `ready` naming no round is current.
+fn ready_is_current(data: &[u8], present: &[String]) -> bool {
+    let Some(highest) = std::str::from_utf8(data).ok().and_then(sequence_of) else {
+        return true;
+    };
+    present
+        .first()
+        .and_then(|m| sequence_of(m))
+        .is_some_and(|lowest| i64::from(lowest) <= i64::from(highest))
+}
+
+/// How many times a member out of time reads `ready` and tries to withdraw
+/// (each failing because `ready` changed meanwhile) before it gives up and
+/// withdraws plainly.
+const WITHDRAW_ATTEMPTS: usize = 3;
+
+/// What a member read of `ready` (see [`DoubleBarrier::read_ready`]).
+enum ReadyState {
+    /// A current `ready`: the member is in.
+    Current,
+    /// No current `ready`.
+    NotCurrent {
+        /// The barrier node's data version, read before `ready`.
+        barrier_version: i32,
+        /// A stale `ready` is there.
+        stale: bool,
+        /// The members present, lowest first.
+        members: Vec<String>,
+    },
 }
 
 /// How long a member's withdrawal after an error may take (it is finished in
@@ -168,7 +232,7 @@ impl DoubleBarrier {
         let ready = zkutil::join_znode(&self.path, READY_NODE);
         // 2. the watch on `ready` comes before our node.
         let round = self.waiter.round();
-        let ready_already = rzk.exists_watch(&ready, self.waiter.watcher())?.is_some();
+        rzk.exists_watch(&ready, self.waiter.watcher())?;
         // 1, 3. our node.
         let tagged = tagged_prefix(&zkutil::join_znode(&self.path, MEMBER_PREFIX));
         let create = || {
@@ -197,13 +261,9 @@ impl DoubleBarrier {
         };
         let my_path = me.path().to_string();
         *self.node.lock() = Some(me);
-        let result = if ready_already {
-            Ok(true)
-        } else {
-            match self.wait_entered(&call, &rzk, &ready, bounds, round) {
-                Err(e) if bounds.cut_short(&e) => Ok(false),
-                other => other,
-            }
+        let result = match self.wait_entered(&call, &rzk, &ready, bounds, round) {
+            Err(e) if bounds.cut_short(&e) => Ok(false),
+            other => other,
         };
         match result {
             Ok(true) => Ok(true),
@@ -234,44 +294,99 @@ impl DoubleBarrier {
         }
     }
 
-    /// A member out of time withdraws, unless `ready` exists: one `multi`
-    /// that creates and deletes `ready` (failing with `NodeExists` when it is
-    /// there) and deletes our node. `Ok(true)`: `ready` exists, we entered
+    /// A member out of time withdraws, unless a current `ready` exists: it
+    /// reads `ready` (see [`read_ready`](Self::read_ready)), then sends one
+    /// `multi` that checks the barrier's version (no `ready` made since),
+    /// deletes a stale `ready` or creates and deletes `ready` (failing when
+    /// one is there, also from an older zklock that does not count), and
+    /// deletes our node. `Ok(true)`: a current `ready` exists, we entered
     /// after all; `Ok(false)`: withdrawn, and no member can count us any more.
     fn withdraw_unentered(&self, call: &CallSession, ready: &str, me: &str) -> Result<bool> {
         let rzk = call.rzk().with_deadline(Deadline::after(WITHDRAW));
-        let ops = [
-            Op::Create {
-                path: ready.to_string(),
-                data: Vec::new(),
-                acl: rzk.acl_for(ready).to_vec(),
-                mode: CreateMode::Persistent,
-            },
-            Op::Delete {
-                path: ready.to_string(),
-                version: None,
-            },
-            Op::Delete {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let ReadyState::NotCurrent {
+                barrier_version,
+                stale,
+                ..
+            } = self.read_ready(&rzk, ready)?
+            else {
+                return Ok(true);
+            };
+            #[cfg(feature = "testing")]
+            self.step(BarrierStep::Withdrawing);
+            let mut ops = vec![Op::check(self.path.clone(), Some(barrier_version))];
+            if stale {
+                ops.push(Op::Delete {
+                    path: ready.to_string(),
+                    version: None,
+                });
+            } else {
+                ops.push(Op::Create {
+                    path: ready.to_string(),
+                    data: Vec::new(),
+                    acl: rzk.acl_for(ready).to_vec(),
+                    mode: CreateMode::Persistent,
+                });
+                ops.push(Op::Delete {
+                    path: ready.to_string(),
+                    version: None,
+                });
+            }
+            ops.push(Op::Delete {
                 path: me.to_string(),
                 version: None,
-            },
-        ];
-        match rzk.zookeeper().multi(&ops) {
-            Ok(_) => {
-                self.node.lock().take();
-                Ok(false)
+            });
+            match rzk.zookeeper().multi(&ops) {
+                Ok(_) => {
+                    self.node.lock().take();
+                    return Ok(false);
+                }
+                // `ready` made, replaced or removed meanwhile: read again
+                // (the caller withdraws plainly when it keeps changing).
+                Err(
+                    e @ Error::Multi {
+                        code: ZkError::BadVersion | ZkError::NodeExists | ZkError::NoNode,
+                        ..
+                    },
+                ) => {
+                    if attempt >= WITHDRAW_ATTEMPTS {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
             }
-            Err(Error::Multi {
-                index: 0,
-                code: ZkError::NodeExists,
-                ..
-            }) => Ok(true),
-            Err(e) => Err(e),
         }
     }
 
-    /// Steps 4 to 6 of the page: until `ready` exists or this member finds
-    /// `member_count` members and creates it.
+    /// Reads `ready` as a member decides on it: the barrier node's data
+    /// version first (it grows with every `ready` made, see
+    /// [`create_ready`](Self::create_ready)), then `ready`, then the members.
+    /// A `multi` that checks that version fails if a `ready` was made after
+    /// this read; the `ready` read here is the only one there can be
+    /// otherwise (a session's reads are in order).
+    fn read_ready(&self, rzk: &RecoverableZooKeeper, ready: &str) -> Result<ReadyState> {
+        let (_, barrier) = rzk.get_data(&self.path, false)?;
+        let data = match rzk.get_data(ready, false) {
+            Ok((data, _)) => Some(data),
+            Err(e) if e.is(ZkError::NoNode) => None,
+            Err(e) => return Err(e),
+        };
+        let members = members(&rzk.get_children(&self.path, false)?);
+        match data {
+            Some(data) if ready_is_current(&data, &members) => Ok(ReadyState::Current),
+            data => Ok(ReadyState::NotCurrent {
+                barrier_version: barrier.version,
+                stale: data.is_some(),
+                members,
+            }),
+        }
+    }
+
+    /// Steps 4 to 6 of the page: until a current `ready` exists or this
+    /// member finds `member_count` members and creates it. A stale `ready`
+    /// counts as none.
     fn wait_entered(
         &self,
         call: &CallSession,
@@ -287,21 +402,26 @@ impl DoubleBarrier {
                 Some(r) => r,
                 None => {
                     let r = self.waiter.round();
-                    if rzk.exists_watch(ready, self.waiter.watcher())?.is_some() {
-                        return Ok(true);
-                    }
+                    rzk.exists_watch(ready, self.waiter.watcher())?;
                     r
                 }
             };
             // 4, 5, 6.
-            let counted = members(&rzk.get_children(&self.path, false)?);
+            let ReadyState::NotCurrent {
+                barrier_version,
+                stale,
+                members: counted,
+            } = self.read_ready(rzk, ready)?
+            else {
+                return Ok(true);
+            };
             if counted.len() >= self.member_count {
                 #[cfg(feature = "testing")]
                 self.step(BarrierStep::Counted);
-                if self.create_ready(rzk, ready, &counted)? {
+                if self.create_ready(rzk, ready, &counted, barrier_version, stale)? {
                     return Ok(true);
                 }
-                // A counted member left meanwhile: count again.
+                // A counted member left, or `ready` changed, meanwhile: again.
                 continue;
             }
             #[cfg(feature = "testing")]
@@ -315,14 +435,21 @@ impl DoubleBarrier {
         }
     }
 
-    /// Creates `ready` in one `multi` with a check of every member `counted`:
-    /// `Ok(true)` when `ready` exists now (ours or another member's),
-    /// `Ok(false)` when a counted member is gone (nothing created).
+    /// Creates `ready`, naming this round, in one `multi`: a check of every
+    /// member `counted`, a check that the barrier's version is still
+    /// `barrier_version` (no `ready` made since it was read), the deletion of
+    /// the `stale` one read then, if any, a write to the barrier's node (its
+    /// version counts the `ready`s made; its data is left empty) and the
+    /// create. `Ok(true)` when `ready` is ours; `Ok(false)` when a counted
+    /// member is gone or `ready` changed meanwhile (nothing written: read
+    /// again).
     fn create_ready(
         &self,
         rzk: &RecoverableZooKeeper,
         ready: &str,
         counted: &[String],
+        barrier_version: i32,
+        stale: bool,
     ) -> Result<bool> {
         let mut ops: Vec<Op> = counted
             .iter()
@@ -331,20 +458,24 @@ impl DoubleBarrier {
                 version: None,
             })
             .collect();
+        ops.push(Op::check(self.path.clone(), Some(barrier_version)));
+        if stale {
+            ops.push(Op::Delete {
+                path: ready.to_string(),
+                version: None,
+            });
+        }
+        ops.push(Op::set_data(self.path.clone(), Vec::new(), None));
         ops.push(Op::Create {
             path: ready.to_string(),
-            data: Vec::new(),
+            data: ready_data(counted),
             acl: rzk.acl_for(ready).to_vec(),
             mode: CreateMode::Persistent,
         });
         match rzk.zookeeper().multi(&ops) {
             Ok(_) => Ok(true),
             Err(Error::Multi {
-                code: ZkError::NodeExists,
-                ..
-            }) => Ok(true),
-            Err(Error::Multi {
-                code: ZkError::NoNode,
+                code: ZkError::NoNode | ZkError::NodeExists | ZkError::BadVersion,
                 ..
             }) => Ok(false),
             // In doubt: the next round looks for `ready` and counts again.
@@ -505,5 +636,24 @@ mod tests {
             members(&c),
             ["m-aa-0000000001", "m-cc-0000000002", "m-bb-0000000003"]
         );
+    }
+
+    #[test]
+    fn ready_is_current_while_a_member_it_counted_is_present() {
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let round = ready_data(&names(&["m-a-0000000004", "m-b-0000000007"]));
+        assert_eq!(round, b"m-b-0000000007");
+        // A counted member (or one at or below the highest) is present.
+        assert!(ready_is_current(&round, &names(&["m-b-0000000007"])));
+        assert!(ready_is_current(
+            &round,
+            &names(&["m-a-0000000004", "m-c-0000000009"])
+        ));
+        // Only later members: the round is over (its members died).
+        assert!(!ready_is_current(&round, &names(&["m-c-0000000009"])));
+        assert!(!ready_is_current(&round, &[]));
+        // A `ready` naming no round (an older zklock's) is taken as current.
+        assert!(ready_is_current(b"", &names(&["m-c-0000000009"])));
+        assert!(ready_is_current(b"\xff\x00", &[]));
     }
 }

@@ -1,0 +1,171 @@
+//! The double barrier's `ready` tied to its round (issue 32, item 2), against
+//! a real server: a round whose members died without leaving (a crashed
+//! batch) leaves a `ready` that must not let a later round through.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use common::{children, init_log, local_raw, local_zkw};
+use zklock::client::{Acl, CreateMode};
+use zklock::recipes::double_barrier::{BarrierStep, DoubleBarrier};
+use zklock::testing::{eventually, unique_root};
+
+/// Two members of a count-2 barrier enter and their sessions close without
+/// `leave` (a crashed batch): their nodes go, their `ready` stays. The next
+/// round's lone member must not pass `enter` (before: it passed at once); it
+/// runs out of time, and the stale `ready` and its own node are removed. Then,
+/// forced with the `TimedOut` step hook, a stale `ready` appears just as a
+/// lone member's time runs out: its withdrawal finds it, sees it is stale and
+/// withdraws (before: it took any `ready` there for its round's and passed).
+/// A full round afterwards replaces a stale `ready`, enters and leaves as
+/// usual, leaving nothing.
+#[test]
+fn a_crashed_rounds_ready_lets_no_later_round_through() {
+    init_log();
+    let root = unique_root("dbarrier-crashed");
+    let path = format!("{root}/b");
+    let ready = format!("{path}/ready");
+    let zk = local_raw();
+
+    // The crashed batch.
+    let (s1, s2) = (local_zkw(), local_zkw());
+    let m1 = DoubleBarrier::new(&s1, &path, 2).unwrap();
+    let m2 = DoubleBarrier::new(&s2, &path, 2).unwrap();
+    let h = thread::spawn(move || (m2.enter(Duration::from_secs(30)).unwrap(), m2));
+    assert!(m1.enter(Duration::from_secs(30)).unwrap());
+    let (entered, m2) = h.join().unwrap();
+    assert!(entered);
+    let stale = zk.get_data(&ready, false).unwrap().0;
+    s1.close().unwrap();
+    s2.close().unwrap();
+    drop((m1, m2));
+    assert_eq!(children(&zk, &path), ["ready"], "the crashed round's ready");
+
+    // The next round's lone member.
+    let s3 = local_zkw();
+    let lone = DoubleBarrier::new(&s3, &path, 2).unwrap();
+    assert!(
+        !lone.enter(Duration::from_millis(500)).unwrap(),
+        "a lone member passed on a crashed round's ready"
+    );
+    assert_eq!(lone.node(), None);
+    assert!(
+        children(&zk, &path).is_empty(),
+        "stale ready or the member left: {:?}",
+        children(&zk, &path)
+    );
+
+    // A stale `ready` appears as a lone member's time runs out.
+    let hook_zk = Mutex::new(local_raw());
+    let (hook_ready, hook_stale) = (ready.clone(), stale.clone());
+    let lone = DoubleBarrier::new(&s3, &path, 2)
+        .unwrap()
+        .with_step_hook(move |step| {
+            if step == BarrierStep::TimedOut {
+                hook_zk
+                    .lock()
+                    .unwrap()
+                    .create(
+                        &hook_ready,
+                        &hook_stale,
+                        Acl::open_unsafe(),
+                        CreateMode::Persistent,
+                    )
+                    .unwrap();
+            }
+        });
+    assert!(
+        !lone.enter(Duration::from_millis(300)).unwrap(),
+        "a member out of time passed on a crashed round's ready"
+    );
+    assert_eq!(lone.node(), None);
+    assert!(
+        children(&zk, &path).is_empty(),
+        "stale ready or the member left: {:?}",
+        children(&zk, &path)
+    );
+    drop(lone);
+
+    // A full round replaces a stale `ready`, enters and leaves together;
+    // nothing is left.
+    zk.create(&ready, &stale, Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let s4 = local_zkw();
+    let (a, b) = (
+        DoubleBarrier::new(&s3, &path, 2).unwrap(),
+        DoubleBarrier::new(&s4, &path, 2).unwrap(),
+    );
+    let h = thread::spawn(move || {
+        let entered = b.enter(Duration::from_secs(30)).unwrap();
+        let left = b.leave(Duration::from_secs(30)).unwrap();
+        (entered, left)
+    });
+    assert!(a.enter(Duration::from_secs(30)).unwrap());
+    let named = zk.get_data(&ready, false).unwrap().0;
+    assert_ne!(named, stale, "the full round's ready names it");
+    assert!(a.leave(Duration::from_secs(30)).unwrap());
+    assert_eq!(h.join().unwrap(), (true, true));
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &path).is_empty()));
+    s3.close().unwrap();
+    s4.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&local_zkw(), &root).unwrap();
+}
+
+/// A stale `ready` is there when a lone member X runs out of time; X reads
+/// it and, before X withdraws (held at `Withdrawing`), member Y arrives,
+/// counts X and Y, replaces the stale `ready` with its round's and passes.
+/// X's withdrawal (one `multi` that checks the barrier's version read with
+/// `ready`) fails, X reads again and enters: both are in the round Y passed.
+/// Were the withdrawal to act on the stale reading (delete `ready` and X's
+/// node), Y would be through alone and X out.
+#[test]
+fn a_member_withdrawing_on_a_stale_ready_sees_a_round_made_meanwhile() {
+    init_log();
+    let root = unique_root("dbarrier-stale-race");
+    let path = format!("{root}/b");
+    let ready = format!("{path}/ready");
+    let zk = local_raw();
+    zklock::zkutil::create_with_parents(&local_zkw(), &path).unwrap();
+    // A stale `ready`: it names a member that is gone.
+    zk.create(
+        &ready,
+        b"m-gone-0000000000",
+        Acl::open_unsafe(),
+        CreateMode::Persistent,
+    )
+    .unwrap();
+
+    let (sx, sy) = (local_zkw(), local_zkw());
+    let y_path = path.clone();
+    let y_entered = Arc::new(Mutex::new(None));
+    let y_result = y_entered.clone();
+    let x = DoubleBarrier::new(&sx, &path, 2)
+        .unwrap()
+        .with_step_hook(move |step| {
+            if step == BarrierStep::Withdrawing {
+                let mut y_result = y_result.lock().unwrap();
+                if y_result.is_none() {
+                    // Y arrives now, on its own session, and fills the round.
+                    let y = DoubleBarrier::new(&sy, &y_path, 2).unwrap();
+                    let entered = y.enter(Duration::from_secs(10)).unwrap();
+                    *y_result = Some((entered, y));
+                }
+            }
+        });
+    let x_entered = x.enter(Duration::from_millis(300)).unwrap();
+    let (y_in, y) = y_entered.lock().unwrap().take().expect("Y arrived");
+    assert!(y_in, "Y filled the round");
+    assert!(x_entered, "X withdrew from the round Y passed with it");
+    assert!(x.node().is_some());
+    assert_ne!(zk.get_data(&ready, false).unwrap().0, b"m-gone-0000000000");
+    let h = thread::spawn(move || y.leave(Duration::from_secs(30)).unwrap());
+    assert!(x.leave(Duration::from_secs(30)).unwrap());
+    assert!(h.join().unwrap());
+    assert!(children(&zk, &path).is_empty());
+    drop(x);
+    sx.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&local_zkw(), &root).unwrap();
+}
