@@ -1,0 +1,88 @@
+//! The one way to own a node, through the recipes whose nodes are created
+//! for their caller (a group member here; two-phase-commit sites and queue
+//! receipts share it), against a real ZooKeeper server: a create whose reply
+//! is lost finds its own node again by a mark only it can have written, and
+//! never takes a stranger's node for its own, not even one of the same
+//! session holding equal data (with HBase's metadata prefix off, equal data
+//! is all that a read-back could compare).
+
+mod common;
+
+use common::init_log;
+use std::time::Duration;
+
+use zklock::client::ReplyKind;
+use zklock::recipes::group::Group;
+use zklock::testing::{shared_server, unique_root};
+use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
+
+fn connect(servers: &str, prefix: bool) -> ZooKeeperWatcher {
+    ZooKeeperWatcher::builder(servers)
+        .with_identifier("owned-test")
+        .with_session_timeout(Duration::from_secs(6))
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(20)))
+        .with_metadata_prefix(prefix)
+        .connect()
+        .unwrap()
+}
+
+#[test]
+fn a_members_lost_create_is_its_own_node_with_and_without_the_metadata_prefix() {
+    init_log();
+    let servers = shared_server().connect_string();
+    for prefix in [true, false] {
+        let zkw = connect(&servers, prefix);
+        let root = unique_root("owned-member");
+        let group = Group::new(&zkw, &root).unwrap();
+        group.join("warm-up", b"").unwrap().leave().unwrap();
+        zkw.zookeeper().lose_next_reply(ReplyKind::Create);
+        let member = group.join("m", b"same").unwrap();
+        assert_eq!(member.node(), format!("{root}/m"));
+        let zk = zkw.zookeeper();
+        let stat = zk.exists(member.node(), false).unwrap().unwrap();
+        assert_eq!(stat.ephemeral_owner, zk.session_id());
+        assert_eq!(
+            zk.get_children(&root, false).unwrap(),
+            vec!["m".to_string()]
+        );
+        member.leave().unwrap();
+        assert_eq!(
+            zk.exists(&format!("{root}/m"), false).unwrap(),
+            None,
+            "prefix {prefix}"
+        );
+        zkw.close().unwrap();
+    }
+}
+
+#[test]
+fn a_lost_create_never_takes_another_members_node_of_the_same_session() {
+    init_log();
+    let servers = shared_server().connect_string();
+    for prefix in [false, true] {
+        let zkw = connect(&servers, prefix);
+        let root = unique_root("owned-stranger");
+        let group = Group::new(&zkw, &root).unwrap();
+        let first = group.join("m", b"same").unwrap();
+        let zk = zkw.zookeeper();
+        let theirs = zk.exists(first.node(), false).unwrap().unwrap();
+        // The second participant's create fails (NodeExists), its reply is
+        // lost; the retry finds the first participant's node: equal data,
+        // same session, but not this participant's mark.
+        zkw.zookeeper().lose_next_reply(ReplyKind::Create);
+        let second = group.join("m", b"same");
+        match second {
+            Err(e) => assert!(e.is(ZkError::NodeExists), "prefix {prefix}: {e}"),
+            Ok(m) => {
+                let node = m.node().to_string();
+                // Leaving would delete the first participant's node.
+                std::mem::forget(m);
+                panic!("prefix {prefix}: the first participant's node {node} was taken for the second's");
+            }
+        }
+        let now = zk.exists(first.node(), false).unwrap().unwrap();
+        assert_eq!(now.czxid, theirs.czxid);
+        first.leave().unwrap();
+        zkw.close().unwrap();
+    }
+}
