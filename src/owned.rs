@@ -254,14 +254,33 @@ pub(crate) fn create_once(
         }
         other => other,
     };
+    with_parents(rzk, &path, spec.parents, create)
+}
+
+/// "Create, create the parents on `NoNode`, create again", written once:
+/// runs `create` (a create of `path`, a sequential prefix included); on
+/// `NoNode` creates `path`'s missing ancestors (empty, in the `parents`
+/// mode, through `rzk`'s retries) and runs `create` once more. Every create
+/// of a node with its parents goes through here ([`create_once`] for the
+/// owned ones; shared nodes such as counters, leases and queue items, and
+/// the HBase-tagged sequential creates, directly).
+///
+/// # Errors
+/// `create`'s errors; the parents' (`NoAuth`, session errors).
+pub(crate) fn with_parents<T>(
+    rzk: &RecoverableZooKeeper,
+    path: &str,
+    parents: Parents,
+    create: impl Fn() -> Result<T>,
+) -> Result<T> {
     match create() {
         Err(e) if e.is(ZkError::NoNode) => {
-            if let Some(parent) = crate::path::get_parent(&path) {
-                let parents = match spec.parents {
+            if let Some(parent) = crate::path::get_parent(path) {
+                let mode = match parents {
                     Parents::Persistent => CreateMode::Persistent,
                     Parents::Container => CreateMode::Container,
                 };
-                rzk.create_with_parents_as(parent, &[], parents)?;
+                rzk.create_with_parents_as(parent, &[], mode)?;
             }
             create()
         }

@@ -19,7 +19,7 @@ use crate::client::CreateMode;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
-use crate::owned::{create_owned, delete_owned, NodeSpec, OwnerMark, Parents};
+use crate::owned::{create_owned, delete_owned, with_parents, NodeSpec, OwnerMark, Parents};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{Op, Stat};
 use crate::wait::{Bounds, CallSession, Waiter};
@@ -311,22 +311,16 @@ pub(super) fn create_item(
     data: &[u8],
 ) -> Result<String> {
     let zk = zkw.zookeeper();
+    let rzk = zkw.recoverable_zookeeper();
     let path = zkutil::join_znode(dir, name);
-    let create = || {
+    with_parents(rzk, &path, Parents::Persistent, || {
         zk.create(
             &path,
             data,
-            zkw.recoverable_zookeeper().acl_for(&path),
+            rzk.acl_for(&path),
             CreateMode::PersistentSequential,
         )
-    };
-    match create() {
-        Err(e) if e.is(ZkError::NoNode) => {
-            zkw.recoverable_zookeeper().create_with_parents(dir, &[])?;
-            create()
-        }
-        other => other,
-    }
+    })
 }
 
 /// Deletes `path` (any version); no error when it is gone already.
@@ -493,16 +487,9 @@ impl SessionNode {
     ) -> Result<(SessionNode, Stat)> {
         let rzk = call.rzk();
         let (path, stat) = if mode.is_sequential() {
-            let create = || rzk.create2(path, data, rzk.acl_for(path), mode);
-            match create() {
-                Err(e) if e.is(ZkError::NoNode) => {
-                    if let Some(parent) = zkutil::get_parent(path) {
-                        rzk.create_with_parents(parent, &[])?;
-                    }
-                    create()?
-                }
-                other => other?,
-            }
+            with_parents(rzk, path, Parents::Persistent, || {
+                rzk.create2(path, data, rzk.acl_for(path), mode)
+            })?
         } else {
             let data = rzk.encode(data);
             let spec = NodeSpec {
