@@ -29,15 +29,18 @@
 //! persistent node's thread) uses [`create_once`] and asks
 //! [`OwnerMark::find`] or [`OwnerMark::is_marked`] afterwards.
 //! [`delete_owned`] deletes the node only while it is the same node (its
-//! creation zxid) at the version read.
+//! creation zxid) at the version read; [`delete_owned_in_background`] does
+//! the same without waiting (a drop, the event thread).
 
 use std::time::Duration;
 
 use log::{debug, info, warn};
 
+use crate::background::on_reconnect;
 use crate::client::{Acl, CreateMode, Id, Perms, Stat, ZooKeeper};
 use crate::error::{Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
+use crate::watcher::WeakZooKeeperWatcher;
 
 /// Curator's protected-name prefix (`_c_`), the same as
 /// `recipes::layout::CURATOR_PROTECTED_PREFIX` (here because the layers
@@ -352,6 +355,54 @@ pub(crate) fn delete_owned(rzk: &RecoverableZooKeeper, path: &str, czxid: i64) -
             Err(e) => return Err(e),
         }
     }
+}
+
+/// [`delete_owned`] without waiting (a drop): the node at `path` is
+/// deleted while it is the node created at `czxid`, at the version read, in
+/// `zk`'s session (a handle pinned to one session never reaches a session
+/// that replaced it); asynchronous calls only, so it may run on the event
+/// thread. Retried after a reconnect; dropped once the session has ended (an
+/// ephemeral node went with it), when the node is gone, or when another node
+/// has its name (left alone).
+pub(crate) fn delete_owned_in_background(
+    zk: &ZooKeeper,
+    zkw: &WeakZooKeeperWatcher,
+    path: String,
+    czxid: i64,
+) {
+    if zk.state().is_terminal() {
+        return;
+    }
+    let (again, zk2) = (zkw.clone(), zk.clone());
+    let retry = move |path: String| {
+        let (w, zk) = (again.clone(), zk2.clone());
+        on_reconnect(&again, move |connected| {
+            if connected {
+                delete_owned_in_background(&zk, &w, path, czxid);
+            }
+        });
+    };
+    let (zk2, zkw2) = (zk.clone(), zkw.clone());
+    zk.exists_async(&path.clone(), None, move |r| match r {
+        Ok(Some(stat)) if stat.czxid == czxid => {
+            zk2.clone()
+                .delete_async(&path.clone(), Some(stat.version), move |r| match r {
+                    Ok(()) => {}
+                    // Written to meanwhile: read again.
+                    Err(e) if e.is(ZkError::BadVersion) => {
+                        delete_owned_in_background(&zk2, &zkw2, path, czxid)
+                    }
+                    Err(e) if e.is_retryable() => retry(path),
+                    Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => {}
+                    Err(e) => warn!("could not remove {path}: {e}"),
+                })
+        }
+        Ok(Some(_)) => debug!("{path} was replaced by another node: left alone"),
+        Ok(None) => {}
+        Err(e) if e.is_retryable() => retry(path),
+        Err(e) if e.is_fatal() => {}
+        Err(e) => warn!("could not remove {path}: {e}"),
+    });
 }
 
 #[cfg(test)]

@@ -86,3 +86,35 @@ fn a_lost_create_never_takes_another_members_node_of_the_same_session() {
         zkw.close().unwrap();
     }
 }
+
+#[test]
+fn a_dropped_member_never_removes_another_node_that_took_its_name() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers, true);
+    let rival = connect(&servers, true);
+    let root = unique_root("owned-drop");
+    let group = Group::new(&zkw, &root).unwrap();
+    let member = group.join("m", b"mine").unwrap();
+    // Someone removes the member's node and another session takes its name.
+    let zk = rival.zookeeper();
+    zk.delete(member.node(), None).unwrap();
+    let theirs = Group::new(&rival, &root)
+        .unwrap()
+        .join("m", b"theirs")
+        .unwrap();
+    let stat = zk.exists(theirs.node(), false).unwrap().unwrap();
+    // Dropped: its background removal is guarded by its creation zxid. (Its
+    // requests go before this sync of the same session.)
+    drop(member);
+    zkw.recoverable_zookeeper().sync(&root).unwrap();
+    zkw.zookeeper().exists(&root, false).unwrap();
+    assert_eq!(
+        zk.exists(theirs.node(), false).unwrap().map(|s| s.czxid),
+        Some(stat.czxid),
+        "the other session's node stays"
+    );
+    theirs.leave().unwrap();
+    zkw.close().unwrap();
+    rival.close().unwrap();
+}

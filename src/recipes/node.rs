@@ -19,7 +19,10 @@ use crate::client::CreateMode;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
-use crate::owned::{create_owned, delete_owned, with_parents, NodeSpec, OwnerMark, Parents};
+use crate::owned::{
+    create_owned, delete_owned, delete_owned_in_background, with_parents, NodeSpec, OwnerMark,
+    Parents,
+};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{Op, Stat};
 use crate::wait::{Bounds, CallSession, Waiter};
@@ -579,19 +582,20 @@ impl SessionNode {
         delete_owned(&rzk, &self.path, self.czxid).map(drop)
     }
 
-    /// Removes the node without waiting (a drop): in the background, retried
-    /// after a reconnect; nothing to do once its session has ended (an
-    /// ephemeral node went with it; the removal never reaches a renewed
-    /// session's node of the same name, whose creation zxid differs).
+    /// Removes the node without waiting (a drop): in the background, guarded
+    /// as [`delete`](Self::delete) (its creation zxid and version, so it never
+    /// removes another node that took its name, not even one of the same
+    /// session), retried after a reconnect; nothing to do once its session
+    /// has ended (an ephemeral node went with it).
     pub(super) fn remove_in_background(self) {
         if self.call.check().is_err() {
             return;
         }
-        crate::background::remove_in_session(
+        delete_owned_in_background(
             self.call.rzk().zookeeper(),
             &self.call.watcher().downgrade(),
             self.path,
-            Box::new(|| {}),
+            self.czxid,
         );
     }
 }
