@@ -198,11 +198,13 @@ impl OwnerMark {
 /// How the missing parents of a node are created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Parents {
-    /// Persistent, empty (HBase's `ZKUtil.createWithParents`).
+    /// Persistent, empty (HBase's `ZKUtil.createWithParents`, through the
+    /// `RecoverableZooKeeper`: retried, its data with the metadata prefix).
     Persistent,
-    /// Containers, empty (Curator's `creatingParentContainersIfNeeded`): the
-    /// server removes one once its last child is gone. (For the Curator
-    /// layouts' nodes, the leader latch's and election's, still to move here.)
+    /// Containers, with no data (Curator's `creatingParentContainersIfNeeded`,
+    /// see [`create_container_parents`]): the server removes one once its
+    /// last child is gone. (For the Curator layouts' nodes, the leader
+    /// latch's and election's, still to move here.)
     #[allow(dead_code)]
     Container,
 }
@@ -278,17 +280,40 @@ pub(crate) fn with_parents<T>(
 ) -> Result<T> {
     match create() {
         Err(e) if e.is(ZkError::NoNode) => {
-            if let Some(parent) = crate::path::get_parent(path) {
-                let mode = match parents {
-                    Parents::Persistent => CreateMode::Persistent,
-                    Parents::Container => CreateMode::Container,
-                };
-                rzk.create_with_parents_as(parent, &[], mode)?;
+            match parents {
+                Parents::Persistent => {
+                    if let Some(parent) = crate::path::get_parent(path) {
+                        rzk.create_with_parents(parent, &[])?;
+                    }
+                }
+                Parents::Container => create_container_parents(rzk, path)?,
             }
             create()
         }
         other => other,
     }
+}
+
+/// Creates every missing ancestor of `node` (not `node` itself) as a
+/// container, with no data, as Curator's `creatingParentContainersIfNeeded`
+/// does; the server removes a container once its last child is gone. One
+/// create per ancestor, top down, `NodeExists` being no error.
+///
+/// # Errors
+/// ZooKeeper errors (no retry: the caller's create retries).
+pub(crate) fn create_container_parents(rzk: &RecoverableZooKeeper, node: &str) -> Result<()> {
+    let zk = rzk.zookeeper();
+    let mut at = 0;
+    while let Some(i) = node[at + 1..].find('/') {
+        at += 1 + i;
+        let parent = &node[..at];
+        match zk.create(parent, &[], rzk.acl_for(parent), CreateMode::Container) {
+            Ok(_) => {}
+            Err(e) if e.is(ZkError::NodeExists) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Creates `spec` under `mark` ([`create_once`]) within `rzk`'s retries: a

@@ -86,26 +86,13 @@ pub(super) fn read_participants(
 }
 
 /// Creates every missing ancestor of `node` (not `node` itself) as a
-/// container, with no data, as Curator's `creatingParentContainersIfNeeded`
-/// does; the server removes a container once its last child is gone. One
-/// create per ancestor, top down, `NodeExists` being no error.
+/// container, with no data (Curator's `creatingParentContainersIfNeeded`):
+/// [`crate::owned::create_container_parents`].
 ///
 /// # Errors
 /// ZooKeeper errors (no retry: the caller's create retries).
 pub(super) fn create_container_parents(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> {
-    let zk = zkw.zookeeper();
-    let acl = |p: &str| zkw.recoverable_zookeeper().acl_for(p).to_vec();
-    let mut at = 0;
-    while let Some(i) = node[at + 1..].find('/') {
-        at += 1 + i;
-        let parent = &node[..at];
-        match zk.create(parent, &[], &acl(parent), CreateMode::Container) {
-            Ok(_) => {}
-            Err(e) if e.is(ZkError::NodeExists) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    crate::owned::create_container_parents(zkw.recoverable_zookeeper(), node)
 }
 
 /// A hook run by a claim with the item's path just before its commit (the
