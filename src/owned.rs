@@ -14,8 +14,18 @@
 //!
 //! Neither the node's name nor its data changes for a fixed name, so a
 //! Curator or kazoo reader sees the node as it expects; only `getAcl` shows
-//! the extra entry. (The id goes before the `:`: a server shows a reader
-//! without `ADMIN` a digest id as `<user>:x`, and the user part survives.)
+//! the extra entry, for the node's whole life (so a participant can tell
+//! its node at any time, not only right after the create). The id goes
+//! before the `:`: a server shows a reader without `ADMIN` a digest id as
+//! `<user>:x`, and the user part survives. A server that refuses the entry
+//! (`InvalidAcl`, no `digest` scheme) gets the node without it, with a
+//! warning: a lost reply then ends in `NodeExists`, never in adopting a
+//! stranger's node.
+//!
+//! The HBase layouts' sequential nodes (locks, group parties) keep their
+//! own mark, [`RecoverableZooKeeper`]'s per-call tag in the name
+//! (`<path><tag>-<sequence>`); ZooKeeper's `WriteLock` recipe keeps Java's
+//! session prefix (`x-<session>-`), as upstream.
 //!
 //! Not a mark: "the node belongs to my session" (two participants can share a
 //! session) and "the node holds my data" (two participants may write equal
@@ -47,8 +57,8 @@ use crate::watcher::WeakZooKeeperWatcher;
 /// below the recipes use it too).
 pub(crate) const PROTECTED_PREFIX: &str = "_c_";
 
-/// The `digest` user of an owner mark's ACL entry starts with this; the
-/// password part is this constant.
+/// The part after the `:` of an owner mark's `digest` id
+/// (`_c_<uuid>:owner`; the server wants two parts, and masks the second).
 const MARK_ID_SUFFIX: &str = ":owner";
 
 /// A mark only its creator can have written (see the module docs).
@@ -254,8 +264,13 @@ pub(crate) fn create_once(
         // node is created without it (a lost reply then cannot be told from
         // a stranger's node: `NodeExists`, never adopted).
         Err(e) if e.is(ZkError::InvalidAcl) && marked.len() > spec.acl.len() => {
-            warn!("create {path}: the server refuses the owner mark's ACL entry: created without");
-            create(spec.acl)
+            let created = create(spec.acl);
+            if created.is_ok() {
+                warn!(
+                    "create {path}: the server refuses the owner mark's ACL entry: created without"
+                );
+            }
+            created
         }
         other => other,
     };
