@@ -118,3 +118,35 @@ fn a_dropped_member_never_removes_another_node_that_took_its_name() {
     zkw.close().unwrap();
     rival.close().unwrap();
 }
+
+#[test]
+fn a_queue_consumers_receipt_whose_create_reply_is_lost_is_its_own() {
+    use zklock::recipes::queue::DistributedQueue;
+    init_log();
+    let servers = shared_server().connect_string();
+    for prefix in [true, false] {
+        let zkw = connect(&servers, prefix);
+        let dir = format!("{}/q", unique_root("owned-receipt"));
+        let q = DistributedQueue::new(&zkw, &dir).unwrap();
+        q.offer(b"one").unwrap();
+        q.offer(b"two").unwrap();
+        // The first claim creates the consumer's receipt (its directory
+        // made first, so that the lost reply is the receipt's own create).
+        zklock::zkutil::create_with_parents(&zkw, &format!("{dir}-receipts")).unwrap();
+        zkw.zookeeper().lose_next_reply(ReplyKind::Create);
+        assert_eq!(q.poll().unwrap().as_deref(), Some(&b"one"[..]));
+        assert_eq!(q.poll().unwrap().as_deref(), Some(&b"two"[..]));
+        assert_eq!(q.poll().unwrap(), None);
+        let receipts = zkw
+            .zookeeper()
+            .get_children(&format!("{dir}-receipts"), false)
+            .unwrap();
+        assert_eq!(
+            receipts.len(),
+            1,
+            "prefix {prefix}: one receipt: {receipts:?}"
+        );
+        drop(q);
+        zkw.close().unwrap();
+    }
+}
