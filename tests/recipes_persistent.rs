@@ -456,3 +456,38 @@ fn a_strangers_node_with_equal_data_is_not_adopted() {
     first.close();
     assert_eq!(zk.exists(&path, false).unwrap(), None);
 }
+
+/// While the connection is down the node's thread waits for the reconnect
+/// (no polling); once back, a node deleted meanwhile is created again, once.
+#[test]
+fn a_node_deleted_while_disconnected_is_back_after_the_reconnect() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = connect(&proxy.connect_string(), false);
+    let root = unique_root("pnode-disconnected");
+    let path = format!("{root}/svc");
+    let node = PersistentNode::start(&zkw, &path, CreateMode::Persistent, b"p").unwrap();
+    let events = node.events();
+    let first = created(&events);
+    let observer = connect(&servers, false);
+    proxy.stall();
+    observer.zookeeper().delete(&path, None).unwrap();
+    // The client notices the silence (a read timeout) and keeps trying to
+    // reconnect through the stalled proxy.
+    assert!(eventually(LONG, || zkw.zookeeper().state()
+        != zklock::client::State::Connected));
+    proxy.pass();
+    let again = created(&events);
+    assert_ne!(again.czxid, first.czxid, "created again");
+    assert_eq!(
+        observer
+            .zookeeper()
+            .get_children(&root, false)
+            .unwrap()
+            .len(),
+        1
+    );
+    node.close();
+    assert_eq!(observer.zookeeper().exists(&path, false).unwrap(), None);
+}

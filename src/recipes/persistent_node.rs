@@ -7,9 +7,11 @@
 //! One background thread per node (named `zklock-persistent-node`) makes
 //! every call: it creates the node, sets an `exists` watch on it, and waits
 //! on the wait engine's wake-up counter, which the watch and the session's
-//! state events bump from the event thread (never a call there). While the
-//! session is down it looks again every 200 ms until the (renewed) session
-//! answers. Nothing else polls.
+//! state events bump from the event thread (never a call there). A call
+//! that fails on a lost connection is tried again when the connection is
+//! back (a one-shot reconnect hook bumps the counter), not by polling; after
+//! any other failure (the session ended, a renewal to come; a server without
+//! TTL nodes) it looks again every 200 ms.
 //!
 //! # Protection against the lost-create duplicate
 //! Every create carries a mark only this node can have written, one fresh
@@ -65,6 +67,7 @@ use std::time::Duration;
 use log::{debug, warn};
 use parking_lot::Mutex;
 
+use crate::background::on_reconnect;
 use crate::client::{CreateMode, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
@@ -319,6 +322,16 @@ impl Shared {
                     debug!("{}: the watcher is closed ({e})", self.path);
                     break;
                 }
+                // The connection is down (the session lives): again once
+                // it is back (at once if it is back already), no polling.
+                Err(e) if e.is_retryable() => {
+                    debug!("keeping {}: {e}; again once connected", self.path);
+                    let wake = self.wake.clone();
+                    on_reconnect(&self.zkw.downgrade(), move |_| wake.wake());
+                    Deadline::never()
+                }
+                // Any other failure (the session ended and a renewal may
+                // come; a server without TTL nodes): again in 200 ms.
                 Err(e) => {
                     debug!("keeping {}: {e}; again in 200 ms", self.path);
                     Deadline::after(Duration::from_millis(200))
