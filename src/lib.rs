@@ -107,6 +107,7 @@ mod error;
 mod listener;
 pub mod lock;
 mod metadata;
+mod owned;
 mod path;
 mod pending;
 pub mod recipes;

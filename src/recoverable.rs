@@ -161,7 +161,7 @@ impl RecoverableZooKeeper {
     }
 
     /// `data` as this handle stores it: with the metadata prefix, or as given.
-    fn encode(&self, data: &[u8]) -> Vec<u8> {
+    pub(crate) fn encode(&self, data: &[u8]) -> Vec<u8> {
         if self.inner.metadata {
             append_metadata(&self.inner.identifier, data)
         } else {

@@ -326,3 +326,168 @@ fn ttl_nodes_go_after_their_ttl_unless_a_persistent_ttl_node_touches_them() {
     .is_err());
     assert!(PersistentTtlNode::start(&zkw, "rel", ttl, b"").is_err());
 }
+
+/// A create whose reply is lost, in one mode: the node is found again by the
+/// mark only it can have written, reported created (never foreign), made
+/// once, and removed on close.
+fn lost_create_is_recognised(zkw: &ZooKeeperWatcher, dir: &str, mode: CreateMode) {
+    let observer = zkw.zookeeper();
+    zklock::zkutil::create_with_parents(zkw, dir).unwrap();
+    let path = format!("{dir}/svc");
+    zkw.zookeeper().lose_next_reply(ReplyKind::Create);
+    let node = if mode.is_ttl() {
+        PersistentNode::start_ttl(zkw, &path, mode, Duration::from_secs(60), b"same")
+    } else {
+        PersistentNode::start(zkw, &path, mode, b"same")
+    }
+    .unwrap();
+    let events = node.events();
+    assert!(
+        node.wait_created(Duration::from_secs(20)),
+        "{mode:?}: its own node after a lost create reply"
+    );
+    let kids = observer.get_children(dir, false).unwrap();
+    assert_eq!(kids.len(), 1, "{mode:?}: made once: {kids:?}");
+    assert_eq!(node.actual_path(), Some(format!("{dir}/{}", kids[0])));
+    if mode.is_sequential() {
+        assert_protected(&kids[0], "svc");
+    }
+    assert_eq!(
+        observer
+            .get_data(&format!("{dir}/{}", kids[0]), false)
+            .unwrap()
+            .0,
+        b"same",
+        "{mode:?}: the data as given"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let seen: Vec<_> = events.try_iter().collect();
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, PersistentNodeEvent::Foreign(_))),
+        "{mode:?}: its own node is not foreign: {seen:?}"
+    );
+    node.close();
+    assert_eq!(
+        observer.get_children(dir, false).unwrap(),
+        Vec::<String>::new(),
+        "{mode:?}: removed on close, no orphan"
+    );
+}
+
+#[test]
+fn a_lost_create_is_recognised_in_every_mode_and_removed_on_close() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers, false);
+    let root = unique_root("pnode-lost-modes");
+    for mode in [
+        CreateMode::Persistent,
+        CreateMode::PersistentWithTtl,
+        CreateMode::Ephemeral,
+        CreateMode::PersistentSequential,
+        CreateMode::EphemeralSequential,
+        CreateMode::PersistentSequentialWithTtl,
+    ] {
+        lost_create_is_recognised(&zkw, &format!("{root}/{mode:?}"), mode);
+    }
+}
+
+/// Waits for a `Foreign` report (other events are skipped).
+fn foreign(events: &std::sync::mpsc::Receiver<PersistentNodeEvent>) -> Stat {
+    loop {
+        match events.recv_timeout(LONG).unwrap() {
+            PersistentNodeEvent::Foreign(stat) => return stat,
+            e => println!("{e:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_strangers_node_with_equal_data_is_not_adopted() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers, false);
+    let other = connect(&servers, false);
+    let root = unique_root("pnode-stranger");
+    zklock::zkutil::create_with_parents(&zkw, &root).unwrap();
+    let zk = other.zookeeper();
+
+    // Another session's persistent node, equal data; this create's reply is
+    // lost (its NodeExists).
+    let path = format!("{root}/persistent");
+    let (_, theirs) = zk
+        .create2(
+            &path,
+            b"same",
+            zklock::client::Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+    zkw.zookeeper().lose_next_reply(ReplyKind::Create);
+    let node = PersistentNode::start(&zkw, &path, CreateMode::Persistent, b"same").unwrap();
+    let events = node.events();
+    assert_eq!(foreign(&events).czxid, theirs.czxid);
+    assert!(!node.wait_created(Duration::from_millis(500)));
+    node.close();
+    let now = zk
+        .exists(&path, false)
+        .unwrap()
+        .expect("the stranger's node stays");
+    assert_eq!(now.czxid, theirs.czxid);
+
+    // Two participants of one session, equal data, one ephemeral name: the
+    // second does not take the first's node for its own.
+    let path = format!("{root}/ephemeral");
+    let first = PersistentNode::start(&zkw, &path, CreateMode::Ephemeral, b"same").unwrap();
+    assert!(first.wait_created(LONG));
+    let mine = zk.exists(&path, false).unwrap().unwrap();
+    let second = PersistentNode::start(&zkw, &path, CreateMode::Ephemeral, b"same").unwrap();
+    let events = second.events();
+    assert_eq!(foreign(&events).czxid, mine.czxid);
+    assert!(!second.wait_created(Duration::from_millis(500)));
+    second.close();
+    assert_eq!(
+        zk.exists(&path, false).unwrap().map(|s| s.czxid),
+        Some(mine.czxid),
+        "the first participant's node stays"
+    );
+    first.close();
+    assert_eq!(zk.exists(&path, false).unwrap(), None);
+}
+
+/// While the connection is down the node's thread waits for the reconnect
+/// (no polling); once back, a node deleted meanwhile is created again, once.
+#[test]
+fn a_node_deleted_while_disconnected_is_back_after_the_reconnect() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = connect(&proxy.connect_string(), false);
+    let root = unique_root("pnode-disconnected");
+    let path = format!("{root}/svc");
+    let node = PersistentNode::start(&zkw, &path, CreateMode::Persistent, b"p").unwrap();
+    let events = node.events();
+    let first = created(&events);
+    let observer = connect(&servers, false);
+    proxy.stall();
+    observer.zookeeper().delete(&path, None).unwrap();
+    // The client notices the silence (a read timeout) and keeps trying to
+    // reconnect through the stalled proxy.
+    assert!(eventually(LONG, || zkw.zookeeper().state()
+        != zklock::client::State::Connected));
+    proxy.pass();
+    let again = created(&events);
+    assert_ne!(again.czxid, first.czxid, "created again");
+    assert_eq!(
+        observer
+            .zookeeper()
+            .get_children(&root, false)
+            .unwrap()
+            .len(),
+        1
+    );
+    node.close();
+    assert_eq!(observer.zookeeper().exists(&path, false).unwrap(), None);
+}

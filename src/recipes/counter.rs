@@ -20,9 +20,9 @@ use log::debug;
 use crate::client::{CreateMode, ZooKeeper};
 use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
+use crate::owned::{with_parents, Parents};
 use crate::types::Stat;
 use crate::watcher::ZooKeeperWatcher;
-use crate::zkutil;
 
 /// A value with the node version it was read at (Curator's `VersionedValue`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,21 +40,13 @@ fn create_if_missing(
     path: &str,
     data: &[u8],
 ) -> Result<()> {
-    let acl = zkw.recoverable_zookeeper().acl_for(path);
-    let create = || zk.create(path, data, acl, CreateMode::Persistent);
-    match create() {
+    let rzk = zkw.recoverable_zookeeper();
+    let acl = rzk.acl_for(path);
+    match with_parents(rzk, path, Parents::Persistent, || {
+        zk.create(path, data, acl, CreateMode::Persistent)
+    }) {
         Ok(_) => Ok(()),
         Err(e) if e.is(ZkError::NodeExists) => Ok(()),
-        Err(e) if e.is(ZkError::NoNode) => {
-            if let Some(parent) = zkutil::get_parent(path) {
-                zkw.recoverable_zookeeper()
-                    .create_with_parents(parent, &[])?;
-            }
-            match create() {
-                Err(e) if e.is(ZkError::NodeExists) => Ok(()),
-                other => other.map(drop),
-            }
-        }
         Err(e) => Err(e),
     }
 }
@@ -214,18 +206,13 @@ impl DistributedAtomicLong {
         let data = value.to_be_bytes();
         let r = match stat {
             Some(stat) => zk.set_data(&self.path, &data, Some(stat.version)).map(drop),
-            None => match zk.create(&self.path, &data, acl, CreateMode::Persistent) {
-                Err(e) if e.is(ZkError::NoNode) => {
-                    if let Some(parent) = zkutil::get_parent(&self.path) {
-                        self.zkw
-                            .recoverable_zookeeper()
-                            .create_with_parents(parent, &[])?;
-                    }
-                    zk.create(&self.path, &data, acl, CreateMode::Persistent)
-                        .map(drop)
-                }
-                other => other.map(drop),
-            },
+            None => with_parents(
+                self.zkw.recoverable_zookeeper(),
+                &self.path,
+                Parents::Persistent,
+                || zk.create(&self.path, &data, acl, CreateMode::Persistent),
+            )
+            .map(drop),
         };
         match r {
             Ok(()) => Ok(true),

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::client::CreateMode;
 use crate::error::{Error, Result, ZkError};
+use crate::owned::{with_parents, Parents};
 use crate::types::Stat;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
@@ -106,16 +107,15 @@ impl NonBlockingLease {
             };
             let sent = Instant::now();
             let Some((raw, stat)) = read else {
-                let acl = zkw.recoverable_zookeeper().acl_for(&node);
-                match zk.create2(&node, &data, acl, CreateMode::Persistent) {
+                let rzk = zkw.recoverable_zookeeper();
+                let acl = rzk.acl_for(&node);
+                match with_parents(rzk, &node, Parents::Persistent, || {
+                    zk.create2(&node, &data, acl, CreateMode::Persistent)
+                }) {
                     Ok((_, stat)) => {
                         return Ok(Some(lease(&node, identifier, duration, &stat, sent)))
                     }
                     Err(e) if e.is(ZkError::NodeExists) => continue,
-                    Err(e) if e.is(ZkError::NoNode) => {
-                        zkw.recoverable_zookeeper().create_with_parents(path, &[])?;
-                        continue;
-                    }
                     Err(e) => return Err(e),
                 }
             };

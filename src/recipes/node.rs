@@ -19,6 +19,10 @@ use crate::client::CreateMode;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
+use crate::owned::{
+    create_owned, delete_owned, delete_owned_in_background, with_parents, NodeSpec, OwnerMark,
+    Parents,
+};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{Op, Stat};
 use crate::wait::{Bounds, CallSession, Waiter};
@@ -82,26 +86,13 @@ pub(super) fn read_participants(
 }
 
 /// Creates every missing ancestor of `node` (not `node` itself) as a
-/// container, with no data, as Curator's `creatingParentContainersIfNeeded`
-/// does; the server removes a container once its last child is gone. One
-/// create per ancestor, top down, `NodeExists` being no error.
+/// container, with no data (Curator's `creatingParentContainersIfNeeded`):
+/// [`crate::owned::create_container_parents`].
 ///
 /// # Errors
 /// ZooKeeper errors (no retry: the caller's create retries).
 pub(super) fn create_container_parents(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> {
-    let zk = zkw.zookeeper();
-    let acl = |p: &str| zkw.recoverable_zookeeper().acl_for(p).to_vec();
-    let mut at = 0;
-    while let Some(i) = node[at + 1..].find('/') {
-        at += 1 + i;
-        let parent = &node[..at];
-        match zk.create(parent, &[], &acl(parent), CreateMode::Container) {
-            Ok(_) => {}
-            Err(e) if e.is(ZkError::NodeExists) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    crate::owned::create_container_parents(zkw.recoverable_zookeeper(), node)
 }
 
 /// A hook run by a claim with the item's path just before its commit (the
@@ -138,6 +129,9 @@ pub(super) struct Receipts {
     tag: u64,
     held: Mutex<Option<Receipt>>,
     hook: Option<ClaimHook>,
+    /// This consumer's mark on its receipts: a receipt whose create reply
+    /// was lost, or one to read anew, is found by it.
+    mark: OwnerMark,
 }
 
 struct Receipt {
@@ -164,6 +158,7 @@ impl Receipts {
             tag: NEXT.fetch_add(1, Ordering::Relaxed),
             held: Mutex::new(None),
             hook: None,
+            mark: OwnerMark::new(),
         }
     }
 
@@ -174,8 +169,7 @@ impl Receipts {
 
     /// The receipt of `call`'s session, created when there is none yet (a
     /// receipt of an earlier session went with it). A create whose reply was
-    /// lost is recognised by `NodeExists` and the node's owner being this
-    /// session.
+    /// lost, or a receipt read anew, is recognised by this consumer's mark.
     fn current<'a>(
         &self,
         call: &CallSession,
@@ -197,18 +191,12 @@ impl Receipts {
             &self.parent,
             &format!("{RECEIPT_PREFIX}{:016x}-{}", call.session_id(), self.tag),
         );
-        match SessionNode::create(call, &path, &[], CreateMode::Ephemeral) {
-            // A new node's version is 0.
-            Ok(node) => Ok(Receipt { node, version: 0 }),
-            Err(e) if e.is(ZkError::NodeExists) => match call.rzk().exists(&path, false)? {
-                Some(stat) if stat.ephemeral_owner == call.session_id() => Ok(Receipt {
-                    version: stat.version,
-                    node: SessionNode::adopt(call, path, &stat),
-                }),
-                _ => Err(e),
-            },
-            Err(e) => Err(e),
-        }
+        let (node, stat) =
+            SessionNode::create_marked(call, &path, &[], CreateMode::Ephemeral, &self.mark)?;
+        Ok(Receipt {
+            node,
+            version: stat.version,
+        })
     }
 
     /// Removes the receipt in the background (a drop).
@@ -313,22 +301,16 @@ pub(super) fn create_item(
     data: &[u8],
 ) -> Result<String> {
     let zk = zkw.zookeeper();
+    let rzk = zkw.recoverable_zookeeper();
     let path = zkutil::join_znode(dir, name);
-    let create = || {
+    with_parents(rzk, &path, Parents::Persistent, || {
         zk.create(
             &path,
             data,
-            zkw.recoverable_zookeeper().acl_for(&path),
+            rzk.acl_for(&path),
             CreateMode::PersistentSequential,
         )
-    };
-    match create() {
-        Err(e) if e.is(ZkError::NoNode) => {
-            zkw.recoverable_zookeeper().create_with_parents(dir, &[])?;
-            create()
-        }
-        other => other,
-    }
+    })
 }
 
 /// Deletes `path` (any version); no error when it is gone already.
@@ -462,27 +444,55 @@ pub(super) struct SessionNode {
 }
 
 impl SessionNode {
-    /// Creates `path` (`mode`, through `RecoverableZooKeeper`'s create, whose
-    /// retries recognise their own node) in `call`'s session; creates the
-    /// parent when missing.
+    /// Creates `path` (`mode`, with a fresh [`OwnerMark`]) in `call`'s
+    /// session; see [`create_marked`](Self::create_marked).
     pub(super) fn create(
         call: &CallSession,
         path: &str,
         data: &[u8],
         mode: CreateMode,
     ) -> Result<SessionNode> {
+        Self::create_marked(call, path, data, mode, &OwnerMark::new()).map(|(node, _)| node)
+    }
+
+    /// Creates `path` (`mode`) in `call`'s session, `data` with the handle's
+    /// metadata prefix (as every write through `RecoverableZooKeeper`), the
+    /// parent (persistent) when missing; returns the node and its `Stat`.
+    /// After a lost reply the node is found again by a mark only this
+    /// creator wrote: a fixed name by `mark` (the crate's one way to own a
+    /// node, `owned.rs`), also when the create finds `NodeExists` (a node
+    /// with the mark is adopted as it is now: its `Stat` may show later
+    /// writes); a sequential name by `RecoverableZooKeeper`'s tag, unique to
+    /// the call (`<path><tag>-<sequence>`, HBase's layout kept).
+    ///
+    /// # Errors
+    /// `NodeExists` for a node without the mark; ZooKeeper errors after
+    /// retries.
+    pub(super) fn create_marked(
+        call: &CallSession,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        mark: &OwnerMark,
+    ) -> Result<(SessionNode, Stat)> {
         let rzk = call.rzk();
-        let create = || rzk.create2(path, data, rzk.acl_for(path), mode);
-        let (path, stat) = match create() {
-            Err(e) if e.is(ZkError::NoNode) => {
-                if let Some(parent) = zkutil::get_parent(path) {
-                    rzk.create_with_parents(parent, &[])?;
-                }
-                create()?
-            }
-            other => other?,
+        let (path, stat) = if mode.is_sequential() {
+            with_parents(rzk, path, Parents::Persistent, || {
+                rzk.create2(path, data, rzk.acl_for(path), mode)
+            })?
+        } else {
+            let data = rzk.encode(data);
+            let spec = NodeSpec {
+                path,
+                data: &data,
+                acl: rzk.acl_for(path),
+                mode,
+                ttl: None,
+                parents: Parents::Persistent,
+            };
+            create_owned(rzk, &spec, mark)?
         };
-        Ok(SessionNode::adopt(call, path, &stat))
+        Ok((SessionNode::adopt(call, path.clone(), &stat), stat))
     }
 
     /// A node of `call`'s session created elsewhere (a tagged sequential
@@ -554,33 +564,25 @@ impl SessionNode {
 
     /// [`delete`](Self::delete), every call ended by `deadline`.
     pub(super) fn delete_by(&self, deadline: Deadline) -> Result<()> {
+        self.call.check()?;
         let rzk = self.call.rzk().with_deadline(deadline);
-        loop {
-            let Some(stat) = self.mine(&rzk)? else {
-                return Ok(());
-            };
-            match rzk.delete(&self.path, Some(stat.version)) {
-                Err(e) if e.is(ZkError::NoNode) => return Ok(()),
-                // Written to between the read and the delete: read again.
-                Err(e) if e.is(ZkError::BadVersion) => continue,
-                other => return other,
-            }
-        }
+        delete_owned(&rzk, &self.path, self.czxid).map(drop)
     }
 
-    /// Removes the node without waiting (a drop): in the background, retried
-    /// after a reconnect; nothing to do once its session has ended (an
-    /// ephemeral node went with it; the removal never reaches a renewed
-    /// session's node of the same name, whose creation zxid differs).
+    /// Removes the node without waiting (a drop): in the background, guarded
+    /// as [`delete`](Self::delete) (its creation zxid and version, so it never
+    /// removes another node that took its name, not even one of the same
+    /// session), retried after a reconnect; nothing to do once its session
+    /// has ended (an ephemeral node went with it).
     pub(super) fn remove_in_background(self) {
         if self.call.check().is_err() {
             return;
         }
-        crate::background::remove_in_session(
+        delete_owned_in_background(
             self.call.rzk().zookeeper(),
             &self.call.watcher().downgrade(),
             self.path,
-            Box::new(|| {}),
+            self.czxid,
         );
     }
 }

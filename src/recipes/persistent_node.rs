@@ -7,27 +7,40 @@
 //! One background thread per node (named `zklock-persistent-node`) makes
 //! every call: it creates the node, sets an `exists` watch on it, and waits
 //! on the wait engine's wake-up counter, which the watch and the session's
-//! state events bump from the event thread (never a call there). While the
-//! session is down it looks again every 200 ms until the (renewed) session
-//! answers. Nothing else polls.
+//! state events bump from the event thread (never a call there). A call
+//! that fails on a lost connection is tried again when the connection is
+//! back (a one-shot reconnect hook bumps the counter), not by polling; after
+//! any other failure (the session ended, a renewal to come; a server without
+//! TTL nodes) it looks again every 200 ms.
 //!
 //! # Protection against the lost-create duplicate
-//! A node with a fixed name whose create reply was lost and is retried finds
-//! `NodeExists`: the node is this recipe's when its `ephemeralOwner` is the
-//! current session (ephemeral) or its creation zxid is the one recorded
-//! (persistent), and it is adopted, never taken for a stranger's and never
-//! created twice. A container node has no owner: one that exists is adopted
-//! (several [`PersistentTtlNode`]s share it, as in Curator).
+//! Every create carries a mark only this node can have written, one fresh
+//! uuid per incarnation (the crate's one way to own a node, `owned.rs`), so
+//! a create whose reply was lost finds its node again in every mode, and
+//! never takes a stranger's node for its own (not even one of the same
+//! session with equal data):
 //!
-//! Sequential modes are always **protected** as Curator's `withProtection()`:
-//! the node is named `<parent>/_c_<uuid>-<name><sequence>`
-//! ([`layout::CURATOR_PROTECTED_PREFIX`](super::layout::CURATOR_PROTECTED_PREFIX)), one fresh uuid
-//! per incarnation. After a create whose outcome is unknown (connection lost
-//! before the reply), the parent's children are searched for the uuid and a
-//! node found is adopted (an ephemeral only when this session owns it), so a
-//! retried create never leaves a second node. Curator makes protection
-//! optional; here a sequential node is always protected, since without it a
-//! lost create leaves an orphan nobody can recognise.
+//! - A **fixed name** (`Persistent`, `Ephemeral`, `PersistentWithTtl`)
+//!   carries the mark as one extra ACL entry granting nothing
+//!   (`digest:_c_<uuid>:owner`, permissions 0); name and data are as given.
+//!   After `NodeExists` or a lost reply, the node is this recipe's when its
+//!   ACL holds the mark (and, ephemeral, this session owns it): it is adopted,
+//!   reported `Created`, and removed on close. A node without the mark is a
+//!   stranger's: [`PersistentNodeEvent::Foreign`], waited out. A container
+//!   node has no owner: one that exists is adopted (several
+//!   [`PersistentTtlNode`]s share it, as in Curator).
+//! - **Sequential modes** are always **protected** as Curator's
+//!   `withProtection()`: the node is named `<parent>/_c_<uuid>-<name><sequence>`
+//!   ([`layout::CURATOR_PROTECTED_PREFIX`](super::layout::CURATOR_PROTECTED_PREFIX)).
+//!   After a create whose outcome is unknown, the parent's children are
+//!   searched for the uuid and a node found is adopted (an ephemeral only
+//!   when this session owns it). Curator makes protection optional; here a
+//!   sequential node is always protected, since without it a lost create
+//!   leaves an orphan nobody can recognise.
+//!
+//! Deliberate difference from Curator, whose `PersistentNode` takes over any
+//! node it finds at a fixed name (it writes its data into it): a stranger's
+//! node is left alone and reported.
 //!
 //! # TTL nodes
 //! [`PersistentNode::start_ttl`] keeps a `PersistentWithTtl` or
@@ -54,14 +67,15 @@ use std::time::Duration;
 use log::{debug, warn};
 use parking_lot::Mutex;
 
+use crate::background::on_reconnect;
 use crate::client::{CreateMode, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
-use crate::recipes::layout::{CURATOR_PROTECTED_PREFIX, TTL_TOUCH_NODE};
+use crate::owned::{create_once, delete_owned, NodeSpec, OwnerMark, Parents};
+use crate::recipes::layout::TTL_TOUCH_NODE;
 use crate::types::Stat;
 use crate::wait::Wake;
 use crate::watcher::ZooKeeperWatcher;
-use crate::zkutil;
 
 /// What a [`PersistentNode`] reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,10 +105,9 @@ struct Shared {
     ours: Mutex<Option<(i64, i64, i64)>>,
     /// The node's actual path, once created (the sequence is the server's).
     actual: Mutex<Option<String>>,
-    /// A sequential node's protection: the `_c_<uuid>-` prefix of this
-    /// incarnation, and whether a create with it was sent (its outcome may be
-    /// unknown, so a search comes first).
-    protection: Mutex<Option<(String, bool)>>,
+    /// This incarnation's mark (see the module docs), and whether a create
+    /// with it was sent (its outcome may be unknown: look for it first).
+    mark: Mutex<(OwnerMark, bool)>,
     closed: AtomicBool,
     wake: Arc<Wake>,
     events: Mutex<Vec<mpsc::Sender<PersistentNodeEvent>>>,
@@ -192,7 +205,7 @@ impl PersistentNode {
             data: Mutex::new(data.to_vec()),
             ours: Mutex::new(None),
             actual: Mutex::new(None),
-            protection: Mutex::new(None),
+            mark: Mutex::new((OwnerMark::new(), false)),
             closed: AtomicBool::new(false),
             wake: Arc::new(Wake::default()),
             events: Mutex::new(Vec::new()),
@@ -309,6 +322,16 @@ impl Shared {
                     debug!("{}: the watcher is closed ({e})", self.path);
                     break;
                 }
+                // The connection is down (the session lives): again once
+                // it is back (at once if it is back already), no polling.
+                Err(e) if e.is_retryable() => {
+                    debug!("keeping {}: {e}; again once connected", self.path);
+                    let wake = self.wake.clone();
+                    on_reconnect(&self.zkw.downgrade(), move |_| wake.wake());
+                    Deadline::never()
+                }
+                // Any other failure (the session ended and a renewal may
+                // come; a server without TTL nodes): again in 200 ms.
                 Err(e) => {
                     debug!("keeping {}: {e}; again in 200 ms", self.path);
                     Deadline::after(Duration::from_millis(200))
@@ -319,40 +342,60 @@ impl Shared {
         self.remove();
     }
 
-    fn is_ours(&self, zk: &ZooKeeper, stat: &Stat) -> bool {
-        if self.mode.is_ephemeral() {
-            stat.ephemeral_owner == zk.session_id()
-        } else if self.mode == CreateMode::Container {
-            // No owner: an existing container is shared (adopted).
-            true
-        } else {
-            self.ours.lock().is_some_and(|o| o.1 == stat.czxid)
+    /// Whether the node at `path` (`stat`) is this recipe's: the one it
+    /// created (its creation zxid), or, after a create whose outcome is
+    /// unknown, one carrying this incarnation's mark; an ephemeral only of
+    /// this session. A container has no owner: it is shared.
+    fn is_ours(&self, zk: &ZooKeeper, path: &str, stat: &Stat) -> Result<bool> {
+        if self.mode == CreateMode::Container {
+            return Ok(true);
         }
+        if self.mode.is_ephemeral() && stat.ephemeral_owner != zk.session_id() {
+            return Ok(false);
+        }
+        if self.ours.lock().is_some_and(|o| o.1 == stat.czxid) {
+            return Ok(true);
+        }
+        let (mark, sent) = self.mark.lock().clone();
+        if !sent {
+            return Ok(false);
+        }
+        if self.mode.is_sequential() {
+            let name = crate::path::get_node_name(path);
+            return Ok(name.starts_with(&mark.protected_prefix()));
+        }
+        Ok(mark
+            .is_marked(zk, path, self.mode)?
+            .is_some_and(|s| s.czxid == stat.czxid))
     }
 
-    /// Creates `path` in the node's mode (with its TTL).
-    fn create(&self, zk: &ZooKeeper, path: &str, data: &[u8]) -> Result<(String, Stat)> {
-        let acl = self.zkw.recoverable_zookeeper().acl_for(&self.path);
-        match self.ttl {
-            Some(ttl) => zk.create_ttl(path, data, acl, self.mode, ttl),
-            None => zk.create2(path, data, acl, self.mode),
-        }
+    /// Forgets the node (gone, or a stranger's); the next create is a new
+    /// incarnation under a new mark.
+    fn forget(&self) {
+        *self.ours.lock() = None;
+        *self.actual.lock() = None;
+        *self.mark.lock() = (OwnerMark::new(), false);
     }
 
-    /// Creates `path`, and its parents when they are missing.
-    fn create_with_parent(&self, zk: &ZooKeeper, path: &str) -> Result<(String, Stat)> {
+    /// Creates the node (and its parents when they are missing) under this
+    /// incarnation's mark; the actual path and `Stat`.
+    fn create(&self) -> Result<(String, Stat)> {
         let data = self.data.lock().clone();
-        match self.create(zk, path, &data) {
-            Err(e) if e.is(ZkError::NoNode) => {
-                if let Some(parent) = zkutil::get_parent(path) {
-                    self.zkw
-                        .recoverable_zookeeper()
-                        .create_with_parents(parent, &[])?;
-                }
-                self.create(zk, path, &data)
-            }
-            other => other,
-        }
+        let rzk = self.zkw.recoverable_zookeeper();
+        let mark = {
+            let mut m = self.mark.lock();
+            m.1 = true;
+            m.0.clone()
+        };
+        let spec = NodeSpec {
+            path: &self.path,
+            data: &data,
+            acl: rzk.acl_for(&self.path),
+            mode: self.mode,
+            ttl: self.ttl,
+            parents: Parents::Persistent,
+        };
+        create_once(rzk, &spec, &mark)
     }
 
     /// Records a node this recipe created (or adopted) and tells it.
@@ -380,7 +423,7 @@ impl Shared {
                 }
             }
             _ => {
-                debug!("{path}: adopting the node of this session");
+                debug!("{path}: adopting this recipe's node (its mark)");
                 drop(ours);
                 self.created(zk, path.to_string(), stat);
             }
@@ -388,84 +431,40 @@ impl Shared {
     }
 
     /// One look at a sequential node: keeps a watch on the created node, or
-    /// finds the node of a create whose outcome is unknown (by its uuid), or
+    /// finds the node of a create whose outcome is unknown (by its mark), or
     /// creates the next incarnation.
     fn keep_sequential(&self, zk: &ZooKeeper, watcher: &Arc<dyn Watcher>) -> Result<()> {
-        let parent = zkutil::get_parent(&self.path).unwrap_or("/");
-        let name = crate::path::get_node_name(&self.path);
         loop {
             let actual = self.actual.lock().clone();
             if let Some(actual) = actual {
                 match zk.exists_watch(&actual, watcher.clone())? {
-                    Some(stat) if self.is_ours(zk, &stat) => {
+                    Some(stat) if self.is_ours(zk, &actual, &stat)? => {
                         self.still_ours(zk, &actual, stat);
                         return Ok(());
                     }
                     // Gone (or an ended session's ephemeral, going with
                     // it): the next incarnation, under a new uuid.
-                    _ => {
-                        *self.ours.lock() = None;
-                        *self.actual.lock() = None;
-                        *self.protection.lock() = None;
-                    }
+                    _ => self.forget(),
                 }
                 continue;
             }
-            let (prefix, sent) = self
-                .protection
-                .lock()
-                .get_or_insert_with(|| {
-                    (
-                        format!("{CURATOR_PROTECTED_PREFIX}{}-", crate::util::random_uuid()),
-                        false,
-                    )
-                })
-                .clone();
+            let (mark, sent) = self.mark.lock().clone();
             if sent {
-                if let Some((found, stat)) = self.find_protected(zk, parent, &prefix)? {
+                if let Some((found, stat)) = mark.find(zk, &self.path, self.mode)? {
                     debug!("{found}: adopting the node of a lost create");
                     self.created(zk, found, stat);
                     continue;
                 }
             }
-            if let Some(p) = self.protection.lock().as_mut() {
-                p.1 = true;
-            }
-            let path = crate::path::join_znode(parent, &format!("{prefix}{name}"));
-            match self.create_with_parent(zk, &path) {
+            match self.create() {
                 Ok((actual, stat)) => self.created(zk, actual, stat),
                 Err(e) if e.is(ZkError::ConnectionLoss) => {
-                    // The uuid finds it after the reconnect.
+                    // The mark finds it after the reconnect.
                     zk.wait_connected(zk.session_timeout())?;
                 }
                 Err(e) => return Err(e),
             }
         }
-    }
-
-    /// The child of `parent` named with `prefix` (this incarnation's uuid),
-    /// if a create made it; an ephemeral only if this session owns it.
-    fn find_protected(
-        &self,
-        zk: &ZooKeeper,
-        parent: &str,
-        prefix: &str,
-    ) -> Result<Option<(String, Stat)>> {
-        let children = match zk.get_children(parent, false) {
-            Ok(c) => c,
-            Err(e) if e.is(ZkError::NoNode) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        for child in children.iter().filter(|c| c.starts_with(prefix)) {
-            let path = crate::path::join_znode(parent, child);
-            match zk.exists(&path, false)? {
-                Some(stat) if self.is_ours(zk, &stat) || !self.mode.is_ephemeral() => {
-                    return Ok(Some((path, stat)));
-                }
-                _ => {}
-            }
-        }
-        Ok(None)
     }
 
     /// One look: create the node when missing, adopt it when it is ours,
@@ -476,26 +475,27 @@ impl Shared {
         }
         loop {
             match zk.exists_watch(&self.path, watcher.clone())? {
-                Some(stat) if self.is_ours(zk, &stat) => {
+                Some(stat) if self.is_ours(zk, &self.path, &stat)? => {
                     self.still_ours(zk, &self.path, stat);
                     return Ok(());
                 }
                 Some(stat) => {
-                    *self.ours.lock() = None;
-                    *self.actual.lock() = None;
+                    self.forget();
                     self.tell(PersistentNodeEvent::Foreign(stat));
                     return Ok(());
                 }
                 None => {
-                    *self.ours.lock() = None;
-                    *self.actual.lock() = None;
-                    match self.create_with_parent(zk, &self.path) {
+                    if self.ours.lock().is_some() {
+                        self.forget();
+                    }
+                    match self.create() {
                         // Loop: set the watch on it.
                         Ok((path, stat)) => self.created(zk, path, stat),
-                        // Someone else's, or ours from a lost reply: look.
+                        // Someone else's, or ours from a lost reply: the
+                        // mark tells.
                         Err(e) if e.is(ZkError::NodeExists) => {}
                         Err(e) if e.is(ZkError::ConnectionLoss) => {
-                            // Look after the reconnect (exists tells whose).
+                            // Look after the reconnect (the mark tells).
                             zk.wait_connected(zk.session_timeout())?;
                         }
                         Err(e) => return Err(e),
@@ -517,16 +517,14 @@ impl Shared {
         if !self.remove_on_close || (zk.session_id() != session && self.mode.is_ephemeral()) {
             return; // left to its TTL child, or went with its session
         }
-        let zk = zk.with_deadline(Deadline::after(zk.session_timeout()));
-        match zk.exists(&path, false) {
-            Ok(Some(stat)) if stat.czxid == czxid => match zk.delete(&path, Some(stat.version)) {
-                Ok(()) => {}
-                Err(e) if e.is(ZkError::NoNode) => {}
-                // A shared container still in use stays.
-                Err(e) if e.is(ZkError::NotEmpty) && self.mode == CreateMode::Container => {}
-                Err(e) => warn!("removing {path}: {e}"),
-            },
+        let rzk = self
+            .zkw
+            .recoverable_zookeeper()
+            .with_deadline(Deadline::after(zk.session_timeout()));
+        match delete_owned(&rzk, &path, czxid) {
             Ok(_) => {}
+            // A shared container still in use stays.
+            Err(e) if e.is(ZkError::NotEmpty) && self.mode == CreateMode::Container => {}
             Err(e) => warn!("removing {path}: {e}"),
         }
     }

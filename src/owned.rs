@@ -1,0 +1,476 @@
+//! One way to own a node: create it (with its parents) in any [`CreateMode`],
+//! find it again after a create whose reply was lost by a **mark only its
+//! creator can have written**, and delete it guarded, so that a participant
+//! never takes a stranger's node for its own and never leaves its own behind.
+//!
+//! # The mark
+//! An [`OwnerMark`] is a fresh random uuid, one per participant (or per
+//! incarnation of its node). Where it is written depends on the mode:
+//!
+//! | mode | the mark | found again by |
+//! |---|---|---|
+//! | sequential (persistent, ephemeral, TTL) | the name: Curator's protected prefix `<parent>/_c_<uuid>-<name><sequence>` | listing the parent for a child named with the prefix |
+//! | not sequential (persistent, ephemeral, TTL, container) | one extra ACL entry `digest:_c_<uuid>:owner` with **no permissions** (it grants nothing) | reading the node's ACL |
+//!
+//! Neither the node's name nor its data changes for a fixed name, so a
+//! Curator or kazoo reader sees the node as it expects; only `getAcl` shows
+//! the extra entry, for the node's whole life (so a participant can tell
+//! its node at any time, not only right after the create). The id goes
+//! before the `:`: a server shows a reader without `ADMIN` a digest id as
+//! `<user>:x`, and the user part survives. A server that refuses the entry
+//! (`InvalidAcl`, no `digest` scheme) gets the node without it, with a
+//! warning: a lost reply then ends in `NodeExists`, never in adopting a
+//! stranger's node.
+//!
+//! The HBase layouts' sequential nodes (locks, group parties) keep their
+//! own mark, [`RecoverableZooKeeper`]'s per-call tag in the name
+//! (`<path><tag>-<sequence>`); ZooKeeper's `WriteLock` recipe keeps Java's
+//! session prefix (`x-<session>-`), as upstream.
+//!
+//! Not a mark: "the node belongs to my session" (two participants can share a
+//! session) and "the node holds my data" (two participants may write equal
+//! data). For an ephemeral node the mark must also be of this session: a node
+//! of an earlier session of the same participant is going with that session.
+//!
+//! # Use
+//! [`create_owned`] creates (parents on `NoNode`: persistent or containers)
+//! and recovers a lost reply itself, within the
+//! [`RecoverableZooKeeper`]'s retries. A caller that keeps its own loop (the
+//! persistent node's thread) uses [`create_once`] and asks
+//! [`OwnerMark::find`] or [`OwnerMark::is_marked`] afterwards.
+//! [`delete_owned`] deletes the node only while it is the same node (its
+//! creation zxid) at the version read; [`delete_owned_in_background`] does
+//! the same without waiting (a drop, the event thread).
+
+use std::time::Duration;
+
+use log::{debug, info, warn};
+
+use crate::background::on_reconnect;
+use crate::client::{Acl, CreateMode, Id, Perms, Stat, ZooKeeper};
+use crate::error::{Result, ZkError};
+use crate::recoverable::RecoverableZooKeeper;
+use crate::watcher::WeakZooKeeperWatcher;
+
+/// Curator's protected-name prefix (`_c_`), the same as
+/// `recipes::layout::CURATOR_PROTECTED_PREFIX` (here because the layers
+/// below the recipes use it too).
+pub(crate) const PROTECTED_PREFIX: &str = "_c_";
+
+/// The part after the `:` of an owner mark's `digest` id
+/// (`_c_<uuid>:owner`; the server wants two parts, and masks the second).
+const MARK_ID_SUFFIX: &str = ":owner";
+
+/// A mark only its creator can have written (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OwnerMark {
+    uuid: String,
+}
+
+impl Default for OwnerMark {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OwnerMark {
+    /// A fresh mark (a random version-4 uuid).
+    pub(crate) fn new() -> OwnerMark {
+        OwnerMark {
+            uuid: crate::util::random_uuid(),
+        }
+    }
+
+    /// The protected prefix of a sequential node's name: `_c_<uuid>-`.
+    pub(crate) fn protected_prefix(&self) -> String {
+        format!("{PROTECTED_PREFIX}{}-", self.uuid)
+    }
+
+    /// The path to send in a create of `path` in `mode`: for a sequential
+    /// mode `<parent>/_c_<uuid>-<name>` (the server appends the sequence),
+    /// else `path` itself.
+    pub(crate) fn path_to_create(&self, path: &str, mode: CreateMode) -> String {
+        if !mode.is_sequential() {
+            return path.to_string();
+        }
+        let parent = crate::path::get_parent(path).unwrap_or("/");
+        let name = crate::path::get_node_name(path);
+        crate::path::join_znode(parent, &format!("{}{name}", self.protected_prefix()))
+    }
+
+    /// The ACL entry holding the mark: `digest:_c_<uuid>:owner`, no
+    /// permissions.
+    fn acl_entry(&self) -> Acl {
+        Acl::new(
+            Perms(0),
+            Id::new(
+                "digest",
+                format!("{PROTECTED_PREFIX}{}{MARK_ID_SUFFIX}", self.uuid),
+            ),
+        )
+    }
+
+    /// The ACL to create a node in `mode` with: `acl`, plus the mark's entry
+    /// for a fixed name (a sequential node carries it in its name).
+    pub(crate) fn acl_for(&self, acl: &[Acl], mode: CreateMode) -> Vec<Acl> {
+        let mut out = acl.to_vec();
+        if !mode.is_sequential() {
+            out.push(self.acl_entry());
+        }
+        out
+    }
+
+    /// Whether `acl` (as the server shows it, a digest id possibly masked to
+    /// `<user>:x`) holds this mark.
+    fn in_acl(&self, acl: &[Acl]) -> bool {
+        let user = format!("{PROTECTED_PREFIX}{}", self.uuid);
+        acl.iter().any(|a| {
+            a.id.scheme == "digest"
+                && a.id
+                    .id
+                    .split_once(':')
+                    .is_some_and(|(u, _)| u == user.as_str())
+        })
+    }
+
+    /// Whether the node `stat` describes may be kept by this session: an
+    /// ephemeral node only when this session owns it.
+    fn of_this_session(zk: &ZooKeeper, mode: CreateMode, stat: &Stat) -> bool {
+        !mode.is_ephemeral() || stat.ephemeral_owner == zk.session_id()
+    }
+
+    /// The node at the fixed name `path` when it carries this mark (and, for
+    /// an ephemeral mode, belongs to this session): its `Stat`; `None` when
+    /// it is missing or not this mark's.
+    ///
+    /// # Errors
+    /// ZooKeeper errors (no retry).
+    pub(crate) fn is_marked(
+        &self,
+        zk: &ZooKeeper,
+        path: &str,
+        mode: CreateMode,
+    ) -> Result<Option<Stat>> {
+        match zk.get_acl(path) {
+            Ok((acl, stat)) if self.in_acl(&acl) && Self::of_this_session(zk, mode, &stat) => {
+                Ok(Some(stat))
+            }
+            Ok(_) => Ok(None),
+            Err(e) if e.is(ZkError::NoNode) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The node a create of `path` in `mode` with this mark made, if one
+    /// exists: its actual path and `Stat`. A sequential node is looked for
+    /// among the parent's children by its protected prefix, a fixed name by
+    /// its ACL. Call after a reconnect (a `sync` first catches the server up
+    /// with a create still on its way).
+    ///
+    /// # Errors
+    /// ZooKeeper errors (no retry).
+    pub(crate) fn find(
+        &self,
+        zk: &ZooKeeper,
+        path: &str,
+        mode: CreateMode,
+    ) -> Result<Option<(String, Stat)>> {
+        let parent = crate::path::get_parent(path).unwrap_or("/");
+        match zk.sync(parent) {
+            Ok(()) => {}
+            Err(e) if e.is(ZkError::NoNode) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        if !mode.is_sequential() {
+            return Ok(self
+                .is_marked(zk, path, mode)?
+                .map(|s| (path.to_string(), s)));
+        }
+        let children = match zk.get_children(parent, false) {
+            Ok(c) => c,
+            Err(e) if e.is(ZkError::NoNode) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let prefix = self.protected_prefix();
+        for child in children.iter().filter(|c| c.starts_with(&prefix)) {
+            let found = crate::path::join_znode(parent, child);
+            match zk.exists(&found, false)? {
+                Some(stat) if Self::of_this_session(zk, mode, &stat) => {
+                    return Ok(Some((found, stat)));
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// How the missing parents of a node are created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parents {
+    /// Persistent, empty (HBase's `ZKUtil.createWithParents`, through the
+    /// `RecoverableZooKeeper`: retried, its data with the metadata prefix).
+    Persistent,
+    /// Containers, with no data (Curator's `creatingParentContainersIfNeeded`,
+    /// see [`create_container_parents`]): the server removes one once its
+    /// last child is gone. (For the Curator layouts' nodes, the leader
+    /// latch's and election's, still to move here.)
+    #[allow(dead_code)]
+    Container,
+}
+
+/// A node to create for a caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeSpec<'a> {
+    /// Its path; for a sequential mode the path before the protection and the
+    /// sequence (`<parent>/<name>`).
+    pub(crate) path: &'a str,
+    /// Its data, stored as given (a caller that wants HBase's metadata prefix
+    /// encodes it first: [`RecoverableZooKeeper::encode`]).
+    pub(crate) data: &'a [u8],
+    /// Its ACL (the mark's entry is added for a fixed name).
+    pub(crate) acl: &'a [Acl],
+    /// Its mode.
+    pub(crate) mode: CreateMode,
+    /// Its TTL, for a TTL mode.
+    pub(crate) ttl: Option<Duration>,
+    /// How missing parents are made.
+    pub(crate) parents: Parents,
+}
+
+/// One create of `spec` under `mark`, the parents created when missing
+/// (`NoNode`, then the create once more); no recovery of a lost reply: a
+/// `ConnectionLoss` leaves the outcome to [`OwnerMark::find`]. Returns the
+/// node's actual path and `Stat`.
+///
+/// # Errors
+/// `NodeExists` (a fixed name taken: maybe by this mark, see
+/// [`OwnerMark::is_marked`]), `NoAuth`, `Unimplemented` (TTL modes on a
+/// server without them), session errors.
+pub(crate) fn create_once(
+    rzk: &RecoverableZooKeeper,
+    spec: &NodeSpec<'_>,
+    mark: &OwnerMark,
+) -> Result<(String, Stat)> {
+    let zk = rzk.zookeeper();
+    let path = mark.path_to_create(spec.path, spec.mode);
+    let marked = mark.acl_for(spec.acl, spec.mode);
+    let create = |acl: &[Acl]| match spec.ttl {
+        Some(ttl) => zk.create_ttl(&path, spec.data, acl, spec.mode, ttl),
+        None => zk.create2(&path, spec.data, acl, spec.mode),
+    };
+    let create = || match create(&marked) {
+        // A server without the digest scheme refuses the mark's entry: the
+        // node is created without it (a lost reply then cannot be told from
+        // a stranger's node: `NodeExists`, never adopted).
+        Err(e) if e.is(ZkError::InvalidAcl) && marked.len() > spec.acl.len() => {
+            let created = create(spec.acl);
+            if created.is_ok() {
+                warn!(
+                    "create {path}: the server refuses the owner mark's ACL entry: created without"
+                );
+            }
+            created
+        }
+        other => other,
+    };
+    with_parents(rzk, &path, spec.parents, create)
+}
+
+/// "Create, create the parents on `NoNode`, create again", written once:
+/// runs `create` (a create of `path`, a sequential prefix included); on
+/// `NoNode` creates `path`'s missing ancestors (empty, in the `parents`
+/// mode, through `rzk`'s retries) and runs `create` once more. Every create
+/// of a node with its parents goes through here ([`create_once`] for the
+/// owned ones; shared nodes such as counters, leases and queue items, and
+/// the HBase-tagged sequential creates, directly).
+///
+/// # Errors
+/// `create`'s errors; the parents' (`NoAuth`, session errors).
+pub(crate) fn with_parents<T>(
+    rzk: &RecoverableZooKeeper,
+    path: &str,
+    parents: Parents,
+    create: impl Fn() -> Result<T>,
+) -> Result<T> {
+    match create() {
+        Err(e) if e.is(ZkError::NoNode) => {
+            match parents {
+                Parents::Persistent => {
+                    if let Some(parent) = crate::path::get_parent(path) {
+                        rzk.create_with_parents(parent, &[])?;
+                    }
+                }
+                Parents::Container => create_container_parents(rzk, path)?,
+            }
+            create()
+        }
+        other => other,
+    }
+}
+
+/// Creates every missing ancestor of `node` (not `node` itself) as a
+/// container, with no data, as Curator's `creatingParentContainersIfNeeded`
+/// does; the server removes a container once its last child is gone. One
+/// create per ancestor, top down, `NodeExists` being no error.
+///
+/// # Errors
+/// ZooKeeper errors (no retry: the caller's create retries).
+pub(crate) fn create_container_parents(rzk: &RecoverableZooKeeper, node: &str) -> Result<()> {
+    let zk = rzk.zookeeper();
+    let mut at = 0;
+    while let Some(i) = node[at + 1..].find('/') {
+        at += 1 + i;
+        let parent = &node[..at];
+        match zk.create(parent, &[], rzk.acl_for(parent), CreateMode::Container) {
+            Ok(_) => {}
+            Err(e) if e.is(ZkError::NodeExists) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Creates `spec` under `mark` ([`create_once`]) within `rzk`'s retries: a
+/// retry after a lost reply first looks for the node by the mark
+/// ([`OwnerMark::find`]) and adopts it, so the node is made once. A fixed
+/// name taken by a node with this mark (`NodeExists`) is adopted too; one
+/// without it is a stranger's: `NodeExists`.
+///
+/// # Errors
+/// `NodeExists` for a stranger's node; as [`create_once`] otherwise, the
+/// retryable ones once the retries are spent.
+pub(crate) fn create_owned(
+    rzk: &RecoverableZooKeeper,
+    spec: &NodeSpec<'_>,
+    mark: &OwnerMark,
+) -> Result<(String, Stat)> {
+    let zk = rzk.zookeeper();
+    rzk.retrying("create", spec.path, |is_retry| {
+        if is_retry {
+            if let Some((found, stat)) = mark.find(zk, spec.path, spec.mode)? {
+                info!(
+                    "create {}: adopting {found} from an earlier attempt",
+                    spec.path
+                );
+                return Ok((found, stat));
+            }
+        }
+        match create_once(rzk, spec, mark) {
+            Err(e) if e.is(ZkError::NodeExists) && !spec.mode.is_sequential() => {
+                match mark.is_marked(zk, spec.path, spec.mode)? {
+                    Some(stat) => {
+                        debug!("create {}: the node is this creator's", spec.path);
+                        Ok((spec.path.to_string(), stat))
+                    }
+                    None => Err(e),
+                }
+            }
+            other => other,
+        }
+    })
+}
+
+/// Deletes the node at `path` while it is the node created at `czxid`, at
+/// the version read (written meanwhile: read again): `Ok(true)` deleted,
+/// `Ok(false)` gone already or another node has its name (left alone).
+///
+/// # Errors
+/// `NotEmpty`, `NoAuth`, session errors (after `rzk`'s retries for the
+/// reads and the delete).
+pub(crate) fn delete_owned(rzk: &RecoverableZooKeeper, path: &str, czxid: i64) -> Result<bool> {
+    loop {
+        let stat = match rzk.exists(path, false)? {
+            Some(stat) if stat.czxid == czxid => stat,
+            Some(_) => {
+                debug!("{path} was replaced by another node: left alone");
+                return Ok(false);
+            }
+            None => return Ok(false),
+        };
+        match rzk.delete(path, Some(stat.version)) {
+            Ok(()) => return Ok(true),
+            Err(e) if e.is(ZkError::NoNode) => return Ok(false),
+            Err(e) if e.is(ZkError::BadVersion) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// [`delete_owned`] without waiting (a drop): the node at `path` is
+/// deleted while it is the node created at `czxid`, at the version read, in
+/// `zk`'s session (a handle pinned to one session never reaches a session
+/// that replaced it); asynchronous calls only, so it may run on the event
+/// thread. Retried after a reconnect; dropped once the session has ended (an
+/// ephemeral node went with it), when the node is gone, or when another node
+/// has its name (left alone).
+pub(crate) fn delete_owned_in_background(
+    zk: &ZooKeeper,
+    zkw: &WeakZooKeeperWatcher,
+    path: String,
+    czxid: i64,
+) {
+    if zk.state().is_terminal() {
+        return;
+    }
+    let (again, zk2) = (zkw.clone(), zk.clone());
+    let retry = move |path: String| {
+        let (w, zk) = (again.clone(), zk2.clone());
+        on_reconnect(&again, move |connected| {
+            if connected {
+                delete_owned_in_background(&zk, &w, path, czxid);
+            }
+        });
+    };
+    let (zk2, zkw2) = (zk.clone(), zkw.clone());
+    zk.exists_async(&path.clone(), None, move |r| match r {
+        Ok(Some(stat)) if stat.czxid == czxid => {
+            zk2.clone()
+                .delete_async(&path.clone(), Some(stat.version), move |r| match r {
+                    Ok(()) => {}
+                    // Written to meanwhile: read again.
+                    Err(e) if e.is(ZkError::BadVersion) => {
+                        delete_owned_in_background(&zk2, &zkw2, path, czxid)
+                    }
+                    Err(e) if e.is_retryable() => retry(path),
+                    Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => {}
+                    Err(e) => warn!("could not remove {path}: {e}"),
+                })
+        }
+        Ok(Some(_)) => debug!("{path} was replaced by another node: left alone"),
+        Ok(None) => {}
+        Err(e) if e.is_retryable() => retry(path),
+        Err(e) if e.is_fatal() => {}
+        Err(e) => warn!("could not remove {path}: {e}"),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mark_is_in_the_name_or_the_acl() {
+        let mark = OwnerMark::new();
+        let seq = mark.path_to_create("/a/b/svc-", CreateMode::EphemeralSequential);
+        assert_eq!(seq, format!("/a/b/{}svc-", mark.protected_prefix()));
+        assert_eq!(
+            mark.path_to_create("/a/svc", CreateMode::Persistent),
+            "/a/svc"
+        );
+        let open = Acl::open_unsafe();
+        assert_eq!(mark.acl_for(open, CreateMode::PersistentSequential), open);
+        let acl = mark.acl_for(open, CreateMode::PersistentWithTtl);
+        assert_eq!(acl.len(), 2);
+        assert_eq!(acl[1].perms, Perms(0), "grants nothing");
+        assert!(mark.in_acl(&acl));
+        // As a reader without ADMIN sees it.
+        let masked = vec![Acl::new(
+            Perms(0),
+            Id::new("digest", format!("_c_{}:x", mark.uuid)),
+        )];
+        assert!(mark.in_acl(&masked));
+        assert!(!OwnerMark::new().in_acl(&acl), "another mark");
+        assert!(!mark.in_acl(open));
+    }
+}
