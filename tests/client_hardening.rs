@@ -999,3 +999,23 @@ fn the_exported_expire_session_expires_a_users_session() {
     rmr(&other, &root);
     no_client_panics();
 }
+
+/// `close_session`: a session held by another handle (another process, in a
+/// test's controller), closed by id and password, confirmed by the server.
+#[test]
+fn the_exported_close_session_closes_a_session_held_elsewhere() {
+    let servers = server();
+    let addr = shared_server().connect_string();
+    let (zk, events) = connect(&servers, Duration::from_secs(6));
+    let id = zk.session_id();
+    zklock::testing::close_session(&servers, id, &zk.session_password(), zk.session_timeout())
+        .unwrap();
+    zklock::testing::wait_until(WAIT, "the server dropped the closed session", || {
+        !dump_has_session(&addr, id)
+    });
+    events.wait_state(KeeperState::Expired, 1, WAIT);
+    let e = zklock::testing::close_session(&servers, 0, b"", Duration::from_secs(6)).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    zk.close().unwrap();
+    no_client_panics();
+}

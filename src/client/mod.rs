@@ -673,8 +673,10 @@ impl ZooKeeper {
     /// registered per-watch watcher get a `Closed` event.
     ///
     /// `Ok` means the session is gone on the server: it answered closeSession,
-    /// or said the session had expired (or the handle had ended already by
-    /// expiry or a refused authentication, or never got a session). When the
+    /// or said the session had expired (or the handle had ended already: by
+    /// expiry, told by a server or declared by the client after a whole
+    /// session timeout without one, when the server must have expired it; by a
+    /// refused authentication; or it never got a session). When the
     /// answer does not come (the connection drops, e.g. because another handle
     /// resumed the session and the server closed this connection, or the
     /// server is cut off), closeSession is sent again on a new connection with

@@ -54,34 +54,8 @@ pub fn expire_session(zk: &ZooKeeper, servers: &str) -> io::Result<()> {
     let timeout = zk.session_timeout();
     let deadline = Instant::now() + timeout * 3 + Duration::from_secs(10);
     let learned = || zk.state() == State::Expired || zk.session_id() != id;
-    let password = zk.session_password();
-    let mut attempt = 0u32;
-    while !learned() {
-        if Instant::now() >= deadline {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("expire_session: could not close session {id:#x} on {servers}"),
-            ));
-        }
-        attempt += 1;
-        let twin = ZooKeeper::builder(servers)
-            .with_session_timeout(timeout)
-            .with_session(id, &password)
-            .with_connect_wait(TWIN_CONNECT_WAIT.min(deadline - Instant::now()))
-            .connect(|_e: WatchedEvent| {});
-        let closed = match twin {
-            Ok(twin) => twin.close(),
-            Err(e) => Err(e),
-        };
-        match closed {
-            Ok(()) => break,
-            // The server says so: gone already.
-            Err(e) if e.code() == Some(ZkError::SessionExpired) => break,
-            Err(e) => {
-                log::debug!("expire_session {id:#x}: attempt {attempt}: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
+    if !learned() {
+        close_session_by(servers, id, &zk.session_password(), timeout, deadline)?;
     }
     if super::eventually(deadline.saturating_duration_since(Instant::now()), learned) {
         return Ok(());
@@ -90,4 +64,67 @@ pub fn expire_session(zk: &ZooKeeper, servers: &str) -> io::Result<()> {
         io::ErrorKind::TimedOut,
         format!("expire_session: session {id:#x} closed on the server, but the handle has not learned it"),
     ))
+}
+
+/// Closes session `session_id` on the server, for a session another process
+/// holds (a test's controller expiring a worker's session): a handle on the
+/// session id and `password` on `servers`, closed, repeated until the server
+/// confirmed the close or said the session had expired. What
+/// [`expire_session`] does before waiting for the session's own handle;
+/// that handle learns of it when it next reaches a server. Bounded by three
+/// `session_timeout`s plus 10 s.
+///
+/// # Errors
+/// `InvalidInput` for session id 0; `TimedOut` when no server confirmed the
+/// close within the bound.
+pub fn close_session(
+    servers: &str,
+    session_id: i64,
+    password: &[u8],
+    session_timeout: Duration,
+) -> io::Result<()> {
+    if session_id == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "close_session: session id 0 is no session",
+        ));
+    }
+    let deadline = Instant::now() + session_timeout * 3 + Duration::from_secs(10);
+    close_session_by(servers, session_id, password, session_timeout, deadline)
+}
+
+/// [`close_session`] by `deadline`.
+fn close_session_by(
+    servers: &str,
+    id: i64,
+    password: &[u8],
+    timeout: Duration,
+    deadline: Instant,
+) -> io::Result<()> {
+    let mut attempt = 0u32;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("could not close session {id:#x} on {servers}"),
+            ));
+        }
+        attempt += 1;
+        let closed = ZooKeeper::builder(servers)
+            .with_session_timeout(timeout)
+            .with_session(id, password)
+            .with_connect_wait(TWIN_CONNECT_WAIT.min(left))
+            .connect(|_e: WatchedEvent| {})
+            .and_then(|twin| twin.close());
+        match closed {
+            Ok(()) => return Ok(()),
+            // The server says so: gone already.
+            Err(e) if e.code() == Some(ZkError::SessionExpired) => return Ok(()),
+            Err(e) => {
+                log::debug!("closing session {id:#x}: attempt {attempt}: {e}");
+                std::thread::sleep(Duration::from_millis(50).min(left));
+            }
+        }
+    }
 }
