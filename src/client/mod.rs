@@ -16,6 +16,14 @@
 //!   was sent for 1/3 of it, busy or idle; each connect attempt bounded by session
 //!   timeout / number of hosts, the first included, and by the handshake timeout
 //!   (default 2 s) as a total deadline.
+//! - **A reconnect waits first**, as Java's (`ClientCnxn.startConnect`): a
+//!   random pause of up to 1 s (at most a quarter of the session timeout), so
+//!   that a second handle resuming the session (HBase's and Curator's way of
+//!   expiring it in tests) gets its close through before this one takes the
+//!   session back; failed attempts then back off from 10 ms to 1 s.
+//! - **`close()` says whether the session is gone**: `Ok` only when a server
+//!   answered closeSession or said the session had expired; an unanswered
+//!   close is sent again on a new connection, within a bound.
 //! - **The session survives reconnects**: id, password and last zxid are sent again,
 //!   auth is replayed and every watch (data, exist, child, persistent) is re-set with
 //!   SetWatches, so a change made during the gap fires once.
