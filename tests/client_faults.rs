@@ -1008,7 +1008,9 @@ fn close_and_drop_are_bounded_during_a_stall() {
     let (proxy, zk, events) = via_proxy(Duration::from_secs(4));
     proxy.stall();
     let t = Instant::now();
-    zk.close().unwrap();
+    // No server confirmed the close: it says so (issue 31).
+    let e = zk.close().unwrap_err();
+    assert_eq!(e.code(), Some(ZkError::ConnectionLoss), "{e}");
     assert!(
         t.elapsed() < Duration::from_millis(2600),
         "close took {:?}",
@@ -1019,7 +1021,14 @@ fn close_and_drop_are_bounded_during_a_stall() {
         events.states(),
         [KeeperState::SyncConnected, KeeperState::Closed]
     );
-    zk.close().unwrap();
+    // A second close tries again, as bounded.
+    let t = Instant::now();
+    assert!(zk.close().is_err());
+    assert!(
+        t.elapsed() < Duration::from_millis(2600),
+        "{:?}",
+        t.elapsed()
+    );
     drop(proxy);
 
     // Stalled long enough to be reconnecting (a handshake hangs): close is prompt.

@@ -849,3 +849,173 @@ mod deferred_async {
         b.zk.close().unwrap();
     }
 }
+
+// ---------------------------------------------------------------------------
+// Issue 31, item 7: close() returns Ok only when the session is gone
+// ---------------------------------------------------------------------------
+
+/// HBase's `HBaseTestingUtility.expireSession`: a second handle on the same
+/// session id and password, then its `close()`. The order of the finding is
+/// forced: the first handle has taken the session back (its reconnect closed
+/// the second handle's connection on the server) before the second closes.
+/// `close()` is `Ok` only when the server closed the session, and then it is
+/// gone: the first handle hears `Expired`, its ephemeral node is deleted.
+#[test]
+fn hbase_expire_by_a_second_handle_expires_the_session() {
+    let servers = server();
+    let addr = shared_server().connect_string();
+    let (a, a_events) = connect(&servers, Duration::from_secs(6));
+    let (other, _) = connect(&servers, Duration::from_secs(10));
+    let root = unique_root("hbase_expire");
+    mkdirs(&other, &root);
+    let node = format!("{root}/eph");
+    a.create(&node, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let id = a.session_id();
+
+    let b = ZooKeeper::connect_with_session(
+        &servers,
+        Duration::from_secs(6),
+        |_e: zklock::client::WatchedEvent| {},
+        id,
+        &a.session_password(),
+    )
+    .unwrap();
+    // The server closed A's connection when B resumed the session; A takes it
+    // back (closing B's connection on the server) before B closes.
+    a_events.wait_state(KeeperState::SyncConnected, 2, WAIT);
+    b.close()
+        .expect("close() of the second handle: the server closed the session");
+    // The server may still list a session it is closing (its log write comes
+    // first); it refuses any reconnect to it already.
+    zklock::testing::wait_until(WAIT, "the server dropped the closed session", || {
+        !dump_has_session(&addr, id)
+    });
+    a_events.wait_state(KeeperState::Expired, 1, WAIT);
+    assert_eq!(a.state(), State::Expired);
+    assert!(
+        other.exists(&node, false).unwrap().is_none(),
+        "the expired session's ephemeral node is gone"
+    );
+    a.close().unwrap();
+    rmr(&other, &root);
+    no_client_panics();
+}
+
+/// closeSession sent, its answer held (a partition): `close()` says it could
+/// not close the session (`ConnectionLoss`, within its bound), and the server
+/// does still hold it. A later `close()` tries again, and once a server is
+/// reachable closes it.
+#[test]
+fn close_without_the_servers_answer_is_an_error_and_can_be_retried() {
+    let addr = shared_server().connect_string();
+    let (proxy, zk, _events) = via_proxy(Duration::from_secs(4));
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("close_unanswered");
+    mkdirs(&other, &root);
+    let node = format!("{root}/eph");
+    zk.create(&node, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let id = zk.session_id();
+
+    proxy.stall();
+    let t = Instant::now();
+    let e = zk.close().expect_err("close() without the server's answer");
+    assert_eq!(e.code(), Some(ZkError::ConnectionLoss), "{e}");
+    // Bounded: 2/3 of the session timeout at most 2 s (slack for the load).
+    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+    assert!(
+        dump_has_session(&addr, id),
+        "the server still holds the session"
+    );
+    assert!(other.exists(&node, false).unwrap().is_some());
+    assert_eq!(zk.state(), State::Closed);
+
+    // Reachable again: the retry closes it (a new connection on the session's
+    // id and password, closeSession right behind the ConnectRequest).
+    proxy.reset();
+    zk.close().expect("the retried close() reached the server");
+    zklock::testing::wait_until(WAIT, "the server dropped the closed session", || {
+        !dump_has_session(&addr, id)
+    });
+    assert!(other.exists(&node, false).unwrap().is_none());
+    // Confirmed: later calls are Ok at once.
+    zk.close().unwrap();
+    rmr(&other, &root);
+    no_client_panics();
+}
+
+/// closeSession reached the server (the session is gone) but its answer was
+/// lost with the connection: `close()` asks again on a new connection, hears
+/// that the session expired, and returns `Ok`.
+#[test]
+fn close_whose_answer_is_lost_learns_the_session_is_gone() {
+    let addr = shared_server().connect_string();
+    let (proxy, zk, _events) = via_proxy(Duration::from_secs(6));
+    let proxy = Arc::new(proxy);
+    let id = zk.session_id();
+    proxy.stall_downstream();
+    // The connection drops once the server has closed the session (its word:
+    // `dump` no longer lists it), before its answer reaches the client.
+    let cutter = {
+        let (proxy, addr) = (proxy.clone(), addr.clone());
+        thread::spawn(move || {
+            zklock::testing::wait_until(WAIT, "the server closed the session", || {
+                !dump_has_session(&addr, id)
+            });
+            proxy.reset();
+        })
+    };
+    zk.close()
+        .expect("close(): the server said the session had expired");
+    cutter.join().unwrap();
+    assert!(!dump_has_session(&addr, id));
+    no_client_panics();
+}
+
+/// Users of `zklock::testing` expire a session with `expire_session` (as
+/// Curator's `KillSession`): the server no longer holds it, the handle has
+/// heard `Expired` and its ephemeral node is gone when it returns.
+#[test]
+fn the_exported_expire_session_expires_a_users_session() {
+    let servers = server();
+    let addr = shared_server().connect_string();
+    let (zk, events) = connect(&servers, Duration::from_secs(6));
+    let (other, _) = connect(&servers, Duration::from_secs(10));
+    let root = unique_root("expire_session");
+    mkdirs(&other, &root);
+    let node = format!("{root}/eph");
+    zk.create(&node, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let id = zk.session_id();
+    zklock::testing::expire_session(&zk, &servers).unwrap();
+    assert_eq!(zk.state(), State::Expired);
+    zklock::testing::wait_until(WAIT, "the server dropped the expired session", || {
+        !dump_has_session(&addr, id)
+    });
+    assert!(other.exists(&node, false).unwrap().is_none());
+    events.wait_state(KeeperState::Expired, 1, WAIT);
+    zk.close().unwrap();
+    rmr(&other, &root);
+    no_client_panics();
+}
+
+/// `close_session`: a session held by another handle (another process, in a
+/// test's controller), closed by id and password, confirmed by the server.
+#[test]
+fn the_exported_close_session_closes_a_session_held_elsewhere() {
+    let servers = server();
+    let addr = shared_server().connect_string();
+    let (zk, events) = connect(&servers, Duration::from_secs(6));
+    let id = zk.session_id();
+    zklock::testing::close_session(&servers, id, &zk.session_password(), zk.session_timeout())
+        .unwrap();
+    zklock::testing::wait_until(WAIT, "the server dropped the closed session", || {
+        !dump_has_session(&addr, id)
+    });
+    events.wait_state(KeeperState::Expired, 1, WAIT);
+    let e = zklock::testing::close_session(&servers, 0, b"", Duration::from_secs(6)).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    zk.close().unwrap();
+    no_client_panics();
+}

@@ -16,6 +16,14 @@
 //!   was sent for 1/3 of it, busy or idle; each connect attempt bounded by session
 //!   timeout / number of hosts, the first included, and by the handshake timeout
 //!   (default 2 s) as a total deadline.
+//! - **A reconnect waits first**, as Java's (`ClientCnxn.startConnect`): a
+//!   random pause of up to 1 s (at most a quarter of the session timeout), so
+//!   that a second handle resuming the session (HBase's and Curator's way of
+//!   expiring it in tests) gets its close through before this one takes the
+//!   session back; failed attempts then back off from 10 ms to 1 s.
+//! - **`close()` says whether the session is gone**: `Ok` only when a server
+//!   answered closeSession or said the session had expired; an unanswered
+//!   close is sent again on a new connection, within a bound.
 //! - **The session survives reconnects**: id, password and last zxid are sent again,
 //!   auth is replayed and every watch (data, exist, child, persistent) is re-set with
 //!   SetWatches, so a change made during the gap fires once.
@@ -138,15 +146,21 @@ impl Handle {
         self.shared.read().clone()
     }
 
-    fn close(&self) {
-        close_session(self.shared(), self.threads.lock().take());
+    fn close(&self) -> Result<()> {
+        close_session(self.shared(), self.threads.lock().take())
     }
 }
 
-/// Ends `shared` (closeSession when connected, a bounded wait for its answer)
-/// and joins `threads`.
-fn close_session(shared: Arc<SessionShared>, threads: Option<session::Threads>) {
-    shared.close();
+/// Ends `shared` (see [`ZooKeeper::close`]: closeSession, confirmed by the
+/// server within a bound) and joins `threads`.
+fn close_session(shared: Arc<SessionShared>, threads: Option<session::Threads>) -> Result<()> {
+    let closed = shared.close();
+    join_threads(threads);
+    closed
+}
+
+/// Joins the client's threads after the session's end.
+fn join_threads(threads: Option<session::Threads>) {
     let Some(threads) = threads else {
         return;
     };
@@ -180,7 +194,9 @@ impl Drop for Handle {
             return; // closed already: nothing can block
         }
         crate::background::run_in_background("zklock-close", move || {
-            close_session(shared, threads)
+            if let Err(e) = close_session(shared, threads) {
+                log::warn!("closing a dropped ZooKeeper: {e}");
+            }
         });
     }
 }
@@ -519,8 +535,9 @@ impl ZooKeeper {
         let (shared, threads) = session::start(settings, old.default_watcher.clone())?;
         *self.handle.shared.write() = shared;
         // Ends the old connection thread's attempt to close the expired session
-        // on the server (it would outlive the handle's threads otherwise).
-        old.close();
+        // on the server (it would outlive the handle's threads otherwise);
+        // expired, so nothing to confirm.
+        let _ = old.close();
         // The old threads end by themselves (the connection thread has, the
         // event thread may be the one running this): not joined.
         *self.handle.threads.lock() = Some(threads);
@@ -702,14 +719,35 @@ impl ZooKeeper {
         shared.settings.sasl.is_some() || cert || shared.has_auth_identity()
     }
 
-    /// Ends the session: the server deletes its ephemeral nodes at once. Idempotent;
-    /// bounded even when the server does not answer; joins the client's threads
-    /// (except when called from a watcher, on the event thread, which then ends by
-    /// itself). The default watcher and every registered per-watch watcher get a
-    /// `Closed` event.
+    /// Ends the session: the server deletes its ephemeral nodes at once. Joins
+    /// the client's threads (except when called from a watcher, on the event
+    /// thread, which then ends by itself). The default watcher and every
+    /// registered per-watch watcher get a `Closed` event.
+    ///
+    /// `Ok` means the session is gone on the server: it answered closeSession,
+    /// or said the session had expired (or the handle had ended already: by
+    /// expiry, told by a server or declared by the client after a whole
+    /// session timeout without one, when the server must have expired it; by a
+    /// refused authentication; or it never got a session). When the
+    /// answer does not come (the connection drops, e.g. because another handle
+    /// resumed the session and the server closed this connection, or the
+    /// server is cut off), closeSession is sent again on a new connection with
+    /// the session's id and password, until 2/3 of the session timeout (at
+    /// most 2 s) has passed since the call. So HBase's way of expiring a
+    /// session in tests (`HBaseTestingUtility.expireSession`: a second handle
+    /// on the same session id and password, then its `close()`) expires it
+    /// when `close()` returns `Ok`. Java's `close()` returns normally in every
+    /// case (it ignores closeSession's outcome); zklock says when it could not.
+    ///
+    /// Idempotent: a later call returns `Ok` at once after a confirmed close,
+    /// and tries again (within the same bound) after a failed one.
+    ///
+    /// # Errors
+    /// `ConnectionLoss` when no server confirmed the close within the bound:
+    /// the session may live on until the server expires it (after the session
+    /// timeout), and its ephemeral nodes with it. The handle is closed anyway.
     pub fn close(&self) -> Result<()> {
-        self.handle.close();
-        Ok(())
+        self.handle.close()
     }
 
     /// Wakes `wake` when this session ends or is closed, from the thread that

@@ -12,6 +12,7 @@
 //! | [`ZkEnsemble`] | three `QuorumPeerMain` servers: `kill(i)`, `restart(i)`, `leader()`, `wait_for_quorum` |
 //! | [`ZkServer::start_tls`], [`TestPki`] | a server with a TLS port (Netty, `ssl.clientAuth=need`) and certificates, keys and stores made at test time |
 //! | [`FaultProxy`] | a TCP proxy in front of a server: `stall` (partition), `cut`, `reset`, `delay`, `pass` |
+//! | [`expire_session`], [`close_session`] | expire a session on the server (a second handle on its id and password, closed, until the server confirms), and wait until its handle learned it: Curator's `KillSession` |
 //! | [`four_letter`], [`parse_mntr`], [`unique_root`] | helpers |
 //!
 //! The module is built only with the `testing` feature; zklock's own tests, examples
@@ -70,6 +71,7 @@ use std::time::Duration;
 
 pub mod chaos;
 mod ensemble;
+mod expire;
 mod kdc;
 mod pki;
 mod process;
@@ -77,6 +79,7 @@ mod proxy;
 mod server;
 
 pub use ensemble::ZkEnsemble;
+pub use expire::{close_session, expire_session};
 pub use kdc::{TestKdc, TEST_REALM};
 pub use pki::{ClientCert, TestPki, STORE_PASSWORD};
 pub use process::{pid_alive, NETTY_CLASSPATH};

@@ -407,35 +407,14 @@ pub fn context_switches_of(name: &str) -> Option<u64> {
     })
 }
 
-/// Expires `zkw`'s session for sure: while it is cut off behind `proxy`, a
-/// second handle on the same session closes it; the reconnect then learns it
-/// expired (no race with the client's own reconnect). The twin is connected
-/// before it closes (a close while still connecting sends no closeSession,
-/// and under load the session then lived on), and the client must learn the
-/// expiry (its session id changes with renewal, its state is Expired
-/// without); else the forcing is repeated, at most 3 times.
+/// Expires `zkw`'s session for sure with the exported
+/// [`zklock::testing::expire_session`] (a second handle on the same session,
+/// closed; the close is confirmed by the server, and the client must have
+/// learned the expiry). `proxy`, which `zkw` goes through, is set to pass
+/// first, so that the client can reconnect and learn it.
 pub fn force_expiry(proxy: &zklock::testing::FaultProxy, servers: &str, zkw: &ZooKeeperWatcher) {
-    let old = zkw.zookeeper().session_id();
-    for attempt in 1..=3 {
-        proxy.stall();
-        let zk = zkw.zookeeper();
-        let twin = ZooKeeper::connect_with_session(
-            servers,
-            Duration::from_secs(6),
-            |_e: WatchedEvent| {},
-            old,
-            &zk.session_password(),
-        )
-        .unwrap();
-        twin.wait_connected(Duration::from_secs(20)).unwrap();
-        twin.close().unwrap();
-        proxy.reset();
-        if zklock::testing::eventually(Duration::from_secs(10), || {
-            zkw.zookeeper().session_id() != old || zkw.state().is_terminal()
-        }) {
-            return;
-        }
-        log::warn!("force_expiry: session {old:#x} still alive after attempt {attempt}");
+    proxy.pass();
+    if let Err(e) = zklock::testing::expire_session(zkw.zookeeper(), servers) {
+        panic!("force_expiry: {e}");
     }
-    panic!("could not expire session {old:#x}");
 }

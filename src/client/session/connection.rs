@@ -6,6 +6,9 @@
 
 use super::*;
 
+/// The most [`SessionShared::pause_before_reconnect`] waits: Java's 1 s.
+const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+
 /// A connection made by [`SessionShared::handshake`]: the stream, whether the
 /// session existed before, and bytes read past the ConnectResponse.
 pub(super) type Connected = (Link, bool, Vec<u8>);
@@ -256,6 +259,7 @@ impl SessionShared {
                     if let ConnEnd::Closing = end {
                         break Terminal::Closed;
                     }
+                    self.pause_before_reconnect();
                 }
                 Err(e) if SaslFailure::in_io(&e).is_some() => {
                     // Fatal, told once (AuthFailed), never retried.
@@ -292,6 +296,36 @@ impl SessionShared {
         }
     }
 
+    /// Java's pause before reconnecting: `ClientCnxn.SendThread.startConnect`
+    /// sleeps a random 0–1000 ms before every connect but the first. It
+    /// matters when the server closed the connection because another handle
+    /// resumed the session (the server closes the session's old connection on
+    /// every ConnectRequest that revalidates it): the other handle's next
+    /// request, typically HBase's `expireSession` closing the session, gets
+    /// through before this handle takes the session back. Bounded here by a
+    /// quarter of the negotiated session timeout and by half the time left
+    /// before the session must have expired, so a short session is not lost
+    /// to the pause. (Java also sleeps a further second, its host provider's
+    /// spin delay, when it comes back to the host it was connected to, e.g.
+    /// on a one-host connect string; zklock does not: the random pause
+    /// already orders the two handles, and a second more only eats the
+    /// session's time.) Ends at once on `close()`.
+    fn pause_before_reconnect(&self) {
+        let mut max = RECONNECT_PAUSE.min(self.negotiated_timeout() / 4);
+        if let Some(left) = self.until_surely_expired() {
+            max = max.min(left / 2);
+        }
+        let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+        if nanos == 0 {
+            return;
+        }
+        let pause = Duration::from_nanos(random_u64() % nanos);
+        debug!("reconnecting in {pause:?}");
+        let until = Instant::now() + pause;
+        let mut s = self.session.lock();
+        while !s.closing && !self.session_cv.wait_until(&mut s, until).timed_out() {}
+    }
+
     /// After declaring the session expired on its own (no server heard for a
     /// whole session timeout), the client closes it on the server: the server
     /// may still hold it (a one-way partition; a server restarted from its
@@ -315,7 +349,7 @@ impl SessionShared {
         while !self.abandon.load(Ordering::SeqCst) && Instant::now() < until {
             let host = &hosts[next % hosts.len()];
             next = next.wrapping_add(1);
-            match self.close_remote(host, id, &password, until) {
+            match self.close_remote(host, id, &password, until, true) {
                 Ok(gone) => {
                     info!("session {id:#x}: {gone} on {host}");
                     return;
@@ -361,12 +395,21 @@ impl SessionShared {
     /// session on a server whose answers are lost, and every further attempt
     /// would refresh it again without being able to close it. An attempt that
     /// reached no server (refused, reset, closed before answering) is retried.
-    fn close_remote(
+    ///
+    /// Only the server's word counts: its answer to closeSession, or a
+    /// ConnectResponse (or a closeSession answer) saying the session expired.
+    /// A connection that ends before either (another handle took the session
+    /// over, and the server closed this connection) is a failed attempt,
+    /// retried. `background`: the connection thread's close of a locally
+    /// expired session, which `close()` abandons; `close()` itself passes
+    /// `false`.
+    pub(super) fn close_remote(
         &self,
         host: &str,
         id: i64,
         password: &[u8],
         until: Instant,
+        background: bool,
     ) -> Result<&'static str, CloseFailure> {
         let deadline = (Instant::now() + self.settings.handshake_timeout).min(until);
         let addr = host
@@ -382,7 +425,7 @@ impl SessionShared {
         let sasl = self.settings.sasl.as_ref();
         let mut requested = false;
         let result = (|| {
-            if self.abandon.load(Ordering::SeqCst) {
+            if background && self.abandon.load(Ordering::SeqCst) {
                 return Err(io::Error::new(io::ErrorKind::Interrupted, "closed"));
             }
             let link = self.open_link(sock, host, deadline)?;
@@ -413,19 +456,27 @@ impl SessionShared {
                     self.authenticate(&link, sasl, &mut pending, deadline)?;
                     link.write_all(&close)?;
                 }
-                // Its answer (or the server closing the connection) ends it;
-                // the auth packets' answers come first.
+                // Its answer ends it; the auth packets' answers come first.
+                // The connection ending before it is no answer: retried.
                 loop {
-                    let Ok(body) =
-                        link.read_frame_by(&mut pending, self.settings.max_buffer, deadline)
-                    else {
-                        return Ok("closed");
-                    };
-                    let Ok(hdr) = ReplyHeader::read(&mut Reader::new(&body)) else {
-                        return Ok("closed");
-                    };
+                    let body =
+                        link.read_frame_by(&mut pending, self.settings.max_buffer, deadline)?;
+                    let hdr = ReplyHeader::read(&mut Reader::new(&body))
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
                     if hdr.xid == xid::AUTH {
+                        if hdr.err != 0 {
+                            return Err(io::Error::new(
+                                io::ErrorKind::PermissionDenied,
+                                format!(
+                                    "the server refused the session's auth: {}",
+                                    ZkError::from_code(hdr.err)
+                                ),
+                            ));
+                        }
                         continue;
+                    }
+                    if hdr.err == ZkError::SessionExpired.code() {
+                        return Ok("already expired");
                     }
                     if hdr.err != 0 {
                         return Err(io::Error::new(

@@ -42,7 +42,7 @@ use super::watches::{same, Kind, WatchManager, WatcherRef};
 use crate::deadline::Deadline;
 use crate::error::{Error, ZkError};
 use crate::types::{EventType, KeeperState, State, WatchedEvent};
-use crate::util::{jitter, shuffle};
+use crate::util::{jitter, random_u64, shuffle};
 use crate::wait::Wake;
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, error, info, trace, warn};
@@ -130,6 +130,10 @@ pub(crate) struct SessionShared {
     /// Set by `close()`: the connection thread stops whatever it still does
     /// after the session's end (closing an expired session on the server).
     abandon: AtomicBool,
+    /// Set when a `close()` saw the session end on the server (its answer to
+    /// closeSession, or a server saying the session expired): a later
+    /// `close()` returns `Ok` at once.
+    close_confirmed: AtomicBool,
     /// The connection's stream, for writing; `None` while not connected.
     writer: Mutex<Option<Link>>,
     /// The connection's read side, taken by whoever reads: a caller waiting
@@ -235,6 +239,7 @@ pub(crate) fn start(
         session_cv: Condvar::new(),
         last_zxid: AtomicI64::new(0),
         abandon: AtomicBool::new(false),
+        close_confirmed: AtomicBool::new(false),
         queue_warned: AtomicBool::new(false),
         writer: Mutex::new(None),
         reader: Mutex::new(None),
@@ -500,44 +505,123 @@ impl SessionShared {
         self.epoch.elapsed().saturating_sub(last)
     }
 
-    /// Ends the session: closeSession when connected (bounded wait), then stops
-    /// the connection thread. Idempotent; joining is the handle's job.
-    pub(crate) fn close(&self) {
+    /// Ends the session: closeSession when connected, then stops the
+    /// connection thread; joining is the handle's job. `Ok` only when the
+    /// session is known to be gone on the server: the server answered
+    /// closeSession, or said the session had expired (or the handle had ended
+    /// already by expiry or a refused authentication, or never had a session).
+    /// A closeSession whose answer did not come (the connection dropped, e.g.
+    /// because another handle took the session over, or the server is cut
+    /// off) is sent again on a fresh connection with the session's id and
+    /// password, right behind the ConnectRequest, until the close bound
+    /// ([`close_bound`](Self::close_bound)); then `ConnectionLoss`. A later
+    /// call tries again the same way.
+    pub(crate) fn close(&self) -> Result<(), Error> {
         self.abandon.store(true, Ordering::SeqCst);
-        let connected = {
+        let deadline = Instant::now() + self.close_bound();
+        let (first, state, id) = {
             let mut s = self.session.lock();
-            if s.closing || s.state.is_terminal() {
-                s.closing = true;
-                self.session_cv.notify_all();
-                drop(s);
-                self.shutdown_socket();
-                return;
-            }
+            let first = !s.closing && !s.state.is_terminal();
             s.closing = true;
-            s.state == State::Connected
+            (first, s.state, s.id)
         };
         self.session_cv.notify_all();
-        // The waits of the layers above look at their session now (a
-        // ZooKeeperWatcher's is closed already); they are woken again when the
-        // state becomes Closed.
-        self.wake_end_waits();
-        if connected {
-            let frame = Writer::request(0, op::CLOSE_SESSION).finish();
-            let req = Outgoing {
-                opcode: op::CLOSE_SESSION,
-                frame,
-                reg: None,
-                rewatch: None,
-            };
-            if let Ok(slot) = self.send(req) {
-                let bound = (self.negotiated_timeout() * 2 / 3).min(Duration::from_secs(2));
-                match self.await_reply(&slot, Instant::now() + bound) {
-                    Ok(_) => debug!("session closed by the server"),
-                    Err(e) => debug!("closeSession (within {bound:?}): {e}"),
+        if first {
+            // The waits of the layers above look at their session now (a
+            // ZooKeeperWatcher's is closed already); they are woken again when
+            // the state becomes Closed.
+            self.wake_end_waits();
+        }
+        let gone = matches!(state, State::Expired | State::AuthFailed)
+            || id == 0
+            || self.close_confirmed.load(Ordering::SeqCst);
+        let mut outcome = if gone {
+            Ok(())
+        } else if first && state == State::Connected {
+            self.close_on_connection(deadline)
+        } else {
+            Err(Error::zk_code(ZkError::ConnectionLoss))
+        };
+        self.shutdown_socket();
+        if let Err(e) = outcome {
+            debug!(
+                "session {id:#x}: closeSession unanswered ({e}); closing it on a new connection"
+            );
+            outcome = self.close_remotely(id, deadline);
+        }
+        if outcome.is_ok() {
+            self.close_confirmed.store(true, Ordering::SeqCst);
+        }
+        outcome
+    }
+
+    /// How long `close()` tries to have the session closed on the server:
+    /// 2/3 of the negotiated session timeout (a server that has not answered
+    /// by then is as good as cut off), at most 2 s, at least 100 ms.
+    fn close_bound(&self) -> Duration {
+        (self.negotiated_timeout() * 2 / 3)
+            .min(Duration::from_secs(2))
+            .max(Duration::from_millis(100))
+    }
+
+    /// closeSession on the current connection, its answer awaited by
+    /// `deadline`: `Ok` when the server answered it (or said the session
+    /// had expired).
+    fn close_on_connection(&self, deadline: Instant) -> Result<(), Error> {
+        let frame = Writer::request(0, op::CLOSE_SESSION).finish();
+        let req = Outgoing {
+            opcode: op::CLOSE_SESSION,
+            frame,
+            reg: None,
+            rewatch: None,
+        };
+        let Ok(slot) = self.send(req) else {
+            return Err(Error::zk_code(ZkError::ConnectionLoss));
+        };
+        match self.await_reply(&slot, deadline) {
+            Ok(_) => {
+                debug!("session closed by the server");
+                Ok(())
+            }
+            Err(e) if e.code() == Some(ZkError::SessionExpired) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Closes session `id` on the server from this thread, on connections of
+    /// its own (see [`close_remote`](Self::close_remote)), host after host
+    /// with a short backoff, until `deadline`: `Ok` when a server answered
+    /// closeSession or said the session had expired; else `ConnectionLoss`.
+    fn close_remotely(&self, id: i64, deadline: Instant) -> Result<(), Error> {
+        let password = self.session_password();
+        let hosts = &self.settings.hosts;
+        let mut next = usize::try_from(random_u64() % hosts.len().max(1) as u64).unwrap_or(0);
+        let mut failures = 0u32;
+        while !hosts.is_empty() && Instant::now() < deadline {
+            let host = &hosts[next % hosts.len()];
+            next = next.wrapping_add(1);
+            match self.close_remote(host, id, &password, deadline, false) {
+                Ok(gone) => {
+                    info!("session {id:#x}: {gone} on {host}");
+                    return Ok(());
+                }
+                Err(CloseFailure::Final(e)) => {
+                    warn!("session {id:#x}: cannot close it on {host}: {e}");
+                    break;
+                }
+                Err(CloseFailure::Retry(e)) => {
+                    debug!("session {id:#x}: closing it on {host}: {e}");
+                    failures = failures.saturating_add(1);
+                    let exp = failures.saturating_sub(1).min(7);
+                    let delay =
+                        jitter(Duration::from_millis(10 << exp).min(Duration::from_secs(1)))
+                            .min(deadline.saturating_duration_since(Instant::now()));
+                    thread::sleep(delay);
                 }
             }
         }
-        self.shutdown_socket();
+        warn!("session {id:#x}: no server confirmed its close; it may live until it expires");
+        Err(Error::zk_code(ZkError::ConnectionLoss))
     }
 
     fn shutdown_socket(&self) {
