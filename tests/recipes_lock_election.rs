@@ -1105,3 +1105,103 @@ fn round_waits_end_with_their_session_while_the_event_thread_is_held() {
             && children(&zk, &dir).is_empty()));
     }
 }
+
+// ---------------------------------------------------------------- issue 32: leadership holes
+
+/// Two candidates of one session (one watcher per process, HBase's model): A
+/// leads; B's offer create is applied but its reply lost. B's retry must find
+/// its own offer, not A's (before: "the first `n_` child of this session",
+/// A's, so both were elected); after both stop, no offer is left.
+#[test]
+fn election_lost_offer_create_never_adopts_a_sibling_s_offer() {
+    use zklock::client::ReplyKind;
+    let root = unique_root("election-lost-create");
+    let session = zkw();
+    let (a, _) = candidate(&session, &root, "a");
+    a.start().unwrap();
+    assert!(a.is_leader());
+    let (b, b_events) = candidate(&session, &root, "b");
+    session.zookeeper().lose_next_reply(ReplyKind::Create);
+    b.start().unwrap();
+    assert!(a.is_leader());
+    assert!(!b.is_leader(), "both candidates elected: {b_events:?}");
+    assert_ne!(a.offer_node(), b.offer_node());
+    let zk = raw();
+    assert_eq!(children(&zk, &root).len(), 2, "B's own offer is in use");
+    a.stop().unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    b.stop().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()),
+        "orphan offer: {:?}",
+        children(&zk, &root)
+    );
+}
+
+/// A watcher through `proxy` with a session timeout of `timeout`.
+fn through(proxy: &FaultProxy, timeout: Duration) -> ZooKeeperWatcher {
+    watcher(&proxy.connect_string(), timeout)
+}
+
+/// A leader cut off (its connection dropped, told `LeadershipInDoubt`) whose
+/// offer is deleted meanwhile, then reconnected within its session: it must
+/// not be told `LeadershipRestored` (before: it was, without a check, while
+/// the other candidate led), and two candidates never lead at once.
+#[test]
+fn election_reconnect_with_the_offer_deleted_is_never_restored() {
+    init_log();
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let mine = through(&proxy, Duration::from_secs(9));
+    let other = zkw();
+    let root = unique_root("election-restore-check");
+    let (a, a_events) = candidate(&mine, &root, "a");
+    a.start().unwrap();
+    assert!(a.is_leader());
+    let b = Arc::new(candidate(&other, &root, "b").0);
+    b.start().unwrap();
+    // Two leaders at one moment: A told it leads (again) while B leads.
+    let two = Arc::new(AtomicUsize::new(0));
+    let (b2, t2) = (b.clone(), two.clone());
+    a.add_listener(move |ev: Ev| {
+        if matches!(ev, Ev::LeadershipRestored | Ev::ElectedComplete) && b2.is_leader() {
+            t2.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let session = mine.zookeeper().session_id();
+    let offer = a.offer_node().unwrap();
+    proxy.stall();
+    assert!(
+        eventually(Duration::from_secs(20), || a_events
+            .lock()
+            .unwrap()
+            .contains(&Ev::LeadershipInDoubt)),
+        "{a_events:?}"
+    );
+    assert!(!a.is_leader());
+    raw().delete(&offer, None).unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    proxy.pass();
+    assert!(
+        eventually(Duration::from_secs(20), || a_events
+            .lock()
+            .unwrap()
+            .contains(&Ev::Failed)),
+        "{a_events:?}"
+    );
+    assert_eq!(
+        mine.zookeeper().session_id(),
+        session,
+        "reconnected within the session"
+    );
+    let events = a_events.lock().unwrap().clone();
+    assert!(!events.contains(&Ev::LeadershipRestored), "{events:?}");
+    assert_eq!(
+        events[events.len() - 3..],
+        [Ev::LeadershipInDoubt, Ev::LeadershipLost, Ev::Failed]
+    );
+    assert!(!a.is_leader());
+    assert!(b.is_leader());
+    assert_eq!(two.load(Ordering::SeqCst), 0, "two leaders at once");
+    a.stop().unwrap();
+    b.stop().unwrap();
+}

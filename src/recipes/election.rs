@@ -5,13 +5,14 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
+use super::candidate::{Offer, OfferMark, Parents};
 use super::node::read_participants;
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
-use super::rounds::{create_in_session, Listeners, RoundEngine, RoundRecipe, Taken};
+use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::sequence::number_after_last;
-use crate::types::{CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
+use crate::types::{EventType, KeeperState, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -47,7 +48,8 @@ pub enum ElectionEventType {
     /// session lives: stop acting as leader until `LeadershipRestored`. Told at
     /// once (before the server can expire the session).
     LeadershipInDoubt,
-    /// zklock only: the leader reconnected within its session.
+    /// zklock only: the leader reconnected within its session and its offer
+    /// was found still there and first.
     LeadershipRestored,
     /// zklock only: the leader's session ended or its offer was deleted; it is
     /// no longer leader (`Failed` follows).
@@ -129,14 +131,19 @@ struct Candidacy {
 ///
 /// # zklock differs here
 /// - Offers are created without zklock's metadata prefix and without a tag, so
-///   Java reads the host name; a create whose reply was lost is found by its
-///   `ephemeralOwner` (this session) before a new one is made.
+///   Java reads the host name. A create whose reply was lost is found again
+///   (after a `sync`) before a new one is made, as the offer of this session
+///   created after the create was sent: the offers of one session on one root
+///   are made one at a time in the process, so two candidates sharing a
+///   session never adopt each other's offer (Java's recipe does not retry).
 /// - The rounds after a deletion run as asynchronous calls on the event thread
 ///   (Java re-runs its blocking `determineElectionStatus` there).
 /// - The leader watches its own offer: a dropped connection is told at once
 ///   ([`ElectionEventType::LeadershipInDoubt`], and
 ///   [`is_leader`](Self::is_leader) turns false), a reconnect within the
-///   session `LeadershipRestored`, an expired session or a deleted offer
+///   session `LeadershipRestored` once the offer is found still there and
+///   first (else `LeadershipLost` then `Failed`), an expired session or a
+///   deleted offer
 ///   `LeadershipLost` then `Failed`. With a session timeout `t`, the client
 ///   declares the connection lost at 2/3 `t`, before the server can expire the
 ///   session at `t` and elect another: at most one candidate has `is_leader()`.
@@ -210,29 +217,32 @@ impl RoundRecipe for Candidacy {
     }
 
     fn connection_event(&self, state: KeeperState) {
-        let told = {
+        {
             let mut st = self.engine.state();
             let leader = st.recipe.state == ElectionState::Elected && st.failed.is_none();
             match state {
                 KeeperState::Disconnected if leader && !st.recipe.in_doubt => {
                     st.recipe.in_doubt = true;
-                    ElectionEventType::LeadershipInDoubt
                 }
+                // Not restored yet: the offer's existence and place are
+                // checked first (it may have been deleted meanwhile, and
+                // another candidate elected).
                 KeeperState::SyncConnected if leader && st.recipe.in_doubt => {
-                    st.recipe.in_doubt = false;
-                    ElectionEventType::LeadershipRestored
+                    let generation = st.generation;
+                    drop(st);
+                    return self
+                        .engine
+                        .confirm_first(generation, sorted_offers, Self::restored);
                 }
                 _ => return,
             }
-        };
-        self.engine.wake();
-        if told == ElectionEventType::LeadershipInDoubt {
-            warn!(
-                "leader of {}: connection lost, leadership in doubt",
-                self.engine.path()
-            );
         }
-        self.dispatch(&[told]);
+        self.engine.wake();
+        warn!(
+            "leader of {}: connection lost, leadership in doubt",
+            self.engine.path()
+        );
+        self.dispatch(&[ElectionEventType::LeadershipInDoubt]);
     }
 
     /// Java's `becomeFailed`.
@@ -329,6 +339,25 @@ impl Candidacy {
         ]);
         // After the events: `start` returns with them told.
         self.engine.round_done(generation);
+    }
+
+    /// The re-check after a reconnect found the offer still first: the
+    /// leader leads again.
+    fn restored(&self, generation: u64) {
+        {
+            let mut st = self.engine.state();
+            if st.generation != generation
+                || st.failed.is_some()
+                || st.recipe.state != ElectionState::Elected
+                || !st.recipe.in_doubt
+            {
+                return;
+            }
+            st.recipe.in_doubt = false;
+        }
+        self.engine.wake();
+        info!("leader of {}: restored", self.engine.path());
+        self.dispatch(&[ElectionEventType::LeadershipRestored]);
     }
 
     fn ready(&self, generation: u64, ahead: String) {
@@ -481,36 +510,20 @@ impl LeaderElectionSupport {
         c.engine.run_round().map(|_| ())
     }
 
-    /// Java's `makeOffer`, retried on connection loss: an offer of this
-    /// session already in `root` (a lost reply) is adopted.
+    /// Java's `makeOffer`, retried on connection loss. A create whose reply
+    /// was lost finds its own offer again (after a `sync`) as the one of this
+    /// session made after the create was sent, offers of one session on one
+    /// root being made one at a time in the process (Java's layout has no room
+    /// for a tag): never a sibling candidate's offer of the same session.
     fn make_offer(&self) -> Result<(String, i64)> {
-        let root = self.root_node_name();
-        create_in_session(&self.zkw, |zk, retry| {
-            if retry {
-                for c in zk.get_children(root, false)? {
-                    let path = zkutil::join_znode(root, &c);
-                    if c.starts_with("n_") {
-                        if let Some(stat) = zk.exists(&path, false)? {
-                            if stat.ephemeral_owner == zk.session_id() {
-                                return Ok(path);
-                            }
-                        }
-                    }
-                }
-            }
-            match zk.create(
-                &zkutil::join_znode(root, "n_"),
-                self.host_name.as_bytes(),
-                self.zkw.recoverable_zookeeper().acl_for(root),
-                CreateMode::EphemeralSequential,
-            ) {
-                Err(e) if e.is(ZkError::NoNode) => {
-                    zkutil::create_with_parents(&self.zkw, root)?;
-                    Err(Error::zk(ZkError::ConnectionLoss, root))
-                }
-                other => other,
-            }
-        })
+        Offer {
+            root: self.root_node_name(),
+            name: "n_".to_string(),
+            data: self.host_name.as_bytes(),
+            mark: OfferMark::Serial,
+            parents: Parents::Persistent,
+        }
+        .make(&self.zkw)
     }
 
     /// Java's `stop()`: withdraws the offer (the next candidate is notified).

@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
+use super::candidate::{Offer, OfferMark, Parents};
 use super::layout::{curator_protected_prefix, sorted_by_sequence_after, LATCH_MARKER};
-use super::node::{create_container_parents, read_participants};
-use super::rounds::{create_in_session, Listeners, RoundEngine, RoundRecipe, Taken};
+use super::node::read_participants;
+use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::lock::Dialect;
-use crate::types::{CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
+use crate::types::{EventType, KeeperState, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -484,39 +485,17 @@ impl LeaderLatch {
     /// Curator's protected `create().creatingParentContainersIfNeeded()
     /// .withProtection().withMode(EPHEMERAL_SEQUENTIAL)`: retried on
     /// connection loss, a node of this attempt's `_c_<uuid>-` prefix already
-    /// in `path` (a lost reply) is adopted.
+    /// in `path` (a lost reply) is adopted, looked for after a `sync`.
     fn make_node(&self) -> Result<(String, i64)> {
-        let path = self.path();
         let prefix = curator_protected_prefix();
-        let name = format!("{prefix}{LATCH_MARKER}");
-        create_in_session(&self.zkw, |zk, retry| {
-            if retry {
-                for c in zk.get_children(path, false).or_else(no_children)? {
-                    if c.starts_with(&prefix) {
-                        return Ok(zkutil::join_znode(path, &c));
-                    }
-                }
-            }
-            let node = zkutil::join_znode(path, &name);
-            let acl = self.zkw.recoverable_zookeeper().acl_for(path);
-            match zk.create(
-                &node,
-                self.id.as_bytes(),
-                acl,
-                CreateMode::EphemeralSequential,
-            ) {
-                Err(e) if e.is(ZkError::NoNode) => {
-                    create_container_parents(&self.zkw, &node)?;
-                    zk.create(
-                        &node,
-                        self.id.as_bytes(),
-                        acl,
-                        CreateMode::EphemeralSequential,
-                    )
-                }
-                other => other,
-            }
-        })
+        Offer {
+            root: self.path(),
+            name: format!("{prefix}{LATCH_MARKER}"),
+            data: self.id.as_bytes(),
+            mark: OfferMark::Prefix(prefix),
+            parents: Parents::Containers,
+        }
+        .make(&self.zkw)
     }
 
     /// Curator's `close()`: withdraws the node (the next participant is

@@ -24,6 +24,7 @@
 //! exit leaves an orphan node (drops remove nodes in the background). Node
 //! names are listed in [`layout`].
 
+mod candidate;
 mod node;
 mod rounds;
 

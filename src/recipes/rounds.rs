@@ -241,10 +241,57 @@ impl<R: RoundRecipe> RoundEngine<R> {
         zk.get_children_async(&self.path, None, move |r| then(&me, generation, r));
     }
 
+    /// The re-check on every restore, before a leader is told it leads
+    /// again: lists the directory and requires the node to be still there
+    /// and first in the order `sorted` puts the children in, then
+    /// watches it again (`exists`); `confirmed` runs on the event thread when
+    /// it is. A node gone or no longer first fails the attempt with `NoNode`;
+    /// a lost answer re-checks after the next reconnect. (No `sync` first:
+    /// the server a session reconnects to has seen at least what the session
+    /// saw, and a deletion it has not applied yet reaches the node's watch,
+    /// re-registered at the reconnect, as a `NodeDeleted` that fails the
+    /// attempt.)
+    pub(crate) fn confirm_first(
+        &self,
+        generation: u64,
+        sorted: fn(&[String]) -> Vec<&String>,
+        confirmed: fn(&R, u64),
+    ) {
+        let Some((node, zk, me)) = self.proceed(generation) else {
+            return;
+        };
+        let again = move |recipe: &R, generation: u64| {
+            recipe.engine().confirm_first(generation, sorted, confirmed)
+        };
+        zk.get_children_async(&self.path, None, move |r| {
+            let children = match r {
+                Ok(c) => c,
+                Err(e) => return me.engine().request_failed(generation, &e, again),
+            };
+            let mine = crate::zkutil::get_node_name(&node);
+            if sorted(&children).first().map(|c| c.as_str()) != Some(mine) {
+                return me.engine().fail(generation, ZkError::NoNode);
+            }
+            let Some((node, zk, me)) = me.engine().proceed(generation) else {
+                return;
+            };
+            let watcher = me.engine().watcher();
+            zk.exists_async(&node, Some(watcher), move |r| match r {
+                Ok(Some(_)) => confirmed(&me, generation),
+                Ok(None) => me.engine().fail(generation, ZkError::NoNode),
+                Err(e) => me.engine().request_failed(generation, &e, again),
+            });
+        });
+    }
+
     /// Runs `again` after the reconnect when the node's session is still the
     /// client's; fails the attempt with `SessionExpired` when it ended first
     /// (or a renewed session replaced it).
-    pub(crate) fn after_reconnect(&self, generation: u64, again: fn(&R, u64)) {
+    pub(crate) fn after_reconnect(
+        &self,
+        generation: u64,
+        again: impl FnOnce(&R, u64) + Send + 'static,
+    ) {
         let Some(recipe) = self.recipe.upgrade() else {
             return;
         };
@@ -265,7 +312,12 @@ impl<R: RoundRecipe> RoundEngine<R> {
 
     /// Reacts to a failed request of the attempt `generation`: resumes with
     /// `again` after a connection loss, fails the attempt otherwise.
-    pub(crate) fn request_failed(&self, generation: u64, e: &Error, again: fn(&R, u64)) {
+    pub(crate) fn request_failed(
+        &self,
+        generation: u64,
+        e: &Error,
+        again: impl FnOnce(&R, u64) + Send + 'static,
+    ) {
         if e.is_retryable() {
             self.after_reconnect(generation, again);
         } else {
