@@ -1205,3 +1205,142 @@ fn election_reconnect_with_the_offer_deleted_is_never_restored() {
     a.stop().unwrap();
     b.stop().unwrap();
 }
+
+/// Waits until every asynchronous request `zkw` sent so far, and the ones
+/// their callbacks sent, is applied: an async probe (its callback runs after
+/// theirs, on the event thread) then a blocking call.
+fn flush(zkw: &ZooKeeperWatcher, path: &str) {
+    let (tx, rx) = mpsc::channel();
+    zkw.zookeeper().exists_async(path, None, move |_| {
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("probe answered");
+    zkw.zookeeper().exists(path, false).unwrap();
+}
+
+/// HBase's `ZKLeaderManager` keeps its claim until the answer to an `exists`
+/// after the znode's deletion says it is gone. With that answer lost the old
+/// leader kept `has_leadership()` while another manager held the znode, and
+/// dropping it deleted the new leader's znode (a blind delete at version 0).
+#[test]
+fn leader_manager_lost_exists_answer_never_keeps_a_dead_claim() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let znode = format!("{}/leader", unique_root("leader-manager-lost-exists"));
+    let (wa, wb) = (zkw(), zkw());
+    let a = ZkLeaderManager::new(&wa, &znode, "a");
+    let b = Arc::new(ZkLeaderManager::new(&wb, &znode, "b"));
+    a.start().unwrap();
+    assert!(a.wait_to_become_leader().unwrap());
+    let b2 = b.clone();
+    let (tx, rx) = mpsc::channel();
+    let waiting = thread::spawn(move || tx.send(b2.wait_to_become_leader().unwrap()));
+    assert!(eventually(Duration::from_secs(10), || b.has_leader()));
+    wa.zookeeper().lose_next_reply(ReplyKind::Exists);
+    let zk = raw();
+    zk.delete(&znode, None).unwrap();
+    assert!(rx.recv_timeout(Duration::from_secs(20)).unwrap(), "b leads");
+    waiting.join().unwrap().unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || !a.has_leadership()),
+        "a kept a claim whose znode is gone while b leads"
+    );
+    assert!(b.has_leadership());
+    drop(a);
+    flush(&wa, &znode);
+    let stat = zk.exists(&znode, false).unwrap();
+    assert_eq!(
+        stat.map(|s| s.ephemeral_owner),
+        Some(wb.zookeeper().session_id()),
+        "dropping the stale manager deleted the new leader's znode"
+    );
+    b.stop().unwrap();
+    assert_eq!(zk.exists(&znode, false).unwrap(), None);
+}
+
+/// A waiting manager whose re-check after a data change of the leader znode
+/// is lost (the `exists` that sets the watch again) is still woken when the
+/// leader steps down (before: no watch was left; it waited for ever).
+#[test]
+fn leader_manager_waiter_is_woken_after_a_lost_exists_answer() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let znode = format!("{}/leader", unique_root("leader-manager-lost-watch"));
+    let (wa, wb) = (zkw(), zkw());
+    let a = ZkLeaderManager::new(&wa, &znode, "a");
+    let b = Arc::new(ZkLeaderManager::new(&wb, &znode, "b"));
+    a.start().unwrap();
+    assert!(a.wait_to_become_leader().unwrap());
+    let b2 = b.clone();
+    let (tx, rx) = mpsc::channel();
+    let _waiting = thread::spawn(move || tx.send(b2.wait_to_become_leader()));
+    assert!(eventually(Duration::from_secs(10), || b.has_leader()));
+    wb.zookeeper().lose_next_reply(ReplyKind::Exists);
+    // A data change spends b's watch; its exists (to watch again) is lost.
+    let zk = raw();
+    let (data, stat) = zk.get_data(&znode, false).unwrap();
+    zk.set_data(&znode, &data, Some(stat.version)).unwrap();
+    flush(&wb, &znode);
+    a.step_down_as_leader().unwrap();
+    let led = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the waiting manager was never woken");
+    assert!(led.unwrap());
+    assert!(b.has_leadership());
+    b.stop().unwrap();
+}
+
+/// A dropped manager whose znode was deleted and claimed by another manager
+/// (and the answer that would have told it lost) never deletes the new
+/// leader's znode (before: `Drop` deleted at version 0 whatever znode was
+/// there). No look at `has_leadership` before the drop: the drop comes as soon
+/// as the other leads.
+#[test]
+fn leader_manager_drop_never_deletes_another_session_s_znode() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let znode = format!("{}/leader", unique_root("leader-manager-drop"));
+    let (wa, wb) = (zkw(), zkw());
+    let a = ZkLeaderManager::new(&wa, &znode, "a");
+    let b = ZkLeaderManager::new(&wb, &znode, "b");
+    a.start().unwrap();
+    assert!(a.wait_to_become_leader().unwrap());
+    wa.zookeeper().lose_next_reply(ReplyKind::Exists);
+    let zk = raw();
+    zk.delete(&znode, None).unwrap();
+    assert!(b.wait_to_become_leader().unwrap());
+    drop(a);
+    flush(&wa, &znode);
+    let stat = zk.exists(&znode, false).unwrap();
+    assert_eq!(
+        stat.map(|s| s.ephemeral_owner),
+        Some(wb.zookeeper().session_id()),
+        "dropping the stale manager deleted the new leader's znode"
+    );
+    b.stop().unwrap();
+}
+
+/// A leading manager cut off within its session is in doubt (not leading)
+/// at once, and leads again after the reconnect once its znode is found
+/// still its own, as the other leadership recipes.
+#[test]
+fn leader_manager_cut_off_is_in_doubt_then_restored() {
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    init_log();
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let wa = through(&proxy, Duration::from_secs(9));
+    let znode = format!("{}/leader", unique_root("leader-manager-doubt"));
+    let a = ZkLeaderManager::new(&wa, &znode, "a");
+    a.start().unwrap();
+    assert!(a.wait_to_become_leader().unwrap());
+    assert!(!a.is_in_doubt());
+    proxy.stall();
+    assert!(eventually(Duration::from_secs(20), || a.is_in_doubt()));
+    assert!(!a.has_leadership());
+    proxy.pass();
+    assert!(eventually(Duration::from_secs(20), || a.has_leadership()));
+    assert!(!a.is_in_doubt());
+    a.stop().unwrap();
+    assert_eq!(raw().exists(&znode, false).unwrap(), None);
+}
