@@ -365,7 +365,7 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
     let monitor = thread::spawn(move || {
         let mut samples = 0u64;
         while !m_stop.load(Ordering::SeqCst) {
-            let n = m_rust.iter().filter(|c| c.is_leader()).count();
+            let n = m_rust.iter().filter(|c| c.has_leadership()).count();
             assert!(n <= 1, "{n} Rust leaders at once");
             samples += 1;
             thread::sleep(Duration::from_millis(5));
@@ -381,7 +381,7 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
         }
     };
     agree("r0", &mut [&mut j0, &mut j1]);
-    assert!(rust[0].is_leader());
+    assert!(rust[0].has_leadership());
 
     // 1. Session expiry of the leader through a stalled proxy: told in doubt at
     //    once, before anyone else is elected; lost after the expiry.
@@ -390,7 +390,7 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
         .lock()
         .unwrap()
         .contains(&Ev::LeadershipInDoubt)));
-    assert!(!rust[0].is_leader());
+    assert!(!rust[0].has_leadership());
     let in_doubt_at = Instant::now();
     j0.expect("EVENT ELECTED_COMPLETE", Duration::from_secs(20));
     eprintln!(
@@ -406,7 +406,7 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
 
     // 2. kill -9 of the Java leader: r1 next, after its session times out.
     j0.kill9();
-    assert!(eventually(Duration::from_secs(20), || rust[1].is_leader()));
+    assert!(eventually(Duration::from_secs(20), || rust[1].has_leadership()));
     agree("r1", &mut [&mut j1]);
     assert!(ev1.lock().unwrap().ends_with(&[
         Ev::DetermineStart,
@@ -423,12 +423,12 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
         .unwrap()
         .ends_with(&[Ev::StopStart, Ev::StopComplete]));
     agree("j1", &mut [&mut j1]);
-    assert!(!rust[2].is_leader());
+    assert!(!rust[2].has_leadership());
 
     // 4. the Java leader stops: r2 last.
     j1.send("STOP");
     j1.expect("STOPPED", Duration::from_secs(20));
-    assert!(eventually(Duration::from_secs(10), || rust[2].is_leader()));
+    assert!(eventually(Duration::from_secs(10), || rust[2].has_leadership()));
     agree("r2", &mut []);
     stop.store(true, Ordering::SeqCst);
     let samples = monitor.join().unwrap();
@@ -485,7 +485,7 @@ fn election_succession_wakes_only_the_successor() {
         let told: Vec<usize> = evs.iter().map(|e| e.lock().unwrap().len()).collect();
         let before = net();
         cands[i].stop().unwrap();
-        assert!(eventually(Duration::from_secs(10), || cands[i + 1].is_leader()));
+        assert!(eventually(Duration::from_secs(10), || cands[i + 1].has_leadership()));
         thread::sleep(Duration::from_millis(300)); // let any stray notification land
         let after = net();
         per.push(after - before);
@@ -746,7 +746,7 @@ fn election_start_across_an_expiry(renew: bool) {
     // The leader leaves: the failed candidate is not elected in the new session.
     leader.stop().unwrap();
     thread::sleep(Duration::from_millis(300));
-    assert!(!c.is_leader());
+    assert!(!c.has_leadership());
     assert_eq!(c.state(), zklock::recipes::election::ElectionState::Failed);
     let told = events.lock().unwrap().clone();
     assert_eq!(told.last(), Some(&Ev::Failed), "{told:?}");
@@ -778,7 +778,7 @@ fn election_leader_across_an_expiry(renew: bool) {
     let root = unique_root("election-leader-session");
     let (c, events) = candidate(&mine, &root, "leader");
     c.start().unwrap();
-    assert!(c.is_leader());
+    assert!(c.has_leadership());
     let old = mine.zookeeper().session_id();
     force_expiry(&proxy, &mine);
     assert!(eventually(Duration::from_secs(20), || events
@@ -789,7 +789,7 @@ fn election_leader_across_an_expiry(renew: bool) {
         renewed(&mine, old);
         thread::sleep(Duration::from_millis(300));
     }
-    assert!(!c.is_leader());
+    assert!(!c.has_leadership());
     let told = events.lock().unwrap().clone();
     let tail: Vec<Ev> = told
         .iter()
@@ -803,7 +803,7 @@ fn election_leader_across_an_expiry(renew: bool) {
     if renew {
         // stop then start: a new candidate, in the new session.
         c.start().unwrap();
-        assert!(c.is_leader());
+        assert!(c.has_leadership());
         c.stop().unwrap();
     }
 }
@@ -845,7 +845,7 @@ fn election_ready_start_only_after_the_offer_ahead_is_found() {
     c.add_listener(move |x: Ev| ev.lock().unwrap().push(x));
     c.start().unwrap();
     assert!(leader.lock().unwrap().is_none(), "the hook ran");
-    assert!(c.is_leader());
+    assert!(c.has_leadership());
     assert_eq!(
         *events.lock().unwrap(),
         [
@@ -885,7 +885,7 @@ fn election_data_change_on_the_watched_offer_keeps_the_watch() {
     thread::sleep(Duration::from_millis(200));
     leader.stop().unwrap();
     assert!(
-        eventually(Duration::from_secs(10), || next.is_leader()),
+        eventually(Duration::from_secs(10), || next.has_leadership()),
         "{:?}",
         nev.lock().unwrap()
     );
@@ -902,7 +902,7 @@ fn election_data_change_on_the_watched_offer_keeps_the_watch() {
         "{:?}",
         nev.lock().unwrap()
     );
-    assert!(!next.is_leader());
+    assert!(!next.has_leadership());
     assert!(!lev.lock().unwrap().contains(&Ev::Failed));
     next.stop().unwrap();
 }
@@ -922,15 +922,15 @@ fn election_candidates_of_one_session_succeed_each_other() {
             c
         })
         .collect();
-    assert!(cands[0].is_leader());
+    assert!(cands[0].has_leadership());
     for i in 0..cands.len() - 1 {
         cands[i].stop().unwrap();
         assert!(
-            eventually(Duration::from_secs(10), || cands[i + 1].is_leader()),
+            eventually(Duration::from_secs(10), || cands[i + 1].has_leadership()),
             "candidate {} not elected",
             i + 1
         );
-        assert!(cands[i + 2..].iter().all(|c| !c.is_leader()));
+        assert!(cands[i + 2..].iter().all(|c| !c.has_leadership()));
     }
     cands[3].stop().unwrap();
 }
@@ -957,7 +957,7 @@ fn election_participants_and_leader_like_curator() {
     assert_eq!(all[1].node, cb.offer_node().unwrap());
     assert_eq!(cc.leader().unwrap().unwrap().id, "alpha");
     ca.stop().unwrap();
-    assert!(eventually(Duration::from_secs(10), || cb.is_leader()));
+    assert!(eventually(Duration::from_secs(10), || cb.has_leadership()));
     let ids: Vec<String> = participants(&a, &root)
         .unwrap()
         .into_iter()
@@ -993,7 +993,7 @@ fn election_await_leadership_with_a_timeout() {
     thread::sleep(Duration::from_millis(100));
     leader.stop().unwrap();
     assert!(h.join().unwrap().unwrap());
-    assert!(next.is_leader());
+    assert!(next.has_leadership());
     // Stopped by another thread while waiting: Closed.
     let (third, _) = candidate(&a, &root, "third");
     third.start().unwrap();
@@ -1119,12 +1119,12 @@ fn election_lost_offer_create_never_adopts_a_sibling_s_offer() {
     let session = zkw();
     let (a, _) = candidate(&session, &root, "a");
     a.start().unwrap();
-    assert!(a.is_leader());
+    assert!(a.has_leadership());
     let (b, b_events) = candidate(&session, &root, "b");
     session.zookeeper().lose_next_reply(ReplyKind::Create);
     b.start().unwrap();
-    assert!(a.is_leader());
-    assert!(!b.is_leader(), "both candidates elected: {b_events:?}");
+    assert!(a.has_leadership());
+    assert!(!b.has_leadership(), "both candidates elected: {b_events:?}");
     assert_ne!(a.offer_node(), b.offer_node());
     let zk = raw();
     assert_eq!(children(&zk, &root).len(), 2, "B's own offer is in use");
@@ -1156,14 +1156,14 @@ fn election_reconnect_with_the_offer_deleted_is_never_restored() {
     let root = unique_root("election-restore-check");
     let (a, a_events) = candidate(&mine, &root, "a");
     a.start().unwrap();
-    assert!(a.is_leader());
+    assert!(a.has_leadership());
     let b = Arc::new(candidate(&other, &root, "b").0);
     b.start().unwrap();
     // Two leaders at one moment: A told it leads (again) while B leads.
     let two = Arc::new(AtomicUsize::new(0));
     let (b2, t2) = (b.clone(), two.clone());
     a.add_listener(move |ev: Ev| {
-        if matches!(ev, Ev::LeadershipRestored | Ev::ElectedComplete) && b2.is_leader() {
+        if matches!(ev, Ev::LeadershipRestored | Ev::ElectedComplete) && b2.has_leadership() {
             t2.fetch_add(1, Ordering::SeqCst);
         }
     });
@@ -1177,7 +1177,7 @@ fn election_reconnect_with_the_offer_deleted_is_never_restored() {
             .contains(&Ev::LeadershipInDoubt)),
         "{a_events:?}"
     );
-    assert!(!a.is_leader());
+    assert!(!a.has_leadership());
     raw().delete(&offer, None).unwrap();
     assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
     proxy.pass();
@@ -1199,8 +1199,8 @@ fn election_reconnect_with_the_offer_deleted_is_never_restored() {
         events[events.len() - 3..],
         [Ev::LeadershipInDoubt, Ev::LeadershipLost, Ev::Failed]
     );
-    assert!(!a.is_leader());
-    assert!(b.is_leader());
+    assert!(!a.has_leadership());
+    assert!(b.has_leadership());
     assert_eq!(two.load(Ordering::SeqCst), 0, "two leaders at once");
     a.stop().unwrap();
     b.stop().unwrap();

@@ -180,3 +180,83 @@ impl Drop for SerialGuard {
         changed.notify_all();
     }
 }
+
+/// What every leadership recipe tells about its leadership besides gaining
+/// it: one vocabulary for the election's and the latch's
+/// `Leadership{InDoubt,Restored,Lost}` events (see their `leadership()`), the
+/// leader selector's [`Leadership`](super::leader_selector::Leadership) and
+/// the leader manager's `is_in_doubt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeadershipEvent {
+    /// The leader's connection dropped: it leads only while its session
+    /// lives, so it stops acting as leader now, before the server can expire
+    /// the session and let another lead. `has_leadership()` is false.
+    InDoubt,
+    /// The connection came back within the session and the leader's node was
+    /// found still there and deciding (first): it leads again.
+    Restored,
+    /// The session ended or the leader's node was deleted: it no longer
+    /// leads, for good.
+    Lost,
+}
+
+/// A leadership's state as [`LeadershipEvent`]s told it, on the one wait
+/// engine ([`Wake`](crate::wait::Wake)): what a leader function reads and
+/// waits on.
+#[derive(Debug, Default)]
+pub(crate) struct LeadershipSignal {
+    state: Mutex<SignalState>,
+    changed: crate::wait::Wake,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct SignalState {
+    in_doubt: bool,
+    lost: bool,
+}
+
+impl LeadershipSignal {
+    /// Records `event` and wakes the waits.
+    pub(crate) fn tell(&self, event: LeadershipEvent) {
+        {
+            let mut st = self.state.lock();
+            match event {
+                LeadershipEvent::InDoubt => st.in_doubt = true,
+                LeadershipEvent::Restored => st.in_doubt = false,
+                LeadershipEvent::Lost => st.lost = true,
+            }
+        }
+        self.changed.wake();
+    }
+
+    /// Whether the leadership holds: not in doubt, not lost.
+    pub(crate) fn leads(&self) -> bool {
+        let st = *self.state.lock();
+        !st.in_doubt && !st.lost
+    }
+
+    /// Whether the connection dropped (and came not back confirmed).
+    pub(crate) fn is_in_doubt(&self) -> bool {
+        self.state.lock().in_doubt
+    }
+
+    /// Whether the leadership is lost for good.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.state.lock().lost
+    }
+
+    /// Waits until the leadership stops holding (`true`), or `timeout`
+    /// passes first (`false`).
+    pub(crate) fn wait_until_not_leader(&self, timeout: std::time::Duration) -> bool {
+        let deadline = crate::deadline::Deadline::after(timeout);
+        loop {
+            let seen = self.changed.generation();
+            if !self.leads() {
+                return true;
+            }
+            if !self.changed.wait(seen, deadline) {
+                return !self.leads();
+            }
+        }
+    }
+}

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
-use super::candidate::{Offer, OfferMark, Parents};
+use super::candidate::{LeadershipEvent, Offer, OfferMark, Parents};
 use super::node::read_participants;
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
@@ -54,6 +54,20 @@ pub enum ElectionEventType {
     /// zklock only: the leader's session ended or its offer was deleted; it is
     /// no longer leader (`Failed` follows).
     LeadershipLost,
+}
+
+impl ElectionEventType {
+    /// The event in the leadership recipes' one vocabulary:
+    /// `LeadershipInDoubt`, `LeadershipRestored` and `LeadershipLost` are
+    /// [`LeadershipEvent`]s; Java's events are `None`.
+    pub fn leadership(self) -> Option<LeadershipEvent> {
+        match self {
+            ElectionEventType::LeadershipInDoubt => Some(LeadershipEvent::InDoubt),
+            ElectionEventType::LeadershipRestored => Some(LeadershipEvent::Restored),
+            ElectionEventType::LeadershipLost => Some(LeadershipEvent::Lost),
+            _ => None,
+        }
+    }
 }
 
 /// Java's `LeaderElectionAware`. Closures `Fn(ElectionEventType)` implement it.
@@ -140,13 +154,13 @@ struct Candidacy {
 ///   (Java re-runs its blocking `determineElectionStatus` there).
 /// - The leader watches its own offer: a dropped connection is told at once
 ///   ([`ElectionEventType::LeadershipInDoubt`], and
-///   [`is_leader`](Self::is_leader) turns false), a reconnect within the
+///   [`has_leadership`](Self::has_leadership) turns false), a reconnect within the
 ///   session `LeadershipRestored` once the offer is found still there and
 ///   first (else `LeadershipLost` then `Failed`), an expired session or a
 ///   deleted offer
 ///   `LeadershipLost` then `Failed`. With a session timeout `t`, the client
 ///   declares the connection lost at 2/3 `t`, before the server can expire the
-///   session at `t` and elect another: at most one candidate has `is_leader()`.
+///   session at `t` and elect another: at most one candidate has `has_leadership()`.
 /// - Dropping a started candidate withdraws its offer in the background.
 pub struct LeaderElectionSupport {
     zkw: ZooKeeperWatcher,
@@ -459,14 +473,29 @@ impl LeaderElectionSupport {
     }
 
     /// zklock: whether this candidate leads now: elected, connection not in
-    /// doubt, its session alive (not replaced by a renewed one).
-    pub fn is_leader(&self) -> bool {
+    /// doubt, its session alive (not replaced by a renewed one). The name
+    /// every leadership recipe uses (Curator's `hasLeadership`).
+    pub fn has_leadership(&self) -> bool {
         let st = self.candidacy.engine.state();
         st.recipe.state == ElectionState::Elected
             && !st.recipe.in_doubt
             && st.failed.is_none()
             && !self.zkw.state().is_terminal()
             && self.zkw.zookeeper().session_id() == st.session
+    }
+
+    /// The former name of [`has_leadership`](Self::has_leadership).
+    #[deprecated(note = "use has_leadership, the name every leadership recipe uses")]
+    pub fn is_leader(&self) -> bool {
+        self.has_leadership()
+    }
+
+    /// zklock: whether the leader's connection dropped and its leadership is
+    /// not confirmed since (`LeadershipInDoubt` told, `LeadershipRestored`
+    /// not yet): it does not lead meanwhile.
+    pub fn is_in_doubt(&self) -> bool {
+        let st = self.candidacy.engine.state();
+        st.recipe.state == ElectionState::Elected && st.recipe.in_doubt && st.failed.is_none()
     }
 
     /// Java's `start()`: makes the offer and determines this candidate's place
@@ -590,7 +619,7 @@ impl LeaderElectionSupport {
     }
 
     /// Curator's `LeaderLatch.await(timeout)`: waits until this candidate
-    /// leads ([`is_leader`](Self::is_leader)); `Ok(false)` when `timeout`
+    /// leads ([`has_leadership`](Self::has_leadership)); `Ok(false)` when `timeout`
     /// passed first. Woken by the election's events, never polling.
     ///
     /// # Errors

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
-use super::candidate::{Offer, OfferMark, Parents};
+use super::candidate::{LeadershipEvent, Offer, OfferMark, Parents};
 use super::layout::{curator_protected_prefix, sorted_by_sequence_after, LATCH_MARKER};
 use super::node::read_participants;
 use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
@@ -39,6 +39,20 @@ pub enum LatchEvent {
     /// zklock: the leader's session ended (or its node was deleted): it is no
     /// longer leader and this latch is over (see [`LeaderLatch::start`]).
     LeadershipLost,
+}
+
+impl LatchEvent {
+    /// The event in the leadership recipes' one vocabulary:
+    /// `LeadershipInDoubt`, `LeadershipRestored` and `LeadershipLost` are
+    /// [`LeadershipEvent`]s; Curator's `IsLeader`/`NotLeader` are `None`.
+    pub fn leadership(self) -> Option<LeadershipEvent> {
+        match self {
+            LatchEvent::LeadershipInDoubt => Some(LeadershipEvent::InDoubt),
+            LatchEvent::LeadershipRestored => Some(LeadershipEvent::Restored),
+            LatchEvent::LeadershipLost => Some(LeadershipEvent::Lost),
+            LatchEvent::IsLeader | LatchEvent::NotLeader => None,
+        }
+    }
 }
 
 /// Curator's `LeaderLatchListener`. Closures `Fn(LatchEvent)` implement it.
@@ -410,6 +424,14 @@ impl LeaderLatch {
             && st.failed.is_none()
             && !self.zkw.state().is_terminal()
             && self.zkw.zookeeper().session_id() == st.session
+    }
+
+    /// zklock: whether the leader's connection dropped and its place is not
+    /// confirmed since (`LeadershipInDoubt` told, `LeadershipRestored` not
+    /// yet): it does not lead meanwhile.
+    pub fn is_in_doubt(&self) -> bool {
+        let st = self.latching.engine.state();
+        st.recipe.lowest && st.recipe.in_doubt && st.failed.is_none()
     }
 
     /// Curator's `start()`: makes the latch's node and determines its place

@@ -94,10 +94,10 @@ impl Worker {
         };
         *offer.lock().unwrap_or_else(|e| e.into_inner()) = Some(path.clone());
         // Wait to lead (or for the candidacy to fail, or the stop).
-        while !self.stopping() && c.state() != ElectionState::Failed && !c.is_leader() {
+        while !self.stopping() && c.state() != ElectionState::Failed && !c.has_leadership() {
             thread::sleep(Duration::from_millis(10));
         }
-        let stat = if c.is_leader() {
+        let stat = if c.has_leadership() {
             zkw.zookeeper().exists(&path, false).ok().flatten()
         } else {
             None
@@ -106,7 +106,7 @@ impl Worker {
             let mut beliefs = self.beliefs.lock().unwrap();
             // Logged under the beliefs' lock, only while leading: a doubt told
             // before this finds no belief and leaves it to this check.
-            if !c.is_leader() || self.stopping() {
+            if !c.has_leadership() || self.stopping() {
                 return None;
             }
             beliefs.insert(path.clone(), Belief::Valid);
