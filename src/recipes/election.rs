@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::{info, warn};
+use log::info;
 
 use super::candidate::{LeadershipEvent, Offer, OfferMark, Parents};
 use super::node::read_participants;
@@ -12,7 +12,7 @@ use super::rounds::StepHook;
 use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::sequence::number_after_last;
-use crate::types::{EventType, KeeperState, WatchedEvent, WatcherType};
+use crate::types::{EventType, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -119,7 +119,6 @@ pub enum ElectionStep {
 #[derive(Debug)]
 struct CandidateRound {
     state: ElectionState,
-    in_doubt: bool,
     /// The offer ahead, watched while `Ready`.
     ahead: Option<String>,
 }
@@ -230,33 +229,35 @@ impl RoundRecipe for Candidacy {
         }
     }
 
-    fn connection_event(&self, state: KeeperState) {
+    fn leads(state: &CandidateRound) -> bool {
+        state.state == ElectionState::Elected
+    }
+
+    fn sorted(children: &[String]) -> Vec<&String> {
+        sorted_offers(children)
+    }
+
+    fn tell_in_doubt(&self) {
+        self.dispatch(&[ElectionEventType::LeadershipInDoubt]);
+    }
+
+    /// The re-check after a reconnect found the offer still first: the
+    /// leader leads again.
+    fn restored(&self, generation: u64) {
         {
             let mut st = self.engine.state();
-            let leader = st.recipe.state == ElectionState::Elected && st.failed.is_none();
-            match state {
-                KeeperState::Disconnected if leader && !st.recipe.in_doubt => {
-                    st.recipe.in_doubt = true;
-                }
-                // Not restored yet: the offer's existence and place are
-                // checked first (it may have been deleted meanwhile, and
-                // another candidate elected).
-                KeeperState::SyncConnected if leader && st.recipe.in_doubt => {
-                    let generation = st.generation;
-                    drop(st);
-                    return self
-                        .engine
-                        .confirm_first(generation, sorted_offers, Self::restored);
-                }
-                _ => return,
+            if st.generation != generation
+                || st.failed.is_some()
+                || st.recipe.state != ElectionState::Elected
+                || !st.in_doubt
+            {
+                return;
             }
+            st.in_doubt = false;
         }
         self.engine.wake();
-        warn!(
-            "leader of {}: connection lost, leadership in doubt",
-            self.engine.path()
-        );
-        self.dispatch(&[ElectionEventType::LeadershipInDoubt]);
+        info!("leader of {}: restored", self.engine.path());
+        self.dispatch(&[ElectionEventType::LeadershipRestored]);
     }
 
     /// Java's `becomeFailed`.
@@ -343,7 +344,7 @@ impl Candidacy {
                 return;
             }
             st.recipe.state = ElectionState::Elected;
-            st.recipe.in_doubt = false;
+            st.in_doubt = false;
             st.recipe.ahead = None;
         }
         info!("elected leader of {}", self.engine.path());
@@ -353,25 +354,6 @@ impl Candidacy {
         ]);
         // After the events: `start` returns with them told.
         self.engine.round_done(generation);
-    }
-
-    /// The re-check after a reconnect found the offer still first: the
-    /// leader leads again.
-    fn restored(&self, generation: u64) {
-        {
-            let mut st = self.engine.state();
-            if st.generation != generation
-                || st.failed.is_some()
-                || st.recipe.state != ElectionState::Elected
-                || !st.recipe.in_doubt
-            {
-                return;
-            }
-            st.recipe.in_doubt = false;
-        }
-        self.engine.wake();
-        info!("leader of {}: restored", self.engine.path());
-        self.dispatch(&[ElectionEventType::LeadershipRestored]);
     }
 
     fn ready(&self, generation: u64, ahead: String) {
@@ -421,7 +403,6 @@ impl LeaderElectionSupport {
                 root,
                 CandidateRound {
                     state: ElectionState::Stop,
-                    in_doubt: false,
                     ahead: None,
                 },
                 me,
@@ -478,7 +459,7 @@ impl LeaderElectionSupport {
     pub fn has_leadership(&self) -> bool {
         let st = self.candidacy.engine.state();
         st.recipe.state == ElectionState::Elected
-            && !st.recipe.in_doubt
+            && !st.in_doubt
             && st.failed.is_none()
             && !self.zkw.state().is_terminal()
             && self.zkw.zookeeper().session_id() == st.session
@@ -495,7 +476,7 @@ impl LeaderElectionSupport {
     /// not yet): it does not lead meanwhile.
     pub fn is_in_doubt(&self) -> bool {
         let st = self.candidacy.engine.state();
-        st.recipe.state == ElectionState::Elected && st.recipe.in_doubt && st.failed.is_none()
+        st.recipe.state == ElectionState::Elected && st.in_doubt && st.failed.is_none()
     }
 
     /// Java's `start()`: makes the offer and determines this candidate's place
@@ -584,7 +565,6 @@ impl LeaderElectionSupport {
         self.candidacy.engine.take(|c| {
             let was_leader = c.state == ElectionState::Elected;
             c.state = ElectionState::Stop;
-            c.in_doubt = false;
             c.ahead = None;
             was_leader
         })
@@ -630,7 +610,7 @@ impl LeaderElectionSupport {
     pub fn await_leadership(&self, timeout: Duration) -> Result<bool> {
         let deadline = Instant::now() + timeout;
         self.candidacy.engine.wait_until(deadline, |st| {
-            st.recipe.state == ElectionState::Elected && !st.recipe.in_doubt
+            st.recipe.state == ElectionState::Elected && !st.in_doubt
         })
     }
 }

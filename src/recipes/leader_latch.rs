@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::{info, warn};
+use log::info;
 
 use super::candidate::{LeadershipEvent, Offer, OfferMark, Parents};
 use super::layout::{curator_protected_prefix, sorted_by_sequence_after, LATCH_MARKER};
@@ -12,7 +12,7 @@ use super::node::read_participants;
 use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::lock::Dialect;
-use crate::types::{EventType, KeeperState, WatchedEvent, WatcherType};
+use crate::types::{EventType, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -89,8 +89,6 @@ struct LatchRound {
     state: LatchState,
     /// The latch's node is the lowest (confirmed by a round).
     lowest: bool,
-    /// The leader's connection dropped; not confirmed since.
-    in_doubt: bool,
     /// The listeners were last told `IsLeader` (Curator's `hasLeadership`).
     told_leader: bool,
     /// Set by a failure when the listeners are still to hear `NotLeader`.
@@ -197,44 +195,34 @@ impl RoundRecipe for Latching {
         }
     }
 
-    fn connection_event(&self, state: KeeperState) {
-        let (told, generation) = {
-            let mut st = self.engine.state();
-            let leader = st.recipe.lowest && st.failed.is_none();
-            let generation = st.generation;
-            match state {
-                KeeperState::Disconnected if leader && !st.recipe.in_doubt => {
-                    st.recipe.in_doubt = true;
-                    let mut told = vec![LatchEvent::LeadershipInDoubt];
-                    if std::mem::take(&mut st.recipe.told_leader) {
-                        told.push(LatchEvent::NotLeader);
-                    }
-                    (told, generation)
-                }
-                // Curator's RECONNECTED: check the node's place again (the
-                // round tells `LeadershipRestored` once it is confirmed).
-                KeeperState::SyncConnected if leader && st.recipe.in_doubt => {
-                    (Vec::new(), generation)
-                }
-                _ => return,
-            }
-        };
-        if told.is_empty() {
-            return self.round(generation);
+    fn leads(state: &LatchRound) -> bool {
+        state.lowest
+    }
+
+    fn sorted(children: &[String]) -> Vec<&String> {
+        sorted_by_sequence_after(children, LATCH_MARKER)
+    }
+
+    /// `LeadershipInDoubt`, then `NotLeader` when told leader (Curator's
+    /// `SUSPENDED`).
+    fn tell_in_doubt(&self) {
+        let mut told = vec![LatchEvent::LeadershipInDoubt];
+        if std::mem::take(&mut self.engine.state().recipe.told_leader) {
+            told.push(LatchEvent::NotLeader);
         }
-        self.engine.wake();
-        warn!(
-            "leader of latch {}: connection lost, leadership in doubt",
-            self.engine.path()
-        );
         self.dispatch(&told);
+    }
+
+    /// Curator's `RECONNECTED`: the node's place checked again and found
+    /// first; `LeadershipRestored` then `IsLeader`.
+    fn restored(&self, generation: u64) {
+        self.lowest(generation);
     }
 
     fn mark_failed(state: &mut LatchRound) -> bool {
         let was_leader = state.lowest;
         state.state = LatchState::Failed;
         state.lowest = false;
-        state.in_doubt = false;
         state.not_leader_due = std::mem::take(&mut state.told_leader);
         was_leader
     }
@@ -321,7 +309,7 @@ impl Latching {
             }
             let mut told = Vec::new();
             st.recipe.lowest = true;
-            if std::mem::take(&mut st.recipe.in_doubt) {
+            if std::mem::take(&mut st.in_doubt) {
                 told.push(LatchEvent::LeadershipRestored);
             }
             if !st.recipe.told_leader {
@@ -371,7 +359,6 @@ impl LeaderLatch {
                 LatchRound {
                     state: LatchState::Latent,
                     lowest: false,
-                    in_doubt: false,
                     told_leader: false,
                     not_leader_due: false,
                 },
@@ -420,7 +407,7 @@ impl LeaderLatch {
         let st = self.latching.engine.state();
         st.recipe.state == LatchState::Started
             && st.recipe.lowest
-            && !st.recipe.in_doubt
+            && !st.in_doubt
             && st.failed.is_none()
             && !self.zkw.state().is_terminal()
             && self.zkw.zookeeper().session_id() == st.session
@@ -431,7 +418,7 @@ impl LeaderLatch {
     /// yet): it does not lead meanwhile.
     pub fn is_in_doubt(&self) -> bool {
         let st = self.latching.engine.state();
-        st.recipe.lowest && st.recipe.in_doubt && st.failed.is_none()
+        st.recipe.lowest && st.in_doubt && st.failed.is_none()
     }
 
     /// Curator's `start()`: makes the latch's node and determines its place
@@ -548,7 +535,6 @@ impl LeaderLatch {
             let led = l.lowest;
             l.state = state;
             l.lowest = false;
-            l.in_doubt = false;
             l.told_leader = false;
             led
         })
@@ -570,7 +556,7 @@ impl LeaderLatch {
             .unwrap_or(now + Duration::from_secs(100 * 365 * 86_400));
         self.latching
             .engine
-            .wait_until(deadline, |st| st.recipe.lowest && !st.recipe.in_doubt)
+            .wait_until(deadline, |st| st.recipe.lowest && !st.in_doubt)
     }
 
     /// Curator's `getParticipants()`: every participant of the latch, in

@@ -1,4 +1,5 @@
-//! The asynchronous rounds ZooKeeper's election and WriteLock recipes share.
+//! The asynchronous rounds ZooKeeper's election, Curator's leader latch and
+//! ZooKeeper's WriteLock share: the candidate engine.
 //!
 //! Both recipes own one sequential node and, after their first round (made by
 //! the caller's thread), go on in rounds of asynchronous calls answered on the
@@ -26,6 +27,12 @@
 //!   deleted under the recipe), told once;
 //! - the per-watch watcher and the session hook, both holding the recipe
 //!   weakly, so dropping the recipe's handle ends everything.
+//! - for the leadership recipes (election, latch), the one **in-doubt**
+//!   state: a leader ([`RoundRecipe::leads`]) whose connection drops is in
+//!   doubt at once, and after a reconnect within its session leads again
+//!   only once [`confirm_first`](RoundEngine::confirm_first) found its node
+//!   still there and first; their offers are made by
+//!   [`candidate::Offer`](super::candidate::Offer).
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -55,8 +62,27 @@ pub(crate) trait RoundRecipe: Send + Sync + Sized + 'static {
     /// A watch of the attempt `generation` fired on a node.
     fn node_event(&self, generation: u64, event: WatchedEvent);
 
-    /// The connection dropped or came back within the session.
-    fn connection_event(&self, _state: KeeperState) {}
+    /// Whether the recipe leads (elected, lowest) in `state`: the engine puts
+    /// a leader in doubt when its connection drops, and re-checks it after
+    /// the reconnect.
+    fn leads(_state: &Self::State) -> bool {
+        false
+    }
+
+    /// The directory's children in the recipe's order, the leader first
+    /// (the re-check after a reconnect requires the node to be first).
+    fn sorted(children: &[String]) -> Vec<&String> {
+        children.iter().collect()
+    }
+
+    /// Tells the recipe's listeners that the leader is in doubt (the engine
+    /// set [`RoundState::in_doubt`] and woke the waits; not under its lock).
+    fn tell_in_doubt(&self) {}
+
+    /// The re-check after a reconnect found the node still there and first:
+    /// the recipe leads again (it clears [`RoundState::in_doubt`] and tells
+    /// its listeners).
+    fn restored(&self, _generation: u64) {}
 
     /// Marks the recipe's state failed (under the engine's lock); returns
     /// whether it led (owner, elected) until now.
@@ -83,6 +109,9 @@ pub(crate) struct RoundState<S> {
     pub(crate) node: Option<String>,
     /// Why the attempt ended (session ended, node deleted, error).
     pub(crate) failed: Option<ZkError>,
+    /// The leader's connection dropped; its place is not confirmed since
+    /// (the one in-doubt state of every recipe on the engine).
+    pub(crate) in_doubt: bool,
     /// The recipe's own state.
     pub(crate) recipe: S,
 }
@@ -114,7 +143,7 @@ impl<R: RoundRecipe> Watcher for RoundWatcher<R> {
         if event.event_type == EventType::None {
             return match session_end(event.keeper_state) {
                 Some(code) => recipe.engine().fail_current(code),
-                None => recipe.connection_event(event.keeper_state),
+                None => recipe.engine().connection_event(event.keeper_state),
             };
         }
         let generation = {
@@ -174,6 +203,7 @@ impl<R: RoundRecipe> RoundEngine<R> {
                 client: None,
                 node: None,
                 failed: None,
+                in_doubt: false,
                 recipe: state,
             }),
             changed: Arc::default(),
@@ -239,6 +269,37 @@ impl<R: RoundRecipe> RoundEngine<R> {
             return;
         };
         zk.get_children_async(&self.path, None, move |r| then(&me, generation, r));
+    }
+
+    /// The one in-doubt handling of the recipes on the engine: a leader whose
+    /// connection drops is in doubt at once (before the server can expire
+    /// its session and let another lead); after a reconnect within the
+    /// session it leads again only once [`confirm_first`](Self::confirm_first)
+    /// found its node still there and first.
+    fn connection_event(&self, state: KeeperState) {
+        let Some(recipe) = self.recipe.upgrade() else {
+            return;
+        };
+        let mut st = self.state();
+        let leads = st.failed.is_none() && st.node.is_some() && R::leads(&st.recipe);
+        match state {
+            KeeperState::Disconnected if leads && !st.in_doubt => {
+                st.in_doubt = true;
+                drop(st);
+                self.changed.wake();
+                log::warn!(
+                    "leader of {}: connection lost, leadership in doubt",
+                    self.path
+                );
+                recipe.tell_in_doubt();
+            }
+            KeeperState::SyncConnected if leads && st.in_doubt => {
+                let generation = st.generation;
+                drop(st);
+                self.confirm_first(generation, R::sorted, R::restored);
+            }
+            _ => {}
+        }
     }
 
     /// The re-check on every restore, before a leader is told it leads
@@ -350,6 +411,7 @@ impl<R: RoundRecipe> RoundEngine<R> {
                 return;
             }
             st.failed = Some(code);
+            st.in_doubt = false;
             st.rounds += 1;
             self.changed.wake();
             R::mark_failed(&mut st.recipe)
@@ -483,6 +545,7 @@ impl<R: RoundRecipe> RoundEngine<R> {
         let mut st = self.state();
         st.generation += 1;
         st.failed = None;
+        st.in_doubt = false;
         let led = reset(&mut st.recipe);
         st.client = None;
         self.changed.wake();
