@@ -303,44 +303,51 @@ impl<R: RoundRecipe> RoundEngine<R> {
     }
 
     /// The re-check on every restore, before a leader is told it leads
-    /// again: lists the directory and requires the node to be still there
-    /// and first in the order `sorted` puts the children in, then
-    /// watches it again (`exists`); `confirmed` runs on the event thread when
-    /// it is. A node gone or no longer first fails the attempt with `NoNode`;
-    /// a lost answer re-checks after the next reconnect. (No `sync` first:
-    /// the server a session reconnects to has seen at least what the session
-    /// saw, and a deletion it has not applied yet reaches the node's watch,
-    /// re-registered at the reconnect, as a `NodeDeleted` that fails the
-    /// attempt.)
+    /// again: a `sync` (the reconnect may have landed on a follower that has
+    /// not applied a deletion of the node yet), then the directory's listing,
+    /// which must hold the node first in the order `sorted` puts the
+    /// children in, then a watch on the node (`exists`); `confirmed` runs on
+    /// the event thread when all hold. A node gone or no longer first fails
+    /// the attempt with `NoNode`; a lost answer re-checks after the next
+    /// reconnect. Asynchronous calls only: it runs on the event thread.
     pub(crate) fn confirm_first(
         &self,
         generation: u64,
         sorted: fn(&[String]) -> Vec<&String>,
         confirmed: fn(&R, u64),
     ) {
-        let Some((node, zk, me)) = self.proceed(generation) else {
+        let Some((_, zk, me)) = self.proceed(generation) else {
             return;
         };
         let again = move |recipe: &R, generation: u64| {
             recipe.engine().confirm_first(generation, sorted, confirmed)
         };
-        zk.get_children_async(&self.path, None, move |r| {
-            let children = match r {
-                Ok(c) => c,
-                Err(e) => return me.engine().request_failed(generation, &e, again),
-            };
-            let mine = crate::zkutil::get_node_name(&node);
-            if sorted(&children).first().map(|c| c.as_str()) != Some(mine) {
-                return me.engine().fail(generation, ZkError::NoNode);
+        zk.sync_async(&self.path, move |r| {
+            if let Err(e) = r {
+                return me.engine().request_failed(generation, &e, again);
             }
             let Some((node, zk, me)) = me.engine().proceed(generation) else {
                 return;
             };
-            let watcher = me.engine().watcher();
-            zk.exists_async(&node, Some(watcher), move |r| match r {
-                Ok(Some(_)) => confirmed(&me, generation),
-                Ok(None) => me.engine().fail(generation, ZkError::NoNode),
-                Err(e) => me.engine().request_failed(generation, &e, again),
+            let path = me.engine().path.clone();
+            zk.get_children_async(&path, None, move |r| {
+                let children = match r {
+                    Ok(c) => c,
+                    Err(e) => return me.engine().request_failed(generation, &e, again),
+                };
+                let mine = crate::zkutil::get_node_name(&node);
+                if sorted(&children).first().map(|c| c.as_str()) != Some(mine) {
+                    return me.engine().fail(generation, ZkError::NoNode);
+                }
+                let Some((node, zk, me)) = me.engine().proceed(generation) else {
+                    return;
+                };
+                let watcher = me.engine().watcher();
+                zk.exists_async(&node, Some(watcher), move |r| match r {
+                    Ok(Some(_)) => confirmed(&me, generation),
+                    Ok(None) => me.engine().fail(generation, ZkError::NoNode),
+                    Err(e) => me.engine().request_failed(generation, &e, again),
+                });
             });
         });
     }
