@@ -1230,6 +1230,9 @@ fn leader_manager_lost_exists_answer_never_keeps_a_dead_claim() {
     let znode = format!("{}/leader", unique_root("leader-manager-lost-exists"));
     let (wa, wb) = (zkw(), zkw());
     let a = ZkLeaderManager::new(&wa, &znode, "a");
+    let a_events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let e = a_events.clone();
+    a.add_listener(move |ev| e.lock().unwrap().push(ev));
     let b = Arc::new(ZkLeaderManager::new(&wb, &znode, "b"));
     a.start().unwrap();
     assert!(a.wait_to_become_leader().unwrap());
@@ -1247,6 +1250,16 @@ fn leader_manager_lost_exists_answer_never_keeps_a_dead_claim() {
         "a kept a claim whose znode is gone while b leads"
     );
     assert!(b.has_leadership());
+    use zklock::recipes::LeadershipEvent;
+    assert!(
+        eventually(Duration::from_secs(10), || a_events.lock().unwrap().len()
+            >= 2),
+        "{a_events:?}"
+    );
+    assert_eq!(
+        *a_events.lock().unwrap(),
+        [LeadershipEvent::InDoubt, LeadershipEvent::Lost]
+    );
     drop(a);
     flush(&wa, &znode);
     let stat = zk.exists(&znode, false).unwrap();
@@ -1332,6 +1345,9 @@ fn leader_manager_cut_off_is_in_doubt_then_restored() {
     let wa = through(&proxy, Duration::from_secs(9));
     let znode = format!("{}/leader", unique_root("leader-manager-doubt"));
     let a = ZkLeaderManager::new(&wa, &znode, "a");
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let e = events.clone();
+    a.add_listener(move |ev| e.lock().unwrap().push(ev));
     a.start().unwrap();
     assert!(a.wait_to_become_leader().unwrap());
     assert!(!a.is_in_doubt());
@@ -1341,6 +1357,16 @@ fn leader_manager_cut_off_is_in_doubt_then_restored() {
     proxy.pass();
     assert!(eventually(Duration::from_secs(20), || a.has_leadership()));
     assert!(!a.is_in_doubt());
+    use zklock::recipes::LeadershipEvent;
+    assert!(eventually(Duration::from_secs(10), || events
+        .lock()
+        .unwrap()
+        .len()
+        >= 2));
+    assert_eq!(
+        *events.lock().unwrap(),
+        [LeadershipEvent::InDoubt, LeadershipEvent::Restored]
+    );
     a.stop().unwrap();
     assert_eq!(raw().exists(&znode, false).unwrap(), None);
 }

@@ -7,6 +7,8 @@ use std::sync::{Arc, Weak};
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
+use super::candidate::LeadershipEvent;
+use super::rounds::Listeners;
 use crate::background::on_reconnect;
 use crate::client::{CreateMode, EventType, KeeperState};
 use crate::deadline::Deadline;
@@ -88,6 +90,8 @@ struct LeaderShared {
     /// Woken by the watch on the leader znode (through the subscription), a
     /// stop, and the session's end.
     wake: Arc<Wake>,
+    /// Told the claim's [`LeadershipEvent`]s.
+    listeners: Listeners<dyn Fn(LeadershipEvent) + Send + Sync>,
 }
 
 #[derive(Debug, Default)]
@@ -137,6 +141,7 @@ impl ZkLeaderManager {
             node_id: identifier.as_ref().to_vec(),
             state: Mutex::new(LeaderState::default()),
             wake: Arc::new(Wake::default()),
+            listeners: Listeners::default(),
         });
         let hook = weak.add_path_hook(
             Arc::downgrade(&shared) as Weak<dyn SessionHook>,
@@ -147,6 +152,18 @@ impl ZkLeaderManager {
             shared,
             hook,
         }
+    }
+
+    /// zklock: calls `listener` with the claim's [`LeadershipEvent`]s, the
+    /// other leadership recipes' lost signal: `InDoubt` when the connection
+    /// drops while it leads, `Restored` when the re-check after the reconnect
+    /// found the znode still this claim's, `Lost` when a claim ends other
+    /// than by [`step_down_as_leader`](Self::step_down_as_leader) or
+    /// [`stop`](Self::stop) (its znode gone or another's, its session
+    /// ended). Called on the event thread, one event at a time: keep it
+    /// short, never block on ZooKeeper in it.
+    pub fn add_listener(&self, listener: impl Fn(LeadershipEvent) + Send + Sync + 'static) {
+        self.shared.listeners.add(Arc::new(listener));
     }
 
     /// The leader znode.
@@ -444,6 +461,7 @@ impl LeaderShared {
         zk.exists_async(&self.znode, Some(zk.default_watcher()), move |r| {
             let mut st = me.state.lock();
             let same_claim = st.claim == claim_at_send;
+            let (had_claim, was_in_doubt) = (st.claim.is_some(), st.in_doubt);
             match r {
                 Ok(Some(stat)) => {
                     st.leader_exists = true;
@@ -491,9 +509,22 @@ impl LeaderShared {
             if same_claim {
                 st.in_doubt = false;
             }
+            let told = match (had_claim && same_claim, st.claim.is_some()) {
+                (true, false) => Some(LeadershipEvent::Lost),
+                (true, true) if was_in_doubt => Some(LeadershipEvent::Restored),
+                _ => None,
+            };
             drop(st);
             me.wake.wake();
+            if let Some(event) = told {
+                me.tell(event);
+            }
         });
+    }
+
+    /// Tells the listeners `event`.
+    fn tell(&self, event: LeadershipEvent) {
+        self.listeners.tell(&[event], |l, e| l(e));
     }
 }
 
@@ -501,11 +532,14 @@ impl SessionHook for LeaderShared {
     fn session_event(&self, state: KeeperState) {
         if Error::for_session_event(state).is_some() {
             let mut st = self.state.lock();
-            st.claim = None;
+            let had_claim = st.claim.take().is_some();
             st.leader_exists = false;
             st.in_doubt = false;
             drop(st);
             self.wake.wake();
+            if had_claim {
+                self.tell(LeadershipEvent::Lost);
+            }
             return;
         }
         match state {
@@ -519,6 +553,7 @@ impl SessionHook for LeaderShared {
                         self.znode
                     );
                     self.wake.wake();
+                    self.tell(LeadershipEvent::InDoubt);
                 }
             }
             // Checked again before it leads again (the answer ends the doubt).
