@@ -1370,3 +1370,29 @@ fn leader_manager_cut_off_is_in_doubt_then_restored() {
     a.stop().unwrap();
     assert_eq!(raw().exists(&znode, false).unwrap(), None);
 }
+
+/// Curator's latch (protected names) on the one offer maker: two latches of
+/// one session, the second's create reply lost: it finds its own node (after
+/// a `sync`), never the first's; nothing is left after both close.
+#[test]
+fn latch_lost_create_reply_finds_its_own_node_among_its_session_s() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_latch::LeaderLatch;
+    let path = format!("{}/latch", unique_root("latch-lost-create"));
+    let session = zkw();
+    let a = LeaderLatch::new(&session, &path, "a").unwrap();
+    a.start().unwrap();
+    assert!(a.has_leadership());
+    let b = LeaderLatch::new(&session, &path, "b").unwrap();
+    session.zookeeper().lose_next_reply(ReplyKind::Create);
+    b.start().unwrap();
+    assert!(a.has_leadership());
+    assert!(!b.has_leadership());
+    assert_ne!(a.our_path(), b.our_path());
+    let zk = raw();
+    assert_eq!(children(&zk, &path).len(), 2);
+    a.close().unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    b.close().unwrap();
+    assert!(children(&zk, &path).is_empty());
+}
