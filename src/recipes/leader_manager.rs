@@ -310,8 +310,13 @@ impl ZkLeaderManager {
     /// [`wait_to_become_leader`](Self::wait_to_become_leader) competes again.
     ///
     /// HBase deletes the znode whenever it holds this candidate's id; zklock
-    /// deletes it only if this session created it (at the version read): a
-    /// znode with the same id from another session is another process's claim.
+    /// deletes it only if this session created it for this claim (owner and
+    /// creation zxid read first), at the version read: a znode with the same
+    /// id from another session is another process's claim. (ZooKeeper has no
+    /// delete conditional on the creation zxid: a znode deleted by someone
+    /// else and created again by another session at the same version between
+    /// the read and the delete, one round trip, is the one case the version
+    /// cannot tell apart.)
     ///
     /// # Errors
     /// ZooKeeper errors after retries (HBase aborts the watcher).
