@@ -260,3 +260,49 @@ impl LeadershipSignal {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn signal_in_doubt_restored_lost() {
+        let s = LeadershipSignal::default();
+        assert!(s.leads());
+        s.tell(LeadershipEvent::InDoubt);
+        assert!(!s.leads() && s.is_in_doubt() && !s.is_lost());
+        s.tell(LeadershipEvent::Restored);
+        assert!(s.leads() && !s.is_in_doubt());
+        s.tell(LeadershipEvent::Lost);
+        assert!(!s.leads() && s.is_lost());
+        assert!(s.wait_until_not_leader(Duration::ZERO));
+    }
+
+    #[test]
+    fn signal_wait_is_woken_by_a_doubt_and_times_out_without_one() {
+        let s = Arc::new(LeadershipSignal::default());
+        assert!(!s.wait_until_not_leader(Duration::from_millis(10)));
+        let t = s.clone();
+        let waiter = std::thread::spawn(move || t.wait_until_not_leader(Duration::from_secs(600)));
+        s.tell(LeadershipEvent::InDoubt);
+        assert!(waiter.join().unwrap());
+    }
+
+    #[test]
+    fn offers_of_one_session_and_root_are_made_one_at_a_time() {
+        let first = SerialGuard::take(7, "/r");
+        let other_root = SerialGuard::take(7, "/s");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let _second = SerialGuard::take(7, "/r");
+            tx.send(()).unwrap();
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
+        drop(first);
+        rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        waiter.join().unwrap();
+        drop(other_root);
+    }
+}
