@@ -62,7 +62,7 @@ fn main() -> anyhow::Result<()> {
     println!(
         "after host-a stops, leader: {:?} (b leads: {})",
         eb.get_leader_host_name()?,
-        eb.is_leader()
+        eb.has_leadership()
     );
     eb.stop()?;
     a.close()?;

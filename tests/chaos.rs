@@ -568,15 +568,42 @@ fn short_chaos_run() {
     assert_ne!(report.figure("grants"), Some("0"));
 }
 
-/// The election's short run: 3 workers × 1 candidate, ~8 s of faults.
+/// The election's short run: 3 workers × 1 candidate, ~8 s of faults, with
+/// the election's own: offers made with their create's reply lost (the
+/// workers), and a leader's offer deleted while it is cut off, then its
+/// reconnect within the session ([`Fault::DeleteOffer`]). 0 moments of two
+/// leaders.
 #[test]
 fn short_chaos_run_election() {
     let mut cfg = short(Recipe::Election, 8);
+    cfg.faults.push(Fault::DeleteOffer);
     cfg.threads = 1;
     cfg.locks = 1;
     let report = go(cfg);
     assert!(report.is_ok(), "{report}");
     assert_ne!(report.figure("grants"), Some("0"));
+}
+
+/// The election's own faults alone (the short run above may not draw
+/// [`Fault::DeleteOffer`] in its few seconds): 3 workers × 2 candidates,
+/// ~6 s of leaders' offers deleted while they are cut off, every start with
+/// a chance of its offer create's reply lost. A leader whose offer is gone
+/// is never told `LeadershipRestored`: 0 moments of two leaders.
+#[test]
+fn short_chaos_run_election_offer_deleted_while_cut_off() {
+    let mut cfg = short(Recipe::Election, 6);
+    cfg.faults = vec![Fault::DeleteOffer];
+    // Two candidates per worker: a lost create must never adopt the
+    // sibling's offer of the same session.
+    cfg.threads = 2;
+    cfg.locks = 1;
+    let report = go(cfg);
+    assert!(report.is_ok(), "{report}");
+    assert_ne!(report.figure("grants"), Some("0"));
+    assert!(
+        report.to_string().contains("delete_offer="),
+        "no offer deleted: {report}"
+    );
 }
 
 /// The queue's short run: 3 workers × (1 producer, 1 consumer), ~8 s of faults.
@@ -640,6 +667,7 @@ fn long_chaos_runs() {
 #[ignore = "long: run with `make chaos`"]
 fn long_chaos_runs_election() {
     long_runs(Recipe::Election, |cfg| {
+        cfg.faults.push(Fault::DeleteOffer);
         cfg.threads = 2;
         cfg.locks = 1;
     });

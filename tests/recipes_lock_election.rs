@@ -365,7 +365,7 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
     let monitor = thread::spawn(move || {
         let mut samples = 0u64;
         while !m_stop.load(Ordering::SeqCst) {
-            let n = m_rust.iter().filter(|c| c.is_leader()).count();
+            let n = m_rust.iter().filter(|c| c.has_leadership()).count();
             assert!(n <= 1, "{n} Rust leaders at once");
             samples += 1;
             thread::sleep(Duration::from_millis(5));
@@ -381,7 +381,7 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
         }
     };
     agree("r0", &mut [&mut j0, &mut j1]);
-    assert!(rust[0].is_leader());
+    assert!(rust[0].has_leadership());
 
     // 1. Session expiry of the leader through a stalled proxy: told in doubt at
     //    once, before anyone else is elected; lost after the expiry.
@@ -390,7 +390,7 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
         .lock()
         .unwrap()
         .contains(&Ev::LeadershipInDoubt)));
-    assert!(!rust[0].is_leader());
+    assert!(!rust[0].has_leadership());
     let in_doubt_at = Instant::now();
     j0.expect("EVENT ELECTED_COMPLETE", Duration::from_secs(20));
     eprintln!(
@@ -406,7 +406,7 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
 
     // 2. kill -9 of the Java leader: r1 next, after its session times out.
     j0.kill9();
-    assert!(eventually(Duration::from_secs(20), || rust[1].is_leader()));
+    assert!(eventually(Duration::from_secs(20), || rust[1].has_leadership()));
     agree("r1", &mut [&mut j1]);
     assert!(ev1.lock().unwrap().ends_with(&[
         Ev::DetermineStart,
@@ -423,12 +423,12 @@ fn election_rust_and_java_candidates_one_leader_at_a_time_in_node_order() {
         .unwrap()
         .ends_with(&[Ev::StopStart, Ev::StopComplete]));
     agree("j1", &mut [&mut j1]);
-    assert!(!rust[2].is_leader());
+    assert!(!rust[2].has_leadership());
 
     // 4. the Java leader stops: r2 last.
     j1.send("STOP");
     j1.expect("STOPPED", Duration::from_secs(20));
-    assert!(eventually(Duration::from_secs(10), || rust[2].is_leader()));
+    assert!(eventually(Duration::from_secs(10), || rust[2].has_leadership()));
     agree("r2", &mut []);
     stop.store(true, Ordering::SeqCst);
     let samples = monitor.join().unwrap();
@@ -485,7 +485,7 @@ fn election_succession_wakes_only_the_successor() {
         let told: Vec<usize> = evs.iter().map(|e| e.lock().unwrap().len()).collect();
         let before = net();
         cands[i].stop().unwrap();
-        assert!(eventually(Duration::from_secs(10), || cands[i + 1].is_leader()));
+        assert!(eventually(Duration::from_secs(10), || cands[i + 1].has_leadership()));
         thread::sleep(Duration::from_millis(300)); // let any stray notification land
         let after = net();
         per.push(after - before);
@@ -746,7 +746,7 @@ fn election_start_across_an_expiry(renew: bool) {
     // The leader leaves: the failed candidate is not elected in the new session.
     leader.stop().unwrap();
     thread::sleep(Duration::from_millis(300));
-    assert!(!c.is_leader());
+    assert!(!c.has_leadership());
     assert_eq!(c.state(), zklock::recipes::election::ElectionState::Failed);
     let told = events.lock().unwrap().clone();
     assert_eq!(told.last(), Some(&Ev::Failed), "{told:?}");
@@ -778,7 +778,7 @@ fn election_leader_across_an_expiry(renew: bool) {
     let root = unique_root("election-leader-session");
     let (c, events) = candidate(&mine, &root, "leader");
     c.start().unwrap();
-    assert!(c.is_leader());
+    assert!(c.has_leadership());
     let old = mine.zookeeper().session_id();
     force_expiry(&proxy, &mine);
     assert!(eventually(Duration::from_secs(20), || events
@@ -789,7 +789,7 @@ fn election_leader_across_an_expiry(renew: bool) {
         renewed(&mine, old);
         thread::sleep(Duration::from_millis(300));
     }
-    assert!(!c.is_leader());
+    assert!(!c.has_leadership());
     let told = events.lock().unwrap().clone();
     let tail: Vec<Ev> = told
         .iter()
@@ -803,7 +803,7 @@ fn election_leader_across_an_expiry(renew: bool) {
     if renew {
         // stop then start: a new candidate, in the new session.
         c.start().unwrap();
-        assert!(c.is_leader());
+        assert!(c.has_leadership());
         c.stop().unwrap();
     }
 }
@@ -845,7 +845,7 @@ fn election_ready_start_only_after_the_offer_ahead_is_found() {
     c.add_listener(move |x: Ev| ev.lock().unwrap().push(x));
     c.start().unwrap();
     assert!(leader.lock().unwrap().is_none(), "the hook ran");
-    assert!(c.is_leader());
+    assert!(c.has_leadership());
     assert_eq!(
         *events.lock().unwrap(),
         [
@@ -885,7 +885,7 @@ fn election_data_change_on_the_watched_offer_keeps_the_watch() {
     thread::sleep(Duration::from_millis(200));
     leader.stop().unwrap();
     assert!(
-        eventually(Duration::from_secs(10), || next.is_leader()),
+        eventually(Duration::from_secs(10), || next.has_leadership()),
         "{:?}",
         nev.lock().unwrap()
     );
@@ -902,7 +902,7 @@ fn election_data_change_on_the_watched_offer_keeps_the_watch() {
         "{:?}",
         nev.lock().unwrap()
     );
-    assert!(!next.is_leader());
+    assert!(!next.has_leadership());
     assert!(!lev.lock().unwrap().contains(&Ev::Failed));
     next.stop().unwrap();
 }
@@ -922,15 +922,15 @@ fn election_candidates_of_one_session_succeed_each_other() {
             c
         })
         .collect();
-    assert!(cands[0].is_leader());
+    assert!(cands[0].has_leadership());
     for i in 0..cands.len() - 1 {
         cands[i].stop().unwrap();
         assert!(
-            eventually(Duration::from_secs(10), || cands[i + 1].is_leader()),
+            eventually(Duration::from_secs(10), || cands[i + 1].has_leadership()),
             "candidate {} not elected",
             i + 1
         );
-        assert!(cands[i + 2..].iter().all(|c| !c.is_leader()));
+        assert!(cands[i + 2..].iter().all(|c| !c.has_leadership()));
     }
     cands[3].stop().unwrap();
 }
@@ -957,7 +957,7 @@ fn election_participants_and_leader_like_curator() {
     assert_eq!(all[1].node, cb.offer_node().unwrap());
     assert_eq!(cc.leader().unwrap().unwrap().id, "alpha");
     ca.stop().unwrap();
-    assert!(eventually(Duration::from_secs(10), || cb.is_leader()));
+    assert!(eventually(Duration::from_secs(10), || cb.has_leadership()));
     let ids: Vec<String> = participants(&a, &root)
         .unwrap()
         .into_iter()
@@ -993,7 +993,7 @@ fn election_await_leadership_with_a_timeout() {
     thread::sleep(Duration::from_millis(100));
     leader.stop().unwrap();
     assert!(h.join().unwrap().unwrap());
-    assert!(next.is_leader());
+    assert!(next.has_leadership());
     // Stopped by another thread while waiting: Closed.
     let (third, _) = candidate(&a, &root, "third");
     third.start().unwrap();
@@ -1104,4 +1104,295 @@ fn round_waits_end_with_their_session_while_the_event_thread_is_held() {
         .is_empty()
             && children(&zk, &dir).is_empty()));
     }
+}
+
+// ---------------------------------------------------------------- issue 32: leadership holes
+
+/// Two candidates of one session (one watcher per process, HBase's model): A
+/// leads; B's offer create is applied but its reply lost. B's retry must find
+/// its own offer, not A's (before: "the first `n_` child of this session",
+/// A's, so both were elected); after both stop, no offer is left.
+#[test]
+fn election_lost_offer_create_never_adopts_a_sibling_s_offer() {
+    use zklock::client::ReplyKind;
+    let root = unique_root("election-lost-create");
+    let session = zkw();
+    let (a, _) = candidate(&session, &root, "a");
+    a.start().unwrap();
+    assert!(a.has_leadership());
+    let (b, b_events) = candidate(&session, &root, "b");
+    session.zookeeper().lose_next_reply(ReplyKind::Create);
+    b.start().unwrap();
+    assert!(a.has_leadership());
+    assert!(!b.has_leadership(), "both candidates elected: {b_events:?}");
+    assert_ne!(a.offer_node(), b.offer_node());
+    let zk = raw();
+    assert_eq!(children(&zk, &root).len(), 2, "B's own offer is in use");
+    a.stop().unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    b.stop().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()),
+        "orphan offer: {:?}",
+        children(&zk, &root)
+    );
+}
+
+/// A watcher through `proxy` with a session timeout of `timeout`.
+fn through(proxy: &FaultProxy, timeout: Duration) -> ZooKeeperWatcher {
+    watcher(&proxy.connect_string(), timeout)
+}
+
+/// A leader cut off (its connection dropped, told `LeadershipInDoubt`) whose
+/// offer is deleted meanwhile, then reconnected within its session: it must
+/// not be told `LeadershipRestored` (before: it was, without a check, while
+/// the other candidate led), and two candidates never lead at once.
+#[test]
+fn election_reconnect_with_the_offer_deleted_is_never_restored() {
+    init_log();
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let mine = through(&proxy, Duration::from_secs(9));
+    let other = zkw();
+    let root = unique_root("election-restore-check");
+    let (a, a_events) = candidate(&mine, &root, "a");
+    a.start().unwrap();
+    assert!(a.has_leadership());
+    let b = Arc::new(candidate(&other, &root, "b").0);
+    b.start().unwrap();
+    // Two leaders at one moment: A told it leads (again) while B leads.
+    let two = Arc::new(AtomicUsize::new(0));
+    let (b2, t2) = (b.clone(), two.clone());
+    a.add_listener(move |ev: Ev| {
+        if matches!(ev, Ev::LeadershipRestored | Ev::ElectedComplete) && b2.has_leadership() {
+            t2.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let session = mine.zookeeper().session_id();
+    let offer = a.offer_node().unwrap();
+    proxy.stall();
+    assert!(
+        eventually(Duration::from_secs(20), || a_events
+            .lock()
+            .unwrap()
+            .contains(&Ev::LeadershipInDoubt)),
+        "{a_events:?}"
+    );
+    assert!(!a.has_leadership());
+    raw().delete(&offer, None).unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    proxy.pass();
+    assert!(
+        eventually(Duration::from_secs(20), || a_events
+            .lock()
+            .unwrap()
+            .contains(&Ev::Failed)),
+        "{a_events:?}"
+    );
+    assert_eq!(
+        mine.zookeeper().session_id(),
+        session,
+        "reconnected within the session"
+    );
+    let events = a_events.lock().unwrap().clone();
+    assert!(!events.contains(&Ev::LeadershipRestored), "{events:?}");
+    assert_eq!(
+        events[events.len() - 3..],
+        [Ev::LeadershipInDoubt, Ev::LeadershipLost, Ev::Failed]
+    );
+    assert!(!a.has_leadership());
+    assert!(b.has_leadership());
+    assert_eq!(two.load(Ordering::SeqCst), 0, "two leaders at once");
+    a.stop().unwrap();
+    b.stop().unwrap();
+}
+
+/// Waits until every asynchronous request `zkw` sent so far, and the ones
+/// their callbacks sent, is applied: an async probe (its callback runs after
+/// theirs, on the event thread) then a blocking call.
+fn flush(zkw: &ZooKeeperWatcher, path: &str) {
+    let (tx, rx) = mpsc::channel();
+    zkw.zookeeper().exists_async(path, None, move |_| {
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("probe answered");
+    zkw.zookeeper().exists(path, false).unwrap();
+}
+
+/// HBase's `ZKLeaderManager` keeps its claim until the answer to an `exists`
+/// after the znode's deletion says it is gone. With that answer lost the old
+/// leader kept `has_leadership()` while another manager held the znode, and
+/// dropping it deleted the new leader's znode (a blind delete at version 0).
+#[test]
+fn leader_manager_lost_exists_answer_never_keeps_a_dead_claim() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let znode = format!("{}/leader", unique_root("leader-manager-lost-exists"));
+    let (wa, wb) = (zkw(), zkw());
+    let a = ZkLeaderManager::new(&wa, &znode, "a");
+    let a_events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let e = a_events.clone();
+    a.add_listener(move |ev| e.lock().unwrap().push(ev));
+    let b = Arc::new(ZkLeaderManager::new(&wb, &znode, "b"));
+    a.start().unwrap();
+    assert!(a.wait_to_become_leader().unwrap());
+    let b2 = b.clone();
+    let (tx, rx) = mpsc::channel();
+    let waiting = thread::spawn(move || tx.send(b2.wait_to_become_leader().unwrap()));
+    assert!(eventually(Duration::from_secs(10), || b.has_leader()));
+    wa.zookeeper().lose_next_reply(ReplyKind::Exists);
+    let zk = raw();
+    zk.delete(&znode, None).unwrap();
+    assert!(rx.recv_timeout(Duration::from_secs(20)).unwrap(), "b leads");
+    waiting.join().unwrap().unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || !a.has_leadership()),
+        "a kept a claim whose znode is gone while b leads"
+    );
+    assert!(b.has_leadership());
+    use zklock::recipes::LeadershipEvent;
+    assert!(
+        eventually(Duration::from_secs(10), || a_events.lock().unwrap().len()
+            >= 2),
+        "{a_events:?}"
+    );
+    assert_eq!(
+        *a_events.lock().unwrap(),
+        [LeadershipEvent::InDoubt, LeadershipEvent::Lost]
+    );
+    drop(a);
+    flush(&wa, &znode);
+    let stat = zk.exists(&znode, false).unwrap();
+    assert_eq!(
+        stat.map(|s| s.ephemeral_owner),
+        Some(wb.zookeeper().session_id()),
+        "dropping the stale manager deleted the new leader's znode"
+    );
+    b.stop().unwrap();
+    assert_eq!(zk.exists(&znode, false).unwrap(), None);
+}
+
+/// A waiting manager whose re-check after a data change of the leader znode
+/// is lost (the `exists` that sets the watch again) is still woken when the
+/// leader steps down (before: no watch was left; it waited for ever).
+#[test]
+fn leader_manager_waiter_is_woken_after_a_lost_exists_answer() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let znode = format!("{}/leader", unique_root("leader-manager-lost-watch"));
+    let (wa, wb) = (zkw(), zkw());
+    let a = ZkLeaderManager::new(&wa, &znode, "a");
+    let b = Arc::new(ZkLeaderManager::new(&wb, &znode, "b"));
+    a.start().unwrap();
+    assert!(a.wait_to_become_leader().unwrap());
+    let b2 = b.clone();
+    let (tx, rx) = mpsc::channel();
+    let _waiting = thread::spawn(move || tx.send(b2.wait_to_become_leader()));
+    assert!(eventually(Duration::from_secs(10), || b.has_leader()));
+    wb.zookeeper().lose_next_reply(ReplyKind::Exists);
+    // A data change spends b's watch; its exists (to watch again) is lost.
+    let zk = raw();
+    let (data, stat) = zk.get_data(&znode, false).unwrap();
+    zk.set_data(&znode, &data, Some(stat.version)).unwrap();
+    flush(&wb, &znode);
+    a.step_down_as_leader().unwrap();
+    let led = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the waiting manager was never woken");
+    assert!(led.unwrap());
+    assert!(b.has_leadership());
+    b.stop().unwrap();
+}
+
+/// A dropped manager whose znode was deleted and claimed by another manager
+/// (and the answer that would have told it lost) never deletes the new
+/// leader's znode (before: `Drop` deleted at version 0 whatever znode was
+/// there). No look at `has_leadership` before the drop: the drop comes as soon
+/// as the other leads.
+#[test]
+fn leader_manager_drop_never_deletes_another_session_s_znode() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let znode = format!("{}/leader", unique_root("leader-manager-drop"));
+    let (wa, wb) = (zkw(), zkw());
+    let a = ZkLeaderManager::new(&wa, &znode, "a");
+    let b = ZkLeaderManager::new(&wb, &znode, "b");
+    a.start().unwrap();
+    assert!(a.wait_to_become_leader().unwrap());
+    wa.zookeeper().lose_next_reply(ReplyKind::Exists);
+    let zk = raw();
+    zk.delete(&znode, None).unwrap();
+    assert!(b.wait_to_become_leader().unwrap());
+    drop(a);
+    flush(&wa, &znode);
+    let stat = zk.exists(&znode, false).unwrap();
+    assert_eq!(
+        stat.map(|s| s.ephemeral_owner),
+        Some(wb.zookeeper().session_id()),
+        "dropping the stale manager deleted the new leader's znode"
+    );
+    b.stop().unwrap();
+}
+
+/// A leading manager cut off within its session is in doubt (not leading)
+/// at once, and leads again after the reconnect once its znode is found
+/// still its own, as the other leadership recipes.
+#[test]
+fn leader_manager_cut_off_is_in_doubt_then_restored() {
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    init_log();
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let wa = through(&proxy, Duration::from_secs(9));
+    let znode = format!("{}/leader", unique_root("leader-manager-doubt"));
+    let a = ZkLeaderManager::new(&wa, &znode, "a");
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let e = events.clone();
+    a.add_listener(move |ev| e.lock().unwrap().push(ev));
+    a.start().unwrap();
+    assert!(a.wait_to_become_leader().unwrap());
+    assert!(!a.is_in_doubt());
+    proxy.stall();
+    assert!(eventually(Duration::from_secs(20), || a.is_in_doubt()));
+    assert!(!a.has_leadership());
+    proxy.pass();
+    assert!(eventually(Duration::from_secs(20), || a.has_leadership()));
+    assert!(!a.is_in_doubt());
+    use zklock::recipes::LeadershipEvent;
+    assert!(eventually(Duration::from_secs(10), || events
+        .lock()
+        .unwrap()
+        .len()
+        >= 2));
+    assert_eq!(
+        *events.lock().unwrap(),
+        [LeadershipEvent::InDoubt, LeadershipEvent::Restored]
+    );
+    a.stop().unwrap();
+    assert_eq!(raw().exists(&znode, false).unwrap(), None);
+}
+
+/// Curator's latch (protected names) on the one offer maker: two latches of
+/// one session, the second's create reply lost: it finds its own node (after
+/// a `sync`), never the first's; nothing is left after both close.
+#[test]
+fn latch_lost_create_reply_finds_its_own_node_among_its_session_s() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_latch::LeaderLatch;
+    let path = format!("{}/latch", unique_root("latch-lost-create"));
+    let session = zkw();
+    let a = LeaderLatch::new(&session, &path, "a").unwrap();
+    a.start().unwrap();
+    assert!(a.has_leadership());
+    let b = LeaderLatch::new(&session, &path, "b").unwrap();
+    session.zookeeper().lose_next_reply(ReplyKind::Create);
+    b.start().unwrap();
+    assert!(a.has_leadership());
+    assert!(!b.has_leadership());
+    assert_ne!(a.our_path(), b.our_path());
+    let zk = raw();
+    assert_eq!(children(&zk, &path).len(), 2);
+    a.close().unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    b.close().unwrap();
+    assert!(children(&zk, &path).is_empty());
 }

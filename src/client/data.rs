@@ -197,6 +197,26 @@ impl ZooKeeper {
         );
     }
 
+    /// [`sync`](Self::sync) without waiting (Java's `sync(path, VoidCallback,
+    /// ctx)`): `callback` gets the outcome on the event thread (see
+    /// [`delete_async`](Self::delete_async)). A read sent on this handle after
+    /// the callback ran sees everything the leader had committed when the sync
+    /// reached it.
+    pub fn sync_async(&self, path: &str, callback: impl FnOnce(Result<()>) + Send + 'static) {
+        if let Err(e) = validate_path(path, false) {
+            return callback(Err(e));
+        }
+        let mut w = Writer::request(0, op::SYNC);
+        w.string(&self.server_path(path));
+        let p = path.to_string();
+        self.shared().call_async(
+            op::SYNC,
+            w.finish(),
+            None,
+            Box::new(move |reply| callback(reply.map(drop).map_err(|e| with_path(e, &p)))),
+        );
+    }
+
     /// [`create2`](Self::create2) without waiting (Java's `create(path, data,
     /// acl, mode, Create2Callback, ctx)`): `callback` gets the created path and
     /// `Stat` on the event thread (see [`delete_async`](Self::delete_async)). A

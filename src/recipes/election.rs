@@ -3,15 +3,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::{info, warn};
+use log::info;
 
+use super::candidate::{LeadershipEvent, Offer, OfferMark, Parents};
 use super::node::read_participants;
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
-use super::rounds::{create_in_session, Listeners, RoundEngine, RoundRecipe, Taken};
+use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::sequence::number_after_last;
-use crate::types::{CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
+use crate::types::{EventType, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -47,11 +48,26 @@ pub enum ElectionEventType {
     /// session lives: stop acting as leader until `LeadershipRestored`. Told at
     /// once (before the server can expire the session).
     LeadershipInDoubt,
-    /// zklock only: the leader reconnected within its session.
+    /// zklock only: the leader reconnected within its session and its offer
+    /// was found still there and first.
     LeadershipRestored,
     /// zklock only: the leader's session ended or its offer was deleted; it is
     /// no longer leader (`Failed` follows).
     LeadershipLost,
+}
+
+impl ElectionEventType {
+    /// The event in the leadership recipes' one vocabulary:
+    /// `LeadershipInDoubt`, `LeadershipRestored` and `LeadershipLost` are
+    /// [`LeadershipEvent`]s; Java's events are `None`.
+    pub fn leadership(self) -> Option<LeadershipEvent> {
+        match self {
+            ElectionEventType::LeadershipInDoubt => Some(LeadershipEvent::InDoubt),
+            ElectionEventType::LeadershipRestored => Some(LeadershipEvent::Restored),
+            ElectionEventType::LeadershipLost => Some(LeadershipEvent::Lost),
+            _ => None,
+        }
+    }
 }
 
 /// Java's `LeaderElectionAware`. Closures `Fn(ElectionEventType)` implement it.
@@ -103,7 +119,6 @@ pub enum ElectionStep {
 #[derive(Debug)]
 struct CandidateRound {
     state: ElectionState,
-    in_doubt: bool,
     /// The offer ahead, watched while `Ready`.
     ahead: Option<String>,
 }
@@ -129,17 +144,22 @@ struct Candidacy {
 ///
 /// # zklock differs here
 /// - Offers are created without zklock's metadata prefix and without a tag, so
-///   Java reads the host name; a create whose reply was lost is found by its
-///   `ephemeralOwner` (this session) before a new one is made.
+///   Java reads the host name. A create whose reply was lost is found again
+///   (after a `sync`) before a new one is made, as the offer of this session
+///   created after the create was sent: the offers of one session on one root
+///   are made one at a time in the process, so two candidates sharing a
+///   session never adopt each other's offer (Java's recipe does not retry).
 /// - The rounds after a deletion run as asynchronous calls on the event thread
 ///   (Java re-runs its blocking `determineElectionStatus` there).
 /// - The leader watches its own offer: a dropped connection is told at once
 ///   ([`ElectionEventType::LeadershipInDoubt`], and
-///   [`is_leader`](Self::is_leader) turns false), a reconnect within the
-///   session `LeadershipRestored`, an expired session or a deleted offer
+///   [`has_leadership`](Self::has_leadership) turns false), a reconnect within the
+///   session `LeadershipRestored` once the offer is found still there and
+///   first (else `LeadershipLost` then `Failed`), an expired session or a
+///   deleted offer
 ///   `LeadershipLost` then `Failed`. With a session timeout `t`, the client
 ///   declares the connection lost at 2/3 `t`, before the server can expire the
-///   session at `t` and elect another: at most one candidate has `is_leader()`.
+///   session at `t` and elect another: at most one candidate has `has_leadership()`.
 /// - Dropping a started candidate withdraws its offer in the background.
 pub struct LeaderElectionSupport {
     zkw: ZooKeeperWatcher,
@@ -209,30 +229,35 @@ impl RoundRecipe for Candidacy {
         }
     }
 
-    fn connection_event(&self, state: KeeperState) {
-        let told = {
+    fn leads(state: &CandidateRound) -> bool {
+        state.state == ElectionState::Elected
+    }
+
+    fn sorted(children: &[String]) -> Vec<&String> {
+        sorted_offers(children)
+    }
+
+    fn tell_in_doubt(&self) {
+        self.dispatch(&[ElectionEventType::LeadershipInDoubt]);
+    }
+
+    /// The re-check after a reconnect found the offer still first: the
+    /// leader leads again.
+    fn restored(&self, generation: u64) {
+        {
             let mut st = self.engine.state();
-            let leader = st.recipe.state == ElectionState::Elected && st.failed.is_none();
-            match state {
-                KeeperState::Disconnected if leader && !st.recipe.in_doubt => {
-                    st.recipe.in_doubt = true;
-                    ElectionEventType::LeadershipInDoubt
-                }
-                KeeperState::SyncConnected if leader && st.recipe.in_doubt => {
-                    st.recipe.in_doubt = false;
-                    ElectionEventType::LeadershipRestored
-                }
-                _ => return,
+            if st.generation != generation
+                || st.failed.is_some()
+                || st.recipe.state != ElectionState::Elected
+                || !st.in_doubt
+            {
+                return;
             }
-        };
-        self.engine.wake();
-        if told == ElectionEventType::LeadershipInDoubt {
-            warn!(
-                "leader of {}: connection lost, leadership in doubt",
-                self.engine.path()
-            );
+            st.in_doubt = false;
         }
-        self.dispatch(&[told]);
+        self.engine.wake();
+        info!("leader of {}: restored", self.engine.path());
+        self.dispatch(&[ElectionEventType::LeadershipRestored]);
     }
 
     /// Java's `becomeFailed`.
@@ -319,7 +344,7 @@ impl Candidacy {
                 return;
             }
             st.recipe.state = ElectionState::Elected;
-            st.recipe.in_doubt = false;
+            st.in_doubt = false;
             st.recipe.ahead = None;
         }
         info!("elected leader of {}", self.engine.path());
@@ -378,7 +403,6 @@ impl LeaderElectionSupport {
                 root,
                 CandidateRound {
                     state: ElectionState::Stop,
-                    in_doubt: false,
                     ahead: None,
                 },
                 me,
@@ -430,14 +454,29 @@ impl LeaderElectionSupport {
     }
 
     /// zklock: whether this candidate leads now: elected, connection not in
-    /// doubt, its session alive (not replaced by a renewed one).
-    pub fn is_leader(&self) -> bool {
+    /// doubt, its session alive (not replaced by a renewed one). The name
+    /// every leadership recipe uses (Curator's `hasLeadership`).
+    pub fn has_leadership(&self) -> bool {
         let st = self.candidacy.engine.state();
         st.recipe.state == ElectionState::Elected
-            && !st.recipe.in_doubt
+            && !st.in_doubt
             && st.failed.is_none()
             && !self.zkw.state().is_terminal()
             && self.zkw.zookeeper().session_id() == st.session
+    }
+
+    /// The former name of [`has_leadership`](Self::has_leadership).
+    #[deprecated(note = "use has_leadership, the name every leadership recipe uses")]
+    pub fn is_leader(&self) -> bool {
+        self.has_leadership()
+    }
+
+    /// zklock: whether the leader's connection dropped and its leadership is
+    /// not confirmed since (`LeadershipInDoubt` told, `LeadershipRestored`
+    /// not yet): it does not lead meanwhile.
+    pub fn is_in_doubt(&self) -> bool {
+        let st = self.candidacy.engine.state();
+        st.recipe.state == ElectionState::Elected && st.in_doubt && st.failed.is_none()
     }
 
     /// Java's `start()`: makes the offer and determines this candidate's place
@@ -481,36 +520,20 @@ impl LeaderElectionSupport {
         c.engine.run_round().map(|_| ())
     }
 
-    /// Java's `makeOffer`, retried on connection loss: an offer of this
-    /// session already in `root` (a lost reply) is adopted.
+    /// Java's `makeOffer`, retried on connection loss. A create whose reply
+    /// was lost finds its own offer again (after a `sync`) as the one of this
+    /// session made after the create was sent, offers of one session on one
+    /// root being made one at a time in the process (Java's layout has no room
+    /// for a tag): never a sibling candidate's offer of the same session.
     fn make_offer(&self) -> Result<(String, i64)> {
-        let root = self.root_node_name();
-        create_in_session(&self.zkw, |zk, retry| {
-            if retry {
-                for c in zk.get_children(root, false)? {
-                    let path = zkutil::join_znode(root, &c);
-                    if c.starts_with("n_") {
-                        if let Some(stat) = zk.exists(&path, false)? {
-                            if stat.ephemeral_owner == zk.session_id() {
-                                return Ok(path);
-                            }
-                        }
-                    }
-                }
-            }
-            match zk.create(
-                &zkutil::join_znode(root, "n_"),
-                self.host_name.as_bytes(),
-                self.zkw.recoverable_zookeeper().acl_for(root),
-                CreateMode::EphemeralSequential,
-            ) {
-                Err(e) if e.is(ZkError::NoNode) => {
-                    zkutil::create_with_parents(&self.zkw, root)?;
-                    Err(Error::zk(ZkError::ConnectionLoss, root))
-                }
-                other => other,
-            }
-        })
+        Offer {
+            root: self.root_node_name(),
+            name: "n_".to_string(),
+            data: self.host_name.as_bytes(),
+            mark: OfferMark::Serial,
+            parents: Parents::Persistent,
+        }
+        .make(&self.zkw)
     }
 
     /// Java's `stop()`: withdraws the offer (the next candidate is notified).
@@ -542,7 +565,6 @@ impl LeaderElectionSupport {
         self.candidacy.engine.take(|c| {
             let was_leader = c.state == ElectionState::Elected;
             c.state = ElectionState::Stop;
-            c.in_doubt = false;
             c.ahead = None;
             was_leader
         })
@@ -577,7 +599,7 @@ impl LeaderElectionSupport {
     }
 
     /// Curator's `LeaderLatch.await(timeout)`: waits until this candidate
-    /// leads ([`is_leader`](Self::is_leader)); `Ok(false)` when `timeout`
+    /// leads ([`has_leadership`](Self::has_leadership)); `Ok(false)` when `timeout`
     /// passed first. Woken by the election's events, never polling.
     ///
     /// # Errors
@@ -588,7 +610,7 @@ impl LeaderElectionSupport {
     pub fn await_leadership(&self, timeout: Duration) -> Result<bool> {
         let deadline = Instant::now() + timeout;
         self.candidacy.engine.wait_until(deadline, |st| {
-            st.recipe.state == ElectionState::Elected && !st.recipe.in_doubt
+            st.recipe.state == ElectionState::Elected && !st.in_doubt
         })
     }
 }

@@ -4,14 +4,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::{info, warn};
+use log::info;
 
+use super::candidate::{LeadershipEvent, Offer, OfferMark, Parents};
 use super::layout::{curator_protected_prefix, sorted_by_sequence_after, LATCH_MARKER};
-use super::node::{create_container_parents, read_participants};
-use super::rounds::{create_in_session, Listeners, RoundEngine, RoundRecipe, Taken};
+use super::node::read_participants;
+use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::lock::Dialect;
-use crate::types::{CreateMode, EventType, KeeperState, WatchedEvent, WatcherType};
+use crate::types::{EventType, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -38,6 +39,20 @@ pub enum LatchEvent {
     /// zklock: the leader's session ended (or its node was deleted): it is no
     /// longer leader and this latch is over (see [`LeaderLatch::start`]).
     LeadershipLost,
+}
+
+impl LatchEvent {
+    /// The event in the leadership recipes' one vocabulary:
+    /// `LeadershipInDoubt`, `LeadershipRestored` and `LeadershipLost` are
+    /// [`LeadershipEvent`]s; Curator's `IsLeader`/`NotLeader` are `None`.
+    pub fn leadership(self) -> Option<LeadershipEvent> {
+        match self {
+            LatchEvent::LeadershipInDoubt => Some(LeadershipEvent::InDoubt),
+            LatchEvent::LeadershipRestored => Some(LeadershipEvent::Restored),
+            LatchEvent::LeadershipLost => Some(LeadershipEvent::Lost),
+            LatchEvent::IsLeader | LatchEvent::NotLeader => None,
+        }
+    }
 }
 
 /// Curator's `LeaderLatchListener`. Closures `Fn(LatchEvent)` implement it.
@@ -74,8 +89,6 @@ struct LatchRound {
     state: LatchState,
     /// The latch's node is the lowest (confirmed by a round).
     lowest: bool,
-    /// The leader's connection dropped; not confirmed since.
-    in_doubt: bool,
     /// The listeners were last told `IsLeader` (Curator's `hasLeadership`).
     told_leader: bool,
     /// Set by a failure when the listeners are still to hear `NotLeader`.
@@ -182,44 +195,34 @@ impl RoundRecipe for Latching {
         }
     }
 
-    fn connection_event(&self, state: KeeperState) {
-        let (told, generation) = {
-            let mut st = self.engine.state();
-            let leader = st.recipe.lowest && st.failed.is_none();
-            let generation = st.generation;
-            match state {
-                KeeperState::Disconnected if leader && !st.recipe.in_doubt => {
-                    st.recipe.in_doubt = true;
-                    let mut told = vec![LatchEvent::LeadershipInDoubt];
-                    if std::mem::take(&mut st.recipe.told_leader) {
-                        told.push(LatchEvent::NotLeader);
-                    }
-                    (told, generation)
-                }
-                // Curator's RECONNECTED: check the node's place again (the
-                // round tells `LeadershipRestored` once it is confirmed).
-                KeeperState::SyncConnected if leader && st.recipe.in_doubt => {
-                    (Vec::new(), generation)
-                }
-                _ => return,
-            }
-        };
-        if told.is_empty() {
-            return self.round(generation);
+    fn leads(state: &LatchRound) -> bool {
+        state.lowest
+    }
+
+    fn sorted(children: &[String]) -> Vec<&String> {
+        sorted_by_sequence_after(children, LATCH_MARKER)
+    }
+
+    /// `LeadershipInDoubt`, then `NotLeader` when told leader (Curator's
+    /// `SUSPENDED`).
+    fn tell_in_doubt(&self) {
+        let mut told = vec![LatchEvent::LeadershipInDoubt];
+        if std::mem::take(&mut self.engine.state().recipe.told_leader) {
+            told.push(LatchEvent::NotLeader);
         }
-        self.engine.wake();
-        warn!(
-            "leader of latch {}: connection lost, leadership in doubt",
-            self.engine.path()
-        );
         self.dispatch(&told);
+    }
+
+    /// Curator's `RECONNECTED`: the node's place checked again and found
+    /// first; `LeadershipRestored` then `IsLeader`.
+    fn restored(&self, generation: u64) {
+        self.lowest(generation);
     }
 
     fn mark_failed(state: &mut LatchRound) -> bool {
         let was_leader = state.lowest;
         state.state = LatchState::Failed;
         state.lowest = false;
-        state.in_doubt = false;
         state.not_leader_due = std::mem::take(&mut state.told_leader);
         was_leader
     }
@@ -306,7 +309,7 @@ impl Latching {
             }
             let mut told = Vec::new();
             st.recipe.lowest = true;
-            if std::mem::take(&mut st.recipe.in_doubt) {
+            if std::mem::take(&mut st.in_doubt) {
                 told.push(LatchEvent::LeadershipRestored);
             }
             if !st.recipe.told_leader {
@@ -356,7 +359,6 @@ impl LeaderLatch {
                 LatchRound {
                     state: LatchState::Latent,
                     lowest: false,
-                    in_doubt: false,
                     told_leader: false,
                     not_leader_due: false,
                 },
@@ -405,10 +407,18 @@ impl LeaderLatch {
         let st = self.latching.engine.state();
         st.recipe.state == LatchState::Started
             && st.recipe.lowest
-            && !st.recipe.in_doubt
+            && !st.in_doubt
             && st.failed.is_none()
             && !self.zkw.state().is_terminal()
             && self.zkw.zookeeper().session_id() == st.session
+    }
+
+    /// zklock: whether the leader's connection dropped and its place is not
+    /// confirmed since (`LeadershipInDoubt` told, `LeadershipRestored` not
+    /// yet): it does not lead meanwhile.
+    pub fn is_in_doubt(&self) -> bool {
+        let st = self.latching.engine.state();
+        st.recipe.lowest && st.in_doubt && st.failed.is_none()
     }
 
     /// Curator's `start()`: makes the latch's node and determines its place
@@ -484,39 +494,17 @@ impl LeaderLatch {
     /// Curator's protected `create().creatingParentContainersIfNeeded()
     /// .withProtection().withMode(EPHEMERAL_SEQUENTIAL)`: retried on
     /// connection loss, a node of this attempt's `_c_<uuid>-` prefix already
-    /// in `path` (a lost reply) is adopted.
+    /// in `path` (a lost reply) is adopted, looked for after a `sync`.
     fn make_node(&self) -> Result<(String, i64)> {
-        let path = self.path();
         let prefix = curator_protected_prefix();
-        let name = format!("{prefix}{LATCH_MARKER}");
-        create_in_session(&self.zkw, |zk, retry| {
-            if retry {
-                for c in zk.get_children(path, false).or_else(no_children)? {
-                    if c.starts_with(&prefix) {
-                        return Ok(zkutil::join_znode(path, &c));
-                    }
-                }
-            }
-            let node = zkutil::join_znode(path, &name);
-            let acl = self.zkw.recoverable_zookeeper().acl_for(path);
-            match zk.create(
-                &node,
-                self.id.as_bytes(),
-                acl,
-                CreateMode::EphemeralSequential,
-            ) {
-                Err(e) if e.is(ZkError::NoNode) => {
-                    create_container_parents(&self.zkw, &node)?;
-                    zk.create(
-                        &node,
-                        self.id.as_bytes(),
-                        acl,
-                        CreateMode::EphemeralSequential,
-                    )
-                }
-                other => other,
-            }
-        })
+        Offer {
+            root: self.path(),
+            name: format!("{prefix}{LATCH_MARKER}"),
+            data: self.id.as_bytes(),
+            mark: OfferMark::Prefix(prefix),
+            parents: Parents::Containers,
+        }
+        .make(&self.zkw)
     }
 
     /// Curator's `close()`: withdraws the node (the next participant is
@@ -547,7 +535,6 @@ impl LeaderLatch {
             let led = l.lowest;
             l.state = state;
             l.lowest = false;
-            l.in_doubt = false;
             l.told_leader = false;
             led
         })
@@ -569,7 +556,7 @@ impl LeaderLatch {
             .unwrap_or(now + Duration::from_secs(100 * 365 * 86_400));
         self.latching
             .engine
-            .wait_until(deadline, |st| st.recipe.lowest && !st.recipe.in_doubt)
+            .wait_until(deadline, |st| st.recipe.lowest && !st.in_doubt)
     }
 
     /// Curator's `getParticipants()`: every participant of the latch, in

@@ -4,9 +4,12 @@
 
 use std::sync::{Arc, Weak};
 
-use log::{debug, info};
+use log::{debug, info, warn};
 use parking_lot::Mutex;
 
+use super::candidate::LeadershipEvent;
+use super::rounds::Listeners;
+use crate::background::on_reconnect;
 use crate::client::{CreateMode, EventType, KeeperState};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError, ZkResultExt};
@@ -44,6 +47,20 @@ use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 /// in it ends with `SessionExpired` (or `Closed`). After a renewal, a new
 /// `wait_to_become_leader` competes in the new session.
 ///
+/// # zklock differs here
+/// - **In doubt.** When the connection drops while it leads, the manager stops
+///   leading at once ([`is_in_doubt`](Self::is_in_doubt),
+///   [`has_leadership`](Self::has_leadership) false) and, after the
+///   reconnect, checks that the znode is still this claim's before it leads
+///   again (a znode gone or another's ends the claim).
+/// - **No answer is forgotten.** The re-check after a change of the znode
+///   (HBase's `handleLeaderChange`) is asked again after the reconnect when
+///   its answer is lost, so a claim whose znode is gone never stays, and a
+///   waiting candidate always keeps a watch.
+/// - **Guarded deletes.** [`step_down_as_leader`](Self::step_down_as_leader)
+///   and `Drop` delete the znode only when it is this session's znode of this
+///   claim (its owner and creation zxid, read first), at the version read.
+///
 /// # Examples
 /// ```no_run
 /// use zklock::recipes::leader_manager::ZkLeaderManager;
@@ -73,6 +90,8 @@ struct LeaderShared {
     /// Woken by the watch on the leader znode (through the subscription), a
     /// stop, and the session's end.
     wake: Arc<Wake>,
+    /// Told the claim's [`LeadershipEvent`]s.
+    listeners: Listeners<dyn Fn(LeadershipEvent) + Send + Sync>,
 }
 
 #[derive(Debug, Default)]
@@ -83,6 +102,8 @@ struct LeaderState {
     stopped: bool,
     /// The leader znode this manager created, if it still leads.
     claim: Option<Claim>,
+    /// The connection dropped while it held a claim; not confirmed since.
+    in_doubt: bool,
 }
 
 /// The leader znode as created: its session and creation zxid.
@@ -100,6 +121,7 @@ impl std::fmt::Debug for ZkLeaderManager {
             .field("node_id", &String::from_utf8_lossy(&self.shared.node_id))
             .field("leader_exists", &st.leader_exists)
             .field("leading", &st.claim.is_some())
+            .field("in_doubt", &st.in_doubt)
             .field("stopped", &st.stopped)
             .finish()
     }
@@ -119,6 +141,7 @@ impl ZkLeaderManager {
             node_id: identifier.as_ref().to_vec(),
             state: Mutex::new(LeaderState::default()),
             wake: Arc::new(Wake::default()),
+            listeners: Listeners::default(),
         });
         let hook = weak.add_path_hook(
             Arc::downgrade(&shared) as Weak<dyn SessionHook>,
@@ -129,6 +152,18 @@ impl ZkLeaderManager {
             shared,
             hook,
         }
+    }
+
+    /// zklock: calls `listener` with the claim's [`LeadershipEvent`]s, the
+    /// other leadership recipes' lost signal: `InDoubt` when the connection
+    /// drops while it leads, `Restored` when the re-check after the reconnect
+    /// found the znode still this claim's, `Lost` when a claim ends other
+    /// than by [`step_down_as_leader`](Self::step_down_as_leader) or
+    /// [`stop`](Self::stop) (its znode gone or another's, its session
+    /// ended). Called on the event thread, one event at a time: keep it
+    /// short, never block on ZooKeeper in it.
+    pub fn add_listener(&self, listener: impl Fn(LeadershipEvent) + Send + Sync + 'static) {
+        self.shared.listeners.add(Arc::new(listener));
     }
 
     /// The leader znode.
@@ -248,6 +283,7 @@ impl ZkLeaderManager {
             let mut st = self.shared.state.lock();
             st.leader_exists = true;
             st.claim = Some(Claim { session, czxid });
+            st.in_doubt = false;
         }
         let rzk = self.zkw.recoverable_zookeeper();
         match rzk.exists(&self.shared.znode, true)? {
@@ -274,8 +310,13 @@ impl ZkLeaderManager {
     /// [`wait_to_become_leader`](Self::wait_to_become_leader) competes again.
     ///
     /// HBase deletes the znode whenever it holds this candidate's id; zklock
-    /// deletes it only if this session created it (at the version read): a
-    /// znode with the same id from another session is another process's claim.
+    /// deletes it only if this session created it for this claim (owner and
+    /// creation zxid read first), at the version read: a znode with the same
+    /// id from another session is another process's claim. (ZooKeeper has no
+    /// delete conditional on the creation zxid: a znode deleted by someone
+    /// else and created again by another session at the same version between
+    /// the read and the delete, one round trip, is the one case the version
+    /// cannot tell apart.)
     ///
     /// # Errors
     /// ZooKeeper errors after retries (HBase aborts the watcher).
@@ -289,8 +330,16 @@ impl ZkLeaderManager {
         let rzk = self.zkw.recoverable_zookeeper();
         let session = self.zkw.zookeeper().session_id();
         let znode = self.shared.znode.as_str();
+        let claim = self.shared.state.lock().claim;
+        let ours = |id: &[u8], stat: &crate::types::Stat| {
+            id == self.shared.node_id.as_slice()
+                && stat.ephemeral_owner == session
+                && claim.map_or(true, |c| c.czxid == stat.czxid)
+        };
         match rzk.get_data(znode, false).optional()? {
-            Some((id, stat)) if id == self.shared.node_id && stat.ephemeral_owner == session => {
+            // Only this session's znode of this claim (its creation zxid),
+            // deleted at the version read.
+            Some((id, stat)) if ours(&id, &stat) => {
                 info!("stepping down as leader of {znode}");
                 match rzk.delete(znode, Some(stat.version)) {
                     Ok(()) => {}
@@ -300,6 +349,7 @@ impl ZkLeaderManager {
                 let mut st = self.shared.state.lock();
                 st.leader_exists = false;
                 st.claim = None;
+                st.in_doubt = false;
             }
             _ => {
                 info!("not the leader of {znode}, no need to step down");
@@ -316,14 +366,31 @@ impl ZkLeaderManager {
     }
 
     /// Whether this candidate holds the leader znode, in the session that is
-    /// current now (no HBase counterpart: HBase's callers know it from
-    /// `waitToBecomeLeader` returning). False once the znode is deleted (a step
-    /// down, or someone else) or the session that created it ended.
+    /// current now, and its connection is not in doubt (no HBase counterpart:
+    /// HBase's callers know it from `waitToBecomeLeader` returning). False
+    /// once the znode is deleted (a step down, or someone else), the session
+    /// that created it ended, or while [`is_in_doubt`](Self::is_in_doubt).
     pub fn has_leadership(&self) -> bool {
-        let claim = self.shared.state.lock().claim;
-        claim.is_some_and(|c| {
-            self.zkw.check_session().is_ok() && self.zkw.zookeeper().session_id() == c.session
-        })
+        let (claim, in_doubt) = {
+            let st = self.shared.state.lock();
+            (st.claim, st.in_doubt)
+        };
+        !in_doubt
+            && claim.is_some_and(|c| {
+                self.zkw.check_session().is_ok() && self.zkw.zookeeper().session_id() == c.session
+            })
+    }
+
+    /// zklock: whether this manager's claim is in doubt: the connection
+    /// dropped while it led. It leads only while its session lives, so it
+    /// stops acting as leader now ([`has_leadership`](Self::has_leadership)
+    /// is false), before the server can expire the session and let another
+    /// lead. After the reconnect the claim is checked again (the znode still
+    /// this session's, of this claim) before it leads again; a znode found
+    /// gone or another's ends the claim. (HBase has no such signal.)
+    pub fn is_in_doubt(&self) -> bool {
+        let st = self.shared.state.lock();
+        st.in_doubt && st.claim.is_some()
     }
 
     /// HBase's `candidate.stop(why)`: ends a
@@ -335,7 +402,7 @@ impl ZkLeaderManager {
     pub fn stop(&self) -> Result<()> {
         self.shared.state.lock().stopped = true;
         self.shared.wake.wake();
-        if self.has_leadership() {
+        if self.shared.state.lock().claim.is_some() {
             return self.step_down_as_leader();
         }
         Ok(())
@@ -348,22 +415,39 @@ impl ZkLeaderManager {
 }
 
 impl Drop for ZkLeaderManager {
-    /// Never waits on the network: a leading manager deletes its znode with an
-    /// asynchronous request at the version it created (the session's end
-    /// removes it anyway).
+    /// Never waits on the network: a manager holding a claim (leading, or in
+    /// doubt) deletes its znode with asynchronous requests, guarded: the
+    /// znode is read first and deleted (at the version read) only when it is
+    /// this session's znode of this claim (its creation zxid); another
+    /// manager's znode is never touched. The session's end removes it anyway.
     fn drop(&mut self) {
         if let Some(id) = self.hook {
             self.shared.zkw.remove_hook(id);
         }
-        if self.has_leadership() {
-            self.zkw
-                .zookeeper()
-                .delete_async(&self.shared.znode, Some(0), |r| {
+        let claim = self.shared.state.lock().claim.take();
+        let zk = self.zkw.zookeeper();
+        let Some(claim) = claim.filter(|c| c.session == zk.session_id()) else {
+            return;
+        };
+        if self.zkw.state().is_terminal() {
+            return;
+        }
+        let znode = self.shared.znode.clone();
+        let weak = zk.downgrade();
+        zk.exists_async(&self.shared.znode, None, move |r| match r {
+            Ok(Some(stat))
+                if stat.czxid == claim.czxid && stat.ephemeral_owner == claim.session =>
+            {
+                let Some(zk) = weak.upgrade() else { return };
+                zk.delete_async(&znode, Some(stat.version), |r| {
                     if let Err(e) = r {
                         debug!("removing a dropped leader's znode: {e}");
                     }
                 });
-        }
+            }
+            Ok(_) => debug!("a dropped leader's znode {znode} is gone or another's"),
+            Err(e) => debug!("removing a dropped leader's znode {znode}: {e}"),
+        });
     }
 }
 
@@ -382,10 +466,12 @@ impl LeaderShared {
         zk.exists_async(&self.znode, Some(zk.default_watcher()), move |r| {
             let mut st = me.state.lock();
             let same_claim = st.claim == claim_at_send;
+            let (had_claim, was_in_doubt) = (st.claim.is_some(), st.in_doubt);
             match r {
                 Ok(Some(stat)) => {
                     st.leader_exists = true;
                     if same_claim && st.claim.is_some_and(|c| c.czxid != stat.czxid) {
+                        info!("the leader znode {} is another's now", me.znode);
                         st.claim = None;
                     }
                 }
@@ -396,10 +482,54 @@ impl LeaderShared {
                         st.claim = None;
                     }
                 }
-                // The waiting thread reads again and learns the rest.
-                Err(e) => debug!("checking the leader znode {}: {e}", me.znode),
+                // Never logged and forgotten: without this answer a claim
+                // whose znode is gone would be kept, and no watch would be
+                // left to wake a waiting candidate. Checked again after the
+                // reconnect (the claim in doubt meanwhile); a request that
+                // cannot be retried ends the claim.
+                Err(e) if e.is_retryable() => {
+                    debug!(
+                        "checking the leader znode {}: {e}; again after the reconnect",
+                        me.znode
+                    );
+                    drop(st);
+                    let again = me.clone();
+                    on_reconnect(&me.zkw, move |connected| {
+                        if connected {
+                            again.leader_changed();
+                        }
+                    });
+                    return;
+                }
+                Err(e) => {
+                    info!(
+                        "checking the leader znode {}: {e}; the claim ends",
+                        me.znode
+                    );
+                    if same_claim {
+                        st.claim = None;
+                    }
+                }
+            }
+            if same_claim {
+                st.in_doubt = false;
+            }
+            let told = match (had_claim && same_claim, st.claim.is_some()) {
+                (true, false) => Some(LeadershipEvent::Lost),
+                (true, true) if was_in_doubt => Some(LeadershipEvent::Restored),
+                _ => None,
+            };
+            drop(st);
+            me.wake.wake();
+            if let Some(event) = told {
+                me.tell(event);
             }
         });
+    }
+
+    /// Tells the listeners `event`.
+    fn tell(&self, event: LeadershipEvent) {
+        self.listeners.tell(&[event], |l, e| l(e));
     }
 }
 
@@ -407,10 +537,33 @@ impl SessionHook for LeaderShared {
     fn session_event(&self, state: KeeperState) {
         if Error::for_session_event(state).is_some() {
             let mut st = self.state.lock();
-            st.claim = None;
+            let had_claim = st.claim.take().is_some();
             st.leader_exists = false;
+            st.in_doubt = false;
             drop(st);
             self.wake.wake();
+            if had_claim {
+                self.tell(LeadershipEvent::Lost);
+            }
+            return;
+        }
+        match state {
+            KeeperState::Disconnected => {
+                let mut st = self.state.lock();
+                if st.claim.is_some() && !st.in_doubt {
+                    st.in_doubt = true;
+                    drop(st);
+                    warn!(
+                        "leader of {}: connection lost, leadership in doubt",
+                        self.znode
+                    );
+                    self.wake.wake();
+                    self.tell(LeadershipEvent::InDoubt);
+                }
+            }
+            // Checked again before it leads again (the answer ends the doubt).
+            KeeperState::SyncConnected if self.state.lock().in_doubt => self.leader_changed(),
+            _ => {}
         }
     }
 

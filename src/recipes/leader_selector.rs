@@ -2,11 +2,12 @@
 //! lock in their layout, held while the leader's function runs.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::warn;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
+use super::candidate::{LeadershipEvent, LeadershipSignal};
 use super::layout::{sorted_by_sequence_after, CURATOR_MUTEX_MARKER, KAZOO_LOCK_MARKER};
 use super::node::read_participants;
 use crate::error::{Error, Result};
@@ -19,58 +20,44 @@ pub use super::node::Participant;
 /// signal, where Curator's `LeaderSelectorListener.stateChanged` throws
 /// `CancelLeadershipException` to interrupt `takeLeadership` on `SUSPENDED`
 /// or `LOST`. The function should stop acting as leader as soon as
-/// [`is_leader`](Self::is_leader) turns false, and return.
+/// [`has_leadership`](Self::has_leadership) turns false, and return.
 #[derive(Debug)]
 pub struct Leadership {
-    signal: Arc<Signal>,
+    signal: Arc<LeadershipSignal>,
     fencing_token: i64,
 }
 
-/// What the lock's listener tells the leader function.
-#[derive(Debug, Default)]
-struct Signal {
-    state: Mutex<SignalState>,
-    changed: Condvar,
-}
-
-#[derive(Debug, Default, Clone, Copy)]
-struct SignalState {
-    in_doubt: bool,
-    lost: bool,
-}
-
-impl Signal {
-    fn tell(&self, event: LockEvent) {
-        let mut st = self.state.lock();
-        match event {
-            LockEvent::InDoubt => st.in_doubt = true,
-            LockEvent::Restored => st.in_doubt = false,
-            LockEvent::Lost => st.lost = true,
-        }
-        self.changed.notify_all();
-    }
-
-    fn leads(&self) -> bool {
-        let st = *self.state.lock();
-        !st.in_doubt && !st.lost
+/// The lock's lost signal in the leadership recipes' vocabulary.
+fn leadership_event(event: LockEvent) -> LeadershipEvent {
+    match event {
+        LockEvent::InDoubt => LeadershipEvent::InDoubt,
+        LockEvent::Restored => LeadershipEvent::Restored,
+        LockEvent::Lost => LeadershipEvent::Lost,
     }
 }
 
 impl Leadership {
-    /// Whether the leadership holds now: not lost, connection not in doubt.
-    pub fn is_leader(&self) -> bool {
+    /// Whether the leadership holds now: not lost, connection not in doubt
+    /// (the leadership recipes' one "do I lead now").
+    pub fn has_leadership(&self) -> bool {
         self.signal.leads()
     }
 
+    /// The former name of [`has_leadership`](Self::has_leadership).
+    #[deprecated(note = "use has_leadership, the name every leadership recipe uses")]
+    pub fn is_leader(&self) -> bool {
+        self.has_leadership()
+    }
+
     /// Whether the connection dropped: the leadership holds only while the
-    /// session lives (it may come back: `is_leader` turns true again).
+    /// session lives (it may come back: `has_leadership` turns true again).
     pub fn is_in_doubt(&self) -> bool {
-        self.signal.state.lock().in_doubt
+        self.signal.is_in_doubt()
     }
 
     /// Whether the leadership is lost for good (session ended, node deleted).
     pub fn is_lost(&self) -> bool {
-        self.signal.state.lock().lost
+        self.signal.is_lost()
     }
 
     /// Waits until the leadership stops holding (in doubt or lost): `true`
@@ -78,19 +65,7 @@ impl Leadership {
     /// has nothing else to wait for (Curator's leader sleeping until
     /// interrupted).
     pub fn wait_until_not_leader(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now().checked_add(timeout);
-        let mut st = self.signal.state.lock();
-        while !st.in_doubt && !st.lost {
-            match deadline {
-                Some(d) => {
-                    if self.signal.changed.wait_until(&mut st, d).timed_out() {
-                        return st.in_doubt || st.lost;
-                    }
-                }
-                None => self.signal.changed.wait(&mut st),
-            }
-        }
-        true
+        self.signal.wait_until_not_leader(timeout)
     }
 
     /// The fencing token of the lock node behind this leadership (its
@@ -104,7 +79,7 @@ impl Leadership {
 #[derive(Debug)]
 struct Attempt {
     mutex: Arc<ZkInterProcessMutex>,
-    signal: Arc<Signal>,
+    signal: Arc<LeadershipSignal>,
 }
 
 /// Apache Curator's `LeaderSelector` and kazoo's `Election`: participants
@@ -129,7 +104,8 @@ struct Attempt {
 /// - Rust threads are not interrupted: where Curator interrupts
 ///   `takeLeadership` on `SUSPENDED`/`LOST`, the function gets a
 ///   [`Leadership`] whose lost signal (in doubt at once when the connection
-///   drops, lost when the session ends) it must heed.
+///   drops, lost when the session ends: the leadership recipes' one
+///   [`LeadershipEvent`] vocabulary) it must heed.
 /// - Every attempt belongs to its session: a session that ends (also by
 ///   renewal) ends the attempt with `SessionExpired`; the next `run` is a new
 ///   attempt in the current session.
@@ -182,12 +158,12 @@ impl LeaderSelector {
     }
 
     /// A new attempt (a new lock instance: a cancelled one stays cancelled).
-    fn attempt(&self) -> Result<(Arc<ZkInterProcessMutex>, Arc<Signal>)> {
-        let signal = Arc::new(Signal::default());
+    fn attempt(&self) -> Result<(Arc<ZkInterProcessMutex>, Arc<LeadershipSignal>)> {
+        let signal = Arc::new(LeadershipSignal::default());
         let told = signal.clone();
         let mutex = Arc::new(
             ZkInterProcessMutex::new(&self.zkw, &self.path, self.dialect, self.id.as_bytes())?
-                .with_lock_listener(move |_: &str, e: LockEvent| told.tell(e)),
+                .with_lock_listener(move |_: &str, e: LockEvent| told.tell(leadership_event(e))),
         );
         let mut current = self.current.lock();
         if current.is_some() {
@@ -246,7 +222,7 @@ impl LeaderSelector {
     fn lead<R>(
         &self,
         mutex: &ZkInterProcessMutex,
-        signal: Arc<Signal>,
+        signal: Arc<LeadershipSignal>,
         timeout: Option<Duration>,
         leader: impl FnOnce(&Leadership) -> R,
     ) -> Result<Option<R>> {

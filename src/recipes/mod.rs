@@ -24,6 +24,7 @@
 //! exit leaves an orphan node (drops remove nodes in the background). Node
 //! names are listed in [`layout`].
 
+mod candidate;
 mod node;
 mod rounds;
 
@@ -48,3 +49,4 @@ pub mod write_lock;
 /// Where a test can hold a recipe's waiting thread (feature `testing`).
 #[cfg(feature = "testing")]
 pub use crate::wait::WaitStep;
+pub use candidate::LeadershipEvent;

@@ -1,4 +1,5 @@
-//! The asynchronous rounds ZooKeeper's election and WriteLock recipes share.
+//! The asynchronous rounds ZooKeeper's election, Curator's leader latch and
+//! ZooKeeper's WriteLock share: the candidate engine.
 //!
 //! Both recipes own one sequential node and, after their first round (made by
 //! the caller's thread), go on in rounds of asynchronous calls answered on the
@@ -26,6 +27,12 @@
 //!   deleted under the recipe), told once;
 //! - the per-watch watcher and the session hook, both holding the recipe
 //!   weakly, so dropping the recipe's handle ends everything.
+//! - for the leadership recipes (election, latch), the one **in-doubt**
+//!   state: a leader ([`RoundRecipe::leads`]) whose connection drops is in
+//!   doubt at once, and after a reconnect within its session leads again
+//!   only once [`confirm_first`](RoundEngine::confirm_first) found its node
+//!   still there and first; their offers are made by
+//!   [`candidate::Offer`](super::candidate::Offer).
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -55,8 +62,27 @@ pub(crate) trait RoundRecipe: Send + Sync + Sized + 'static {
     /// A watch of the attempt `generation` fired on a node.
     fn node_event(&self, generation: u64, event: WatchedEvent);
 
-    /// The connection dropped or came back within the session.
-    fn connection_event(&self, _state: KeeperState) {}
+    /// Whether the recipe leads (elected, lowest) in `state`: the engine puts
+    /// a leader in doubt when its connection drops, and re-checks it after
+    /// the reconnect.
+    fn leads(_state: &Self::State) -> bool {
+        false
+    }
+
+    /// The directory's children in the recipe's order, the leader first
+    /// (the re-check after a reconnect requires the node to be first).
+    fn sorted(children: &[String]) -> Vec<&String> {
+        children.iter().collect()
+    }
+
+    /// Tells the recipe's listeners that the leader is in doubt (the engine
+    /// set [`RoundState::in_doubt`] and woke the waits; not under its lock).
+    fn tell_in_doubt(&self) {}
+
+    /// The re-check after a reconnect found the node still there and first:
+    /// the recipe leads again (it clears [`RoundState::in_doubt`] and tells
+    /// its listeners).
+    fn restored(&self, _generation: u64) {}
 
     /// Marks the recipe's state failed (under the engine's lock); returns
     /// whether it led (owner, elected) until now.
@@ -83,6 +109,9 @@ pub(crate) struct RoundState<S> {
     pub(crate) node: Option<String>,
     /// Why the attempt ended (session ended, node deleted, error).
     pub(crate) failed: Option<ZkError>,
+    /// The leader's connection dropped; its place is not confirmed since
+    /// (the one in-doubt state of every recipe on the engine).
+    pub(crate) in_doubt: bool,
     /// The recipe's own state.
     pub(crate) recipe: S,
 }
@@ -114,7 +143,7 @@ impl<R: RoundRecipe> Watcher for RoundWatcher<R> {
         if event.event_type == EventType::None {
             return match session_end(event.keeper_state) {
                 Some(code) => recipe.engine().fail_current(code),
-                None => recipe.connection_event(event.keeper_state),
+                None => recipe.engine().connection_event(event.keeper_state),
             };
         }
         let generation = {
@@ -174,6 +203,7 @@ impl<R: RoundRecipe> RoundEngine<R> {
                 client: None,
                 node: None,
                 failed: None,
+                in_doubt: false,
                 recipe: state,
             }),
             changed: Arc::default(),
@@ -241,10 +271,95 @@ impl<R: RoundRecipe> RoundEngine<R> {
         zk.get_children_async(&self.path, None, move |r| then(&me, generation, r));
     }
 
+    /// The one in-doubt handling of the recipes on the engine: a leader whose
+    /// connection drops is in doubt at once (before the server can expire
+    /// its session and let another lead); after a reconnect within the
+    /// session it leads again only once [`confirm_first`](Self::confirm_first)
+    /// found its node still there and first.
+    fn connection_event(&self, state: KeeperState) {
+        let Some(recipe) = self.recipe.upgrade() else {
+            return;
+        };
+        let mut st = self.state();
+        let leads = st.failed.is_none() && st.node.is_some() && R::leads(&st.recipe);
+        match state {
+            KeeperState::Disconnected if leads && !st.in_doubt => {
+                st.in_doubt = true;
+                drop(st);
+                self.changed.wake();
+                log::warn!(
+                    "leader of {}: connection lost, leadership in doubt",
+                    self.path
+                );
+                recipe.tell_in_doubt();
+            }
+            KeeperState::SyncConnected if leads && st.in_doubt => {
+                let generation = st.generation;
+                drop(st);
+                self.confirm_first(generation, R::sorted, R::restored);
+            }
+            _ => {}
+        }
+    }
+
+    /// The re-check on every restore, before a leader is told it leads
+    /// again: a `sync` (the reconnect may have landed on a follower that has
+    /// not applied a deletion of the node yet), then the directory's listing,
+    /// which must hold the node first in the order `sorted` puts the
+    /// children in, then a watch on the node (`exists`); `confirmed` runs on
+    /// the event thread when all hold. A node gone or no longer first fails
+    /// the attempt with `NoNode`; a lost answer re-checks after the next
+    /// reconnect. Asynchronous calls only: it runs on the event thread.
+    pub(crate) fn confirm_first(
+        &self,
+        generation: u64,
+        sorted: fn(&[String]) -> Vec<&String>,
+        confirmed: fn(&R, u64),
+    ) {
+        let Some((_, zk, me)) = self.proceed(generation) else {
+            return;
+        };
+        let again = move |recipe: &R, generation: u64| {
+            recipe.engine().confirm_first(generation, sorted, confirmed)
+        };
+        zk.sync_async(&self.path, move |r| {
+            if let Err(e) = r {
+                return me.engine().request_failed(generation, &e, again);
+            }
+            let Some((node, zk, me)) = me.engine().proceed(generation) else {
+                return;
+            };
+            let path = me.engine().path.clone();
+            zk.get_children_async(&path, None, move |r| {
+                let children = match r {
+                    Ok(c) => c,
+                    Err(e) => return me.engine().request_failed(generation, &e, again),
+                };
+                let mine = crate::zkutil::get_node_name(&node);
+                if sorted(&children).first().map(|c| c.as_str()) != Some(mine) {
+                    return me.engine().fail(generation, ZkError::NoNode);
+                }
+                let Some((node, zk, me)) = me.engine().proceed(generation) else {
+                    return;
+                };
+                let watcher = me.engine().watcher();
+                zk.exists_async(&node, Some(watcher), move |r| match r {
+                    Ok(Some(_)) => confirmed(&me, generation),
+                    Ok(None) => me.engine().fail(generation, ZkError::NoNode),
+                    Err(e) => me.engine().request_failed(generation, &e, again),
+                });
+            });
+        });
+    }
+
     /// Runs `again` after the reconnect when the node's session is still the
     /// client's; fails the attempt with `SessionExpired` when it ended first
     /// (or a renewed session replaced it).
-    pub(crate) fn after_reconnect(&self, generation: u64, again: fn(&R, u64)) {
+    pub(crate) fn after_reconnect(
+        &self,
+        generation: u64,
+        again: impl FnOnce(&R, u64) + Send + 'static,
+    ) {
         let Some(recipe) = self.recipe.upgrade() else {
             return;
         };
@@ -265,7 +380,12 @@ impl<R: RoundRecipe> RoundEngine<R> {
 
     /// Reacts to a failed request of the attempt `generation`: resumes with
     /// `again` after a connection loss, fails the attempt otherwise.
-    pub(crate) fn request_failed(&self, generation: u64, e: &Error, again: fn(&R, u64)) {
+    pub(crate) fn request_failed(
+        &self,
+        generation: u64,
+        e: &Error,
+        again: impl FnOnce(&R, u64) + Send + 'static,
+    ) {
         if e.is_retryable() {
             self.after_reconnect(generation, again);
         } else {
@@ -298,6 +418,7 @@ impl<R: RoundRecipe> RoundEngine<R> {
                 return;
             }
             st.failed = Some(code);
+            st.in_doubt = false;
             st.rounds += 1;
             self.changed.wake();
             R::mark_failed(&mut st.recipe)
@@ -431,6 +552,7 @@ impl<R: RoundRecipe> RoundEngine<R> {
         let mut st = self.state();
         st.generation += 1;
         st.failed = None;
+        st.in_doubt = false;
         let led = reset(&mut st.recipe);
         st.client = None;
         self.changed.wake();

@@ -123,6 +123,13 @@ pub enum Fault {
     KillWorker,
     /// A worker's session closed by a second handle with its id and password.
     Expire,
+    /// The election run's: a leading worker's proxies stalled for 0.75–0.8
+    /// session timeout (past the 2/3 at which its leadership is in doubt),
+    /// then its offers deleted through the controller's own session and the
+    /// proxies passing at once: a reconnect within the session with the offer
+    /// gone, racing the next leader's turn.
+    /// Not in [`Fault::ALL`] (no other run has offers).
+    DeleteOffer,
 }
 
 impl Fault {
@@ -155,6 +162,7 @@ impl Fault {
             Fault::PauseWorker => "pause_worker",
             Fault::KillWorker => "kill_worker",
             Fault::Expire => "expire",
+            Fault::DeleteOffer => "delete_offer",
         }
     }
 }
@@ -618,6 +626,44 @@ impl Run {
                 thread::sleep(Duration::from_millis(300));
                 let fresh = self.spawn(w, proxies)?;
                 *self.worker(w) = fresh;
+            }
+            Fault::DeleteOffer => {
+                let w = self.target();
+                let held = self.wait_holding(w);
+                // Past the 2/3 at which the leader is in doubt, well before
+                // the server can expire the session.
+                let d = self.rng.millis(session * 3 / 4, session * 4 / 5);
+                for p in &self.worker(w).proxies {
+                    p.stall();
+                }
+                thread::sleep(d);
+                let host = format!("w{w}");
+                let dir = lock_path(&self.root, 0);
+                let mut deleted = Vec::new();
+                if let Ok(zk) = self.admin() {
+                    for c in zk.get_children(&dir, false).unwrap_or_default() {
+                        let path = format!("{dir}/{c}");
+                        if let Ok((data, stat)) = zk.get_data(&path, false) {
+                            if data == host.as_bytes()
+                                && zk.delete(&path, Some(stat.version)).is_ok()
+                            {
+                                deleted.push(path);
+                            }
+                        }
+                    }
+                    let _ = zk.close();
+                }
+                // At once: the reconnect races the next leader's turn.
+                for p in &self.worker(w).proxies {
+                    p.pass();
+                }
+                self.record(
+                    self.fault_event(fault)
+                        .with("w", w)
+                        .with("holding", held)
+                        .with("ms", d.as_millis())
+                        .with("deleted", deleted.join(",")),
+                );
             }
             Fault::Expire => {
                 let w = self.target();

@@ -39,7 +39,7 @@ fn lead_and_run(zkw: &ZooKeeperWatcher, a: &ElectArgs) -> anyhow::Result<i32> {
     // Wait to be elected; say who leads meanwhile.
     let mut shown: Option<String> = None;
     loop {
-        if candidate.is_leader() {
+        if candidate.has_leadership() {
             break;
         }
         select! {

@@ -1,12 +1,14 @@
 //! The chaos worker's recipe modes: an election whose leaders do fenced
 //! writes (checked as the locks are: a leader is a write-lock holder whose
-//! node is its offer), and a queue of unique items offered and taken.
+//! node is its offer; a quarter of the offers made with their create's reply
+//! lost), and a queue of unique items offered and taken.
 
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use super::{lock_path, Belief, Worker};
+use crate::client::ReplyKind;
 use crate::recipes::election::{ElectionEventType, ElectionState, LeaderElectionSupport};
 use crate::recipes::queue::DistributedQueue;
 use crate::testing::chaos::event::{now_us, Rng};
@@ -78,6 +80,14 @@ impl Worker {
         let offer: Arc<Mutex<Option<String>>> = Arc::default();
         c.add_listener(self.election_listener(offer.clone()));
         let start = now_us();
+        // One start in four has its offer create's reply lost (applied, then
+        // the connection drops): the retry must find this candidate's own
+        // offer, never a sibling's of the same session.
+        if rng.chance(0.25) {
+            zkw.zookeeper().lose_next_reply(ReplyKind::Create);
+            self.log
+                .log(self.log.ev("inject").with("what", "lose_create_reply"));
+        }
         if let Err(e) = c.start() {
             self.log
                 .log(self.log.ev("error").with("what", "start").with("err", &e));
@@ -94,10 +104,10 @@ impl Worker {
         };
         *offer.lock().unwrap_or_else(|e| e.into_inner()) = Some(path.clone());
         // Wait to lead (or for the candidacy to fail, or the stop).
-        while !self.stopping() && c.state() != ElectionState::Failed && !c.is_leader() {
+        while !self.stopping() && c.state() != ElectionState::Failed && !c.has_leadership() {
             thread::sleep(Duration::from_millis(10));
         }
-        let stat = if c.is_leader() {
+        let stat = if c.has_leadership() {
             zkw.zookeeper().exists(&path, false).ok().flatten()
         } else {
             None
@@ -106,7 +116,7 @@ impl Worker {
             let mut beliefs = self.beliefs.lock().unwrap();
             // Logged under the beliefs' lock, only while leading: a doubt told
             // before this finds no belief and leaves it to this check.
-            if !c.is_leader() || self.stopping() {
+            if !c.has_leadership() || self.stopping() {
                 return None;
             }
             beliefs.insert(path.clone(), Belief::Valid);
@@ -125,6 +135,17 @@ impl Worker {
         if let Some(version) = fence {
             let zk = zkw.zookeeper();
             for _ in 0..1 + rng.below(3) {
+                // A leader in doubt waits (as a real one does) for its
+                // leadership to be restored or lost before it goes on: a
+                // `LeadershipRestored` told while another leads (the offer
+                // deleted meanwhile) then shows as two leaders at once.
+                let until = std::time::Instant::now() + self.args.session * 2;
+                while !self.stopping()
+                    && self.belief(&path) == Some(Belief::InDoubt)
+                    && std::time::Instant::now() < until
+                {
+                    thread::sleep(Duration::from_millis(10));
+                }
                 if self.stopping() || self.belief(&path) != Some(Belief::Valid) {
                     break;
                 }
