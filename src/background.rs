@@ -14,28 +14,6 @@ use crate::error::ZkError;
 use crate::types::{KeeperState, State as ClientState};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher};
 
-/// Runs `f` on a short-lived thread named `name`: how a dropped session closes
-/// (closeSession waits up to 2 s for the server's answer, and `Drop` never waits
-/// on the network). When no thread can be spawned, `f` runs here.
-pub(crate) fn run_in_background(name: &str, f: impl FnOnce() + Send + 'static) {
-    // Taken back to run here if the spawn fails.
-    let slot = Arc::new(Mutex::new(Some(f)));
-    let mine = slot.clone();
-    let spawned = std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            if let Some(f) = mine.lock().take() {
-                f();
-            }
-        });
-    if let Err(e) = spawned {
-        warn!("could not start {name} ({e}); running it on this thread");
-        if let Some(f) = slot.lock().take() {
-            f();
-        }
-    }
-}
-
 type Reaction = Box<dyn FnOnce(bool) + Send>;
 
 /// Runs `f(true)` once on the event thread at the next `SyncConnected` (or at

@@ -74,6 +74,28 @@ pub(crate) fn random_uuid() -> String {
     )
 }
 
+/// Runs `f` on a short-lived thread named `name`: how a dropped session closes
+/// (closeSession waits up to 2 s for the server's answer, and `Drop` never waits
+/// on the network). When no thread can be spawned, `f` runs here.
+pub(crate) fn run_in_background(name: &str, f: impl FnOnce() + Send + 'static) {
+    // Taken back to run here if the spawn fails.
+    let slot = Arc::new(parking_lot::Mutex::new(Some(f)));
+    let mine = slot.clone();
+    let spawned = std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            if let Some(f) = mine.lock().take() {
+                f();
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("could not start {name} ({e}); running it on this thread");
+        if let Some(f) = slot.lock().take() {
+            f();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

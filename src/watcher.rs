@@ -287,7 +287,7 @@ impl Drop for Closer {
             return; // closed already (`close()` is idempotent): nothing to do
         }
         let inner = self.0.clone();
-        crate::background::run_in_background("zklock-close", move || {
+        crate::util::run_in_background("zklock-close", move || {
             if let Err(e) = inner.close() {
                 debug!("closing a dropped ZooKeeperWatcher: {e}");
             }

@@ -193,7 +193,7 @@ impl Drop for Handle {
         if threads.is_none() && shared.state().is_terminal() {
             return; // closed already: nothing can block
         }
-        crate::background::run_in_background("zklock-close", move || {
+        crate::util::run_in_background("zklock-close", move || {
             if let Err(e) = close_session(shared, threads) {
                 log::warn!("closing a dropped ZooKeeper: {e}");
             }

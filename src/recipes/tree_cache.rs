@@ -483,7 +483,7 @@ impl Drop for TreeCache {
             !std::mem::replace(&mut s.closed, true)
         };
         if first {
-            crate::background::run_in_background("zklock-cache-close", move || {
+            crate::util::run_in_background("zklock-cache-close", move || {
                 if let Err(e) = inner.remove_watch() {
                     debug!("closing the cache of {}: {e}", inner.root);
                 }
