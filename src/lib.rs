@@ -104,6 +104,7 @@ mod background;
 pub mod client;
 mod deadline;
 mod error;
+mod layout;
 mod listener;
 pub mod lock;
 mod metadata;
