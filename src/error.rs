@@ -300,7 +300,7 @@ pub enum Error {
         /// The foreign node's path (the lock's znode is its parent).
         path: String,
         /// The dialect that node is of.
-        found: crate::lock::Dialect,
+        found: crate::layout::Dialect,
     },
     /// The handle was closed.
     Closed,

@@ -7,140 +7,35 @@
 //! the node carries and how the lock's parents are created. The lock engine
 //! (`base.rs`, the wait of `wait.rs` and `watch.rs`) is the same for all.
 
-use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
-use super::kind::{distance, sequence_of_child};
 use crate::error::{Error, Result};
+use crate::layout::{
+    sequence_of_child, CURATOR_LOCK, CURATOR_PROTECTED_PREFIX as CURATOR_PROTECTED, CURATOR_READ,
+    CURATOR_WRITE, HBASE_READ, HBASE_WRITE, KAZOO_LOCK, KAZOO_READ,
+};
+pub use crate::layout::{Dialect, LEASE_PREFIX};
 use crate::path;
 use crate::recoverable::tagged_prefix;
-use crate::sequence::{parse_sequence, tagged_sequence};
+use crate::sequence::parse_sequence;
 use crate::types::CreateMode;
 use crate::util::random_uuid;
-
-/// Whose node layout a lock speaks (default [`HBase`](Dialect::HBase)).
-///
-/// | | HBase (zklock's own) | Curator 5 | kazoo 2.11 |
-/// |---|---|---|---|
-/// | exclusive lock node | `write-<tag>-<seq>` | `_c_<uuid>-lock-<seq>` (`InterProcessMutex`) | `<uuid hex>__lock__<seq>` (`Lock`) |
-/// | read/write lock nodes | `read-<tag>-<seq>` / `write-<tag>-<seq>` | `_c_<uuid>-__READ__<seq>` / `_c_<uuid>-__WRIT__<seq>` (`InterProcessReadWriteLock`) | `<uuid hex>__rlock__<seq>` / `<uuid hex>__lock__<seq>` (`ReadLock` / `WriteLock`) |
-/// | node data | HBase's metadata prefix + the given bytes | the given bytes, or the local address (ASCII) when empty, as Curator's `defaultData` | the given bytes (kazoo's identifier) |
-/// | parents | persistent | containers | persistent |
-/// | queue order | the parsed sequence, across its wrap | Curator's: the text after the last lock name, as strings, every child of the directory taking part | kazoo's: the `-?\d{10}` after `__lock__`/`__rlock__`, as strings; other names ignored |
-/// | an exclusive waiter watches | its predecessor | its predecessor | its nearest lower contender (`Lock`: `__lock__` only; `WriteLock`: both kinds) |
-/// | a reader watches | the nearest lower writer | the nearest lower writer (Curator's own reader watches the *first* writer: zklock's choice is compatible and wakes no pile-up of readers when that writer goes) | the nearest lower writer |
-///
-/// The `<tag>`/`<uuid>` is new for every attempt: a create whose reply was lost
-/// is found by it and adopted or removed (Curator's protected mode, kazoo's
-/// `_find_node`), never made twice and never left behind.
-///
-/// # Mixed directories are refused
-/// The layouts do not see each other: Curator sorts kazoo's nodes after all of
-/// its own (it orders by the text after the last `lock-`, which kazoo's names
-/// lack), kazoo ignores Curator's (its pattern matches only `__lock__<seq>`),
-/// HBase's ignores both. Two holders of different dialects would hold the lock
-/// at once. So every listing of a zklock attempt — the first one comes back
-/// with its create, in the same round trip — is checked for nodes of another
-/// dialect ([`Dialect::of_node`]); if there is one, the attempt removes its own
-/// node and fails with [`Error::MixedDialect`]. Of two zklock participants of
-/// different dialects, at most one goes on: each lists after its own create,
-/// so the one that lists second sees the other's node unless that one has
-/// already refused and removed it (two that start at once usually both
-/// refuse). A later one refuses. (A native Curator or kazoo client does not
-/// check: a zklock participant already holding in a directory that such a
-/// client of another dialect joins keeps holding.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Dialect {
-    /// HBase's `read-`/`write-` layout (zklock's own).
-    #[default]
-    HBase,
-    /// Apache Curator 5's `InterProcessMutex` / `InterProcessReadWriteLock`.
-    Curator,
-    /// kazoo 2.11's `Lock` / `ReadLock` / `WriteLock`.
-    Kazoo,
-}
-
-impl Dialect {
-    /// Every dialect.
-    pub const ALL: [Dialect; 3] = [Dialect::HBase, Dialect::Curator, Dialect::Kazoo];
-
-    /// Its name: `hbase`, `curator` or `kazoo`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dialect::HBase => "hbase",
-            Dialect::Curator => "curator",
-            Dialect::Kazoo => "kazoo",
-        }
-    }
-
-    /// The dialect a lock node's name is written in, or `None` when it is none
-    /// of them (other recipes' nodes, garbage):
-    /// - Curator: a protected name (`_c_…`), or a name ending in `lock-`,
-    ///   `__READ__`, `__WRIT__` or `latch-` and a sequence;
-    /// - HBase: `read-`/`write-` and a sequence;
-    /// - kazoo: a name ending in `__lock__` or `__rlock__` and a sequence.
-    pub fn of_node(name: &str) -> Option<Dialect> {
-        if name.starts_with(CURATOR_PROTECTED) {
-            return Some(Dialect::Curator);
-        }
-        if (name.starts_with(HBASE_READ) || name.starts_with(HBASE_WRITE))
-            && sequence_of_child(
-                name,
-                if name.starts_with(HBASE_READ) {
-                    HBASE_READ
-                } else {
-                    HBASE_WRITE
-                },
-            )
-            .is_some()
-        {
-            return Some(Dialect::HBase);
-        }
-        let ends_in = |lock_name: &str| {
-            name.rsplit_once(lock_name)
-                .is_some_and(|(_, s)| parse_sequence(s).is_some())
-        };
-        if [KAZOO_LOCK, KAZOO_READ].into_iter().any(ends_in) {
-            return Some(Dialect::Kazoo);
-        }
-        if [CURATOR_LOCK, CURATOR_READ, CURATOR_WRITE, "latch-"]
-            .into_iter()
-            .any(ends_in)
-        {
-            return Some(Dialect::Curator);
-        }
-        None
-    }
-}
-
-impl Dialect {
-    /// The dialect a semaphore's lease node's name is written in, or `None`:
-    /// - HBase (zklock's own): `lease-<tag>-<seq>` in `<p>/leases`;
-    /// - Curator: a protected name (`_c_<uuid>-lease-<seq>`) in `<p>/leases`;
-    /// - kazoo: `<uuid hex>` (32 hex digits) directly under `<p>`.
-    pub fn of_lease(name: &str) -> Option<Dialect> {
-        if name.starts_with(CURATOR_PROTECTED) {
-            Some(Dialect::Curator)
-        } else if tagged_sequence(name, LEASE_PREFIX).is_some() {
-            Some(Dialect::HBase)
-        } else if name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
-            Some(Dialect::Kazoo)
-        } else {
-            None
-        }
-    }
-}
 
 /// The internal mutex's child of a semaphore's znode (Curator's name).
 pub const SEMAPHORE_LOCKS: &str = "locks";
 /// The leases' child of a semaphore's znode (Curator's name).
 pub const SEMAPHORE_LEASES: &str = "leases";
-/// The prefix of a lease node in zklock's layout: `lease-<tag>-<seq>`
-/// (Curator's lease name: `_c_<uuid>-lease-<seq>`).
-pub const LEASE_PREFIX: &str = "lease-";
 /// kazoo's guard lock beside a semaphore's znode: `<p>-__lock__`.
 pub(crate) const KAZOO_SEMAPHORE_LOCK: &str = "-__lock__";
+
+/// How far `sequence` is from `reference`, in creation order: ZooKeeper's
+/// sequence is the parent's cversion, a signed 32-bit counter that wraps from
+/// 2147483647 to -2147483648. Serial-number arithmetic (RFC 1982) orders across
+/// the wrap, as long as the live children span less than 2^31 creates.
+pub(crate) fn distance(sequence: i32, reference: i32) -> i32 {
+    sequence.wrapping_sub(reference)
+}
 
 /// A node of another layout than `dialect`'s among the children of a
 /// semaphore's znode `<p>`, and its dialect:
@@ -162,12 +57,6 @@ pub(crate) fn semaphore_foreign(dialect: Dialect, children: &[String]) -> Option
         };
         Some((c.as_str(), found))
     })
-}
-
-impl fmt::Display for Dialect {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 impl FromStr for Dialect {
@@ -233,20 +122,6 @@ pub fn lock_nodes(children: &[String]) -> Vec<LockNode> {
         })
         .collect()
 }
-
-const HBASE_READ: &str = super::kind::READ_LOCK_PREFIX;
-const HBASE_WRITE: &str = super::kind::WRITE_LOCK_PREFIX;
-use crate::layout::CURATOR_PROTECTED_PREFIX as CURATOR_PROTECTED;
-/// `InterProcessMutex`'s lock name.
-const CURATOR_LOCK: &str = "lock-";
-/// `InterProcessReadWriteLock.READ_LOCK_NAME`.
-const CURATOR_READ: &str = "__READ__";
-/// `InterProcessReadWriteLock.WRITE_LOCK_NAME`.
-const CURATOR_WRITE: &str = "__WRIT__";
-/// kazoo's `Lock._NODE_NAME` / `WriteLock._NODE_NAME`.
-const KAZOO_LOCK: &str = "__lock__";
-/// kazoo's `ReadLock._NODE_NAME`.
-const KAZOO_READ: &str = "__rlock__";
 
 /// What a lock instance is in its dialect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,26 +1,7 @@
 //! The two lock kinds: which child a waiter watches (HBase's `getLockPath`).
 
 use super::dialect::{Dialect, Layout, Role};
-use crate::sequence::{sequence_of, tagged_sequence};
-
-/// HBase's `READ_LOCK_CHILD_NODE_PREFIX`.
-pub const READ_LOCK_PREFIX: &str = "read-";
-/// HBase's `WRITE_LOCK_CHILD_NODE_PREFIX`.
-pub const WRITE_LOCK_PREFIX: &str = "write-";
-
-/// A lock child's sequence: by position for zklock's `<kind><tag>-<sequence>`
-/// names, else from the suffix (nodes written by HBase, `<kind><identifier><sequence>`).
-pub(crate) fn sequence_of_child(name: &str, prefix: &str) -> Option<i32> {
-    tagged_sequence(name, prefix).or_else(|| sequence_of(name))
-}
-
-/// How far `sequence` is from `reference`, in creation order: ZooKeeper's
-/// sequence is the parent's cversion, a signed 32-bit counter that wraps from
-/// 2147483647 to -2147483648. Serial-number arithmetic (RFC 1982) orders across
-/// the wrap, as long as the live children span less than 2^31 creates.
-pub(crate) fn distance(sequence: i32, reference: i32) -> i32 {
-    sequence.wrapping_sub(reference)
-}
+pub use crate::layout::{READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
 
 /// The strategy of [`ZkInterProcessLockBase`](crate::lock::ZkInterProcessLockBase):
 /// HBase's abstract `getLockPath` of `ZKInterProcessLockBase`, implemented by
