@@ -115,6 +115,7 @@ pub mod recipes;
 mod recoverable;
 mod retry;
 mod sequence;
+mod shared_count;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tracker;

@@ -16,9 +16,9 @@ use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInter
 use crate::client::CreatedAndListed;
 use crate::error::{Error, Result, ZkError};
 use crate::path;
-use crate::recipes::counter::SharedCount;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::{number_after_last, tagged_sequence};
+use crate::shared_count::SharedCount;
 use crate::types::{CreateMode, Op, OpResult, Stat, Watcher};
 use crate::util::random_uuid;
 #[cfg(feature = "testing")]
