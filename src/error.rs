@@ -311,9 +311,9 @@ pub enum Error {
     /// TLS could not be set up (bad or missing PEM material), or no server could
     /// be reached over TLS (untrusted or misnamed server certificate, the client
     /// certificate refused, not a TLS port). See
-    /// [`TlsError`](crate::client::TlsError).
+    /// [`TlsError`].
     #[cfg(feature = "tls")]
-    Tls(crate::client::TlsError),
+    Tls(TlsError),
 }
 
 impl Error {
@@ -487,6 +487,90 @@ impl<T> ZkResultExt<T> for Result<T> {
             Err(e) if e.is(ZkError::NoNode) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Why TLS could not be set up or a TLS connection failed. Carried by
+/// [`Error::Tls`]; never holds key material.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// A PEM file could not be read, or held nothing of what was asked.
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The material was read but rustls refused it (a key that does not
+    /// match its certificate, no protocol version, a bad CRL, ...).
+    Config(String),
+    /// The server's certificate is not issued by a trusted CA (or its chain or
+    /// signature is bad).
+    UntrustedServer(String),
+    /// The server's certificate is valid but for another host
+    /// ([`TlsConfigBuilder::with_hostname_verification`](crate::client::TlsConfigBuilder::with_hostname_verification)).
+    HostnameMismatch {
+        /// The host the client connected to.
+        host: String,
+    },
+    /// The server's certificate has expired or is not yet valid.
+    ServerCertificateExpired(String),
+    /// The server's certificate is revoked by a configured CRL.
+    ServerCertificateRevoked,
+    /// The server refused the client's certificate, or that there is none
+    /// (a TLS alert: `bad_certificate`, `certificate_required`,
+    /// `certificate_expired`, `unknown_ca`, ...).
+    ClientCertificateRejected(String),
+    /// The server does not speak TLS on this port: it answered the
+    /// ClientHello with something that is not TLS. (A server that closes the
+    /// connection without a byte, as ZooKeeper's plaintext port does, cannot
+    /// be told from one that is not serving: that is a lost connection,
+    /// retried, and `ConnectionLoss` after the connect wait.)
+    NotTls(String),
+    /// The server sent another TLS alert, or the handshake failed otherwise.
+    Handshake(String),
+}
+
+impl std::fmt::Display for TlsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TlsError::File { path, reason } => write!(f, "{}: {reason}", path.display()),
+            TlsError::Config(why) => write!(f, "TLS configuration refused: {why}"),
+            TlsError::UntrustedServer(why) => {
+                write!(f, "the server's certificate is not trusted: {why}")
+            }
+            TlsError::HostnameMismatch { host } => write!(
+                f,
+                "the server's certificate is not valid for {host} (hostname verification is on)"
+            ),
+            TlsError::ServerCertificateExpired(why) => {
+                write!(f, "the server's certificate is not valid now: {why}")
+            }
+            TlsError::ServerCertificateRevoked => {
+                f.write_str("the server's certificate is revoked")
+            }
+            TlsError::ClientCertificateRejected(alert) => {
+                write!(f, "the server refused the client certificate ({alert})")
+            }
+            TlsError::NotTls(why) => write!(f, "the server does not speak TLS here: {why}"),
+            TlsError::Handshake(why) => write!(f, "TLS handshake failed: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for TlsError {}
+
+impl TlsError {
+    /// As an `std::io::Error` (the connection's errors travel as those).
+    pub(crate) fn into_io(self) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, self)
+    }
+
+    /// The `TlsError` an `std::io::Error` carries, if any.
+    pub(crate) fn in_io(e: &std::io::Error) -> Option<&TlsError> {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<TlsError>())
     }
 }
 

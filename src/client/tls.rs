@@ -19,10 +19,10 @@
 //! certificate's subject (`CN=alice,OU=test,O=zklock`).
 
 use std::fmt;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use crate::error::TlsError;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
@@ -44,89 +44,7 @@ pub enum TlsVersion {
     Tls13,
 }
 
-/// Why TLS could not be set up or a TLS connection failed. Carried by
-/// [`Error::Tls`](crate::Error::Tls); never holds key material.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TlsError {
-    /// A PEM file could not be read, or held nothing of what was asked.
-    File {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        reason: String,
-    },
-    /// The material was read but rustls refused it (a key that does not
-    /// match its certificate, no protocol version, a bad CRL, ...).
-    Config(String),
-    /// The server's certificate is not issued by a trusted CA (or its chain or
-    /// signature is bad).
-    UntrustedServer(String),
-    /// The server's certificate is valid but for another host
-    /// ([`TlsConfigBuilder::with_hostname_verification`]).
-    HostnameMismatch {
-        /// The host the client connected to.
-        host: String,
-    },
-    /// The server's certificate has expired or is not yet valid.
-    ServerCertificateExpired(String),
-    /// The server's certificate is revoked by a configured CRL.
-    ServerCertificateRevoked,
-    /// The server refused the client's certificate, or that there is none
-    /// (a TLS alert: `bad_certificate`, `certificate_required`,
-    /// `certificate_expired`, `unknown_ca`, ...).
-    ClientCertificateRejected(String),
-    /// The server does not speak TLS on this port: it answered the
-    /// ClientHello with something that is not TLS. (A server that closes the
-    /// connection without a byte, as ZooKeeper's plaintext port does, cannot
-    /// be told from one that is not serving: that is a lost connection,
-    /// retried, and `ConnectionLoss` after the connect wait.)
-    NotTls(String),
-    /// The server sent another TLS alert, or the handshake failed otherwise.
-    Handshake(String),
-}
-
-impl fmt::Display for TlsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TlsError::File { path, reason } => write!(f, "{}: {reason}", path.display()),
-            TlsError::Config(why) => write!(f, "TLS configuration refused: {why}"),
-            TlsError::UntrustedServer(why) => {
-                write!(f, "the server's certificate is not trusted: {why}")
-            }
-            TlsError::HostnameMismatch { host } => write!(
-                f,
-                "the server's certificate is not valid for {host} (hostname verification is on)"
-            ),
-            TlsError::ServerCertificateExpired(why) => {
-                write!(f, "the server's certificate is not valid now: {why}")
-            }
-            TlsError::ServerCertificateRevoked => {
-                f.write_str("the server's certificate is revoked")
-            }
-            TlsError::ClientCertificateRejected(alert) => {
-                write!(f, "the server refused the client certificate ({alert})")
-            }
-            TlsError::NotTls(why) => write!(f, "the server does not speak TLS here: {why}"),
-            TlsError::Handshake(why) => write!(f, "TLS handshake failed: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for TlsError {}
-
 impl TlsError {
-    /// As an `io::Error` (the connection's errors travel as those).
-    pub(crate) fn into_io(self) -> io::Error {
-        io::Error::new(io::ErrorKind::InvalidData, self)
-    }
-
-    /// The `TlsError` an `io::Error` carries, if any.
-    pub(crate) fn in_io(e: &io::Error) -> Option<&TlsError> {
-        e.get_ref()
-            .and_then(|inner| inner.downcast_ref::<TlsError>())
-    }
-
     /// From a rustls error on a connection to `host`.
     pub(crate) fn from_rustls(e: rustls::Error, host: &str) -> TlsError {
         use rustls::Error as E;
