@@ -122,6 +122,7 @@ mod tracker;
 mod types;
 mod util;
 mod wait;
+mod wake;
 mod watcher;
 pub mod zkutil;
 mod znodes;

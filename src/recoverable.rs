@@ -472,6 +472,33 @@ impl RecoverableZooKeeper {
         })
     }
 
+    /// HBase's `ZKUtil.createAndFailSilent(zkw, znode, data)` at this layer:
+    /// creates `node` persistent with `data` unless it exists (an existing
+    /// node is never an error; see
+    /// [`zkutil::create_and_fail_silent_data`](crate::zkutil::create_and_fail_silent_data)).
+    /// `zkutil` and the watcher's base znodes use it.
+    ///
+    /// # Errors
+    /// As `zkutil::create_and_fail_silent_data`.
+    pub(crate) fn create_and_fail_silent(&self, node: &str, data: &[u8]) -> Result<()> {
+        crate::path::validate(node)?;
+        if self.exists(node, false)?.is_some() {
+            return Ok(());
+        }
+        match self.create(node, data, self.acl_for(node), CreateMode::Persistent) {
+            Ok(_) => Ok(()),
+            Err(e) if e.is(ZkError::NodeExists) => Ok(()),
+            Err(e) if e.is(ZkError::NoAuth) => {
+                if self.exists(node, false)?.is_some() {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// HBase's `ZKUtil.createWithParents(zkw, znode, data)` at this layer:
     /// creates `znode` (with `data`) and any missing parents (empty), all
     /// persistent; an existing node is fine. `zkutil`, the watcher's base znode

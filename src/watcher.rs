@@ -657,7 +657,8 @@ fn create_hbase_base_znodes(
         .find(|(k, _)| k == "hbase.assignment.usezk")
         .map_or(true, |(_, v)| !v.trim().eq_ignore_ascii_case("false"));
     for node in zkw.znode_paths().base_children(uses_zk) {
-        crate::zkutil::create_and_fail_silent(zkw, node)?;
+        zkw.recoverable_zookeeper()
+            .create_and_fail_silent(node, &[])?;
     }
     Ok(())
 }

@@ -365,23 +365,8 @@ pub fn create_and_fail_silent(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> 
 /// `NoAuth` when the node does not exist and may not be created; `NoNode` (no
 /// parent); `BadArguments` for a bad path; session errors.
 pub fn create_and_fail_silent_data(zkw: &ZooKeeperWatcher, node: &str, data: &[u8]) -> Result<()> {
-    validate(node)?;
-    let rzk = zkw.recoverable_zookeeper();
-    if rzk.exists(node, false)?.is_some() {
-        return Ok(());
-    }
-    match rzk.create(node, data, rzk.acl_for(node), CreateMode::Persistent) {
-        Ok(_) => Ok(()),
-        Err(e) if e.is(ZkError::NodeExists) => Ok(()),
-        Err(e) if e.is(ZkError::NoAuth) => {
-            if rzk.exists(node, false)?.is_some() {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        }
-        Err(e) => Err(e),
-    }
+    zkw.recoverable_zookeeper()
+        .create_and_fail_silent(node, data)
 }
 
 /// `ZKUtil.createWithParents(zkw, znode)`: creates `znode` and any missing

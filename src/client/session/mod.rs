@@ -43,7 +43,7 @@ use crate::deadline::Deadline;
 use crate::error::{Error, ZkError};
 use crate::types::{EventType, KeeperState, State, WatchedEvent};
 use crate::util::{jitter, random_u64, shuffle};
-use crate::wait::Wake;
+use crate::wake::Wake;
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, error, info, trace, warn};
 use parking_lot::{Condvar, Mutex, MutexGuard};
