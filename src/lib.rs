@@ -101,6 +101,7 @@
 #![forbid(unsafe_code)]
 
 mod background;
+mod call;
 pub mod client;
 mod deadline;
 mod error;

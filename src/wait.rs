@@ -5,11 +5,13 @@
 //!   the generation *before* it sets its watch and waits until it differs, so
 //!   a wake-up can never be lost, whatever other threads sharing the counter
 //!   do (a shared boolean re-armed by one thread would swallow another's).
-//! - [`CallSession`]: the session a blocking call began in. Every ZooKeeper call
-//!   of the wait goes to that session only (a handle pinned to it), and the
-//!   wait ends with `SessionExpired` when it ends, even when
-//!   `with_session_renewal` has opened a new session meanwhile: a wait never
-//!   carries on in another session.
+//! - [`WaitSession`]: the session a blocking call began in, as the wait sees
+//!   it (implemented by [`CallSession`](crate::call::CallSession), in the
+//!   module above, which holds the watcher). Every ZooKeeper call of the wait
+//!   goes to that session only (a handle pinned to it), and the wait ends
+//!   with `SessionExpired` when it ends, even when `with_session_renewal` has
+//!   opened a new session meanwhile: a wait never carries on in another
+//!   session. The engine itself waits on the client's events only.
 //! - [`Waiter`]: a recipe instance's wake-up and the per-watch watcher passed
 //!   with each watching request (registered with the request, never through
 //!   the listener registry). Its wait is ended by the session's end directly
@@ -20,80 +22,29 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::State;
+use crate::client::{State, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
-use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{EventType, KeeperState, WatchedEvent, Watcher};
 pub(crate) use crate::wake::Wake;
-use crate::watcher::ZooKeeperWatcher;
 
 /// How long past its timeout a `try_acquire` (or a recipe's timed call) lets
 /// the ZooKeeper calls of its attempt run: the create and each listing. The
 /// locks take another with `ZkInterProcessLockBase::with_call_grace`.
 pub const DEFAULT_CALL_GRACE: Duration = Duration::from_secs(2);
 
-/// The session a blocking call (an acquire, a take, a barrier's enter) began
-/// in, and a handle whose calls reach that session only. After an expiry its
-/// calls and [`check`](Self::check) fail with `SessionExpired`, also when
-/// session renewal has opened a new session on the same watcher.
-#[derive(Debug, Clone)]
-pub(crate) struct CallSession {
-    zkw: ZooKeeperWatcher,
-    rzk: RecoverableZooKeeper,
-}
-
-impl CallSession {
-    /// The watcher's session now.
-    ///
-    /// # Errors
-    /// The session's error when it has ended (`SessionExpired`, `Closed`, ...).
-    pub(crate) fn begin(zkw: &ZooKeeperWatcher) -> Result<CallSession> {
-        let rzk = zkw.recoverable_zookeeper().pinned();
-        let call = CallSession {
-            zkw: zkw.clone(),
-            rzk,
-        };
-        call.check()?;
-        Ok(call)
-    }
-
-    /// The session's handle (retries as `RecoverableZooKeeper` does; its calls
-    /// reach this session only).
-    pub(crate) fn rzk(&self) -> &RecoverableZooKeeper {
-        &self.rzk
-    }
-
-    /// The watcher the call was made on.
-    pub(crate) fn watcher(&self) -> &ZooKeeperWatcher {
-        &self.zkw
-    }
-
-    /// This session's id.
-    pub(crate) fn session_id(&self) -> i64 {
-        self.rzk.session_id()
-    }
-
-    /// An error when this session can no longer be used: `SessionExpired`
+/// What the engine's [`wait`] needs of the session a blocking call began in
+/// ([`CallSession`](crate::call::CallSession)): whether it has ended, and the
+/// client handle pinned to it (its end wakes the wait; its state tells
+/// whether the connection is up).
+pub(crate) trait WaitSession {
+    /// An error when the session can no longer be used: `SessionExpired`
     /// once it expired (whether or not a new one replaced it), `AuthFailed`,
     /// `Closed`.
-    pub(crate) fn check(&self) -> Result<()> {
-        if let Some(e) = Error::for_ended_session(self.rzk.state()) {
-            return Err(e);
-        }
-        self.zkw.check_session()
-    }
+    fn check(&self) -> Result<()>;
 
-    /// Whether this session is connected now.
-    fn is_connected(&self) -> bool {
-        self.rzk.state() == State::Connected
-    }
-
-    /// Registers `wake` to be woken when this session ends (until the returned
-    /// guard is dropped; at once when it has ended already).
-    pub(crate) fn wake_at_end(&self, wake: &Arc<Wake>) -> crate::client::EndWake {
-        self.rzk.zookeeper().wake_at_end(wake)
-    }
+    /// The client handle pinned to the session.
+    fn client(&self) -> &ZooKeeper;
 }
 
 /// What ends a [`wait`] besides a wake-up and the deadline.
@@ -117,19 +68,20 @@ pub(crate) enum WhenDown {
 pub(crate) fn wait(
     wake: &Arc<Wake>,
     seen: u64,
-    session: &CallSession,
+    session: &dyn WaitSession,
     deadline: Deadline,
     when_down: WhenDown,
     what: &str,
 ) -> Result<bool> {
-    let _end = session.wake_at_end(wake);
+    let zk = session.client();
+    let _end = zk.wake_at_end(wake);
     let mut seen = seen;
     let mut down_since: Option<Instant> = None;
     loop {
         session.check()?;
         let limit = match down_since {
             Some(t) if when_down == WhenDown::EndAfterSessionTimeout => {
-                deadline.min(Deadline::at(t + session.rzk.zookeeper().session_timeout()))
+                deadline.min(Deadline::at(t + zk.session_timeout()))
             }
             _ => deadline,
         };
@@ -138,7 +90,7 @@ pub(crate) fn wait(
             // Read before looking at the state: a reconnect after this read
             // wakes the next round, one before it shows as connected.
             seen = wake.generation();
-            if session.is_connected() || when_down == WhenDown::Wait {
+            if zk.state() == State::Connected || when_down == WhenDown::Wait {
                 return Ok(true);
             }
             down_since.get_or_insert_with(Instant::now);
@@ -148,7 +100,7 @@ pub(crate) fn wait(
         if deadline.is_past() {
             return Ok(false);
         }
-        if session.is_connected() {
+        if zk.state() == State::Connected {
             down_since = None;
         } else if down_since.is_some() {
             return Err(Error::zk(ZkError::ConnectionLoss, what));
@@ -297,7 +249,7 @@ impl Waiter {
     /// stays down for a session timeout. See [`wait`].
     pub(crate) fn wait(
         &self,
-        session: &CallSession,
+        session: &dyn WaitSession,
         round: Round,
         deadline: Deadline,
         what: &str,

@@ -14,6 +14,7 @@ use super::kind::{role_of, LockKind};
 use super::removal::{remove_and_wait, remove_in_background, Attempt};
 use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
+use crate::call::CallSession;
 use crate::client::CreatedAndListed;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
@@ -22,7 +23,7 @@ use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Watcher};
 #[cfg(feature = "testing")]
 use crate::wait::StepFn;
-use crate::wait::{self, Bounds, CallSession, WhenDown, DEFAULT_CALL_GRACE};
+use crate::wait::{self, Bounds, WhenDown, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
 /// The state of one lock instance.

@@ -13,6 +13,7 @@ use super::dialect::{semaphore_foreign, Dialect, Layout, Role, KAZOO_SEMAPHORE_L
 use super::removal::{abandon, remove_and_wait, remove_in_background, Attempt};
 use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
+use crate::call::CallSession;
 use crate::client::CreatedAndListed;
 use crate::error::{Error, Result, ZkError};
 use crate::path;
@@ -23,7 +24,7 @@ use crate::types::{CreateMode, Op, OpResult, Stat, Watcher};
 use crate::util::random_uuid;
 #[cfg(feature = "testing")]
 use crate::wait::StepFn;
-use crate::wait::{self, Bounds, CallSession, WhenDown, DEFAULT_CALL_GRACE};
+use crate::wait::{self, Bounds, WhenDown, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
 #[cfg(feature = "testing")]

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use crate::call::CallSession;
 use crate::error::{Result, ZkError};
-use crate::wait::{Bounds, CallSession, Waiter};
+use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 
 /// A barrier: the "Barriers" recipe of ZooKeeper's recipes page (Curator's

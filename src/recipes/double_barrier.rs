@@ -9,12 +9,13 @@ use parking_lot::Mutex;
 
 use super::layout::{MEMBER_PREFIX, READY_NODE};
 use super::node::{delete_if_present, SessionNode};
+use crate::call::CallSession;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::sequence_of;
 use crate::types::{CreateMode, Op};
-use crate::wait::{Bounds, CallSession, Round, Waiter};
+use crate::wait::{Bounds, Round, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 

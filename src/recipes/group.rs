@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use super::layout::PARTY_PREFIX;
 use super::node::{children_or_none, SessionNode};
+use crate::call::CallSession;
 use crate::error::{Result, ZkError};
 use crate::types::CreateMode;
-use crate::wait::{Bounds, CallSession, Waiter};
+use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::layout::{RECEIPTS_SUFFIX, RECEIPT_PREFIX, TAKERS_SUFFIX};
+use crate::call::CallSession;
 use crate::client::CreateMode;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
@@ -25,7 +26,7 @@ use crate::owned::{
 };
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{Op, Stat};
-use crate::wait::{Bounds, CallSession, Waiter};
+use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 

@@ -4,10 +4,11 @@ use std::time::Duration;
 
 use super::layout::PRIORITY_PREFIX;
 use super::node::{children_or_none, claim, create_item, take_from_queue, Receipts, TakeQueue};
+use crate::call::CallSession;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::sequence::sequence_of;
-use crate::wait::{Bounds, CallSession, Waiter};
+use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 

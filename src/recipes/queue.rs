@@ -10,9 +10,10 @@ use super::layout::ITEM_PREFIX;
 use super::node::{
     children_or_none, claim, create_item, ordered_items, take_from_queue, Receipts, TakeQueue,
 };
+use crate::call::CallSession;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::{Bounds, CallSession, Waiter};
+use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 

@@ -62,6 +62,7 @@ use log::{debug, info, warn};
 use parking_lot::{Mutex, RwLock};
 
 use crate::background::on_reconnect;
+use crate::call::CallSession;
 use crate::error::{Result, ZkError};
 use crate::lock::{
     AcquiredLock, InterProcessLock, InterProcessReadWriteLock, LockEvent, LockKind, LockListener,
@@ -70,7 +71,7 @@ use crate::lock::{
 };
 use crate::path;
 use crate::types::{EventType, Stat, WatchedEvent, Watcher};
-use crate::wait::{Bounds, CallSession, Waiter};
+use crate::wait::{Bounds, Waiter};
 use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// Revocable Shared Locks: the data a revoker writes into a holder's node to

@@ -6,10 +6,11 @@ use parking_lot::Mutex;
 
 use super::layout::ALIVE_NODE;
 use super::node::{delete_if_present, SessionNode};
+use crate::call::CallSession;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Op, Stat};
-use crate::wait::{Bounds, CallSession, Waiter};
+use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
