@@ -62,14 +62,21 @@ fi
 exit 0
 "#;
 
+/// The JAAS file a SASL server reads (beside `zoo.cfg`; see
+/// [`JvmSpec`]).
+pub(crate) const JAAS_FILE: &str = "jaas.conf";
+
+/// The `krb5.conf` a Kerberos server reads (beside `zoo.cfg`).
+pub(crate) const KRB5_FILE: &str = "krb5.conf";
+
 /// `-Djava.security.auth.login.config=...` when a JAAS file
-/// ([`JAAS_FILE`](super::server::JAAS_FILE)) lies beside `config` (a server
+/// ([`JAAS_FILE`]) lies beside `config` (a server
 /// started by [`ZkServer::start_sasl`](super::ZkServer::start_sasl)).
 /// And `-Djava.security.krb5.conf=...` when a `krb5.conf` lies there
 /// ([`ZkServer::start_kerberos`](super::ZkServer::start_kerberos)).
 fn jaas_option(config: &Path) -> Vec<String> {
-    let jaas = config.with_file_name(super::server::JAAS_FILE);
-    let krb5 = config.with_file_name(super::server::KRB5_FILE);
+    let jaas = config.with_file_name(JAAS_FILE);
+    let krb5 = config.with_file_name(KRB5_FILE);
     let mut options = Vec::new();
     if jaas.exists() {
         options.push(format!(

@@ -12,6 +12,7 @@ use super::process::{
     conf_names_dir, four_letter_timeout, free_ports, is_bind_failure, log_len, log_since, log_tail,
     make_temp_dir, parse_mode, JvmSpec, Watchdog, FIX_HINT,
 };
+pub(crate) use super::process::{JAAS_FILE, KRB5_FILE};
 use super::{parse_mntr, FOUR_LETTER_TIMEOUT};
 
 const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
@@ -432,13 +433,6 @@ fn write_config(dir: &Path, port: u16, tls: Option<(u16, &TestPki, bool)>) -> io
     }
     fs::write(dir.join("zoo.cfg"), config)
 }
-
-/// The JAAS file a SASL server reads (beside `zoo.cfg`; see
-/// [`JvmSpec`](super::process::JvmSpec)).
-pub(crate) const JAAS_FILE: &str = "jaas.conf";
-
-/// The `krb5.conf` a Kerberos server reads (beside `zoo.cfg`).
-pub(crate) const KRB5_FILE: &str = "krb5.conf";
 
 /// The `zoo.cfg` lines of a server requiring SASL (see [`ZkServer::start_sasl`]).
 pub(crate) const SASL_CONFIG: &str =
