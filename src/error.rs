@@ -492,6 +492,7 @@ impl<T> ZkResultExt<T> for Result<T> {
 
 /// Why TLS could not be set up or a TLS connection failed. Carried by
 /// [`Error::Tls`]; never holds key material.
+#[cfg(feature = "tls")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TlsError {
@@ -532,6 +533,7 @@ pub enum TlsError {
     Handshake(String),
 }
 
+#[cfg(feature = "tls")]
 impl std::fmt::Display for TlsError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -559,8 +561,10 @@ impl std::fmt::Display for TlsError {
     }
 }
 
+#[cfg(feature = "tls")]
 impl std::error::Error for TlsError {}
 
+#[cfg(feature = "tls")]
 impl TlsError {
     /// As an `std::io::Error` (the connection's errors travel as those).
     pub(crate) fn into_io(self) -> std::io::Error {
