@@ -17,6 +17,7 @@ use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
 use crate::client::CreatedAndListed;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
+use crate::owned::{with_parents_then, Parents};
 use crate::path;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Watcher};
@@ -500,25 +501,27 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 listed: None,
             })
         };
-        let first = if self.pipelined {
-            rzk.create_sequential_tagged_and_list(
-                tagged,
-                &self.metadata,
-                rzk.acl_for(tagged),
-                CreateMode::EphemeralSequential,
-                &self.parent,
-            )
-        } else {
-            create()
-        };
-        match first {
-            // No lock znode yet (nothing was created): make it, then create.
-            Err(e) if e.is(ZkError::NoNode) => {
-                rzk.create_with_parents_as(&self.parent, &[], self.layout.parent_mode())?;
+        let first = || {
+            if self.pipelined {
+                rzk.create_sequential_tagged_and_list(
+                    tagged,
+                    &self.metadata,
+                    rzk.acl_for(tagged),
+                    CreateMode::EphemeralSequential,
+                    &self.parent,
+                )
+            } else {
                 create()
             }
-            other => other,
-        }
+        };
+        // No lock znode yet (nothing was created): make it, then create.
+        with_parents_then(
+            rzk,
+            tagged,
+            Parents::of_mode(self.layout.parent_mode()),
+            first,
+            create,
+        )
     }
 
     /// Loops until `my_path` holds the lock, the wait runs out, or the attempt

@@ -15,6 +15,7 @@ use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
 use crate::client::CreatedAndListed;
 use crate::error::{Error, Result, ZkError};
+use crate::owned::{with_parents, with_parents_then, Parents};
 use crate::path;
 use crate::recipes::counter::SharedCount;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
@@ -845,16 +846,7 @@ impl ZkSemaphore {
                         CreateMode::Persistent,
                     )
                 };
-                let created = match create() {
-                    Err(e) if e.is(ZkError::NoNode) => {
-                        if let Some(parent) = path::get_parent(&self.path) {
-                            rzk.create_with_parents(parent, &[])?;
-                        }
-                        create()
-                    }
-                    other => other,
-                };
-                match created {
+                match with_parents(rzk, &self.path, Parents::Persistent, create) {
                     Ok(_) => return Ok(()),
                     Err(e) if e.is(ZkError::NodeExists) => {}
                     Err(e) => return Err(e),
@@ -883,34 +875,30 @@ impl ZkSemaphore {
     /// The lease's ephemeral sequential node, sent with the first listing of
     /// the leases (no watch); creates the parents when missing.
     fn create_lease(&self, rzk: &RecoverableZooKeeper, tagged: &str) -> Result<CreatedAndListed> {
-        let first = rzk.create_sequential_tagged_and_list(
-            tagged,
-            &self.lease_data,
-            rzk.acl_for(tagged),
-            CreateMode::EphemeralSequential,
-            &self.leases,
-        );
-        match first {
-            Err(e) if e.is(ZkError::NoNode) => {
-                rzk.create_with_parents_as(
-                    &self.leases,
-                    &[],
-                    Layout::new(self.dialect, Role::Mutex).parent_mode(),
-                )?;
-                rzk.create_sequential_tagged(
-                    tagged,
-                    &self.lease_data,
-                    rzk.acl_for(tagged),
-                    CreateMode::EphemeralSequential,
-                )
-                .map(|(path, stat)| CreatedAndListed {
-                    path,
-                    stat,
-                    listed: None,
-                })
-            }
-            other => other,
-        }
+        let first = || {
+            rzk.create_sequential_tagged_and_list(
+                tagged,
+                &self.lease_data,
+                rzk.acl_for(tagged),
+                CreateMode::EphemeralSequential,
+                &self.leases,
+            )
+        };
+        let again = || {
+            rzk.create_sequential_tagged(
+                tagged,
+                &self.lease_data,
+                rzk.acl_for(tagged),
+                CreateMode::EphemeralSequential,
+            )
+            .map(|(path, stat)| CreatedAndListed {
+                path,
+                stat,
+                listed: None,
+            })
+        };
+        let parents = Parents::of_mode(Layout::new(self.dialect, Role::Mutex).parent_mode());
+        with_parents_then(rzk, tagged, parents, first, again)
     }
 
     /// Lists the leases until at most `max_leases` exist (`Ok(true)`), the

@@ -11,6 +11,7 @@ use super::layout::{MEMBER_PREFIX, READY_NODE};
 use super::node::{delete_if_present, SessionNode};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
+use crate::owned::{with_parents, Parents};
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::sequence_of;
 use crate::types::{CreateMode, Op};
@@ -235,21 +236,14 @@ impl DoubleBarrier {
         rzk.exists_watch(&ready, self.waiter.watcher())?;
         // 1, 3. our node.
         let tagged = tagged_prefix(&zkutil::join_znode(&self.path, MEMBER_PREFIX));
-        let create = || {
+        let created = with_parents(&rzk, &tagged, Parents::Persistent, || {
             rzk.create_sequential_tagged(
                 &tagged,
                 &[],
                 rzk.acl_for(&tagged),
                 CreateMode::EphemeralSequential,
             )
-        };
-        let created = match create() {
-            Err(e) if e.is(ZkError::NoNode) => {
-                rzk.create_with_parents(&self.path, &[])?;
-                create()
-            }
-            other => other,
-        };
+        });
         let me = match created {
             Ok((me, stat)) => SessionNode::adopt(&call, me, &stat),
             Err(e) => {
