@@ -52,9 +52,9 @@ use crate::error::{Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::watcher::WeakZooKeeperWatcher;
 
-/// Curator's protected-name prefix (`_c_`), the same as
-/// `recipes::layout::CURATOR_PROTECTED_PREFIX` (here because the layers
-/// below the recipes use it too).
+/// Curator's protected-name prefix (`_c_`, `ProtectedUtils`): defined here,
+/// below the locks and the recipes, which take it from here
+/// (`recipes::layout::CURATOR_PROTECTED_PREFIX` is this constant).
 pub(crate) const PROTECTED_PREFIX: &str = "_c_";
 
 /// The part after the `:` of an owner mark's `digest` id

@@ -236,7 +236,7 @@ pub fn lock_nodes(children: &[String]) -> Vec<LockNode> {
 
 const HBASE_READ: &str = super::kind::READ_LOCK_PREFIX;
 const HBASE_WRITE: &str = super::kind::WRITE_LOCK_PREFIX;
-use crate::recipes::layout::CURATOR_PROTECTED_PREFIX as CURATOR_PROTECTED;
+use crate::owned::PROTECTED_PREFIX as CURATOR_PROTECTED;
 /// `InterProcessMutex`'s lock name.
 const CURATOR_LOCK: &str = "lock-";
 /// `InterProcessReadWriteLock.READ_LOCK_NAME`.

@@ -31,7 +31,7 @@ use crate::watcher::ZooKeeperWatcher;
 use super::LockStep;
 
 pub use super::dialect::{LEASE_PREFIX, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
-use crate::recipes::layout::CURATOR_PROTECTED_PREFIX as CURATOR_PROTECTED;
+use crate::owned::PROTECTED_PREFIX as CURATOR_PROTECTED;
 
 /// A step of a semaphore attempt, told to a test hook (see
 /// [`ZkSemaphore::with_step_hook`]) with the lease node's path (empty before
