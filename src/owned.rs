@@ -47,7 +47,7 @@ use std::time::Duration;
 use log::{debug, info, warn};
 
 use crate::background::on_reconnect;
-use crate::client::{Acl, CreateMode, Id, Perms, Stat, ZooKeeper};
+use crate::client::{Acl, CreateMode, CreatedAndListed, Id, Perms, Stat, ZooKeeper};
 use crate::error::{Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::watcher::WeakZooKeeperWatcher;
@@ -340,6 +340,41 @@ pub(crate) fn with_parents_then<T>(
         }
         other => other,
     }
+}
+
+/// A sequential node under `tagged`, a prefix that already carries its own
+/// mark (the HBase layouts' per-call tag, see
+/// [`RecoverableZooKeeper::create_sequential_tagged`]; Curator's
+/// `_c_<uuid>-`; kazoo's uuid), with its parents ([`with_parents_then`]):
+/// a lost reply's node is found again by the prefix, inside `rzk`'s retries.
+/// With `list`, the first try lists that directory in the same round trip
+/// (a lock's acquire); the try after the parents were made lists nothing
+/// (`listed: None`, the caller lists on its own).
+///
+/// # Errors
+/// `NoAuth`, session errors, after `rzk`'s retries.
+pub(crate) fn create_tagged(
+    rzk: &RecoverableZooKeeper,
+    tagged: &str,
+    data: &[u8],
+    mode: CreateMode,
+    parents: Parents,
+    list: Option<&str>,
+) -> Result<CreatedAndListed> {
+    let acl = rzk.acl_for(tagged);
+    let create = || {
+        rzk.create_sequential_tagged(tagged, data, acl, mode)
+            .map(|(path, stat)| CreatedAndListed {
+                path,
+                stat,
+                listed: None,
+            })
+    };
+    let first = || match list {
+        Some(dir) => rzk.create_sequential_tagged_and_list(tagged, data, acl, mode, dir),
+        None => create(),
+    };
+    with_parents_then(rzk, tagged, parents, first, create)
 }
 
 /// Creates every missing ancestor of `node` (not `node` itself) as a

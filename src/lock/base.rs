@@ -17,7 +17,7 @@ use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
 use crate::client::CreatedAndListed;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{with_parents_then, Parents};
+use crate::owned::{create_tagged, Parents};
 use crate::path;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Watcher};
@@ -488,39 +488,14 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             raw = rzk.with_metadata_prefix(false);
             &raw
         };
-        let create = || {
-            rzk.create_sequential_tagged(
-                tagged,
-                &self.metadata,
-                rzk.acl_for(tagged),
-                CreateMode::EphemeralSequential,
-            )
-            .map(|(path, stat)| CreatedAndListed {
-                path,
-                stat,
-                listed: None,
-            })
-        };
-        let first = || {
-            if self.pipelined {
-                rzk.create_sequential_tagged_and_list(
-                    tagged,
-                    &self.metadata,
-                    rzk.acl_for(tagged),
-                    CreateMode::EphemeralSequential,
-                    &self.parent,
-                )
-            } else {
-                create()
-            }
-        };
         // No lock znode yet (nothing was created): make it, then create.
-        with_parents_then(
+        create_tagged(
             rzk,
             tagged,
+            &self.metadata,
+            CreateMode::EphemeralSequential,
             Parents::of_mode(self.layout.parent_mode()),
-            first,
-            create,
+            self.pipelined.then_some(self.parent.as_str()),
         )
     }
 

@@ -15,7 +15,7 @@ use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
 use crate::client::CreatedAndListed;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{with_parents, with_parents_then, Parents};
+use crate::owned::{create_tagged, with_parents, Parents, PROTECTED_PREFIX as CURATOR_PROTECTED};
 use crate::path;
 use crate::recipes::counter::SharedCount;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
@@ -31,7 +31,6 @@ use crate::watcher::ZooKeeperWatcher;
 use super::LockStep;
 
 pub use super::dialect::{LEASE_PREFIX, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
-use crate::owned::PROTECTED_PREFIX as CURATOR_PROTECTED;
 
 /// A step of a semaphore attempt, told to a test hook (see
 /// [`ZkSemaphore::with_step_hook`]) with the lease node's path (empty before
@@ -875,30 +874,14 @@ impl ZkSemaphore {
     /// The lease's ephemeral sequential node, sent with the first listing of
     /// the leases (no watch); creates the parents when missing.
     fn create_lease(&self, rzk: &RecoverableZooKeeper, tagged: &str) -> Result<CreatedAndListed> {
-        let first = || {
-            rzk.create_sequential_tagged_and_list(
-                tagged,
-                &self.lease_data,
-                rzk.acl_for(tagged),
-                CreateMode::EphemeralSequential,
-                &self.leases,
-            )
-        };
-        let again = || {
-            rzk.create_sequential_tagged(
-                tagged,
-                &self.lease_data,
-                rzk.acl_for(tagged),
-                CreateMode::EphemeralSequential,
-            )
-            .map(|(path, stat)| CreatedAndListed {
-                path,
-                stat,
-                listed: None,
-            })
-        };
-        let parents = Parents::of_mode(Layout::new(self.dialect, Role::Mutex).parent_mode());
-        with_parents_then(rzk, tagged, parents, first, again)
+        create_tagged(
+            rzk,
+            tagged,
+            &self.lease_data,
+            CreateMode::EphemeralSequential,
+            Parents::of_mode(Layout::new(self.dialect, Role::Mutex).parent_mode()),
+            Some(&self.leases),
+        )
     }
 
     /// Lists the leases until at most `max_leases` exist (`Ok(true)`), the
