@@ -15,7 +15,7 @@ use super::watch::{LockShared, NodeWatch, WaitWatcher};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
 use crate::client::CreatedAndListed;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{create_tagged, with_parents, Parents, PROTECTED_PREFIX as CURATOR_PROTECTED};
+use crate::owned::{create_tagged, with_parents, OwnerMark, Parents};
 use crate::path;
 use crate::recipes::counter::SharedCount;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
@@ -616,9 +616,9 @@ impl ZkSemaphore {
     /// either way (a lost create's node is found by it).
     fn lease_prefix(&self) -> String {
         match self.dialect {
-            Dialect::Curator => path::join_znode(
-                &self.leases,
-                &format!("{CURATOR_PROTECTED}{}-{LEASE_PREFIX}", random_uuid()),
+            Dialect::Curator => OwnerMark::new().path_to_create(
+                &path::join_znode(&self.leases, LEASE_PREFIX),
+                CreateMode::EphemeralSequential,
             ),
             _ => tagged_prefix(&path::join_znode(&self.leases, LEASE_PREFIX)),
         }
