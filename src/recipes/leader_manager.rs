@@ -276,10 +276,10 @@ impl ZkLeaderManager {
                         // session with our id leads: wait for it.
                         let zk = self.zkw.zookeeper();
                         let mark = &self.shared.mark;
-                        if mark
-                            .is_marked(zk, znode, CreateMode::Ephemeral)?
-                            .is_some_and(|s| s.czxid == stat.czxid)
-                        {
+                        let marked = rzk.retrying("getACL", znode, |_| {
+                            mark.is_marked(zk, znode, CreateMode::Ephemeral)
+                        })?;
+                        if marked.is_some_and(|s| s.czxid == stat.czxid) {
                             if self.claimed(session, stat.czxid)? {
                                 return Ok(true);
                             }
