@@ -1396,3 +1396,79 @@ fn latch_lost_create_reply_finds_its_own_node_among_its_session_s() {
     b.close().unwrap();
     assert!(children(&zk, &path).is_empty());
 }
+
+/// HBase's leader manager on the one way to own a node: two managers of one
+/// session (one watcher per process, HBase's model) with the same
+/// identifier; A leads; B's create reply is lost (the server refused it:
+/// A's znode is there). B's retry must not take A's znode for its own
+/// (before: "same data, same session" was adopted, so both led, and B's
+/// step-down deleted A's znode); after both stop, no znode is left.
+#[test]
+fn leader_manager_lost_create_reply_never_adopts_a_sibling_s_znode() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let znode = format!("{}/leader", unique_root("leader-manager-lost-create"));
+    let session = zkw();
+    let a = ZkLeaderManager::new(&session, &znode, "server");
+    a.start().unwrap();
+    assert!(a.wait_to_become_leader().unwrap());
+    let b = Arc::new(ZkLeaderManager::new(&session, &znode, "server"));
+    session.zookeeper().lose_next_reply(ReplyKind::Create);
+    let waiting = {
+        let b = b.clone();
+        thread::spawn(move || b.wait_to_become_leader())
+    };
+    // B has made up its mind once it sees a leader (the new code: A's znode,
+    // then it waits) or its wait returns (the old code: adopted).
+    assert!(eventually(Duration::from_secs(20), || b.has_leader()
+        || waiting.is_finished()));
+    assert!(!b.has_leadership(), "both managers lead");
+    assert!(!waiting.is_finished(), "B's wait returned while A leads");
+    // A reconnected after the lost reply: its claim is confirmed again.
+    assert!(eventually(Duration::from_secs(20), || a.has_leadership()));
+    let zk = raw();
+    let before = zk.exists(&znode, false).unwrap().expect("A's znode");
+    b.stop().unwrap();
+    assert!(
+        !waiting.join().unwrap().unwrap(),
+        "a stopped wait is Ok(false)"
+    );
+    assert_eq!(
+        zk.exists(&znode, false).unwrap().map(|s| s.czxid),
+        Some(before.czxid),
+        "B's stop left A's znode alone"
+    );
+    assert!(a.has_leadership());
+    a.stop().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || zk
+            .exists(&znode, false)
+            .unwrap()
+            .is_none()),
+        "orphan leader znode"
+    );
+}
+
+/// The other side of a lost create reply: the server applied the manager's
+/// own create; the retry finds the znode by its mark and the manager leads
+/// (no orphan, no wait behind its own znode).
+#[test]
+fn leader_manager_lost_create_reply_finds_its_own_znode() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let znode = format!("{}/leader", unique_root("leader-manager-own-create"));
+    let session = zkw();
+    let a = ZkLeaderManager::new(&session, &znode, "server");
+    a.start().unwrap();
+    session.zookeeper().lose_next_reply(ReplyKind::Create);
+    assert!(a.wait_to_become_leader().unwrap());
+    assert!(a.has_leadership());
+    let zk = raw();
+    assert!(zk.exists(&znode, false).unwrap().is_some());
+    a.stop().unwrap();
+    assert_eq!(
+        zk.exists(&znode, false).unwrap(),
+        None,
+        "orphan leader znode"
+    );
+}

@@ -236,7 +236,7 @@ pub fn lock_nodes(children: &[String]) -> Vec<LockNode> {
 
 const HBASE_READ: &str = super::kind::READ_LOCK_PREFIX;
 const HBASE_WRITE: &str = super::kind::WRITE_LOCK_PREFIX;
-use crate::recipes::layout::CURATOR_PROTECTED_PREFIX as CURATOR_PROTECTED;
+use crate::owned::{OwnerMark, PROTECTED_PREFIX as CURATOR_PROTECTED};
 /// `InterProcessMutex`'s lock name.
 const CURATOR_LOCK: &str = "lock-";
 /// `InterProcessReadWriteLock.READ_LOCK_NAME`.
@@ -298,9 +298,9 @@ impl Layout {
     pub(crate) fn tagged_prefix(&self, parent: &str) -> String {
         match self.dialect {
             Dialect::HBase => tagged_prefix(&path::join_znode(parent, self.name())),
-            Dialect::Curator => path::join_znode(
-                parent,
-                &format!("{CURATOR_PROTECTED}{}-{}", random_uuid(), self.name()),
+            Dialect::Curator => OwnerMark::new().path_to_create(
+                &path::join_znode(parent, self.name()),
+                CreateMode::EphemeralSequential,
             ),
             Dialect::Kazoo => path::join_znode(
                 parent,

@@ -64,7 +64,7 @@ pub const REVOKE_DATA: &[u8] = b"unlock";
 /// The prefix of every node Curator creates in protected mode
 /// (`ProtectedUtils`): `_c_<uuid>-` then the recipe's name. A create whose
 /// reply was lost finds its node again by this prefix.
-pub const CURATOR_PROTECTED_PREFIX: &str = "_c_";
+pub const CURATOR_PROTECTED_PREFIX: &str = crate::owned::PROTECTED_PREFIX;
 
 /// The lock name of Curator's `LeaderLatch` (`LOCK_NAME`): a participant's
 /// node is `<path>/_c_<uuid>-latch-<10-digit sequence>`, ephemeral
@@ -87,7 +87,7 @@ pub const KAZOO_LOCK_MARKER: &str = "__lock__";
 /// A fresh protected-mode prefix `_c_<uuid>-` (a random version-4 UUID in
 /// Java's `UUID.toString()` form, as Curator's `ProtectedUtils` writes it).
 pub(crate) fn curator_protected_prefix() -> String {
-    format!("{CURATOR_PROTECTED_PREFIX}{}-", crate::util::random_uuid())
+    crate::owned::OwnerMark::new().protected_prefix()
 }
 
 /// The children named `<anything><marker><sequence>` in Curator's order
