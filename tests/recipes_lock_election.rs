@@ -1396,3 +1396,73 @@ fn latch_lost_create_reply_finds_its_own_node_among_its_session_s() {
     b.close().unwrap();
     assert!(children(&zk, &path).is_empty());
 }
+
+/// The lost-create recovery's `sync` on a lagging follower (issue 32), on a
+/// three-server ensemble whose quorum links are proxies. A latch's session
+/// reaches the ensemble through one proxy, first to the leader: its offer
+/// create is proposed there, but both followers' votes are held
+/// (`hold_acks`), so it is not committed. The session's connection is cut
+/// then (the create's outcome is unknown) and comes back on a follower, which
+/// has the proposal but not its commit: it lags. A listing there cannot show
+/// the node; a `sync` waits at the leader until the pending proposal commits.
+/// The votes are released when that follower hands the leader the
+/// recovery's first request: its `sync`, or, without one, a second create,
+/// sent only after the listing was answered. Before: no sync, so a second
+/// node; the latch waits behind its own orphan and nobody leads.
+#[test]
+fn latch_lost_create_on_a_lagging_follower_finds_its_node_after_a_sync() {
+    use zklock::recipes::leader_latch::LeaderLatch;
+    use zklock::testing::ZkEnsemble;
+    init_log();
+    let ensemble = ZkEnsemble::start_with_quorum_links().expect("ensemble");
+    let leader = ensemble.leader().expect("a leader");
+    let lagging = (0..3).find(|&i| i != leader).unwrap();
+    let other = (0..3).find(|&i| i != leader && i != lagging).unwrap();
+    let lagging_link = ensemble.quorum_link(lagging, leader).unwrap();
+    let links = [lagging_link, ensemble.quorum_link(other, leader).unwrap()];
+    let front = FaultProxy::start(ensemble.address(leader)).unwrap();
+    let session = through(&front, Duration::from_secs(20));
+    let path = "/lagging-follower/latch";
+    zklock::zkutil::create_with_parents(&session, path).unwrap();
+    let latch = LeaderLatch::new(&session, path, "lagging").unwrap();
+    let observer = ZooKeeper::connect(
+        &ensemble.address(leader),
+        Duration::from_secs(20),
+        |_e: WatchedEvent| {},
+    )
+    .unwrap();
+    for link in links {
+        link.hold_acks().unwrap();
+    }
+    thread::scope(|s| {
+        let started = s.spawn(|| latch.start());
+        // The create is proposed: both followers voted (votes held).
+        let proposed = links
+            .iter()
+            .all(|link| link.wait_for_quorum_counts(Duration::from_secs(30), |c| c.held_acks >= 1));
+        let requests = lagging_link.quorum_counts().unwrap().requests;
+        // The reply can no longer come; the session comes back on the follower.
+        front.set_target(ensemble.address(lagging)).unwrap();
+        front.cut();
+        let recovering =
+            lagging_link.wait_for_quorum_counts(Duration::from_secs(30), |c| c.requests > requests);
+        for link in links {
+            link.release_acks().unwrap();
+        }
+        assert!(proposed, "the offer create was never proposed");
+        assert!(
+            recovering,
+            "the recovery sent no request through the follower"
+        );
+        started.join().unwrap().expect("latch started");
+    });
+    let led = latch.await_leadership(Duration::from_secs(10)).unwrap();
+    let offers = children(&observer, path);
+    assert!(led, "the only latch does not lead; offers {offers:?}");
+    assert_eq!(offers.len(), 1, "an orphan offer: {offers:?}");
+    latch.close().unwrap();
+    assert!(eventually(Duration::from_secs(10), || children(
+        &observer, path
+    )
+    .is_empty()));
+}
