@@ -1472,3 +1472,137 @@ fn leader_manager_lost_create_reply_finds_its_own_znode() {
         "orphan leader znode"
     );
 }
+
+/// A three-server ensemble whose quorum links are proxies, a session that
+/// reaches it through one proxy (first to the leader), and a client on the
+/// leader to look: the setting of the lost-create-on-a-lagging-follower
+/// tests (issue 32).
+struct Lagging {
+    ensemble: zklock::testing::ZkEnsemble,
+    leader: usize,
+    lagging: usize,
+    front: FaultProxy,
+    session: ZooKeeperWatcher,
+    observer: ZooKeeper,
+}
+
+impl Lagging {
+    fn start() -> Lagging {
+        init_log();
+        let ensemble = zklock::testing::ZkEnsemble::start_with_quorum_links().expect("ensemble");
+        let leader = ensemble.leader().expect("a leader");
+        let lagging = (0..3).find(|&i| i != leader).unwrap();
+        let front = FaultProxy::start(ensemble.address(leader)).unwrap();
+        let session = through(&front, Duration::from_secs(20));
+        let observer = ZooKeeper::connect(
+            &ensemble.address(leader),
+            Duration::from_secs(20),
+            |_e: WatchedEvent| {},
+        )
+        .unwrap();
+        Lagging {
+            ensemble,
+            leader,
+            lagging,
+            front,
+            session,
+            observer,
+        }
+    }
+
+    /// Runs `start` (an offer's create) so that its create is proposed at
+    /// the leader with both followers' votes held (not committed), then
+    /// cuts the session's connection (the create's outcome is unknown) and
+    /// brings it back on the lagging follower, which has the proposal but
+    /// not its commit. The votes are released when that follower hands the
+    /// leader the recovery's first request: its `sync` (which the leader
+    /// answers once the pending proposal committed), or, without one, the
+    /// second create sent after a listing that could not show the node.
+    fn lose_create_while_lagging(&self, start: impl FnOnce() -> zklock::Result<()> + Send) {
+        let lagging_link = self
+            .ensemble
+            .quorum_link(self.lagging, self.leader)
+            .unwrap();
+        let other = (0..3)
+            .find(|&i| i != self.leader && i != self.lagging)
+            .unwrap();
+        let links = [
+            lagging_link,
+            self.ensemble.quorum_link(other, self.leader).unwrap(),
+        ];
+        for link in links {
+            link.hold_acks().unwrap();
+        }
+        thread::scope(|s| {
+            let started = s.spawn(start);
+            // The create is proposed: both followers voted (votes held).
+            let proposed = links.iter().all(|link| {
+                link.wait_for_quorum_counts(Duration::from_secs(30), |c| c.held_acks >= 1)
+            });
+            let requests = lagging_link.quorum_counts().unwrap().requests;
+            // The reply can no longer come; the session comes back on the follower.
+            self.front
+                .set_target(self.ensemble.address(self.lagging))
+                .unwrap();
+            self.front.cut();
+            let recovering = lagging_link
+                .wait_for_quorum_counts(Duration::from_secs(30), |c| c.requests > requests);
+            for link in links {
+                link.release_acks().unwrap();
+            }
+            assert!(proposed, "the offer create was never proposed");
+            assert!(
+                recovering,
+                "the recovery sent no request through the follower"
+            );
+            started.join().unwrap().expect("started");
+        });
+    }
+}
+
+/// The lost-create recovery's `sync` on a lagging follower (issue 32), for
+/// Curator's latch (protected names), as [`Lagging::lose_create_while_lagging`]
+/// forces it. Before (no sync): a second node; the latch waits behind its
+/// own orphan and nobody leads.
+#[test]
+fn latch_lost_create_on_a_lagging_follower_finds_its_node_after_a_sync() {
+    use zklock::recipes::leader_latch::LeaderLatch;
+    let lag = Lagging::start();
+    let path = "/lagging-follower/latch";
+    zklock::zkutil::create_with_parents(&lag.session, path).unwrap();
+    let latch = LeaderLatch::new(&lag.session, path, "lagging").unwrap();
+    lag.lose_create_while_lagging(|| latch.start());
+    let led = latch.await_leadership(Duration::from_secs(10)).unwrap();
+    let offers = children(&lag.observer, path);
+    assert!(led, "the only latch does not lead; offers {offers:?}");
+    assert_eq!(offers.len(), 1, "an orphan offer: {offers:?}");
+    latch.close().unwrap();
+    assert!(eventually(Duration::from_secs(10), || children(
+        &lag.observer,
+        path
+    )
+    .is_empty()));
+}
+
+/// The same for Java's election (`n_` names, found by session and zxid).
+#[test]
+fn election_lost_create_on_a_lagging_follower_finds_its_offer_after_a_sync() {
+    let lag = Lagging::start();
+    let root = "/lagging-follower/election";
+    zklock::zkutil::create_with_parents(&lag.session, root).unwrap();
+    let (candidate, events) = candidate(&lag.session, root, "lagging");
+    lag.lose_create_while_lagging(|| candidate.start());
+    let led = candidate.await_leadership(Duration::from_secs(10)).unwrap();
+    let offers = children(&lag.observer, root);
+    assert!(
+        led,
+        "the only candidate does not lead; offers {offers:?}, events {events:?}"
+    );
+    assert_eq!(offers.len(), 1, "an orphan offer: {offers:?}");
+    candidate.stop().unwrap();
+    assert!(eventually(Duration::from_secs(10), || children(
+        &lag.observer,
+        root
+    )
+    .is_empty()));
+}
