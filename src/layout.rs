@@ -71,12 +71,6 @@ pub const CURATOR_MUTEX_MARKER: &str = "lock-";
 /// kazoo dialect, read here to list an election's contenders.
 pub const KAZOO_LOCK_MARKER: &str = "__lock__";
 
-/// A fresh protected-mode prefix `_c_<uuid>-` (a random version-4 UUID in
-/// Java's `UUID.toString()` form, as Curator's `ProtectedUtils` writes it).
-pub(crate) fn curator_protected_prefix() -> String {
-    format!("{CURATOR_PROTECTED_PREFIX}{}-", crate::util::random_uuid())
-}
-
 /// The children named `<anything><marker><sequence>` in Curator's order
 /// (`StandardLockInternalsDriver.standardFixForSorting`: by what follows the
 /// last `marker`), here by the parsed sequence, never by the whole string.
@@ -259,22 +253,6 @@ pub(crate) const KAZOO_READ: &str = "__rlock__";
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_protected_prefix_is_curators() {
-        let p = curator_protected_prefix();
-        // "_c_" + 36 + "-"
-        assert_eq!(p.len(), 3 + 36 + 1, "{p}");
-        let uuid = &p[3..39];
-        let groups: Vec<&str> = uuid.split('-').collect();
-        assert_eq!(
-            groups.iter().map(|g| g.len()).collect::<Vec<_>>(),
-            [8, 4, 4, 4, 12]
-        );
-        assert!(groups[2].starts_with('4'), "{p}");
-        assert!("89ab".contains(&groups[3][..1]), "{p}");
-        assert_ne!(p, curator_protected_prefix());
-    }
 
     #[test]
     fn curator_order_is_by_the_sequence_after_the_last_marker() {

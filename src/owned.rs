@@ -47,15 +47,16 @@ use std::time::Duration;
 use log::{debug, info, warn};
 
 use crate::background::on_reconnect;
-use crate::client::{Acl, CreateMode, Id, Perms, Stat, ZooKeeper};
+use crate::client::{Acl, CreateMode, CreatedAndListed, Id, Perms, Stat, ZooKeeper};
 use crate::error::{Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::watcher::WeakZooKeeperWatcher;
 
-/// Curator's protected-name prefix (`_c_`), the same as
-/// `recipes::layout::CURATOR_PROTECTED_PREFIX` (here because the layers
-/// below the recipes use it too).
-pub(crate) const PROTECTED_PREFIX: &str = "_c_";
+/// Curator's protected-name prefix (`_c_`, `ProtectedUtils`): the one
+/// definition is `layout::CURATOR_PROTECTED_PREFIX`, in the leaf module below
+/// the error type (the `Dialect` reads it), re-exported as
+/// `recipes::layout::CURATOR_PROTECTED_PREFIX`.
+pub(crate) const PROTECTED_PREFIX: &str = crate::layout::CURATOR_PROTECTED_PREFIX;
 
 /// The part after the `:` of an owner mark's `digest` id
 /// (`_c_<uuid>:owner`; the server wants two parts, and masks the second).
@@ -209,14 +210,38 @@ impl OwnerMark {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Parents {
     /// Persistent, empty (HBase's `ZKUtil.createWithParents`, through the
-    /// `RecoverableZooKeeper`: retried, its data with the metadata prefix).
+    /// `RecoverableZooKeeper`: retried, its data with the metadata prefix
+    /// when the handle writes it).
     Persistent,
     /// Containers, with no data (Curator's `creatingParentContainersIfNeeded`,
     /// see [`create_container_parents`]): the server removes one once its
-    /// last child is gone. (For the Curator layouts' nodes, the leader
-    /// latch's and election's, still to move here.)
-    #[allow(dead_code)]
+    /// last child is gone.
     Container,
+}
+
+impl Parents {
+    /// The parents a layout's [`CreateMode`] for them means: containers for
+    /// `Container`, persistent nodes otherwise.
+    pub(crate) fn of_mode(mode: CreateMode) -> Parents {
+        match mode {
+            CreateMode::Container => Parents::Container,
+            _ => Parents::Persistent,
+        }
+    }
+
+    /// Creates the missing ancestors of `node` (not `node` itself) this way.
+    ///
+    /// # Errors
+    /// `NoAuth`, session errors (after `rzk`'s retries).
+    fn create_for(self, rzk: &RecoverableZooKeeper, node: &str) -> Result<()> {
+        match self {
+            Parents::Persistent => match crate::path::get_parent(node) {
+                Some(parent) => rzk.create_with_parents(parent, &[]),
+                None => Ok(()),
+            },
+            Parents::Container => create_container_parents(rzk, node),
+        }
+    }
 }
 
 /// A node to create for a caller.
@@ -293,42 +318,86 @@ pub(crate) fn with_parents<T>(
     parents: Parents,
     create: impl Fn() -> Result<T>,
 ) -> Result<T> {
-    match create() {
+    with_parents_then(rzk, path, parents, &create, &create)
+}
+
+/// [`with_parents`] whose first try (`first`) differs from the one after
+/// the parents are made (`again`): a lock's create pipelined with the first
+/// listing of its directory, which a fresh directory does not need.
+///
+/// # Errors
+/// `first`'s errors but `NoNode`; the parents'; `again`'s.
+pub(crate) fn with_parents_then<T>(
+    rzk: &RecoverableZooKeeper,
+    path: &str,
+    parents: Parents,
+    first: impl FnOnce() -> Result<T>,
+    again: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    match first() {
         Err(e) if e.is(ZkError::NoNode) => {
-            match parents {
-                Parents::Persistent => {
-                    if let Some(parent) = crate::path::get_parent(path) {
-                        rzk.create_with_parents(parent, &[])?;
-                    }
-                }
-                Parents::Container => create_container_parents(rzk, path)?,
-            }
-            create()
+            parents.create_for(rzk, path)?;
+            again()
         }
         other => other,
     }
 }
 
-/// Creates every missing ancestor of `node` (not `node` itself) as a
-/// container, with no data, as Curator's `creatingParentContainersIfNeeded`
-/// does; the server removes a container once its last child is gone. One
-/// create per ancestor, top down, `NodeExists` being no error.
+/// A sequential node under `tagged`, a prefix that already carries its own
+/// mark (the HBase layouts' per-call tag, see
+/// [`RecoverableZooKeeper::create_sequential_tagged`]; Curator's
+/// `_c_<uuid>-`; kazoo's uuid), with its parents ([`with_parents_then`]):
+/// a lost reply's node is found again by the prefix, inside `rzk`'s retries.
+/// With `list`, the first try lists that directory in the same round trip
+/// (a lock's acquire); the try after the parents were made lists nothing
+/// (`listed: None`, the caller lists on its own).
 ///
 /// # Errors
-/// ZooKeeper errors (no retry: the caller's create retries).
-pub(crate) fn create_container_parents(rzk: &RecoverableZooKeeper, node: &str) -> Result<()> {
-    let zk = rzk.zookeeper();
-    let mut at = 0;
-    while let Some(i) = node[at + 1..].find('/') {
-        at += 1 + i;
-        let parent = &node[..at];
-        match zk.create(parent, &[], rzk.acl_for(parent), CreateMode::Container) {
-            Ok(_) => {}
-            Err(e) if e.is(ZkError::NodeExists) => {}
-            Err(e) => return Err(e),
-        }
+/// `NoAuth`, session errors, after `rzk`'s retries.
+pub(crate) fn create_tagged(
+    rzk: &RecoverableZooKeeper,
+    tagged: &str,
+    data: &[u8],
+    mode: CreateMode,
+    parents: Parents,
+    list: Option<&str>,
+) -> Result<CreatedAndListed> {
+    let acl = rzk.acl_for(tagged);
+    let create = || {
+        rzk.create_sequential_tagged(tagged, data, acl, mode)
+            .map(|(path, stat)| CreatedAndListed {
+                path,
+                stat,
+                listed: None,
+            })
+    };
+    let first = || match list {
+        Some(dir) => rzk.create_sequential_tagged_and_list(tagged, data, acl, mode, dir),
+        None => create(),
+    };
+    with_parents_then(rzk, tagged, parents, first, create)
+}
+
+/// Creates every missing ancestor of `node` (not `node` itself) as a
+/// container, with no data, as Curator's `creatingParentContainersIfNeeded`
+/// does; the server removes a container once its last child is gone.
+/// Bottom up, as the locks always made theirs: each create through `rzk`'s
+/// retries, an existing node being no error, and nothing above the deepest
+/// ancestor that exists is touched (a create there would need `CREATE` on
+/// its parent, which an ACL may deny).
+///
+/// # Errors
+/// `NoAuth`, session errors (after `rzk`'s retries); `NoNode` for `/` when
+/// the connect string's chroot does not exist.
+fn create_container_parents(rzk: &RecoverableZooKeeper, node: &str) -> Result<()> {
+    match crate::path::get_parent(node) {
+        Some(parent) => rzk.with_metadata_prefix(false).create_with_parents_as(
+            parent,
+            &[],
+            CreateMode::Container,
+        ),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Creates `spec` under `mark` ([`create_once`]) within `rzk`'s retries: a

@@ -777,11 +777,9 @@ impl TrackerShared {
                     if let Some(hook) = self.before_refresh_send.lock().take() {
                         hook();
                     }
-                    // A tracker that heard nothing yet does not know its
-                    // session's event thread: any session's will do (a
-                    // synchronous call is right on every thread).
-                    let here = self.state.lock().on_event_thread()
-                        || thread::current().name() == Some("zklock-event");
+                    // A tracker that heard nothing yet has not noted its
+                    // session's event thread: the client knows it.
+                    let here = self.state.lock().on_event_thread() || zk.is_event_thread();
                     if here {
                         let _order = self.send_order.lock();
                         let read = self.next_read();

@@ -512,6 +512,72 @@ fn ensemble_keeps_serving_after_the_leader_is_killed() {
     assert!(!dir.exists());
 }
 
+/// An ensemble whose members reach each other's quorum port through link
+/// proxies: each follower's link to the leader carries its traffic, and
+/// holding both followers' votes keeps a write uncommitted (the leader does
+/// not show it, the writer waits) while the ensemble stays up; released, the
+/// write commits.
+#[test]
+fn ensemble_quorum_links_carry_the_followers_and_hold_their_votes() {
+    let ensemble = ZkEnsemble::start_with_quorum_links().unwrap();
+    let leader = ensemble.leader().expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let links: Vec<&FaultProxy> = followers
+        .iter()
+        .map(|&f| ensemble.quorum_link(f, leader).unwrap())
+        .collect();
+    for link in &links {
+        assert_eq!(link.connections(), 1, "a follower's link carries it");
+    }
+    assert!(ensemble.quorum_link(leader, leader).is_none());
+    assert!(
+        ensemble
+            .quorum_link(leader, followers[0])
+            .unwrap()
+            .accepted()
+            == 0
+    );
+    let plain = FaultProxy::start(ensemble.address(leader)).unwrap();
+    assert_eq!(
+        plain.hold_acks().unwrap_err().kind(),
+        io::ErrorKind::InvalidInput
+    );
+    assert_eq!(plain.quorum_counts(), None);
+
+    // Sessions are writes too: made before the hold.
+    let mut session = RawSession::connect(&ensemble.address(followers[0]), 20_000, None)
+        .unwrap()
+        .unwrap();
+    let mut reader = RawSession::connect(&ensemble.address(leader), 20_000, None)
+        .unwrap()
+        .unwrap();
+    for link in &links {
+        link.hold_acks().unwrap();
+    }
+    let writer = thread::spawn(move || {
+        let created = session.create("/held", b"1");
+        session.close().unwrap();
+        created
+    });
+    for link in &links {
+        assert!(link.wait_for_quorum_counts(Duration::from_secs(30), |c| c.held_acks >= 1));
+    }
+    // Proposed, voted for, not committed: the leader does not show it.
+    assert!(reader.get_data("/held").is_err());
+    assert!(!writer.is_finished());
+    assert!(
+        links[0].quorum_counts().unwrap().requests >= 1,
+        "the create went through it"
+    );
+    for link in &links {
+        link.release_acks().unwrap();
+        assert_eq!(link.quorum_counts().unwrap().held_acks, 0);
+    }
+    assert_eq!(writer.join().unwrap().unwrap(), 0);
+    assert_eq!(reader.get_data("/held").unwrap(), b"1");
+    reader.close().unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // FaultProxy
 // ---------------------------------------------------------------------------

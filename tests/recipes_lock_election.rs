@@ -1396,3 +1396,213 @@ fn latch_lost_create_reply_finds_its_own_node_among_its_session_s() {
     b.close().unwrap();
     assert!(children(&zk, &path).is_empty());
 }
+
+/// HBase's leader manager on the one way to own a node: two managers of one
+/// session (one watcher per process, HBase's model) with the same
+/// identifier; A leads; B's create reply is lost (the server refused it:
+/// A's znode is there). B's retry must not take A's znode for its own
+/// (before: "same data, same session" was adopted, so both led, and B's
+/// step-down deleted A's znode); after both stop, no znode is left.
+#[test]
+fn leader_manager_lost_create_reply_never_adopts_a_sibling_s_znode() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let znode = format!("{}/leader", unique_root("leader-manager-lost-create"));
+    let session = zkw();
+    let a = ZkLeaderManager::new(&session, &znode, "server");
+    a.start().unwrap();
+    assert!(a.wait_to_become_leader().unwrap());
+    let b = Arc::new(ZkLeaderManager::new(&session, &znode, "server"));
+    session.zookeeper().lose_next_reply(ReplyKind::Create);
+    let waiting = {
+        let b = b.clone();
+        thread::spawn(move || b.wait_to_become_leader())
+    };
+    // B has made up its mind once it sees a leader (the new code: A's znode,
+    // then it waits) or its wait returns (the old code: adopted).
+    assert!(eventually(Duration::from_secs(20), || b.has_leader()
+        || waiting.is_finished()));
+    assert!(!b.has_leadership(), "both managers lead");
+    assert!(!waiting.is_finished(), "B's wait returned while A leads");
+    // A reconnected after the lost reply: its claim is confirmed again.
+    assert!(eventually(Duration::from_secs(20), || a.has_leadership()));
+    let zk = raw();
+    let before = zk.exists(&znode, false).unwrap().expect("A's znode");
+    b.stop().unwrap();
+    assert!(
+        !waiting.join().unwrap().unwrap(),
+        "a stopped wait is Ok(false)"
+    );
+    assert_eq!(
+        zk.exists(&znode, false).unwrap().map(|s| s.czxid),
+        Some(before.czxid),
+        "B's stop left A's znode alone"
+    );
+    assert!(a.has_leadership());
+    a.stop().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || zk
+            .exists(&znode, false)
+            .unwrap()
+            .is_none()),
+        "orphan leader znode"
+    );
+}
+
+/// The other side of a lost create reply: the server applied the manager's
+/// own create; the retry finds the znode by its mark and the manager leads
+/// (no orphan, no wait behind its own znode).
+#[test]
+fn leader_manager_lost_create_reply_finds_its_own_znode() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let znode = format!("{}/leader", unique_root("leader-manager-own-create"));
+    let session = zkw();
+    let a = ZkLeaderManager::new(&session, &znode, "server");
+    a.start().unwrap();
+    session.zookeeper().lose_next_reply(ReplyKind::Create);
+    assert!(a.wait_to_become_leader().unwrap());
+    assert!(a.has_leadership());
+    let zk = raw();
+    assert!(zk.exists(&znode, false).unwrap().is_some());
+    a.stop().unwrap();
+    assert_eq!(
+        zk.exists(&znode, false).unwrap(),
+        None,
+        "orphan leader znode"
+    );
+}
+
+/// A three-server ensemble whose quorum links are proxies, a session that
+/// reaches it through one proxy (first to the leader), and a client on the
+/// leader to look: the setting of the lost-create-on-a-lagging-follower
+/// tests (issue 32).
+struct Lagging {
+    ensemble: zklock::testing::ZkEnsemble,
+    leader: usize,
+    lagging: usize,
+    front: FaultProxy,
+    session: ZooKeeperWatcher,
+    observer: ZooKeeper,
+}
+
+impl Lagging {
+    fn start() -> Lagging {
+        init_log();
+        let ensemble = zklock::testing::ZkEnsemble::start_with_quorum_links().expect("ensemble");
+        let leader = ensemble.leader().expect("a leader");
+        let lagging = (0..3).find(|&i| i != leader).unwrap();
+        let front = FaultProxy::start(ensemble.address(leader)).unwrap();
+        let session = through(&front, Duration::from_secs(20));
+        let observer = ZooKeeper::connect(
+            &ensemble.address(leader),
+            Duration::from_secs(20),
+            |_e: WatchedEvent| {},
+        )
+        .unwrap();
+        Lagging {
+            ensemble,
+            leader,
+            lagging,
+            front,
+            session,
+            observer,
+        }
+    }
+
+    /// Runs `start` (an offer's create) so that its create is proposed at
+    /// the leader with both followers' votes held (not committed), then
+    /// cuts the session's connection (the create's outcome is unknown) and
+    /// brings it back on the lagging follower, which has the proposal but
+    /// not its commit. The votes are released when that follower hands the
+    /// leader the recovery's first request: its `sync` (which the leader
+    /// answers once the pending proposal committed), or, without one, the
+    /// second create sent after a listing that could not show the node.
+    fn lose_create_while_lagging(&self, start: impl FnOnce() -> zklock::Result<()> + Send) {
+        let lagging_link = self
+            .ensemble
+            .quorum_link(self.lagging, self.leader)
+            .unwrap();
+        let other = (0..3)
+            .find(|&i| i != self.leader && i != self.lagging)
+            .unwrap();
+        let links = [
+            lagging_link,
+            self.ensemble.quorum_link(other, self.leader).unwrap(),
+        ];
+        for link in links {
+            link.hold_acks().unwrap();
+        }
+        thread::scope(|s| {
+            let started = s.spawn(start);
+            // The create is proposed: both followers voted (votes held).
+            let proposed = links.iter().all(|link| {
+                link.wait_for_quorum_counts(Duration::from_secs(30), |c| c.held_acks >= 1)
+            });
+            let requests = lagging_link.quorum_counts().unwrap().requests;
+            // The reply can no longer come; the session comes back on the follower.
+            self.front
+                .set_target(self.ensemble.address(self.lagging))
+                .unwrap();
+            self.front.cut();
+            let recovering = lagging_link
+                .wait_for_quorum_counts(Duration::from_secs(30), |c| c.requests > requests);
+            for link in links {
+                link.release_acks().unwrap();
+            }
+            assert!(proposed, "the offer create was never proposed");
+            assert!(
+                recovering,
+                "the recovery sent no request through the follower"
+            );
+            started.join().unwrap().expect("started");
+        });
+    }
+}
+
+/// The lost-create recovery's `sync` on a lagging follower (issue 32), for
+/// Curator's latch (protected names), as [`Lagging::lose_create_while_lagging`]
+/// forces it. Before (no sync): a second node; the latch waits behind its
+/// own orphan and nobody leads.
+#[test]
+fn latch_lost_create_on_a_lagging_follower_finds_its_node_after_a_sync() {
+    use zklock::recipes::leader_latch::LeaderLatch;
+    let lag = Lagging::start();
+    let path = "/lagging-follower/latch";
+    zklock::zkutil::create_with_parents(&lag.session, path).unwrap();
+    let latch = LeaderLatch::new(&lag.session, path, "lagging").unwrap();
+    lag.lose_create_while_lagging(|| latch.start());
+    let led = latch.await_leadership(Duration::from_secs(10)).unwrap();
+    let offers = children(&lag.observer, path);
+    assert!(led, "the only latch does not lead; offers {offers:?}");
+    assert_eq!(offers.len(), 1, "an orphan offer: {offers:?}");
+    latch.close().unwrap();
+    assert!(eventually(Duration::from_secs(10), || children(
+        &lag.observer,
+        path
+    )
+    .is_empty()));
+}
+
+/// The same for Java's election (`n_` names, found by session and zxid).
+#[test]
+fn election_lost_create_on_a_lagging_follower_finds_its_offer_after_a_sync() {
+    let lag = Lagging::start();
+    let root = "/lagging-follower/election";
+    zklock::zkutil::create_with_parents(&lag.session, root).unwrap();
+    let (candidate, events) = candidate(&lag.session, root, "lagging");
+    lag.lose_create_while_lagging(|| candidate.start());
+    let led = candidate.await_leadership(Duration::from_secs(10)).unwrap();
+    let offers = children(&lag.observer, root);
+    assert!(
+        led,
+        "the only candidate does not lead; offers {offers:?}, events {events:?}"
+    );
+    assert_eq!(offers.len(), 1, "an orphan offer: {offers:?}");
+    candidate.stop().unwrap();
+    assert!(eventually(Duration::from_secs(10), || children(
+        &lag.observer,
+        root
+    )
+    .is_empty()));
+}

@@ -695,6 +695,19 @@ impl ZooKeeper {
         self.shared().add_auth(scheme, auth)
     }
 
+    /// Whether the calling thread is this client's event thread, the one
+    /// that runs watchers (and so the `ZooKeeperWatcher`'s listeners). A
+    /// blocking wait there for something only the event thread delivers could
+    /// only time out; library code checks this before waiting. `false` once
+    /// the handle is closed.
+    pub fn is_event_thread(&self) -> bool {
+        self.handle
+            .threads
+            .lock()
+            .as_ref()
+            .is_some_and(|t| t.events.thread().id() == std::thread::current().id())
+    }
+
     /// Whether the session has an authenticated identity, one that
     /// `CREATOR_ALL_ACL` names (HBase's `isSecureZooKeeper`, widened): SASL
     /// is configured, a TLS client certificate is presented (the server maps

@@ -18,6 +18,7 @@ use crate::call::CallSession;
 use crate::client::CreatedAndListed;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
+use crate::owned::{create_tagged, Parents};
 use crate::path;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Watcher};
@@ -488,38 +489,15 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             raw = rzk.with_metadata_prefix(false);
             &raw
         };
-        let create = || {
-            rzk.create_sequential_tagged(
-                tagged,
-                &self.metadata,
-                rzk.acl_for(tagged),
-                CreateMode::EphemeralSequential,
-            )
-            .map(|(path, stat)| CreatedAndListed {
-                path,
-                stat,
-                listed: None,
-            })
-        };
-        let first = if self.pipelined {
-            rzk.create_sequential_tagged_and_list(
-                tagged,
-                &self.metadata,
-                rzk.acl_for(tagged),
-                CreateMode::EphemeralSequential,
-                &self.parent,
-            )
-        } else {
-            create()
-        };
-        match first {
-            // No lock znode yet (nothing was created): make it, then create.
-            Err(e) if e.is(ZkError::NoNode) => {
-                rzk.create_with_parents_as(&self.parent, &[], self.layout.parent_mode())?;
-                create()
-            }
-            other => other,
-        }
+        // No lock znode yet (nothing was created): make it, then create.
+        create_tagged(
+            rzk,
+            tagged,
+            &self.metadata,
+            CreateMode::EphemeralSequential,
+            Parents::of_mode(self.layout.parent_mode()),
+            self.pipelined.then_some(self.parent.as_str()),
+        )
     }
 
     /// Loops until `my_path` holds the lock, the wait runs out, or the attempt

@@ -12,10 +12,11 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    sequence_of_child, CURATOR_LOCK, CURATOR_PROTECTED_PREFIX as CURATOR_PROTECTED, CURATOR_READ,
-    CURATOR_WRITE, HBASE_READ, HBASE_WRITE, KAZOO_LOCK, KAZOO_READ,
+    sequence_of_child, CURATOR_LOCK, CURATOR_READ, CURATOR_WRITE, HBASE_READ, HBASE_WRITE,
+    KAZOO_LOCK, KAZOO_READ,
 };
 pub use crate::layout::{Dialect, LEASE_PREFIX};
+use crate::owned::OwnerMark;
 use crate::path;
 use crate::recoverable::tagged_prefix;
 use crate::sequence::parse_sequence;
@@ -173,9 +174,9 @@ impl Layout {
     pub(crate) fn tagged_prefix(&self, parent: &str) -> String {
         match self.dialect {
             Dialect::HBase => tagged_prefix(&path::join_znode(parent, self.name())),
-            Dialect::Curator => path::join_znode(
-                parent,
-                &format!("{CURATOR_PROTECTED}{}-{}", random_uuid(), self.name()),
+            Dialect::Curator => OwnerMark::new().path_to_create(
+                &path::join_znode(parent, self.name()),
+                CreateMode::EphemeralSequential,
             ),
             Dialect::Kazoo => path::join_znode(
                 parent,

@@ -16,6 +16,7 @@ use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInter
 use crate::call::CallSession;
 use crate::client::CreatedAndListed;
 use crate::error::{Error, Result, ZkError};
+use crate::owned::{create_tagged, with_parents, OwnerMark, Parents};
 use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::{number_after_last, tagged_sequence};
@@ -31,7 +32,6 @@ use crate::watcher::ZooKeeperWatcher;
 use super::LockStep;
 
 pub use super::dialect::{LEASE_PREFIX, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
-use crate::layout::CURATOR_PROTECTED_PREFIX as CURATOR_PROTECTED;
 
 /// A step of a semaphore attempt, told to a test hook (see
 /// [`ZkSemaphore::with_step_hook`]) with the lease node's path (empty before
@@ -617,9 +617,9 @@ impl ZkSemaphore {
     /// either way (a lost create's node is found by it).
     fn lease_prefix(&self) -> String {
         match self.dialect {
-            Dialect::Curator => path::join_znode(
-                &self.leases,
-                &format!("{CURATOR_PROTECTED}{}-{LEASE_PREFIX}", random_uuid()),
+            Dialect::Curator => OwnerMark::new().path_to_create(
+                &path::join_znode(&self.leases, LEASE_PREFIX),
+                CreateMode::EphemeralSequential,
             ),
             _ => tagged_prefix(&path::join_znode(&self.leases, LEASE_PREFIX)),
         }
@@ -846,16 +846,7 @@ impl ZkSemaphore {
                         CreateMode::Persistent,
                     )
                 };
-                let created = match create() {
-                    Err(e) if e.is(ZkError::NoNode) => {
-                        if let Some(parent) = path::get_parent(&self.path) {
-                            rzk.create_with_parents(parent, &[])?;
-                        }
-                        create()
-                    }
-                    other => other,
-                };
-                match created {
+                match with_parents(rzk, &self.path, Parents::Persistent, create) {
                     Ok(_) => return Ok(()),
                     Err(e) if e.is(ZkError::NodeExists) => {}
                     Err(e) => return Err(e),
@@ -884,34 +875,14 @@ impl ZkSemaphore {
     /// The lease's ephemeral sequential node, sent with the first listing of
     /// the leases (no watch); creates the parents when missing.
     fn create_lease(&self, rzk: &RecoverableZooKeeper, tagged: &str) -> Result<CreatedAndListed> {
-        let first = rzk.create_sequential_tagged_and_list(
+        create_tagged(
+            rzk,
             tagged,
             &self.lease_data,
-            rzk.acl_for(tagged),
             CreateMode::EphemeralSequential,
-            &self.leases,
-        );
-        match first {
-            Err(e) if e.is(ZkError::NoNode) => {
-                rzk.create_with_parents_as(
-                    &self.leases,
-                    &[],
-                    Layout::new(self.dialect, Role::Mutex).parent_mode(),
-                )?;
-                rzk.create_sequential_tagged(
-                    tagged,
-                    &self.lease_data,
-                    rzk.acl_for(tagged),
-                    CreateMode::EphemeralSequential,
-                )
-                .map(|(path, stat)| CreatedAndListed {
-                    path,
-                    stat,
-                    listed: None,
-                })
-            }
-            other => other,
-        }
+            Parents::of_mode(Layout::new(self.dialect, Role::Mutex).parent_mode()),
+            Some(&self.leases),
+        )
     }
 
     /// Lists the leases until at most `max_leases` exist (`Ok(true)`), the

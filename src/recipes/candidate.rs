@@ -24,10 +24,10 @@ use std::sync::OnceLock;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::node::create_container_parents;
 use super::rounds::create_in_session;
 use crate::client::ZooKeeper;
 use crate::error::{Error, Result, ZkError};
+use crate::owned::{with_parents, Parents};
 use crate::types::CreateMode;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
@@ -41,15 +41,6 @@ pub(crate) enum OfferMark {
     /// before the first try; offers of one session on one root made one at a
     /// time in the process.
     Serial,
-}
-
-/// How the offer's missing parents are made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Parents {
-    /// Containers, as Curator's `creatingParentContainersIfNeeded`.
-    Containers,
-    /// Persistent nodes, as Java's recipes and HBase's `createWithParents`.
-    Persistent,
 }
 
 /// A candidate's offer: an ephemeral sequential child `name<sequence>` of
@@ -95,18 +86,11 @@ impl Offer<'_> {
                 }
             }
             let node = zkutil::join_znode(self.root, &self.name);
-            let acl = zkw.recoverable_zookeeper().acl_for(self.root);
-            let mode = CreateMode::EphemeralSequential;
-            match zk.create(&node, self.data, acl, mode) {
-                Err(e) if e.is(ZkError::NoNode) => {
-                    match self.parents {
-                        Parents::Containers => create_container_parents(zkw, &node)?,
-                        Parents::Persistent => zkutil::create_with_parents(zkw, self.root)?,
-                    }
-                    zk.create(&node, self.data, acl, mode)
-                }
-                other => other,
-            }
+            let rzk = zkw.recoverable_zookeeper();
+            let acl = rzk.acl_for(self.root);
+            with_parents(rzk, &node, self.parents, || {
+                zk.create(&node, self.data, acl, CreateMode::EphemeralSequential)
+            })
         })
     }
 

@@ -12,6 +12,7 @@ use super::node::{delete_if_present, SessionNode};
 use crate::call::CallSession;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
+use crate::owned::{create_tagged, Parents};
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::sequence_of;
 use crate::types::{CreateMode, Op};
@@ -236,23 +237,10 @@ impl DoubleBarrier {
         rzk.exists_watch(&ready, self.waiter.watcher())?;
         // 1, 3. our node.
         let tagged = tagged_prefix(&zkutil::join_znode(&self.path, MEMBER_PREFIX));
-        let create = || {
-            rzk.create_sequential_tagged(
-                &tagged,
-                &[],
-                rzk.acl_for(&tagged),
-                CreateMode::EphemeralSequential,
-            )
-        };
-        let created = match create() {
-            Err(e) if e.is(ZkError::NoNode) => {
-                rzk.create_with_parents(&self.path, &[])?;
-                create()
-            }
-            other => other,
-        };
+        let mode = CreateMode::EphemeralSequential;
+        let created = create_tagged(&rzk, &tagged, &[], mode, Parents::Persistent, None);
         let me = match created {
-            Ok((me, stat)) => SessionNode::adopt(&call, me, &stat),
+            Ok(made) => SessionNode::adopt(&call, made.path, &made.stat),
             Err(e) => {
                 if e.is_retryable() {
                     self.remove_tagged(&call, &tagged);

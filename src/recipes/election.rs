@@ -5,12 +5,13 @@ use std::time::{Duration, Instant};
 
 use log::info;
 
-use super::candidate::{LeadershipEvent, Offer, OfferMark, Parents};
+use super::candidate::{LeadershipEvent, Offer, OfferMark};
 use super::node::read_participants;
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
 use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
+use crate::owned::Parents;
 use crate::sequence::number_after_last;
 use crate::types::{EventType, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;

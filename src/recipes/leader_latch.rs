@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 
 use log::info;
 
-use super::candidate::{LeadershipEvent, Offer, OfferMark, Parents};
+use super::candidate::{LeadershipEvent, Offer, OfferMark};
 use super::layout::{curator_protected_prefix, sorted_by_sequence_after, LATCH_MARKER};
 use super::node::read_participants;
 use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::lock::Dialect;
+use crate::owned::Parents;
 use crate::types::{EventType, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
@@ -502,7 +503,7 @@ impl LeaderLatch {
             name: format!("{prefix}{LATCH_MARKER}"),
             data: self.id.as_bytes(),
             mark: OfferMark::Prefix(prefix),
-            parents: Parents::Containers,
+            parents: Parents::Container,
         }
         .make(&self.zkw)
     }

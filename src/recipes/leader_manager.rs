@@ -13,6 +13,7 @@ use crate::background::on_reconnect;
 use crate::client::{CreateMode, EventType, KeeperState};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError, ZkResultExt};
+use crate::owned::{create_owned, NodeSpec, OwnerMark, Parents};
 use crate::wait::Wake;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
@@ -60,6 +61,13 @@ use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 /// - **Guarded deletes.** [`step_down_as_leader`](Self::step_down_as_leader)
 ///   and `Drop` delete the znode only when it is this session's znode of this
 ///   claim (its owner and creation zxid, read first), at the version read.
+/// - **Its own znode, by a mark.** The create goes through zklock's one way to
+///   own a node: the znode carries one extra ACL entry (`digest`, no
+///   permissions, a uuid of this manager; only `getAcl` shows it), by which a
+///   create whose reply was lost finds this manager's znode again. HBase (and
+///   `RecoverableZooKeeper`'s plain create) take "my data, my session" for
+///   their own, which is another manager's znode when two managers of one
+///   session share an id: both would lead.
 ///
 /// # Examples
 /// ```no_run
@@ -86,6 +94,8 @@ struct LeaderShared {
     zkw: WeakZooKeeperWatcher,
     znode: String,
     node_id: Vec<u8>,
+    /// The mark of this manager's leader znode (one way to own a node).
+    mark: OwnerMark,
     state: Mutex<LeaderState>,
     /// Woken by the watch on the leader znode (through the subscription), a
     /// stop, and the session's end.
@@ -139,6 +149,7 @@ impl ZkLeaderManager {
             zkw: weak.clone(),
             znode: leader_znode.to_string(),
             node_id: identifier.as_ref().to_vec(),
+            mark: OwnerMark::new(),
             state: Mutex::new(LeaderState::default()),
             wake: Arc::new(Wake::default()),
             listeners: Listeners::default(),
@@ -197,7 +208,13 @@ impl ZkLeaderManager {
     /// if another holds it, reads it with a watch and waits on a condition that
     /// the watch's event wakes (no polling). A leader znode holding this
     /// candidate's own id from another session (a restarted process) is
-    /// deleted, as HBase does (at the version read, so a newer claim stays).
+    /// deleted, as HBase does (at the version read, so a newer claim stays);
+    /// one from this session but not carrying this manager's mark is another
+    /// manager's claim, waited for like any other leader's. A create whose
+    /// reply was lost is recognised by the mark only (see the type's docs).
+    /// Missing parents are created (HBase creates them in `start()` only, and
+    /// its wait fails without them; zklock's create makes a node with its
+    /// parents in one way everywhere).
     ///
     /// # Errors
     /// `SessionExpired` (or `Closed`, `AuthFailed`) when the session the wait
@@ -223,13 +240,19 @@ impl ZkLeaderManager {
             if self.has_leadership() {
                 return Ok(true);
             }
-            // HBase: ZKUtil.createEphemeralNodeAndWatch(watcher, leaderZNode, nodeId)
-            match rzk.create2(
-                znode,
-                &self.shared.node_id,
-                rzk.acl_for(znode),
-                CreateMode::Ephemeral,
-            ) {
+            // HBase: ZKUtil.createEphemeralNodeAndWatch(watcher, leaderZNode,
+            // nodeId), the one way to own a node: a lost reply finds this
+            // manager's znode by its mark, never by "same data, same session"
+            // (another manager of this session may have this id).
+            let spec = NodeSpec {
+                path: znode,
+                data: &rzk.encode(&self.shared.node_id),
+                acl: rzk.acl_for(znode),
+                mode: CreateMode::Ephemeral,
+                ttl: None,
+                parents: Parents::Persistent,
+            };
+            match create_owned(rzk, &spec, &self.shared.mark) {
                 Ok((_, stat)) => {
                     if self.claimed(session, stat.czxid)? {
                         debug!("claimed the leader znode {znode}");
@@ -248,20 +271,32 @@ impl ZkLeaderManager {
                 }
                 Some((current, stat)) if current == self.shared.node_id => {
                     if stat.ephemeral_owner == session {
-                        // Our own create, whose reply was lost.
-                        if self.claimed(session, stat.czxid)? {
-                            return Ok(true);
+                        // Created since our create by this manager (another
+                        // thread's wait): ours. Else another manager of this
+                        // session with our id leads: wait for it.
+                        let zk = self.zkw.zookeeper();
+                        let mark = &self.shared.mark;
+                        let marked = rzk.retrying("getACL", znode, |_| {
+                            mark.is_marked(zk, znode, CreateMode::Ephemeral)
+                        })?;
+                        if marked.is_some_and(|s| s.czxid == stat.czxid) {
+                            if self.claimed(session, stat.czxid)? {
+                                return Ok(true);
+                            }
+                            continue;
                         }
+                        debug!("another manager of this session leads at {znode}");
+                        self.shared.state.lock().leader_exists = true;
+                    } else {
+                        info!("found an existing leader with our id at {znode}, removing");
+                        match rzk.delete(znode, Some(stat.version)) {
+                            Ok(()) => {}
+                            Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::BadVersion) => {}
+                            Err(e) => return Err(e),
+                        }
+                        self.shared.state.lock().leader_exists = false;
                         continue;
                     }
-                    info!("found an existing leader with our id at {znode}, removing");
-                    match rzk.delete(znode, Some(stat.version)) {
-                        Ok(()) => {}
-                        Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::BadVersion) => {}
-                        Err(e) => return Err(e),
-                    }
-                    self.shared.state.lock().leader_exists = false;
-                    continue;
                 }
                 Some(_) => {
                     debug!("found an existing leader at {znode}");

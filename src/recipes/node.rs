@@ -86,16 +86,6 @@ pub(super) fn read_participants(
     Ok(out)
 }
 
-/// Creates every missing ancestor of `node` (not `node` itself) as a
-/// container, with no data (Curator's `creatingParentContainersIfNeeded`):
-/// [`crate::owned::create_container_parents`].
-///
-/// # Errors
-/// ZooKeeper errors (no retry: the caller's create retries).
-pub(super) fn create_container_parents(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> {
-    crate::owned::create_container_parents(zkw.recoverable_zookeeper(), node)
-}
-
 /// A hook run by a claim with the item's path just before its commit (the
 /// `multi`) is sent: tests put a fault there (a lost reply).
 pub(super) type ClaimHook = Arc<dyn Fn(&str) + Send + Sync>;

@@ -8,6 +8,7 @@ use super::layout::ALIVE_NODE;
 use super::node::{delete_if_present, SessionNode};
 use crate::call::CallSession;
 use crate::error::{Error, Result, ZkError};
+use crate::owned::{with_parents, Parents};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Op, Stat};
 use crate::wait::{Bounds, Waiter};
@@ -117,10 +118,9 @@ impl TwoPhaseCommit {
             return Err(Error::BadArguments(format!("bad site names: {sites:?}")));
         }
         let rzk = zkw.recoverable_zookeeper();
-        if let Some(parent) = zkutil::get_parent(path) {
-            rzk.create_with_parents(parent, &[])?;
-        }
-        rzk.create(path, &[], rzk.acl_for(path), CreateMode::Persistent)?;
+        with_parents(rzk, path, Parents::Persistent, || {
+            rzk.create(path, &[], rzk.acl_for(path), CreateMode::Persistent)
+        })?;
         for s in sites {
             let site = zkutil::join_znode(path, s);
             rzk.create(&site, &[], rzk.acl_for(&site), CreateMode::Persistent)?;

@@ -121,7 +121,10 @@ pub enum Fault {
     PauseWorker,
     /// kill -9 of a worker (one holding a lock, if any within 3 s); restarted.
     KillWorker,
-    /// A worker's session closed by a second handle with its id and password.
+    /// A worker's session closed by a second handle with its id and password
+    /// ([`close_session`](super::close_session), confirmed by the server),
+    /// the worker's proxies stalled meanwhile so that it cannot take the
+    /// session back, then reset.
     Expire,
     /// The election run's: a leading worker's proxies stalled for 0.75–0.8
     /// session timeout (past the 2/3 at which its leadership is in doubt),
@@ -679,12 +682,21 @@ impl Run {
                         ),
                 );
                 if let Some((id, pwd)) = session {
-                    let second = ZooKeeper::builder(&self.ensemble.connect_string())
-                        .with_session(id, &pwd)
-                        .with_session_timeout(self.cfg.session)
-                        .connect(|_e: WatchedEvent| {});
-                    if let Ok(zk) = second {
-                        let _ = zk.close();
+                    // Cut the worker off first, so that it cannot take its
+                    // session back while the close is under way (as the
+                    // tests' `force_expiry`); the close is confirmed by the
+                    // server (or the session was gone already). Then the
+                    // worker reconnects and learns of it.
+                    for p in &self.worker(w).proxies {
+                        p.stall();
+                    }
+                    let servers = self.ensemble.connect_string();
+                    let closed = super::close_session(&servers, id, &pwd, self.cfg.session);
+                    for p in &self.worker(w).proxies {
+                        p.reset();
+                    }
+                    if let Err(e) = closed {
+                        log::warn!("chaos: expiring worker {w}'s session {id:x}: {e}");
                     }
                 }
             }

@@ -12,6 +12,7 @@ use super::process::{
     conf_names_dir, four_letter_timeout, free_ports, is_bind_failure, log_len, log_since, log_tail,
     make_temp_dir, parse_mode, JvmSpec, Watchdog, FIX_HINT,
 };
+use super::proxy::FaultProxy;
 use super::server::{
     jaas_server_section, tls_config, JAAS_FILE, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT,
     SASL_CONFIG, TICK_TIME,
@@ -60,6 +61,11 @@ const SYNC_LIMIT: u32 = 10;
 pub struct ZkEnsemble {
     dir: PathBuf,
     members: Vec<Member>,
+    /// `links[from][to]`: the quorum link proxy member `from` reaches member
+    /// `to`'s quorum port through (see
+    /// [`start_with_quorum_links`](ZkEnsemble::start_with_quorum_links));
+    /// empty otherwise.
+    links: Vec<Vec<Option<FaultProxy>>>,
 }
 
 #[derive(Debug)]
@@ -157,18 +163,46 @@ impl ZkEnsemble {
     /// password (see `start_sasl`).
     pub fn start_sasl(users: &[(&str, &str)], pki: Option<&TestPki>) -> io::Result<ZkEnsemble> {
         let jaas = jaas_server_section(users)?;
-        ZkEnsemble::start_secured(3, pki, Some(&jaas))
+        ZkEnsemble::start_secured(3, pki, Some(&jaas), false)
+    }
+
+    /// Starts a three-server ensemble whose members reach each other's quorum
+    /// port (the port a follower connects to when the other member leads)
+    /// through a [`FaultProxy::start_quorum_link`] each:
+    /// [`quorum_link(follower, leader)`](Self::quorum_link) is the link a
+    /// follower's proposals, commits, pings, forwarded requests and votes
+    /// travel on. Election ports are direct. `syncLimit` is `initLimit`'s
+    /// 10 s instead of 2 s, so that a test can hold a follower's votes
+    /// ([`FaultProxy::hold_acks`]) for a few seconds on a loaded machine
+    /// without the leader dropping it; a killed member still fails over at
+    /// once (its sockets close).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_with_quorum_links() -> io::Result<ZkEnsemble> {
+        ZkEnsemble::start_secured(3, None, None, true)
+    }
+
+    /// The quorum link member `follower` reaches member `leader` through, in
+    /// an ensemble of [`start_with_quorum_links`](Self::start_with_quorum_links)
+    /// (`None` in another, or for `follower == leader` or a member out of
+    /// range). It carries traffic only while `leader` leads and `follower`
+    /// follows.
+    pub fn quorum_link(&self, follower: usize, leader: usize) -> Option<&FaultProxy> {
+        self.links.get(follower)?.get(leader)?.as_ref()
     }
 
     fn start_with(size: usize, tls: Option<&TestPki>) -> io::Result<ZkEnsemble> {
-        ZkEnsemble::start_secured(size, tls, None)
+        ZkEnsemble::start_secured(size, tls, None, false)
     }
 
-    /// `jaas`: the JAAS file of a SASL ensemble.
+    /// `jaas`: the JAAS file of a SASL ensemble; `links`: see
+    /// [`start_with_quorum_links`](Self::start_with_quorum_links).
     fn start_secured(
         size: usize,
         tls: Option<&TestPki>,
         jaas: Option<&str>,
+        links: bool,
     ) -> io::Result<ZkEnsemble> {
         if !(1..=9).contains(&size) {
             return Err(io::Error::new(
@@ -180,7 +214,7 @@ impl ZkEnsemble {
         // A port picked as free can be taken by another process before the JVM binds
         // it; then start over with fresh ports.
         for _ in 0..3 {
-            let mut ensemble = ZkEnsemble::configure(size, tls, jaas)?;
+            let mut ensemble = ZkEnsemble::configure(size, tls, jaas, links)?;
             for i in 0..size {
                 let dir = ensemble.dir.clone();
                 ensemble.members[i].spawn(&dir)?;
@@ -206,25 +240,59 @@ impl ZkEnsemble {
         Err(last_error.unwrap_or_else(|| io::Error::other("ensemble did not start")))
     }
 
-    fn configure(size: usize, tls: Option<&TestPki>, jaas: Option<&str>) -> io::Result<ZkEnsemble> {
+    fn configure(
+        size: usize,
+        tls: Option<&TestPki>,
+        jaas: Option<&str>,
+        links: bool,
+    ) -> io::Result<ZkEnsemble> {
         let dir = make_temp_dir("ensemble")?;
+        // The link proxies bind their ports first, so that none takes a port
+        // `free_ports` picks; their targets are set once the ports are known.
+        let mut proxies = Vec::new();
+        for from in 0..size {
+            let mut row = Vec::new();
+            for to in 0..size {
+                let link = links && from != to;
+                row.push(if link {
+                    Some(FaultProxy::start_quorum_link("127.0.0.1:1")?)
+                } else {
+                    None
+                });
+            }
+            proxies.push(row);
+        }
         let ports = free_ports(3 * size)?;
         let secure_ports = match tls {
             Some(_) => free_ports(size)?,
             None => Vec::new(),
         };
-        let mut servers = String::new();
-        for i in 0..size {
-            let _ = writeln!(
-                servers,
-                "server.{}=127.0.0.1:{}:{}",
-                i + 1,
-                ports[3 * i + 1],
-                ports[3 * i + 2]
-            );
-        }
+        // Member `from`'s view of the ensemble: the quorum ports of the
+        // others are their link proxies when there are some.
+        let servers = |from: usize| -> io::Result<String> {
+            let mut servers = String::new();
+            for to in 0..size {
+                let quorum_port = match &proxies[from][to] {
+                    Some(proxy) => {
+                        proxy.set_target(("127.0.0.1", ports[3 * to + 1]))?;
+                        proxy.addr().port()
+                    }
+                    None => ports[3 * to + 1],
+                };
+                let _ = writeln!(
+                    servers,
+                    "server.{}=127.0.0.1:{}:{}",
+                    to + 1,
+                    quorum_port,
+                    ports[3 * to + 2]
+                );
+            }
+            Ok(servers)
+        };
+        let sync_limit = if links { INIT_LIMIT } else { SYNC_LIMIT };
         let mut members = Vec::with_capacity(size);
         for i in 0..size {
+            let servers = servers(i)?;
             let member_dir = dir.join(i.to_string());
             let data = member_dir.join("data");
             fs::create_dir_all(&data)?;
@@ -232,7 +300,7 @@ impl ZkEnsemble {
             let mut config = format!(
                 "tickTime={tick}\n\
                  initLimit={INIT_LIMIT}\n\
-                 syncLimit={SYNC_LIMIT}\n\
+                 syncLimit={sync_limit}\n\
                  dataDir={data}\n\
                  clientPort={port}\n\
                  clientPortAddress=127.0.0.1\n\
@@ -264,7 +332,11 @@ impl ZkEnsemble {
                 watchdog: None,
             });
         }
-        Ok(ZkEnsemble { dir, members })
+        Ok(ZkEnsemble {
+            dir,
+            members,
+            links: proxies,
+        })
     }
 
     /// The number of members.

@@ -85,7 +85,7 @@ pub use pki::{ClientCert, TestPki, STORE_PASSWORD};
 pub use process::{pid_alive, NETTY_CLASSPATH};
 #[cfg(feature = "tls")]
 pub use proxy::TlsFront;
-pub use proxy::{FaultProxy, ProxyMode};
+pub use proxy::{FaultProxy, ProxyMode, QuorumCounts};
 pub use server::{ZkServer, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
 
 /// The environment variable naming existing servers for the tests:

@@ -112,6 +112,28 @@ struct ProxyState {
     connections: HashMap<u64, Arc<Connection>>,
     next_connection: u64,
     threads: Vec<JoinHandle<()>>,
+    /// `Some` on a quorum link ([`FaultProxy::start_quorum_link`]).
+    quorum: Option<QuorumLink>,
+}
+
+/// What a quorum link ([`FaultProxy::start_quorum_link`]) does and has seen.
+#[derive(Debug, Default)]
+struct QuorumLink {
+    /// Whether the learner's `ACK` packets are held.
+    hold_acks: bool,
+    counts: QuorumCounts,
+}
+
+/// What a quorum link ([`FaultProxy::start_quorum_link`]) has seen of its
+/// learners' packets (learner → leader), over all its connections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuorumCounts {
+    /// `REQUEST` packets forwarded: the writes, syncs and session requests
+    /// the learner's clients sent, which the learner hands to the leader.
+    pub requests: u64,
+    /// `ACK` packets (the learner's votes for proposals) held now by
+    /// [`FaultProxy::hold_acks`].
+    pub held_acks: usize,
 }
 
 #[derive(Debug)]
@@ -121,6 +143,97 @@ struct Connection {
     upstream: TcpStream,
     closed: AtomicBool,
     live_threads: AtomicUsize,
+    /// A quorum link's learner → leader packets (see [`QuorumFramer`]).
+    framer: Option<Mutex<QuorumFramer>>,
+    /// A quorum link's client → upstream sender, so that released `ACK`s
+    /// reach the writer; dropped when the reader ends.
+    upstream_tx: Mutex<Option<Sender<Chunk>>>,
+}
+
+/// The quorum packet types the framer acts on (Java's `Leader` constants).
+const QUORUM_REQUEST: i32 = 1;
+const QUORUM_ACK: i32 = 3;
+/// Larger lengths are not ZooKeeper's framing: the framer gives up.
+const QUORUM_MAX_LENGTH: i32 = 256 * 1024 * 1024;
+
+/// Cuts a learner's byte stream to its leader into quorum packets (jute's
+/// `QuorumPacket`: `int type, long zxid, buffer data, vector<Id> authinfo`),
+/// so that `ACK`s can be held while later packets overtake them.
+#[derive(Debug, Default)]
+struct QuorumFramer {
+    /// Bytes read but not yet a whole packet.
+    pending: Vec<u8>,
+    /// The `ACK` packets held, in order.
+    held: Vec<Vec<u8>>,
+    /// The stream is not quorum framing: every byte passes as read.
+    raw: bool,
+}
+
+impl QuorumFramer {
+    /// The whole packets (type, bytes) `bytes` completes; `raw` from the
+    /// first byte that does not parse (type 0 then).
+    fn feed(&mut self, bytes: &[u8]) -> Vec<(i32, Vec<u8>)> {
+        if self.raw {
+            return vec![(0, bytes.to_vec())];
+        }
+        self.pending.extend_from_slice(bytes);
+        let mut packets = Vec::new();
+        loop {
+            match quorum_packet_len(&self.pending) {
+                Ok(Some(len)) => {
+                    let rest = self.pending.split_off(len);
+                    let packet = std::mem::replace(&mut self.pending, rest);
+                    let kind = i32::from_be_bytes([packet[0], packet[1], packet[2], packet[3]]);
+                    packets.push((kind, packet));
+                }
+                Ok(None) => return packets,
+                Err(()) => {
+                    log::warn!("FaultProxy: not a quorum packet stream; forwarding it raw");
+                    self.raw = true;
+                    packets.push((0, std::mem::take(&mut self.pending)));
+                    return packets;
+                }
+            }
+        }
+    }
+}
+
+/// The length of the quorum packet at the start of `b`: `Ok(None)` while
+/// incomplete, `Err` when `b` is not one.
+fn quorum_packet_len(b: &[u8]) -> Result<Option<usize>, ()> {
+    let int_at = |at: usize| -> Option<i32> {
+        b.get(at..at + 4)
+            .map(|s| i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    };
+    // A jute buffer or ustring: its length (-1 for null), then its bytes.
+    let skip_bytes = |at: usize| -> Result<Option<usize>, ()> {
+        match int_at(at) {
+            None => Ok(None),
+            Some(-1) => Ok(Some(at + 4)),
+            Some(n) if (0..=QUORUM_MAX_LENGTH).contains(&n) => Ok(Some(at + 4 + n as usize)),
+            Some(_) => Err(()),
+        }
+    };
+    // type (4), zxid (8), data.
+    let Some(mut at) = skip_bytes(12)? else {
+        return Ok(None);
+    };
+    match int_at(at) {
+        None => return Ok(None),
+        Some(-1) => at += 4,
+        Some(n) if (0..=1024).contains(&n) => {
+            at += 4;
+            // Each `Id`: scheme and id, two ustrings.
+            for _ in 0..2 * n {
+                match skip_bytes(at)? {
+                    Some(next) => at = next,
+                    None => return Ok(None),
+                }
+            }
+        }
+        Some(_) => return Err(()),
+    }
+    Ok((at <= b.len()).then_some(at))
 }
 
 enum Chunk {
@@ -133,6 +246,28 @@ impl FaultProxy {
     /// server's `"127.0.0.1:PORT"`; the first address it resolves to), in
     /// [`ProxyMode::Pass`].
     pub fn start<A: ToSocketAddrs>(target: A) -> io::Result<FaultProxy> {
+        FaultProxy::start_with(target, None)
+    }
+
+    /// Starts a proxy for a ZooKeeper quorum link: a learner (follower)
+    /// connects to it as to its leader's quorum port `target`. Besides what
+    /// every proxy does, it reads the learner's bytes as quorum packets, so
+    /// that [`hold_acks`](Self::hold_acks) can hold the learner's votes for
+    /// proposals while its other packets (pings, session revalidations,
+    /// forwarded requests) pass, and [`quorum_counts`](Self::quorum_counts)
+    /// tells what it has seen. The leader → learner bytes are forwarded as
+    /// on any proxy. [`ZkEnsemble::start_with_quorum_links`] puts one on every
+    /// member-to-member quorum link.
+    ///
+    /// [`ZkEnsemble::start_with_quorum_links`]: super::ZkEnsemble::start_with_quorum_links
+    pub fn start_quorum_link<A: ToSocketAddrs>(target: A) -> io::Result<FaultProxy> {
+        FaultProxy::start_with(target, Some(QuorumLink::default()))
+    }
+
+    fn start_with<A: ToSocketAddrs>(
+        target: A,
+        quorum: Option<QuorumLink>,
+    ) -> io::Result<FaultProxy> {
         let target = resolve(target)?;
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
@@ -146,6 +281,7 @@ impl FaultProxy {
                 connections: HashMap::new(),
                 next_connection: 1,
                 threads: Vec::new(),
+                quorum,
             }),
             changed: Condvar::new(),
         });
@@ -247,6 +383,96 @@ impl FaultProxy {
         // Cut first: passing first could deliver held bytes before the cut.
         self.cut();
         self.set_mode(ProxyMode::Pass);
+    }
+
+    /// On a quorum link ([`start_quorum_link`](Self::start_quorum_link)):
+    /// holds every `ACK` packet the learner sends from now on — its vote for
+    /// a proposal — while its later packets overtake them. The learner stays
+    /// connected, pinged and serving its clients (sessions reconnect to it,
+    /// reads are answered, writes and syncs reach the leader), but its votes
+    /// do not count: with every follower's link held, the leader cannot
+    /// commit. Hold shorter than the ensemble's `syncLimit` (the leader drops
+    /// a follower whose acknowledgement is that late).
+    ///
+    /// # Errors
+    /// `InvalidInput` on a proxy that is not a quorum link.
+    pub fn hold_acks(&self) -> io::Result<()> {
+        let mut state = self.shared.lock();
+        let quorum = state.quorum.as_mut().ok_or_else(not_a_quorum_link)?;
+        quorum.hold_acks = true;
+        Ok(())
+    }
+
+    /// On a quorum link: delivers the held `ACK` packets, in order and before
+    /// any later packet of their connection, and holds no more.
+    ///
+    /// # Errors
+    /// `InvalidInput` on a proxy that is not a quorum link.
+    pub fn release_acks(&self) -> io::Result<()> {
+        let connections: Vec<Arc<Connection>> = {
+            let mut state = self.shared.lock();
+            let quorum = state.quorum.as_mut().ok_or_else(not_a_quorum_link)?;
+            quorum.hold_acks = false;
+            state.connections.values().cloned().collect()
+        };
+        // The framer's lock, then the state's: the reader's order.
+        for connection in connections {
+            let Some(framer) = &connection.framer else {
+                continue;
+            };
+            let mut framer = lock(framer);
+            let held = std::mem::take(&mut framer.held);
+            if let Some(tx) = lock(&connection.upstream_tx).as_ref() {
+                for packet in held {
+                    let _ = tx.send(Chunk::Data(packet, self.due()));
+                }
+            }
+        }
+        if let Some(quorum) = self.shared.lock().quorum.as_mut() {
+            quorum.counts.held_acks = 0;
+        }
+        self.shared.changed.notify_all();
+        Ok(())
+    }
+
+    /// On a quorum link: what it has seen of its learners' packets; `None`
+    /// on another proxy.
+    pub fn quorum_counts(&self) -> Option<QuorumCounts> {
+        self.shared.lock().quorum.as_ref().map(|q| q.counts)
+    }
+
+    /// On a quorum link: waits until `done` holds for its
+    /// [`quorum_counts`](Self::quorum_counts) (woken by each packet counted),
+    /// at most `timeout`. Returns whether it held; `false` at once on
+    /// another proxy.
+    pub fn wait_for_quorum_counts(
+        &self,
+        timeout: Duration,
+        done: impl Fn(&QuorumCounts) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        loop {
+            let Some(quorum) = state.quorum.as_ref() else {
+                return false;
+            };
+            if done(&quorum.counts) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || state.stopped {
+                return false;
+            }
+            state = self.shared.wait_timeout(state, deadline - now);
+        }
+    }
+
+    /// When a chunk read now is due, in the current mode.
+    fn due(&self) -> Instant {
+        match self.mode() {
+            ProxyMode::Delay(d) => Instant::now() + d,
+            _ => Instant::now(),
+        }
     }
 
     /// The number of open connections.
@@ -365,6 +591,18 @@ impl Drop for ThreadExit {
     }
 }
 
+fn not_a_quorum_link() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "not a quorum link (FaultProxy::start_quorum_link)",
+    )
+}
+
+/// A connection's lock; a panic on another thread does not poison the harness.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn resolve<A: ToSocketAddrs>(target: A) -> io::Result<SocketAddr> {
     target.to_socket_addrs()?.next().ok_or_else(|| {
         io::Error::new(
@@ -402,7 +640,10 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
 
 /// Connects to the target for a freshly accepted client, then runs the four pumps.
 fn open_connection(shared: &Arc<Shared>, client: TcpStream, id: u64) {
-    let target = shared.lock().target;
+    let (target, quorum) = {
+        let state = shared.lock();
+        (state.target, state.quorum.is_some())
+    };
     let upstream = match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
         Ok(s) => s,
         Err(e) => {
@@ -419,6 +660,8 @@ fn open_connection(shared: &Arc<Shared>, client: TcpStream, id: u64) {
         upstream,
         closed: AtomicBool::new(false),
         live_threads: AtomicUsize::new(4),
+        framer: quorum.then(Mutex::default),
+        upstream_tx: Mutex::new(None),
     });
     {
         let mut state = shared.lock();
@@ -430,6 +673,9 @@ fn open_connection(shared: &Arc<Shared>, client: TcpStream, id: u64) {
     // Client -> upstream and upstream -> client, each a reader and a writer.
     for (to_upstream, tag) in [(true, 'c'), (false, 'u')] {
         let (tx, rx) = mpsc::channel();
+        if to_upstream && connection.framer.is_some() {
+            *lock(&connection.upstream_tx) = Some(tx.clone());
+        }
         let (s1, c1) = (Arc::clone(shared), Arc::clone(&connection));
         let (s2, c2) = (Arc::clone(shared), Arc::clone(&connection));
         let reader_ok = shared.spawn(format!("zkp{}:{id}{tag}r", shared.id), move || {
@@ -438,6 +684,8 @@ fn open_connection(shared: &Arc<Shared>, client: TcpStream, id: u64) {
                 connection: c1,
             };
             read_loop(&exit, to_upstream, &tx);
+            // The writer ends when every sender is gone.
+            lock(&exit.connection.upstream_tx).take();
         });
         let writer_ok = shared.spawn(format!("zkp{}:{id}{tag}w", shared.id), move || {
             let exit = ThreadExit {
@@ -480,11 +728,18 @@ fn read_loop(exit: &ThreadExit, to_upstream: bool, tx: &Sender<Chunk>) {
                 return;
             }
             Ok(n) => {
-                let due = match shared.lock().mode {
-                    ProxyMode::Delay(d) => Instant::now() + d,
-                    _ => Instant::now(),
+                let framer = connection.framer.as_ref().filter(|_| to_upstream);
+                let sent = match framer {
+                    Some(framer) => forward_packets(shared, &mut lock(framer), &buffer[..n], tx),
+                    None => {
+                        let due = match shared.lock().mode {
+                            ProxyMode::Delay(d) => Instant::now() + d,
+                            _ => Instant::now(),
+                        };
+                        tx.send(Chunk::Data(buffer[..n].to_vec(), due)).is_ok()
+                    }
                 };
-                if tx.send(Chunk::Data(buffer[..n].to_vec(), due)).is_err() {
+                if !sent {
                     return;
                 }
             }
@@ -495,6 +750,49 @@ fn read_loop(exit: &ThreadExit, to_upstream: bool, tx: &Sender<Chunk>) {
             }
         }
     }
+}
+
+/// A quorum link's learner bytes: the packets they complete are counted,
+/// `ACK`s held while [`FaultProxy::hold_acks`] says so, the rest sent on
+/// (after the held ones, once released). Returns `false` when the writer is
+/// gone.
+fn forward_packets(
+    shared: &Shared,
+    framer: &mut QuorumFramer,
+    bytes: &[u8],
+    tx: &Sender<Chunk>,
+) -> bool {
+    let packets = framer.feed(bytes);
+    let mut state = shared.lock();
+    let due = match state.mode {
+        ProxyMode::Delay(d) => Instant::now() + d,
+        _ => Instant::now(),
+    };
+    let Some(quorum) = state.quorum.as_mut() else {
+        return true;
+    };
+    let mut sent = true;
+    for (kind, packet) in packets {
+        if kind == QUORUM_REQUEST && !framer.raw {
+            quorum.counts.requests += 1;
+        }
+        if quorum.hold_acks && kind == QUORUM_ACK && !framer.raw {
+            framer.held.push(packet);
+            quorum.counts.held_acks += 1;
+            continue;
+        }
+        if !quorum.hold_acks {
+            // Released meanwhile: the held ones first.
+            for held in framer.held.drain(..) {
+                quorum.counts.held_acks = quorum.counts.held_acks.saturating_sub(1);
+                sent &= tx.send(Chunk::Data(held, due)).is_ok();
+            }
+        }
+        sent &= tx.send(Chunk::Data(packet, due)).is_ok();
+    }
+    drop(state);
+    shared.changed.notify_all();
+    sent
 }
 
 fn write_loop(exit: &ThreadExit, to_upstream: bool, rx: &Receiver<Chunk>) {
@@ -732,4 +1030,67 @@ fn tls_front_pump(
     }
     let _ = client.shutdown(Shutdown::Both);
     let _ = upstream.shutdown(Shutdown::Both);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A quorum packet as jute writes it: type, zxid, data, authinfo.
+    fn packet(kind: i32, data: Option<&[u8]>, ids: Option<&[(&str, &str)]>) -> Vec<u8> {
+        let mut b = kind.to_be_bytes().to_vec();
+        b.extend_from_slice(&7i64.to_be_bytes());
+        match data {
+            Some(d) => {
+                b.extend_from_slice(&(d.len() as i32).to_be_bytes());
+                b.extend_from_slice(d);
+            }
+            None => b.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+        match ids {
+            Some(ids) => {
+                b.extend_from_slice(&(ids.len() as i32).to_be_bytes());
+                for (scheme, id) in ids {
+                    for s in [scheme, id] {
+                        b.extend_from_slice(&(s.len() as i32).to_be_bytes());
+                        b.extend_from_slice(s.as_bytes());
+                    }
+                }
+            }
+            None => b.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+        b
+    }
+
+    #[test]
+    fn framer_cuts_packets_at_their_ends_whatever_the_reads() {
+        let ack = packet(QUORUM_ACK, None, None);
+        let request = packet(QUORUM_REQUEST, Some(b"create"), Some(&[("digest", "a:b")]));
+        let stream: Vec<u8> = [ack.clone(), request.clone(), ack.clone()].concat();
+        for split in 0..=stream.len() {
+            let mut framer = QuorumFramer::default();
+            let mut got = framer.feed(&stream[..split]);
+            got.extend(framer.feed(&stream[split..]));
+            let kinds: Vec<i32> = got.iter().map(|(k, _)| *k).collect();
+            assert_eq!(
+                kinds,
+                [QUORUM_ACK, QUORUM_REQUEST, QUORUM_ACK],
+                "split {split}"
+            );
+            assert_eq!(got[1].1, request);
+            assert!(!framer.raw && framer.pending.is_empty());
+        }
+    }
+
+    #[test]
+    fn framer_passes_what_is_not_quorum_packets_raw() {
+        let mut framer = QuorumFramer::default();
+        let mut junk = 5i32.to_be_bytes().to_vec();
+        junk.extend_from_slice(&[0; 8]);
+        junk.extend_from_slice(&(-7i32).to_be_bytes());
+        let got = framer.feed(&junk);
+        assert!(framer.raw);
+        assert_eq!(got, [(0, junk)]);
+        assert_eq!(framer.feed(b"more"), [(0, b"more".to_vec())]);
+    }
 }
