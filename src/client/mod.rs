@@ -385,7 +385,8 @@ impl ZooKeeperBuilder {
     pub fn connect(self, watcher: impl Watcher + 'static) -> Result<ZooKeeper> {
         let wait = self.connect_wait.unwrap_or(self.session_timeout);
         let zk = self.start(watcher)?;
-        // Dropping `zk` on failure closes it and joins its threads.
+        // Dropping `zk` on failure closes it in the background (Drop never
+        // waits): its connection thread stops at its next check of `closing`.
         zk.wait_connected(wait)?;
         Ok(zk)
     }
