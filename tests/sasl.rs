@@ -182,6 +182,37 @@ fn the_call_right_after_the_refusal_is_auth_failed() {
     }
 }
 
+/// A scripted server's side of a session with SASL: answers the
+/// ConnectRequest (session `session_id`), then for each SASL token (the
+/// `round`-th, from 0) asks `on_token`, and answers with the DIGEST-MD5
+/// challenge it gives in a SetSASLResponse. Returns `true` when `on_token`
+/// stopped the exchange (`None`), `false` when the client did (it closed, or
+/// sent something else).
+fn scripted_sasl<'a>(
+    s: &mut TcpStream,
+    session_id: i64,
+    mut on_token: impl FnMut(usize) -> Option<&'a [u8]>,
+) -> bool {
+    if common::client::fake_handshake(s, session_id).is_err() {
+        return false;
+    }
+    for round in 0.. {
+        let Ok((xid, op)) = common::client::fake_next_request(s) else {
+            return false;
+        };
+        if op != 102 {
+            return false;
+        }
+        let Some(challenge) = on_token(round) else {
+            return true;
+        };
+        let mut body = Vec::new();
+        common::client::put_buffer(&mut body, challenge);
+        let _ = s.write_all(&common::client::reply(xid, 0, 0, &body));
+    }
+    false
+}
+
 /// A server that answers the ConnectRequest, then stalls in the SASL
 /// exchange (at its first or its second token): each attempt ends at the
 /// handshake deadline, is retried (a stall is no refusal), and `connect`
@@ -192,28 +223,15 @@ fn a_server_stalling_mid_sasl_is_bounded_by_the_handshake_deadline() {
         let saw_sasl = Arc::new(Mutex::new(0usize));
         let seen = saw_sasl.clone();
         let fake = FakeServer::start(move |_, mut s: TcpStream| {
-            if common::client::fake_handshake(&mut s, 0x5a51).is_err() {
-                return;
-            }
-            for round in 0.. {
-                let Ok((xid, op)) = common::client::fake_next_request(&mut s) else {
-                    return;
-                };
-                if op != 102 {
-                    return;
-                }
+            let stopped = scripted_sasl(&mut s, 0x5a51, |round| {
                 *seen.lock().unwrap() += 1;
-                if round >= answered {
-                    break;
-                }
-                // A DIGEST-MD5 challenge in a SetSASLResponse.
-                let challenge =
-                    br#"realm="zk-sasl-md5",nonce="abc",qop="auth",charset=utf-8,algorithm=md5-sess"#;
-                let mut body = Vec::new();
-                common::client::put_buffer(&mut body, challenge);
-                let _ = s.write_all(&common::client::reply(xid, 0, 0, &body));
+                (round < answered).then_some(
+                    &br#"realm="zk-sasl-md5",nonce="abc",qop="auth",charset=utf-8,algorithm=md5-sess"#[..],
+                )
+            });
+            if stopped {
+                thread::sleep(Duration::from_secs(8)); // the stall
             }
-            thread::sleep(Duration::from_secs(8)); // the stall
         });
         let events = Events::new();
         let started = Instant::now();
@@ -706,24 +724,13 @@ fn a_challenge_rfc_2831_rejects_is_auth_failed_once() {
         let responses = Arc::new(Mutex::new(0usize));
         let seen = responses.clone();
         let fake = FakeServer::start(move |_, mut s: TcpStream| {
-            if common::client::fake_handshake(&mut s, 0x5a52).is_err() {
-                return;
-            }
-            for round in 0.. {
-                let Ok((xid, op)) = common::client::fake_next_request(&mut s) else {
-                    return;
-                };
-                if op != 102 {
-                    return;
-                }
+            scripted_sasl(&mut s, 0x5a52, |round| {
                 if round > 0 {
-                    *seen.lock().unwrap() += 1;
-                    return; // a response: the client went on
+                    *seen.lock().unwrap() += 1; // a response: the client went on
+                    return None;
                 }
-                let mut body = Vec::new();
-                common::client::put_buffer(&mut body, challenge);
-                let _ = s.write_all(&common::client::reply(xid, 0, 0, &body));
-            }
+                Some(challenge)
+            });
         });
         let events = Events::new();
         let r = ZooKeeper::builder(&fake.addr)
