@@ -1098,6 +1098,54 @@ impl ZooKeeperListener for TrackerReader {
     }
 }
 
+/// The setting of the tracker-order tests: a node `<root>/<leaf>` that
+/// another session created with `data`, a started tracker of it (seen to
+/// hold `data`), and a listener that reads the tracker on every event.
+struct Watched {
+    zkw: ZooKeeperWatcher,
+    root: String,
+    node: String,
+    other: zklock::client::ZooKeeper,
+    abortable: Arc<CountingAbortable>,
+    tracker: Arc<ZooKeeperNodeTracker>,
+    reader: Arc<TrackerReader>,
+}
+
+impl Watched {
+    fn new(name: &str, leaf: &str, data: &[u8]) -> Watched {
+        let (zkw, root) = setup(name);
+        let node = format!("{root}/{leaf}");
+        let other = raw_session(&test_servers(), SESSION);
+        other
+            .create(&node, data, Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+        let abortable = Arc::new(CountingAbortable::default());
+        let tracker = Arc::new(ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone()));
+        tracker.start().unwrap();
+        assert_eq!(tracker.get_data(false).as_deref(), Some(data));
+        let reader = TrackerReader::new(&zkw, &tracker);
+        Watched {
+            zkw,
+            root,
+            node,
+            other,
+            abortable,
+            tracker,
+            reader,
+        }
+    }
+
+    /// Nothing aborted; the tracker stopped, the tree removed, both
+    /// sessions closed.
+    fn finish(self) {
+        assert_eq!(self.abortable.calls(), 0);
+        self.tracker.stop();
+        zkutil::delete_node_recursively(&self.zkw, &self.root).unwrap();
+        self.other.close().unwrap();
+        self.zkw.close().unwrap();
+    }
+}
+
 /// Issue 31, item 6 (HBase's `TestZooKeeperNodeTracker`, translated): a user
 /// listener that hears `nodeDeleted` for a tracked node finds the tracker
 /// empty, on the event thread as on the thread it wakes — HBase's tracker is
@@ -1110,19 +1158,10 @@ impl ZooKeeperListener for TrackerReader {
 /// the thread it wakes gets the new data from `get_data(false)`.
 #[test]
 fn a_listener_hearing_node_deleted_finds_the_tracker_empty() {
-    let (zkw, root) = setup("tracker-order-deleted");
-    let node = format!("{root}/master");
-    let other = raw_session(&test_servers(), SESSION);
-    other
-        .create(&node, b"old", Acl::open_unsafe(), CreateMode::Persistent)
-        .unwrap();
-    let abortable = Arc::new(CountingAbortable::default());
-    let tracker = Arc::new(ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone()));
-    tracker.start().unwrap();
-    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"old"[..]));
-    let reader = TrackerReader::new(&zkw, &tracker);
+    let t = Watched::new("tracker-order-deleted", "master", b"old");
+    let (node, other, tracker, reader) = (&t.node, &t.other, &t.tracker, &t.reader);
 
-    other.delete(&node, None).unwrap();
+    other.delete(node, None).unwrap();
     assert_eq!(
         reader.wait(1),
         (EventType::NodeDeleted, None, None),
@@ -1138,7 +1177,7 @@ fn a_listener_hearing_node_deleted_finds_the_tracker_empty() {
     );
 
     other
-        .create(&node, b"new", Acl::open_unsafe(), CreateMode::Persistent)
+        .create(node, b"new", Acl::open_unsafe(), CreateMode::Persistent)
         .unwrap();
     assert_eq!(
         reader.wait(2),
@@ -1148,12 +1187,7 @@ fn a_listener_hearing_node_deleted_finds_the_tracker_empty() {
     // HBase: `zkListener.waitForCreation(); localTracker.getData(false)`: the
     // woken thread waits for the tracker's re-read.
     assert_eq!(tracker.get_data(false).as_deref(), Some(&b"new"[..]));
-    assert_eq!(abortable.calls(), 0);
-
-    tracker.stop();
-    zkutil::delete_node_recursively(&zkw, &root).unwrap();
-    other.close().unwrap();
-    zkw.close().unwrap();
+    t.finish();
 }
 
 /// Issue 31, item 6: a user listener that hears `nodeDataChanged` for a
@@ -1169,17 +1203,8 @@ fn a_listener_hearing_node_deleted_finds_the_tracker_empty() {
 /// `block_until_available(0, false)`.
 #[test]
 fn a_listener_hearing_node_data_changed_does_not_read_the_old_data() {
-    let (zkw, root) = setup("tracker-order-changed");
-    let node = format!("{root}/peer-state");
-    let other = raw_session(&test_servers(), SESSION);
-    other
-        .create(&node, b"one", Acl::open_unsafe(), CreateMode::Persistent)
-        .unwrap();
-    let abortable = Arc::new(CountingAbortable::default());
-    let tracker = Arc::new(ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone()));
-    tracker.start().unwrap();
-    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"one"[..]));
-    let reader = TrackerReader::new(&zkw, &tracker);
+    let t = Watched::new("tracker-order-changed", "peer-state", b"one");
+    let (node, other, tracker, reader) = (&t.node, &t.other, &t.tracker, &t.reader);
 
     type Getter = fn(&ZooKeeperNodeTracker) -> Option<Vec<u8>>;
     let rounds: [(&[u8], &[u8], Getter); 2] = [
@@ -1206,7 +1231,7 @@ fn a_listener_hearing_node_data_changed_does_not_read_the_old_data() {
         };
         let while_held = Arc::new(Mutex::new(None));
         {
-            let zk = zkw.zookeeper().clone();
+            let zk = t.zkw.zookeeper().clone();
             let while_held = while_held.clone();
             *reader.step.lock() = Some(Box::new(move || {
                 // The tracker's re-read was sent before this listener ran;
@@ -1220,7 +1245,7 @@ fn a_listener_hearing_node_data_changed_does_not_read_the_old_data() {
             }));
         }
 
-        other.set_data(&node, new, None).unwrap();
+        other.set_data(node, new, None).unwrap();
         assert_eq!(
             reader.wait(n + 1),
             (EventType::NodeDataChanged, None, None),
@@ -1234,12 +1259,7 @@ fn a_listener_hearing_node_data_changed_does_not_read_the_old_data() {
         assert_eq!(woken.join().unwrap().as_deref(), Some(new));
         assert_eq!(tracker.get_data(false).as_deref(), Some(new));
     }
-    assert_eq!(abortable.calls(), 0);
-
-    tracker.stop();
-    zkutil::delete_node_recursively(&zkw, &root).unwrap();
-    other.close().unwrap();
-    zkw.close().unwrap();
+    t.finish();
 }
 
 /// Issue 31, item 6: keeping the order costs no request: per event on the
