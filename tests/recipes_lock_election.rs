@@ -1265,14 +1265,20 @@ fn leader_manager_lost_exists_answer_never_keeps_a_dead_claim() {
     );
     drop(a);
     flush(&wa, &znode);
-    let stat = zk.exists(&znode, false).unwrap();
-    assert_eq!(
-        stat.map(|s| s.ephemeral_owner),
-        Some(wb.zookeeper().session_id()),
-        "dropping the stale manager deleted the new leader's znode"
-    );
+    assert_leader_znode_of(&zk, &znode, &wb);
     b.stop().unwrap();
     assert_eq!(zk.exists(&znode, false).unwrap(), None);
+}
+
+/// The leader znode is still `owner`'s, the new leader's, after the stale
+/// manager was dropped.
+fn assert_leader_znode_of(zk: &ZooKeeper, znode: &str, owner: &ZooKeeperWatcher) {
+    let stat = zk.exists(znode, false).unwrap();
+    assert_eq!(
+        stat.map(|s| s.ephemeral_owner),
+        Some(owner.zookeeper().session_id()),
+        "dropping the stale manager deleted the new leader's znode"
+    );
 }
 
 /// A waiting manager whose re-check after a data change of the leader znode
@@ -1328,12 +1334,7 @@ fn leader_manager_drop_never_deletes_another_session_s_znode() {
     assert!(b.wait_to_become_leader().unwrap());
     drop(a);
     flush(&wa, &znode);
-    let stat = zk.exists(&znode, false).unwrap();
-    assert_eq!(
-        stat.map(|s| s.ephemeral_owner),
-        Some(wb.zookeeper().session_id()),
-        "dropping the stale manager deleted the new leader's znode"
-    );
+    assert_leader_znode_of(&zk, &znode, &wb);
     b.stop().unwrap();
 }
 
