@@ -177,20 +177,18 @@ impl OwnerMark {
         mode: CreateMode,
     ) -> Result<Option<(String, Stat)>> {
         let parent = crate::path::get_parent(path).unwrap_or("/");
-        match zk.sync(parent) {
-            Ok(()) => {}
-            Err(e) if e.is(ZkError::NoNode) => return Ok(None),
-            Err(e) => return Err(e),
-        }
         if !mode.is_sequential() {
+            match zk.sync(parent) {
+                Ok(()) => {}
+                Err(e) if e.is(ZkError::NoNode) => return Ok(None),
+                Err(e) => return Err(e),
+            }
             return Ok(self
                 .is_marked(zk, path, mode)?
                 .map(|s| (path.to_string(), s)));
         }
-        let children = match zk.get_children(parent, false) {
-            Ok(c) => c,
-            Err(e) if e.is(ZkError::NoNode) => return Ok(None),
-            Err(e) => return Err(e),
+        let Some(children) = synced_children(zk, parent)? else {
+            return Ok(None);
         };
         let prefix = self.protected_prefix();
         for child in children.iter().filter(|c| c.starts_with(&prefix)) {
@@ -203,6 +201,24 @@ impl OwnerMark {
             }
         }
         Ok(None)
+    }
+}
+
+/// The children of `parent` as the leader has them: a `sync`, then the
+/// listing (a reconnect may have landed on a follower that has not applied a
+/// create still on its way; the listing alone would hide that node). `None`
+/// when `parent` does not exist.
+///
+/// # Errors
+/// ZooKeeper errors (no retry).
+pub(crate) fn synced_children(zk: &ZooKeeper, parent: &str) -> Result<Option<Vec<String>>> {
+    let listed = zk
+        .sync(parent)
+        .and_then(|()| zk.get_children(parent, false));
+    match listed {
+        Ok(children) => Ok(Some(children)),
+        Err(e) if e.is(ZkError::NoNode) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -517,6 +533,22 @@ pub(crate) fn delete_owned_in_background(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_protected_prefix_is_curators() {
+        let p = OwnerMark::new().protected_prefix();
+        // "_c_" + 36 + "-"
+        assert_eq!(p.len(), 3 + 36 + 1, "{p}");
+        let uuid = &p[3..39];
+        let groups: Vec<&str> = uuid.split('-').collect();
+        assert_eq!(
+            groups.iter().map(|g| g.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+        assert!(groups[2].starts_with('4'), "{p}");
+        assert!("89ab".contains(&groups[3][..1]), "{p}");
+        assert_ne!(p, OwnerMark::new().protected_prefix());
+    }
 
     #[test]
     fn the_mark_is_in_the_name_or_the_acl() {

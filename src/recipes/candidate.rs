@@ -8,8 +8,8 @@
 //! hide the node, and the candidate would queue behind its own orphan), by a
 //! mark only this create call can have made:
 //!
-//! - [`OfferMark::Prefix`]: a name prefix unique to the call (Curator's
-//!   protected `_c_<uuid>-`);
+//! - [`OfferMark::Owner`]: a name prefix unique to the call (Curator's
+//!   protected `_c_<uuid>-`, an [`OwnerMark`]'s);
 //! - [`OfferMark::Serial`]: for a layout with no room for a tag (Java's
 //!   `LeaderElectionSupport` parses everything after `n_` as the sequence, and
 //!   reads the data as the host name): the offers of one session on one root
@@ -27,7 +27,7 @@ use parking_lot::{Condvar, Mutex};
 use super::rounds::create_in_session;
 use crate::client::ZooKeeper;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{with_parents, Parents};
+use crate::owned::{synced_children, with_parents, OwnerMark, Parents};
 use crate::types::CreateMode;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
@@ -35,8 +35,10 @@ use crate::zkutil;
 /// How a retried create recognises its own node (see the module docs).
 #[derive(Debug, Clone)]
 pub(crate) enum OfferMark {
-    /// Children whose name starts with this prefix, unique to the create call.
-    Prefix(String),
+    /// Curator's protected name `_c_<uuid>-` (the name already carries the
+    /// mark's prefix): found again by [`OwnerMark::find`], the one way to own
+    /// a node.
+    Owner(OwnerMark),
     /// The child of this session created after the zxid the client had seen
     /// before the first try; offers of one session on one root made one at a
     /// time in the process.
@@ -74,7 +76,7 @@ impl Offer<'_> {
         zkw.check_session()?;
         let _one_at_a_time = match self.mark {
             OfferMark::Serial => Some(SerialGuard::take(zkw.zookeeper().session_id(), self.root)),
-            OfferMark::Prefix(_) => None,
+            OfferMark::Owner(_) => None,
         };
         // Read before the first create is sent: that create's zxid is larger.
         let mut floor = None;
@@ -96,26 +98,20 @@ impl Offer<'_> {
 
     /// The node an earlier try made, if any: `sync` first, then the listing.
     fn find(&self, zk: &ZooKeeper, floor: i64) -> Result<Option<String>> {
-        match zk.sync(self.root) {
-            Ok(()) => {}
-            Err(e) if e.is(ZkError::NoNode) => return Ok(None),
-            Err(e) => return Err(e),
+        if let OfferMark::Owner(mark) = &self.mark {
+            let node = zkutil::join_znode(self.root, &self.name);
+            let found = mark.find(zk, &node, CreateMode::EphemeralSequential)?;
+            return Ok(found.map(|(path, _)| path));
         }
-        let children = match zk.get_children(self.root, false) {
-            Ok(c) => c,
-            Err(e) if e.is(ZkError::NoNode) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let prefix = match &self.mark {
-            OfferMark::Prefix(prefix) => prefix,
-            OfferMark::Serial => &self.name,
+        let Some(children) = synced_children(zk, self.root)? else {
+            return Ok(None);
         };
         let mut found = Vec::new();
-        for c in children.iter().filter(|c| c.starts_with(prefix.as_str())) {
+        for c in children
+            .iter()
+            .filter(|c| c.starts_with(self.name.as_str()))
+        {
             let path = zkutil::join_znode(self.root, c);
-            if let OfferMark::Prefix(_) = self.mark {
-                return Ok(Some(path));
-            }
             match zk.exists(&path, false)? {
                 Some(stat) if stat.ephemeral_owner == zk.session_id() && stat.czxid > floor => {
                     found.push(path)

@@ -32,31 +32,3 @@ pub use crate::layout::{
     LATCH_MARKER, MEMBER_PREFIX, PARTY_PREFIX, PRIORITY_PREFIX, READY_NODE, RECEIPTS_SUFFIX,
     RECEIPT_PREFIX, REVOKE_DATA, TAKERS_SUFFIX, TTL_TOUCH_NODE,
 };
-
-/// A fresh protected-mode prefix `_c_<uuid>-` (a random version-4 UUID in
-/// Java's `UUID.toString()` form, as Curator's `ProtectedUtils` writes it):
-/// an [`OwnerMark`](crate::owned::OwnerMark)'s.
-pub(crate) fn curator_protected_prefix() -> String {
-    crate::owned::OwnerMark::new().protected_prefix()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_protected_prefix_is_curators() {
-        let p = curator_protected_prefix();
-        // "_c_" + 36 + "-"
-        assert_eq!(p.len(), 3 + 36 + 1, "{p}");
-        let uuid = &p[3..39];
-        let groups: Vec<&str> = uuid.split('-').collect();
-        assert_eq!(
-            groups.iter().map(|g| g.len()).collect::<Vec<_>>(),
-            [8, 4, 4, 4, 12]
-        );
-        assert!(groups[2].starts_with('4'), "{p}");
-        assert!("89ab".contains(&groups[3][..1]), "{p}");
-        assert_ne!(p, curator_protected_prefix());
-    }
-}

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use log::info;
 
 use super::candidate::{LeadershipEvent, Offer, OfferMark};
-use super::layout::{curator_protected_prefix, sorted_by_sequence_after, LATCH_MARKER};
+use super::layout::{sorted_by_sequence_after, LATCH_MARKER};
 use super::node::read_participants;
 use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::lock::Dialect;
-use crate::owned::Parents;
+use crate::owned::{OwnerMark, Parents};
 use crate::types::{EventType, WatchedEvent, WatcherType};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
@@ -497,12 +497,12 @@ impl LeaderLatch {
     /// connection loss, a node of this attempt's `_c_<uuid>-` prefix already
     /// in `path` (a lost reply) is adopted, looked for after a `sync`.
     fn make_node(&self) -> Result<(String, i64)> {
-        let prefix = curator_protected_prefix();
+        let mark = OwnerMark::new();
         Offer {
             root: self.path(),
-            name: format!("{prefix}{LATCH_MARKER}"),
+            name: format!("{}{LATCH_MARKER}", mark.protected_prefix()),
             data: self.id.as_bytes(),
-            mark: OfferMark::Prefix(prefix),
+            mark: OfferMark::Owner(mark),
             parents: Parents::Container,
         }
         .make(&self.zkw)
