@@ -303,6 +303,11 @@ struct TrackerState {
     /// The session's event thread, which answers the tracker's reads (noted
     /// when it tells the tracker of an event): the getters never wait there.
     event_thread: Option<ThreadId>,
+    /// The [`NodeTrackerListener`] is being told (on the event thread) of the
+    /// data the tracker holds: while it runs, `get_data(false)` there answers
+    /// that data, as an HBase subclass's override reads the field just set,
+    /// even when a later re-read is already in flight.
+    telling: bool,
 }
 
 impl TrackerState {
@@ -486,7 +491,8 @@ impl ZooKeeperNodeTracker {
         // synchronized method waits for the tracker's handler.
         self.shared.settle(&mut st);
         loop {
-            let current = st.awaited == 0;
+            // The listener being told of the data reads that data.
+            let current = st.awaited == 0 || (here && st.telling);
             if current {
                 if let Some(data) = &st.data {
                     return Ok(Some(data.clone()));
@@ -657,7 +663,8 @@ impl TrackerShared {
     fn current_data(&self) -> Option<Vec<u8>> {
         let mut st = self.state.lock();
         self.settle(&mut st);
-        st.data.clone().filter(|_| st.awaited == 0)
+        let told = st.telling && st.on_event_thread();
+        st.data.clone().filter(|_| st.awaited == 0 || told)
     }
 
     /// Off the event thread, waits while a re-read that an event made
@@ -910,7 +917,10 @@ impl TrackerShared {
             (Cause::Renewal, Some(d)) if before.is_some() => listener.node_data_changed(node, d),
             (_, Some(d)) => listener.node_created(node, d),
         };
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).is_err() {
+        self.state.lock().telling = true;
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).is_err();
+        self.state.lock().telling = false;
+        if panicked {
             error!("the NodeTrackerListener of {node} panicked");
         }
     }
