@@ -314,6 +314,22 @@ pub enum Error {
     /// [`TlsError`].
     #[cfg(feature = "tls")]
     Tls(TlsError),
+    /// Connecting failed with a ZooKeeper code, and the client knows why:
+    /// [`code`](Error::code) is the code (so [`Error::is`], `is_retryable`
+    /// and `is_fatal` answer as for [`Error::Zk`]) and `reason` says what
+    /// happened. `AuthFailed` with the SASL mechanism's or the server's
+    /// reason (a stale keytab, an expired principal, an unknown service
+    /// principal, a refused DIGEST-MD5 password); `ConnectionLoss` when no
+    /// session was ever established and every server refused the TCP
+    /// connection (see
+    /// [`ZooKeeperBuilder::connect`](crate::client::ZooKeeperBuilder::connect)).
+    /// Calls on a dead handle still fail with the bare [`Error::Zk`] code.
+    Connect {
+        /// The ZooKeeper code: `AuthFailed` or `ConnectionLoss`.
+        code: ZkError,
+        /// Why, in words (a GSSAPI or KDC error, the servers that refused).
+        reason: String,
+    },
 }
 
 impl Error {
@@ -372,6 +388,10 @@ impl Clone for Error {
             Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
             #[cfg(feature = "tls")]
             Error::Tls(e) => Error::Tls(e.clone()),
+            Error::Connect { code, reason } => Error::Connect {
+                code: *code,
+                reason: reason.clone(),
+            },
         }
     }
 }
@@ -396,7 +416,9 @@ impl Error {
     /// The ZooKeeper code, if this error carries one.
     pub fn code(&self) -> Option<ZkError> {
         match self {
-            Error::Zk { code, .. } | Error::Multi { code, .. } => Some(*code),
+            Error::Zk { code, .. } | Error::Multi { code, .. } | Error::Connect { code, .. } => {
+                Some(*code)
+            }
             _ => None,
         }
     }
@@ -446,6 +468,7 @@ impl fmt::Display for Error {
             Error::Io(e) => write!(f, "i/o error: {e}"),
             #[cfg(feature = "tls")]
             Error::Tls(e) => write!(f, "tls: {e}"),
+            Error::Connect { code, reason } => write!(f, "{code}: {reason}"),
         }
     }
 }
@@ -453,7 +476,9 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Zk { code, .. } | Error::Multi { code, .. } => Some(code),
+            Error::Zk { code, .. } | Error::Multi { code, .. } | Error::Connect { code, .. } => {
+                Some(code)
+            }
             Error::Io(e) => Some(e),
             #[cfg(feature = "tls")]
             Error::Tls(e) => Some(e),
