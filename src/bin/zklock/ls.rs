@@ -374,9 +374,27 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
         return show_acl(g, a);
     }
     let zkw = connect(g)?;
-    let listing = list(&zkw, &a.znode);
+    let listing = list(&zkw, &a.znode).and_then(|listing| {
+        // Nothing found: a missing znode, or one that is no lock.
+        let what = match listing.entries.is_empty() {
+            true => Some(what_is(&zkw, &a.znode)?),
+            false => None,
+        };
+        Ok((listing, what))
+    });
     let _ = zkw.close();
-    let Listing { entries, mixed } = listing?;
+    let (Listing { entries, mixed }, what) = listing?;
+    if let Some(What::Missing) = what {
+        let line = format!(
+            "no such node: {} (no lock, semaphore or election was ever taken there; check the \
+             path, and the chroot of --zk)",
+            a.znode
+        );
+        return Err(crate::explained(
+            zklock::Error::zk(ZkError::NoNode, &a.znode),
+            line,
+        ));
+    }
     for (dir, dialects) in &mixed {
         eprintln!(
             "zklock: warning: {dir} mixes dialects ({}): their clients do not see each \
@@ -387,6 +405,18 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     let mut out = io::stdout().lock();
     let written = if a.json {
         print_json(&mut out, &entries)
+    } else if let Some(What::Parent(children)) = &what {
+        let shown: Vec<&str> = children.iter().take(3).map(String::as_str).collect();
+        let more = if children.len() > 3 { ", ..." } else { "" };
+        writeln!(
+            out,
+            "{} is not a lock, semaphore or election: it holds {} other znode(s) ({}{more}); \
+             if they are locks, list one: zklock ls {}",
+            a.znode,
+            children.len(),
+            shown.join(", "),
+            zkutil::join_znode(&a.znode, shown[0])
+        )
     } else if entries.is_empty() {
         writeln!(out, "{}: no holders, waiters or candidates", a.znode)
     } else {
@@ -394,6 +424,35 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     };
     quiet_on_broken_pipe(written.and_then(|()| out.flush()))?;
     Ok(0)
+}
+
+/// What a znode with no lock nodes is.
+enum What {
+    /// It does not exist.
+    Missing,
+    /// It exists with no children: a lock (or election) nobody holds now.
+    Free,
+    /// It has children, none of them lock nodes: a parent of locks.
+    Parent(Vec<String>),
+}
+
+fn what_is(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<What> {
+    match zkw.recoverable_zookeeper().get_children(znode, false) {
+        // An idle semaphore keeps its two directories.
+        Ok(c)
+            if c.is_empty()
+                || c.iter()
+                    .any(|c| c == SEMAPHORE_LEASES || c == SEMAPHORE_LOCKS) =>
+        {
+            Ok(What::Free)
+        }
+        Ok(mut c) => {
+            c.sort();
+            Ok(What::Parent(c))
+        }
+        Err(e) if e.is(ZkError::NoNode) => Ok(What::Missing),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("listing {znode}"))),
+    }
 }
 
 /// `ls --show-acl`: the ACL of the znode and of each node `list` finds.
