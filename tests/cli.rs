@@ -1126,8 +1126,12 @@ fn a_clamped_session_timeout_is_warned() {
             .output()
             .unwrap()
     };
+    // `ls` of a missing path fails (issue 35): list an existing one.
+    let zk = raw();
+    let clamp = unique_root("cli-clamp");
+    common::client::mkdirs(&zk, &clamp);
     for (asked, granted) in [("1h", "1m00s"), ("1ms", "400ms")] {
-        let out = run(&["--session-timeout", asked, "ls", "/cli-clamp"]);
+        let out = run(&["--session-timeout", asked, "ls", &clamp]);
         let err = text(&out.stderr);
         assert!(out.status.success(), "{err}");
         assert!(
@@ -1135,8 +1139,9 @@ fn a_clamped_session_timeout_is_warned() {
             "{asked}: {err}"
         );
     }
-    let out = run(&["--session-timeout", "5s", "ls", "/cli-clamp"]);
+    let out = run(&["--session-timeout", "5s", "ls", &clamp]);
     assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
+    common::client::rmr(&zk, &clamp);
 }
 
 #[test]

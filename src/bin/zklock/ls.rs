@@ -45,6 +45,8 @@ pub(crate) struct Listing {
     pub(crate) entries: Vec<Entry>,
     /// The directories holding nodes of more than one dialect, with them.
     pub(crate) mixed: Vec<(String, Vec<&'static str>)>,
+    /// The znode's children; `None` when it does not exist.
+    pub(crate) children: Option<Vec<String>>,
 }
 
 /// The trailing sequence number ZooKeeper appended to a name.
@@ -169,8 +171,16 @@ fn lock_entries(
 /// `locks` and `leases` as leases, the others do not count kazoo's): every
 /// holder is shown and `<p>` is reported in `mixed`.
 pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listing> {
-    let children = children_of(zkw, znode)?;
-    let mut out = Listing::default();
+    let children = match zkw.recoverable_zookeeper().get_children(znode, false) {
+        Ok(c) => Some(c),
+        Err(e) if e.is(ZkError::NoNode) => None,
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("listing {znode}"))),
+    };
+    let mut out = Listing {
+        children: children.clone(),
+        ..Listing::default()
+    };
+    let children = children.unwrap_or_default();
     lock_entries(zkw, znode, "", &children, &mut out)?;
     let mut waiters = Listing::default();
     // The layouts of the semaphores found at `znode`.
@@ -374,16 +384,15 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
         return show_acl(g, a);
     }
     let zkw = connect(g)?;
-    let listing = list(&zkw, &a.znode).and_then(|listing| {
-        // Nothing found: a missing znode, or one that is no lock.
-        let what = match listing.entries.is_empty() {
-            true => Some(what_is(&zkw, &a.znode)?),
-            false => None,
-        };
-        Ok((listing, what))
-    });
+    let listing = list(&zkw, &a.znode);
     let _ = zkw.close();
-    let (Listing { entries, mixed }, what) = listing?;
+    let Listing {
+        entries,
+        mixed,
+        children,
+    } = listing?;
+    // Nothing found: a missing znode, or one that is no lock.
+    let what = entries.is_empty().then(|| what_is(children));
     if let Some(What::Missing) = what {
         let line = format!(
             "no such node: {} (no lock, semaphore or election was ever taken there; check the \
@@ -436,22 +445,21 @@ enum What {
     Parent(Vec<String>),
 }
 
-fn what_is(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<What> {
-    match zkw.recoverable_zookeeper().get_children(znode, false) {
+fn what_is(children: Option<Vec<String>>) -> What {
+    match children {
+        None => What::Missing,
         // An idle semaphore keeps its two directories.
-        Ok(c)
+        Some(c)
             if c.is_empty()
                 || c.iter()
                     .any(|c| c == SEMAPHORE_LEASES || c == SEMAPHORE_LOCKS) =>
         {
-            Ok(What::Free)
+            What::Free
         }
-        Ok(mut c) => {
+        Some(mut c) => {
             c.sort();
-            Ok(What::Parent(c))
+            What::Parent(c)
         }
-        Err(e) if e.is(ZkError::NoNode) => Ok(What::Missing),
-        Err(e) => Err(anyhow::Error::new(e).context(format!("listing {znode}"))),
     }
 }
 

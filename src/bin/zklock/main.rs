@@ -699,17 +699,16 @@ fn tls_failed(g: &Global, servers: &str, tls: &zklock::client::TlsError) -> Stri
 /// with no SASL: which options give it.
 fn sasl_required(g: &Global, e: &anyhow::Error) -> Option<String> {
     use zklock::ZkError;
-    let no_sasl = g.sasl_user.is_none() && g.kerberos_service.is_none();
     let code = e.chain().find_map(|c| {
         c.downcast_ref::<zklock::Error>()
             .and_then(zklock::Error::code)
     })?;
+    // The server's refusal is SessionClosedRequireSaslAuth; a call after it
+    // gets the dead handle's AuthFailed (with no identity given, nothing
+    // else refuses an authentication).
+    let no_sasl = g.sasl_user.is_none() && g.kerberos_service.is_none();
     let refused = code == ZkError::SessionClosedRequireSaslAuth
-        || (code == ZkError::AuthFailed
-            && !matches!(
-                e.chain().find_map(|c| c.downcast_ref::<zklock::Error>()),
-                Some(zklock::Error::Connect { .. })
-            ));
+        || (code == ZkError::AuthFailed && !g.has_identity());
     (no_sasl && refused).then(|| {
         format!(
             "ZooKeeper at {} accepts only SASL-authenticated clients: give --sasl-user USER \
