@@ -93,6 +93,16 @@
 //! `OperationTimeout`) are retried, fatal ones (`SessionExpired`, `AuthFailed`)
 //! never are, and no replacement session is opened behind your back.
 //!
+//! ## Guides
+//!
+//! The repository's `README.md` and `docs/` (their Rust code runs as doc tests in
+//! `make test`): `docs/hbase.md` (porting from HBase), `docs/dialects.md`
+//! (joining a Curator or kazoo fleet), `docs/recipes.md`, `docs/security.md`
+//! (TLS, SASL, ACLs), `docs/cli.md` (the `zklock` command), `docs/features.md`,
+//! `docs/client.md` (why its own client), `docs/architecture.md`,
+//! `docs/testing.md` (the harness) and `docs/benchmarks.md` (measured numbers and
+//! how to reproduce them).
+//!
 //! ## Features
 //!
 //! - `testing`: the real-ZooKeeper harness ([`testing`]: `ZkServer`,
@@ -127,6 +137,30 @@ mod wake;
 mod watcher;
 pub mod zkutil;
 mod znodes;
+
+/// The README's and the guides' Rust code (`docs/*.md`), compiled and run as doc
+/// tests by `cargo test --all-features --doc` (part of `make test`), each against
+/// a throwaway server the code starts with the harness.
+#[cfg(all(doctest, feature = "testing"))]
+mod guides {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/hbase.md")]
+    struct Hbase;
+    #[doc = include_str!("../docs/dialects.md")]
+    struct Dialects;
+    #[doc = include_str!("../docs/recipes.md")]
+    struct Recipes;
+    #[doc = include_str!("../docs/cli.md")]
+    struct Cli;
+    #[doc = include_str!("../docs/testing.md")]
+    struct Testing;
+    #[cfg(all(feature = "tls", feature = "kerberos"))]
+    #[doc = include_str!("../docs/security.md")]
+    struct Security;
+    #[doc = include_str!("../docs/architecture.md")]
+    struct Architecture;
+}
 
 pub use deadline::Deadline;
 pub use error::{Error, Result, ZkError, ZkResultExt};
