@@ -99,7 +99,7 @@ impl ZooKeeper {
         let created = replies
             .next()
             .unwrap_or_else(|| Err(Error::zk_code(ZkError::ConnectionLoss)))
-            .map_err(|e| with_path(e, path))
+            .map_err(|e| with_path(unsupported(opcode, e), path))
             .and_then(|body| created(opcode, &body, path, self.chroot()))?;
         let listed = replies
             .next()
@@ -253,7 +253,7 @@ impl ZooKeeper {
             Box::new(move |reply| {
                 callback(
                     reply
-                        .map_err(|e| with_path(e, &p))
+                        .map_err(|e| with_path(unsupported(opcode, e), &p))
                         .and_then(|body| created(opcode, &body, &p, chroot.as_deref()))
                         .map(|(path, stat)| (path, stat.unwrap_or_default())),
                 )
