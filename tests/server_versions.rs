@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use common::client::*;
 use common::{server_version, WAIT};
-use zklock::client::{Acl, AddWatchMode, ClientInfo, CreateMode, KeeperState};
+use zklock::client::{
+    Acl, AddWatchMode, ClientInfo, CreateMode, KeeperState, SaslConfig, WatchedEvent, ZooKeeper,
+};
 use zklock::testing::{shared_server, unique_root, ZkServer};
 use zklock::{Error, ZkError, ZooKeeperWatcher};
 
@@ -150,4 +152,25 @@ fn ttl_nodes_without_extended_types_name_the_setting() {
     assert_eq!(ev.states(), [KeeperState::SyncConnected], "no reconnect");
     zk.close().unwrap();
     server.stop().unwrap();
+}
+
+/// A SASL (DIGEST-MD5) session: whoAmI lists its `sasl` identity beside
+/// `ip` (3.7+; skipped with a message on an older server).
+#[test]
+fn who_am_i_lists_a_sasl_identity() {
+    let version = server_version();
+    if version < (3, 7, 0) {
+        println!("skipped: server {version:?} has no whoAmI (3.7 needed)");
+        return;
+    }
+    let server = ZkServer::start_sasl(&[("alice", "alice-secret")]).unwrap();
+    let zk = ZooKeeper::builder(&server.connect_string())
+        .with_session_timeout(SESSION)
+        .with_sasl(SaslConfig::digest_md5("alice", "alice-secret"))
+        .connect(|_e: WatchedEvent| {})
+        .unwrap();
+    let mut me = zk.who_am_i().unwrap();
+    me.sort_by(|a, b| a.auth_scheme.cmp(&b.auth_scheme));
+    assert_eq!(me, [info("ip", "127.0.0.1"), info("sasl", "alice")]);
+    zk.close().unwrap();
 }

@@ -13,7 +13,7 @@ pub(crate) fn run(g: &Global) -> anyhow::Result<i32> {
     let zkw = connect(g)?;
     let infos = zkw.recoverable_zookeeper().who_am_i();
     let _ = zkw.close();
-    let infos = infos.map_err(|e| anyhow::Error::new(e).context("whoAmI"))?;
+    let infos = infos?;
     let mut out = io::stdout().lock();
     let written = (|| {
         writeln!(out, "Auth scheme: User")?;
