@@ -92,6 +92,10 @@
 //! after [`RecoverableZooKeeper`]'s retries: recoverable ones (`ConnectionLoss`,
 //! `OperationTimeout`) are retried, fatal ones (`SessionExpired`, `AuthFailed`)
 //! never are, and no replacement session is opened behind your back.
+//! `UNIMPLEMENTED` for an operation that a later server version or a server
+//! setting provides (`whoAmI` before 3.7, persistent watches before 3.6, TTL
+//! nodes without `extendedTypesEnabled`) is [`Error::Unsupported`], naming
+//! what is needed; its [`code`](Error::code) is still `Unimplemented`.
 //!
 //! ## Guides
 //!

@@ -7,8 +7,8 @@ use std::time::Instant;
 use log::{debug, info, warn};
 
 use crate::client::{
-    Acl, AclPolicy, CreateMode, CreatedAndListed, Deadline, Op, OpResult, ReadOp, ReadResult, Stat,
-    Watcher, ZooKeeper,
+    Acl, AclPolicy, ClientInfo, CreateMode, CreatedAndListed, Deadline, Op, OpResult, ReadOp,
+    ReadResult, Stat, Watcher, ZooKeeper,
 };
 use crate::error::{Error, Result, ZkError};
 use crate::metadata::{append_metadata, remove_metadata};
@@ -340,11 +340,22 @@ impl RecoverableZooKeeper {
     /// has, at every depth (see [`ZooKeeper::get_all_children_number`]).
     ///
     /// # Errors
-    /// `NoNode`, `NoAuth`, `Unimplemented` (server before 3.6), session errors.
+    /// `NoNode`, `NoAuth`, [`Error::Unsupported`](crate::Error::Unsupported)
+    /// (`code()` `Unimplemented`: a server before 3.6), session errors.
     pub fn get_all_children_number(&self, path: &str) -> Result<i32> {
         self.retrying("getAllChildrenNumber", path, |_| {
             self.zk.get_all_children_number(path)
         })
+    }
+
+    /// ZooKeeper 3.7's `whoAmI` (see [`ZooKeeper::who_am_i`]): the session's
+    /// identities as the server knows them; retried on `ConnectionLoss`.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`](crate::Error::Unsupported) from a server before
+    /// 3.7 (not retried), session errors.
+    pub fn who_am_i(&self) -> Result<Vec<ClientInfo>> {
+        self.retrying("whoAmI", "/", |_| self.zk.who_am_i())
     }
 
     /// ZooKeeper 3.6's `multiRead` (see [`ZooKeeper::multi_read`]): the
