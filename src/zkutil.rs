@@ -429,35 +429,119 @@ pub fn delete_node_fail_silent(zkw: &ZooKeeperWatcher, node: &str) -> Result<()>
 /// As HBase, it lists the subtree breadth-first setting watches on every node
 /// (so listeners hear each `NodeDeleted`), then deletes leaves first with
 /// [`multi_or_sequential`] (falling back to one delete at a time when the
-/// tree changed meanwhile). A subtree too large for one request is deleted in
-/// several `multi`s, in order. Not atomic as a whole.
+/// tree changed meanwhile): [`delete_node_recursively_multi_or_sequential`]
+/// with the fallback on, for one root. A subtree too large for one request is
+/// deleted in several `multi`s, in order. Not atomic as a whole.
 ///
 /// # Errors
 /// `NotEmpty` when a child was added concurrently; `NoAuth`; `BadArguments`
 /// for a bad path; session errors.
 pub fn delete_node_recursively(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> {
-    validate(node)?;
-    let mut paths = list_children_bfs(zkw, node, true)?;
-    paths.reverse();
-    if zkw.recoverable_zookeeper().exists(node, true)?.is_some() {
-        paths.push(node.to_string());
-    }
-    delete_in_chunks(zkw, paths)
+    delete_node_recursively_multi_or_sequential(zkw, true, &[node])
 }
 
 /// `ZKUtil.deleteChildrenRecursively`: deletes everything under `node`, but not
 /// `node` itself; a missing node is fine. Sets no watch. Leaves first, with
-/// [`multi_or_sequential`] and its sequential fallback, as
-/// [`delete_node_recursively`].
+/// [`multi_or_sequential`] and its sequential fallback:
+/// [`delete_children_recursively_multi_or_sequential`] with the fallback on,
+/// for one root.
 ///
 /// # Errors
 /// `NotEmpty` when a child was added concurrently; `NoAuth`; `BadArguments`
 /// for a bad path; session errors.
 pub fn delete_children_recursively(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> {
-    validate(node)?;
-    let mut paths = list_children_bfs(zkw, node, false)?;
-    paths.reverse();
-    delete_in_chunks(zkw, paths)
+    delete_children_recursively_multi_or_sequential(zkw, true, &[node])
+}
+
+/// `ZKUtil.deleteChildrenRecursivelyMultiOrSequential(zkw,
+/// runSequentialOnMultiFailure, pathRoots...)`: deletes everything under each
+/// of `path_roots`, but not the roots themselves; a missing root has nothing
+/// under it. Sets no watch.
+///
+/// Every root's subtree is listed breadth-first, then all the deletes (each
+/// root's nodes deepest first, the roots in the order given) go in **one**
+/// [`multi_or_sequential`]: atomic, or, when the `multi` fails with
+/// `NodeExists`, `NoNode`, `BadVersion` or `NoAuth` and
+/// `run_sequential_on_multi_failure` is set, the same deletes one at a time,
+/// a missing node being no error. An empty `path_roots` does nothing (HBase
+/// logs "Given path is not valid!" and returns). Unlike HBase 1.3, deletes
+/// too large for one request (the server's packet limit) go in several
+/// `multi`s, in order, as HBase 2's `partitionOps` does, rather than failing.
+///
+/// # Errors
+/// `BadArguments` for a bad path (before anything is sent); without the
+/// fallback, [`Error::Multi`] with the first failing op (nothing deleted);
+/// with it, the first error of a delete run on its own (`NotEmpty` when a
+/// child was added concurrently, `NoAuth`); session errors.
+///
+/// # Examples
+/// ```no_run
+/// use zklock::zkutil;
+/// # let zkw = zklock::ZooKeeperWatcher::connect("127.0.0.1:2181", "doc", None)?;
+/// zkutil::delete_children_recursively_multi_or_sequential(
+///     &zkw,
+///     true,
+///     &["/proc/acquired", "/proc/reached", "/proc/abort"],
+/// )?;
+/// # Ok::<(), zklock::Error>(())
+/// ```
+#[doc(alias = "deleteChildrenRecursivelyMultiOrSequential")]
+pub fn delete_children_recursively_multi_or_sequential<S: AsRef<str>>(
+    zkw: &ZooKeeperWatcher,
+    run_sequential_on_multi_failure: bool,
+    path_roots: &[S],
+) -> Result<()> {
+    delete_trees(zkw, run_sequential_on_multi_failure, path_roots, false)
+}
+
+/// `ZKUtil.deleteNodeRecursivelyMultiOrSequential(zkw,
+/// runSequentialOnMultiFailure, pathRoots...)`: deletes each of `path_roots`
+/// and everything under it; a missing root is fine.
+///
+/// As HBase, every root's subtree is listed breadth-first setting watches on
+/// every node, and each root that exists gets an exists watch (listeners
+/// hear each `NodeDeleted`); then all the deletes (each root's nodes deepest
+/// first, then the root; the roots in the order given) go in **one**
+/// [`multi_or_sequential`], with the same fallback, empty list and size
+/// rules as [`delete_children_recursively_multi_or_sequential`].
+///
+/// # Errors
+/// As [`delete_children_recursively_multi_or_sequential`].
+#[doc(alias = "deleteNodeRecursivelyMultiOrSequential")]
+pub fn delete_node_recursively_multi_or_sequential<S: AsRef<str>>(
+    zkw: &ZooKeeperWatcher,
+    run_sequential_on_multi_failure: bool,
+    path_roots: &[S],
+) -> Result<()> {
+    delete_trees(zkw, run_sequential_on_multi_failure, path_roots, true)
+}
+
+/// The two multi-root deletes: every root's subtree (deepest first), and the
+/// root itself when `with_roots` (then with watches, as HBase).
+fn delete_trees<S: AsRef<str>>(
+    zkw: &ZooKeeperWatcher,
+    run_sequential_on_multi_failure: bool,
+    path_roots: &[S],
+    with_roots: bool,
+) -> Result<()> {
+    if path_roots.is_empty() {
+        log::warn!("no path to delete");
+        return Ok(());
+    }
+    for root in path_roots {
+        validate(root.as_ref())?;
+    }
+    let mut paths = Vec::new();
+    for root in path_roots {
+        let root = root.as_ref();
+        let mut tree = list_children_bfs(zkw, root, with_roots)?;
+        tree.reverse();
+        paths.append(&mut tree);
+        if with_roots && zkw.recoverable_zookeeper().exists(root, true)?.is_some() {
+            paths.push(root.to_string());
+        }
+    }
+    delete_in_chunks(zkw, paths, run_sequential_on_multi_failure)
 }
 
 /// Every node under `node` (not `node` itself), breadth-first: parents before
@@ -480,14 +564,20 @@ fn list_children_bfs(zkw: &ZooKeeperWatcher, node: &str, watch: bool) -> Result<
     Ok(tree)
 }
 
-/// Deletes `paths` in order, fail-silent, in `multi`s that each fit in a request.
-fn delete_in_chunks(zkw: &ZooKeeperWatcher, paths: Vec<String>) -> Result<()> {
+/// Deletes `paths` in order, fail-silent, in `multi`s that each fit in a
+/// request (one when they fit), with the sequential fallback when
+/// `run_sequential_on_multi_failure`.
+fn delete_in_chunks(
+    zkw: &ZooKeeperWatcher,
+    paths: Vec<String>,
+    run_sequential_on_multi_failure: bool,
+) -> Result<()> {
     let ops: Vec<ZkUtilOp> = paths
         .into_iter()
         .map(|path| ZkUtilOp::DeleteNodeFailSilent { path })
         .collect();
     for chunk in partition_ops(&ops, MULTI_BUDGET) {
-        multi_or_sequential(zkw, chunk, true)?;
+        multi_or_sequential(zkw, chunk, run_sequential_on_multi_failure)?;
     }
     Ok(())
 }
@@ -531,7 +621,6 @@ fn partition_ops(ops: &[ZkUtilOp], budget: usize) -> Vec<&[ZkUtilOp]> {
 /// assert_eq!(ZkUtilOp::delete_node_fail_silent("/b").path(), "/b");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[doc(alias = "ZKUtilOp")]
 pub enum ZkUtilOp {
     /// `ZKUtilOp.CreateAndFailSilent`: create a persistent node; sequentially, an
     /// existing node is fine ([`create_and_fail_silent_data`]).
