@@ -18,7 +18,7 @@ use crate::call::CallSession;
 use crate::client::CreatedAndListed;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{create_tagged, Parents};
+use crate::owned::{create_tagged, Guard, Parents, Removal};
 use crate::path;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Watcher};
@@ -654,10 +654,8 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             rzk.acl_for(&probe),
             CreateMode::EphemeralSequential,
         )?;
-        if let Err(e) = rzk.delete(&path, None) {
-            if !e.is(ZkError::NoNode) {
-                warn!("could not remove clock probe {path}: {e}");
-            }
+        if let Err(e) = Removal::new(path.as_str(), Guard::Any).run(rzk) {
+            warn!("could not remove clock probe {path}: {e}");
         }
         Ok(stat.ctime)
     }
@@ -733,17 +731,19 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             return lost(self);
         }
         let rzk = self.zkw.recoverable_zookeeper();
-        let deleted = match rzk.delete(&lock.path, Some(lock.version)) {
+        let deleted = match Removal::new(lock.path.as_str(), Guard::Version(lock.version)).run(rzk)
+        {
             // Someone wrote to our node: it is still ours (ephemeral, our tag);
             // delete it at any version rather than fail every release.
             Err(e) if e.is(ZkError::BadVersion) => {
                 warn!("lock node {} was written to; deleting it anyway", lock.path);
-                rzk.delete(&lock.path, None)
+                Removal::new(lock.path.as_str(), Guard::Any).run(rzk)
             }
             other => other,
         };
         match deleted {
-            Ok(()) => {
+            Ok(false) => lost(self),
+            Ok(true) => {
                 *self.state.lock() = LockState::Idle;
                 debug!("released {}", lock.path);
                 Ok(())
@@ -800,11 +800,9 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
                     if stat.ctime < cutoff || (expire_after.is_zero() && stat.ctime <= now) =>
                 {
                     info!("reaping lock node {node}");
-                    if let Err(e) = rzk.delete(&node, None) {
-                        if !e.is(ZkError::NoNode) {
-                            warn!("error reaping {node}: {e}");
-                            deferred = Some(e);
-                        }
+                    if let Err(e) = Removal::new(node.as_str(), Guard::Any).run(rzk) {
+                        warn!("error reaping {node}: {e}");
+                        deferred = Some(e);
                     }
                 }
                 Ok(_) => {}

@@ -16,7 +16,7 @@ use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInter
 use crate::call::CallSession;
 use crate::client::CreatedAndListed;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{create_tagged, with_parents, OwnerMark, Parents};
+use crate::owned::{create_tagged, with_parents, Guard, OwnerMark, Parents, Removal};
 use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::{number_after_last, tagged_sequence};
@@ -531,9 +531,10 @@ impl ZkSemaphore {
             _ => vec![self.leases.clone(), self.locks.clone()],
         };
         for dir in dirs {
-            match rzk.delete(&dir, None) {
-                Ok(()) => debug!("removed {dir}, made by a refused attempt"),
-                Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::NotEmpty) => {}
+            match Removal::new(dir.as_str(), Guard::Any).run(rzk) {
+                Ok(true) => debug!("removed {dir}, made by a refused attempt"),
+                Ok(false) => {}
+                Err(e) if e.is(ZkError::NotEmpty) => {}
                 Err(e) => debug!("removing {dir}: {e}"),
             }
         }
@@ -1101,13 +1102,18 @@ impl SemaphoreLease {
             return lost();
         }
         let rzk = self.session.rzk();
-        let deleted = match rzk.delete(&path, Some(self.lease.version)) {
+        let deleted = match Removal::new(path.as_str(), Guard::Version(self.lease.version)).run(rzk)
+        {
             // Someone wrote to our node: it is still ours (tagged, ephemeral).
-            Err(e) if e.is(ZkError::BadVersion) => rzk.delete(&path, None),
+            Err(e) if e.is(ZkError::BadVersion) => Removal::new(path.as_str(), Guard::Any).run(rzk),
             other => other,
         };
         match deleted {
-            Ok(()) => {
+            Ok(false) => {
+                self.released = true;
+                lost()
+            }
+            Ok(true) => {
                 self.released = true;
                 debug!("returned lease {path}");
                 Ok(())

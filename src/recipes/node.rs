@@ -20,10 +20,7 @@ use crate::client::CreateMode;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
-use crate::owned::{
-    create_owned, delete_owned, delete_owned_in_background, with_parents, NodeSpec, OwnerMark,
-    Parents,
-};
+use crate::owned::{create_owned, with_parents, Guard, NodeSpec, OwnerMark, Parents, Removal};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{Op, Stat};
 use crate::wait::{Bounds, Waiter};
@@ -306,10 +303,7 @@ pub(super) fn create_item(
 
 /// Deletes `path` (any version); no error when it is gone already.
 pub(super) fn delete_if_present(rzk: &RecoverableZooKeeper, path: &str) -> Result<()> {
-    match rzk.delete(path, None) {
-        Err(e) if e.is(ZkError::NoNode) => Ok(()),
-        other => other,
-    }
+    Removal::new(path, Guard::Any).run(rzk).map(drop)
 }
 
 /// Lists `dir`'s children; an empty list when `dir` does not exist.
@@ -557,7 +551,9 @@ impl SessionNode {
     pub(super) fn delete_by(&self, deadline: Deadline) -> Result<()> {
         self.call.check()?;
         let rzk = self.call.rzk().with_deadline(deadline);
-        delete_owned(&rzk, &self.path, self.czxid).map(drop)
+        Removal::new(self.path.as_str(), Guard::Created(self.czxid))
+            .run(&rzk)
+            .map(drop)
     }
 
     /// Removes the node without waiting (a drop): in the background, guarded
@@ -569,11 +565,9 @@ impl SessionNode {
         if self.call.check().is_err() {
             return;
         }
-        delete_owned_in_background(
+        Removal::new(self.path, Guard::Created(self.czxid)).in_session(
             self.call.rzk().zookeeper(),
             &self.call.watcher().downgrade(),
-            self.path,
-            self.czxid,
         );
     }
 }

@@ -69,6 +69,7 @@ use crate::lock::{
     MetadataHandler, ReadLockKind, WriteLockKind, ZkInterProcessLockBase, DEFAULT_CALL_GRACE,
     READ_LOCK_PREFIX, WRITE_LOCK_PREFIX,
 };
+use crate::owned::{Guard, Removal};
 use crate::path;
 use crate::types::{EventType, Stat, WatchedEvent, Watcher};
 use crate::wait::{Bounds, Waiter};
@@ -591,13 +592,11 @@ pub fn attempt_revoke_with_grace(
         }
     }
     call.check()?;
-    match call.rzk().delete(node, None) {
-        Ok(()) => {
-            warn!("{node} not released within {grace:?}: deleted it");
-            Ok(RevokeOutcome::Forced)
-        }
-        Err(e) if e.is(ZkError::NoNode) => Ok(RevokeOutcome::Released),
-        Err(e) => Err(e),
+    if Removal::new(node, Guard::Any).run(call.rzk())? {
+        warn!("{node} not released within {grace:?}: deleted it");
+        Ok(RevokeOutcome::Forced)
+    } else {
+        Ok(RevokeOutcome::Released)
     }
 }
 
