@@ -365,6 +365,7 @@ impl RecoverableZooKeeper {
     /// # Errors
     /// [`Error::Unsupported`](crate::Error::Unsupported) from a server before
     /// 3.7 (not retried), session errors.
+    #[doc(alias = "whoAmI")]
     pub fn who_am_i(&self) -> Result<Vec<ClientInfo>> {
         self.retrying("whoAmI", "/", |_| self.zk.who_am_i())
     }

@@ -709,6 +709,7 @@ impl ZooKeeper {
     /// connection fail with `ConnectionLoss`, as with Java's client, which
     /// sends the request the same way). The session's errors
     /// (`ConnectionLoss`, `SessionExpired`, `Closed`).
+    #[doc(alias = "whoAmI")]
     pub fn who_am_i(&self) -> Result<Vec<ClientInfo>> {
         let w = Writer::request(0, op::WHO_AM_I);
         let body = self
