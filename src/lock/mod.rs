@@ -168,6 +168,7 @@ mod mutex;
 mod removal;
 mod rw;
 mod semaphore;
+mod step;
 mod watch;
 
 use std::fmt;
