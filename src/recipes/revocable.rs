@@ -424,25 +424,7 @@ impl<K: LockKind> InterProcessLock for RevocableLock<K> {
         self.lock.release_in_background();
     }
 
-    fn reap_expired_locks(&self, expire_after: Duration) -> Result<()> {
-        self.lock.reap_expired_locks(expire_after)
-    }
-
-    fn reap_all_locks(&self) -> Result<()> {
-        self.lock.reap_all_locks()
-    }
-
-    fn visit_locks(&self, handler: &dyn MetadataHandler) -> Result<()> {
-        self.lock.visit_locks(handler)
-    }
-
-    fn is_held(&self) -> bool {
-        self.lock.is_held()
-    }
-
-    fn acquired_lock(&self) -> Option<AcquiredLock> {
-        self.lock.acquired_lock()
-    }
+    crate::lock::forward_lock!(lock);
 }
 
 impl<K: LockKind> Drop for RevocableLock<K> {
