@@ -331,8 +331,6 @@ pub enum Error {
         operation: &'static str,
         /// What it needs, e.g. `"ZooKeeper 3.7 or later"`.
         needs: &'static str,
-        /// The path the operation was about, client-side, if any.
-        path: Option<String>,
     },
     /// Connecting failed with a ZooKeeper code, and the client knows why:
     /// [`code`](Error::code) is the code (so [`Error::is`], `is_retryable`
@@ -408,15 +406,7 @@ impl Clone for Error {
             Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
             #[cfg(feature = "tls")]
             Error::Tls(e) => Error::Tls(e.clone()),
-            Error::Unsupported {
-                operation,
-                needs,
-                path,
-            } => Error::Unsupported {
-                operation,
-                needs,
-                path: path.clone(),
-            },
+            Error::Unsupported { operation, needs } => Error::Unsupported { operation, needs },
             Error::Connect { code, reason } => Error::Connect {
                 code: *code,
                 reason: reason.clone(),
@@ -498,20 +488,10 @@ impl fmt::Display for Error {
             Error::Io(e) => write!(f, "i/o error: {e}"),
             #[cfg(feature = "tls")]
             Error::Tls(e) => write!(f, "tls: {e}"),
-            Error::Unsupported {
-                operation,
-                needs,
-                path,
-            } => {
-                write!(
-                    f,
-                    "the server does not support {operation} (it needs {needs})"
-                )?;
-                match path {
-                    Some(path) => write!(f, ": {path}"),
-                    None => Ok(()),
-                }
-            }
+            Error::Unsupported { operation, needs } => write!(
+                f,
+                "the server does not support {operation} (it needs {needs})"
+            ),
             Error::Connect { code, reason } => write!(f, "{code}: {reason}"),
         }
     }
