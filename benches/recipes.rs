@@ -46,6 +46,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use zklock::client::{Acl, CreateMode};
 use zklock::recipes::election::{ElectionEventType, LeaderElectionSupport};
 use zklock::recipes::queue::DistributedQueue;
 use zklock::testing::example_servers;
@@ -209,19 +210,46 @@ fn peer_phases(
     ]
 }
 
-/// One producer offers `items` (one at a time, or all at once with
-/// `offer_all`): the time of the offers (the session's connect and close
-/// outside it, as the peers time theirs).
-fn zklock_queue_offer(servers: &str, dir: &str, items: u64, all: bool) -> Duration {
+/// How zklock's producer offers.
+#[derive(Clone, Copy, PartialEq)]
+enum Offer {
+    /// `offer`, one at a time.
+    One,
+    /// One `offer_all`.
+    All,
+    /// The floor: the client's bare `create` of the same nodes, one at a
+    /// time (what `offer` costs beyond it is the recipe's).
+    Bare,
+}
+
+/// One producer offers `items`: the time of the offers (the session's
+/// connect and close outside it, as the peers time theirs).
+fn zklock_queue_offer(servers: &str, dir: &str, items: u64, how: Offer) -> Duration {
     let zkw = connect(servers, "recipes-bench");
     let q = DistributedQueue::new(&zkw, dir).unwrap();
+    let zk = zkw.zookeeper();
+    let item = format!("{dir}/qn-");
     let t0 = Instant::now();
-    if all {
-        let data: Vec<String> = (0..items).map(|i| format!("p0-{i}")).collect();
-        assert_eq!(q.offer_all(&data).unwrap().len() as u64, items);
-    } else {
-        for i in 0..items {
-            q.offer(format!("p0-{i}").as_bytes()).unwrap();
+    match how {
+        Offer::All => {
+            let data: Vec<String> = (0..items).map(|i| format!("p0-{i}")).collect();
+            assert_eq!(q.offer_all(&data).unwrap().len() as u64, items);
+        }
+        Offer::One => {
+            for i in 0..items {
+                q.offer(format!("p0-{i}").as_bytes()).unwrap();
+            }
+        }
+        Offer::Bare => {
+            for i in 0..items {
+                zk.create(
+                    &item,
+                    format!("p0-{i}").as_bytes(),
+                    Acl::open_unsafe(),
+                    CreateMode::PersistentSequential,
+                )
+                .unwrap();
+            }
         }
     }
     let elapsed = t0.elapsed();
@@ -251,15 +279,15 @@ fn zklock_queue_take(
     zkw.close().unwrap();
 }
 
-/// zklock's four phases; with `all`, the offer is one `offer_all` and only
-/// the take follows it.
+/// zklock's four phases; offering otherwise than by `offer`, only the take
+/// follows the offer.
 fn zklock_phases(
     servers: &str,
     m: &Mntr,
     root: &str,
     items: u64,
     k: u64,
-    all: bool,
+    how: Offer,
 ) -> [Option<Phase>; 4] {
     let window = |f: &dyn Fn() -> (u64, Option<Duration>, Option<Duration>)| {
         let w = Window::start(m);
@@ -276,7 +304,7 @@ fn zklock_phases(
     let q = format!("{root}/q");
     let mixed = format!("{root}/q-mixed");
     let offer = window(&|| {
-        let elapsed = zklock_queue_offer(servers, &q, items, all);
+        let elapsed = zklock_queue_offer(servers, &q, items, how);
         (items, Some(elapsed), None)
     });
     let take = window(&|| {
@@ -284,7 +312,7 @@ fn zklock_phases(
         zklock_queue_take(servers, &q, items, &taken, &Mutex::new(None));
         (taken.load(Ordering::SeqCst) as u64, None, None)
     });
-    if all {
+    if how != Offer::One {
         return [offer, take, None, None];
     }
     let mixed = window(&|| {
@@ -381,6 +409,8 @@ enum Side {
     Zklock,
     /// zklock's `offer_all` (and a take to empty the queue).
     ZklockAll,
+    /// The client's bare creates (and a take to empty the queue).
+    ZklockBare,
     Peer(usize, &'static str),
 }
 
@@ -410,6 +440,11 @@ fn main() {
         "zklock DistributedQueue, offer_all",
         "—",
         Ok(Side::ZklockAll),
+    ));
+    sides.push((
+        "zklock client's bare create (the floor)",
+        "—",
+        Ok(Side::ZklockBare),
     ));
     let java = compile_java("recipes", &["benches/java/RecipesBench.java"], &JARS)
         .map_err(|e| format!("{e}; install Curator with `make curator`"))
@@ -481,7 +516,14 @@ fn main() {
             phases: side.as_ref().map(|_| Vec::new()).map_err(Clone::clone),
         })
         .collect();
-    let short = ["zklock", "zklock-all", "curator", "zk", "kazoo"];
+    let short = [
+        "zklock",
+        "zklock-all",
+        "zklock-bare",
+        "curator",
+        "zk",
+        "kazoo",
+    ];
     for r in 0..=rounds {
         let mut line = if r == 0 {
             "  warm-up:".to_string()
@@ -495,8 +537,9 @@ fn main() {
                 zkutil::create_with_parents(&admin, &format!("{dir}/{sub}")).unwrap();
             }
             let phases = match side {
-                Side::Zklock => zklock_phases(&servers, &m, &dir, items, k, false),
-                Side::ZklockAll => zklock_phases(&servers, &m, &dir, items, k, true),
+                Side::Zklock => zklock_phases(&servers, &m, &dir, items, k, Offer::One),
+                Side::ZklockAll => zklock_phases(&servers, &m, &dir, items, k, Offer::All),
+                Side::ZklockBare => zklock_phases(&servers, &m, &dir, items, k, Offer::Bare),
                 Side::Peer(p, name) => peer_phases(&mut peers[*p], &m, name, &dir, items, k),
             };
             let f = |p: &Option<Phase>, f: fn(&Phase) -> f64, d: usize| {
@@ -581,12 +624,15 @@ fn main() {
     }
     // zklock's own figures must be there: a queue that lost an item would
     // have hung above; a missing phase is a failure.
-    match (&rows[0].phases, &rows[1].phases) {
-        (Ok(rounds), Ok(all)) => assert!(
+    match (&rows[0].phases, &rows[1].phases, &rows[2].phases) {
+        (Ok(rounds), Ok(all), Ok(bare)) => assert!(
             rounds.iter().flatten().all(Option::is_some)
-                && all.iter().all(|r| r[0].is_some() && r[1].is_some()),
+                && all
+                    .iter()
+                    .chain(bare)
+                    .all(|r| r[0].is_some() && r[1].is_some()),
             "a zklock phase failed"
         ),
-        (Err(e), _) | (_, Err(e)) => panic!("zklock: {e}"),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => panic!("zklock: {e}"),
     }
 }
