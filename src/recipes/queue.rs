@@ -33,7 +33,8 @@ fn item_sequence(path: &str) -> Option<i64> {
 /// holding the item's bytes as they are; the head is the lowest sequence), so a
 /// Java program using that class and a Rust one using this type share a queue.
 ///
-/// - [`offer`](Self::offer) creates an item; [`peek`](Self::peek) /
+/// - [`offer`](Self::offer) creates an item, [`offer_all`](Self::offer_all)
+///   many in one round trip; [`peek`](Self::peek) /
 ///   [`element`](Self::element) read the head; [`poll`](Self::poll) /
 ///   [`remove`](Self::remove) take it; [`take`](Self::take) /
 ///   [`take_timeout`](Self::take_timeout) wait for one.
@@ -87,11 +88,12 @@ fn item_sequence(path: &str) -> Option<i64> {
 /// # Errors under connection loss
 /// A `ConnectionLoss` from `offer` leaves the item in doubt (it may have been
 /// created), as with Java: the node's name cannot carry a retry tag without
-/// breaking Java's layout. A claim whose commit loses its reply reads its
-/// receipt after the reconnect: naming the item one version on, the claim
-/// committed and the item is returned; unchanged, it did not, and the claim is
-/// tried again while the item is there (when it is gone, another consumer took
-/// it: the next item is tried). So a take is exactly once: an item is never
+/// breaking Java's layout ([`offer_all`](Self::offer_all) settles it from the
+/// directory's listing while that can tell). A claim whose commit loses its
+/// reply reads its receipt after the reconnect: naming the item one version
+/// on, the claim committed and the item is returned; unchanged, it did not,
+/// and the claim is tried again while the item is there (when it is gone,
+/// another consumer took it: the next item is tried). So a take is exactly once: an item is never
 /// lost to a lost reply (zklock differs here: Java's consumer gets
 /// `ConnectionLoss` and the item its delete's lost reply was about is lost
 /// when that delete was applied). Only if the receipt
@@ -162,15 +164,16 @@ impl DistributedQueue {
     /// A `ConnectionLoss` in a batch is settled after the reconnect rather
     /// than reported: the server applied a prefix of the unanswered creates
     /// (in order, as sent), and one listing of the directory with its `Stat`
-    /// tells which. Every sequence number handed out since the last answered
-    /// create is the directory's `cversion` then (Java's layout: the number is
-    /// the parent's `cversion`); when every one of them is still a child (no
-    /// item was taken meanwhile), their data (one `multi` read) shows which of
-    /// the unanswered items are in, and the rest are offered again: each item
-    /// once, none lost. When that cannot be told (an item taken meanwhile,
-    /// a node gone while read), the call ends with `ConnectionLoss` as
-    /// [`offer`](Self::offer) does: the items from the first unanswered one on
-    /// are in doubt; the ones before it are in the queue.
+    /// tells which. A sequential create's number is its parent's `cversion`
+    /// at the time (Java's layout), so when every number from the first
+    /// unanswered create's on to the directory's `cversion` now is still a
+    /// child (no item was taken meanwhile), their data (one `multi` read)
+    /// shows which of the unanswered items are in; the rest are offered
+    /// again: each item once, none lost. When that cannot be told (an item
+    /// taken meanwhile, a node gone while read), the call ends with
+    /// `ConnectionLoss` as [`offer`](Self::offer) does: the items from the
+    /// first unanswered one on are in doubt; the ones before it are in the
+    /// queue.
     ///
     /// zklock differs here: Java's recipe has no batch. One limit of the
     /// settling: an item another producer offers with the very same bytes
