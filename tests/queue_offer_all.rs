@@ -74,3 +74,40 @@ fn a_lost_create_reply_inside_a_batch_leaves_no_duplicate_and_no_gap() {
     drop(q);
     zkw.close().unwrap();
 }
+
+#[test]
+fn a_batch_whose_replies_are_all_lost_ends_in_doubt_and_offers_nothing_twice() {
+    use zklock::testing::FaultProxy;
+    use zklock::ZkError;
+    init_log();
+    let servers = shared_server().connect_string();
+    let admin = connect(&servers);
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = connect(&proxy.connect_string());
+    let dir = format!("{}/q", unique_root("offer-all-doubt"));
+    let q = DistributedQueue::new(&zkw, &dir).unwrap();
+    q.offer(b"before").unwrap();
+    // The server gets and applies the batch; every reply (the directory's
+    // exists too) is held, then dropped with the connection.
+    proxy.stall_downstream();
+    let items: Vec<String> = (0..20).map(|i| format!("item-{i}")).collect();
+    let offering = std::thread::spawn(move || {
+        let r = q.offer_all(&items);
+        (q, r)
+    });
+    let count = || admin.zookeeper().get_children(&dir, false).unwrap().len();
+    let t0 = std::time::Instant::now();
+    while count() < 21 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the batch applied");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    proxy.reset();
+    let (q, r) = offering.join().unwrap();
+    let e = r.expect_err("nothing confirmed: in doubt");
+    assert!(e.is(ZkError::ConnectionLoss), "{e}");
+    // Nothing offered twice.
+    assert_eq!(drain(&q).len(), 21);
+    drop(q);
+    zkw.close().unwrap();
+    admin.close().unwrap();
+}
