@@ -3,7 +3,12 @@
 //! `cargo bench --bench semaphore`. Uses `$ZK_SERVERS` if set, else starts a
 //! ZooKeeper server through `zklock::testing`. Sizes: `ZK_BENCH_CYCLES`
 //! (uncontended cycles, default 1000), `ZK_BENCH_GRANTS` (grants per holder
-//! when contended, default 100).
+//! when contended, default 100), `ZK_BENCH_ROUNDS` (default 5).
+//!
+//! Rounds: every form runs in each of `ZK_BENCH_ROUNDS` rounds, the forms
+//! taking turns within a round (zklock, Curator, kazoo), in paths of the
+//! round's own; the table gives the median and the range (min–max) over the
+//! rounds, and the load average before and after.
 //!
 //! Two recipes, each in two scenarios:
 //!
@@ -322,34 +327,40 @@ fn main() {
     );
     let m = Mntr::new(&servers);
     let root = format!("/zklock-bench-semaphore-{}", std::process::id());
+    let rounds = bench_rounds(5);
+    let load_before = loadavg();
     let mut rows = Vec::new();
     let mut most_seen = Vec::new();
-    let zklock_rows = |dialect: Dialect, rows: &mut Vec<Figures>, most_seen: &mut Vec<_>| {
-        for recipe in [Recipe::Semaphore, Recipe::Mutex] {
-            let path = format!("{root}/{}-{}", dialect.name(), recipe.word());
-            rows.push(uncontended(
-                &servers,
-                &m,
-                &format!("{path}-u"),
-                cycles,
-                dialect,
-                recipe,
-            ));
-            let (figures, most) =
-                contended(&servers, &m, &format!("{path}-c"), grants, dialect, recipe);
-            most_seen.push((figures.name.clone(), most, recipe.limit()));
-            rows.push(figures);
-        }
-    };
+    let mut curator = curator_peer(&servers);
+    let mut kazoo = kazoo_peer(&servers);
+    let zklock_rows =
+        |r: usize, dialect: Dialect, rows: &mut Vec<Figures>, most_seen: &mut Vec<_>| {
+            for recipe in [Recipe::Semaphore, Recipe::Mutex] {
+                let path = format!("{root}/r{r}/{}-{}", dialect.name(), recipe.word());
+                rows.push(uncontended(
+                    &servers,
+                    &m,
+                    &format!("{path}-u"),
+                    cycles,
+                    dialect,
+                    recipe,
+                ));
+                let (figures, most) =
+                    contended(&servers, &m, &format!("{path}-c"), grants, dialect, recipe);
+                most_seen.push((figures.name.clone(), most, recipe.limit()));
+                rows.push(figures);
+            }
+        };
     // A native peer's rows: both recipes (its classes for them), both scenarios.
-    let peer_rows = |peer: &mut LineProcess,
+    let peer_rows = |r: usize,
+                     peer: &mut LineProcess,
                      native: &str,
                      classes: [&str; 2],
                      rows: &mut Vec<Figures>,
                      most_seen: &mut Vec<_>| {
         for (recipe, class) in [Recipe::Semaphore, Recipe::Mutex].into_iter().zip(classes) {
             let (w, limit) = (recipe.word(), recipe.limit());
-            let path = format!("{root}/{}-{w}", native.to_lowercase());
+            let path = format!("{root}/r{r}/{}-{w}", native.to_lowercase());
             let u = format!("uncontended {w} {path}-u {limit} {cycles}");
             let name = format!("{native} {class}, uncontended");
             if let Some((f, _)) = peer_form(peer, &m, &name, &u) {
@@ -363,27 +374,33 @@ fn main() {
             }
         }
     };
-    zklock_rows(Dialect::HBase, &mut rows, &mut most_seen);
-    zklock_rows(Dialect::Curator, &mut rows, &mut most_seen);
-    if let Some((_classes, mut peer)) = curator_peer(&servers) {
-        peer_rows(
-            &mut peer,
-            "Curator",
-            ["InterProcessSemaphoreV2", "InterProcessMutex"],
-            &mut rows,
-            &mut most_seen,
-        );
+    for r in 0..rounds {
+        println!("round {}:", r + 1);
+        zklock_rows(r, Dialect::HBase, &mut rows, &mut most_seen);
+        zklock_rows(r, Dialect::Curator, &mut rows, &mut most_seen);
+        if let Some((_classes, peer)) = &mut curator {
+            peer_rows(
+                r,
+                peer,
+                "Curator",
+                ["InterProcessSemaphoreV2", "InterProcessMutex"],
+                &mut rows,
+                &mut most_seen,
+            );
+        }
+        zklock_rows(r, Dialect::Kazoo, &mut rows, &mut most_seen);
+        if let Some(peer) = &mut kazoo {
+            peer_rows(
+                r,
+                peer,
+                "kazoo",
+                ["Semaphore", "Lock"],
+                &mut rows,
+                &mut most_seen,
+            );
+        }
     }
-    zklock_rows(Dialect::Kazoo, &mut rows, &mut most_seen);
-    if let Some(mut peer) = kazoo_peer(&servers) {
-        peer_rows(
-            &mut peer,
-            "kazoo",
-            ["Semaphore", "Lock"],
-            &mut rows,
-            &mut most_seen,
-        );
-    }
+    let load_after = loadavg();
     println!();
     for (name, most, limit) in &most_seen {
         println!("{name}: most holders at once {most} (limit {limit})");
@@ -393,25 +410,38 @@ fn main() {
         );
     }
     println!();
+    println!(
+        "{rounds} rounds: median (min–max) over the rounds; load average {load_before} \
+         before, {load_after} after."
+    );
+    println!();
     println!("| form | ops/s | median µs | p99 µs | requests/op | notifications/op |");
     println!("|---|---:|---:|---:|---:|---:|");
-    // Latencies the peers do not time per grant print as "–".
-    let us = |v: f64| {
-        if v.is_nan() {
-            "–".to_string()
-        } else {
-            format!("{v:.0}")
-        }
-    };
+    // The forms in the order of their first round; each over its rounds.
+    let mut names: Vec<&str> = Vec::new();
     for r in &rows {
+        if !names.contains(&r.name.as_str()) {
+            names.push(&r.name);
+        }
+    }
+    // Latencies the peers do not time per grant print as "–".
+    let spread = |name: &str, f: fn(&Figures) -> f64, digits: usize| {
+        let v: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.name == name)
+            .map(f)
+            .filter(|v| !v.is_nan())
+            .collect();
+        Spread::of(&v).map_or_else(|| "–".to_string(), |s| s.text(digits))
+    };
+    for name in names {
         println!(
-            "| {} | {:.0} | {} | {} | {:.2} | {:.2} |",
-            r.name,
-            r.rate,
-            us(r.median_us),
-            us(r.p99_us),
-            r.requests,
-            r.notifications
+            "| {name} | {} | {} | {} | {} | {} |",
+            spread(name, |r| r.rate, 0),
+            spread(name, |r| r.median_us, 0),
+            spread(name, |r| r.p99_us, 0),
+            spread(name, |r| r.requests, 2),
+            spread(name, |r| r.notifications, 2),
         );
     }
 }

@@ -260,6 +260,47 @@ pub fn median_f64(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Rounds per implementation of a side-by-side bench: `ZK_BENCH_ROUNDS`
+/// (lower it while developing), else `default`; at least 1.
+pub fn bench_rounds(default: usize) -> usize {
+    env_usize("ZK_BENCH_ROUNDS", default).max(1)
+}
+
+/// A figure over rounds: its median and its range.
+#[derive(Clone, Copy, Debug)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values`; `None` when there are none.
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        if values.is_empty() {
+            return None;
+        }
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some(Spread {
+            median: median_f64(values.to_vec()),
+            min,
+            max,
+        })
+    }
+
+    /// "median (min–max)", with `digits` decimals.
+    pub fn text(&self, digits: usize) -> String {
+        format!(
+            "{:.d$} ({:.d$}–{:.d$})",
+            self.median,
+            self.min,
+            self.max,
+            d = digits
+        )
+    }
+}
+
 pub fn rss_kib() -> u64 {
     status_kib("VmRSS:")
 }

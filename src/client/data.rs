@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// [`ZooKeeper::exists_then_create_each`]'s outcomes: the parent's `Stat`,
+/// then each create's path.
+pub(crate) type ExistsThenCreated = (Result<Option<Stat>>, Vec<Result<String>>);
+
 impl ZooKeeper {
     /// A create's request: its opcode (create, create2, createContainer or
     /// createTTL) and frame.
@@ -113,6 +117,63 @@ impl ZooKeeper {
             log::debug!("listing {parent} after creating {}: {e}", created.0);
         }
         Ok((created.0, created.1.unwrap_or_default(), listed))
+    }
+
+    /// An `exists` of `parent` and one create of `path` per item of `datas`,
+    /// sent together in one write, without waiting between them (see
+    /// [`create2_and_get_children`](Self::create2_and_get_children)): the
+    /// server applies a session's requests in order, so `parent`'s `Stat` is
+    /// read before the first create (a sequential create's number is its
+    /// parent's `cversion` then), and the batch costs one round trip. A
+    /// queue's `offer_all`.
+    ///
+    /// The outcomes: `parent`'s `Stat` (`None`: missing), and each create's
+    /// path, in order; a lost connection answers `ConnectionLoss` to every
+    /// request not answered yet. `Err` when nothing was sent (an invalid path
+    /// or ACL, a request over the packet limit, no connection).
+    pub(crate) fn exists_then_create_each(
+        &self,
+        parent: &str,
+        path: &str,
+        datas: &[&[u8]],
+        acl: &[Acl],
+        mode: CreateMode,
+    ) -> Result<ExistsThenCreated> {
+        validate_path(parent, false)?;
+        let mut reqs = Vec::with_capacity(datas.len() + 1);
+        let mut exists = Writer::request(0, op::EXISTS);
+        exists.string(&self.server_path(parent)).bool(false);
+        reqs.push((op::EXISTS, exists.finish()));
+        let mut opcode = op::CREATE;
+        for data in datas {
+            let (o, create) = self.create_request(path, data, acl, mode, None, false)?;
+            self.check_size(&create, path)?;
+            opcode = o;
+            reqs.push((o, create.finish()));
+        }
+        let mut replies = self
+            .shared()
+            .call_batch(reqs, self.deadline)
+            .map_err(|e| with_path(e, path))?
+            .into_iter();
+        let stat = match replies.next() {
+            Some(Ok(body)) => Reader::new(&body)
+                .stat()
+                .map(Some)
+                .map_err(|_| marshalling(parent)),
+            Some(Err(e)) if e.is(ZkError::NoNode) => Ok(None),
+            Some(Err(e)) => Err(with_path(e, parent)),
+            None => Err(Error::zk(ZkError::ConnectionLoss, parent)),
+        };
+        let created = replies
+            .map(|reply| {
+                reply
+                    .map_err(|e| with_path(e, path))
+                    .and_then(|body| created(opcode, &body, path, self.chroot()))
+                    .map(|(p, _)| p)
+            })
+            .collect();
+        Ok((stat, created))
     }
 
     /// Creates a node; returns its path (with the sequence number for sequential

@@ -12,11 +12,21 @@ use super::node::{
     TakeQueue,
 };
 use crate::call::CallSession;
+use crate::client::{CreateMode, ReadOp, ReadResult};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::wait::Waiter;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
+
+/// The most items [`DistributedQueue::offer_all`] sends in one batch.
+pub const OFFER_ALL_BATCH: usize = 1000;
+
+/// The sequence number of an item's path (`.../qn-0000000042`).
+fn item_sequence(path: &str) -> Option<i64> {
+    let name = path.rsplit('/').next()?;
+    name.strip_prefix(ITEM_PREFIX)?.parse().ok()
+}
 
 /// A distributed FIFO queue: the "Queues" recipe of ZooKeeper's recipes page,
 /// laid out as ZooKeeper's Java `org.apache.zookeeper.recipes.queue.DistributedQueue`
@@ -24,7 +34,8 @@ use crate::zkutil;
 /// holding the item's bytes as they are; the head is the lowest sequence), so a
 /// Java program using that class and a Rust one using this type share a queue.
 ///
-/// - [`offer`](Self::offer) creates an item; [`peek`](Self::peek) /
+/// - [`offer`](Self::offer) creates an item, [`offer_all`](Self::offer_all)
+///   many in one round trip; [`peek`](Self::peek) /
 ///   [`element`](Self::element) read the head; [`poll`](Self::poll) /
 ///   [`remove`](Self::remove) take it; [`take`](Self::take) /
 ///   [`take_timeout`](Self::take_timeout) wait for one.
@@ -78,11 +89,12 @@ use crate::zkutil;
 /// # Errors under connection loss
 /// A `ConnectionLoss` from `offer` leaves the item in doubt (it may have been
 /// created), as with Java: the node's name cannot carry a retry tag without
-/// breaking Java's layout. A claim whose commit loses its reply reads its
-/// receipt after the reconnect: naming the item one version on, the claim
-/// committed and the item is returned; unchanged, it did not, and the claim is
-/// tried again while the item is there (when it is gone, another consumer took
-/// it: the next item is tried). So a take is exactly once: an item is never
+/// breaking Java's layout ([`offer_all`](Self::offer_all) settles it from the
+/// directory's listing while that can tell). A claim whose commit loses its
+/// reply reads its receipt after the reconnect: naming the item one version
+/// on, the claim committed and the item is returned; unchanged, it did not,
+/// and the claim is tried again while the item is there (when it is gone,
+/// another consumer took it: the next item is tried). So a take is exactly once: an item is never
 /// lost to a lost reply (zklock differs here: Java's consumer gets
 /// `ConnectionLoss` and the item its delete's lost reply was about is lost
 /// when that delete was applied). Only if the receipt
@@ -133,6 +145,135 @@ impl DistributedQueue {
     /// errors; `BadArguments` for data over the packet limit.
     pub fn offer(&self, data: &[u8]) -> Result<String> {
         create_item(&self.zkw, &self.dir, ITEM_PREFIX, data)
+    }
+
+    /// Offers every item of `items`, in order, pipelined: the creates go out
+    /// together (in batches of at most [`OFFER_ALL_BATCH`] items or about
+    /// 512 KiB), one round trip per batch instead of one per item; returns
+    /// the items' node paths, in order. Their sequence numbers are in the
+    /// order of `items` (ZooKeeper applies a session's requests in order).
+    /// Curator's `DistributedQueue.put` without its background thread: `Ok`
+    /// only when every create is confirmed.
+    ///
+    /// A `ConnectionLoss` in a batch is settled after the reconnect rather
+    /// than reported: the server applied a prefix of the unanswered creates
+    /// (in order, as sent), and one listing of the directory with its `Stat`
+    /// tells which. A sequential create's number is its parent's `cversion`
+    /// at the time (Java's layout), so when every number from the first
+    /// unanswered create's on to the directory's `cversion` now is still a
+    /// child (no item was taken meanwhile), their data (one `multi` read)
+    /// shows which of the unanswered items are in; the rest are offered
+    /// again: each item once, none lost. When that cannot be told (an item
+    /// taken meanwhile, a node gone while read), the call ends with
+    /// `ConnectionLoss` as [`offer`](Self::offer) does: the items from the
+    /// first unanswered one on are in doubt; the ones before it are in the
+    /// queue.
+    ///
+    /// zklock differs here: Java's recipe has no batch. One limit of the
+    /// settling: an item another producer offers with the very same bytes
+    /// between a lost reply and the reconnect cannot be told from this one's.
+    ///
+    /// # Errors
+    /// `ConnectionLoss` in doubt as above; session errors; `BadArguments` for
+    /// an item over the packet limit (nothing of its batch is sent); `NoAuth`
+    /// (the items before the refused one are in the queue).
+    pub fn offer_all<D: AsRef<[u8]>>(&self, items: &[D]) -> Result<Vec<String>> {
+        let zk = self.zkw.zookeeper();
+        let rzk = self.zkw.recoverable_zookeeper();
+        let path = zkutil::join_znode(&self.dir, ITEM_PREFIX);
+        let acl = rzk.acl_for(&path);
+        let mut paths = Vec::with_capacity(items.len());
+        let mut made_dir = false;
+        while paths.len() < items.len() {
+            let from = paths.len();
+            let mut to = from;
+            let mut bytes = 0;
+            while to < items.len()
+                && to - from < OFFER_ALL_BATCH
+                && (to == from || bytes < 512 << 10)
+            {
+                bytes += items[to].as_ref().len() + path.len() + 64;
+                to += 1;
+            }
+            let batch: Vec<&[u8]> = items[from..to].iter().map(AsRef::as_ref).collect();
+            let (dir_stat, created) = zk.exists_then_create_each(
+                &self.dir,
+                &path,
+                &batch,
+                acl,
+                CreateMode::PersistentSequential,
+            )?;
+            let mut created = created.into_iter();
+            for reply in created.by_ref() {
+                match reply {
+                    Ok(p) => paths.push(p),
+                    Err(e) if e.is(ZkError::NoNode) && !made_dir => {
+                        // The directory is missing (or went): made once, and the
+                        // rest offered again (the creates after this one found
+                        // it missing too, unless someone made it between).
+                        zkutil::create_with_parents(&self.zkw, &self.dir)?;
+                        made_dir = true;
+                        break;
+                    }
+                    Err(e) if e.is(ZkError::ConnectionLoss) => {
+                        // The first number the unanswered creates may have:
+                        // after the last answered one's, or the directory's
+                        // `cversion` read before this batch.
+                        let base = if paths.len() > from {
+                            paths.last().and_then(|p| item_sequence(p)).map(|s| s + 1)
+                        } else {
+                            dir_stat
+                                .as_ref()
+                                .ok()
+                                .and_then(|s| s.map(|s| i64::from(s.cversion)))
+                        };
+                        let unanswered = &batch[paths.len() - from..];
+                        let Some(base) = base else { return Err(e) };
+                        let applied = self.settle_offers(base, unanswered).map_err(|_| e)?;
+                        paths.extend(applied);
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            // Replies after the one that broke off are not looked at: the
+            // batch is offered again from the first item not in.
+            drop(created);
+        }
+        Ok(paths)
+    }
+
+    /// After a lost connection: which of `unanswered` (creates sent in this
+    /// order, the first of them numbered `base` or later) the server applied
+    /// (a prefix of them): their paths. `Err` when that cannot be told.
+    fn settle_offers(&self, base: i64, unanswered: &[&[u8]]) -> Result<Vec<String>> {
+        let rzk = self.zkw.recoverable_zookeeper();
+        let (children, stat) = rzk.get_children2(&self.dir, false)?;
+        let since: Vec<(i64, String)> = ordered_items(&children, ITEM_PREFIX)
+            .into_iter()
+            .filter(|(seq, _)| *seq >= base)
+            .collect();
+        // Every number handed out since `base` must still be a child: else an
+        // item was taken (or a node of another prefix made) meanwhile.
+        if since.len() as i64 != i64::from(stat.cversion) - base {
+            return Err(Error::zk(ZkError::ConnectionLoss, self.dir.clone()));
+        }
+        let reads: Vec<ReadOp> = since
+            .iter()
+            .map(|(_, name)| ReadOp::GetData {
+                path: zkutil::join_znode(&self.dir, name),
+            })
+            .collect();
+        let mut mine = Vec::new();
+        for ((_, name), read) in since.iter().zip(rzk.multi_read(&reads)?) {
+            let ReadResult::Data { data, .. } = read else {
+                return Err(Error::zk(ZkError::ConnectionLoss, self.dir.clone()));
+            };
+            if mine.len() < unanswered.len() && data == unanswered[mine.len()] {
+                mine.push(zkutil::join_znode(&self.dir, name));
+            }
+        }
+        Ok(mine)
     }
 
     /// The number of items in the queue now (one listing; kazoo's `len`).
