@@ -68,13 +68,13 @@ use log::{debug, warn};
 use parking_lot::Mutex;
 
 use crate::background::on_reconnect;
-use crate::client::{CreateMode, WatchedEvent, Watcher, ZooKeeper};
+use crate::client::{CreateMode, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::owned::{create_once, delete_owned, NodeSpec, OwnerMark, Parents};
 use crate::recipes::layout::TTL_TOUCH_NODE;
 use crate::types::Stat;
-use crate::wait::Wake;
+use crate::wait::{StateEvents, WaitWatcher, Wake};
 use crate::watcher::ZooKeeperWatcher;
 
 /// What a [`PersistentNode`] reports.
@@ -312,7 +312,8 @@ impl Shared {
 
     /// The node's thread.
     fn run(self: Arc<Self>) {
-        let watcher: Arc<dyn Watcher> = Arc::new(WakeOnly(self.wake.clone()));
+        let watcher: Arc<dyn Watcher> =
+            Arc::new(WaitWatcher::new(self.wake.clone(), StateEvents::All));
         while !self.closed.load(Ordering::SeqCst) {
             let seen = self.wake.generation();
             let zk = self.zkw.zookeeper().clone();
@@ -527,15 +528,6 @@ impl Shared {
             Err(e) if e.is(ZkError::NotEmpty) && self.mode == CreateMode::Container => {}
             Err(e) => warn!("removing {path}: {e}"),
         }
-    }
-}
-
-/// The watch of the node's thread: bumps its wake-up counter, nothing else.
-struct WakeOnly(Arc<Wake>);
-
-impl Watcher for WakeOnly {
-    fn process(&self, _event: WatchedEvent) {
-        self.0.wake();
     }
 }
 
