@@ -18,8 +18,11 @@
 //!   (`ZooKeeper::wake_at_end`, from the client thread that ends it) and looks
 //!   at nothing periodically: an idle waiter costs no wake-up at all.
 //! - [`WaitWatcher`]: the one per-watch watcher of every wait (the
-//!   [`Waiter`]'s, the locks' with their prefetch step): it wakes a
-//!   [`Wake`] and never blocks.
+//!   [`Waiter`]'s, the locks' with their prefetch step, the persistent
+//!   node's thread's): it wakes a [`Wake`] and never blocks.
+//! - [`wait_unbound`]: the engine's wait for a state that outlives sessions
+//!   (the persistent node's thread, the TTL node's touch thread, a
+//!   leadership signal): woken only by its wake-ups, never periodically.
 //! - [`Bounds`]: the deadlines of a call with a timeout.
 
 use std::sync::Arc;
@@ -184,6 +187,31 @@ impl Watcher for WaitWatcher {
     }
 }
 
+/// The engine's wait for a state that is not bound to one session (a thread
+/// or a recipe's state that outlives sessions: the persistent node's thread
+/// and [`wait_created`](crate::recipes::persistent_node::PersistentNode::wait_created),
+/// the TTL node's touch thread): until `look` finds what it waits for
+/// (`Some`), or `deadline` (`None`, without a last look). `look` runs after
+/// the generation is read, so a change after the look wakes the wait. Woken
+/// only by `wake` (a watch, a reconnect hook, a stop): nothing is looked at
+/// periodically. The session's end is no end here: whoever keeps the state
+/// wakes `wake` when it matters to it.
+pub(crate) fn wait_unbound<T>(
+    wake: &Wake,
+    deadline: Deadline,
+    mut look: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    loop {
+        let seen = wake.generation();
+        if let Some(found) = look() {
+            return Some(found);
+        }
+        if !wake.wait(seen, deadline) {
+            return None;
+        }
+    }
+}
+
 /// A recipe instance's wake-up: its watcher is passed with every watching
 /// request of the instance (the client keeps a watcher once per path, so
 /// repeated waits on one node do not pile up registrations). Shared by every
@@ -299,6 +327,21 @@ impl Waiter {
     /// The watcher to pass with the request that sets this round's watch.
     pub(crate) fn watcher(&self) -> &Arc<dyn Watcher> {
         &self.watcher
+    }
+
+    /// The waiter's wake-up counter, for whoever else wakes its waits: a
+    /// reconnect hook, a stop, a change of the state waited for.
+    pub(crate) fn counter(&self) -> &Arc<Wake> {
+        &self.wake
+    }
+
+    /// [`wait_unbound`] on this waiter (a wait not bound to one session).
+    pub(crate) fn wait_unbound<T>(
+        &self,
+        deadline: Deadline,
+        look: impl FnMut() -> Option<T>,
+    ) -> Option<T> {
+        wait_unbound(&self.wake, deadline, look)
     }
 
     /// Starts a round: call before setting its watch, so that no wake-up of
