@@ -3,10 +3,14 @@
 //! events) and the watcher a lock or a recipe was made on. Above the engine,
 //! the recoverable handle and the watcher; below the locks and the recipes.
 
-use crate::client::ZooKeeper;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::State;
 use crate::error::{Error, Result};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::WaitSession;
+use crate::wait::{EndRegistration, WaitSession};
+use crate::wake::Wake;
 use crate::watcher::ZooKeeperWatcher;
 
 /// The session a blocking call (an acquire, a take, a barrier's enter) began
@@ -66,7 +70,15 @@ impl WaitSession for CallSession {
         CallSession::check(self)
     }
 
-    fn client(&self) -> &ZooKeeper {
-        self.rzk.zookeeper()
+    fn connected(&self) -> bool {
+        self.rzk.zookeeper().state() == State::Connected
+    }
+
+    fn session_timeout(&self) -> Duration {
+        self.rzk.zookeeper().session_timeout()
+    }
+
+    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
+        EndRegistration::new(self.rzk.zookeeper().wake_at_end(wake))
     }
 }

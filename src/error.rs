@@ -314,6 +314,26 @@ pub enum Error {
     /// [`TlsError`].
     #[cfg(feature = "tls")]
     Tls(TlsError),
+    /// The server lacks what the operation needs: it answered `UNIMPLEMENTED`
+    /// to an operation that a later ZooKeeper version, or a server setting,
+    /// provides (e.g. `whoAmI` before 3.7, persistent watches before 3.6, TTL
+    /// nodes without `zookeeper.extendedTypesEnabled=true`). Java throws a
+    /// bare `UnimplementedException`; zklock names what is missing.
+    /// [`code`](Error::code) is still `Some(ZkError::Unimplemented)`, so
+    /// `e.is(ZkError::Unimplemented)` holds.
+    ///
+    /// A server older than the operation (not merely one with a setting off)
+    /// also closes the connection after this answer (its
+    /// `UnimplementedRequestProcessor`): the client reconnects and the
+    /// session lives on, as with Java's client.
+    Unsupported {
+        /// The operation, e.g. `"whoAmI"`.
+        operation: &'static str,
+        /// What it needs, e.g. `"ZooKeeper 3.7 or later"`.
+        needs: &'static str,
+        /// The path the operation was about, client-side, if any.
+        path: Option<String>,
+    },
 }
 
 impl Error {
@@ -372,6 +392,15 @@ impl Clone for Error {
             Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
             #[cfg(feature = "tls")]
             Error::Tls(e) => Error::Tls(e.clone()),
+            Error::Unsupported {
+                operation,
+                needs,
+                path,
+            } => Error::Unsupported {
+                operation,
+                needs,
+                path: path.clone(),
+            },
         }
     }
 }
@@ -397,6 +426,7 @@ impl Error {
     pub fn code(&self) -> Option<ZkError> {
         match self {
             Error::Zk { code, .. } | Error::Multi { code, .. } => Some(*code),
+            Error::Unsupported { .. } => Some(ZkError::Unimplemented),
             _ => None,
         }
     }
@@ -446,6 +476,20 @@ impl fmt::Display for Error {
             Error::Io(e) => write!(f, "i/o error: {e}"),
             #[cfg(feature = "tls")]
             Error::Tls(e) => write!(f, "tls: {e}"),
+            Error::Unsupported {
+                operation,
+                needs,
+                path,
+            } => {
+                write!(
+                    f,
+                    "the server does not support {operation} (it needs {needs})"
+                )?;
+                match path {
+                    Some(path) => write!(f, ": {path}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

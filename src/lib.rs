@@ -92,6 +92,20 @@
 //! after [`RecoverableZooKeeper`]'s retries: recoverable ones (`ConnectionLoss`,
 //! `OperationTimeout`) are retried, fatal ones (`SessionExpired`, `AuthFailed`)
 //! never are, and no replacement session is opened behind your back.
+//! `UNIMPLEMENTED` for an operation that a later server version or a server
+//! setting provides (`whoAmI` before 3.7, persistent watches before 3.6, TTL
+//! nodes without `extendedTypesEnabled`) is [`Error::Unsupported`], naming
+//! what is needed; its [`code`](Error::code) is still `Unimplemented`.
+//!
+//! ## Guides
+//!
+//! The repository's `README.md` and `docs/` (their Rust code runs as doc tests in
+//! `make test`): `docs/hbase.md` (porting from HBase), `docs/dialects.md`
+//! (joining a Curator or kazoo fleet), `docs/recipes.md`, `docs/security.md`
+//! (TLS, SASL, ACLs), `docs/cli.md` (the `zklock` command), `docs/features.md`,
+//! `docs/client.md` (why its own client), `docs/architecture.md`,
+//! `docs/testing.md` (the harness) and `docs/benchmarks.md` (measured numbers and
+//! how to reproduce them).
 //!
 //! ## Features
 //!
@@ -127,6 +141,30 @@ mod wake;
 mod watcher;
 pub mod zkutil;
 mod znodes;
+
+/// The README's and the guides' Rust code (`docs/*.md`), compiled and run as doc
+/// tests by `cargo test --all-features --doc` (part of `make test`), each against
+/// a throwaway server the code starts with the harness.
+#[cfg(all(doctest, feature = "testing"))]
+mod guides {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/hbase.md")]
+    struct Hbase;
+    #[doc = include_str!("../docs/dialects.md")]
+    struct Dialects;
+    #[doc = include_str!("../docs/recipes.md")]
+    struct Recipes;
+    #[doc = include_str!("../docs/cli.md")]
+    struct Cli;
+    #[doc = include_str!("../docs/testing.md")]
+    struct Testing;
+    #[cfg(all(feature = "tls", feature = "kerberos"))]
+    #[doc = include_str!("../docs/security.md")]
+    struct Security;
+    #[doc = include_str!("../docs/architecture.md")]
+    struct Architecture;
+}
 
 pub use deadline::Deadline;
 pub use error::{Error, Result, ZkError, ZkResultExt};

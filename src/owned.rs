@@ -38,9 +38,12 @@
 //! [`RecoverableZooKeeper`]'s retries. A caller that keeps its own loop (the
 //! persistent node's thread) uses [`create_once`] and asks
 //! [`OwnerMark::find`] or [`OwnerMark::is_marked`] afterwards.
-//! [`delete_owned`] deletes the node only while it is the same node (its
-//! creation zxid) at the version read; [`delete_owned_in_background`] does
-//! the same without waiting (a drop, the event thread).
+//! Every delete of a caller's node goes through the one removal API,
+//! [`Removal`]: guarded ([`Guard::Created`] deletes the node only while it
+//! is the same node, its creation zxid, at the version read) or not,
+//! synchronously, in the background (a drop, the event thread; retried
+//! after a reconnect, in a pinned session), or waiting a bounded time for
+//! the answer.
 
 use std::time::Duration;
 
@@ -456,78 +459,211 @@ pub(crate) fn create_owned(
     })
 }
 
-/// Deletes the node at `path` while it is the node created at `czxid`, at
-/// the version read (written meanwhile: read again): `Ok(true)` deleted,
-/// `Ok(false)` gone already or another node has its name (left alone).
-///
-/// # Errors
-/// `NotEmpty`, `NoAuth`, session errors (after `rzk`'s retries for the
-/// reads and the delete).
-pub(crate) fn delete_owned(rzk: &RecoverableZooKeeper, path: &str, czxid: i64) -> Result<bool> {
-    loop {
-        let stat = match rzk.exists(path, false)? {
-            Some(stat) if stat.czxid == czxid => stat,
-            Some(_) => {
-                debug!("{path} was replaced by another node: left alone");
-                return Ok(false);
-            }
-            None => return Ok(false),
-        };
-        match rzk.delete(path, Some(stat.version)) {
-            Ok(()) => return Ok(true),
-            Err(e) if e.is(ZkError::NoNode) => return Ok(false),
-            Err(e) if e.is(ZkError::BadVersion) => continue,
-            Err(e) => return Err(e),
-        }
-    }
+/// How long a caller that removes its node on the way out (a failed
+/// attempt, a lost lock's release) waits for the answer before it returns
+/// and lets the removal finish in the background: [`Removal::and_wait`].
+pub(crate) const REMOVAL_WAIT: Duration = Duration::from_millis(250);
+
+/// Which node a [`Removal`] may delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Guard {
+    /// Whatever node has the path, at any version: a node only this
+    /// participant names (HBase's per-call tag, a session prefix, an
+    /// ephemeral node of a session only this participant uses).
+    Any,
+    /// The node at exactly this version (`BadVersion` otherwise).
+    Version(i32),
+    /// The node created at this zxid, at the version read (written
+    /// meanwhile: read again); another node that took its name is left
+    /// alone.
+    Created(i64),
 }
 
-/// [`delete_owned`] without waiting (a drop): the node at `path` is
-/// deleted while it is the node created at `czxid`, at the version read, in
-/// `zk`'s session (a handle pinned to one session never reaches a session
-/// that replaced it); asynchronous calls only, so it may run on the event
-/// thread. Retried after a reconnect; dropped once the session has ended (an
-/// ephemeral node went with it), when the node is gone, or when another node
-/// has its name (left alone).
-pub(crate) fn delete_owned_in_background(
-    zk: &ZooKeeper,
-    zkw: &WeakZooKeeperWatcher,
+/// Runs once a background removal is settled here (its first answer).
+type Then = Box<dyn FnOnce() + Send>;
+
+/// The one removal API: deletes a caller's node, guarded ([`Guard`]) or
+/// not, synchronously ([`run`](Self::run)), in the background
+/// ([`in_background`](Self::in_background), [`in_session`](Self::in_session):
+/// asynchronous calls only, so it may run on the event thread or in a
+/// `Drop`), or in the background waiting a bounded time for the answer
+/// ([`and_wait`](Self::and_wait)). A background removal whose connection is
+/// lost first is sent again after the reconnect (Curator's "guaranteed
+/// delete"), unless made [`once`](Self::once); nothing is done once the
+/// session has ended (an ephemeral node went with it).
+pub(crate) struct Removal {
     path: String,
-    czxid: i64,
-) {
-    if zk.state().is_terminal() {
-        return;
-    }
-    let (again, zk2) = (zkw.clone(), zk.clone());
-    let retry = move |path: String| {
-        let (w, zk) = (again.clone(), zk2.clone());
-        on_reconnect(&again, move |connected| {
-            if connected {
-                delete_owned_in_background(&zk, &w, path, czxid);
-            }
-        });
-    };
-    let (zk2, zkw2) = (zk.clone(), zkw.clone());
-    zk.exists_async(&path.clone(), None, move |r| match r {
-        Ok(Some(stat)) if stat.czxid == czxid => {
-            zk2.clone()
-                .delete_async(&path.clone(), Some(stat.version), move |r| match r {
-                    Ok(()) => {}
-                    // Written to meanwhile: read again.
-                    Err(e) if e.is(ZkError::BadVersion) => {
-                        delete_owned_in_background(&zk2, &zkw2, path, czxid)
-                    }
-                    Err(e) if e.is_retryable() => retry(path),
-                    Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => {}
-                    Err(e) => warn!("could not remove {path}: {e}"),
-                })
+    guard: Guard,
+    retry: bool,
+    then: Option<Then>,
+}
+
+impl Removal {
+    /// A removal of `path` guarded by `guard`, retried after a reconnect.
+    pub(crate) fn new(path: impl Into<String>, guard: Guard) -> Removal {
+        Removal {
+            path: path.into(),
+            guard,
+            retry: true,
+            then: None,
         }
-        Ok(Some(_)) => debug!("{path} was replaced by another node: left alone"),
-        Ok(None) => {}
-        Err(e) if e.is_retryable() => retry(path),
-        Err(e) if e.is_fatal() => {}
-        Err(e) => warn!("could not remove {path}: {e}"),
-    });
+    }
+
+    /// One try only: not sent again after a reconnect, nor read again when
+    /// a [`Guard::Created`] node was written to between the read and the
+    /// delete.
+    pub(crate) fn once(mut self) -> Removal {
+        self.retry = false;
+        self
+    }
+
+    /// `then` runs once the background removal is settled here (deleted,
+    /// gone, refused, left for the reconnect, or nothing to do).
+    pub(crate) fn then(mut self, then: impl FnOnce() + Send + 'static) -> Removal {
+        self.then = Some(Box::new(then));
+        self
+    }
+
+    /// Deletes the node now, through `rzk`'s retries: `Ok(true)` deleted,
+    /// `Ok(false)` gone already (or, guarded by [`Guard::Created`], another
+    /// node has its name: left alone).
+    ///
+    /// # Errors
+    /// `BadVersion` ([`Guard::Version`]), `NotEmpty`, `NoAuth`, session
+    /// errors (after `rzk`'s retries for the reads and the delete).
+    pub(crate) fn run(&self, rzk: &RecoverableZooKeeper) -> Result<bool> {
+        let path = self.path.as_str();
+        let version = match self.guard {
+            Guard::Any => None,
+            Guard::Version(v) => Some(v),
+            Guard::Created(czxid) => loop {
+                let stat = match rzk.exists(path, false)? {
+                    Some(stat) if stat.czxid == czxid => stat,
+                    Some(_) => {
+                        debug!("{path} was replaced by another node: left alone");
+                        return Ok(false);
+                    }
+                    None => return Ok(false),
+                };
+                match rzk.delete(path, Some(stat.version)) {
+                    Ok(()) => return Ok(true),
+                    Err(e) if e.is(ZkError::NoNode) => return Ok(false),
+                    // Written to meanwhile: read again.
+                    Err(e) if e.is(ZkError::BadVersion) => continue,
+                    Err(e) => return Err(e),
+                }
+            },
+        };
+        match rzk.delete(path, version) {
+            Ok(()) => Ok(true),
+            Err(e) if e.is(ZkError::NoNode) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`in_session`](Self::in_session) in the watcher's current session;
+    /// nothing to do (but `then`) once the watcher is gone.
+    pub(crate) fn in_background(self, zkw: &WeakZooKeeperWatcher) {
+        match zkw.zookeeper() {
+            Some(zk) => self.in_session(&zk, zkw),
+            None => self.settled(),
+        }
+    }
+
+    /// Deletes the node without waiting, in `zk`'s session (a handle pinned
+    /// to one session, `ZooKeeper::pinned`, never reaches a session that
+    /// replaced it): asynchronous calls answered on the event thread. A
+    /// retryable error sends it again after the next reconnect (unless
+    /// [`once`](Self::once)); the retry is dropped when the session ends
+    /// first. Guarded by [`Guard::Created`], the node is read first and
+    /// deleted at the version read (written meanwhile: read again).
+    pub(crate) fn in_session(self, zk: &ZooKeeper, zkw: &WeakZooKeeperWatcher) {
+        if zk.state().is_terminal() {
+            return self.settled();
+        }
+        match self.guard {
+            Guard::Any => self.send(zk, zkw, None),
+            Guard::Version(v) => self.send(zk, zkw, Some(v)),
+            Guard::Created(czxid) => {
+                let (zk2, zkw2) = (zk.clone(), zkw.clone());
+                zk.exists_async(&self.path.clone(), None, move |r| match r {
+                    Ok(Some(stat)) if stat.czxid == czxid => {
+                        self.send(&zk2, &zkw2, Some(stat.version))
+                    }
+                    Ok(Some(_)) => {
+                        debug!("{} was replaced by another node: left alone", self.path);
+                        self.settled();
+                    }
+                    Ok(None) => self.settled(),
+                    Err(e) => self.failed(&zk2, &zkw2, &e),
+                });
+            }
+        }
+    }
+
+    /// Deletes the node in the background ([`in_background`](Self::in_background))
+    /// and waits up to `wait` for the answer; the removal goes on without
+    /// the caller after that (or after the reconnect). Never waits on the
+    /// network past `wait`.
+    pub(crate) fn and_wait(mut self, zkw: &WeakZooKeeperWatcher, wait: Duration) {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let then = self.then.take();
+        self.then = Some(Box::new(move || {
+            if let Some(then) = then {
+                then();
+            }
+            let _ = tx.try_send(());
+        }));
+        self.in_background(zkw);
+        let _ = rx.recv_timeout(wait);
+    }
+
+    /// The asynchronous delete at `version`.
+    fn send(self, zk: &ZooKeeper, zkw: &WeakZooKeeperWatcher, version: Option<i32>) {
+        let (zk2, zkw2) = (zk.clone(), zkw.clone());
+        zk.delete_async(&self.path.clone(), version, move |r| match r {
+            Err(e)
+                if e.is(ZkError::BadVersion)
+                    && self.retry
+                    && matches!(self.guard, Guard::Created(_)) =>
+            {
+                // Written to meanwhile: read again.
+                self.in_session(&zk2, &zkw2)
+            }
+            Err(e) => self.failed(&zk2, &zkw2, &e),
+            Ok(()) => self.settled(),
+        });
+    }
+
+    /// An error answered: retryable, sent again after the reconnect; gone or
+    /// the session ended, nothing to do; anything else, logged.
+    fn failed(mut self, zk: &ZooKeeper, zkw: &WeakZooKeeperWatcher, e: &crate::Error) {
+        if e.is_retryable() && self.retry {
+            info!("will remove {} when the connection is back", self.path);
+            let then = self.then.take();
+            let (zk, again) = (zk.clone(), zkw.clone());
+            on_reconnect(zkw, move |connected| {
+                if connected {
+                    self.in_session(&zk, &again);
+                }
+            });
+            if let Some(then) = then {
+                then();
+            }
+            return;
+        }
+        if !e.is(ZkError::NoNode) && !e.is_fatal() {
+            warn!("could not remove {}: {e}", self.path);
+        }
+        self.settled();
+    }
+
+    /// Tells `then`, if any.
+    fn settled(mut self) {
+        if let Some(then) = self.then.take() {
+            then();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -70,6 +70,7 @@ pub(crate) fn validate(path: &str) -> Result<()> {
 /// assert_eq!(join_znode("/a", "b"), "/a/b");
 /// assert_eq!(join_znode("/", "b"), "/b");
 /// ```
+#[doc(alias = "joinZNode")]
 pub fn join_znode(prefix: &str, suffix: &str) -> String {
     if prefix.ends_with('/') {
         format!("{prefix}{suffix}")
@@ -87,6 +88,7 @@ pub fn join_znode(prefix: &str, suffix: &str) -> String {
 /// assert_eq!(get_parent("/a"), Some("/"));
 /// assert_eq!(get_parent("/"), None);
 /// ```
+#[doc(alias = "getParent")]
 pub fn get_parent(node: &str) -> Option<&str> {
     match node.rfind('/') {
         Some(0) if node.len() > 1 => Some("/"),
@@ -102,6 +104,7 @@ pub fn get_parent(node: &str) -> Option<&str> {
 /// assert_eq!(get_node_name("/a/b"), "b");
 /// assert_eq!(get_node_name("b"), "b");
 /// ```
+#[doc(alias = "getNodeName")]
 pub fn get_node_name(path: &str) -> &str {
     match path.rfind('/') {
         Some(i) => &path[i + 1..],

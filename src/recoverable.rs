@@ -7,8 +7,8 @@ use std::time::Instant;
 use log::{debug, info, warn};
 
 use crate::client::{
-    Acl, AclPolicy, CreateMode, CreatedAndListed, Deadline, Op, OpResult, ReadOp, ReadResult, Stat,
-    Watcher, ZooKeeper,
+    Acl, AclPolicy, ClientInfo, CreateMode, CreatedAndListed, Deadline, Op, OpResult, ReadOp,
+    ReadResult, Stat, Watcher, ZooKeeper,
 };
 use crate::error::{Error, Result, ZkError};
 use crate::metadata::{append_metadata, remove_metadata};
@@ -197,11 +197,13 @@ impl RecoverableZooKeeper {
     }
 
     /// The underlying client.
+    #[doc(alias = "getZooKeeper")]
     pub fn zookeeper(&self) -> &ZooKeeper {
         &self.zk
     }
 
     /// The identifier written into data's metadata.
+    #[doc(alias = "getIdentifier")]
     pub fn identifier(&self) -> &str {
         &self.inner.identifier
     }
@@ -212,11 +214,13 @@ impl RecoverableZooKeeper {
     }
 
     /// The session id.
+    #[doc(alias = "getSessionId")]
     pub fn session_id(&self) -> i64 {
         self.zk.session_id()
     }
 
     /// The connection state.
+    #[doc(alias = "getState")]
     pub fn state(&self) -> crate::client::State {
         self.zk.state()
     }
@@ -291,6 +295,7 @@ impl RecoverableZooKeeper {
     }
 
     /// `exists` with `watcher` (registered once however many attempts).
+    #[doc(alias = "exists")]
     pub fn exists_watch(&self, path: &str, watcher: &Arc<dyn Watcher>) -> Result<Option<Stat>> {
         self.retrying("exists", path, |_| {
             self.zk.exists_watch(path, watcher.clone())
@@ -298,11 +303,13 @@ impl RecoverableZooKeeper {
     }
 
     /// Children of `path`, with the default watcher when `watch`.
+    #[doc(alias = "getChildren")]
     pub fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>> {
         self.retrying("getChildren", path, |_| self.zk.get_children(path, watch))
     }
 
     /// Children of `path` with `watcher`.
+    #[doc(alias = "getChildren")]
     pub fn get_children_watch(
         &self,
         path: &str,
@@ -314,17 +321,20 @@ impl RecoverableZooKeeper {
     }
 
     /// Children and the node's `Stat`.
+    #[doc(alias = "getChildren")]
     pub fn get_children2(&self, path: &str, watch: bool) -> Result<(Vec<String>, Stat)> {
         self.retrying("getChildren", path, |_| self.zk.get_children2(path, watch))
     }
 
     /// Data without the metadata prefix, and `Stat`.
+    #[doc(alias = "getData")]
     pub fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
         self.retrying("getData", path, |_| self.zk.get_data(path, watch))
             .map(|(d, s)| (remove_metadata(&d).to_vec(), s))
     }
 
     /// Data without the metadata prefix, and `Stat`, with `watcher`.
+    #[doc(alias = "getData")]
     pub fn get_data_watch(
         &self,
         path: &str,
@@ -340,11 +350,24 @@ impl RecoverableZooKeeper {
     /// has, at every depth (see [`ZooKeeper::get_all_children_number`]).
     ///
     /// # Errors
-    /// `NoNode`, `NoAuth`, `Unimplemented` (server before 3.6), session errors.
+    /// `NoNode`, `NoAuth`, [`Error::Unsupported`](crate::Error::Unsupported)
+    /// (`code()` `Unimplemented`: a server before 3.6), session errors.
+    #[doc(alias = "getAllChildrenNumber")]
     pub fn get_all_children_number(&self, path: &str) -> Result<i32> {
         self.retrying("getAllChildrenNumber", path, |_| {
             self.zk.get_all_children_number(path)
         })
+    }
+
+    /// ZooKeeper 3.7's `whoAmI` (see [`ZooKeeper::who_am_i`]): the session's
+    /// identities as the server knows them; retried on `ConnectionLoss`.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`](crate::Error::Unsupported) from a server before
+    /// 3.7 (not retried), session errors.
+    #[doc(alias = "whoAmI")]
+    pub fn who_am_i(&self) -> Result<Vec<ClientInfo>> {
+        self.retrying("whoAmI", "/", |_| self.zk.who_am_i())
     }
 
     /// ZooKeeper 3.6's `multiRead` (see [`ZooKeeper::multi_read`]): the
@@ -381,6 +404,7 @@ impl RecoverableZooKeeper {
     ///
     /// # Errors
     /// `NoNode`, `BadVersion`, session errors.
+    #[doc(alias = "setData")]
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
         let new_data = self.encode(data);
         self.retrying("setData", path, |is_retry| {
@@ -402,11 +426,13 @@ impl RecoverableZooKeeper {
     }
 
     /// The node's ACL.
+    #[doc(alias = "getAcl")]
     pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
         self.retrying("getAcl", path, |_| self.zk.get_acl(path))
     }
 
     /// Sets the node's ACL.
+    #[doc(alias = "setAcl")]
     pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
         self.retrying("setAcl", path, |_| self.zk.set_acl(path, acl, version))
     }
@@ -433,6 +459,7 @@ impl RecoverableZooKeeper {
     ///
     /// # Errors
     /// As [`create`](Self::create).
+    #[doc(alias = "create")]
     pub fn create2(
         &self,
         path: &str,
@@ -672,6 +699,7 @@ impl RecoverableZooKeeper {
     ///
     /// # Errors
     /// `NoNode` for a missing parent; `BadArguments` for a prefix with no `/`.
+    #[doc(alias = "findPreviousSequentialNode")]
     pub fn find_previous_sequential_node(&self, prefix: &str) -> Result<Option<String>> {
         let Some(slash) = prefix.rfind('/') else {
             return Err(Error::BadArguments(format!("invalid prefix {prefix:?}")));

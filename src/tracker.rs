@@ -466,6 +466,7 @@ impl ZooKeeperNodeTracker {
     /// `AuthFailed` or [`Error::Closed`] when the session is or becomes unusable
     /// (the wait ends at once); with `refresh`, a ZooKeeper error of the read
     /// (also passed to the `Abortable`).
+    #[doc(alias = "blockUntilAvailable")]
     pub fn block_until_available(
         &self,
         timeout: Duration,
@@ -548,6 +549,7 @@ impl ZooKeeperNodeTracker {
     /// `ConnectionLoss` is made again at the reconnect; meanwhile the tracker
     /// answers with what it held (as HBase's does when its handler's read
     /// fails).
+    #[doc(alias = "getData")]
     pub fn get_data(&self, refresh: bool) -> Option<Vec<u8>> {
         if refresh {
             match self.shared.refresh(false) {
@@ -572,6 +574,7 @@ impl ZooKeeperNodeTracker {
     }
 
     /// `ZooKeeperNodeTracker.getNode`: the tracked path.
+    #[doc(alias = "getNode")]
     pub fn get_node(&self) -> &str {
         &self.shared.node
     }
@@ -580,6 +583,7 @@ impl ZooKeeperNodeTracker {
     /// base znode exists. A ZooKeeper error is passed to the `Abortable` and gives
     /// `false` (HBase answers `true` then; zklock does not claim what it could not
     /// check).
+    #[doc(alias = "checkIfBaseNodeAvailable")]
     pub fn check_if_base_node_available(&self) -> bool {
         let (Some(rzk), Some(base)) = (
             self.shared.zkw.recoverable_zookeeper(),
@@ -1131,6 +1135,7 @@ impl DeletionListener {
     }
 
     /// HBase's `pathToWatch`: the watched path.
+    #[doc(alias = "pathToWatch")]
     pub fn path_to_watch(&self) -> &str {
         &self.shared.path_to_watch
     }
@@ -1168,6 +1173,7 @@ impl DeletionListener {
     /// `deletedLatch.await(timeout)`: waits until released (deletion, recorded
     /// error, session end) or until `timeout` passes; `None` waits without a
     /// bound (as does a timeout too large for an `Instant`). `true` if released.
+    #[doc(alias = "waitForDeletion")]
     pub fn await_deletion(&self, timeout: Option<Duration>) -> bool {
         let deadline = Deadline::from_timeout(timeout).instant();
         let mut latch = self.shared.latch.lock();
@@ -1190,12 +1196,14 @@ impl DeletionListener {
     }
 
     /// `DeletionListener.hasException`: whether an error was recorded.
+    #[doc(alias = "hasException")]
     pub fn has_exception(&self) -> bool {
         self.shared.latch.lock().exception.is_some()
     }
 
     /// `DeletionListener.getException`: the recorded error (re-setting the
     /// watch failed, or the session ended), if any.
+    #[doc(alias = "getException")]
     pub fn exception(&self) -> Option<Error> {
         self.shared.latch.lock().exception.clone()
     }

@@ -794,6 +794,27 @@ impl fmt::Display for WatchedEvent {
     }
 }
 
+/// One identity of a session as the server knows it: Java's
+/// `org.apache.zookeeper.data.ClientInfo`, what
+/// [`who_am_i`](crate::client::ZooKeeper::who_am_i) lists and `zkCli whoami`
+/// prints as `scheme: user`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientInfo {
+    /// The authentication scheme: `ip`, `digest`, `sasl`, `x509`, ...
+    pub auth_scheme: String,
+    /// The user within the scheme (the client's address for `ip`, the user
+    /// name for `digest`, the principal for `sasl`, the subject for `x509`);
+    /// empty when the provider names none.
+    pub user: String,
+}
+
+impl std::fmt::Display for ClientInfo {
+    /// `scheme: user`, as `zkCli whoami` prints it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.auth_scheme, self.user)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

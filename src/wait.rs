@@ -7,7 +7,8 @@
 //!   do (a shared boolean re-armed by one thread would swallow another's).
 //! - [`WaitSession`]: the session a blocking call began in, as the wait sees
 //!   it (implemented by [`CallSession`](crate::call::CallSession), in the
-//!   module above, which holds the watcher). Every ZooKeeper call of the wait
+//!   module above, which holds the watcher; the engine needs no client, so its
+//!   loom model runs the real [`wait`]). Every ZooKeeper call of the wait
 //!   goes to that session only (a handle pinned to it), and the wait ends
 //!   with `SessionExpired` when it ends, even when `with_session_renewal` has
 //!   opened a new session meanwhile: a wait never carries on in another
@@ -28,7 +29,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::{State, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::types::{EventType, KeeperState, WatchedEvent, Watcher};
@@ -40,17 +40,34 @@ pub(crate) use crate::wake::Wake;
 pub const DEFAULT_CALL_GRACE: Duration = Duration::from_secs(2);
 
 /// What the engine's [`wait`] needs of the session a blocking call began in
-/// ([`CallSession`](crate::call::CallSession)): whether it has ended, and the
-/// client handle pinned to it (its end wakes the wait; its state tells
-/// whether the connection is up).
+/// ([`CallSession`](crate::call::CallSession) over the client; the loom model's
+/// session in the tests): whether it has ended, whether its connection is up,
+/// its timeout, and a wake-up at its end.
 pub(crate) trait WaitSession {
     /// An error when the session can no longer be used: `SessionExpired`
     /// once it expired (whether or not a new one replaced it), `AuthFailed`,
     /// `Closed`.
     fn check(&self) -> Result<()>;
 
-    /// The client handle pinned to the session.
-    fn client(&self) -> &ZooKeeper;
+    /// Whether the session's connection is up now.
+    fn connected(&self) -> bool;
+
+    /// The session's negotiated timeout.
+    fn session_timeout(&self) -> Duration;
+
+    /// Wakes `wake` when the session ends (at once if it has), from the
+    /// thread that ends it, until the returned registration is dropped.
+    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration;
+}
+
+/// A [`WaitSession::wake_at_end`] registration: unregistered on drop.
+pub(crate) struct EndRegistration(#[allow(dead_code)] Box<dyn Send>);
+
+impl EndRegistration {
+    /// Unregisters by dropping `guard`.
+    pub(crate) fn new(guard: impl Send + 'static) -> EndRegistration {
+        EndRegistration(Box::new(guard))
+    }
 }
 
 /// What ends a [`wait`] besides a wake-up and the deadline.
@@ -79,15 +96,14 @@ pub(crate) fn wait(
     when_down: WhenDown,
     what: &str,
 ) -> Result<bool> {
-    let zk = session.client();
-    let _end = zk.wake_at_end(wake);
+    let _end = session.wake_at_end(wake);
     let mut seen = seen;
     let mut down_since: Option<Instant> = None;
     loop {
         session.check()?;
         let limit = match down_since {
             Some(t) if when_down == WhenDown::EndAfterSessionTimeout => {
-                deadline.min(Deadline::at(t + zk.session_timeout()))
+                deadline.min(Deadline::at(t + session.session_timeout()))
             }
             _ => deadline,
         };
@@ -96,7 +112,7 @@ pub(crate) fn wait(
             // Read before looking at the state: a reconnect after this read
             // wakes the next round, one before it shows as connected.
             seen = wake.generation();
-            if zk.state() == State::Connected || when_down == WhenDown::Wait {
+            if session.connected() || when_down == WhenDown::Wait {
                 return Ok(true);
             }
             down_since.get_or_insert_with(Instant::now);
@@ -106,7 +122,7 @@ pub(crate) fn wait(
         if deadline.is_past() {
             return Ok(false);
         }
-        if zk.state() == State::Connected {
+        if session.connected() {
             down_since = None;
         } else if down_since.is_some() {
             return Err(Error::zk(ZkError::ConnectionLoss, what));
@@ -458,7 +474,14 @@ mod tests {
 
 /// The engine's core under every interleaving (loom): a wake-up after a round
 /// began always ends that round's wait, whatever another round does; the
-/// session's end and a cancel are wake-ups like any other. Run by `make test`:
+/// session's end and a cancel are wake-ups like any other. Then a waiter's use
+/// of the engine, with the real [`wait`], [`Waiter`] and the client's end
+/// table (`EndWakes`) over a model session and server: a lock-style waiter
+/// (round, watch and re-check in one call, wait) and queue-style consumers
+/// sharing a `Waiter`, each against a deletion or offer, the session's end,
+/// and both racing. Each model was checked to fail (a loom deadlock) with the
+/// bug it guards against: a round read after its watch is set, and the
+/// session's end looked at neither when registering nor by the engine. Run by `make test`:
 /// `RUSTFLAGS="--cfg zklock_loom" cargo test --lib --release loom_`.
 #[cfg(all(test, zklock_loom))]
 mod loom_tests {
@@ -533,6 +556,309 @@ mod loom_tests {
             w.wake();
             assert!(w.wait(seen, Deadline::never()));
             other.join().unwrap();
+        });
+    }
+
+    // ---- A waiter's use of the engine: the real `wait`, `Waiter` and end
+    // table, with a model session and a model server (an atomic "check and
+    // set the watch", as ZooKeeper's exists/getChildren with a watch). ----
+
+    use crate::error::ZkError;
+    use crate::wake::EndWakes;
+    use loom::sync::Mutex;
+
+    /// The model's session: an ended flag (set before the end table is woken,
+    /// as the client sets its state before `wake_end_waits`) and the client's
+    /// real end table.
+    #[derive(Default)]
+    struct SessionState {
+        ended: AtomicBool,
+        ends: EndWakes,
+    }
+
+    #[derive(Clone, Default)]
+    struct ModelSession(Arc<SessionState>);
+
+    impl ModelSession {
+        /// The session's end, as the client's connection thread ends it.
+        fn end(&self) {
+            self.0.ended.store(true, Ordering::SeqCst);
+            self.0.ends.wake_all();
+        }
+    }
+
+    struct Forget(Arc<SessionState>, u64);
+
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            self.0.ends.forget(self.1);
+        }
+    }
+
+    impl WaitSession for ModelSession {
+        fn check(&self) -> Result<()> {
+            if self.0.ended.load(Ordering::SeqCst) {
+                return Err(Error::zk(ZkError::SessionExpired, "the model"));
+            }
+            Ok(())
+        }
+
+        fn connected(&self) -> bool {
+            true
+        }
+
+        fn session_timeout(&self) -> Duration {
+            Duration::from_secs(30)
+        }
+
+        fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
+            let st = self.0.clone();
+            let id = self
+                .0
+                .ends
+                .register(wake, || st.ended.load(Ordering::SeqCst));
+            EndRegistration::new(Forget(self.0.clone(), id))
+        }
+    }
+
+    /// The model server's znodes: the lock waiter's predecessor and the
+    /// queue's items, with one watch each (the client keeps one watcher per
+    /// path and watcher object).
+    #[derive(Default)]
+    struct Znodes {
+        predecessor: bool,
+        predecessor_watch: Option<Arc<dyn Watcher>>,
+        items: Vec<u32>,
+        children_watch: Option<Arc<dyn Watcher>>,
+    }
+
+    #[derive(Clone, Default)]
+    struct Server(Arc<Mutex<Znodes>>);
+
+    fn node_event(kind: EventType) -> WatchedEvent {
+        WatchedEvent {
+            event_type: kind,
+            keeper_state: KeeperState::SyncConnected,
+            path: Some("/model".into()),
+        }
+    }
+
+    impl Server {
+        /// `exists` with a watch: set only when the node exists (as a lock
+        /// waiter's watch on its predecessor).
+        fn exists_watch(&self, watcher: &Arc<dyn Watcher>) -> bool {
+            let mut z = self.0.lock().unwrap();
+            if z.predecessor {
+                z.predecessor_watch = Some(watcher.clone());
+            }
+            z.predecessor
+        }
+
+        /// Deletes the predecessor; its watch fires afterwards, on the
+        /// event thread (here: the deleting thread, outside the server).
+        fn delete_predecessor(&self) {
+            let fired = {
+                let mut z = self.0.lock().unwrap();
+                z.predecessor = false;
+                z.predecessor_watch.take()
+            };
+            if let Some(w) = fired {
+                w.process(node_event(EventType::NodeDeleted));
+            }
+        }
+
+        /// `getChildren` with a watch.
+        fn children_watch(&self, watcher: &Arc<dyn Watcher>) -> Vec<u32> {
+            let mut z = self.0.lock().unwrap();
+            z.children_watch = Some(watcher.clone());
+            z.items.clone()
+        }
+
+        /// Creates an item; the children watch fires afterwards.
+        fn offer(&self, item: u32) {
+            let fired = {
+                let mut z = self.0.lock().unwrap();
+                z.items.push(item);
+                z.children_watch.take()
+            };
+            if let Some(w) = fired {
+                w.process(node_event(EventType::NodeChildrenChanged));
+            }
+        }
+
+        /// Deletes `item`: `false` when another consumer took it first.
+        fn take(&self, item: u32) -> bool {
+            let mut z = self.0.lock().unwrap();
+            match z.items.iter().position(|i| *i == item) {
+                Some(at) => {
+                    z.items.remove(at);
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+
+    /// A lock-style waiter (the lock base's round): read the generation,
+    /// set the watch on the predecessor and re-check it in one call, wait
+    /// with the real engine; `Ok` once the predecessor is gone.
+    fn lock_style_waiter(server: &Server, session: &ModelSession) -> Result<()> {
+        let wake = Arc::new(Wake::default());
+        let w = wake.clone();
+        let watcher: Arc<dyn Watcher> = Arc::new(move |_e: WatchedEvent| w.wake());
+        loop {
+            let seen = wake.generation();
+            if !server.exists_watch(&watcher) {
+                return Ok(());
+            }
+            let woken = wait(
+                &wake,
+                seen,
+                session,
+                Deadline::never(),
+                WhenDown::Wait,
+                "model",
+            )?;
+            assert!(woken, "no deadline: only a wake-up or the session's end");
+        }
+    }
+
+    /// A queue-style consumer on a `Waiter` shared with other consumers (the
+    /// queue's take): a round, list with a watch, take the first item or
+    /// wait with the real engine.
+    fn queue_style_consumer(
+        waiter: &Waiter,
+        server: &Server,
+        session: &ModelSession,
+    ) -> Result<u32> {
+        loop {
+            let round = waiter.round();
+            let items = server.children_watch(waiter.watcher());
+            match items.first() {
+                Some(&item) => {
+                    if server.take(item) {
+                        return Ok(item);
+                    }
+                }
+                None => {
+                    waiter.wait(session, round, Deadline::never(), "model")?;
+                }
+            }
+        }
+    }
+
+    fn bounded() -> loom::model::Builder {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b
+    }
+
+    /// Arm, re-check, wake: the predecessor's deletion, at any point of the
+    /// waiter's round, ends the wait (a deadlock here is a lost wake-up).
+    /// Checked to fail when the round reads its generation after setting the
+    /// watch.
+    #[test]
+    fn loom_lock_style_waiter_sees_the_deletion() {
+        bounded().check(|| {
+            let server = Server::default();
+            server.0.lock().unwrap().predecessor = true;
+            let session = ModelSession::default();
+            let s2 = server.clone();
+            let deleter = thread::spawn(move || s2.delete_predecessor());
+            lock_style_waiter(&server, &session).unwrap();
+            deleter.join().unwrap();
+        });
+    }
+
+    /// The session's end wakes a lock-style waiter whose watch never fires
+    /// (only the end table, not the watcher, tells it), at any point of its
+    /// round: it ends with `SessionExpired`, never sleeps on.
+    #[test]
+    fn loom_lock_style_waiter_ends_with_the_session() {
+        bounded().check(|| {
+            let server = Server::default();
+            server.0.lock().unwrap().predecessor = true;
+            let session = ModelSession::default();
+            let s2 = session.clone();
+            let ender = thread::spawn(move || s2.end());
+            let e = lock_style_waiter(&server, &session).unwrap_err();
+            assert!(e.is(ZkError::SessionExpired), "{e}");
+            ender.join().unwrap();
+        });
+    }
+
+    /// A deletion and the session's end race: the waiter ends with one of
+    /// them, whichever it sees, and never hangs.
+    #[test]
+    fn loom_lock_style_waiter_deletion_races_the_end() {
+        bounded().check(|| {
+            let server = Server::default();
+            server.0.lock().unwrap().predecessor = true;
+            let session = ModelSession::default();
+            let (s2, e2) = (server.clone(), session.clone());
+            let deleter = thread::spawn(move || s2.delete_predecessor());
+            let ender = thread::spawn(move || e2.end());
+            match lock_style_waiter(&server, &session) {
+                Ok(()) => {}
+                Err(e) => assert!(e.is(ZkError::SessionExpired), "{e}"),
+            }
+            deleter.join().unwrap();
+            ender.join().unwrap();
+        });
+    }
+
+    /// Two consumers share one `Waiter`; two items are offered one after the
+    /// other, each create firing the one children watch: both consumers get
+    /// an item, each exactly once (one watch event wakes every round begun
+    /// before it; a round begun after it lists the item).
+    #[test]
+    fn loom_queue_style_consumers_share_a_waiter() {
+        bounded().check(|| {
+            let server = Server::default();
+            let session = ModelSession::default();
+            let waiter = Arc::new(Waiter::default());
+            let (s2, w2, ses2) = (server.clone(), waiter.clone(), session.clone());
+            let other = thread::spawn(move || queue_style_consumer(&w2, &s2, &ses2).unwrap());
+            let s3 = server.clone();
+            let producer = thread::spawn(move || {
+                s3.offer(1);
+                s3.offer(2);
+            });
+            let mine = queue_style_consumer(&waiter, &server, &session).unwrap();
+            let theirs = other.join().unwrap();
+            producer.join().unwrap();
+            let mut got = [mine, theirs];
+            got.sort();
+            assert_eq!(got, [1, 2]);
+        });
+    }
+
+    /// One item, two consumers sharing a `Waiter`, and the session's end: one
+    /// consumer may take the item, every other ends with `SessionExpired`;
+    /// none hangs, none takes twice.
+    #[test]
+    fn loom_queue_style_consumers_end_with_the_session() {
+        bounded().check(|| {
+            let server = Server::default();
+            let session = ModelSession::default();
+            let waiter = Arc::new(Waiter::default());
+            let (s2, w2, ses2) = (server.clone(), waiter.clone(), session.clone());
+            let other = thread::spawn(move || queue_style_consumer(&w2, &s2, &ses2));
+            let (s3, ses3) = (server.clone(), session.clone());
+            let producer = thread::spawn(move || {
+                s3.offer(1);
+                ses3.end();
+            });
+            let mine = queue_style_consumer(&waiter, &server, &session);
+            let theirs = other.join().unwrap();
+            producer.join().unwrap();
+            let taken = [&mine, &theirs].iter().filter(|r| r.is_ok()).count();
+            assert!(taken <= 1);
+            for r in [&mine, &theirs] {
+                if let Err(e) = r {
+                    assert!(e.is(ZkError::SessionExpired), "{e}");
+                }
+            }
         });
     }
 }

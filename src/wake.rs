@@ -2,6 +2,8 @@
 //! ([`wait`](crate::wait)): a leaf module, so that the client can wake a
 //! wait when its session ends without importing the engine.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::deadline::Deadline;
@@ -57,6 +59,64 @@ impl Wake {
             }
         }
         true
+    }
+}
+
+/// The waits to wake when a session ends, by registration id: the client's
+/// table behind `ZooKeeper::wake_at_end` (and the loom model's session). The
+/// owner sets its ended state *before* [`wake_all`](Self::wake_all), and a
+/// registration looks at that state *after* [`register`](Self::register), so
+/// an end is never missed between the two.
+#[derive(Debug, Default)]
+pub(crate) struct EndWakes {
+    table: Mutex<EndTable>,
+}
+
+#[derive(Debug, Default)]
+struct EndTable {
+    next: u64,
+    by_id: HashMap<u64, Weak<Wake>>,
+}
+
+impl EndWakes {
+    fn table(&self) -> MutexGuard<'_, EndTable> {
+        // Nothing runs user code under this lock: a poisoned one is still sound.
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers `wake`, until [`forget`](Self::forget) with the returned id,
+    /// then wakes it at once when `ended()` says the session has ended
+    /// already: an end after that look wakes it from the table.
+    pub(crate) fn register(&self, wake: &Arc<Wake>, ended: impl FnOnce() -> bool) -> u64 {
+        let id = {
+            let mut t = self.table();
+            t.next += 1;
+            let id = t.next;
+            t.by_id.insert(id, Arc::downgrade(wake));
+            id
+        };
+        if ended() {
+            wake.wake();
+        }
+        id
+    }
+
+    /// Unregisters a [`register`](Self::register).
+    pub(crate) fn forget(&self, id: u64) {
+        self.table().by_id.remove(&id);
+    }
+
+    /// Wakes every registered wait (never blocks: each wake only bumps a
+    /// counter). Called after the session's ended state is set.
+    pub(crate) fn wake_all(&self) {
+        let wakes: Vec<Arc<Wake>> = {
+            let mut t = self.table();
+            t.by_id.retain(|_, w| w.strong_count() > 0);
+            t.by_id.values().filter_map(Weak::upgrade).collect()
+        };
+        for w in wakes {
+            w.wake();
+        }
     }
 }
 

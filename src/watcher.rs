@@ -698,6 +698,7 @@ impl ZooKeeperWatcher {
     }
 
     /// The `RecoverableZooKeeper` all toolkit calls go through.
+    #[doc(alias = "getRecoverableZooKeeper")]
     pub fn recoverable_zookeeper(&self) -> &RecoverableZooKeeper {
         &self.inner.rzk
     }
@@ -708,6 +709,7 @@ impl ZooKeeperWatcher {
     }
 
     /// `"<prefix>-0x<session id>"` once connected.
+    #[doc(alias = "toString")]
     pub fn identifier(&self) -> String {
         self.inner.identifier.read().clone()
     }
@@ -720,6 +722,7 @@ impl ZooKeeperWatcher {
     /// The base znode (HBase's `getBaseZNode`): zklock's `/zklock` by
     /// default, HBase's `zookeeper.znode.parent` (default `/hbase`) with
     /// [`ZooKeeperWatcherBuilder::with_hbase_conf`].
+    #[doc(alias = "getBaseZNode")]
     pub fn base_znode(&self) -> &str {
         &self.inner.base_znode
     }
@@ -727,21 +730,25 @@ impl ZooKeeperWatcher {
     /// HBase 1.3's znode layout under [`base_znode`](Self::base_znode)
     /// (`ZooKeeperWatcher.setNodeNames`: `watcher.rsZNode` is
     /// `zkw.znode_paths().rs_znode`, ...). See [`ZNodePaths`].
+    #[doc(alias = "znodePaths")]
     pub fn znode_paths(&self) -> &ZNodePaths {
         &self.inner.znodes
     }
 
     /// HBase's `getMasterAddressZNode`: the active master's znode.
+    #[doc(alias = "getMasterAddressZNode")]
     pub fn master_address_znode(&self) -> &str {
         &self.inner.znodes.master_address_znode
     }
 
     /// HBase's `getRegionNormalizerZNode`.
+    #[doc(alias = "getRegionNormalizerZNode")]
     pub fn region_normalizer_znode(&self) -> &str {
         &self.inner.znodes.region_normalizer_znode
     }
 
     /// HBase's `getZNodeForReplica(replicaId)`: a meta replica's znode.
+    #[doc(alias = "getZNodeForReplica")]
     pub fn znode_for_replica(&self, replica_id: i32) -> String {
         self.inner.znodes.znode_for_replica(replica_id)
     }
@@ -790,6 +797,7 @@ impl ZooKeeperWatcher {
     /// A listener that owns a clone of this watcher keeps the session alive (see
     /// [Listeners and the session's lifetime](Self#listeners-and-the-sessions-lifetime)):
     /// hold a [`WeakZooKeeperWatcher`] instead.
+    #[doc(alias = "registerListener")]
     pub fn register_listener(&self, listener: Arc<dyn ZooKeeperListener>) {
         self.inner.registry.write().insert(listener, false);
     }
@@ -834,11 +842,13 @@ impl ZooKeeperWatcher {
     }
 
     /// Adds a listener before all others.
+    #[doc(alias = "registerListenerFirst")]
     pub fn register_listener_first(&self, listener: Arc<dyn ZooKeeperListener>) {
         self.inner.registry.write().insert(listener, true);
     }
 
     /// Removes `listener` (by identity); whether it was registered.
+    #[doc(alias = "unregisterListener")]
     pub fn unregister_listener(&self, listener: &Arc<dyn ZooKeeperListener>) -> bool {
         self.inner.registry.write().remove(listener)
     }
@@ -850,16 +860,19 @@ impl ZooKeeperWatcher {
     /// [`DeletionListener`](crate::DeletionListener), locks) use per-watch
     /// watchers and their own subscription to connection events, never this
     /// registry, and keep working.
+    #[doc(alias = "unregisterAllListeners")]
     pub fn unregister_all_listeners(&self) {
         *self.inner.registry.write() = Registry::default();
     }
 
     /// Every listener, in dispatch order.
+    #[doc(alias = "getListeners")]
     pub fn listeners(&self) -> Vec<Arc<dyn ZooKeeperListener>> {
         self.inner.registry.read().all()
     }
 
     /// How many listeners are registered.
+    #[doc(alias = "getNumberOfListeners")]
     pub fn number_of_listeners(&self) -> usize {
         self.inner.registry.read().count
     }

@@ -47,6 +47,7 @@ pub use crate::path::{get_node_name, get_parent, join_znode};
 ///
 /// # Errors
 /// `BadArguments` for a bad path; session errors.
+#[doc(alias = "watchAndCheckExists")]
 pub fn watch_and_check_exists(zkw: &ZooKeeperWatcher, node: &str) -> Result<bool> {
     watch_and_check_exists_rzk(zkw.recoverable_zookeeper(), node)
 }
@@ -77,6 +78,7 @@ pub(crate) fn watch_and_check_exists_rzk(rzk: &RecoverableZooKeeper, node: &str)
 /// # Errors
 /// `BadArguments` for a bad path; `NoAuth` when the node may not be read;
 /// session errors.
+#[doc(alias = "setWatchIfNodeExists")]
 pub fn set_watch_if_node_exists(zkw: &ZooKeeperWatcher, node: &str) -> Result<bool> {
     set_watch_if_node_exists_rzk(zkw.recoverable_zookeeper(), node)
 }
@@ -91,6 +93,7 @@ pub(crate) fn set_watch_if_node_exists_rzk(rzk: &RecoverableZooKeeper, node: &st
 ///
 /// # Errors
 /// `BadArguments` for a bad path; session errors.
+#[doc(alias = "checkExists")]
 pub fn check_exists(zkw: &ZooKeeperWatcher, node: &str) -> Result<Option<i32>> {
     check_exists_rzk(zkw.recoverable_zookeeper(), node)
 }
@@ -110,6 +113,7 @@ pub(crate) fn check_exists_rzk(rzk: &RecoverableZooKeeper, node: &str) -> Result
 ///
 /// # Errors
 /// `BadArguments` for a bad path; `NoAuth`; session errors.
+#[doc(alias = "listChildrenAndWatchForNewChildren")]
 pub fn list_children_and_watch_for_new_children(
     zkw: &ZooKeeperWatcher,
     node: &str,
@@ -131,6 +135,7 @@ pub fn list_children_and_watch_for_new_children(
 ///
 /// # Errors
 /// As [`list_children_and_watch_for_new_children`].
+#[doc(alias = "listChildrenAndWatchThem")]
 pub fn list_children_and_watch_them(
     zkw: &ZooKeeperWatcher,
     node: &str,
@@ -149,6 +154,7 @@ pub fn list_children_and_watch_them(
 ///
 /// # Errors
 /// `BadArguments` for a bad path; `NoAuth`; session errors.
+#[doc(alias = "listChildrenNoWatch")]
 pub fn list_children_no_watch(zkw: &ZooKeeperWatcher, node: &str) -> Result<Option<Vec<String>>> {
     validate(node)?;
     zkw.recoverable_zookeeper()
@@ -165,6 +171,7 @@ pub fn list_children_no_watch(zkw: &ZooKeeperWatcher, node: &str) -> Result<Opti
 ///
 /// # Errors
 /// `BadArguments` for a bad path; `NoAuth`; session errors.
+#[doc(alias = "getData")]
 pub fn get_data(zkw: &ZooKeeperWatcher, node: &str) -> Result<Option<Vec<u8>>> {
     Ok(get_data_no_watch(zkw, node)?.map(|(data, _)| data))
 }
@@ -175,6 +182,7 @@ pub fn get_data(zkw: &ZooKeeperWatcher, node: &str) -> Result<Option<Vec<u8>>> {
 ///
 /// # Errors
 /// `BadArguments` for a bad path; `NoAuth`; session errors.
+#[doc(alias = "getDataAndWatch")]
 pub fn get_data_and_watch(zkw: &ZooKeeperWatcher, node: &str) -> Result<Option<Vec<u8>>> {
     Ok(get_data_and_watch_stat(zkw, node)?.map(|(data, _)| data))
 }
@@ -184,6 +192,7 @@ pub fn get_data_and_watch(zkw: &ZooKeeperWatcher, node: &str) -> Result<Option<V
 ///
 /// # Errors
 /// As [`get_data_and_watch`].
+#[doc(alias = "getDataAndWatch")]
 pub fn get_data_and_watch_stat(
     zkw: &ZooKeeperWatcher,
     node: &str,
@@ -214,6 +223,7 @@ pub(crate) fn get_data_and_watch_rzk(
 ///
 /// # Errors
 /// `BadArguments` for a bad path; `NoAuth`; session errors.
+#[doc(alias = "getDataNoWatch")]
 pub fn get_data_no_watch(zkw: &ZooKeeperWatcher, node: &str) -> Result<Option<(Vec<u8>, Stat)>> {
     validate(node)?;
     zkw.recoverable_zookeeper().get_data(node, false).optional()
@@ -234,6 +244,7 @@ pub fn get_data_no_watch(zkw: &ZooKeeperWatcher, node: &str) -> Result<Option<(V
 /// # Errors
 /// `NoNode`, `BadVersion`, `NoAuth`; `BadArguments` for a bad path or data over
 /// the packet limit; session errors.
+#[doc(alias = "setData")]
 pub fn set_data(
     zkw: &ZooKeeperWatcher,
     node: &str,
@@ -256,6 +267,7 @@ pub fn set_data(
 /// # Errors
 /// `NoNode` (no parent), `NoChildrenForEphemerals`, `NoAuth`; `BadArguments` for
 /// a bad path; session errors.
+#[doc(alias = "createEphemeralNodeAndWatch")]
 pub fn create_ephemeral_node_and_watch(
     zkw: &ZooKeeperWatcher,
     node: &str,
@@ -282,6 +294,7 @@ pub fn create_ephemeral_node_and_watch(
 ///
 /// # Errors
 /// `NoNode` (no parent), `NoAuth`; `BadArguments` for a bad path; session errors.
+#[doc(alias = "createNodeIfNotExistsAndWatch")]
 pub fn create_node_if_not_exists_and_watch(
     zkw: &ZooKeeperWatcher,
     node: &str,
@@ -308,6 +321,7 @@ pub fn create_node_if_not_exists_and_watch(
 /// # Errors
 /// `NoNode` (no parent), `NoChildrenForEphemerals`, `NoAuth`; `BadArguments` for
 /// a bad path or a TTL mode; session errors.
+#[doc(alias = "createNodeIfNotExistsNoWatch")]
 pub fn create_node_if_not_exists_no_watch(
     zkw: &ZooKeeperWatcher,
     node: &str,
@@ -334,6 +348,7 @@ pub fn create_node_if_not_exists_no_watch(
 /// `NodeExists` when the node exists (unlike the `..._if_not_exists` forms);
 /// `SystemError` if the node vanished before the watch was set (HBase's choice);
 /// `NoNode` (no parent), `NoAuth`; `BadArguments` for a bad path; session errors.
+#[doc(alias = "createAndWatch")]
 pub fn create_and_watch(zkw: &ZooKeeperWatcher, node: &str, data: &[u8]) -> Result<i32> {
     validate(node)?;
     let rzk = zkw.recoverable_zookeeper();
@@ -350,6 +365,7 @@ pub fn create_and_watch(zkw: &ZooKeeperWatcher, node: &str, data: &[u8]) -> Resu
 ///
 /// # Errors
 /// As [`create_and_fail_silent_data`].
+#[doc(alias = "createAndFailSilent")]
 pub fn create_and_fail_silent(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> {
     create_and_fail_silent_data(zkw, node, &[])
 }
@@ -364,6 +380,7 @@ pub fn create_and_fail_silent(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> 
 /// # Errors
 /// `NoAuth` when the node does not exist and may not be created; `NoNode` (no
 /// parent); `BadArguments` for a bad path; session errors.
+#[doc(alias = "createAndFailSilent")]
 pub fn create_and_fail_silent_data(zkw: &ZooKeeperWatcher, node: &str, data: &[u8]) -> Result<()> {
     zkw.recoverable_zookeeper()
         .create_and_fail_silent(node, data)
@@ -376,6 +393,7 @@ pub fn create_and_fail_silent_data(zkw: &ZooKeeperWatcher, node: &str, data: &[u
 /// `BadArguments` for a bad path; `NoAuth`; session errors; `NoNode` for `/`
 /// when the connect string's chroot does not exist (HBase recurses forever
 /// there).
+#[doc(alias = "createWithParents")]
 pub fn create_with_parents(zkw: &ZooKeeperWatcher, znode: &str) -> Result<()> {
     create_with_parents_data(zkw, znode, &[])
 }
@@ -385,6 +403,7 @@ pub fn create_with_parents(zkw: &ZooKeeperWatcher, znode: &str) -> Result<()> {
 ///
 /// # Errors
 /// As [`create_with_parents`].
+#[doc(alias = "createWithParents")]
 pub fn create_with_parents_data(zkw: &ZooKeeperWatcher, znode: &str, data: &[u8]) -> Result<()> {
     zkw.recoverable_zookeeper().create_with_parents(znode, data)
 }
@@ -400,6 +419,7 @@ pub fn create_with_parents_data(zkw: &ZooKeeperWatcher, znode: &str, data: &[u8]
 /// # Errors
 /// `NoNode`, `NotEmpty` (the node has children; it stays), `NoAuth`;
 /// `BadArguments` for a bad path; session errors.
+#[doc(alias = "deleteNode")]
 pub fn delete_node(zkw: &ZooKeeperWatcher, node: &str, version: Option<i32>) -> Result<bool> {
     validate(node)?;
     match zkw.recoverable_zookeeper().delete(node, version) {
@@ -414,6 +434,7 @@ pub fn delete_node(zkw: &ZooKeeperWatcher, node: &str, version: Option<i32>) -> 
 ///
 /// # Errors
 /// `NotEmpty`, `NoAuth`; `BadArguments` for a bad path; session errors.
+#[doc(alias = "deleteNodeFailSilent")]
 pub fn delete_node_fail_silent(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> {
     validate(node)?;
     match zkw.recoverable_zookeeper().delete(node, None) {
@@ -429,35 +450,121 @@ pub fn delete_node_fail_silent(zkw: &ZooKeeperWatcher, node: &str) -> Result<()>
 /// As HBase, it lists the subtree breadth-first setting watches on every node
 /// (so listeners hear each `NodeDeleted`), then deletes leaves first with
 /// [`multi_or_sequential`] (falling back to one delete at a time when the
-/// tree changed meanwhile). A subtree too large for one request is deleted in
-/// several `multi`s, in order. Not atomic as a whole.
+/// tree changed meanwhile): [`delete_node_recursively_multi_or_sequential`]
+/// with the fallback on, for one root. A subtree too large for one request is
+/// deleted in several `multi`s, in order. Not atomic as a whole.
 ///
 /// # Errors
 /// `NotEmpty` when a child was added concurrently; `NoAuth`; `BadArguments`
 /// for a bad path; session errors.
+#[doc(alias = "deleteNodeRecursively")]
 pub fn delete_node_recursively(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> {
-    validate(node)?;
-    let mut paths = list_children_bfs(zkw, node, true)?;
-    paths.reverse();
-    if zkw.recoverable_zookeeper().exists(node, true)?.is_some() {
-        paths.push(node.to_string());
-    }
-    delete_in_chunks(zkw, paths)
+    delete_node_recursively_multi_or_sequential(zkw, true, &[node])
 }
 
 /// `ZKUtil.deleteChildrenRecursively`: deletes everything under `node`, but not
 /// `node` itself; a missing node is fine. Sets no watch. Leaves first, with
-/// [`multi_or_sequential`] and its sequential fallback, as
-/// [`delete_node_recursively`].
+/// [`multi_or_sequential`] and its sequential fallback:
+/// [`delete_children_recursively_multi_or_sequential`] with the fallback on,
+/// for one root.
 ///
 /// # Errors
 /// `NotEmpty` when a child was added concurrently; `NoAuth`; `BadArguments`
 /// for a bad path; session errors.
+#[doc(alias = "deleteChildrenRecursively")]
 pub fn delete_children_recursively(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> {
-    validate(node)?;
-    let mut paths = list_children_bfs(zkw, node, false)?;
-    paths.reverse();
-    delete_in_chunks(zkw, paths)
+    delete_children_recursively_multi_or_sequential(zkw, true, &[node])
+}
+
+/// `ZKUtil.deleteChildrenRecursivelyMultiOrSequential(zkw,
+/// runSequentialOnMultiFailure, pathRoots...)`: deletes everything under each
+/// of `path_roots`, but not the roots themselves; a missing root has nothing
+/// under it. Sets no watch.
+///
+/// Every root's subtree is listed breadth-first, then all the deletes (each
+/// root's nodes deepest first, the roots in the order given) go in **one**
+/// [`multi_or_sequential`]: atomic, or, when the `multi` fails with
+/// `NodeExists`, `NoNode`, `BadVersion` or `NoAuth` and
+/// `run_sequential_on_multi_failure` is set, the same deletes one at a time,
+/// a missing node being no error. An empty `path_roots` does nothing (HBase
+/// logs "Given path is not valid!" and returns). Unlike HBase 1.3, deletes
+/// too large for one request (the server's packet limit) go in several
+/// `multi`s, in order, as HBase 2's `partitionOps` does, rather than failing.
+///
+/// # Errors
+/// `BadArguments` for a bad path (before anything is sent); without the
+/// fallback, [`Error::Multi`] with the first failing op (nothing deleted);
+/// with it, the first error of a delete run on its own (`NotEmpty` when a
+/// child was added concurrently, `NoAuth`); session errors.
+///
+/// # Examples
+/// ```no_run
+/// use zklock::zkutil;
+/// # let zkw = zklock::ZooKeeperWatcher::connect("127.0.0.1:2181", "doc", None)?;
+/// zkutil::delete_children_recursively_multi_or_sequential(
+///     &zkw,
+///     true,
+///     &["/proc/acquired", "/proc/reached", "/proc/abort"],
+/// )?;
+/// # Ok::<(), zklock::Error>(())
+/// ```
+#[doc(alias = "deleteChildrenRecursivelyMultiOrSequential")]
+pub fn delete_children_recursively_multi_or_sequential<S: AsRef<str>>(
+    zkw: &ZooKeeperWatcher,
+    run_sequential_on_multi_failure: bool,
+    path_roots: &[S],
+) -> Result<()> {
+    delete_trees(zkw, run_sequential_on_multi_failure, path_roots, false)
+}
+
+/// `ZKUtil.deleteNodeRecursivelyMultiOrSequential(zkw,
+/// runSequentialOnMultiFailure, pathRoots...)`: deletes each of `path_roots`
+/// and everything under it; a missing root is fine.
+///
+/// As HBase, every root's subtree is listed breadth-first setting watches on
+/// every node, and each root that exists gets an exists watch (listeners
+/// hear each `NodeDeleted`); then all the deletes (each root's nodes deepest
+/// first, then the root; the roots in the order given) go in **one**
+/// [`multi_or_sequential`], with the same fallback, empty list and size
+/// rules as [`delete_children_recursively_multi_or_sequential`].
+///
+/// # Errors
+/// As [`delete_children_recursively_multi_or_sequential`].
+#[doc(alias = "deleteNodeRecursivelyMultiOrSequential")]
+pub fn delete_node_recursively_multi_or_sequential<S: AsRef<str>>(
+    zkw: &ZooKeeperWatcher,
+    run_sequential_on_multi_failure: bool,
+    path_roots: &[S],
+) -> Result<()> {
+    delete_trees(zkw, run_sequential_on_multi_failure, path_roots, true)
+}
+
+/// The two multi-root deletes: every root's subtree (deepest first), and the
+/// root itself when `with_roots` (then with watches, as HBase).
+fn delete_trees<S: AsRef<str>>(
+    zkw: &ZooKeeperWatcher,
+    run_sequential_on_multi_failure: bool,
+    path_roots: &[S],
+    with_roots: bool,
+) -> Result<()> {
+    if path_roots.is_empty() {
+        log::warn!("no path to delete");
+        return Ok(());
+    }
+    for root in path_roots {
+        validate(root.as_ref())?;
+    }
+    let mut paths = Vec::new();
+    for root in path_roots {
+        let root = root.as_ref();
+        let mut tree = list_children_bfs(zkw, root, with_roots)?;
+        tree.reverse();
+        paths.append(&mut tree);
+        if with_roots && zkw.recoverable_zookeeper().exists(root, true)?.is_some() {
+            paths.push(root.to_string());
+        }
+    }
+    delete_in_chunks(zkw, paths, run_sequential_on_multi_failure)
 }
 
 /// Every node under `node` (not `node` itself), breadth-first: parents before
@@ -480,14 +587,20 @@ fn list_children_bfs(zkw: &ZooKeeperWatcher, node: &str, watch: bool) -> Result<
     Ok(tree)
 }
 
-/// Deletes `paths` in order, fail-silent, in `multi`s that each fit in a request.
-fn delete_in_chunks(zkw: &ZooKeeperWatcher, paths: Vec<String>) -> Result<()> {
+/// Deletes `paths` in order, fail-silent, in `multi`s that each fit in a
+/// request (one when they fit), with the sequential fallback when
+/// `run_sequential_on_multi_failure`.
+fn delete_in_chunks(
+    zkw: &ZooKeeperWatcher,
+    paths: Vec<String>,
+    run_sequential_on_multi_failure: bool,
+) -> Result<()> {
     let ops: Vec<ZkUtilOp> = paths
         .into_iter()
         .map(|path| ZkUtilOp::DeleteNodeFailSilent { path })
         .collect();
     for chunk in partition_ops(&ops, MULTI_BUDGET) {
-        multi_or_sequential(zkw, chunk, true)?;
+        multi_or_sequential(zkw, chunk, run_sequential_on_multi_failure)?;
     }
     Ok(())
 }
@@ -561,6 +674,7 @@ pub enum ZkUtilOp {
 
 impl ZkUtilOp {
     /// `ZKUtilOp.createAndFailSilent(path, data)`.
+    #[doc(alias = "createAndFailSilent")]
     pub fn create_and_fail_silent(path: impl Into<String>, data: impl Into<Vec<u8>>) -> ZkUtilOp {
         ZkUtilOp::CreateAndFailSilent {
             path: path.into(),
@@ -569,11 +683,13 @@ impl ZkUtilOp {
     }
 
     /// `ZKUtilOp.deleteNodeFailSilent(path)`.
+    #[doc(alias = "deleteNodeFailSilent")]
     pub fn delete_node_fail_silent(path: impl Into<String>) -> ZkUtilOp {
         ZkUtilOp::DeleteNodeFailSilent { path: path.into() }
     }
 
     /// `ZKUtilOp.setData(path, data)`: any version.
+    #[doc(alias = "setData")]
     pub fn set_data(path: impl Into<String>, data: impl Into<Vec<u8>>) -> ZkUtilOp {
         ZkUtilOp::SetData {
             path: path.into(),
@@ -583,6 +699,7 @@ impl ZkUtilOp {
     }
 
     /// `ZKUtilOp.getPath()`: the node the operation is about.
+    #[doc(alias = "getPath")]
     pub fn path(&self) -> &str {
         match self {
             ZkUtilOp::CreateAndFailSilent { path, .. }
@@ -676,6 +793,7 @@ fn sequential_fallback_applies(code: ZkError) -> bool {
 /// )?;
 /// # Ok::<(), zklock::Error>(())
 /// ```
+#[doc(alias = "multiOrSequential")]
 pub fn multi_or_sequential(
     zkw: &ZooKeeperWatcher,
     ops: &[ZkUtilOp],

@@ -1889,3 +1889,21 @@ fn semaphore_refuses_a_kazoo_semaphores_path_and_ls_shows_every_layouts_holders(
     assert!(wait_for(&mut holder, WAIT).success());
     assert!(children(&zk, &format!("{r}/leases")).is_empty());
 }
+
+/// `zklock whoami`: the session's identities as zkCli prints them (3.7+);
+/// before 3.7 an error naming the version needed, exit 1.
+#[test]
+fn whoami_prints_the_sessions_identities_or_the_version_needed() {
+    let out = run(&["whoami"]);
+    if common::server_version() >= (3, 7, 0) {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "Auth scheme: User\nip: 127.0.0.1\n");
+    } else {
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("whoAmI") && err.contains("ZooKeeper 3.7"),
+            "{err}"
+        );
+    }
+}

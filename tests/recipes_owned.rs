@@ -11,7 +11,7 @@ mod common;
 use common::init_log;
 use std::time::Duration;
 
-use zklock::client::ReplyKind;
+use zklock::client::{EventType, ReplyKind};
 use zklock::recipes::group::Group;
 use zklock::testing::{shared_server, unique_root};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
@@ -117,6 +117,59 @@ fn a_dropped_member_never_removes_another_node_that_took_its_name() {
     theirs.leave().unwrap();
     zkw.close().unwrap();
     rival.close().unwrap();
+}
+
+#[test]
+fn a_member_leaving_never_removes_another_node_that_took_its_name() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers, true);
+    let rival = connect(&servers, true);
+    let root = unique_root("owned-leave");
+    let group = Group::new(&zkw, &root).unwrap();
+    let member = group.join("m", b"mine").unwrap();
+    let zk = rival.zookeeper();
+    zk.delete(member.node(), None).unwrap();
+    let theirs = Group::new(&rival, &root)
+        .unwrap()
+        .join("m", b"theirs")
+        .unwrap();
+    let stat = zk.exists(theirs.node(), false).unwrap().unwrap();
+    // The synchronous guarded removal: the node at its name is not the one
+    // it created (another creation zxid), so it is left alone.
+    member.leave().unwrap();
+    assert_eq!(
+        zk.exists(theirs.node(), false).unwrap().map(|s| s.czxid),
+        Some(stat.czxid),
+        "the other session's node stays"
+    );
+    theirs.leave().unwrap();
+    zkw.close().unwrap();
+    rival.close().unwrap();
+}
+
+#[test]
+fn a_dropped_members_removal_whose_reply_is_lost_is_done_after_the_reconnect() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers, true);
+    let root = unique_root("owned-drop-reconnect");
+    let group = Group::new(&zkw, &root).unwrap();
+    let member = group.join("m", b"mine").unwrap();
+    let node = member.node().to_string();
+    let (observer, events) = common::client::connect(&servers, Duration::from_secs(6));
+    assert!(observer.exists(&node, true).unwrap().is_some());
+    // The background removal's first request (the guarded read) loses its
+    // reply: the connection drops; the removal is sent again once the
+    // session is back, and the node goes (the session lives on).
+    zkw.zookeeper().lose_next_reply(ReplyKind::Exists);
+    let session = zkw.zookeeper().session_id();
+    drop(member);
+    events.wait_node(EventType::NodeDeleted, &node, 1, common::WAIT);
+    assert_eq!(zkw.zookeeper().session_id(), session, "the same session");
+    assert_eq!(observer.exists(&node, false).unwrap(), None);
+    observer.close().unwrap();
+    zkw.close().unwrap();
 }
 
 #[test]

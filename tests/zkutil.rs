@@ -581,6 +581,153 @@ fn delete_node_recursively_handles_a_tree_larger_than_one_request() {
     zkw.close().unwrap();
 }
 
+/// Creates `root/a/x/deep`, `root/a/y` and `root/b` (with their parents).
+fn small_tree(zkw: &ZooKeeperWatcher, root: &str) {
+    for p in ["a/x/deep", "a/y", "b"] {
+        zkutil::create_with_parents(zkw, &format!("{root}/{p}")).unwrap();
+    }
+}
+
+fn children(zkw: &ZooKeeperWatcher, node: &str) -> Option<Vec<String>> {
+    zkutil::list_children_no_watch(zkw, node)
+        .unwrap()
+        .map(sorted)
+}
+
+#[test]
+fn multi_root_deletes_take_several_roots_and_a_missing_one() {
+    let (zkw, root) = setup("zkutil-multi-roots");
+    let roots: Vec<String> = ["r1", "r2", "r3"]
+        .iter()
+        .map(|r| format!("{root}/{r}"))
+        .collect();
+    for r in &roots {
+        small_tree(&zkw, r);
+    }
+    let missing = format!("{root}/missing");
+
+    // Bad input: a typed error, and nothing is deleted.
+    let e = zkutil::delete_children_recursively_multi_or_sequential(
+        &zkw,
+        true,
+        &[roots[0].as_str(), "no-slash"],
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::BadArguments(_)), "{e}");
+    let e = zkutil::delete_node_recursively_multi_or_sequential(
+        &zkw,
+        true,
+        &[roots[0].as_str(), "/a/"],
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::BadArguments(_)), "{e}");
+    assert_eq!(
+        children(&zkw, &roots[0]),
+        Some(vec!["a".into(), "b".into()])
+    );
+    // No roots: nothing to do (HBase logs and returns).
+    zkutil::delete_children_recursively_multi_or_sequential::<&str>(&zkw, false, &[]).unwrap();
+    zkutil::delete_node_recursively_multi_or_sequential::<String>(&zkw, false, &[]).unwrap();
+
+    // The children of r1 and r2 (a missing root among them has none); the
+    // roots stay, r3 is not touched.
+    zkutil::delete_children_recursively_multi_or_sequential(
+        &zkw,
+        false,
+        &[&roots[0], &missing, &roots[1]],
+    )
+    .unwrap();
+    assert_eq!(children(&zkw, &roots[0]), Some(vec![]));
+    assert_eq!(children(&zkw, &roots[1]), Some(vec![]));
+    assert_eq!(children(&zkw, &missing), None);
+    assert_eq!(
+        children(&zkw, &roots[2]),
+        Some(vec!["a".into(), "b".into()])
+    );
+
+    // The nodes themselves, with their subtrees; a missing root is fine.
+    zkutil::delete_node_recursively_multi_or_sequential(
+        &zkw,
+        false,
+        &[roots[1].clone(), missing.clone(), roots[2].clone()],
+    )
+    .unwrap();
+    assert_eq!(children(&zkw, &root), Some(vec!["r1".into()]));
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
+}
+
+#[test]
+fn a_multi_root_delete_is_one_multi_and_falls_back_to_one_delete_at_a_time() {
+    let (zkw, root) = setup("zkutil-multi-roots-fallback");
+    let (r1, r2) = (format!("{root}/r1"), format!("{root}/r2"));
+    small_tree(&zkw, &r1);
+    // r2/locked lets nobody delete its children: its child's delete is
+    // refused (`NoAuth`), after r1's deletes in the list.
+    let locked = format!("{r2}/locked");
+    zkutil::create_with_parents(&zkw, &locked).unwrap();
+    zkutil::create_with_parents(&zkw, &format!("{locked}/c")).unwrap();
+    let zk = zkw.zookeeper();
+    let no_delete = zklock::client::Perms::READ
+        | zklock::client::Perms::WRITE
+        | zklock::client::Perms::CREATE
+        | zklock::client::Perms::ADMIN;
+    let world = zklock::client::Id::new("world", "anyone");
+    zk.set_acl(&locked, &[Acl::new(no_delete, world.clone())], None)
+        .unwrap();
+
+    // One multi: refused as a whole, nothing deleted.
+    let e = zkutil::delete_children_recursively_multi_or_sequential(&zkw, false, &[&r1, &r2])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Multi {
+                code: ZkError::NoAuth,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(children(&zkw, &r1), Some(vec!["a".into(), "b".into()]));
+
+    // With the fallback: the same deletes one at a time; r1's go, the
+    // refused one ends the run with its error.
+    let e = zkutil::delete_children_recursively_multi_or_sequential(&zkw, true, &[&r1, &r2])
+        .unwrap_err();
+    assert!(e.is(ZkError::NoAuth), "{e:?}");
+    assert_eq!(children(&zkw, &r1), Some(vec![]));
+    assert_eq!(children(&zkw, &locked), Some(vec!["c".into()]));
+    zk.set_acl(&locked, Acl::open_unsafe(), None).unwrap();
+
+    // A multi whose reply is lost is applied; its retry finds the nodes
+    // gone (`NoNode`): without the fallback that is the error...
+    small_tree(&zkw, &r1);
+    zk.lose_next_reply(zklock::client::ReplyKind::Multi);
+    let e =
+        zkutil::delete_node_recursively_multi_or_sequential(&zkw, false, &[&r1, &r2]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Multi {
+                code: ZkError::NoNode,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(children(&zkw, &root), Some(vec![]));
+    // ...and with it, the deletes one at a time find nothing left: done.
+    small_tree(&zkw, &r1);
+    small_tree(&zkw, &r2);
+    zk.lose_next_reply(zklock::client::ReplyKind::Multi);
+    zkutil::delete_node_recursively_multi_or_sequential(&zkw, true, &[&r1, &r2]).unwrap();
+    assert_eq!(children(&zkw, &root), Some(vec![]));
+
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    zkw.close().unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // multi_or_sequential
 // ---------------------------------------------------------------------------

@@ -99,7 +99,7 @@ impl ZooKeeper {
         let created = replies
             .next()
             .unwrap_or_else(|| Err(Error::zk_code(ZkError::ConnectionLoss)))
-            .map_err(|e| with_path(e, path))
+            .map_err(|e| with_path(unsupported(opcode, e), path))
             .and_then(|body| created(opcode, &body, path, self.chroot()))?;
         let listed = replies
             .next()
@@ -148,8 +148,10 @@ impl ZooKeeper {
     /// `zookeeper.extendedTypesEnabled=true`).
     ///
     /// # Errors
-    /// As [`create`](Self::create); `Unimplemented` when the server has TTLs
-    /// disabled; `BadArguments` for a non-TTL mode or a TTL out of range.
+    /// As [`create`](Self::create); [`Error::Unsupported`] (`code()`
+    /// `Unimplemented`) naming `extendedTypesEnabled` when the server has
+    /// TTLs disabled (the connection stays); `BadArguments` for a non-TTL
+    /// mode or a TTL out of range.
     pub fn create_ttl(
         &self,
         path: &str,
@@ -251,7 +253,7 @@ impl ZooKeeper {
             Box::new(move |reply| {
                 callback(
                     reply
-                        .map_err(|e| with_path(e, &p))
+                        .map_err(|e| with_path(unsupported(opcode, e), &p))
                         .and_then(|body| created(opcode, &body, &p, chroot.as_deref()))
                         .map(|(path, stat)| (path, stat.unwrap_or_default())),
                 )
@@ -543,8 +545,11 @@ impl ZooKeeper {
     /// counted): Java's `getAllChildrenNumber` (ZooKeeper 3.6). Sets no watch.
     ///
     /// # Errors
-    /// `NoNode`; `NoAuth` without read permission on `path`; `Unimplemented`
-    /// from a server before 3.6; `BadArguments` for a bad path.
+    /// `NoNode`; `NoAuth` without read permission on `path`;
+    /// [`Error::Unsupported`] (`code()` `Unimplemented`) naming ZooKeeper 3.6
+    /// from an older server, which also closes the connection (the client
+    /// reconnects, the session lives on; no 3.5 server is tested, the error
+    /// mapping is unit-tested); `BadArguments` for a bad path.
     pub fn get_all_children_number(&self, path: &str) -> Result<i32> {
         validate_path(path, false)?;
         let mut w = Writer::request(0, op::GET_ALL_CHILDREN_NUMBER);

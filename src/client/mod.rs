@@ -679,7 +679,7 @@ impl ZooKeeper {
         log::trace!("op {opcode} {path}");
         self.shared()
             .call(opcode, w.finish(), reg, self.deadline)
-            .map_err(|e| with_path(e, path))
+            .map_err(|e| with_path(unsupported(opcode, e), path))
     }
 
     // ---- auth, multi, close -----------------------------------------------
@@ -694,6 +694,31 @@ impl ZooKeeper {
             return Err(Error::BadArguments("empty auth scheme".into()));
         }
         self.shared().add_auth(scheme, auth)
+    }
+
+    /// The session's identities as the server knows them: Java's `whoAmI()`
+    /// (ZooKeeper 3.7), what `zkCli whoami` prints. A plain session has its
+    /// `ip` identity; each accepted [`add_auth`](Self::add_auth) adds one
+    /// (digest: the user name), SASL a `sasl` one, a TLS client certificate
+    /// an `x509` one. Sets no watch.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] (`code()` `Unimplemented`) from a server before
+    /// 3.7, which also closes the connection after answering: the client
+    /// reconnects and the session lives on (calls in flight on that
+    /// connection fail with `ConnectionLoss`, as with Java's client, which
+    /// sends the request the same way). The session's errors
+    /// (`ConnectionLoss`, `SessionExpired`, `Closed`).
+    #[doc(alias = "whoAmI")]
+    pub fn who_am_i(&self) -> Result<Vec<ClientInfo>> {
+        let w = Writer::request(0, op::WHO_AM_I);
+        let body = self
+            .shared()
+            .call(op::WHO_AM_I, w.finish(), None, self.deadline)
+            .map_err(|e| unsupported(op::WHO_AM_I, e))?;
+        Reader::new(&body)
+            .client_infos()
+            .map_err(|_| Error::zk_code(ZkError::MarshallingError))
     }
 
     /// Whether the calling thread is this client's event thread, the one
@@ -877,7 +902,67 @@ fn marshalling(path: &str) -> Error {
 fn with_path(e: Error, path: &str) -> Error {
     match e {
         Error::Zk { code, path: None } => Error::zk(code, path),
+        Error::Unsupported {
+            operation,
+            needs,
+            path: None,
+        } => Error::Unsupported {
+            operation,
+            needs,
+            path: Some(path.to_string()),
+        },
         other => other,
+    }
+}
+
+/// What a server lacks when it answers `UNIMPLEMENTED` to `opcode`: the
+/// operation and the ZooKeeper version or server setting it needs. `None`
+/// for the operations every supported server has.
+///
+/// A server older than the opcode answers `UNIMPLEMENTED` from its
+/// `UnimplementedRequestProcessor` (and closes the connection); a server
+/// with TTL nodes turned off answers a createTTL `UNIMPLEMENTED` from its
+/// request checks. ZooKeeper 3.5 has none of the 3.6 opcodes below: no 3.5
+/// server is at hand for the tests, so this table is unit-tested, and the
+/// 3.6 and 3.7 rows are tested against 3.6.3.
+fn server_lacks(opcode: i32) -> Option<(&'static str, &'static str)> {
+    Some(match opcode {
+        op::CREATE_TTL => (
+            "TTL nodes (createTTL)",
+            "ZooKeeper 3.5.3 or later started with -Dzookeeper.extendedTypesEnabled=true",
+        ),
+        op::CREATE_CONTAINER => (
+            "container nodes (createContainer)",
+            "ZooKeeper 3.5 or later",
+        ),
+        op::ADD_WATCH => (
+            "persistent and recursive watches (addWatch)",
+            "ZooKeeper 3.6 or later",
+        ),
+        op::GET_ALL_CHILDREN_NUMBER => ("getAllChildrenNumber", "ZooKeeper 3.6 or later"),
+        op::GET_EPHEMERALS => ("getEphemerals", "ZooKeeper 3.6 or later"),
+        op::MULTI_READ => ("multiRead", "ZooKeeper 3.6 or later"),
+        op::WHO_AM_I => ("whoAmI", "ZooKeeper 3.7 or later"),
+        _ => return None,
+    })
+}
+
+/// `UNIMPLEMENTED` for an opcode of [`server_lacks`] as
+/// [`Error::Unsupported`]; any other error unchanged.
+fn unsupported(opcode: i32, e: Error) -> Error {
+    match (&e, server_lacks(opcode)) {
+        (
+            Error::Zk {
+                code: ZkError::Unimplemented,
+                path,
+            },
+            Some((operation, needs)),
+        ) => Error::Unsupported {
+            operation,
+            needs,
+            path: path.clone(),
+        },
+        _ => e,
     }
 }
 
@@ -891,6 +976,43 @@ mod tests {
         assert!(matches!(e, Error::BadArguments(_)), "{e}");
         let e = ZooKeeper::connect("h:1", Duration::ZERO, |_e: WatchedEvent| {}).unwrap_err();
         assert!(matches!(e, Error::BadArguments(_)), "{e}");
+    }
+
+    #[test]
+    fn unimplemented_names_what_the_server_lacks() {
+        let unimplemented = || Error::zk_code(ZkError::Unimplemented);
+        for (opcode, needs) in [
+            (op::ADD_WATCH, "3.6"),
+            (op::GET_ALL_CHILDREN_NUMBER, "3.6"),
+            (op::GET_EPHEMERALS, "3.6"),
+            (op::MULTI_READ, "3.6"),
+            (op::WHO_AM_I, "3.7"),
+            (op::CREATE_TTL, "extendedTypesEnabled=true"),
+            (op::CREATE_CONTAINER, "3.5"),
+        ] {
+            let e = with_path(unsupported(opcode, unimplemented()), "/a");
+            assert!(matches!(e, Error::Unsupported { .. }), "{opcode}: {e:?}");
+            assert!(e.is(ZkError::Unimplemented), "{opcode}: {e:?}");
+            let text = e.to_string();
+            assert!(
+                text.contains(needs) && text.ends_with(": /a"),
+                "{opcode}: {text}"
+            );
+        }
+        // Other opcodes and other codes: unchanged.
+        let e = unsupported(op::GET_DATA, unimplemented());
+        assert!(
+            matches!(
+                e,
+                Error::Zk {
+                    code: ZkError::Unimplemented,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let e = unsupported(op::ADD_WATCH, Error::zk_code(ZkError::NoNode));
+        assert!(e.is(ZkError::NoNode), "{e:?}");
     }
 
     #[test]

@@ -156,8 +156,9 @@ impl ZooKeeper {
     /// No watch is set. An empty `ops` is a no-op.
     ///
     /// # Errors
-    /// `BadArguments` for a bad path; `Unimplemented` from a server before
-    /// 3.6; `ConnectionLoss` and the other session errors as any call.
+    /// `BadArguments` for a bad path; [`Error::Unsupported`] (`code()`
+    /// `Unimplemented`) naming ZooKeeper 3.6 from an older server;
+    /// `ConnectionLoss` and the other session errors as any call.
     pub fn multi_read(&self, ops: &[ReadOp]) -> Result<Vec<ReadResult>> {
         if ops.is_empty() {
             return Ok(Vec::new());

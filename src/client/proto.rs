@@ -4,7 +4,7 @@
 //! `vector` an int count (-1 = null) then elements. Decoding never panics: every
 //! read is bounds-checked and a bad record is a [`DecodeError`].
 
-use crate::types::{Acl, Id, Perms, Stat};
+use crate::types::{Acl, ClientInfo, Id, Perms, Stat};
 
 /// Opcodes (`ZooDefs.OpCode`).
 pub(crate) mod op {
@@ -33,6 +33,7 @@ pub(crate) mod op {
     pub(crate) const GET_ALL_CHILDREN_NUMBER: i32 = 104;
     pub(crate) const SET_WATCHES2: i32 = 105;
     pub(crate) const ADD_WATCH: i32 = 106;
+    pub(crate) const WHO_AM_I: i32 = 107;
     pub(crate) const CLOSE_SESSION: i32 = -11;
     pub(crate) const ERROR: i32 = -1;
 }
@@ -224,6 +225,18 @@ impl<'a> Reader<'a> {
             let scheme = self.string()?;
             let id = self.string()?;
             v.push(Acl::new(perms, Id { scheme, id }));
+        }
+        Ok(v)
+    }
+
+    /// A `WhoAmIResponse`: a vector of `ClientInfo { authScheme, user }`.
+    pub(crate) fn client_infos(&mut self) -> DResult<Vec<ClientInfo>> {
+        let n = self.count()?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            let auth_scheme = self.string()?;
+            let user = self.string()?;
+            v.push(ClientInfo { auth_scheme, user });
         }
         Ok(v)
     }

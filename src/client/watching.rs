@@ -23,6 +23,13 @@ impl ZooKeeper {
 
     /// Adds a persistent (optionally recursive) watch for the default watcher;
     /// it stays until removed (and survives reconnects).
+    ///
+    /// # Errors
+    /// `BadArguments` for a bad path; [`Error::Unsupported`] (`code()`
+    /// `Unimplemented`) naming ZooKeeper 3.6 from an older server, which also
+    /// closes the connection after answering: the client reconnects and the
+    /// session lives on, as with Java's client. (No 3.5 server is at hand for
+    /// the tests; the error mapping is unit-tested.) The session's errors.
     pub fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<()> {
         self.add_watch_impl(path, mode, self.default_watcher())
     }

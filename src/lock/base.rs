@@ -12,19 +12,19 @@ use parking_lot::Mutex;
 use super::dialect::{Dialect, Layout};
 use super::kind::{role_of, LockKind};
 use super::removal::{remove_and_wait, remove_in_background, Attempt};
+use super::step::{check_cancelled, lost, LockWait};
 use super::watch::{wait_watcher, LockShared, NodeWatch};
 use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
 use crate::call::CallSession;
 use crate::client::CreatedAndListed;
-use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{create_tagged, Parents};
+use crate::owned::{create_tagged, Guard, Parents, Removal};
 use crate::path;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Watcher};
 #[cfg(feature = "testing")]
 use crate::wait::StepFn;
-use crate::wait::{self, Bounds, WhenDown, DEFAULT_CALL_GRACE};
+use crate::wait::{Bounds, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
 /// The state of one lock instance.
@@ -360,12 +360,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     }
 
     fn check_cancelled(&self) -> Result<()> {
-        if self.shared.cancelled.load(Ordering::SeqCst) {
-            return Err(Error::Cancelled {
-                lock: self.parent.clone(),
-            });
-        }
-        Ok(())
+        check_cancelled(&self.shared, &self.parent)
     }
 
     /// Creates this attempt's node and waits; every exit that does not hold the
@@ -394,7 +389,8 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             }
         };
         step!(self, LockStep::Created, &path);
-        match self.grant(&call, &rzk, &path, listed, bounds) {
+        let at = LockWait::new(&call, &rzk, bounds, &self.shared, &self.parent);
+        match self.grant(&at, &path, listed) {
             Ok(Some(watch)) => {
                 let sequence = self
                     .layout
@@ -431,39 +427,26 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// `Ok(Some(watch))` held, `Ok(None)` out of time.
     fn grant(
         &self,
-        call: &CallSession,
-        rzk: &RecoverableZooKeeper,
+        at: &LockWait<'_>,
         path: &str,
         listed: Option<Vec<String>>,
-        bounds: Bounds,
     ) -> Result<Option<Option<Arc<NodeWatch>>>> {
-        let own = match self.wait_for_lock(call, rzk, path, listed, bounds)? {
+        let own = match self.wait_for_lock(at, path, listed)? {
             Waited::TimedOut => return Ok(None),
             Waited::Held(own) => own,
         };
         step!(self, LockStep::Granted, path);
-        let lost = || Error::LockLost {
-            path: path.to_string(),
-        };
         let watch = match own {
             Some(own) => Some(own),
+            // Watch the held node so that a deletion (reaping) is told as
+            // Lost.
             None if self.shared.listener.read().is_some() => {
-                // Watch the held node so that a deletion (reaping) is told as
-                // Lost: registered with the reply, so a deletion from here on
-                // fires it, and one before it shows as a missing node.
-                let own = NodeWatch::new(path, &self.shared, &self.zkw.downgrade());
-                if rzk.exists_watch(path, &own.watcher())?.is_none() {
-                    return Err(lost());
-                }
-                Some(own)
+                Some(at.watch_node(path, &self.shared, &self.zkw)?)
             }
             None => None,
         };
         if let Some(w) = &watch {
-            if !w.hold() {
-                return Err(lost());
-            }
-            w.catch_up(call.rzk().state());
+            at.hold(w, path)?;
         }
         Ok(Some(watch))
     }
@@ -500,25 +483,20 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// ends (session, cancel, our node reaped).
     fn wait_for_lock(
         &self,
-        call: &CallSession,
-        rzk: &RecoverableZooKeeper,
+        at: &LockWait<'_>,
         my_path: &str,
         mut listed: Option<Vec<String>>,
-        bounds: Bounds,
     ) -> Result<Waited> {
+        let rzk = at.rzk;
         let my_node = path::get_node_name(my_path);
         if self.layout.sequence(my_node).is_none() {
             return Err(Error::BadArguments(format!(
                 "lock node {my_path} has no sequence number"
             )));
         }
-        let lost = || Error::LockLost {
-            path: my_path.to_string(),
-        };
         let mut own: Option<Arc<NodeWatch>> = None;
         loop {
-            call.check()?;
-            self.check_cancelled()?;
+            at.check()?;
             // The first round's listing came with the create, when it could.
             let children = match listed.take() {
                 Some(c) => c,
@@ -530,7 +508,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             };
             step!(self, LockStep::Listed, my_path);
             if !children.iter().any(|c| c == my_node) || own.as_ref().is_some_and(|o| o.is_gone()) {
-                return Err(lost());
+                return Err(lost(my_path));
             }
             if let Some((node, found)) = self.layout.foreign(&children) {
                 warn!(
@@ -553,7 +531,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 );
             }
             // Check the deadline before setting any watch.
-            if bounds.wait.is_past() {
+            if at.bounds.wait.is_past() {
                 return Ok(Waited::TimedOut);
             }
             if own.is_none() && !self.layout.is_own_kind(&to_watch) {
@@ -561,20 +539,16 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 // node we wait for in place; watch our own node to learn it at
                 // once. (Behind our own kind, a reaper removes us first, newest
                 // first, and our predecessor's deletion then wakes us.)
-                let w = NodeWatch::new(my_path, &self.shared, &self.zkw.downgrade());
-                if rzk.exists_watch(my_path, &w.watcher())?.is_none() {
-                    return Err(lost());
-                }
-                own = Some(w);
+                own = Some(at.watch_node(my_path, &self.shared, &self.zkw)?);
             }
             let watch_path = path::join_znode(&self.parent, &to_watch);
-            let round = self.shared.wake.generation();
+            let round = at.round();
             // A cancel or a deletion of our node just before this round began
             // woke no wait of it: both are flagged before their wake-up, so
             // look once more.
-            self.check_cancelled()?;
+            at.cancelled()?;
             if own.as_ref().is_some_and(|o| o.is_gone()) {
-                return Err(lost());
+                return Err(lost(my_path));
             }
             // getData, not exists: no watch is left behind when it is gone.
             match rzk.get_data_watch(&watch_path, &self.waiter) {
@@ -586,7 +560,8 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             // is newer than the round's watch.
             let armed = self.listing_on_wake.then(|| self.shared.arm(round));
             step!(self, LockStep::Watching, my_path);
-            let woken = self.wait_for_wake(call, round, bounds.wait)?;
+            let woken = at.wait(round)?;
+            at.cancelled()?;
             step!(self, LockStep::Woken, my_path);
             if !woken {
                 return Ok(Waited::TimedOut);
@@ -596,25 +571,6 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             }
             drop(armed);
         }
-    }
-
-    /// Waits for a wake-up of `round` until `deadline`: `Ok(true)` woken,
-    /// `Ok(false)` out of time. A cancel wakes the wait directly, and so does
-    /// the end of the attempt's session, from the client thread that ends it
-    /// (`close()` included): never through the event thread, which a listener
-    /// may hold up. Nothing is looked at periodically (the engine's
-    /// [`wait`](crate::wait::wait)): an idle waiter costs no wake-up.
-    fn wait_for_wake(&self, call: &CallSession, round: u64, deadline: Deadline) -> Result<bool> {
-        let woken = wait::wait(
-            &self.shared.wake,
-            round,
-            call,
-            deadline,
-            WhenDown::Wait,
-            &self.parent,
-        )?;
-        self.check_cancelled()?;
-        Ok(woken)
     }
 
     /// HBase's `handleLockMetadata`: passes `node`'s metadata to `handler`.
@@ -650,10 +606,8 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             rzk.acl_for(&probe),
             CreateMode::EphemeralSequential,
         )?;
-        if let Err(e) = rzk.delete(&path, None) {
-            if !e.is(ZkError::NoNode) {
-                warn!("could not remove clock probe {path}: {e}");
-            }
+        if let Err(e) = Removal::new(path.as_str(), Guard::Any).run(rzk) {
+            warn!("could not remove clock probe {path}: {e}");
         }
         Ok(stat.ctime)
     }
@@ -729,17 +683,19 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             return lost(self);
         }
         let rzk = self.zkw.recoverable_zookeeper();
-        let deleted = match rzk.delete(&lock.path, Some(lock.version)) {
+        let deleted = match Removal::new(lock.path.as_str(), Guard::Version(lock.version)).run(rzk)
+        {
             // Someone wrote to our node: it is still ours (ephemeral, our tag);
             // delete it at any version rather than fail every release.
             Err(e) if e.is(ZkError::BadVersion) => {
                 warn!("lock node {} was written to; deleting it anyway", lock.path);
-                rzk.delete(&lock.path, None)
+                Removal::new(lock.path.as_str(), Guard::Any).run(rzk)
             }
             other => other,
         };
         match deleted {
-            Ok(()) => {
+            Ok(false) => lost(self),
+            Ok(true) => {
                 *self.state.lock() = LockState::Idle;
                 debug!("released {}", lock.path);
                 Ok(())
@@ -796,11 +752,9 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
                     if stat.ctime < cutoff || (expire_after.is_zero() && stat.ctime <= now) =>
                 {
                     info!("reaping lock node {node}");
-                    if let Err(e) = rzk.delete(&node, None) {
-                        if !e.is(ZkError::NoNode) {
-                            warn!("error reaping {node}: {e}");
-                            deferred = Some(e);
-                        }
+                    if let Err(e) = Removal::new(node.as_str(), Guard::Any).run(rzk) {
+                        warn!("error reaping {node}: {e}");
+                        deferred = Some(e);
                     }
                 }
                 Ok(_) => {}

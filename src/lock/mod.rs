@@ -97,6 +97,67 @@ macro_rules! step {
     };
 }
 
+/// The [`InterProcessLock`] methods a type that wraps a lock passes on as
+/// they are, written once for every wrapper: inside its `impl
+/// InterProcessLock`, `forward_lock!(field)` forwards reaping, visiting,
+/// `is_held` and `acquired_lock` to the lock in `self.field`, and
+/// `forward_lock!(field, acquire_release)` also `acquire`, `try_acquire`,
+/// `release` and `release_in_background` (a wrapper that adds nothing to
+/// them).
+macro_rules! forward_lock {
+    ($inner:ident, acquire_release) => {
+        /// Curator's `acquire()`, kazoo's `acquire()`: see
+        /// [`ZkInterProcessLockBase`](crate::lock::ZkInterProcessLockBase)'s.
+        fn acquire(&self) -> $crate::error::Result<()> {
+            self.$inner.acquire()
+        }
+
+        /// Curator's `acquire(time, unit)`, kazoo's `acquire(timeout=)`: see
+        /// [`ZkInterProcessLockBase`](crate::lock::ZkInterProcessLockBase)'s.
+        fn try_acquire(&self, timeout: std::time::Duration) -> $crate::error::Result<bool> {
+            self.$inner.try_acquire(timeout)
+        }
+
+        fn release(&self) -> $crate::error::Result<()> {
+            self.$inner.release()
+        }
+
+        fn release_in_background(&self) {
+            self.$inner.release_in_background();
+        }
+
+        $crate::lock::forward_lock!($inner);
+    };
+    ($inner:ident) => {
+        fn reap_expired_locks(
+            &self,
+            expire_after: std::time::Duration,
+        ) -> $crate::error::Result<()> {
+            self.$inner.reap_expired_locks(expire_after)
+        }
+
+        fn reap_all_locks(&self) -> $crate::error::Result<()> {
+            self.$inner.reap_all_locks()
+        }
+
+        fn visit_locks(
+            &self,
+            handler: &dyn $crate::lock::MetadataHandler,
+        ) -> $crate::error::Result<()> {
+            self.$inner.visit_locks(handler)
+        }
+
+        fn is_held(&self) -> bool {
+            self.$inner.is_held()
+        }
+
+        fn acquired_lock(&self) -> Option<$crate::lock::AcquiredLock> {
+            self.$inner.acquired_lock()
+        }
+    };
+}
+pub(crate) use forward_lock;
+
 mod base;
 mod dialect;
 mod either;
@@ -107,6 +168,7 @@ mod mutex;
 mod removal;
 mod rw;
 mod semaphore;
+mod step;
 mod watch;
 
 use std::fmt;
@@ -413,6 +475,36 @@ impl Grant {
     }
 }
 
+/// What both guards ([`LockGuard`], [`OwnedLockGuard`]) tell of their grant
+/// (`self.grant`) and their lock (`self.lock`), written once.
+macro_rules! guard_queries {
+    () => {
+        /// The fencing token of this grant (see [`AcquiredLock::fencing_token`]);
+        /// under a [`MultiLock`], the greatest of its members' (see
+        /// [`MultiLock`]'s "Guard and fencing token").
+        pub fn fencing_token(&self) -> i64 {
+            self.grant.fencing_token()
+        }
+
+        /// The granted lock.
+        pub fn acquired_lock(&self) -> Option<&AcquiredLock> {
+            self.grant.acquired.as_ref()
+        }
+
+        /// Every grant this guard covers (see
+        /// [`InterProcessLock::acquired_locks`]): one per member of a
+        /// [`MultiLock`], each with its own fencing token.
+        pub fn acquired_locks(&self) -> &[AcquiredLock] {
+            &self.grant.all
+        }
+
+        /// Whether the lock is still held (false once known lost).
+        pub fn is_held(&self) -> bool {
+            self.lock.is_held()
+        }
+    };
+}
+
 /// Holds a lock until dropped (or [`unlock`](LockGuard::unlock)ed).
 ///
 /// Dropping releases in the background
@@ -435,29 +527,7 @@ impl<'a> LockGuard<'a> {
         }
     }
 
-    /// The fencing token of this grant (see [`AcquiredLock::fencing_token`]);
-    /// under a [`MultiLock`], the greatest of its members' (see
-    /// [`MultiLock`]'s "Guard and fencing token").
-    pub fn fencing_token(&self) -> i64 {
-        self.grant.fencing_token()
-    }
-
-    /// The granted lock.
-    pub fn acquired_lock(&self) -> Option<&AcquiredLock> {
-        self.grant.acquired.as_ref()
-    }
-
-    /// Every grant this guard covers (see
-    /// [`InterProcessLock::acquired_locks`]): one per member of a
-    /// [`MultiLock`], each with its own fencing token.
-    pub fn acquired_locks(&self) -> &[AcquiredLock] {
-        &self.grant.all
-    }
-
-    /// Whether the lock is still held (false once known lost).
-    pub fn is_held(&self) -> bool {
-        self.lock.is_held()
-    }
+    guard_queries!();
 
     /// Releases the lock, returning the error.
     ///
@@ -522,29 +592,7 @@ impl OwnedLockGuard {
         }
     }
 
-    /// The fencing token of this grant (see [`AcquiredLock::fencing_token`]);
-    /// under a [`MultiLock`], the greatest of its members' (see
-    /// [`MultiLock`]'s "Guard and fencing token").
-    pub fn fencing_token(&self) -> i64 {
-        self.grant.fencing_token()
-    }
-
-    /// The granted lock.
-    pub fn acquired_lock(&self) -> Option<&AcquiredLock> {
-        self.grant.acquired.as_ref()
-    }
-
-    /// Every grant this guard covers (see
-    /// [`InterProcessLock::acquired_locks`]): one per member of a
-    /// [`MultiLock`], each with its own fencing token.
-    pub fn acquired_locks(&self) -> &[AcquiredLock] {
-        &self.grant.all
-    }
-
-    /// Whether the lock is still held (false once known lost).
-    pub fn is_held(&self) -> bool {
-        self.lock.is_held()
-    }
+    guard_queries!();
 
     /// The lock instance.
     pub fn lock(&self) -> &Arc<dyn InterProcessLock> {

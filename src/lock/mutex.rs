@@ -4,9 +4,7 @@
 use std::time::Duration;
 
 use super::dialect::{Dialect, Layout, Role};
-use super::{
-    AcquiredLock, InterProcessLock, LockListener, MetadataHandler, ZkInterProcessWriteLock,
-};
+use super::{InterProcessLock, LockListener, ZkInterProcessWriteLock};
 use crate::error::Result;
 use crate::watcher::ZooKeeperWatcher;
 
@@ -106,43 +104,5 @@ impl std::ops::Deref for ZkInterProcessMutex {
 }
 
 impl InterProcessLock for ZkInterProcessMutex {
-    /// Curator's `acquire()`, kazoo's `acquire()`: see
-    /// [`ZkInterProcessLockBase`](super::ZkInterProcessLockBase)'s.
-    fn acquire(&self) -> Result<()> {
-        self.lock.acquire()
-    }
-
-    /// Curator's `acquire(time, unit)`, kazoo's `acquire(timeout=)`: see
-    /// [`ZkInterProcessLockBase`](super::ZkInterProcessLockBase)'s.
-    fn try_acquire(&self, timeout: Duration) -> Result<bool> {
-        self.lock.try_acquire(timeout)
-    }
-
-    fn release(&self) -> Result<()> {
-        self.lock.release()
-    }
-
-    fn release_in_background(&self) {
-        self.lock.release_in_background();
-    }
-
-    fn reap_expired_locks(&self, expire_after: Duration) -> Result<()> {
-        self.lock.reap_expired_locks(expire_after)
-    }
-
-    fn reap_all_locks(&self) -> Result<()> {
-        self.lock.reap_all_locks()
-    }
-
-    fn visit_locks(&self, handler: &dyn MetadataHandler) -> Result<()> {
-        self.lock.visit_locks(handler)
-    }
-
-    fn is_held(&self) -> bool {
-        self.lock.is_held()
-    }
-
-    fn acquired_lock(&self) -> Option<AcquiredLock> {
-        self.lock.acquired_lock()
-    }
+    super::forward_lock!(lock, acquire_release);
 }

@@ -6,11 +6,10 @@
 //! alive: a removal waiting for the reconnect is a session hook of the watcher,
 //! holding it weakly.
 
-use std::time::Duration;
-
 use log::info;
 
-use crate::background::{on_reconnect, remove_in_background as remove_node};
+use crate::background::on_reconnect;
+use crate::owned::{Guard, Removal, REMOVAL_WAIT};
 use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// What a failed attempt left behind: its node, or (when the create's reply was
@@ -36,10 +35,6 @@ fn sweep_after_reconnect(zkw: &WeakZooKeeperWatcher, attempt: Attempt) {
     });
 }
 
-/// How long a failed attempt waits for its node's removal before returning; the
-/// removal goes on without it (or after the reconnect).
-pub(super) const REMOVAL_WAIT: Duration = Duration::from_millis(250);
-
 /// Removes an attempt's node without blocking (async calls, answered on the event
 /// thread); when the connection is lost first, it is removed after the
 /// reconnect. `done` is told once the removal is settled here.
@@ -50,14 +45,13 @@ fn remove_async(zkw: &WeakZooKeeperWatcher, attempt: Attempt, done: crossbeam_ch
     };
     let zkw = zkw.clone();
     match attempt.clone() {
-        // The background removal every recipe uses (retried after a reconnect).
-        Attempt::Node(path) => remove_node(
-            &zkw,
-            path,
-            Box::new(move || {
+        // The one removal API (any version: the node carries this
+        // attempt's tag; retried after a reconnect).
+        Attempt::Node(path) => Removal::new(path, Guard::Any)
+            .then(move || {
                 let _ = done.send(());
-            }),
-        ),
+            })
+            .in_background(&zkw),
         Attempt::Tag(prefix) => {
             let (parent, name_prefix) = match prefix.rfind('/') {
                 Some(i) => (prefix[..i.max(1)].to_string(), prefix[i + 1..].to_string()),

@@ -11,12 +11,13 @@ use parking_lot::Mutex;
 
 use super::dialect::{semaphore_foreign, Dialect, Layout, Role, KAZOO_SEMAPHORE_LOCK};
 use super::removal::{abandon, remove_and_wait, remove_in_background, Attempt};
+use super::step::{check_cancelled, lost, LockWait};
 use super::watch::{wait_watcher, LockShared, NodeWatch};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
 use crate::call::CallSession;
 use crate::client::CreatedAndListed;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{create_tagged, with_parents, OwnerMark, Parents};
+use crate::owned::{create_tagged, with_parents, Guard, OwnerMark, Parents, Removal};
 use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::{number_after_last, tagged_sequence};
@@ -25,7 +26,7 @@ use crate::types::{CreateMode, Op, OpResult, Stat, Watcher};
 use crate::util::random_uuid;
 #[cfg(feature = "testing")]
 use crate::wait::StepFn;
-use crate::wait::{self, Bounds, WhenDown, DEFAULT_CALL_GRACE};
+use crate::wait::{Bounds, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
 #[cfg(feature = "testing")]
@@ -453,12 +454,7 @@ impl ZkSemaphore {
     }
 
     fn check_cancelled(&self) -> Result<()> {
-        if self.shared.cancelled.load(Ordering::SeqCst) {
-            return Err(Error::Cancelled {
-                lock: self.path.clone(),
-            });
-        }
-        Ok(())
+        check_cancelled(&self.shared, &self.path)
     }
 
     /// The attempt's internal mutex, registered for a cancel.
@@ -527,9 +523,10 @@ impl ZkSemaphore {
             _ => vec![self.leases.clone(), self.locks.clone()],
         };
         for dir in dirs {
-            match rzk.delete(&dir, None) {
-                Ok(()) => debug!("removed {dir}, made by a refused attempt"),
-                Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::NotEmpty) => {}
+            match Removal::new(dir.as_str(), Guard::Any).run(rzk) {
+                Ok(true) => debug!("removed {dir}, made by a refused attempt"),
+                Ok(false) => {}
+                Err(e) if e.is(ZkError::NotEmpty) => {}
                 Err(e) => debug!("removing {dir}: {e}"),
             }
         }
@@ -570,14 +567,15 @@ impl ZkSemaphore {
         } else {
             rzk.with_metadata_prefix(false)
         };
+        let at = LockWait::new(call, &rzk, bounds, &self.shared, &self.path);
         let taken = match self.dialect {
-            Dialect::Kazoo => self.kazoo_lease(call, &rzk, bounds, look_again)?,
-            _ => self.counted_lease(call, &rzk, bounds, look_again)?,
+            Dialect::Kazoo => self.kazoo_lease(&at, look_again)?,
+            _ => self.counted_lease(&at, look_again)?,
         };
         let Some((path, stat)) = taken else {
             return Ok(None);
         };
-        match self.grant(call, &rzk, &path) {
+        match self.grant(&at, &path) {
             Ok((shared, watch)) => {
                 step!(self, SemaphoreStep::Granted, &path);
                 let name = path::get_node_name(&path);
@@ -624,13 +622,8 @@ impl ZkSemaphore {
     /// Curator's algorithm (zklock's and Curator's layouts): creates the
     /// lease node, then waits until the leases, its own counted, are within
     /// the limit. Its node is removed on every exit without it.
-    fn counted_lease(
-        &self,
-        call: &CallSession,
-        rzk: &RecoverableZooKeeper,
-        bounds: Bounds,
-        look_again: bool,
-    ) -> Result<Option<(String, Stat)>> {
+    fn counted_lease(&self, at: &LockWait<'_>, look_again: bool) -> Result<Option<(String, Stat)>> {
+        let (rzk, bounds) = (at.rzk, at.bounds);
         let tagged = self.lease_prefix();
         let CreatedAndListed { path, stat, listed } = match self.create_lease(rzk, &tagged) {
             Ok(created) => created,
@@ -646,7 +639,7 @@ impl ZkSemaphore {
                 return abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, true);
             }
         }
-        match self.wait_for_leases(call, rzk, &path, listed, bounds) {
+        match self.wait_for_leases(at, &path, listed) {
             Ok(true) => Ok(Some((path, stat))),
             Ok(false) => {
                 info!("no lease of {} in time; removing {path}", self.path);
@@ -659,19 +652,13 @@ impl ZkSemaphore {
     /// kazoo's algorithm: lists `<p>` with a watch and creates the lease
     /// node `<p>/<uuid hex>` only when fewer than the limit exist; else waits
     /// for a change. Nothing is created before there is room.
-    fn kazoo_lease(
-        &self,
-        call: &CallSession,
-        rzk: &RecoverableZooKeeper,
-        bounds: Bounds,
-        look_again: bool,
-    ) -> Result<Option<(String, Stat)>> {
+    fn kazoo_lease(&self, at: &LockWait<'_>, look_again: bool) -> Result<Option<(String, Stat)>> {
+        let (rzk, bounds) = (at.rzk, at.bounds);
         let path = path::join_znode(&self.leases, &random_uuid().replace('-', ""));
         let mut made = false;
         let taken: Result<Option<Stat>> = (|| loop {
-            call.check()?;
-            self.check_cancelled()?;
-            let round = self.shared.wake.generation();
+            at.check()?;
+            let round = at.round();
             let children = rzk.get_children_watch(&self.leases, &self.waiter)?;
             self.refuse_foreign(&children)?;
             if children.len() < self.max_leases()? as usize {
@@ -692,7 +679,7 @@ impl ZkSemaphore {
             if bounds.wait.is_past() {
                 return Ok(None);
             }
-            if !self.wait_round(call, round, bounds, &path)? {
+            if !self.wait_round(at, round, &path)? {
                 return Ok(None);
             }
         })();
@@ -887,30 +874,25 @@ impl ZkSemaphore {
     /// holder lists with a watch and waits.
     fn wait_for_leases(
         &self,
-        call: &CallSession,
-        rzk: &RecoverableZooKeeper,
+        at: &LockWait<'_>,
         my_path: &str,
         mut listed: Option<Vec<String>>,
-        bounds: Bounds,
     ) -> Result<bool> {
+        let rzk = at.rzk;
         let my_node = path::get_node_name(my_path);
-        let lost = || Error::LockLost {
-            path: my_path.to_string(),
-        };
         loop {
-            call.check()?;
-            self.check_cancelled()?;
-            let round = self.shared.wake.generation();
+            at.check()?;
+            let round = at.round();
             let (children, watched) = match listed.take() {
                 Some(c) => (c, false),
                 None => match rzk.get_children_watch(&self.leases, &self.waiter) {
                     Ok(c) => (c, true),
-                    Err(e) if e.is(ZkError::NoNode) => return Err(lost()),
+                    Err(e) if e.is(ZkError::NoNode) => return Err(lost(my_path)),
                     Err(e) => return Err(e),
                 },
             };
             if !children.iter().any(|c| c == my_node) {
-                return Err(lost());
+                return Err(lost(my_path));
             }
             self.refuse_foreign(&children)?;
             if children.len() <= self.max_leases()? as usize {
@@ -919,7 +901,7 @@ impl ZkSemaphore {
             if !watched {
                 continue;
             }
-            if bounds.wait.is_past() {
+            if at.bounds.wait.is_past() {
                 return Ok(false);
             }
             if let Max::Shared(count) = &self.max {
@@ -932,7 +914,7 @@ impl ZkSemaphore {
                     return Ok(true);
                 }
             }
-            if !self.wait_round(call, round, bounds, my_path)? {
+            if !self.wait_round(at, round, my_path)? {
                 return Ok(false);
             }
         }
@@ -966,33 +948,19 @@ impl ZkSemaphore {
     /// Waits for a wake-up of `round` (the leases' watch is set) until the
     /// wait's bound: `Ok(false)` out of time. As the locks' waits: the
     /// session's end and a cancel wake it directly; nothing periodic.
-    fn wait_round(
-        &self,
-        call: &CallSession,
-        round: u64,
-        bounds: Bounds,
-        path: &str,
-    ) -> Result<bool> {
+    fn wait_round(&self, at: &LockWait<'_>, round: u64, path: &str) -> Result<bool> {
         debug!("{path} waits for a lease of {}", self.path);
         step!(self, SemaphoreStep::Waiting, path);
-        let woken = wait::wait(
-            &self.shared.wake,
-            round,
-            call,
-            bounds.wait,
-            WhenDown::Wait,
-            &self.path,
-        )?;
+        let woken = at.wait(round)?;
         step!(self, SemaphoreStep::Woken, path);
-        self.check_cancelled()?;
+        at.cancelled()?;
         Ok(woken)
     }
 
     /// The lease's own state, watched when a listener is set.
     fn grant(
         &self,
-        call: &CallSession,
-        rzk: &RecoverableZooKeeper,
+        at: &LockWait<'_>,
         path: &str,
     ) -> Result<(Arc<LockShared>, Option<Arc<NodeWatch>>)> {
         let shared = Arc::new(LockShared::default());
@@ -1000,14 +968,8 @@ impl ZkSemaphore {
             return Ok((shared, None));
         };
         *shared.listener.write() = Some(listener.clone());
-        let lost = || Error::LockLost {
-            path: path.to_string(),
-        };
-        let watch = NodeWatch::new(path, &shared, &self.zkw.downgrade());
-        if rzk.exists_watch(path, &watch.watcher())?.is_none() || !watch.hold() {
-            return Err(lost());
-        }
-        watch.catch_up(call.rzk().state());
+        let watch = at.watch_node(path, &shared, &self.zkw)?;
+        at.hold(&watch, path)?;
         Ok((shared, Some(watch)))
     }
 }
@@ -1097,13 +1059,18 @@ impl SemaphoreLease {
             return lost();
         }
         let rzk = self.session.rzk();
-        let deleted = match rzk.delete(&path, Some(self.lease.version)) {
+        let deleted = match Removal::new(path.as_str(), Guard::Version(self.lease.version)).run(rzk)
+        {
             // Someone wrote to our node: it is still ours (tagged, ephemeral).
-            Err(e) if e.is(ZkError::BadVersion) => rzk.delete(&path, None),
+            Err(e) if e.is(ZkError::BadVersion) => Removal::new(path.as_str(), Guard::Any).run(rzk),
             other => other,
         };
         match deleted {
-            Ok(()) => {
+            Ok(false) => {
+                self.released = true;
+                lost()
+            }
+            Ok(true) => {
                 self.released = true;
                 debug!("returned lease {path}");
                 Ok(())

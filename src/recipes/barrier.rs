@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::call::CallSession;
 use crate::error::{Result, ZkError};
+use crate::owned::{Guard, Removal};
 use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 
@@ -70,11 +71,7 @@ impl Barrier {
     /// # Errors
     /// `NotEmpty` if someone put children under the node; session errors.
     pub fn remove_barrier(&self) -> Result<bool> {
-        match self.zkw.recoverable_zookeeper().delete(&self.path, None) {
-            Ok(()) => Ok(true),
-            Err(e) if e.is(ZkError::NoNode) => Ok(false),
-            Err(e) => Err(e),
-        }
+        Removal::new(self.path.as_str(), Guard::Any).run(self.zkw.recoverable_zookeeper())
     }
 
     /// Whether the barrier is set now.

@@ -13,8 +13,8 @@ use crate::background::on_reconnect;
 use crate::client::{CreateMode, EventType, KeeperState};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError, ZkResultExt};
-use crate::owned::{create_owned, NodeSpec, OwnerMark, Parents};
-use crate::wait::{WaitSession, Wake, WhenDown};
+use crate::owned::{create_owned, Guard, NodeSpec, OwnerMark, Parents, Removal};
+use crate::wait::{EndRegistration, WaitSession, Wake, WhenDown};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// HBase's `ZKLeaderManager`: the first candidate to create the ephemeral
@@ -292,9 +292,9 @@ impl ZkLeaderManager {
                         self.shared.state.lock().leader_exists = true;
                     } else {
                         info!("found an existing leader with our id at {znode}, removing");
-                        match rzk.delete(znode, Some(stat.version)) {
-                            Ok(()) => {}
-                            Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::BadVersion) => {}
+                        match Removal::new(znode, Guard::Version(stat.version)).run(rzk) {
+                            Ok(_) => {}
+                            Err(e) if e.is(ZkError::BadVersion) => {}
                             Err(e) => return Err(e),
                         }
                         self.shared.state.lock().leader_exists = false;
@@ -388,11 +388,7 @@ impl ZkLeaderManager {
             // deleted at the version read.
             Some((id, stat)) if ours(&id, &stat) => {
                 info!("stepping down as leader of {znode}");
-                match rzk.delete(znode, Some(stat.version)) {
-                    Ok(()) => {}
-                    Err(e) if e.is(ZkError::NoNode) => {}
-                    Err(e) => return Err(e),
-                }
+                Removal::new(znode, Guard::Version(stat.version)).run(rzk)?;
                 let mut st = self.shared.state.lock();
                 st.leader_exists = false;
                 st.claim = None;
@@ -473,8 +469,16 @@ impl WaitSession for Began<'_> {
         self.manager.check_session(self.session)
     }
 
-    fn client(&self) -> &crate::client::ZooKeeper {
-        self.manager.zkw.zookeeper()
+    fn connected(&self) -> bool {
+        self.manager.zkw.zookeeper().state() == crate::client::State::Connected
+    }
+
+    fn session_timeout(&self) -> std::time::Duration {
+        self.manager.zkw.zookeeper().session_timeout()
+    }
+
+    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
+        EndRegistration::new(self.manager.zkw.zookeeper().wake_at_end(wake))
     }
 }
 
@@ -496,22 +500,11 @@ impl Drop for ZkLeaderManager {
         if self.zkw.state().is_terminal() {
             return;
         }
-        let znode = self.shared.znode.clone();
-        let weak = zk.downgrade();
-        zk.exists_async(&self.shared.znode, None, move |r| match r {
-            Ok(Some(stat))
-                if stat.czxid == claim.czxid && stat.ephemeral_owner == claim.session =>
-            {
-                let Some(zk) = weak.upgrade() else { return };
-                zk.delete_async(&znode, Some(stat.version), |r| {
-                    if let Err(e) = r {
-                        debug!("removing a dropped leader's znode: {e}");
-                    }
-                });
-            }
-            Ok(_) => debug!("a dropped leader's znode {znode} is gone or another's"),
-            Err(e) => debug!("removing a dropped leader's znode {znode}: {e}"),
-        });
+        // Only this claim's znode (its creation zxid, so of this session),
+        // at the version read; one try (no retry after a reconnect).
+        Removal::new(self.shared.znode.clone(), Guard::Created(claim.czxid))
+            .once()
+            .in_session(zk, &self.zkw.downgrade());
     }
 }
 

@@ -11,6 +11,7 @@ use log::{debug, warn};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -20,10 +21,7 @@ use crate::client::CreateMode;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
-use crate::owned::{
-    create_owned, delete_owned, delete_owned_in_background, with_parents, NodeSpec, OwnerMark,
-    Parents,
-};
+use crate::owned::{create_owned, with_parents, Guard, NodeSpec, OwnerMark, Parents, Removal};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{Op, Stat};
 use crate::wait::{Bounds, Waiter};
@@ -90,9 +88,10 @@ pub(super) fn read_participants(
 /// `multi`) is sent: tests put a fault there (a lost reply).
 pub(super) type ClaimHook = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// The queues' `with_claim_hook`, for a type whose [`Receipts`] is its field
-/// `receipts`: one definition for both queues.
-macro_rules! with_claim_hook {
+/// The methods both queues have alike, for a type whose [`Receipts`] is its
+/// field `receipts`, its [`Waiter`] its field `waiter` and its directory its
+/// field `dir`: `with_claim_hook`, `with_wait_hook` and `dir`, written once.
+macro_rules! queue_methods {
     () => {
         /// Runs `hook` with the item's path in every claim of this instance just
         /// before the claim's commit (the `multi`) is sent: for tests, to put a
@@ -102,9 +101,34 @@ macro_rules! with_claim_hook {
             self.receipts.set_hook(hook);
             self
         }
+
+        crate::wait::with_wait_hook!();
+
+        /// The queue's directory.
+        pub fn dir(&self) -> &str {
+            &self.dir
+        }
     };
 }
-pub(super) use with_claim_hook;
+pub(super) use queue_methods;
+
+/// What a queue on `dir` starts with: its watcher, its directory, its
+/// waiter and its consumer's [`Receipts`].
+///
+/// # Errors
+/// `BadArguments` for an invalid path.
+pub(super) fn queue_parts(
+    zkw: &ZooKeeperWatcher,
+    dir: &str,
+) -> Result<(ZooKeeperWatcher, String, Waiter, Receipts)> {
+    crate::path::validate(dir)?;
+    Ok((
+        zkw.clone(),
+        dir.to_string(),
+        Waiter::default(),
+        Receipts::new(dir),
+    ))
+}
 
 /// A consumer's receipt node: one per queue instance and session, created on
 /// the first claim ([`RECEIPT_PREFIX`] in `<dir>`[`RECEIPTS_SUFFIX`]), written
@@ -189,10 +213,13 @@ impl Receipts {
             version: stat.version,
         })
     }
+}
 
-    /// Removes the receipt in the background (a drop).
-    pub(super) fn remove_in_background(&self) {
-        if let Some(receipt) = self.held.lock().take() {
+impl Drop for Receipts {
+    /// Removes the receipt in the background (never blocks): the drop of
+    /// the queue that holds it.
+    fn drop(&mut self) {
+        if let Some(receipt) = self.held.get_mut().take() {
             receipt.node.remove_in_background();
         }
     }
@@ -306,10 +333,25 @@ pub(super) fn create_item(
 
 /// Deletes `path` (any version); no error when it is gone already.
 pub(super) fn delete_if_present(rzk: &RecoverableZooKeeper, path: &str) -> Result<()> {
-    match rzk.delete(path, None) {
-        Err(e) if e.is(ZkError::NoNode) => Ok(()),
-        other => other,
+    Removal::new(path, Guard::Any).run(rzk).map(drop)
+}
+
+/// The first of `items` (`(key, name)` of children of `dir`, first out
+/// first) still there, with its data: a queue's `peek`. An item taken
+/// meanwhile is passed over.
+pub(super) fn peek_first<K>(
+    rzk: &RecoverableZooKeeper,
+    dir: &str,
+    items: impl IntoIterator<Item = (K, String)>,
+) -> Result<Option<(K, Vec<u8>)>> {
+    for (key, name) in items {
+        match rzk.get_raw_data(&zkutil::join_znode(dir, &name)) {
+            Ok((data, _)) => return Ok(Some((key, data))),
+            Err(e) if e.is(ZkError::NoNode) => continue,
+            Err(e) => return Err(e),
+        }
     }
+    Ok(None)
 }
 
 /// Lists `dir`'s children; an empty list when `dir` does not exist.
@@ -366,6 +408,27 @@ pub(super) trait TakeQueue: Sync {
     fn poll_in(&self, call: &CallSession) -> Result<Option<Self::Item>>;
     /// Whether a listing of the directory holds items (it may keep it).
     fn listed(&self, children: &[String]) -> bool;
+
+    /// A queue's `take`: [`take_from_queue`] without a bound.
+    fn take_item(&self) -> Result<Self::Item>
+    where
+        Self: Sized,
+    {
+        match take_from_queue(self, Bounds::new(None))? {
+            Some(item) => Ok(item),
+            // Without a deadline the wait ends only with an item or an error.
+            None => Err(Error::zk(ZkError::OperationTimeout, self.parts().1)),
+        }
+    }
+
+    /// A queue's `take_timeout`: [`take_from_queue`] waiting at most
+    /// `timeout`.
+    fn take_item_within(&self, timeout: Duration) -> Result<Option<Self::Item>>
+    where
+        Self: Sized,
+    {
+        take_from_queue(self, Bounds::new(Some(timeout)))
+    }
 }
 
 /// The take of both queues, until an item is taken (`poll_in`) or `bounds`
@@ -557,7 +620,9 @@ impl SessionNode {
     pub(super) fn delete_by(&self, deadline: Deadline) -> Result<()> {
         self.call.check()?;
         let rzk = self.call.rzk().with_deadline(deadline);
-        delete_owned(&rzk, &self.path, self.czxid).map(drop)
+        Removal::new(self.path.as_str(), Guard::Created(self.czxid))
+            .run(&rzk)
+            .map(drop)
     }
 
     /// Removes the node without waiting (a drop): in the background, guarded
@@ -569,11 +634,9 @@ impl SessionNode {
         if self.call.check().is_err() {
             return;
         }
-        delete_owned_in_background(
+        Removal::new(self.path, Guard::Created(self.czxid)).in_session(
             self.call.rzk().zookeeper(),
             &self.call.watcher().downgrade(),
-            self.path,
-            self.czxid,
         );
     }
 }

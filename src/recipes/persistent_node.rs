@@ -82,7 +82,7 @@ use crate::background::on_reconnect;
 use crate::client::{CreateMode, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{create_once, delete_owned, NodeSpec, OwnerMark, Parents};
+use crate::owned::{create_once, Guard, NodeSpec, OwnerMark, Parents, Removal};
 use crate::recipes::layout::TTL_TOUCH_NODE;
 use crate::types::KeeperState;
 use crate::types::Stat;
@@ -577,7 +577,7 @@ impl Shared {
             .zkw
             .recoverable_zookeeper()
             .with_deadline(Deadline::after(zk.session_timeout()));
-        match delete_owned(&rzk, &path, czxid) {
+        match Removal::new(path.as_str(), Guard::Created(czxid)).run(&rzk) {
             Ok(_) => {}
             // A shared container still in use stays.
             Err(e) if e.is(ZkError::NotEmpty) && self.mode == CreateMode::Container => {}

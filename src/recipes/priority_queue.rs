@@ -3,12 +3,14 @@
 use std::time::Duration;
 
 use super::layout::PRIORITY_PREFIX;
-use super::node::{children_or_none, claim, create_item, take_from_queue, Receipts, TakeQueue};
+use super::node::{
+    children_or_none, claim, create_item, peek_first, queue_parts, Receipts, TakeQueue,
+};
 use crate::call::CallSession;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::sequence::sequence_of;
-use crate::wait::{Bounds, Waiter};
+use crate::wait::Waiter;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -67,23 +69,16 @@ impl DistributedPriorityQueue {
     /// # Errors
     /// `BadArguments` for an invalid path.
     pub fn new(zkw: &ZooKeeperWatcher, dir: &str) -> Result<DistributedPriorityQueue> {
-        crate::path::validate(dir)?;
+        let (zkw, dir, waiter, receipts) = queue_parts(zkw, dir)?;
         Ok(DistributedPriorityQueue {
-            zkw: zkw.clone(),
-            dir: dir.to_string(),
-            waiter: Waiter::default(),
-            receipts: Receipts::new(dir),
+            zkw,
+            dir,
+            waiter,
+            receipts,
         })
     }
 
-    super::node::with_claim_hook!();
-
-    crate::wait::with_wait_hook!();
-
-    /// The queue's directory.
-    pub fn dir(&self) -> &str {
-        &self.dir
-    }
+    super::node::queue_methods!();
 
     /// Adds an item with `priority` (lower comes out first); returns its node.
     ///
@@ -104,14 +99,8 @@ impl DistributedPriorityQueue {
     /// Session errors.
     pub fn peek(&self) -> Result<Option<(u32, Vec<u8>)>> {
         let rzk = self.zkw.recoverable_zookeeper();
-        for (priority, _, name) in self.list(rzk)? {
-            match rzk.get_raw_data(&zkutil::join_znode(&self.dir, &name)) {
-                Ok((data, _)) => return Ok(Some((priority, data))),
-                Err(e) if e.is(ZkError::NoNode) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(None)
+        let items = self.list(rzk)?.into_iter().map(|(p, _, name)| (p, name));
+        peek_first(rzk, &self.dir, items)
     }
 
     /// Takes the first item: `(priority, data)`, `None` when empty.
@@ -130,11 +119,7 @@ impl DistributedPriorityQueue {
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout.
     pub fn take(&self) -> Result<(u32, Vec<u8>)> {
-        match take_from_queue(self, Bounds::new(None))? {
-            Some(item) => Ok(item),
-            // Without a deadline the wait ends only with an item or an error.
-            None => Err(Error::zk(ZkError::OperationTimeout, self.dir.clone())),
-        }
+        self.take_item()
     }
 
     /// Takes the first item, waiting at most `timeout` for one: `Ok(None)` when
@@ -146,7 +131,7 @@ impl DistributedPriorityQueue {
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout.
     pub fn take_timeout(&self, timeout: Duration) -> Result<Option<(u32, Vec<u8>)>> {
-        take_from_queue(self, Bounds::new(Some(timeout)))
+        self.take_item_within(timeout)
     }
 
     fn list(&self, rzk: &RecoverableZooKeeper) -> Result<Vec<(u32, i64, String)>> {
@@ -197,13 +182,6 @@ impl TakeQueue for DistributedPriorityQueue {
 
     fn listed(&self, children: &[String]) -> bool {
         !ordered(children).is_empty()
-    }
-}
-
-impl Drop for DistributedPriorityQueue {
-    /// Removes this consumer's receipt node in the background (never blocks).
-    fn drop(&mut self) {
-        self.receipts.remove_in_background();
     }
 }
 

@@ -8,12 +8,13 @@ use parking_lot::Mutex;
 
 use super::layout::ITEM_PREFIX;
 use super::node::{
-    children_or_none, claim, create_item, ordered_items, take_from_queue, Receipts, TakeQueue,
+    children_or_none, claim, create_item, ordered_items, peek_first, queue_parts, Receipts,
+    TakeQueue,
 };
 use crate::call::CallSession;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::{Bounds, Waiter};
+use crate::wait::Waiter;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -112,24 +113,17 @@ impl DistributedQueue {
     /// # Errors
     /// `BadArguments` for an invalid path.
     pub fn new(zkw: &ZooKeeperWatcher, dir: &str) -> Result<DistributedQueue> {
-        crate::path::validate(dir)?;
+        let (zkw, dir, waiter, receipts) = queue_parts(zkw, dir)?;
         Ok(DistributedQueue {
-            zkw: zkw.clone(),
-            dir: dir.to_string(),
+            zkw,
+            dir,
             cache: Mutex::new(VecDeque::new()),
-            waiter: Waiter::default(),
-            receipts: Receipts::new(dir),
+            waiter,
+            receipts,
         })
     }
 
-    super::node::with_claim_hook!();
-
-    crate::wait::with_wait_hook!();
-
-    /// The queue's directory.
-    pub fn dir(&self) -> &str {
-        &self.dir
-    }
+    super::node::queue_methods!();
 
     /// Java's `offer(data)`: appends an item (one request); returns its node's
     /// path.
@@ -164,14 +158,7 @@ impl DistributedQueue {
     /// Session errors.
     pub fn peek(&self) -> Result<Option<Vec<u8>>> {
         let rzk = self.zkw.recoverable_zookeeper();
-        for (_, name) in self.list(rzk)? {
-            match rzk.get_raw_data(&zkutil::join_znode(&self.dir, &name)) {
-                Ok((data, _)) => return Ok(Some(data)),
-                Err(e) if e.is(ZkError::NoNode) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(None)
+        Ok(peek_first(rzk, &self.dir, self.list(rzk)?)?.map(|(_, data)| data))
     }
 
     /// Java's `element()`: [`peek`](Self::peek), with an error on an empty queue.
@@ -210,11 +197,7 @@ impl DistributedQueue {
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout.
     pub fn take(&self) -> Result<Vec<u8>> {
-        match take_from_queue(self, Bounds::new(None))? {
-            Some(data) => Ok(data),
-            // Without a deadline the wait ends only with an item or an error.
-            None => Err(Error::zk(ZkError::OperationTimeout, self.dir.clone())),
-        }
+        self.take_item()
     }
 
     /// [`take`](Self::take), waiting at most `timeout` for an item: `Ok(None)`
@@ -226,7 +209,7 @@ impl DistributedQueue {
     /// # Errors
     /// As [`take`](Self::take).
     pub fn take_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>> {
-        take_from_queue(self, Bounds::new(Some(timeout)))
+        self.take_item_within(timeout)
     }
 
     fn list(&self, rzk: &RecoverableZooKeeper) -> Result<Vec<(i64, String)>> {
@@ -285,13 +268,6 @@ impl TakeQueue for DistributedQueue {
             self.refill(items);
         }
         any
-    }
-}
-
-impl Drop for DistributedQueue {
-    /// Removes this consumer's receipt node in the background (never blocks).
-    fn drop(&mut self) {
-        self.receipts.remove_in_background();
     }
 }
 

@@ -69,6 +69,7 @@ use crate::lock::{
     MetadataHandler, ReadLockKind, WriteLockKind, ZkInterProcessLockBase, DEFAULT_CALL_GRACE,
     READ_LOCK_PREFIX, WRITE_LOCK_PREFIX,
 };
+use crate::owned::{Guard, Removal};
 use crate::path;
 use crate::types::{EventType, Stat, WatchedEvent, Watcher};
 use crate::wait::{Bounds, Waiter};
@@ -423,25 +424,7 @@ impl<K: LockKind> InterProcessLock for RevocableLock<K> {
         self.lock.release_in_background();
     }
 
-    fn reap_expired_locks(&self, expire_after: Duration) -> Result<()> {
-        self.lock.reap_expired_locks(expire_after)
-    }
-
-    fn reap_all_locks(&self) -> Result<()> {
-        self.lock.reap_all_locks()
-    }
-
-    fn visit_locks(&self, handler: &dyn MetadataHandler) -> Result<()> {
-        self.lock.visit_locks(handler)
-    }
-
-    fn is_held(&self) -> bool {
-        self.lock.is_held()
-    }
-
-    fn acquired_lock(&self) -> Option<AcquiredLock> {
-        self.lock.acquired_lock()
-    }
+    crate::lock::forward_lock!(lock);
 }
 
 impl<K: LockKind> Drop for RevocableLock<K> {
@@ -591,13 +574,11 @@ pub fn attempt_revoke_with_grace(
         }
     }
     call.check()?;
-    match call.rzk().delete(node, None) {
-        Ok(()) => {
-            warn!("{node} not released within {grace:?}: deleted it");
-            Ok(RevokeOutcome::Forced)
-        }
-        Err(e) if e.is(ZkError::NoNode) => Ok(RevokeOutcome::Released),
-        Err(e) => Err(e),
+    if Removal::new(node, Guard::Any).run(call.rzk())? {
+        warn!("{node} not released within {grace:?}: deleted it");
+        Ok(RevokeOutcome::Forced)
+    } else {
+        Ok(RevokeOutcome::Released)
     }
 }
 

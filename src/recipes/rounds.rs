@@ -40,10 +40,11 @@ use std::time::{Duration, Instant};
 use log::debug;
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::background::{on_reconnect, remove_in_background};
+use crate::background::on_reconnect;
 use crate::client::{State, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
+use crate::owned::{Guard, Removal};
 use crate::types::{EventType, KeeperState, WatchedEvent, Watcher};
 use crate::wait::Wake;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
@@ -624,11 +625,12 @@ impl Taken {
         if zkw.state().is_terminal() || zk.session_id() != self.session {
             return Ok(()); // ephemeral: gone with its session
         }
-        match zkw.recoverable_zookeeper().delete(&self.node, None) {
-            Ok(()) => Ok(()),
-            Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => Ok(()),
+        let removal = Removal::new(self.node, Guard::Any);
+        match removal.run(zkw.recoverable_zookeeper()) {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_fatal() => Ok(()),
             Err(e) => {
-                remove_in_background(&zkw.downgrade(), self.node, Box::new(|| {}));
+                removal.in_background(&zkw.downgrade());
                 Err(e)
             }
         }
@@ -637,7 +639,7 @@ impl Taken {
     /// Removes the node in the background (from `Drop`: never waits).
     pub(crate) fn withdraw_in_background(self, zkw: &ZooKeeperWatcher) {
         if zkw.zookeeper().session_id() == self.session {
-            remove_in_background(&zkw.downgrade(), self.node, Box::new(|| {}));
+            Removal::new(self.node, Guard::Any).in_background(&zkw.downgrade());
         }
     }
 }

@@ -74,7 +74,7 @@ use crate::error::{Error, Result, ZkError};
 use crate::types::Stat;
 #[cfg(feature = "testing")]
 use crate::wait::StepHook;
-use crate::wait::{WaitSession, Wake, WhenDown};
+use crate::wait::{EndRegistration, WaitSession, Wake, WhenDown};
 use crate::watcher::ZooKeeperWatcher;
 
 /// How deep a [`TreeCache`] follows its root.
@@ -501,8 +501,16 @@ impl WaitSession for Inner {
         Ok(())
     }
 
-    fn client(&self) -> &ZooKeeper {
-        &self.zk
+    fn connected(&self) -> bool {
+        self.zk.state() == crate::client::State::Connected
+    }
+
+    fn session_timeout(&self) -> Duration {
+        self.zk.session_timeout()
+    }
+
+    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
+        EndRegistration::new(self.zk.wake_at_end(wake))
     }
 }
 

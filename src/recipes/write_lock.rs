@@ -10,8 +10,8 @@ use parking_lot::Mutex;
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
 use super::rounds::{create_in_session, RoundEngine, RoundRecipe, Taken};
-use crate::background::remove_and_wait;
 use crate::error::{Error, Result, ZkError};
+use crate::owned::{Guard, Removal, REMOVAL_WAIT};
 use crate::sequence::number_after_last;
 use crate::types::{Acl, CreateMode, EventType, WatchedEvent};
 use crate::watcher::ZooKeeperWatcher;
@@ -414,7 +414,8 @@ impl WriteLock {
             let was_owner = taken.led;
             if wait {
                 if self.zkw.zookeeper().session_id() == taken.session {
-                    remove_and_wait(&self.zkw.downgrade(), taken.node);
+                    Removal::new(taken.node, Guard::Any)
+                        .and_wait(&self.zkw.downgrade(), REMOVAL_WAIT);
                 }
             } else {
                 taken.withdraw_in_background(&self.zkw);

@@ -51,8 +51,9 @@ pub struct ClientCert {
     pub key_pem: PathBuf,
     /// Key and certificate chain in a PKCS12 store ([`STORE_PASSWORD`]), for Java.
     pub key_store: PathBuf,
-    /// The ACL id ZooKeeper's x509 provider gives this certificate: `x509:` and
-    /// the subject as Java prints it (`CN=alice,OU=test,O=zklock`).
+    /// The ACL id ZooKeeper's x509 provider gives this certificate: its
+    /// subject as Java prints it (`CN=alice,OU=test,O=zklock`), without the
+    /// scheme (the ACL entry is `x509:` followed by this id).
     pub acl_id: String,
 }
 

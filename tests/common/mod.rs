@@ -418,3 +418,32 @@ pub fn force_expiry(proxy: &zklock::testing::FaultProxy, servers: &str, zkw: &Zo
         panic!("force_expiry: {e}");
     }
 }
+
+/// The shared server's ZooKeeper version (major, minor, patch), read from
+/// its `srvr` ("Zookeeper version: 3.8.0-..., built on ...").
+pub fn server_version() -> (u32, u32, u32) {
+    let srvr = zklock::testing::four_letter(&shared_server().connect_string(), "srvr")
+        .expect("srvr from the shared server");
+    parse_server_version(&srvr).unwrap_or_else(|| panic!("no version in srvr: {srvr:?}"))
+}
+
+/// The version in a `srvr` reply.
+pub fn parse_server_version(srvr: &str) -> Option<(u32, u32, u32)> {
+    let line = srvr.lines().find(|l| l.starts_with("Zookeeper version:"))?;
+    let version = line["Zookeeper version:".len()..].trim();
+    let mut parts = version
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>());
+    Some((
+        parts.next()?.ok()?,
+        parts.next()?.ok()?,
+        parts.next()?.ok()?,
+    ))
+}
+
+/// Whether the shared server checks READ on `exists` (ZOOKEEPER-2590:
+/// 3.8.4+ and 3.9.2+): a node without it answers `NoAuth`, not its `Stat`.
+pub fn exists_checks_read_acl() -> bool {
+    let v = server_version();
+    v >= (3, 9, 2) || ((3, 8, 4)..(3, 9, 0)).contains(&v)
+}

@@ -23,6 +23,7 @@ mod lock;
 mod ls;
 mod server;
 mod supervise;
+mod whoami;
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -298,6 +299,9 @@ enum Cmd {
     Leader(LeaderArgs),
     /// Start a throwaway local ZooKeeper and print its connect string
     Server(ServerArgs),
+    /// Print the session's identities as the server knows them (scheme: user,
+    /// as zkCli's whoami; needs ZooKeeper 3.7 or later)
+    Whoami,
 }
 
 /// How the command is given and stopped: `lock`, `read-lock`, `elect`.
@@ -636,6 +640,7 @@ fn run(cli: &Cli) -> anyhow::Result<i32> {
         Cmd::Elect(a) => elect::run(&cli.global, a),
         Cmd::Leader(a) => elect::leader(&cli.global, a),
         Cmd::Server(a) => server::run(&cli.global, a),
+        Cmd::Whoami => whoami::run(&cli.global),
     }
 }
 

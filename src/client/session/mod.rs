@@ -43,16 +43,16 @@ use crate::deadline::Deadline;
 use crate::error::{Error, ZkError};
 use crate::types::{EventType, KeeperState, State, WatchedEvent};
 use crate::util::{jitter, random_u64, shuffle};
-use crate::wake::Wake;
+use crate::wake::{EndWakes, Wake};
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, error, info, trace, warn};
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -178,24 +178,17 @@ pub(crate) struct SessionShared {
     /// Waits of the layers above to wake when the session ends, directly from
     /// the thread that ends it: not through the event thread, which a user's
     /// watcher or listener may hold up (see [`SessionShared::wake_at_end`]).
-    end_wakes: Mutex<EndWakes>,
+    end_wakes: EndWakes,
     /// The last TLS failure of each host since the last connection (see
     /// [`SessionShared::tls_failure`]).
     #[cfg(feature = "tls")]
-    tls_failed: Mutex<HashMap<String, crate::client::TlsError>>,
+    tls_failed: Mutex<std::collections::HashMap<String, crate::client::TlsError>>,
     #[cfg(feature = "testing")]
     lose_replies: Mutex<Vec<i32>>,
     /// Run by the next caller that takes the read side, on its thread, before
     /// it reads (see [`SessionShared::on_next_caller_read`]).
     #[cfg(feature = "testing")]
     caller_read_hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
-}
-
-/// The registered [`SessionShared::end_wakes`], by id.
-#[derive(Default)]
-struct EndWakes {
-    next: u64,
-    by_id: HashMap<u64, Weak<Wake>>,
 }
 
 impl std::fmt::Debug for SessionShared {
@@ -261,9 +254,9 @@ pub(crate) fn start(
         epoch: Instant::now(),
         last_send_nanos: AtomicU64::new(0),
         last_heard_nanos: AtomicU64::new(0),
-        end_wakes: Mutex::new(EndWakes::default()),
+        end_wakes: EndWakes::default(),
         #[cfg(feature = "tls")]
-        tls_failed: Mutex::new(HashMap::new()),
+        tls_failed: Mutex::new(std::collections::HashMap::new()),
         #[cfg(feature = "testing")]
         lose_replies: Mutex::new(Vec::new()),
         #[cfg(feature = "testing")]
@@ -356,35 +349,17 @@ impl SessionShared {
     /// needs no periodic look at the session: its end comes even while the
     /// event thread is held up.
     pub(crate) fn wake_at_end(&self, wake: &Arc<Wake>) -> u64 {
-        let id = {
-            let mut g = self.end_wakes.lock();
-            g.next += 1;
-            let id = g.next;
-            g.by_id.insert(id, Arc::downgrade(wake));
-            id
-        };
-        // After the insertion: an end after this look wakes it from the table.
-        if self.state().is_terminal() {
-            wake.wake();
-        }
-        id
+        self.end_wakes.register(wake, || self.state().is_terminal())
     }
 
     /// Unregisters a [`wake_at_end`](Self::wake_at_end).
     pub(crate) fn forget_end_wake(&self, id: u64) {
-        self.end_wakes.lock().by_id.remove(&id);
+        self.end_wakes.forget(id);
     }
 
     /// Wakes every registered end wake (never blocks: each only sets a flag).
     fn wake_end_waits(&self) {
-        let wakes: Vec<Arc<Wake>> = {
-            let mut g = self.end_wakes.lock();
-            g.by_id.retain(|_, w| w.strong_count() > 0);
-            g.by_id.values().filter_map(Weak::upgrade).collect()
-        };
-        for w in wakes {
-            w.wake();
-        }
+        self.end_wakes.wake_all();
     }
 
     /// Waits until connected, a terminal state, or `deadline`.

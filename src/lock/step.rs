@@ -1,0 +1,133 @@
+//! The waiting step of one attempt, written once for the lock
+//! (`ZkInterProcessLockBase`) and the semaphore (`ZkSemaphore`): each round
+//! begins with a check of the attempt's session and of a cancel, reads the
+//! wake-up round before it lists or watches, and waits for a wake-up of that
+//! round with the wait engine until the wait's bound, a cancel looked at
+//! again after it; a granted node is watched and held in one way.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::watch::{LockShared, NodeWatch};
+use crate::call::CallSession;
+use crate::error::{Error, Result};
+use crate::recoverable::RecoverableZooKeeper;
+use crate::wait::{self, Bounds, WhenDown};
+use crate::watcher::ZooKeeperWatcher;
+
+/// One attempt of a lock or a semaphore while it waits: its session, its
+/// bounded client and its bounds, with the instance's wake-ups and cancel.
+pub(super) struct LockWait<'a> {
+    /// The attempt's session: every call of the attempt is made in it.
+    pub(super) call: &'a CallSession,
+    /// The session's client, its calls bounded by `bounds.calls`.
+    pub(super) rzk: &'a RecoverableZooKeeper,
+    /// The wait's and the calls' bounds.
+    pub(super) bounds: Bounds,
+    /// The instance's wake-ups and cancel flag.
+    shared: &'a LockShared,
+    /// The lock's (the semaphore's) znode: a wait and a `Cancelled` name it.
+    znode: &'a str,
+}
+
+impl<'a> LockWait<'a> {
+    /// The waiting of an attempt of the instance whose state is `shared`,
+    /// on the lock znode `znode`.
+    pub(super) fn new(
+        call: &'a CallSession,
+        rzk: &'a RecoverableZooKeeper,
+        bounds: Bounds,
+        shared: &'a LockShared,
+        znode: &'a str,
+    ) -> LockWait<'a> {
+        LockWait {
+            call,
+            rzk,
+            bounds,
+            shared,
+            znode,
+        }
+    }
+
+    /// The start of each round: `SessionExpired`/`Closed` when the attempt's
+    /// session ended, `Cancelled` when the instance was cancelled.
+    pub(super) fn check(&self) -> Result<()> {
+        self.call.check()?;
+        self.cancelled()
+    }
+
+    /// `Cancelled` when the instance was cancelled.
+    pub(super) fn cancelled(&self) -> Result<()> {
+        check_cancelled(self.shared, self.znode)
+    }
+
+    /// The wake-up round a wait begins with: read before the listing or the
+    /// watch it waits on, so that no wake-up after them is missed.
+    pub(super) fn round(&self) -> u64 {
+        self.shared.wake.generation()
+    }
+
+    /// Waits for a wake-up of `round` until the wait's bound: `Ok(true)`
+    /// woken, `Ok(false)` out of time. A cancel wakes the wait directly (the
+    /// caller looks at [`cancelled`](Self::cancelled) after it, at its own
+    /// step), and so does the end of the attempt's session, from the client
+    /// thread that ends it (`close()` included): never through the event
+    /// thread, which a listener may hold up. Nothing is looked at
+    /// periodically (the engine's [`wait`](crate::wait::wait)): an idle
+    /// waiter costs no wake-up.
+    pub(super) fn wait(&self, round: u64) -> Result<bool> {
+        wait::wait(
+            &self.shared.wake,
+            round,
+            self.call,
+            self.bounds.wait,
+            WhenDown::Wait,
+            self.znode,
+        )
+    }
+
+    /// Watches the attempt's node `path` with a [`NodeWatch`] telling
+    /// `shared`: registered with the reply, so a deletion from here on fires
+    /// it, and one before it shows as a missing node (`LockLost`).
+    pub(super) fn watch_node(
+        &self,
+        path: &str,
+        shared: &Arc<LockShared>,
+        zkw: &ZooKeeperWatcher,
+    ) -> Result<Arc<NodeWatch>> {
+        let watch = NodeWatch::new(path, shared, &zkw.downgrade());
+        if self.rzk.exists_watch(path, &watch.watcher())?.is_none() {
+            return Err(lost(path));
+        }
+        Ok(watch)
+    }
+
+    /// The grant of the node `path` is held from now on by `watch`:
+    /// `LockLost` when the node is already known gone; a connection lost
+    /// since the watch was set is told now.
+    pub(super) fn hold(&self, watch: &NodeWatch, path: &str) -> Result<()> {
+        if !watch.hold() {
+            return Err(lost(path));
+        }
+        watch.catch_up(self.call.rzk().state());
+        Ok(())
+    }
+}
+
+/// `Cancelled` about `znode` when the instance whose state is `shared` was
+/// cancelled.
+pub(super) fn check_cancelled(shared: &LockShared, znode: &str) -> Result<()> {
+    if shared.cancelled.load(Ordering::SeqCst) {
+        return Err(Error::Cancelled {
+            lock: znode.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// `LockLost` about the attempt's node `path`: it is gone.
+pub(super) fn lost(path: &str) -> Error {
+    Error::LockLost {
+        path: path.to_string(),
+    }
+}
