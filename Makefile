@@ -170,9 +170,13 @@ loom:
 
 # The example runs the `zklock` binary built beside it, against its own
 # throwaway server unless $ZK_SERVERS names one.
+# Cargo's own progress is shown: a first (cold) build compiles every
+# dependency in release mode, which takes minutes (see the README).
 demo: zookeeper
-	$(CARGO) build --quiet --release --features cli --bin zklock --example demo
-	$(CARGO) run --quiet --release --features cli --example demo
+	@echo "make demo: 1/2 building zklock and the demo (release; the first build takes minutes)"
+	$(CARGO) build --release --features cli --bin zklock --example demo
+	@echo "make demo: 2/2 running the demo (a throwaway ZooKeeper, then zklock processes)"
+	@$(CARGO) run --quiet --release --features cli --example demo
 
 # The command-line tool; `cargo install --path . --features cli` installs it.
 cli:

@@ -196,6 +196,11 @@ fn pid(c: &Child) -> Pid {
 fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let bin = zklock_bin::zklock_bin()?;
+    println!(
+        "the zklock demo: five scenes (writers, readers, kill -9, SIGTERM, an election), \
+         each `zklock` process a real one ({})",
+        bin.display()
+    );
     let own_server;
     let servers = match std::env::var("ZK_SERVERS") {
         Ok(s) if !s.trim().is_empty() => {
@@ -203,6 +208,7 @@ fn main() -> anyhow::Result<()> {
             s
         }
         _ => {
+            println!("starting a throwaway ZooKeeper (a JVM: a few seconds) ...");
             let t = Instant::now();
             own_server = ZkServer::start()
                 .context("starting a throwaway ZooKeeper (try `make zookeeper`)")?;

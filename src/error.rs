@@ -331,8 +331,22 @@ pub enum Error {
         operation: &'static str,
         /// What it needs, e.g. `"ZooKeeper 3.7 or later"`.
         needs: &'static str,
-        /// The path the operation was about, client-side, if any.
-        path: Option<String>,
+    },
+    /// Connecting failed with a ZooKeeper code, and the client knows why:
+    /// [`code`](Error::code) is the code (so [`Error::is`], `is_retryable`
+    /// and `is_fatal` answer as for [`Error::Zk`]) and `reason` says what
+    /// happened. `AuthFailed` with the SASL mechanism's or the server's
+    /// reason (a stale keytab, an expired principal, an unknown service
+    /// principal, a refused DIGEST-MD5 password); `ConnectionLoss` when no
+    /// session was ever established and every server refused the TCP
+    /// connection (see
+    /// [`ZooKeeperBuilder::connect`](crate::client::ZooKeeperBuilder::connect)).
+    /// Calls on a dead handle still fail with the bare [`Error::Zk`] code.
+    Connect {
+        /// The ZooKeeper code: `AuthFailed` or `ConnectionLoss`.
+        code: ZkError,
+        /// Why, in words (a GSSAPI or KDC error, the servers that refused).
+        reason: String,
     },
 }
 
@@ -392,14 +406,10 @@ impl Clone for Error {
             Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
             #[cfg(feature = "tls")]
             Error::Tls(e) => Error::Tls(e.clone()),
-            Error::Unsupported {
-                operation,
-                needs,
-                path,
-            } => Error::Unsupported {
-                operation,
-                needs,
-                path: path.clone(),
+            Error::Unsupported { operation, needs } => Error::Unsupported { operation, needs },
+            Error::Connect { code, reason } => Error::Connect {
+                code: *code,
+                reason: reason.clone(),
             },
         }
     }
@@ -425,7 +435,9 @@ impl Error {
     /// The ZooKeeper code, if this error carries one.
     pub fn code(&self) -> Option<ZkError> {
         match self {
-            Error::Zk { code, .. } | Error::Multi { code, .. } => Some(*code),
+            Error::Zk { code, .. } | Error::Multi { code, .. } | Error::Connect { code, .. } => {
+                Some(*code)
+            }
             Error::Unsupported { .. } => Some(ZkError::Unimplemented),
             _ => None,
         }
@@ -476,20 +488,11 @@ impl fmt::Display for Error {
             Error::Io(e) => write!(f, "i/o error: {e}"),
             #[cfg(feature = "tls")]
             Error::Tls(e) => write!(f, "tls: {e}"),
-            Error::Unsupported {
-                operation,
-                needs,
-                path,
-            } => {
-                write!(
-                    f,
-                    "the server does not support {operation} (it needs {needs})"
-                )?;
-                match path {
-                    Some(path) => write!(f, ": {path}"),
-                    None => Ok(()),
-                }
-            }
+            Error::Unsupported { operation, needs } => write!(
+                f,
+                "the server does not support {operation} (it needs {needs})"
+            ),
+            Error::Connect { code, reason } => write!(f, "{code}: {reason}"),
         }
     }
 }
@@ -497,7 +500,9 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Zk { code, .. } | Error::Multi { code, .. } => Some(code),
+            Error::Zk { code, .. } | Error::Multi { code, .. } | Error::Connect { code, .. } => {
+                Some(code)
+            }
             Error::Io(e) => Some(e),
             #[cfg(feature = "tls")]
             Error::Tls(e) => Some(e),

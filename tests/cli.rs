@@ -1126,8 +1126,12 @@ fn a_clamped_session_timeout_is_warned() {
             .output()
             .unwrap()
     };
+    // `ls` of a missing path fails (issue 35): list an existing one.
+    let zk = raw();
+    let clamp = unique_root("cli-clamp");
+    common::client::mkdirs(&zk, &clamp);
     for (asked, granted) in [("1h", "1m00s"), ("1ms", "400ms")] {
-        let out = run(&["--session-timeout", asked, "ls", "/cli-clamp"]);
+        let out = run(&["--session-timeout", asked, "ls", &clamp]);
         let err = text(&out.stderr);
         assert!(out.status.success(), "{err}");
         assert!(
@@ -1135,8 +1139,9 @@ fn a_clamped_session_timeout_is_warned() {
             "{asked}: {err}"
         );
     }
-    let out = run(&["--session-timeout", "5s", "ls", "/cli-clamp"]);
+    let out = run(&["--session-timeout", "5s", "ls", &clamp]);
     assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
+    common::client::rmr(&zk, &clamp);
 }
 
 #[test]
@@ -1226,7 +1231,11 @@ fn leader_prints_the_leader_and_watch_follows_it() {
 
     let mut watch = start(&["leader", &znode, "--watch"]);
     let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
-    assert_eq!(lines.next().unwrap().unwrap(), "", "no leader yet");
+    assert_eq!(
+        lines.next().unwrap().unwrap(),
+        "(no leader)",
+        "no leader yet"
+    );
     let (mut a, release) = start_holder(&znode, &dir, "host-a", "elect");
     assert_eq!(lines.next().unwrap().unwrap(), "host-a");
     let out = run(&["leader", &znode]);
@@ -1248,7 +1257,7 @@ fn leader_prints_the_leader_and_watch_follows_it() {
     assert_eq!(lines.next().unwrap().unwrap(), "host-b");
     std::fs::write(&b_release, "").unwrap();
     assert!(wait_for(&mut b, WAIT).success());
-    assert_eq!(lines.next().unwrap().unwrap(), "");
+    assert_eq!(lines.next().unwrap().unwrap(), "(no leader)");
     signal(&watch, Signal::SIGTERM);
     assert!(wait_for(&mut watch, WAIT).success());
 }
@@ -1888,6 +1897,130 @@ fn semaphore_refuses_a_kazoo_semaphores_path_and_ls_shows_every_layouts_holders(
     std::fs::write(&release, "").unwrap();
     assert!(wait_for(&mut holder, WAIT).success());
     assert!(children(&zk, &format!("{r}/leases")).is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// Issue 35: messages that say what happened, where, and what to do
+// ---------------------------------------------------------------------------
+
+/// `ls` of a path that does not exist fails (exit 1) with "no such node";
+/// of a parent of locks it says what that is, with a lock to list; of an
+/// idle lock it says "no holders".
+#[test]
+fn ls_of_a_missing_path_fails_and_of_a_parent_of_locks_says_what_it_is() {
+    let root = unique_root("cli-ls-what");
+    let missing = format!("{root}/nothing");
+    fails_in_one_line(&["ls", &missing], 1, &format!("no such node: {missing}"));
+    fails_in_one_line(
+        &["ls", &missing, "--json"],
+        1,
+        &format!("no such node: {missing}"),
+    );
+
+    let zk = raw();
+    let parent = format!("{root}/locks");
+    for p in [root.as_str(), parent.as_str()] {
+        zk.create(
+            p,
+            b"",
+            zklock::client::Acl::open_unsafe(),
+            zklock::client::CreateMode::Persistent,
+        )
+        .unwrap();
+    }
+    let out = run(&["ls", &parent]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("no holders"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let (lock_a, lock_b) = (format!("{parent}/a"), format!("{parent}/b"));
+    for lock in [&lock_a, &lock_b] {
+        let out = run(&["lock", lock, "--", "true"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let out = run(&["ls", &parent]);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!said.contains("no holders"), "{said}");
+    assert!(
+        said.contains(&format!("{parent} is not a lock"))
+            && said.contains("2 other znode(s) (a, b)")
+            && said.contains(&format!("zklock ls {lock_a}")),
+        "{said}"
+    );
+    common::client::rmr(&zk, &root);
+}
+
+/// flock's `-s` (shared) gets a hint to `read-lock`, not to `--`.
+#[test]
+fn flocks_shared_flag_says_use_read_lock() {
+    for args in [
+        &["lock", "-s", "/x", "--", "true"][..],
+        &["lock", "/x", "--shared", "--", "true"][..],
+    ] {
+        fails_in_one_line(args, 2, "use `zklock read-lock");
+        let err = text(&run(args).stderr);
+        assert!(!err.contains("put the command after --"), "{err}");
+    }
+}
+
+/// A refused port fails at once, saying refused, however long the connect
+/// timeout (two minutes here; `run` gives up after 15 s).
+#[test]
+fn a_refused_port_fails_at_once_saying_refused() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refused = free.local_addr().unwrap().to_string();
+    drop(free);
+    fails_in_one_line(
+        &["--zk", &refused, "--connect-timeout", "2m", "ls", "/x"],
+        1,
+        &format!("cannot connect to ZooKeeper at {refused}: connection refused by {refused}"),
+    );
+}
+
+/// `--help` says what a stopped (SIGSTOP) supervisor means and what protects
+/// against it.
+#[test]
+fn help_says_what_a_stopped_supervisor_means() {
+    let help = text(&run(&["--help"]).stdout);
+    for says in [
+        "SIGSTOP",
+        "session expires",
+        "runs beside",
+        "fencing token",
+        "guarded writes",
+        "--session-timeout",
+    ] {
+        assert!(help.contains(says), "{says}: {help}");
+    }
+}
+
+/// Without the `kerberos` feature, a Kerberos option says which feature and
+/// packages it needs (a usage error), instead of clap's "unexpected argument".
+#[cfg(not(feature = "kerberos"))]
+#[test]
+fn a_kerberos_option_without_the_feature_says_what_it_needs() {
+    for args in [
+        &["--kerberos-service", "zookeeper/localhost", "ls", "/x"][..],
+        &[
+            "--kerberos-service",
+            "zookeeper/localhost",
+            "--keytab",
+            "/k",
+            "ls",
+            "/x",
+        ][..],
+    ] {
+        fails_in_one_line(args, 2, "needs a zklock built with the `kerberos` feature");
+        let err = text(&run(args).stderr);
+        assert!(
+            err.contains("--features cli,kerberos") && err.contains("libkrb5-dev"),
+            "{err}"
+        );
+    }
 }
 
 /// `zklock whoami`: the session's identities as zkCli prints them (3.7+);

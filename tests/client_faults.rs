@@ -1894,3 +1894,80 @@ fn a_malformed_frame_closes_the_old_socket_before_the_reconnect() {
     zk.close().unwrap();
     no_client_panics();
 }
+
+// ---------------------------------------------------------------------------
+// Issue 35: a refused port fails the first connect at once
+// ---------------------------------------------------------------------------
+
+/// A port nothing listens on (bound, then freed).
+fn refused_port() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// Every server of the connect string refusing the connection fails
+/// `connect` at once, long before its connect wait, with `ConnectionLoss`
+/// carrying "connection refused by" and the servers.
+#[test]
+fn a_first_connect_every_server_refuses_fails_at_once_saying_refused() {
+    let (a, b) = (refused_port(), refused_port());
+    let started = Instant::now();
+    let r = ZooKeeper::builder(&format!("{a},{b}"))
+        .with_session_timeout(Duration::from_secs(10))
+        .with_connect_wait(Duration::from_secs(120))
+        .connect(|_e: WatchedEvent| {});
+    let took = started.elapsed();
+    let e = assert_code(r, ZkError::ConnectionLoss);
+    assert!(
+        matches!(&e, Error::Connect { reason, .. } if reason.contains("refused")),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("connection refused by") && text.contains(&a) && text.contains(&b),
+        "{text}"
+    );
+    // Behaviour, not speed: the connect wait is two minutes.
+    assert!(took < Duration::from_secs(60), "failed after {took:?}");
+}
+
+/// One server refusing while another is silent is no refusal of every
+/// server: the connect waits for its connect wait (plain `ConnectionLoss`).
+#[test]
+fn a_refusing_server_beside_a_silent_one_waits_the_connect_wait() {
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let cs = format!("{},{}", refused_port(), silent.local_addr().unwrap());
+    let r = ZooKeeper::builder(&cs)
+        .with_session_timeout(Duration::from_secs(4))
+        .with_connect_wait(Duration::from_secs(2))
+        .connect(|_e: WatchedEvent| {});
+    let e = assert_code(r, ZkError::ConnectionLoss);
+    assert!(matches!(e, Error::Zk { .. }), "{e:?}");
+}
+
+/// A session that was established keeps retrying refused servers (a server
+/// restarting refuses for a moment): its waits end with plain
+/// `ConnectionLoss` after the wait, and it resumes on the restarted server.
+#[test]
+fn an_established_session_keeps_retrying_a_refusing_server() {
+    let mut server = ZkServer::start().unwrap();
+    let events = Events::new();
+    let zk = ZooKeeper::builder(&server.connect_string())
+        .with_session_timeout(Duration::from_secs(20))
+        .with_connect_wait(Duration::from_secs(10))
+        .connect(events.watcher())
+        .unwrap();
+    let id = zk.session_id();
+    server.stop().unwrap();
+    events.wait_state(KeeperState::Disconnected, 1, WAIT);
+    let e = assert_code(
+        zk.wait_connected(Duration::from_secs(2)),
+        ZkError::ConnectionLoss,
+    );
+    assert!(matches!(e, Error::Zk { .. }), "{e:?}");
+    assert_eq!(zk.state(), State::Connecting);
+    server.restart().unwrap();
+    zk.wait_connected(Duration::from_secs(15)).unwrap();
+    assert_eq!(zk.session_id(), id);
+    zk.close().unwrap();
+}

@@ -112,7 +112,13 @@ fn an_unknown_service_principal_is_auth_failed_without_retries() {
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
     let events = Events::new();
     let r = connect(&proxy.connect_string(), "zookeeper/elsewhere", &events);
-    common::assert_code(r, ZkError::AuthFailed);
+    let e = common::assert_code(r, ZkError::AuthFailed);
+    // Issue 35: the reason (the KDC does not know the principal) is in the
+    // error, not only in the log.
+    assert!(
+        matches!(&e, zklock::Error::Connect { reason, .. } if reason.contains("GSSAPI")),
+        "{e:?}"
+    );
     events.wait_state(KeeperState::AuthFailed, 1, Duration::from_secs(5));
     std::thread::sleep(Duration::from_secs(1)); // deliberate: a retry would show
     assert_eq!(proxy.accepted(), 1);
@@ -206,9 +212,19 @@ fn the_cli_takes_a_lock_with_kerberos_and_refuses_bad_credentials() {
             took < Duration::from_secs(8),
             "{what}: refused after {took:?}"
         );
+        // Issue 35: one line, the reason (GSSAPI's, from the KDC) and what to
+        // check, without blaming the server.
         let stderr = String::from_utf8_lossy(&out.stderr);
+        eprint!("{what}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
         assert!(
-            stderr.contains("refused the authentication"),
+            stderr.contains("cannot authenticate to ZooKeeper at")
+                && stderr.contains("with Kerberos: GSSAPI")
+                && stderr.contains("--keytab"),
+            "{what}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("refused the authentication") && !stderr.contains("-v says why"),
             "{what}: {stderr}"
         );
     }

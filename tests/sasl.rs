@@ -818,3 +818,77 @@ fn debug_never_shows_the_session_or_sasl_password() {
     drop(second);
     drop(zk);
 }
+
+// ---------------------------------------------------------------------------
+// Issue 35: the messages of a refused or missing SASL login
+// ---------------------------------------------------------------------------
+
+/// A refused DIGEST-MD5 login: `connect`'s `AuthFailed` carries the reason
+/// (the server refused DIGEST-MD5 for this user), not only the warn log.
+#[test]
+fn a_refused_digest_login_returns_auth_failed_with_the_reason() {
+    let server = shared();
+    let r = builder(
+        &server.connect_string(),
+        Some(SaslConfig::digest_md5("alice", "not-the-password")),
+    )
+    .connect(|_e: zklock::client::WatchedEvent| {});
+    let e = common::assert_code(r, ZkError::AuthFailed);
+    assert!(
+        matches!(&e, zklock::Error::Connect { reason, .. }
+            if reason.contains("refused the DIGEST-MD5 login of alice")),
+        "{e:?}"
+    );
+    assert!(!format!("{e:?}").contains("not-the-password"), "{e:?}");
+}
+
+/// `zklock` with no SASL on the SASL-only server: one line, saying the
+/// server wants SASL and which options give it; a wrong password says the
+/// login of that user was refused and what to check.
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_says_a_sasl_only_server_wants_sasl_user_or_kerberos() {
+    use std::process::Command;
+    let server = shared();
+    let lock = format!("/sasl-cli-hint-{}", std::process::id());
+    let run = |args: &[&str], pw: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_zklock"));
+        c.args(["--zk", &server.connect_string(), "--connect-timeout", "5s"])
+            .args(args)
+            .env_remove("ZKLOCK_SASL_PASSWORD")
+            .env_remove("ZKLOCK_SASL_USER")
+            .env_remove("RUST_LOG");
+        if let Some(p) = pw {
+            c.env("ZKLOCK_SASL_PASSWORD", p);
+        }
+        let out = c.output().expect("run zklock");
+        assert!(!out.status.success(), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        eprint!("{args:?}: {err}");
+        err
+    };
+    for args in [
+        &["lock", lock.as_str(), "--", "true"][..],
+        &["ls", lock.as_str()][..],
+    ] {
+        let err = run(args, None);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("accepts only SASL-authenticated clients")
+                && err.contains("--sasl-user")
+                && err.contains("--kerberos-service"),
+            "{err}"
+        );
+        assert!(err.matches("sasl auth required").count() <= 1, "{err}");
+    }
+    let err = run(
+        &["--sasl-user", "alice", "ls", &lock],
+        Some("not-the-password"),
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("refused the SASL login of alice") && err.contains("password"),
+        "{err}"
+    );
+    assert!(!err.contains("not-the-password"), "{err}");
+}

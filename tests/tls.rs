@@ -1343,3 +1343,46 @@ fn the_cli_lock_of_a_certificate_holder_is_creator_only_and_acl_chooses() {
     za.close().unwrap();
     zb.close().unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Issue 35: the command's messages for a refused client certificate
+// ---------------------------------------------------------------------------
+
+/// `zklock` whose client certificate the server refuses (issued by a CA it
+/// does not trust), or with none: one line saying the server refused our
+/// certificate (or wants one) and what to check, not "no ZooKeeper answer".
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_says_the_server_refused_our_client_certificate() {
+    let (pki, server) = shared();
+    let cs = secure(server);
+    let foreign = pki.foreign_client("mallory").unwrap();
+    let out = cli_as(pki, &foreign, &cs, &["ls", "/x"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprint!("foreign: {err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("ZooKeeper at {cs} refused our client certificate"))
+            && err.contains(&foreign.cert_pem.display().to_string())
+            && err.contains("trust store"),
+        "{err}"
+    );
+    assert!(!err.contains("no ZooKeeper answer"), "{err}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_zklock"))
+        .args(["--zk", &cs, "--connect-timeout", "10s", "--tls-ca"])
+        .arg(pki.ca_pem())
+        .args(["ls", "/x"])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprint!("none: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("requires a client certificate") && err.contains("--tls-cert"),
+        "{err}"
+    );
+    assert!(!err.contains("no ZooKeeper answer"), "{err}");
+}

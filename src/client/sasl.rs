@@ -168,6 +168,26 @@ impl fmt::Debug for SaslConfig {
     }
 }
 
+impl SaslConfig {
+    /// Who logs in, for messages: "alice", or the client principal (or "the
+    /// ticket cache's principal") to the service principal. No secret.
+    pub(crate) fn who(&self) -> String {
+        match &self.mech {
+            Mech::DigestMd5 { username, .. } => username.clone(),
+            #[cfg(feature = "kerberos")]
+            Mech::Gssapi {
+                server_principal,
+                client_principal,
+            } => format!(
+                "{} to {server_principal}",
+                client_principal
+                    .as_deref()
+                    .unwrap_or("the ticket cache's principal")
+            ),
+        }
+    }
+}
+
 /// One connection's exchange, by mechanism.
 pub(crate) enum Exchange {
     Digest(DigestMd5),

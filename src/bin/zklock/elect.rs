@@ -150,6 +150,9 @@ fn current(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Option<String>
         .map(|e| e.metadata))
 }
 
+/// What `leader --watch` prints when the election has no leader.
+pub(crate) const NO_LEADER: &str = "(no leader)";
+
 fn show_leader(zkw: &ZooKeeperWatcher, a: &LeaderArgs) -> anyhow::Result<i32> {
     let znode = a.znode.as_str();
     if !a.watch {
@@ -186,7 +189,7 @@ fn show_leader(zkw: &ZooKeeperWatcher, a: &LeaderArgs) -> anyhow::Result<i32> {
         if shown.as_ref() != Some(&now) {
             let mut out = std::io::stdout().lock();
             let written =
-                writeln!(out, "{}", now.as_deref().unwrap_or("")).and_then(|()| out.flush());
+                writeln!(out, "{}", now.as_deref().unwrap_or(NO_LEADER)).and_then(|()| out.flush());
             if written.is_err() {
                 return Ok(0); // the reader went away (a closed pipe)
             }

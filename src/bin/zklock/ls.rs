@@ -45,6 +45,8 @@ pub(crate) struct Listing {
     pub(crate) entries: Vec<Entry>,
     /// The directories holding nodes of more than one dialect, with them.
     pub(crate) mixed: Vec<(String, Vec<&'static str>)>,
+    /// The znode's children; `None` when it does not exist.
+    pub(crate) children: Option<Vec<String>>,
 }
 
 /// The trailing sequence number ZooKeeper appended to a name.
@@ -169,8 +171,16 @@ fn lock_entries(
 /// `locks` and `leases` as leases, the others do not count kazoo's): every
 /// holder is shown and `<p>` is reported in `mixed`.
 pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listing> {
-    let children = children_of(zkw, znode)?;
-    let mut out = Listing::default();
+    let children = match zkw.recoverable_zookeeper().get_children(znode, false) {
+        Ok(c) => Some(c),
+        Err(e) if e.is(ZkError::NoNode) => None,
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("listing {znode}"))),
+    };
+    let mut out = Listing {
+        children: children.clone(),
+        ..Listing::default()
+    };
+    let children = children.unwrap_or_default();
     lock_entries(zkw, znode, "", &children, &mut out)?;
     let mut waiters = Listing::default();
     // The layouts of the semaphores found at `znode`.
@@ -376,7 +386,24 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     let zkw = connect(g)?;
     let listing = list(&zkw, &a.znode);
     let _ = zkw.close();
-    let Listing { entries, mixed } = listing?;
+    let Listing {
+        entries,
+        mixed,
+        children,
+    } = listing?;
+    // Nothing found: a missing znode, or one that is no lock.
+    let what = entries.is_empty().then(|| what_is(children));
+    if let Some(What::Missing) = what {
+        let line = format!(
+            "no such node: {} (no lock, semaphore or election was ever taken there; check the \
+             path, and the chroot of --zk)",
+            a.znode
+        );
+        return Err(crate::explained(
+            zklock::Error::zk(ZkError::NoNode, &a.znode),
+            line,
+        ));
+    }
     for (dir, dialects) in &mixed {
         eprintln!(
             "zklock: warning: {dir} mixes dialects ({}): their clients do not see each \
@@ -387,6 +414,18 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     let mut out = io::stdout().lock();
     let written = if a.json {
         print_json(&mut out, &entries)
+    } else if let Some(What::Parent(children)) = &what {
+        let shown: Vec<&str> = children.iter().take(3).map(String::as_str).collect();
+        let more = if children.len() > 3 { ", ..." } else { "" };
+        writeln!(
+            out,
+            "{} is not a lock, semaphore or election: it holds {} other znode(s) ({}{more}); \
+             if they are locks, list one: zklock ls {}",
+            a.znode,
+            children.len(),
+            shown.join(", "),
+            zkutil::join_znode(&a.znode, shown[0])
+        )
     } else if entries.is_empty() {
         writeln!(out, "{}: no holders, waiters or candidates", a.znode)
     } else {
@@ -394,6 +433,34 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     };
     quiet_on_broken_pipe(written.and_then(|()| out.flush()))?;
     Ok(0)
+}
+
+/// What a znode with no lock nodes is.
+enum What {
+    /// It does not exist.
+    Missing,
+    /// It exists with no children: a lock (or election) nobody holds now.
+    Free,
+    /// It has children, none of them lock nodes: a parent of locks.
+    Parent(Vec<String>),
+}
+
+fn what_is(children: Option<Vec<String>>) -> What {
+    match children {
+        None => What::Missing,
+        // An idle semaphore keeps its two directories.
+        Some(c)
+            if c.is_empty()
+                || c.iter()
+                    .any(|c| c == SEMAPHORE_LEASES || c == SEMAPHORE_LOCKS) =>
+        {
+            What::Free
+        }
+        Some(mut c) => {
+            c.sort();
+            What::Parent(c)
+        }
+    }
 }
 
 /// `ls --show-acl`: the ACL of the znode and of each node `list` finds.

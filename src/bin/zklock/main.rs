@@ -71,7 +71,17 @@ Environment:
 The command runs in a process group of its own, watched by a small sh: if
 zklock dies, even by kill -9, the group gets SIGKILL at once, before the
 session expires and another zklock gets the lock. A process that leaves the
-group (setsid, a daemon) is not covered.";
+group (setsid, a daemon) is not covered.
+
+A stopped zklock (SIGSTOP, ^Z, a frozen VM or container) cannot keep its
+session alive: after --session-timeout the session expires, its lock node
+goes, and the next holder's command runs beside this one's, which is still
+running (a stopped zklock cannot stop it; once resumed, zklock finds its
+session expired and SIGTERMs the command, exit 3). No lock service prevents
+this; what protects the data is the fencing token: give
+$ZKLOCK_FENCING_TOKEN to storage that refuses writes carrying an older token
+(the library's guarded writes do this for data kept in ZooKeeper), and pick a
+--session-timeout longer than the pauses you expect.";
 
 /// Inter-process locks and leader election on ZooKeeper, from the shell.
 #[derive(Debug, Parser)]
@@ -128,7 +138,6 @@ pub(crate) struct Global {
     sasl_password_file: Option<std::path::PathBuf>,
     /// Authenticate with Kerberos (SASL GSSAPI) to servers whose principal is
     /// this service/host (e.g. zookeeper/zk1.example.com)
-    #[cfg(feature = "kerberos")]
     #[arg(
         long,
         global = true,
@@ -138,7 +147,6 @@ pub(crate) struct Global {
     )]
     kerberos_service: Option<String>,
     /// The client's Kerberos principal [default: the ticket cache's]
-    #[cfg(feature = "kerberos")]
     #[arg(
         long,
         global = true,
@@ -148,7 +156,6 @@ pub(crate) struct Global {
     )]
     kerberos_principal: Option<String>,
     /// The client's keytab (else the ticket cache, $KRB5CCNAME)
-    #[cfg(feature = "kerberos")]
     #[arg(
         long,
         global = true,
@@ -206,7 +213,6 @@ fn parse_acl_id(text: &str) -> Result<zklock::client::Id, String> {
 impl Global {
     /// Whether the options give the session an authenticated identity.
     fn has_identity(&self) -> bool {
-        #[cfg(feature = "kerberos")]
         if self.kerberos_service.is_some() {
             return true;
         }
@@ -463,6 +469,7 @@ pub(crate) struct LeaderArgs {
     #[arg(value_parser = parse_znode)]
     znode: String,
     /// Keep running and print the leader again each time it changes
+    /// ("(no leader)" while there is none)
     #[arg(long, short = 'w')]
     watch: bool,
 }
@@ -574,16 +581,7 @@ pub(crate) fn connect(g: &Global) -> anyhow::Result<ZooKeeperWatcher> {
     let zkw = match zkw {
         Ok(zkw) => zkw,
         Err(e @ zklock::Error::BadArguments(_)) => return Err(e.into()),
-        Err(e) if e.is(zklock::ZkError::AuthFailed) => {
-            return Err(anyhow::Error::new(e).context(format!(
-                "ZooKeeper at {servers} refused the authentication (-v says why)"
-            )));
-        }
-        Err(e) => {
-            let why = diagnose::why_unreachable(servers, g.connect_timeout);
-            return Err(anyhow::Error::new(e)
-                .context(format!("cannot connect to ZooKeeper at {servers}{why}")));
-        }
+        Err(e) => return Err(connect_failed(g, servers, e)),
     };
     let granted = zkw.zookeeper().session_timeout();
     if granted != g.session_timeout {
@@ -602,6 +600,127 @@ pub(crate) fn connect(g: &Global) -> anyhow::Result<ZooKeeperWatcher> {
         }
     }
     Ok(zkw)
+}
+
+/// A message that says what happened, where and what to do: printed alone
+/// without `-v` (see [`one_line`]); `-v` adds the errors it stands for.
+#[derive(Debug)]
+pub(crate) struct Explained(pub(crate) String);
+
+impl std::fmt::Display for Explained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `e` with the one line that explains it.
+pub(crate) fn explained(e: impl Into<anyhow::Error>, line: String) -> anyhow::Error {
+    e.into().context(Explained(line))
+}
+
+/// Why a first connection failed, in one line: refused (every server, at
+/// once), TLS (our certificate refused, the server's not trusted), an
+/// authentication that failed (with the mechanism's reason), or the cause
+/// found per server.
+fn connect_failed(g: &Global, servers: &str, e: zklock::Error) -> anyhow::Error {
+    use zklock::{Error, ZkError};
+    match &e {
+        Error::Connect {
+            code: ZkError::ConnectionLoss,
+            reason,
+        } => {
+            let line = format!("cannot connect to ZooKeeper at {servers}: {reason}");
+            explained(e, line)
+        }
+        #[cfg(feature = "tls")]
+        Error::Tls(tls) => {
+            let line = tls_failed(g, servers, tls);
+            explained(e, line)
+        }
+        Error::Connect {
+            code: ZkError::AuthFailed,
+            reason,
+        } => {
+            let line = if g.kerberos_service.is_some() {
+                format!(
+                    "cannot authenticate to ZooKeeper at {servers} with Kerberos: {reason} \
+                     (check the client's credentials: the --keytab file or the ticket cache \
+                     (klist, kinit), the principal, and that the KDC knows the \
+                     --kerberos-service principal)"
+                )
+            } else {
+                let user = g.sasl_user.as_deref().unwrap_or("?");
+                format!(
+                    "ZooKeeper at {servers} refused the SASL login of {user}: {reason} (check \
+                     the user and its password, from --sasl-password-file or \
+                     ${SASL_PASSWORD_ENV}, against the servers' JAAS Server section)"
+                )
+            };
+            explained(e, line)
+        }
+        _ if e.is(ZkError::AuthFailed) => {
+            let line = format!(
+                "ZooKeeper at {servers} refused the authentication (check the credentials \
+                 given with --sasl-user, --kerberos-service or --tls-cert)"
+            );
+            explained(e, line)
+        }
+        _ => {
+            let why = diagnose::why_unreachable(servers, g.connect_timeout);
+            anyhow::Error::new(e).context(format!("cannot connect to ZooKeeper at {servers}{why}"))
+        }
+    }
+}
+
+/// A TLS failure with ZooKeeper at `servers`, and what to check.
+#[cfg(feature = "tls")]
+fn tls_failed(g: &Global, servers: &str, tls: &zklock::client::TlsError) -> String {
+    use zklock::client::TlsError;
+    match (tls, &g.tls_cert) {
+        (TlsError::ClientCertificateRejected(alert), Some(cert)) => format!(
+            "ZooKeeper at {servers} refused our client certificate {} (TLS alert {alert}): check \
+             that it is issued by a CA in the servers' trust store (ssl.trustStore), not \
+             expired, and that --tls-key is its key",
+            cert.display()
+        ),
+        (TlsError::ClientCertificateRejected(alert), None) => format!(
+            "ZooKeeper at {servers} requires a client certificate (TLS alert {alert}): give \
+             --tls-cert and --tls-key"
+        ),
+        (TlsError::UntrustedServer(_) | TlsError::ServerCertificateExpired(_), _) => format!(
+            "the TLS certificate of ZooKeeper at {servers} is refused: {tls} (check --tls-ca: \
+             the CA that issued the servers' certificates)"
+        ),
+        (TlsError::NotTls(_), _) => format!(
+            "ZooKeeper at {servers} does not speak TLS there: {tls} (give its \
+             secureClientPort, or drop --tls-ca for its plaintext port)"
+        ),
+        _ => format!("TLS with ZooKeeper at {servers} failed: {tls}"),
+    }
+}
+
+/// A SASL-only server (`sessionRequireClientSASLAuth`) refusing a session
+/// with no SASL: which options give it.
+fn sasl_required(g: &Global, e: &anyhow::Error) -> Option<String> {
+    use zklock::ZkError;
+    let code = e.chain().find_map(|c| {
+        c.downcast_ref::<zklock::Error>()
+            .and_then(zklock::Error::code)
+    })?;
+    // The server's refusal is SessionClosedRequireSaslAuth; a call after it
+    // gets the dead handle's AuthFailed (with no identity given, nothing
+    // else refuses an authentication).
+    let no_sasl = g.sasl_user.is_none() && g.kerberos_service.is_none();
+    let refused = code == ZkError::SessionClosedRequireSaslAuth
+        || (code == ZkError::AuthFailed && !g.has_identity());
+    (no_sasl && refused).then(|| {
+        format!(
+            "ZooKeeper at {} accepts only SASL-authenticated clients: give --sasl-user USER \
+             (DIGEST-MD5; the password from --sasl-password-file or ${SASL_PASSWORD_ENV}) or \
+             --kerberos-service SERVICE/HOST (Kerberos)",
+            servers(g)
+        )
+    })
 }
 
 /// Fails when the connect string's chroot does not exist.
@@ -657,16 +776,21 @@ fn exit_code_of(e: &anyhow::Error) -> i32 {
 }
 
 /// An error and its causes on one line, without repeating a cause that the
-/// message before it already ends with.
+/// message before it already holds, and ending at an [`Explained`] line
+/// (which says it all; `-v` prints the rest).
 fn one_line(e: &anyhow::Error) -> String {
+    let stop = e.downcast_ref::<Explained>().map(|x| x.0.as_str());
     let mut line = String::new();
     for cause in e.chain() {
         let text = cause.to_string();
-        if !line.ends_with(&text) {
+        if !line.contains(&text) {
             if !line.is_empty() {
                 line.push_str(": ");
             }
             line.push_str(&text);
+        }
+        if stop == Some(text.as_str()) {
+            break;
         }
     }
     line
@@ -680,12 +804,42 @@ fn dash_dash_hint(e: &clap::Error, line: &str) -> &'static str {
         .any(|a| matches!(a.as_str(), "lock" | "read-lock" | "semaphore" | "elect"));
     let missing_command =
         e.kind() == ErrorKind::MissingRequiredArgument && line.contains("COMMAND");
-    if runs_a_command && (e.kind() == ErrorKind::UnknownArgument || missing_command) {
+    let shared = e.kind() == ErrorKind::UnknownArgument
+        && matches!(
+            e.get(clap::error::ContextKind::InvalidArg),
+            Some(clap::error::ContextValue::String(a)) if a == "-s" || a == "--shared"
+        );
+    if shared {
+        " (flock's -s: for a shared lock use `zklock read-lock PATH -- CMD ARGS...`)"
+    } else if runs_a_command && (e.kind() == ErrorKind::UnknownArgument || missing_command) {
         " (hint: put the command after --, as in `zklock lock /locks/x -- CMD ARGS...`, \
          or give a shell string with -c 'CMD')"
     } else {
         ""
     }
+}
+
+/// A Kerberos option given to a zklock built without the `kerberos`
+/// feature: which feature and system packages it needs. (The options exist in
+/// every build so that they are found in `--help`; `cli` does not bring
+/// `kerberos`, whose build needs MIT Kerberos' headers and libclang, which a
+/// Cargo feature cannot detect.)
+#[cfg(not(feature = "kerberos"))]
+fn kerberos_unavailable(g: &Global) -> Option<String> {
+    let flag = if g.kerberos_service.is_some() {
+        "--kerberos-service"
+    } else if g.kerberos_principal.is_some() {
+        "--kerberos-principal"
+    } else if g.keytab.is_some() {
+        "--keytab"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{flag} needs a zklock built with the `kerberos` feature, and this one was not: \
+         cargo install zklock --features cli,kerberos (building it needs the Debian packages \
+         libkrb5-dev, libclang-dev and pkg-config: `make kerberos` installs them)"
+    ))
 }
 
 fn init_logging(verbose: u8) {
@@ -727,6 +881,11 @@ fn main() {
         // `useTicketCache=false`): the user's ticket cache is not touched.
         std::env::set_var("KRB5CCNAME", "MEMORY:zklock");
     }
+    #[cfg(not(feature = "kerberos"))]
+    if let Some(line) = kerberos_unavailable(&cli.global) {
+        eprintln!("zklock: {line}");
+        std::process::exit(EXIT_USAGE);
+    }
     let verbose = cli.global.verbose;
     init_logging(verbose);
     if verbose == 0 {
@@ -738,6 +897,10 @@ fn main() {
     let code = match run(&cli) {
         Ok(code) => code,
         Err(e) => {
+            let e = match sasl_required(&cli.global, &e) {
+                Some(line) => e.context(Explained(line)),
+                None => e,
+            };
             if verbose > 0 {
                 eprintln!("zklock: {e:?}");
             } else {

@@ -218,6 +218,7 @@ impl SessionShared {
                 Ok(None) => break Terminal::Expired,
                 Ok(Some((stream, reconnect, pending))) => {
                     failures = 0;
+                    self.refused_hosts.lock().clear();
                     #[cfg(feature = "tls")]
                     self.tls_failed.lock().clear();
                     let end = match self.on_connected(&stream, reconnect, pending) {
@@ -262,12 +263,15 @@ impl SessionShared {
                     self.pause_before_reconnect();
                 }
                 Err(e) if SaslFailure::in_io(&e).is_some() => {
-                    // Fatal, told once (AuthFailed), never retried.
+                    // Fatal, told once (AuthFailed), never retried; the
+                    // reason goes to the error `connect` returns.
                     warn!("connection to {host}: {e}");
+                    *self.auth_failure.lock() = SaslFailure::in_io(&e).map(|f| f.0.clone());
                     break Terminal::AuthFailed;
                 }
                 Err(e) => {
                     failures = failures.saturating_add(1);
+                    self.note_refused(host, &e);
                     // A TLS failure (a certificate, not the network) does not
                     // mend itself in milliseconds: straight to the longest wait.
                     #[cfg(feature = "tls")]
@@ -557,18 +561,31 @@ impl SessionShared {
         let addrs: Vec<SocketAddr> = host.to_socket_addrs()?.collect();
         let mut last = io::Error::new(io::ErrorKind::NotFound, "host resolved to no address");
         let mut stream = None;
-        for addr in addrs {
+        // A host is refused only when every one of its addresses refused.
+        let mut refused = 0;
+        for addr in &addrs {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
-            match TcpStream::connect_timeout(&addr, left) {
+            match TcpStream::connect_timeout(addr, left) {
                 Ok(s) => {
                     stream = Some(s);
                     break;
                 }
-                Err(e) => last = e,
+                Err(e) => {
+                    if e.kind() == io::ErrorKind::ConnectionRefused {
+                        refused += 1;
+                    }
+                    last = e;
+                }
             }
+        }
+        if stream.is_none()
+            && last.kind() == io::ErrorKind::ConnectionRefused
+            && refused < addrs.len()
+        {
+            last = io::Error::other(format!("{last} (on some addresses)"));
         }
         let stream = stream.ok_or(last)?;
         *self.handshaking.lock() = Some(stream.try_clone()?);
@@ -677,8 +694,9 @@ impl SessionShared {
             }
             if hdr.err != 0 {
                 return Err(SaslFailure(format!(
-                    "the server refused {} ({sasl:?}): {}",
+                    "the server refused the {} login of {} ({})",
                     sasl.mechanism(),
+                    sasl.who(),
                     ZkError::from_code(hdr.err)
                 ))
                 .into_io());

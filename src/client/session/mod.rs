@@ -183,6 +183,13 @@ pub(crate) struct SessionShared {
     /// [`SessionShared::tls_failure`]).
     #[cfg(feature = "tls")]
     tls_failed: Mutex<std::collections::HashMap<String, crate::client::TlsError>>,
+    /// The hosts whose last connect attempt was refused by every address
+    /// (nothing listens there), since the last connection (see
+    /// [`SessionShared::refused`]).
+    refused_hosts: Mutex<HashSet<String>>,
+    /// Why the handle ended with `AuthFailed` (the SASL mechanism's or the
+    /// server's words), for the error `connect` returns.
+    auth_failure: Mutex<Option<String>>,
     #[cfg(feature = "testing")]
     lose_replies: Mutex<Vec<i32>>,
     /// Run by the next caller that takes the read side, on its thread, before
@@ -257,6 +264,8 @@ pub(crate) fn start(
         end_wakes: EndWakes::default(),
         #[cfg(feature = "tls")]
         tls_failed: Mutex::new(std::collections::HashMap::new()),
+        refused_hosts: Mutex::new(HashSet::new()),
+        auth_failure: Mutex::new(None),
         #[cfg(feature = "testing")]
         lose_replies: Mutex::new(Vec::new()),
         #[cfg(feature = "testing")]
@@ -367,7 +376,7 @@ impl SessionShared {
         let mut s = self.session.lock();
         loop {
             if let Some(e) = Error::for_ended_session(s.state) {
-                return Err(e);
+                return Err(self.with_auth_reason(e));
             }
             if s.closing {
                 return Err(Error::Closed);
@@ -379,14 +388,67 @@ impl SessionShared {
             if let Some(e) = self.tls_refused(&s) {
                 return Err(Error::Tls(e));
             }
+            if let Some(e) = self.refused(&s) {
+                return Err(e);
+            }
             if self.session_cv.wait_until(&mut s, deadline).timed_out() {
                 return match Error::for_ended_session(s.state) {
-                    Some(e) => Err(e),
+                    Some(e) => Err(self.with_auth_reason(e)),
                     None if s.state == State::Connected => Ok(()),
                     None => Err(Error::zk_code(ZkError::ConnectionLoss)),
                 };
             }
         }
+    }
+
+    /// `AuthFailed` with the reason the handle ended for, when known
+    /// ([`Error::Connect`]); any other error unchanged.
+    fn with_auth_reason(&self, e: Error) -> Error {
+        match (e.code(), self.auth_failure.lock().clone()) {
+            (Some(ZkError::AuthFailed), Some(reason)) => Error::Connect {
+                code: ZkError::AuthFailed,
+                reason,
+            },
+            _ => e,
+        }
+    }
+
+    /// Records whether a failed connect attempt on `host` was refused by
+    /// every address of the host (nothing listens there), and wakes the
+    /// waits for a connection when it was.
+    fn note_refused(&self, host: &str, e: &io::Error) {
+        if e.kind() == io::ErrorKind::ConnectionRefused {
+            self.refused_hosts.lock().insert(host.to_string());
+            let _s = self.session.lock();
+            self.session_cv.notify_all();
+        } else {
+            self.refused_hosts.lock().remove(host);
+        }
+    }
+
+    /// The error `connect` and waiting calls fail with at once when no
+    /// session was ever established and the last attempt on every host was
+    /// refused: `ConnectionLoss` ([`Error::Connect`]) naming the servers.
+    /// A session that existed keeps retrying until it expires (as Java's).
+    fn refused(&self, s: &Session) -> Option<Error> {
+        if s.id != 0 {
+            return None;
+        }
+        let refused = self.refused_hosts.lock();
+        let hosts = &self.settings.hosts;
+        if !hosts.iter().all(|h| refused.contains(h.as_str())) {
+            return None;
+        }
+        let mut names: Vec<&str> = hosts.iter().map(String::as_str).collect();
+        names.dedup();
+        Some(Error::Connect {
+            code: ZkError::ConnectionLoss,
+            reason: format!(
+                "connection refused by {} (nothing listens there: is ZooKeeper running, on \
+                 that port?)",
+                names.join(", ")
+            ),
+        })
     }
 
     /// Records a failed connect attempt on `host` if it failed on TLS (a
