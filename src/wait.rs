@@ -18,6 +18,12 @@
 //!   the listener registry). Its wait is ended by the session's end directly
 //!   (`ZooKeeper::wake_at_end`, from the client thread that ends it) and looks
 //!   at nothing periodically: an idle waiter costs no wake-up at all.
+//! - [`WaitWatcher`]: the one per-watch watcher of every wait (the
+//!   [`Waiter`]'s, the locks' with their prefetch step, the persistent
+//!   node's thread's): it wakes a [`Wake`] and never blocks.
+//! - [`wait_unbound`]: the engine's wait for a state that outlives sessions
+//!   (the persistent node's thread, the TTL node's touch thread, a
+//!   leadership signal): woken only by its wake-ups, never periodically.
 //! - [`Bounds`]: the deadlines of a call with a timeout.
 
 use std::sync::Arc;
@@ -124,16 +130,101 @@ pub(crate) fn wait(
     }
 }
 
-/// Wakes a recipe's waiter on any node event, and on every connection-state
-/// change it hears while its watch is set: a disconnect (the wait then bounds
-/// itself by the session timeout), a reconnect (the waiter re-reads: a watch
-/// set again by SetWatches may have fired during the gap) and the session's
-/// end.
-struct WakeWatcher(Arc<Wake>);
+/// What the one wait watcher ([`WaitWatcher`]) hears of the connection
+/// state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StateEvents {
+    /// Every connection-state change wakes: a disconnect (a recipe's wait
+    /// then bounds itself by the session timeout,
+    /// [`WhenDown::EndAfterSessionTimeout`]), a reconnect (the waiter re-reads:
+    /// a watch set again by SetWatches may have fired during the gap) and the
+    /// session's end. The recipes' waits and the threads that keep a node.
+    All,
+    /// Only the session's end wakes (a lock's wait, [`WhenDown::Wait`], waits
+    /// through a disconnection: its watch is set again by SetWatches).
+    SessionEnd,
+}
 
-impl Watcher for WakeWatcher {
-    fn process(&self, _event: WatchedEvent) {
-        self.0.wake();
+/// A non-blocking step a [`WaitWatcher`] runs on a node event, on the event
+/// thread, before it wakes the waiter: the lock's listing of an armed round
+/// (sent as soon as the watch fires, so the waiter wakes to an answer).
+pub(crate) trait NodeEventStep: Send + Sync + 'static {
+    /// Called with each node event (never a connection event), on the event
+    /// thread: it must not block. `true` when the step takes the wake-up
+    /// over (it wakes `wake` itself later, when its asynchronous answer is
+    /// in); `false` lets the watcher wake at once.
+    fn take_over(&self, event: &WatchedEvent, wake: &Arc<Wake>) -> bool;
+}
+
+/// The one per-watch watcher of every wait (the recipes' [`Waiter`], the
+/// locks' and the semaphore's waits, the persistent node's thread): wakes its
+/// [`Wake`] on a node event and on the connection-state events of its
+/// [`StateEvents`], never blocking. One per waiting instance, passed with each
+/// watching request, so the client registers it once per path however often
+/// the instance waits there. A node event may first run a
+/// [`NodeEventStep`] (the lock's prefetch listing).
+pub(crate) struct WaitWatcher {
+    wake: Arc<Wake>,
+    states: StateEvents,
+    step: Option<Box<dyn NodeEventStep>>,
+}
+
+impl WaitWatcher {
+    /// Wakes `wake` on every node event and on the state events of `states`.
+    pub(crate) fn new(wake: Arc<Wake>, states: StateEvents) -> WaitWatcher {
+        WaitWatcher {
+            wake,
+            states,
+            step: None,
+        }
+    }
+
+    /// Runs `step` on each node event before waking (see [`NodeEventStep`]).
+    pub(crate) fn with_step(mut self, step: impl NodeEventStep) -> WaitWatcher {
+        self.step = Some(Box::new(step));
+        self
+    }
+}
+
+impl Watcher for WaitWatcher {
+    fn process(&self, event: WatchedEvent) {
+        if event.event_type == EventType::None {
+            if self.states == StateEvents::All || ends_session(&event) {
+                self.wake.wake();
+            }
+            return;
+        }
+        if let Some(step) = &self.step {
+            if step.take_over(&event, &self.wake) {
+                return;
+            }
+        }
+        self.wake.wake();
+    }
+}
+
+/// The engine's wait for a state that is not bound to one session (a thread
+/// or a recipe's state that outlives sessions: the persistent node's thread
+/// and [`wait_created`](crate::recipes::persistent_node::PersistentNode::wait_created),
+/// the TTL node's touch thread): until `look` finds what it waits for
+/// (`Some`), or `deadline` (`None`, without a last look). `look` runs after
+/// the generation is read, so a change after the look wakes the wait. Woken
+/// only by `wake` (a watch, a reconnect hook, a stop): nothing is looked at
+/// periodically. The session's end is no end here: whoever keeps the state
+/// wakes `wake` when it matters to it.
+pub(crate) fn wait_unbound<T>(
+    wake: &Wake,
+    deadline: Deadline,
+    mut look: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    loop {
+        let seen = wake.generation();
+        if let Some(found) = look() {
+            return Some(found);
+        }
+        if !wake.wait(seen, deadline) {
+            return None;
+        }
     }
 }
 
@@ -152,7 +243,7 @@ impl Default for Waiter {
     fn default() -> Self {
         let wake = Arc::new(Wake::default());
         Waiter {
-            watcher: Arc::new(WakeWatcher(wake.clone())),
+            watcher: Arc::new(WaitWatcher::new(wake.clone(), StateEvents::All)),
             wake,
             #[cfg(feature = "testing")]
             hook: StepHook::default(),
@@ -252,6 +343,21 @@ impl Waiter {
     /// The watcher to pass with the request that sets this round's watch.
     pub(crate) fn watcher(&self) -> &Arc<dyn Watcher> {
         &self.watcher
+    }
+
+    /// The waiter's wake-up counter, for whoever else wakes its waits: a
+    /// reconnect hook, a stop, a change of the state waited for.
+    pub(crate) fn counter(&self) -> &Arc<Wake> {
+        &self.wake
+    }
+
+    /// [`wait_unbound`] on this waiter (a wait not bound to one session).
+    pub(crate) fn wait_unbound<T>(
+        &self,
+        deadline: Deadline,
+        look: impl FnMut() -> Option<T>,
+    ) -> Option<T> {
+        wait_unbound(&self.wake, deadline, look)
     }
 
     /// Starts a round: call before setting its watch, so that no wake-up of

@@ -551,3 +551,54 @@ fn a_reply_older_than_a_deletion_does_not_bring_the_node_back() {
         zk.delete(&root, None).unwrap();
     }
 }
+
+/// `wait_synced` is a wait of the wait engine bound to the cache's session:
+/// the session's end ends it with `SessionExpired` even while a listener
+/// holds up the event thread, so that the cache itself never hears the end
+/// (before, the wait ran on to its timeout and returned `Ok(false)`).
+#[test]
+fn wait_synced_ends_with_its_session_even_while_the_event_thread_is_held() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = connect(&proxy.connect_string());
+    let root = unique_root("cache-ended");
+    plain(&servers)
+        .create(&root, b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let cache = TreeCache::start(&zkw, &root).unwrap();
+    assert!(cache.wait_synced(LONG).unwrap());
+
+    // A listener that holds the event thread at the session's end, before
+    // the cache's watcher is told (the default watcher is told first).
+    struct Hold {
+        entered: std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
+        release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+    impl zklock::ZooKeeperListener for Hold {
+        fn connection_event(&self, event: &WatchedEvent) {
+            if event.keeper_state == zklock::client::KeeperState::Expired {
+                if let Some(tx) = self.entered.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                let _ = self.release.lock().unwrap().recv_timeout(LONG);
+            }
+        }
+    }
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let _registration = zkw.listen(Arc::new(Hold {
+        entered: std::sync::Mutex::new(Some(entered_tx)),
+        release: std::sync::Mutex::new(release_rx),
+    }));
+    force_expiry(&proxy, &servers, &zkw);
+    entered.recv_timeout(LONG).unwrap();
+    // The disconnect before the expiry reached the cache: it is stale.
+    assert!(cache.is_stale());
+    let r = cache.wait_synced(Duration::from_secs(20));
+    let _ = release.send(());
+    match r {
+        Err(e) => assert!(e.is(ZkError::SessionExpired), "{e}"),
+        Ok(synced) => panic!("wait_synced ran on past its session's end: Ok({synced})"),
+    }
+}

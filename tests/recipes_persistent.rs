@@ -491,3 +491,36 @@ fn a_node_deleted_while_disconnected_is_back_after_the_reconnect() {
     node.close();
     assert_eq!(observer.zookeeper().exists(&path, false).unwrap(), None);
 }
+
+/// An idle node costs no wake-up: once its session has ended (no renewal
+/// here), the node's thread waits for a new session and makes no round
+/// meanwhile. (It looked again every 200 ms before: several rounds in the
+/// second watched.) Closing still ends the thread at once.
+#[test]
+fn a_node_whose_session_ended_waits_without_polling() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = connect(&proxy.connect_string(), false);
+    let path = format!("{}/svc", unique_root("pnode-idle"));
+    let node = PersistentNode::start(&zkw, &path, CreateMode::Ephemeral, b"reg").unwrap();
+    assert!(node.wait_created(LONG));
+    force_expiry(&proxy, &servers, &zkw);
+    assert!(eventually(LONG, || zkw.zookeeper().state()
+        == zklock::client::State::Expired));
+    // The rounds the end itself wakes (its events reach the node's watch
+    // and the reconnect hook) are over well within this.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = node.rounds();
+    std::thread::sleep(Duration::from_secs(1));
+    let after = node.rounds();
+    assert_eq!(
+        after - before,
+        0,
+        "the idle node's thread made {} rounds in a second",
+        after - before
+    );
+    let closing = Instant::now();
+    node.close();
+    assert!(closing.elapsed() < LONG);
+}

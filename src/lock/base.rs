@@ -13,7 +13,7 @@ use super::dialect::{Dialect, Layout};
 use super::kind::{role_of, LockKind};
 use super::removal::{remove_and_wait, remove_in_background, Attempt};
 use super::step::{check_cancelled, lost, LockWait};
-use super::watch::{LockShared, NodeWatch, WaitWatcher};
+use super::watch::{wait_watcher, LockShared, NodeWatch};
 use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
 use crate::call::CallSession;
 use crate::client::CreatedAndListed;
@@ -145,7 +145,7 @@ pub struct ZkInterProcessLockBase<K: LockKind> {
     /// round trip); off only for benchmarks comparing the two.
     pipelined: bool,
     /// Whether the wait watcher sends the woken waiter's listing (see
-    /// [`WaitWatcher`]); off only for benchmarks comparing the two.
+    /// [`wait_watcher`]); off only for benchmarks comparing the two.
     listing_on_wake: bool,
     #[cfg(feature = "testing")]
     step_hook: Option<StepFn<LockStep>>,
@@ -219,11 +219,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             layout: Layout::new(Dialect::HBase, role_of::<K>()),
             metadata: metadata.to_vec(),
             handler,
-            waiter: Arc::new(WaitWatcher {
-                shared: shared.clone(),
-                parent: parent.to_string(),
-                zkw: zkw.downgrade(),
-            }),
+            waiter: wait_watcher(&shared, parent, zkw.downgrade()),
             shared,
             state: Mutex::new(LockState::Idle),
             call_grace: DEFAULT_CALL_GRACE,

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use super::dialect::{semaphore_foreign, Dialect, Layout, Role, KAZOO_SEMAPHORE_LOCK};
 use super::removal::{abandon, remove_and_wait, remove_in_background, Attempt};
 use super::step::{check_cancelled, lost, LockWait};
-use super::watch::{LockShared, NodeWatch, WaitWatcher};
+use super::watch::{wait_watcher, LockShared, NodeWatch};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
 use crate::call::CallSession;
 use crate::client::CreatedAndListed;
@@ -329,11 +329,7 @@ impl ZkSemaphore {
             dialect,
             limit_checked: Mutex::new(None),
             locks,
-            waiter: Arc::new(WaitWatcher {
-                shared: shared.clone(),
-                parent: leases.clone(),
-                zkw: zkw.downgrade(),
-            }),
+            waiter: wait_watcher(&shared, &leases, zkw.downgrade()),
             leases,
             max,
             lease_data: Layout::new(dialect, Role::Mutex).node_data(data),

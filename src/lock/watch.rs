@@ -18,7 +18,7 @@ use parking_lot::{Mutex, RwLock};
 use super::{LockEvent, LockListener};
 use crate::background::on_reconnect;
 use crate::types::{EventType, KeeperState, State as ClientState, WatchedEvent, Watcher};
-use crate::wait::Wake;
+use crate::wait::{NodeEventStep, StateEvents, WaitWatcher, Wake};
 use crate::watcher::WeakZooKeeperWatcher;
 
 /// What one lock instance shares with its watchers (no `ZooKeeperWatcher`
@@ -40,7 +40,7 @@ pub(super) struct LockShared {
     prefetch: Mutex<Prefetch>,
 }
 
-/// The woken waiter's listing, sent by the [`WaitWatcher`] on the event thread
+/// The woken waiter's listing, sent by the [`wait_watcher`] on the event thread
 /// as soon as the watch fires, so the waiter wakes to an answer rather than to
 /// a request of its own (one round trip and one thread hand-off fewer on the
 /// contended hand-off's path; the same requests).
@@ -67,7 +67,7 @@ impl Drop for Armed<'_> {
 
 impl LockShared {
     /// The watch of wait round `round` is set: its first node event sends the
-    /// listing (see [`WaitWatcher`]). Any older listing is dropped.
+    /// listing (see [`wait_watcher`]). Any older listing is dropped.
     pub(super) fn arm(&self, round: u64) -> Armed<'_> {
         let mut p = self.prefetch.lock();
         p.armed = Some(round);
@@ -139,45 +139,55 @@ impl LockShared {
     }
 }
 
-/// Wakes the waiting attempt on any event of the node it waits for, and when the
-/// session ends (every watcher hears the session's end, as in Java). One per
-/// lock instance, so the client registers it once per path however often the
-/// instance waits on it.
+/// The lock's wait watcher: the wait engine's one watcher
+/// ([`WaitWatcher`]), woken by any event of the node the attempt waits for
+/// and by the session's end (every watcher hears the session's end, as in
+/// Java; the client wakes the wait at the session's end directly too). One
+/// per lock instance, so the client registers it once per path however often
+/// the instance waits on it.
 ///
 /// A node event of an armed round (see [`LockShared::arm`]) first sends the
-/// lock's listing, asynchronously (the event thread never blocks), and wakes
-/// the waiter when the answer is in: the waiter decides on it instead of
-/// listing again. The session's end wakes at once (and the client wakes the
-/// wait at the session's end directly too, without this watcher).
-pub(super) struct WaitWatcher {
-    pub(super) shared: Arc<LockShared>,
-    /// The lock znode, whose children the listing is of.
-    pub(super) parent: String,
-    pub(super) zkw: WeakZooKeeperWatcher,
+/// lock's listing of `parent` ([`Prefetch`]), asynchronously (the event
+/// thread never blocks), and wakes the waiter when the answer is in: the
+/// waiter decides on it instead of listing again.
+pub(super) fn wait_watcher(
+    shared: &Arc<LockShared>,
+    parent: &str,
+    zkw: WeakZooKeeperWatcher,
+) -> Arc<dyn Watcher> {
+    Arc::new(
+        WaitWatcher::new(shared.wake.clone(), StateEvents::SessionEnd).with_step(Prefetching {
+            shared: shared.clone(),
+            parent: parent.to_string(),
+            zkw,
+        }),
+    )
 }
 
-impl Watcher for WaitWatcher {
-    fn process(&self, event: WatchedEvent) {
-        if event.event_type == EventType::None {
-            if crate::wait::ends_session(&event) {
-                self.shared.wake.wake();
-            }
-            return;
-        }
+/// The lock's step on a node event of its wait (see [`wait_watcher`]).
+struct Prefetching {
+    shared: Arc<LockShared>,
+    /// The lock znode, whose children the listing is of.
+    parent: String,
+    zkw: WeakZooKeeperWatcher,
+}
+
+impl NodeEventStep for Prefetching {
+    fn take_over(&self, _event: &WatchedEvent, wake: &Arc<Wake>) -> bool {
         let armed = self.shared.prefetch.lock().armed.take();
         let (Some(round), Some(zk)) = (armed, self.zkw.zookeeper()) else {
-            self.shared.wake.wake();
-            return;
+            return false;
         };
-        let shared = self.shared.clone();
+        let (shared, wake) = (self.shared.clone(), wake.clone());
         zk.get_children_async(&self.parent, None, move |r| {
             match r {
                 Ok(children) => shared.prefetch.lock().listed = Some((round, children)),
                 // The waiter lists itself, through the recoverable client.
                 Err(e) => debug!("lock listing after the wake-up: {e}"),
             }
-            shared.wake.wake();
+            wake.wake();
         });
+        true
     }
 }
 
@@ -515,11 +525,7 @@ mod tests {
     #[test]
     fn an_event_of_no_armed_round_only_wakes() {
         let shared = Arc::new(LockShared::default());
-        let w = WaitWatcher {
-            shared: shared.clone(),
-            parent: "/l".into(),
-            zkw: WeakZooKeeperWatcher::default(),
-        };
+        let w = wait_watcher(&shared, "/l", WeakZooKeeperWatcher::default());
         let woken = |round| {
             shared
                 .wake

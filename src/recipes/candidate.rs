@@ -228,16 +228,12 @@ impl LeadershipSignal {
     /// Waits until the leadership stops holding (`true`), or `timeout`
     /// passes first (`false`).
     pub(crate) fn wait_until_not_leader(&self, timeout: std::time::Duration) -> bool {
+        // The wait engine's wait for a state not bound to one session:
+        // whoever tells the signal an event wakes it.
         let deadline = crate::deadline::Deadline::after(timeout);
-        loop {
-            let seen = self.changed.generation();
-            if !self.leads() {
-                return true;
-            }
-            if !self.changed.wait(seen, deadline) {
-                return !self.leads();
-            }
-        }
+        crate::wait::wait_unbound(&self.changed, deadline, || (!self.leads()).then_some(()))
+            .is_some()
+            || !self.leads()
     }
 }
 

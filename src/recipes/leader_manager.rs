@@ -14,7 +14,7 @@ use crate::client::{CreateMode, EventType, KeeperState};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::owned::{create_owned, Guard, NodeSpec, OwnerMark, Parents, Removal};
-use crate::wait::Wake;
+use crate::wait::{EndRegistration, WaitSession, Wake, WhenDown};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// HBase's `ZKLeaderManager`: the first candidate to create the ephemeral
@@ -226,7 +226,10 @@ impl ZkLeaderManager {
         let zk = self.zkw.zookeeper();
         self.zkw.check_session()?;
         let session = zk.session_id();
-        let _end = zk.wake_at_end(&self.shared.wake);
+        let began = Began {
+            manager: self,
+            session,
+        };
         let rzk = self.zkw.recoverable_zookeeper();
         let znode = self.shared.znode.as_str();
         loop {
@@ -305,8 +308,17 @@ impl ZkLeaderManager {
             }
             // Wait for the next chance: the leader znode's deletion (the watch
             // set above), a stop or the session's end. Armed before the watch
-            // was set, so an event since then is not lost.
-            self.shared.wake.wait(round, Deadline::never());
+            // was set, so an event since then is not lost. A wait of the wait
+            // engine, bound to the session the call began in: its end wakes
+            // the wait directly (and ends it with its error).
+            crate::wait::wait(
+                &self.shared.wake,
+                round,
+                &began,
+                Deadline::never(),
+                WhenDown::Wait,
+                znode,
+            )?;
         }
     }
 
@@ -442,6 +454,31 @@ impl ZkLeaderManager {
     /// HBase's `candidate.isStopped()`: whether [`stop`](Self::stop) was called.
     pub fn is_stopped(&self) -> bool {
         self.shared.state.lock().stopped
+    }
+}
+
+/// The session a [`ZkLeaderManager::wait_to_become_leader`] began in, as the
+/// wait engine sees it.
+struct Began<'a> {
+    manager: &'a ZkLeaderManager,
+    session: i64,
+}
+
+impl WaitSession for Began<'_> {
+    fn check(&self) -> Result<()> {
+        self.manager.check_session(self.session)
+    }
+
+    fn connected(&self) -> bool {
+        self.manager.zkw.zookeeper().state() == crate::client::State::Connected
+    }
+
+    fn session_timeout(&self) -> std::time::Duration {
+        self.manager.zkw.zookeeper().session_timeout()
+    }
+
+    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
+        EndRegistration::new(self.manager.zkw.zookeeper().wake_at_end(wake))
     }
 }
 

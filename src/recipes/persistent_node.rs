@@ -6,12 +6,23 @@
 //! # How
 //! One background thread per node (named `zklock-persistent-node`) makes
 //! every call: it creates the node, sets an `exists` watch on it, and waits
-//! on the wait engine's wake-up counter, which the watch and the session's
-//! state events bump from the event thread (never a call there). A call
-//! that fails on a lost connection is tried again when the connection is
-//! back (a one-shot reconnect hook bumps the counter), not by polling; after
-//! any other failure (the session ended, a renewal to come; a server without
-//! TTL nodes) it looks again every 200 ms.
+//! through the wait engine (a wait not bound to one session: the thread
+//! outlives the sessions, re-creating the node on the one
+//! `with_session_renewal` opens) for a wake-up of the engine's one watcher,
+//! bumped by the watch and the session's state events on the event thread
+//! (never a call there). Nothing is looked at periodically:
+//!
+//! - a call that fails on a lost connection is tried again once the
+//!   connection is back (a one-shot reconnect hook wakes the thread); one
+//!   that fails because the session ended (a renewal may come) is tried
+//!   again once a session connects (the thread's session hook, told every
+//!   connect, wakes it);
+//! - after any other failure (a server without TTL nodes, a parent the
+//!   session may not create in) it looks again at the next event its watch
+//!   hears (a change of the node, or for a sequential node of its parent;
+//!   a connection-state change). Deliberate difference from zklock's
+//!   earlier versions, which tried again every 200 ms: an idle node costs no
+//!   request and no wake-up.
 //!
 //! # Protection against the lost-create duplicate
 //! Every create carries a mark only this node can have written, one fresh
@@ -68,14 +79,15 @@ use log::{debug, warn};
 use parking_lot::Mutex;
 
 use crate::background::on_reconnect;
-use crate::client::{CreateMode, WatchedEvent, Watcher, ZooKeeper};
+use crate::client::{CreateMode, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::owned::{create_once, Guard, NodeSpec, OwnerMark, Parents, Removal};
 use crate::recipes::layout::TTL_TOUCH_NODE;
+use crate::types::KeeperState;
 use crate::types::Stat;
-use crate::wait::Wake;
-use crate::watcher::ZooKeeperWatcher;
+use crate::wait::{Waiter, Wake};
+use crate::watcher::{SessionHook, ZooKeeperWatcher};
 
 /// What a [`PersistentNode`] reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +121,12 @@ struct Shared {
     /// with it was sent (its outcome may be unknown: look for it first).
     mark: Mutex<(OwnerMark, bool)>,
     closed: AtomicBool,
-    wake: Arc<Wake>,
+    /// The thread's wake-up and the one watcher of its watches.
+    waiter: Waiter,
+    /// The rounds the thread made (feature `testing`: see
+    /// [`PersistentNode::rounds`]).
+    #[cfg(feature = "testing")]
+    rounds: std::sync::atomic::AtomicU64,
     events: Mutex<Vec<mpsc::Sender<PersistentNodeEvent>>>,
 }
 
@@ -207,7 +224,9 @@ impl PersistentNode {
             actual: Mutex::new(None),
             mark: Mutex::new((OwnerMark::new(), false)),
             closed: AtomicBool::new(false),
-            wake: Arc::new(Wake::default()),
+            waiter: Waiter::default(),
+            #[cfg(feature = "testing")]
+            rounds: std::sync::atomic::AtomicU64::new(0),
             events: Mutex::new(Vec::new()),
         });
         let s = shared.clone();
@@ -248,17 +267,24 @@ impl PersistentNode {
     }
 
     /// Waits until the node is created: `true`, or `false` after `timeout`.
+    /// A wait through the wait engine, not bound to one session (the node
+    /// outlives sessions: after an expiry it is created again on the renewed
+    /// session); woken by each change the node's thread makes.
     pub fn wait_created(&self, timeout: Duration) -> bool {
         let deadline = Deadline::after(timeout);
-        loop {
-            let seen = self.shared.wake.generation();
-            if self.is_created() {
-                return true;
-            }
-            if !self.shared.wake.wait(seen, deadline) {
-                return self.is_created();
-            }
-        }
+        self.shared
+            .waiter
+            .wait_unbound(deadline, || self.is_created().then_some(()))
+            .is_some()
+            || self.is_created()
+    }
+
+    /// The rounds the node's thread has made so far (each a look at the
+    /// node, made when something woke the thread): feature `testing`, how
+    /// a test checks that an idle node costs no wake-up.
+    #[cfg(feature = "testing")]
+    pub fn rounds(&self) -> u64 {
+        self.shared.rounds.load(Ordering::SeqCst)
     }
 
     /// Sets the node's data (kept for every later re-create).
@@ -303,43 +329,75 @@ impl Drop for PersistentNode {
 impl Shared {
     fn stop(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        self.wake.wake();
+        self.waiter.counter().wake();
     }
 
     fn tell(&self, e: PersistentNodeEvent) {
         self.events.lock().retain(|tx| tx.send(e.clone()).is_ok());
     }
 
-    /// The node's thread.
+    /// The node's thread: a round at each wake-up, through the wait engine
+    /// (see the module docs), until closed.
     fn run(self: Arc<Self>) {
-        let watcher: Arc<dyn Watcher> = Arc::new(WakeOnly(self.wake.clone()));
-        while !self.closed.load(Ordering::SeqCst) {
-            let seen = self.wake.generation();
-            let zk = self.zkw.zookeeper().clone();
-            let wait = match self.keep(&zk, &watcher) {
-                Ok(()) => Deadline::never(),
-                Err(e) if self.zkw.state() == crate::client::State::Closed => {
-                    debug!("{}: the watcher is closed ({e})", self.path);
-                    break;
-                }
-                // The connection is down (the session lives): again once
-                // it is back (at once if it is back already), no polling.
-                Err(e) if e.is_retryable() => {
-                    debug!("keeping {}: {e}; again once connected", self.path);
-                    let wake = self.wake.clone();
-                    on_reconnect(&self.zkw.downgrade(), move |_| wake.wake());
-                    Deadline::never()
-                }
-                // Any other failure (the session ended and a renewal may
-                // come; a server without TTL nodes): again in 200 ms.
-                Err(e) => {
-                    debug!("keeping {}: {e}; again in 200 ms", self.path);
-                    Deadline::after(Duration::from_millis(200))
-                }
-            };
-            self.wake.wait(seen, wait);
-        }
+        let watcher = self.waiter.watcher().clone();
+        // Wakes the thread at each connect (a reconnect, the renewed
+        // session's) and at the session's end: what a round that failed
+        // because the session ended waits for.
+        let wake = self.waiter.counter().clone();
+        let sessions = SessionWake::subscribe(&self.zkw, move |state| {
+            if state != KeeperState::Disconnected {
+                wake.wake();
+            }
+        });
+        self.waiter.wait_unbound(Deadline::never(), || {
+            (self.closed.load(Ordering::SeqCst) || self.round(&watcher)).then_some(())
+        });
+        sessions.unsubscribe(&self.zkw);
         self.remove();
+    }
+
+    /// One round: keeps the node, and when that fails, arranges the wake-up
+    /// of the next round (nothing periodic). `true` when the thread ends (the
+    /// watcher is closed).
+    fn round(&self, watcher: &Arc<dyn Watcher>) -> bool {
+        #[cfg(feature = "testing")]
+        self.rounds.fetch_add(1, Ordering::SeqCst);
+        let zk = self.zkw.zookeeper().clone();
+        match self.keep(&zk, watcher) {
+            Ok(()) => false,
+            Err(e) if self.zkw.state() == crate::client::State::Closed => {
+                debug!("{}: the watcher is closed ({e})", self.path);
+                true
+            }
+            // The session ended (a renewal may come): again at the next
+            // connect, which the thread's session hook tells.
+            Err(e) if e.is_fatal() || zk.state().is_terminal() => {
+                debug!("keeping {}: {e}; again in a new session", self.path);
+                false
+            }
+            // The connection is down (the session lives): again once it is
+            // back (at once if it is back already).
+            Err(e) if e.is_retryable() => {
+                debug!("keeping {}: {e}; again once connected", self.path);
+                let wake = self.waiter.counter().clone();
+                on_reconnect(&self.zkw.downgrade(), move |_| wake.wake());
+                false
+            }
+            // Any other failure (a server without TTL nodes, a parent this
+            // session may not create in): again at the next event of the
+            // node's watch, set before each create; a sequential node's
+            // watch is on its parent.
+            Err(e) => {
+                debug!("keeping {}: {e}; again at the next event", self.path);
+                if self.mode.is_sequential() {
+                    let parent = crate::path::get_parent(&self.path).unwrap_or("/");
+                    if let Err(e) = zk.exists_watch(parent, watcher.clone()) {
+                        debug!("watching {parent}: {e}");
+                    }
+                }
+                false
+            }
+        }
     }
 
     /// Whether the node at `path` (`stat`) is this recipe's: the one it
@@ -403,7 +461,7 @@ impl Shared {
         *self.ours.lock() = Some((zk.session_id(), stat.czxid, stat.mzxid));
         *self.actual.lock() = Some(path);
         self.tell(PersistentNodeEvent::Created(stat));
-        self.wake.wake();
+        self.waiter.counter().wake();
     }
 
     /// The node is ours and exists (`stat`): reports a foreign write, or
@@ -458,10 +516,9 @@ impl Shared {
             }
             match self.create() {
                 Ok((actual, stat)) => self.created(zk, actual, stat),
-                Err(e) if e.is(ZkError::ConnectionLoss) => {
-                    // The mark finds it after the reconnect.
-                    zk.wait_connected(zk.session_timeout())?;
-                }
+                // A lost connection (the mark finds a node of this create
+                // after the reconnect, which wakes the next round), or any
+                // other failure.
                 Err(e) => return Err(e),
             }
         }
@@ -494,10 +551,9 @@ impl Shared {
                         // Someone else's, or ours from a lost reply: the
                         // mark tells.
                         Err(e) if e.is(ZkError::NodeExists) => {}
-                        Err(e) if e.is(ZkError::ConnectionLoss) => {
-                            // Look after the reconnect (the mark tells).
-                            zk.wait_connected(zk.session_timeout())?;
-                        }
+                        // A lost connection: the next round, woken by the
+                        // reconnect, looks (the mark tells); or any other
+                        // failure.
                         Err(e) => return Err(e),
                     }
                 }
@@ -530,15 +586,6 @@ impl Shared {
     }
 }
 
-/// The watch of the node's thread: bumps its wake-up counter, nothing else.
-struct WakeOnly(Arc<Wake>);
-
-impl Watcher for WakeOnly {
-    fn process(&self, _event: WatchedEvent) {
-        self.0.wake();
-    }
-}
-
 /// Curator's `PersistentTtlNode`: a container node kept created at `path`
 /// (a [`PersistentNode`] in `Container` mode) and a child
 /// [`TTL_TOUCH_NODE`] with a TTL, written (or created) every TTL / 2 by a
@@ -552,8 +599,21 @@ impl Watcher for WakeOnly {
 /// several owners of one path can share it.
 pub struct PersistentTtlNode {
     node: Option<PersistentNode>,
-    stop: Arc<(AtomicBool, Wake)>,
+    touching: Arc<Touching>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// What a [`PersistentTtlNode`]'s touch thread shares with its owner and its
+/// reconnect hook.
+#[derive(Default)]
+struct Touching {
+    /// Set by close or drop: the thread ends.
+    stop: AtomicBool,
+    /// Set by the thread's session hook at each connect: what the thread
+    /// waits for after a touch that failed on a lost connection or an ended
+    /// session.
+    back: AtomicBool,
+    wake: Wake,
 }
 
 impl std::fmt::Debug for PersistentTtlNode {
@@ -583,27 +643,16 @@ impl PersistentTtlNode {
             )));
         }
         let node = PersistentNode::start_impl(zkw, path, CreateMode::Container, None, data, false)?;
-        let stop = Arc::new((AtomicBool::new(false), Wake::default()));
+        let touching = Arc::new(Touching::default());
         let child = crate::path::join_znode(path, TTL_TOUCH_NODE);
-        let (zkw, st) = (zkw.clone(), stop.clone());
+        let (zkw, t) = (zkw.clone(), touching.clone());
         let thread = std::thread::Builder::new()
             .name("zklock-ttl-touch".into())
-            .spawn(move || {
-                let every = ttl / 2;
-                loop {
-                    let seen = st.1.generation();
-                    if !st.1.wait(seen, Deadline::after(every)) && !st.0.load(Ordering::SeqCst) {
-                        touch(&zkw, &child, ttl);
-                    }
-                    if st.0.load(Ordering::SeqCst) {
-                        return;
-                    }
-                }
-            })
+            .spawn(move || touch_thread(&zkw, &t, &child, ttl))
             .map_err(|e| Error::BadArguments(format!("cannot start the touch thread: {e}")))?;
         Ok(PersistentTtlNode {
             node: Some(node),
-            stop,
+            touching,
             thread: Some(thread),
         })
     }
@@ -626,8 +675,8 @@ impl PersistentTtlNode {
     }
 
     fn stop_touching(&self) {
-        self.stop.0.store(true, Ordering::SeqCst);
-        self.stop.1.wake();
+        self.touching.stop.store(true, Ordering::SeqCst);
+        self.touching.wake.wake();
     }
 }
 
@@ -638,11 +687,84 @@ impl Drop for PersistentTtlNode {
     }
 }
 
+/// A [`PersistentTtlNode`]'s touch thread: a touch every `ttl / 2`, waiting
+/// in between through the wait engine (not bound to one session: the node
+/// is kept across sessions). A touch that failed on a lost connection (or an
+/// ended session, a renewal may come) waits for the reconnect instead of the
+/// next tick, and touches at once then: no wake-up while disconnected.
+fn touch_thread(zkw: &ZooKeeperWatcher, touching: &Arc<Touching>, child: &str, ttl: Duration) {
+    let every = ttl / 2;
+    let mut next = Deadline::after(every);
+    let t = touching.clone();
+    let sessions = SessionWake::subscribe(zkw, move |state| {
+        if state == KeeperState::SyncConnected {
+            t.back.store(true, Ordering::SeqCst);
+            t.wake.wake();
+        }
+    });
+    loop {
+        crate::wait::wait_unbound(&touching.wake, next, || {
+            let stop = touching.stop.load(Ordering::SeqCst);
+            (stop || touching.back.swap(false, Ordering::SeqCst)).then_some(())
+        });
+        if touching.stop.load(Ordering::SeqCst) {
+            sessions.unsubscribe(zkw);
+            return;
+        }
+        next = match touch(zkw, child, ttl) {
+            Ok(()) => Deadline::after(every),
+            // Connected all the same (a call cut short): the next tick.
+            Err(_) if zkw.zookeeper().state() == crate::client::State::Connected => {
+                Deadline::after(every)
+            }
+            // Down, or the session ended: at the next connect.
+            Err(e) => {
+                debug!("touching {child}: {e}; again once connected");
+                Deadline::never()
+            }
+        };
+    }
+}
+
+/// A thread's standing subscription to its watcher's session events (the
+/// watcher holds it weakly, the thread holds it): `react` runs on the event
+/// thread at each (`SyncConnected`, `Disconnected`, the session's end), and
+/// once at once when the session has already ended. Never blocks.
+struct SessionWake<F>(F);
+
+/// A [`SessionWake`] subscribed: kept by the thread until it ends.
+struct Subscribed {
+    _hook: Arc<dyn SessionHook>,
+    id: Option<u64>,
+}
+
+impl<F: Fn(KeeperState) + Send + Sync + 'static> SessionWake<F> {
+    fn subscribe(zkw: &ZooKeeperWatcher, react: F) -> Subscribed {
+        let hook: Arc<dyn SessionHook> = Arc::new(SessionWake(react));
+        let id = zkw.downgrade().add_hook(Arc::downgrade(&hook));
+        Subscribed { _hook: hook, id }
+    }
+}
+
+impl Subscribed {
+    fn unsubscribe(self, zkw: &ZooKeeperWatcher) {
+        if let Some(id) = self.id {
+            zkw.downgrade().remove_hook(id);
+        }
+    }
+}
+
+impl<F: Fn(KeeperState) + Send + Sync> SessionHook for SessionWake<F> {
+    fn session_event(&self, state: KeeperState) {
+        (self.0)(state);
+    }
+}
+
 /// One touch of a [`PersistentTtlNode`]'s child: write it, or create it with
 /// its TTL when missing (Curator's `setData`, then `create().orSetData()`).
-/// Failures wait for the next touch (the container may be gone for a moment,
-/// the connection down).
-fn touch(zkw: &ZooKeeperWatcher, child: &str, ttl: Duration) {
+/// Other failures wait for the next touch (the container may be gone for a
+/// moment); a lost connection or an ended session is the error returned.
+fn touch(zkw: &ZooKeeperWatcher, child: &str, ttl: Duration) -> Result<()> {
     let zk = zkw.zookeeper().clone();
     let zk = zk.with_deadline(Deadline::after(ttl / 2));
     let r = match zk.set_data(child, &[], None) {
@@ -658,8 +780,12 @@ fn touch(zkw: &ZooKeeperWatcher, child: &str, ttl: Duration) {
         other => other.map(drop),
     };
     match r {
-        Ok(()) => {}
-        Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::NodeExists) => {}
-        Err(e) => debug!("touching {child}: {e}"),
+        Ok(()) => Ok(()),
+        Err(e) if e.is(ZkError::NoNode) || e.is(ZkError::NodeExists) => Ok(()),
+        Err(e) if e.is_retryable() || e.is_fatal() || zk.state().is_terminal() => Err(e),
+        Err(e) => {
+            debug!("touching {child}: {e}");
+            Ok(())
+        }
     }
 }

@@ -74,7 +74,7 @@ use crate::error::{Error, Result, ZkError};
 use crate::types::Stat;
 #[cfg(feature = "testing")]
 use crate::wait::StepHook;
-use crate::wait::Wake;
+use crate::wait::{EndRegistration, WaitSession, Wake, WhenDown};
 use crate::watcher::ZooKeeperWatcher;
 
 /// How deep a [`TreeCache`] follows its root.
@@ -174,7 +174,9 @@ struct Inner {
     max_in_flight: usize,
     state: Mutex<State>,
     listeners: Mutex<Vec<Listener>>,
-    wake: Wake,
+    /// Bumped when the cache told events (or closed); its session's end
+    /// wakes it too ([`TreeCache::wait_synced`]).
+    wake: Arc<Wake>,
     requests: AtomicU64,
     live: Arc<dyn Watcher>,
     sentinel: Arc<dyn Watcher>,
@@ -266,7 +268,7 @@ impl TreeCacheBuilder {
                 max_in_flight: self.max_in_flight,
                 state: Mutex::new(State::default()),
                 listeners: Mutex::new(Vec::new()),
-                wake: Wake::default(),
+                wake: Arc::default(),
                 requests: AtomicU64::new(0),
                 live: Arc::new(move |e: WatchedEvent| {
                     if let Some(inner) = live.upgrade() {
@@ -418,12 +420,16 @@ impl TreeCache {
     }
 
     /// Waits until the cache is not stale: `Ok(true)` when current,
-    /// `Ok(false)` after `timeout`.
+    /// `Ok(false)` after `timeout`. A wait of the wait engine bound to the
+    /// cache's session (the cache is lost with it): its end wakes the wait
+    /// directly, from the client thread that ends it, even while a listener
+    /// holds up the event thread; nothing is looked at periodically.
     ///
     /// # Errors
     /// `SessionExpired` once its session ended; `Closed` after `close`.
     pub fn wait_synced(&self, timeout: Duration) -> Result<bool> {
         let deadline = Deadline::after(timeout);
+        let inner: &Inner = &self.inner;
         loop {
             let seen = self.inner.wake.generation();
             {
@@ -438,7 +444,14 @@ impl TreeCache {
                     return Ok(true);
                 }
             }
-            if !self.inner.wake.wait(seen, deadline) {
+            if !crate::wait::wait(
+                &inner.wake,
+                seen,
+                inner,
+                deadline,
+                WhenDown::Wait,
+                &inner.root,
+            )? {
                 return Ok(!self.is_stale());
             }
         }
@@ -472,6 +485,32 @@ impl TreeCache {
     /// The session's errors from `removeWatches`.
     pub fn close(self) -> Result<()> {
         self.inner.close_now()
+    }
+}
+
+/// The cache's session as the wait engine sees it ([`TreeCache::wait_synced`]).
+impl WaitSession for Inner {
+    fn check(&self) -> Result<()> {
+        let s = self.state.lock();
+        if s.closed {
+            return Err(Error::Closed);
+        }
+        if s.lost || self.zk.state().is_terminal() {
+            return Err(Error::zk(ZkError::SessionExpired, self.root.clone()));
+        }
+        Ok(())
+    }
+
+    fn connected(&self) -> bool {
+        self.zk.state() == crate::client::State::Connected
+    }
+
+    fn session_timeout(&self) -> Duration {
+        self.zk.session_timeout()
+    }
+
+    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
+        EndRegistration::new(self.zk.wake_at_end(wake))
     }
 }
 
