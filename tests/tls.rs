@@ -100,7 +100,7 @@ fn zklock_and_java_share_x509_identities_and_acls() {
 }
 
 /// TLS 1.2 and 1.3: what the server offers by default (1.2 only before 3.9,
-/// 1.3 and 1.2 from 3.9 on), and 1.3 when it is configured.
+/// 1.3 only from 3.9 on), and 1.3 when it is configured.
 #[test]
 fn tls_12_and_13() {
     let (pki, server) = shared();
@@ -111,29 +111,34 @@ fn tls_12_and_13() {
         .with_protocols(&[TlsVersion::Tls13])
         .build()
         .unwrap();
-    // ZooKeeper 3.8 (and before) offers TLS 1.2 only by default; 3.9's
-    // default protocol is TLS 1.3, with 1.2 still enabled: a client offering
-    // 1.3 alone gets it.
-    let version = server.version().unwrap();
-    let default13 = builder(&secure(server), Some(only13.clone())).connect(|_e| {});
-    if version.at_least(3, 9) {
-        let zk = default13.unwrap_or_else(|e| panic!("TLS 1.3 by default on {version}: {e:?}"));
-        zk.exists("/", false).unwrap();
-        zk.close().unwrap();
-    } else {
-        let e = default13.unwrap_err();
-        assert!(matches!(e, Error::Tls(TlsError::Handshake(_))), "{e:?}");
-    }
     let only12 = TlsConfig::builder()
         .with_ca_file(pki.ca_pem())
         .with_client_cert(&alice.cert_pem, &alice.key_pem)
         .with_protocols(&[TlsVersion::Tls12])
         .build()
         .unwrap();
-    let zk = builder(&secure(server), Some(only12))
+    // ZooKeeper 3.8 (and before) offers TLS 1.2 only by default; 3.9's
+    // default is TLS 1.3 only (its `ssl.protocol` default, and the enabled
+    // protocols follow it): a client offering only the other one is refused
+    // in the handshake.
+    let version = server.version().unwrap();
+    let (default, refused) = if version.at_least(3, 9) {
+        (only13.clone(), only12)
+    } else {
+        (only12, only13.clone())
+    };
+    let e = builder(&secure(server), Some(refused))
         .connect(|_e| {})
-        .unwrap();
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Tls(TlsError::Handshake(_))),
+        "{version}: {e:?}"
+    );
+    let zk = builder(&secure(server), Some(default))
+        .connect(|_e| {})
+        .unwrap_or_else(|e| panic!("{version}'s default TLS: {e:?}"));
     zk.exists("/", false).unwrap();
+    zk.close().unwrap();
     // A server with TLS 1.3 suites configured.
     let server13 = ZkServer::start_tls(pki, true).unwrap();
     let zk = builder(&secure(&server13), Some(only13))
