@@ -201,23 +201,24 @@ check: fmt clippy doc
 # the VERSION_TESTS binaries run again, the same executables with
 # ZK_TEST_VERSION=<v>, on each of OTHER_VERSIONS (3.6.3 and 3.9.3, from
 # `make zookeeper-versions`), with their Java clients and Curator (2.13.0 on
-# 3.6, 5.7.1 on 3.9). A `binary=filter` entry runs only the tests matching
-# the filter there (chaos: the short runs; the long ones are `make chaos`).
+# 3.6, 5.7.1 on 3.9). A `binary=arg,arg` entry passes those arguments to the
+# binary there (chaos: `--exact short_chaos_run`, the locks' short run; the
+# long runs are `make chaos`).
 # `make test-versions` runs every binary on every version.
 TEST_LANES ?= 2
 TEST_BINARY_TIMEOUT ?= 420
 SLOW_TESTS := chaos tls recipes_lock_election client_faults recipes_coordination harness \
   kerberos sasl lock_safety recipes_dialects client_hardening recipes_cache lock_dialects lock cli
 OTHER_VERSIONS ?= 3.6 3.9
-VERSION_TESTS ?= chaos=short_chaos_run tls recipes_lock_election recipes_coordination sasl \
-  kerberos lock_safety recipes_dialects recipes_cache lock_dialects lock client
+VERSION_TESTS ?= chaos=--exact,short_chaos_run tls recipes_lock_election recipes_coordination sasl \
+  kerberos lock_safety recipes_dialects recipes_cache lock_dialects lock_semaphore lock client
 TEST_BINARIES := import sys, json; \
   arts = [m for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]]; \
   name = lambda m: m["target"]["name"] if m["target"]["kind"] == ["test"] else m["target"]["kind"][0] + "-" + m["target"]["name"]; \
   slow = "$(SLOW_TESTS)".split(); rank = lambda n: slow.index(n) if n in slow else len(slow); \
   wanted = dict((w.split("=") + [""])[:2] for w in sys.argv[2].split()); \
   runs = [(name(m), "-", m["executable"], "") for m in arts]; \
-  runs += [(name(m), v, m["executable"], wanted.get(name(m), "")) for v in sys.argv[1].split() for m in arts if sys.argv[2] == "all" or name(m) in wanted]; \
+  runs += [(name(m), v, m["executable"], wanted.get(name(m), "").replace(",", " ")) for v in sys.argv[1].split() for m in arts if sys.argv[2] == "all" or name(m) in wanted]; \
   runs.sort(key=lambda r: rank(r[0])); \
   [print(*[x for x in r if x]) for r in runs]
 # $(call run_tests,<other versions>,<their binaries, or all>)
