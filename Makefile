@@ -11,6 +11,8 @@
 #   make curator    install Apache Curator if missing (Debian, as root; for make bench)
 #   make kazoo      install kazoo (Python) into target/kazoo-venv if missing (for make bench)
 #   make kerberos   install MIT Kerberos (KDC, kadmin.local, kinit) and the GSSAPI build deps if missing
+#   make zookeeper-versions  ZooKeeper 3.6.3 and 3.9.3 (+ Curator 2.13.0, 5.7.1) from PyPI's pyspark, once
+#   make test-versions       every test binary on each server version (3.8, 3.6, 3.9)
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -25,7 +27,7 @@ PYTHON3       ?= python3
 KAZOO_VERSION := 2.11.0
 KAZOO_VENV    := target/kazoo-venv
 
-.PHONY: help zookeeper curator kazoo kerberos test check fmt clippy doc demo cli bench chaos loom
+.PHONY: help zookeeper curator kazoo kerberos zookeeper-versions test test-versions check fmt clippy doc demo cli bench chaos loom
 
 help:
 	@echo "make demo | make test | make check | make bench | make chaos | make cli | make zookeeper"
@@ -118,6 +120,64 @@ kazoo:
 	    exit 1; }; \
 	fi
 
+# The other server versions the tests run against (ZK_TEST_VERSION=3.6|3.9,
+# see docs/server-versions.md): PyPI's pyspark source packages ship complete
+# ZooKeeper server jars with their Netty and logging, and Curator:
+#   pyspark 3.5.7: ZooKeeper 3.6.3, Curator 2.13.0;  pyspark 4.0.1: ZooKeeper 3.9.3, Curator 5.7.1.
+# `pip download` (the kazoo venv's pip) fetches each source package once into
+# $(ZK_VERSIONS_DIR)/pyspark (317 and 434 MB; kept, so it runs once per machine);
+# only the jars the server, the Java clients and Curator need are unpacked, into
+# $(ZK_VERSIONS_DIR)/<3.6|3.9>/jars. Written per version:
+#   server.classpath   the server (ZooKeeper + jute, Netty's split jars incl.
+#                      netty-transport-classes-epoll and this arch's native epoll
+#                      jar, not the empty netty-all aggregate; slf4j-api, log4j2
+#                      and its binding, commons-io/-cli, metrics, snappy), and
+#                      conf/ (log4j2.properties: INFO to stderr)
+#   client.classpath   the Java client of that version (the same without log4j:
+#                      slf4j then logs nothing, stdout stays the test protocol)
+#   curator.classpath  Curator (2.13.0 / 5.7.1) and its Guava
+#   version            the ZooKeeper version, e.g. 3.6.3
+# Quiet when done. Needs the kazoo venv's pip and PyPI (or PIP_INDEX_URL).
+ZK_VERSIONS_DIR := target/zookeeper-versions
+ZK_VERSIONS := 3.6:3.5.7:3.6.3 3.9:4.0.1:3.9.3
+zookeeper-versions: kazoo
+	@set -e; arch=$$(uname -m); [ "$$arch" != aarch64 ] || arch=aarch_64; \
+	for v in $(ZK_VERSIONS); do \
+	  IFS=: read -r short pyspark zk <<<"$$v"; dir=$(ZK_VERSIONS_DIR)/$$short; \
+	  [ "$$(cat $$dir/version 2>/dev/null)" != "$$zk" ] || continue; \
+	  tarball=$(ZK_VERSIONS_DIR)/pyspark/pyspark-$$pyspark.tar.gz; \
+	  if [ ! -s "$$tarball" ]; then \
+	    echo "make zookeeper-versions: downloading pyspark $$pyspark (ZooKeeper $$zk) from PyPI"; \
+	    $(KAZOO_VENV)/bin/python -m pip download --quiet --disable-pip-version-check \
+	      --no-deps --no-binary :all: -d $(ZK_VERSIONS_DIR)/pyspark pyspark==$$pyspark || \
+	      { echo "make zookeeper-versions: pip download pyspark==$$pyspark failed" >&2; exit 1; }; \
+	  fi; \
+	  echo "make zookeeper-versions: unpacking ZooKeeper $$zk from $$tarball"; \
+	  rm -rf $$dir; mkdir -p $$dir/jars $$dir/conf; \
+	  tar -xzf $$tarball -C $$dir/jars --strip-components=3 --wildcards --no-anchored \
+	    '*/deps/jars/zookeeper-*' '*/deps/jars/netty-*' '*/deps/jars/slf4j-api-*' \
+	    '*/deps/jars/log4j-api-*' '*/deps/jars/log4j-core-*' '*/deps/jars/log4j-slf4j2-impl-*' \
+	    '*/deps/jars/commons-io-*' '*/deps/jars/commons-cli-*' '*/deps/jars/metrics-core-*' \
+	    '*/deps/jars/snappy-java-*' '*/deps/jars/audience-annotations-*' '*/deps/jars/curator-*' \
+	    '*/deps/jars/guava-*' '*/deps/jars/failureaccess-*' 2>/dev/null || true; \
+	  jars=$$(cd $$dir/jars && pwd); \
+	  pick() { for j in "$$@"; do [ -f "$$jars/$$j" ] && printf '%s\n' "$$jars/$$j"; done; true; }; \
+	  client=$$(cd $$jars && pick zookeeper-$$zk.jar zookeeper-jute-$$zk.jar \
+	    $$(ls | grep -E '^netty-(buffer|codec|common|handler|resolver|transport|transport-classes-epoll|transport-native-unix-common|tcnative-classes)-[0-9]') \
+	    $$(ls | grep -E "^netty-(transport-native-epoll|tcnative-boringssl-static)-.*-linux-$$arch\.jar$$") \
+	    $$(ls | grep -E '^(slf4j-api|commons-io|commons-cli|metrics-core|snappy-java|audience-annotations)-[0-9]')); \
+	  server=$$(cd $$jars && pick $$(ls | grep -E '^log4j-(api|core|slf4j2-impl)-[0-9]')); \
+	  curator=$$(cd $$jars && pick $$(ls | grep -E '^(curator-(client|framework|recipes)|guava|failureaccess)-[0-9]')); \
+	  [ -n "$$client" ] && [ -n "$$curator" ] && [ -f $$jars/zookeeper-$$zk.jar ] || \
+	    { echo "make zookeeper-versions: $$tarball lacks the ZooKeeper $$zk jars (remove it to download it again)" >&2; exit 1; }; \
+	  printf 'status = warn\nappender.err.type = Console\nappender.err.name = err\nappender.err.target = SYSTEM_ERR\nappender.err.layout.type = PatternLayout\nappender.err.layout.pattern = %%d{HH:mm:ss.SSS} [%%t] %%-5p %%c{1} - %%m%%n\nrootLogger.level = info\nrootLogger.appenderRef.err.ref = err\n' >$$dir/conf/log4j2.properties; \
+	  conf=$$(cd $$dir/conf && pwd); \
+	  printf '%s\n' $$client | paste -sd: >$$dir/client.classpath; \
+	  printf '%s\n' $$conf $$client $$server | paste -sd: >$$dir/server.classpath; \
+	  printf '%s\n' $$curator | paste -sd: >$$dir/curator.classpath; \
+	  echo $$zk >$$dir/version; \
+	done
+
 fmt:
 	$(CARGO) fmt --all -- --check
 
@@ -133,34 +193,60 @@ check: fmt clippy doc
 # start themselves (or $ZK_TEST_SERVERS). The test binaries mostly wait on
 # servers and sessions, so they run TEST_LANES at a time, the slow ones first,
 # each bounded by TEST_BINARY_TIMEOUT seconds (a hang fails with its output);
-# each one's output is kept in target/test-logs/<binary>.log and printed when
-# it fails. `cargo test --all-features` runs them one after another instead.
+# each one's output is kept in target/test-logs/<binary>[@<version>].log and
+# printed when it fails. `cargo test --all-features` runs them one after another
+# instead, on one server version.
+#
+# Server versions (docs/server-versions.md): every binary runs on Debian's 3.8;
+# the VERSION_TESTS binaries run again, the same executables with
+# ZK_TEST_VERSION=<v>, on each of OTHER_VERSIONS (3.6.3 and 3.9.3, from
+# `make zookeeper-versions`), with their Java clients and Curator (2.13.0 on
+# 3.6, 5.7.1 on 3.9). A `binary=arg,arg` entry passes those arguments to the
+# binary there (chaos: `--exact short_chaos_run`, the locks' short run; the
+# long runs are `make chaos`).
+# `make test-versions` runs every binary on every version.
 TEST_LANES ?= 2
 TEST_BINARY_TIMEOUT ?= 420
 SLOW_TESTS := chaos tls recipes_lock_election client_faults recipes_coordination harness \
   kerberos sasl lock_safety recipes_dialects client_hardening recipes_cache lock_dialects lock cli
+OTHER_VERSIONS ?= 3.6 3.9
+VERSION_TESTS ?= chaos=--exact,short_chaos_run tls recipes_lock_election recipes_coordination sasl \
+  kerberos lock_safety recipes_dialects recipes_cache lock_dialects lock_semaphore lock client
 TEST_BINARIES := import sys, json; \
   arts = [m for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]]; \
   name = lambda m: m["target"]["name"] if m["target"]["kind"] == ["test"] else m["target"]["kind"][0] + "-" + m["target"]["name"]; \
-  slow = "$(SLOW_TESTS)".split(); \
-  arts.sort(key=lambda m: slow.index(name(m)) if name(m) in slow else len(slow)); \
-  [print(name(m), m["executable"]) for m in arts]
-test: zookeeper curator kazoo kerberos check
+  slow = "$(SLOW_TESTS)".split(); rank = lambda n: slow.index(n) if n in slow else len(slow); \
+  wanted = dict((w.split("=") + [""])[:2] for w in sys.argv[2].split()); \
+  runs = [(name(m), "-", m["executable"], "") for m in arts]; \
+  runs += [(name(m), v, m["executable"], wanted.get(name(m), "").replace(",", " ")) for v in sys.argv[1].split() for m in arts if sys.argv[2] == "all" or name(m) in wanted]; \
+  runs.sort(key=lambda r: rank(r[0])); \
+  [print(*[x for x in r if x]) for r in runs]
+# $(call run_tests,<other versions>,<their binaries, or all>)
+define run_tests
 	@set -o pipefail; \
 	bins=$$($(CARGO) test --all-features --no-run --message-format=json-render-diagnostics | \
-	  $(PYTHON3) -c '$(TEST_BINARIES)') || exit 1; \
+	  $(PYTHON3) -c '$(TEST_BINARIES)' '$(1)' '$(2)') || exit 1; \
 	rm -rf target/test-logs; mkdir -p target/test-logs; start=$$(date +%s); \
 	printf '%s\n' "$$bins" | xargs -P $(TEST_LANES) -L 1 bash -c ' \
-	  log=target/test-logs/$$0.log; t0=$$(date +%s); \
-	  if timeout -s KILL $(TEST_BINARY_TIMEOUT) "$$1" >"$$log" 2>&1; then \
-	    echo "ok      $$0 ($$(( $$(date +%s) - t0 )) s): $$(grep "^test result" "$$log" | tail -1)"; \
+	  name=$$0; v=$$1; exe=$$2; shift 2; [ "$$v" = - ] || name=$$name@$$v; \
+	  log=target/test-logs/$$name.log; t0=$$(date +%s); \
+	  if ZK_TEST_VERSION=$${v#-} timeout -s KILL $(TEST_BINARY_TIMEOUT) "$$exe" "$$@" >"$$log" 2>&1; then \
+	    echo "ok      $$name ($$(( $$(date +%s) - t0 )) s): $$(grep "^test result" "$$log" | tail -1)"; \
 	  else \
-	    echo "FAILED  $$0 ($$(( $$(date +%s) - t0 )) s), its output:"; cat "$$log"; \
+	    echo "FAILED  $$name ($$(( $$(date +%s) - t0 )) s), its output:"; cat "$$log"; \
 	    touch target/test-logs/FAILED; fi'; \
 	echo "test binaries: $$(( $$(date +%s) - start )) s in $(TEST_LANES) lanes"; \
 	[ ! -e target/test-logs/FAILED ] || { echo "make test: a test binary failed (see above)" >&2; exit 1; }
 	$(CARGO) test --all-features --doc
 	$(MAKE) --no-print-directory loom
+endef
+
+test: zookeeper curator kazoo kerberos zookeeper-versions check
+	$(call run_tests,$(OTHER_VERSIONS),$(VERSION_TESTS))
+
+# Every test binary on Debian's 3.8, then again on each of OTHER_VERSIONS.
+test-versions: zookeeper curator kazoo kerberos zookeeper-versions check
+	$(call run_tests,$(OTHER_VERSIONS),all)
 
 # The wait engine's core (src/wait.rs: generation, wake, session end, cancel)
 # under every thread interleaving, with loom (a dev-dependency built only

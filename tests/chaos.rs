@@ -245,13 +245,44 @@ fn checker_excuses_an_overlap_whose_holder_was_paused() {
 fn checker_excuses_an_overlap_after_a_forced_expiry_only() {
     let mut l = clean();
     l[5].0 = 45; // A learns of it (here: releases) after B's grant ...
-    l.push((39, 0, "fault", &[("type", "expire"), ("w", "1")])); // ... its session closed first
+    l.push((37, 0, "fault", &[("type", "expire"), ("w", "1")]));
+    l.push((38, 0, "expire_cut", &[("w", "1")])); // ... cut off, then
+    l.push((39, 0, "expire_closed", &[("w", "1")])); // its session closed
     let report = checked(&l);
     assert!(report.is_ok(), "{report}");
     assert_eq!(report.excused_overlaps.len(), 1);
     // An expiry after the later grant excuses nothing.
-    l.pop();
+    l.truncate(l.len() - 3);
     l.push((41, 0, "fault", &[("type", "expire"), ("w", "1")]));
+    l.push((41, 0, "expire_cut", &[("w", "1")]));
+    l.push((42, 0, "expire_closed", &[("w", "1")]));
+    assert!(checked(&l).has_violation("overlap"));
+    // Nor does the fault event alone: the excuse follows the cut and the close.
+    l.truncate(l.len() - 3);
+    l.push((39, 0, "fault", &[("type", "expire"), ("w", "1")]));
+    assert!(checked(&l).has_violation("overlap"));
+}
+
+/// Issue 34's 3.6.3 run: the victim's `restored` (its reconnect, on the wire
+/// before the cut) is logged after the controller's fault event and cut, but
+/// before its session's close is confirmed: that interval is the forced
+/// expiry's too, and is excused; one begun after the close is not.
+#[test]
+fn checker_excuses_an_interval_restored_before_the_forced_close() {
+    let mut l = clean();
+    l[5].0 = 45; // A's first interval ends in doubt before B ...
+    l.push((36, 1, "indoubt", &[("lock", "0"), ("path", A)]));
+    l.push((36, 0, "fault", &[("type", "expire"), ("w", "1")]));
+    l.push((37, 0, "expire_cut", &[("w", "1")]));
+    l.push((38, 1, "restored", &[("lock", "0"), ("path", A)])); // ... restored after the cut
+    l.push((39, 0, "expire_closed", &[("w", "1")]));
+    let report = checked(&l);
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.excused_overlaps.len(), 1);
+    // Restored after the close was confirmed: a real overlap.
+    l.truncate(l.len() - 2);
+    l.push((38, 0, "expire_closed", &[("w", "1")]));
+    l.push((39, 1, "restored", &[("lock", "0"), ("path", A)]));
     assert!(checked(&l).has_violation("overlap"));
 }
 

@@ -687,11 +687,20 @@ impl Run {
                     // tests' `force_expiry`); the close is confirmed by the
                     // server (or the session was gone already). Then the
                     // worker reconnects and learns of it.
+                    // The checker excuses exactly what this window allows: an
+                    // interval of the worker alive at `expire_cut` and begun
+                    // before `expire_closed`, overlapped by a grant after the cut.
                     for p in &self.worker(w).proxies {
                         p.stall();
                     }
+                    self.record(Event::now(CONTROLLER, "expire_cut").with("w", w));
                     let servers = self.ensemble.connect_string();
                     let closed = super::close_session(&servers, id, &pwd, self.cfg.session);
+                    self.record(
+                        Event::now(CONTROLLER, "expire_closed")
+                            .with("w", w)
+                            .with("ok", closed.is_ok()),
+                    );
                     for p in &self.worker(w).proxies {
                         p.reset();
                     }

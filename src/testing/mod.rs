@@ -3,7 +3,8 @@
 //!
 //! zklock is tested against Apache ZooKeeper only — never a mock. This module starts
 //! Debian's ZooKeeper 3.8 (`/usr/share/java/zookeeper.jar`, installed by
-//! `make zookeeper`) on 127.0.0.1:
+//! `make zookeeper`), or 3.6.3 / 3.9.3 with `ZK_TEST_VERSION=3.6|3.9` (see
+//! [Server versions](#server-versions)), on 127.0.0.1:
 //!
 //! | item | what |
 //! |---|---|
@@ -14,6 +15,7 @@
 //! | [`FaultProxy`] | a TCP proxy in front of a server: `stall` (partition), `cut`, `reset`, `delay`, `pass` |
 //! | [`expire_session`], [`close_session`] | expire a session on the server (a second handle on its id and password, closed, until the server confirms), and wait until its handle learned it: Curator's `KillSession` |
 //! | [`four_letter`], [`parse_mntr`], [`unique_root`] | helpers |
+//! | [`test_version`], [`ServerVersion`], [`ZkServer::version`], [`server_version`], [`require_version`] | which server version runs, and skipping a test a server is too old for |
 //!
 //! The module is built only with the `testing` feature; zklock's own tests, examples
 //! and benches get it through a dev-dependency on the crate itself.
@@ -44,6 +46,31 @@
 //! directory (config, data, `zookeeper.log`) and prints its path. The shared server
 //! installs a panic hook that does the same: after any panic in the test binary its
 //! directory is kept when the process exits, and the path is printed once.
+//!
+//! # Server versions
+//!
+//! `ZK_TEST_VERSION=3.6|3.8|3.9` (default `3.8`, Debian's) picks the jars of every
+//! server the harness starts, of the tests' Java clients
+//! ([`java_client_classpath`]) and of their Curator participants
+//! ([`curator_classpath`]: Curator 2.13.0 with 3.6, Debian's 5.4 with 3.8, 5.7.1
+//! with 3.9; `ZK_TEST_CURATOR=3.6|3.8|3.9` takes another version's Curator).
+//! 3.6.3 and 3.9.3 come from `make zookeeper-versions` (PyPI's pyspark source
+//! packages, downloaded once); without it the server start fails with an error
+//! naming that target. `$ZK_TEST_CLASSPATH` still names the server jars directly
+//! and wins over `ZK_TEST_VERSION` for the server.
+//!
+//! A test that needs a newer server asks for it and returns early, with the
+//! reason printed, on an older one:
+//!
+//! ```no_run
+//! if !zklock::testing::require_version(3, 9) {
+//!     return; // prints "<test>: skipped: needs ZooKeeper 3.9 or later, the server is 3.6.3"
+//! }
+//! ```
+//!
+//! [`server_version`] is the version of the tests' server ([`test_servers`], asked
+//! `srvr` once); [`ZkServer::version`] asks one server. `docs/server-versions.md`
+//! lists what each version has and how it is tested.
 //!
 //! # Requirements and errors
 //!
@@ -77,16 +104,22 @@ mod pki;
 mod process;
 mod proxy;
 mod server;
+mod version;
 
 pub use ensemble::ZkEnsemble;
 pub use expire::{close_session, expire_session};
 pub use kdc::{TestKdc, TEST_REALM};
 pub use pki::{ClientCert, TestPki, STORE_PASSWORD};
-pub use process::{pid_alive, NETTY_CLASSPATH};
+pub use process::pid_alive;
 #[cfg(feature = "tls")]
 pub use proxy::TlsFront;
 pub use proxy::{FaultProxy, ProxyMode, QuorumCounts};
 pub use server::{ZkServer, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
+pub use version::{
+    curator_classpath, curator_version, java_client_classpath, require_version, server_classpath,
+    server_version, test_version, versions_dir, ServerVersion, NETTY_CLASSPATH, TEST_VERSIONS,
+    VERSIONS_DIR_ENV, VERSION_ENV,
+};
 
 /// The environment variable naming existing servers for the tests:
 /// `ZK_TEST_SERVERS=host:port[,host:port...]`. See [`test_servers`].

@@ -26,10 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Debian's `zookeeper` package: the server jar (its manifest pulls in the rest of the
-/// classpath) plus a logging backend.
-pub(crate) const DEFAULT_CLASSPATH: &str =
-    "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar";
+use super::version::{DEFAULT_CLASSPATH, NETTY_CLASSPATH};
 
 /// How to install what is missing; ends every "cannot start" error.
 pub(crate) const FIX_HINT: &str = "run `make zookeeper` (as root it installs Debian's \
@@ -108,14 +105,6 @@ pub(crate) struct JvmSpec {
     pub(crate) netty: bool,
 }
 
-/// The jars Debian's `libnetty-java` (a dependency of `libzookeeper-java`)
-/// provides that `zookeeper.jar`'s manifest class path leaves out, though the
-/// Netty server factory and the Java client's Netty socket (TLS on either side)
-/// need them: without `netty-codec.jar` the server accepts TLS connections and
-/// fails each with `NoClassDefFoundError: io/netty/handler/codec/ByteToMessageDecoder`.
-pub const NETTY_CLASSPATH: &str = "/usr/share/java/netty-codec.jar:\
-     /usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar";
-
 /// A running (or dead, not yet reaped) JVM under its watchdog.
 #[derive(Debug)]
 pub(crate) struct Watchdog {
@@ -127,8 +116,8 @@ pub(crate) struct Watchdog {
 impl Watchdog {
     /// Starts the JVM described by `spec` under a watchdog.
     pub(crate) fn spawn(spec: &JvmSpec) -> io::Result<Watchdog> {
-        let mut classpath = classpath()?;
-        if spec.netty {
+        let (mut classpath, has_netty) = classpath()?;
+        if spec.netty && !has_netty {
             classpath = format!("{classpath}:{NETTY_CLASSPATH}");
         }
         let java = java_binary();
@@ -354,21 +343,21 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
-fn classpath() -> io::Result<String> {
-    if let Ok(cp) = std::env::var("ZK_TEST_CLASSPATH") {
-        if !cp.is_empty() {
-            return Ok(cp);
+/// The servers' classpath ([`super::version::server_classpath`]), checked
+/// for Debian's jars when it is Debian's; the flag says it has Netty's jars.
+fn classpath() -> io::Result<(String, bool)> {
+    let (cp, has_netty) = super::version::server_classpath()?;
+    if cp == DEFAULT_CLASSPATH {
+        for jar in DEFAULT_CLASSPATH.split(':') {
+            if !Path::new(jar).exists() {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("Apache ZooKeeper is not installed ({jar} is missing): {FIX_HINT}"),
+                ));
+            }
         }
     }
-    for jar in DEFAULT_CLASSPATH.split(':') {
-        if !Path::new(jar).exists() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("Apache ZooKeeper is not installed ({jar} is missing): {FIX_HINT}"),
-            ));
-        }
-    }
-    Ok(DEFAULT_CLASSPATH.to_string())
+    Ok((cp, has_netty))
 }
 
 fn java_binary() -> PathBuf {

@@ -369,6 +369,21 @@ impl ZkServer {
         self.four_letter("mntr").map(|r| parse_mntr(&r))
     }
 
+    /// The version this server says it runs (its `srvr` reply), e.g. 3.9.3 with
+    /// `ZK_TEST_VERSION=3.9` (see [`test_version`](super::test_version)).
+    ///
+    /// # Errors
+    /// The `srvr` exchange failed, or its reply has no version (`InvalidData`).
+    pub fn version(&self) -> io::Result<super::ServerVersion> {
+        let reply = self.four_letter("srvr")?;
+        super::ServerVersion::from_srvr(&reply).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("no version in the `srvr` reply: {reply}"),
+            )
+        })
+    }
+
     /// Marks the directory to be kept even if the process exits without dropping
     /// this handle (used for the shared server when a test panics).
     pub(crate) fn keep_on_exit(&self) {

@@ -12,13 +12,13 @@ use std::thread;
 use std::time::Duration;
 
 use zklock::client::{Acl, CreateMode, Id, ZooKeeper};
-use zklock::testing::NETTY_CLASSPATH;
 use zklock::ZkError;
 
-const JARS: [&str; 2] = [
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/slf4j-nop.jar",
-];
+/// The Java client of the server version under test (`ZK_TEST_VERSION`), with
+/// its Netty jars (TLS): `zklock::testing::java_client_classpath`.
+fn jars() -> String {
+    zklock::testing::java_client_classpath().unwrap_or_else(|e| panic!("{e}"))
+}
 
 /// Compiles tests/java/TlsClient.java once; panics with the fix when there is
 /// no JDK (no silent skip).
@@ -31,7 +31,7 @@ fn java_classes() -> &'static Path {
         let status = Command::new("javac")
             .args(["-nowarn", "-proc:none", "-implicit:none", "-d"])
             .arg(&out)
-            .args(["-cp", &JARS.join(":")])
+            .args(["-cp", &jars()])
             .arg(src)
             .status()
             .expect("javac not found: run `make zookeeper` (installs default-jdk-headless)");
@@ -50,11 +50,7 @@ pub struct JavaClient {
 impl JavaClient {
     /// Starts it and waits for its "connected" line.
     pub fn start(jvm_options: &[String], connect: &str) -> JavaClient {
-        let cp = format!(
-            "{}:{}:{NETTY_CLASSPATH}",
-            java_classes().display(),
-            JARS.join(":")
-        );
+        let cp = format!("{}:{}", java_classes().display(), jars());
         let mut child = Command::new("java")
             .args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
             .args(jvm_options)

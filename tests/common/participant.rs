@@ -19,21 +19,30 @@ use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Debian's jars a Java participant runs on: ZooKeeper 3.8 with its recipes
-/// (lock, election; the same package), Curator 5.4 and what they need
-/// (`make zookeeper`, `make curator`).
-pub const JAVA_JARS: [&str; 10] = [
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/zookeeper-jute.jar",
+/// ZooKeeper's own recipes (lock, election) a Java participant may use:
+/// Debian's, built on 3.8's client API, which 3.6 and 3.9 keep.
+pub const RECIPE_JARS: [&str; 2] = [
     "/usr/share/java/zookeeper-recipes-lock.jar",
     "/usr/share/java/zookeeper-recipes-election.jar",
-    "/usr/share/java/curator-recipes.jar",
-    "/usr/share/java/curator-framework.jar",
-    "/usr/share/java/curator-client.jar",
-    "/usr/share/java/guava.jar",
-    "/usr/share/java/slf4j-api.jar",
-    "/usr/share/java/slf4j-nop.jar",
 ];
+
+/// The jars a Java participant runs on: the Java client of the server version
+/// under test (`ZK_TEST_VERSION`: Debian's 3.8 by default, `make zookeeper`),
+/// ZooKeeper's recipes ([`RECIPE_JARS`]) and that version's Curator (Debian's
+/// 5.4 with 3.8, `make curator`; 5.7.1 with 3.9, 2.13.0 with 3.6;
+/// `ZK_TEST_CURATOR` picks another): see `zklock::testing::curator_classpath`.
+pub fn java_jars() -> String {
+    let client = zklock::testing::java_client_classpath().unwrap_or_else(|e| panic!("{e}"));
+    let curator = zklock::testing::curator_classpath().unwrap_or_else(|e| panic!("{e}"));
+    let jars = format!("{client}:{}:{curator}", RECIPE_JARS.join(":"));
+    for jar in jars.split(':') {
+        assert!(
+            Path::new(jar).exists(),
+            "{jar} missing: run `make zookeeper curator` (and `make zookeeper-versions`)"
+        );
+    }
+    jars
+}
 
 /// The kazoo venv's interpreter (`make kazoo`).
 pub const KAZOO_PYTHON: &str = "target/kazoo-venv/bin/python";
@@ -49,12 +58,7 @@ fn java_classes(class: &str) -> PathBuf {
     if let Some(dir) = dirs.get(class) {
         return dir.clone();
     }
-    for jar in JAVA_JARS {
-        assert!(
-            Path::new(jar).exists(),
-            "{jar} missing: run `make zookeeper curator`"
-        );
-    }
+    let jars = java_jars();
     let out =
         std::env::temp_dir().join(format!("zklock-participant-{}-{class}", std::process::id()));
     std::fs::create_dir_all(&out).unwrap();
@@ -62,7 +66,7 @@ fn java_classes(class: &str) -> PathBuf {
     let status = Command::new("javac")
         .args(["-nowarn", "-proc:none", "-implicit:none", "-d"])
         .arg(&out)
-        .args(["-cp", &JAVA_JARS.join(":")])
+        .args(["-cp", &jars])
         .arg(&src)
         .status()
         .expect("javac not found: run `make zookeeper` (installs default-jdk-headless)");
@@ -83,7 +87,7 @@ impl Participant {
     /// Starts `java <class> <args>` (compiled from `tests/java/<class>.java`)
     /// and waits for its `ready` line.
     pub fn java(class: &str, args: &[&str]) -> Participant {
-        let cp = format!("{}:{}", java_classes(class).display(), JAVA_JARS.join(":"));
+        let cp = format!("{}:{}", java_classes(class).display(), java_jars());
         let mut cmd = Command::new("java");
         cmd.args(["-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
             .args(["-cp", &cp, class])

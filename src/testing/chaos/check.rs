@@ -160,8 +160,9 @@ fn percentile(v: &[u64], p: usize) -> u64 {
 ///   another holder's (write or read). An interval runs from `granted` (or
 ///   `restored`) to `releasing`, `indoubt`, `lost` or the worker's kill.
 ///   Overlaps whose earlier holder was SIGSTOPped during its interval, or
-///   whose session another handle closed before the later grant, are counted
-///   apart ([`Report::excused_overlaps`]);
+///   was force-expired (alive when the controller cut it off, `expire_cut`,
+///   begun before its session was closed, `expire_closed`, with the later
+///   grant after the cut), are counted apart ([`Report::excused_overlaps`]);
 /// - **fencing**: no write sent after its grant's `lost` was accepted; per
 ///   resource, accepted writes in zxid order come from grants in creation
 ///   order (a stale holder's write never lands after a newer holder's);
@@ -180,15 +181,24 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
     // Pauses (SIGSTOP windows) and kills of workers, from the controller.
     let mut pauses: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
     let mut paused_since: HashMap<u32, u64> = HashMap::new();
-    let mut expiries: HashMap<u32, Vec<u64>> = HashMap::new();
+    let mut expiries: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
     let last_ts = events.last().map_or(0, |e| e.ts);
     for e in events.iter().filter(|e| e.worker == CONTROLLER) {
         match e.kind.as_str() {
             "worker_paused" => {
                 paused_since.insert(w_of(e), e.ts);
             }
-            "fault" if e.get("type") == Some("expire") => {
-                expiries.entry(w_of(e)).or_default().push(e.ts);
+            // A forced expiry's window: the worker cut off (its proxies
+            // stalled), then its session closed by another handle.
+            "expire_cut" => {
+                expiries.entry(w_of(e)).or_default().push((e.ts, u64::MAX));
+            }
+            "expire_closed" => {
+                if let Some(w) = expiries.get_mut(&w_of(e)).and_then(|v| v.last_mut()) {
+                    if w.1 == u64::MAX {
+                        w.1 = e.ts;
+                    }
+                }
             }
             "worker_resumed" => {
                 if let Some(s) = paused_since.remove(&w_of(e)) {
@@ -386,9 +396,14 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
                     b.start,
                     (a.end.min(b.end) - b.start) / 1000
                 );
-                let expired = expiries
-                    .get(&a.worker)
-                    .is_some_and(|v| v.iter().any(|&x| a.start < x && x <= a.end && x <= b.start));
+                // Excused by a forced expiry: the earlier holder was alive at
+                // the cut and began before its session was closed (it could
+                // not learn of the close while cut off), the later grant
+                // came after the cut.
+                let expired = expiries.get(&a.worker).is_some_and(|v| {
+                    v.iter()
+                        .any(|&(cut, closed)| a.start < closed && cut <= a.end && cut <= b.start)
+                });
                 if paused_during(a.worker, a.start, a.end) > 0 {
                     report.excused_overlaps.push(format!("paused: {what}"));
                 } else if expired {
