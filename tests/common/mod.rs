@@ -419,26 +419,11 @@ pub fn force_expiry(proxy: &zklock::testing::FaultProxy, servers: &str, zkw: &Zo
     }
 }
 
-/// The shared server's ZooKeeper version (major, minor, patch), read from
-/// its `srvr` ("Zookeeper version: 3.8.0-..., built on ...").
+/// The tests' server's ZooKeeper version (major, minor, patch), from the
+/// harness ([`zklock::testing::server_version`], one `srvr`).
 pub fn server_version() -> (u32, u32, u32) {
-    let srvr = zklock::testing::four_letter(&shared_server().connect_string(), "srvr")
-        .expect("srvr from the shared server");
-    parse_server_version(&srvr).unwrap_or_else(|| panic!("no version in srvr: {srvr:?}"))
-}
-
-/// The version in a `srvr` reply.
-pub fn parse_server_version(srvr: &str) -> Option<(u32, u32, u32)> {
-    let line = srvr.lines().find(|l| l.starts_with("Zookeeper version:"))?;
-    let version = line["Zookeeper version:".len()..].trim();
-    let mut parts = version
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|n| n.parse::<u32>());
-    Some((
-        parts.next()?.ok()?,
-        parts.next()?.ok()?,
-        parts.next()?.ok()?,
-    ))
+    let v = zklock::testing::server_version();
+    (v.major, v.minor, v.patch)
 }
 
 /// Whether the shared server checks READ on `exists` (ZOOKEEPER-2590:
