@@ -176,6 +176,18 @@ pub fn digest_id(user: &str, password: &str) -> String {
 /// identities (e.g. one certificate per host). Every other identity can
 /// neither create nor delete in the directories such a policy made (`NoAuth`)
 /// and, without world `READ`, not read them either.
+///
+/// # `READ` and `exists` on ZooKeeper 3.8.4+ and 3.9.2+
+/// From 3.8.4 and 3.9.2 (ZOOKEEPER-2590) the server checks `READ` on
+/// `exists` too, as it always did on `getData`: `exists` of a node whose ACL
+/// gives the caller no `READ` answers `NoAuth` where 3.8.0 and 3.6 gave the
+/// `Stat`. A waiter (lock, semaphore, election, ...) watches its
+/// predecessor's node, which another participant created: under a policy
+/// that gives the other participants no `READ` (a [`with_grant`](Self::with_grant)
+/// of `CREATE | DELETE` only) a waiter of a different identity fails with
+/// `NoAuth` on those servers. Give the participants `READ` (`Perms::ALL`,
+/// or [`creator_all_world_read`](Self::creator_all_world_read); CLI
+/// `--acl creator-read`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AclPolicy {
     default: Vec<Acl>,
