@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use crate::call::CallSession;
+use super::node::{Look, NodeWaiter};
 use crate::error::{Result, ZkError};
 use crate::owned::{Guard, Removal};
-use crate::wait::{Bounds, Waiter};
+use crate::wait::Bounds;
 use crate::watcher::ZooKeeperWatcher;
 
 /// A barrier: the "Barriers" recipe of ZooKeeper's recipes page (Curator's
@@ -21,14 +21,12 @@ use crate::watcher::ZooKeeperWatcher;
 /// is already gone. Every waiter is woken by the one deletion: that is the
 /// recipe (all waiters must go).
 pub struct Barrier {
-    zkw: ZooKeeperWatcher,
-    path: String,
-    waiter: Waiter,
+    waiter: NodeWaiter,
 }
 
 impl std::fmt::Debug for Barrier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Barrier").field("path", &self.path).finish()
+        self.waiter.fmt_as(f, "Barrier")
     }
 }
 
@@ -38,19 +36,15 @@ impl Barrier {
     /// # Errors
     /// `BadArguments` for an invalid path.
     pub fn new(zkw: &ZooKeeperWatcher, path: &str) -> Result<Barrier> {
-        crate::path::validate(path)?;
-        Ok(Barrier {
-            zkw: zkw.clone(),
-            path: path.to_string(),
-            waiter: Waiter::default(),
-        })
+        let waiter = NodeWaiter::new(zkw, path)?;
+        Ok(Barrier { waiter })
     }
 
     crate::wait::with_wait_hook!();
 
     /// The barrier's node.
     pub fn path(&self) -> &str {
-        &self.path
+        &self.waiter.path
     }
 
     /// Sets the barrier: creates its node (and missing parents); no error when
@@ -59,9 +53,10 @@ impl Barrier {
     /// # Errors
     /// Session errors.
     pub fn set_barrier(&self) -> Result<()> {
-        self.zkw
+        self.waiter
+            .zkw
             .recoverable_zookeeper()
-            .create_with_parents(&self.path, &[])
+            .create_with_parents(self.path(), &[])
     }
 
     /// Removes the barrier: deletes its node, waking every waiter. `true`
@@ -71,7 +66,7 @@ impl Barrier {
     /// # Errors
     /// `NotEmpty` if someone put children under the node; session errors.
     pub fn remove_barrier(&self) -> Result<bool> {
-        Removal::new(self.path.as_str(), Guard::Any).run(self.zkw.recoverable_zookeeper())
+        Removal::new(self.path(), Guard::Any).run(self.waiter.zkw.recoverable_zookeeper())
     }
 
     /// Whether the barrier is set now.
@@ -80,9 +75,10 @@ impl Barrier {
     /// Session errors.
     pub fn is_set(&self) -> Result<bool> {
         Ok(self
+            .waiter
             .zkw
             .recoverable_zookeeper()
-            .exists(&self.path, false)?
+            .exists(self.path(), false)?
             .is_some())
     }
 
@@ -106,27 +102,16 @@ impl Barrier {
         self.wait_within(Bounds::new(None)).map(drop)
     }
 
+    /// Whether the barrier went within `bounds`: reads the node with a data
+    /// watch until it is gone.
     fn wait_within(&self, bounds: Bounds) -> Result<bool> {
-        match self.wait_loop(bounds) {
-            Err(e) if bounds.cut_short(&e) => Ok(false),
-            other => other,
-        }
-    }
-
-    fn wait_loop(&self, bounds: Bounds) -> Result<bool> {
-        let call = CallSession::begin(&self.zkw)?;
-        let rzk = call.rzk().with_deadline(bounds.calls);
-        loop {
-            call.check()?;
-            let round = self.waiter.round();
-            match rzk.get_data_watch(&self.path, self.waiter.watcher()) {
-                Err(e) if e.is(ZkError::NoNode) => return Ok(true),
-                Err(e) => return Err(e),
-                Ok(_) => {}
+        let gone = self.waiter.wait_until(bounds, |rzk, watcher| {
+            match rzk.get_data_watch(self.path(), watcher) {
+                Err(e) if e.is(ZkError::NoNode) => Ok(Look::Done(())),
+                Err(e) => Err(e),
+                Ok(_) => Ok(Look::Wait),
             }
-            if !self.waiter.wait(&call, round, bounds.wait, &self.path)? {
-                return Ok(false);
-            }
-        }
+        })?;
+        Ok(gone.is_some())
     }
 }

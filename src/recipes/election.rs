@@ -1,7 +1,7 @@
 //! ZooKeeper's `org.apache.zookeeper.recipes.leader.LeaderElectionSupport`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::info;
 
@@ -9,11 +9,11 @@ use super::candidate::{LeadershipEvent, Offer, OfferMark};
 use super::node::read_participants;
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
-use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
+use super::rounds::{listener_trait, Listeners, RoundEngine, RoundHandle, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::owned::Parents;
 use crate::sequence::number_after_last;
-use crate::types::{EventType, WatchedEvent, WatcherType};
+use crate::types::{EventType, WatchedEvent};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -71,19 +71,15 @@ impl ElectionEventType {
     }
 }
 
-/// Java's `LeaderElectionAware`. Closures `Fn(ElectionEventType)` implement it.
-/// Called on the client's event thread (or the thread in `start`/`stop`, or a
-/// thread waiting in `start`/`await_leadership` that sees the session's end
-/// before the event thread tells it), one event at a time: keep it short,
-/// never block on ZooKeeper in it.
-pub trait LeaderElectionAware: Send + Sync {
-    /// Java's `onElectionEvent(EventType)`.
-    fn on_election_event(&self, event: ElectionEventType);
-}
-
-impl<F: Fn(ElectionEventType) + Send + Sync> LeaderElectionAware for F {
-    fn on_election_event(&self, event: ElectionEventType) {
-        self(event)
+listener_trait! {
+    /// Java's `LeaderElectionAware`. Closures `Fn(ElectionEventType)` implement it.
+    /// Called on the client's event thread (or the thread in `start`/`stop`, or a
+    /// thread waiting in `start`/`await_leadership` that sees the session's end
+    /// before the event thread tells it), one event at a time: keep it short,
+    /// never block on ZooKeeper in it.
+    pub trait LeaderElectionAware {
+        /// Java's `onElectionEvent(EventType)`.
+        fn on_election_event(ElectionEventType);
     }
 }
 
@@ -163,19 +159,15 @@ struct Candidacy {
 ///   session at `t` and elect another: at most one candidate has `has_leadership()`.
 /// - Dropping a started candidate withdraws its offer in the background.
 pub struct LeaderElectionSupport {
-    zkw: ZooKeeperWatcher,
+    rounds: RoundHandle<Candidacy>,
     host_name: String,
-    candidacy: Arc<Candidacy>,
-    hook_id: Option<u64>,
 }
 
 impl std::fmt::Debug for LeaderElectionSupport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderElectionSupport")
-            .field("root", &self.candidacy.engine.path())
-            .field("host_name", &self.host_name)
-            .field("state", &*self.candidacy.engine.state())
-            .finish()
+        let host_name = ("host_name", self.host_name.as_str());
+        self.rounds
+            .fmt_as(f, "LeaderElectionSupport", "root", &[host_name])
     }
 }
 
@@ -219,12 +211,12 @@ impl RoundRecipe for Candidacy {
             EventType::NodeDataChanged | EventType::DataWatchRemoved
                 if is_own && state == ElectionState::Elected =>
             {
-                self.watch_again(generation, path, true)
+                self.engine.watch_own(generation, Self::round)
             }
             EventType::NodeDataChanged | EventType::DataWatchRemoved
                 if state == ElectionState::Ready && ahead.as_deref() == Some(path.as_str()) =>
             {
-                self.watch_again(generation, path, false)
+                self.watch_again(generation, path)
             }
             _ => {}
         }
@@ -285,51 +277,40 @@ impl Candidacy {
     }
 
     fn listed(&self, generation: u64, r: Result<Vec<String>>) {
-        let children = match r {
-            Ok(c) => c,
-            Err(e) => return self.engine.request_failed(generation, &e, Self::round),
-        };
-        let Some((node, zk, me)) = self.engine.proceed(generation) else {
+        let Some(placed) = self.engine.placed(generation, r) else {
             return;
         };
-        let mine = zkutil::get_node_name(&node).to_string();
-        let offers = sorted_offers(&children);
-        let Some(pos) = offers.iter().position(|o| **o == mine) else {
-            return self.engine.fail(generation, ZkError::NoNode);
-        };
         self.dispatch(&[ElectionEventType::DetermineComplete]);
-        let watcher = self.engine.watcher();
-        if pos == 0 {
+        let Some(ahead) = placed.ahead.clone() else {
             // Watch our own offer: its deletion, and the connection events.
-            zk.exists_async(&node, Some(watcher), move |r| match r {
-                Ok(Some(_)) => me.elected(generation),
-                Ok(None) => me.engine.fail(generation, ZkError::NoNode),
-                Err(e) => me.engine.request_failed(generation, &e, Self::round),
-            });
-        } else {
-            let ahead = zkutil::join_znode(self.engine.path(), offers[pos - 1]);
-            #[cfg(feature = "testing")]
-            self.hook.call(ElectionStep::Watching, &ahead);
-            // Java's `becomeReady`: READY_START only once `exists` found the
-            // offer ahead.
-            zk.exists_async(&ahead.clone(), Some(watcher), move |r| match r {
+            return placed.watch_own(generation, Self::elected, Self::round);
+        };
+        #[cfg(feature = "testing")]
+        self.hook.call(ElectionStep::Watching, &ahead);
+        // Java's `becomeReady`: READY_START only once `exists` found the
+        // offer ahead.
+        let (zk, me) = (placed.zk, placed.me);
+        zk.exists_async(
+            &ahead.clone(),
+            Some(self.engine.watcher()),
+            move |r| match r {
                 Ok(Some(_)) => me.ready(generation, ahead),
                 // Gone before the watch: determine again (as Java does).
                 Ok(None) => me.round(generation),
                 Err(e) => me.engine.request_failed(generation, &e, Self::round),
-            });
-        }
+            },
+        );
     }
 
-    /// Sets the watch on `path` again after a write spent it: its deletion
-    /// (or the leader's own) must still be heard.
-    fn watch_again(&self, generation: u64, path: String, own: bool) {
+    /// Sets the watch on the offer ahead, `path`, again after a write spent
+    /// it: its deletion must still be heard (the leader's own offer:
+    /// [`RoundEngine::watch_own`]).
+    fn watch_again(&self, generation: u64, path: String) {
         let Some((_, zk, me)) = self.engine.proceed(generation) else {
             return;
         };
         zk.exists_async(&path, Some(self.engine.watcher()), move |r| match r {
             Ok(Some(_)) => {}
-            Ok(None) if own => me.engine.fail(generation, ZkError::NoNode),
             Ok(None) => me.round(generation),
             Err(e) => me.engine.request_failed(generation, &e, Self::round),
         });
@@ -397,46 +378,38 @@ impl LeaderElectionSupport {
     /// # Errors
     /// `BadArguments` for an invalid `root`.
     pub fn new(zkw: &ZooKeeperWatcher, root: &str, host_name: &str) -> Result<Self> {
-        crate::path::validate(root)?;
-        let candidacy = Arc::new_cyclic(|me| Candidacy {
-            engine: RoundEngine::new(
-                zkw,
-                root,
-                CandidateRound {
-                    state: ElectionState::Stop,
-                    ahead: None,
-                },
-                me,
-            ),
+        let state = CandidateRound {
+            state: ElectionState::Stop,
+            ahead: None,
+        };
+        let rounds = RoundHandle::new(zkw, root, state, |engine| Candidacy {
+            engine,
             listeners: Listeners::default(),
             #[cfg(feature = "testing")]
             hook: StepHook::default(),
-        });
-        let hook_id = candidacy.engine.register();
+        })?;
         Ok(LeaderElectionSupport {
-            zkw: zkw.clone(),
+            rounds,
             host_name: host_name.to_string(),
-            candidacy,
-            hook_id,
         })
     }
 
     /// Java's `addListener`.
     pub fn add_listener(&self, listener: impl LeaderElectionAware + 'static) {
-        self.candidacy.listeners.add(Arc::new(listener));
+        self.rounds.core.listeners.add(Arc::new(listener));
     }
 
     /// Calls `hook` at each [`ElectionStep`] (feature `testing`); it runs on
     /// the thread that does the step (the event thread after a wake-up).
     #[cfg(feature = "testing")]
     pub fn with_step_hook(self, hook: impl Fn(ElectionStep, &str) + Send + Sync + 'static) -> Self {
-        self.candidacy.hook.set(hook);
+        self.rounds.core.hook.set(hook);
         self
     }
 
     /// Java's `getRootNodeName()`.
     pub fn root_node_name(&self) -> &str {
-        self.candidacy.engine.path()
+        self.rounds.path()
     }
 
     /// Java's `getHostName()`.
@@ -446,24 +419,19 @@ impl LeaderElectionSupport {
 
     /// Java's `getState()`-like view of the candidate's state.
     pub fn state(&self) -> ElectionState {
-        self.candidacy.engine.state().recipe.state
+        self.rounds.engine().state().recipe.state
     }
 
     /// This candidate's offer node, once made.
     pub fn offer_node(&self) -> Option<String> {
-        self.candidacy.engine.state().node.clone()
+        self.rounds.node()
     }
 
     /// zklock: whether this candidate leads now: elected, connection not in
     /// doubt, its session alive (not replaced by a renewed one). The name
     /// every leadership recipe uses (Curator's `hasLeadership`).
     pub fn has_leadership(&self) -> bool {
-        let st = self.candidacy.engine.state();
-        st.recipe.state == ElectionState::Elected
-            && !st.in_doubt
-            && st.failed.is_none()
-            && !self.zkw.state().is_terminal()
-            && self.zkw.zookeeper().session_id() == st.session
+        self.rounds.holds(|c| c.state == ElectionState::Elected)
     }
 
     /// The former name of [`has_leadership`](Self::has_leadership).
@@ -476,8 +444,7 @@ impl LeaderElectionSupport {
     /// not confirmed since (`LeadershipInDoubt` told, `LeadershipRestored`
     /// not yet): it does not lead meanwhile.
     pub fn is_in_doubt(&self) -> bool {
-        let st = self.candidacy.engine.state();
-        st.recipe.state == ElectionState::Elected && st.in_doubt && st.failed.is_none()
+        self.rounds.is_in_doubt()
     }
 
     /// Java's `start()`: makes the offer and determines this candidate's place
@@ -495,7 +462,7 @@ impl LeaderElectionSupport {
     /// `becomeFailed`).
     pub fn start(&self) -> Result<()> {
         {
-            let mut st = self.candidacy.engine.state();
+            let mut st = self.rounds.engine().state();
             if st.node.is_some() {
                 return Err(Error::BadArguments(format!(
                     "election on {} already started",
@@ -504,7 +471,7 @@ impl LeaderElectionSupport {
             }
             st.recipe.state = ElectionState::Start;
         }
-        let c = &self.candidacy;
+        let c = &self.rounds.core;
         c.dispatch(&[ElectionEventType::Start]);
         c.engine.state().recipe.state = ElectionState::Offer;
         c.dispatch(&[ElectionEventType::OfferStart]);
@@ -534,7 +501,7 @@ impl LeaderElectionSupport {
             mark: OfferMark::Serial,
             parents: Parents::Persistent,
         }
-        .make(&self.zkw)
+        .make(&self.rounds.zkw)
     }
 
     /// Java's `stop()`: withdraws the offer (the next candidate is notified).
@@ -544,26 +511,18 @@ impl LeaderElectionSupport {
     /// background); none when the session already ended.
     pub fn stop(&self) -> Result<()> {
         let taken = self.take();
-        self.candidacy.dispatch(&[ElectionEventType::StopStart]);
-        let mut result = Ok(());
-        if let Some(taken) = taken {
-            let zk = self.zkw.zookeeper();
-            if taken.led && zk.session_id() == taken.session {
-                // The leader watches its own offer; removing the watch first
-                // (a request, no notification) leaves one notification per
-                // succession: the successor's.
-                let _ = zk.remove_watches(&taken.node, WatcherType::Data);
-            }
-            result = taken.withdraw(&self.zkw);
-        }
-        self.candidacy.dispatch(&[ElectionEventType::StopComplete]);
+        self.rounds.core.dispatch(&[ElectionEventType::StopStart]);
+        let result = taken.map_or(Ok(()), |taken| self.rounds.step_down(taken));
+        self.rounds
+            .core
+            .dispatch(&[ElectionEventType::StopComplete]);
         result
     }
 
     /// Forgets the offer (a new generation: answers of earlier rounds are
     /// ignored); the state becomes `Stop`.
     fn take(&self) -> Option<Taken> {
-        self.candidacy.engine.take(|c| {
+        self.rounds.engine().take(|c| {
             let was_leader = c.state == ElectionState::Elected;
             c.state = ElectionState::Stop;
             c.ahead = None;
@@ -577,7 +536,7 @@ impl LeaderElectionSupport {
     /// # Errors
     /// ZooKeeper errors after retries.
     pub fn get_leader_host_name(&self) -> Result<Option<String>> {
-        get_leader_host_name(&self.zkw, self.root_node_name())
+        get_leader_host_name(&self.rounds.zkw, self.root_node_name())
     }
 
     /// Curator's `LeaderLatch.getParticipants()`, kazoo's
@@ -587,7 +546,7 @@ impl LeaderElectionSupport {
     /// # Errors
     /// ZooKeeper errors after retries.
     pub fn participants(&self) -> Result<Vec<Participant>> {
-        participants(&self.zkw, self.root_node_name())
+        participants(&self.rounds.zkw, self.root_node_name())
     }
 
     /// Curator's `LeaderLatch.getLeader()`: the leading candidate (the lowest
@@ -609,10 +568,7 @@ impl LeaderElectionSupport {
     /// when its session ended, also with session renewal; `NoNode` when its
     /// offer was deleted).
     pub fn await_leadership(&self, timeout: Duration) -> Result<bool> {
-        let deadline = Instant::now() + timeout;
-        self.candidacy.engine.wait_until(deadline, |st| {
-            st.recipe.state == ElectionState::Elected && !st.in_doubt
-        })
+        self.rounds.await_leadership(timeout)
     }
 }
 
@@ -656,9 +612,8 @@ pub fn get_leader_host_name(zkw: &ZooKeeperWatcher, root: &str) -> Result<Option
 impl Drop for LeaderElectionSupport {
     fn drop(&mut self) {
         if let Some(taken) = self.take() {
-            taken.withdraw_in_background(&self.zkw);
+            taken.withdraw_in_background(&self.rounds.zkw);
         }
-        self.candidacy.engine.unregister(self.hook_id);
     }
 }
 

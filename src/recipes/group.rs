@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use super::layout::PARTY_PREFIX;
-use super::node::{children_or_none, SessionNode};
+use super::node::{children_or_none, Look, NodeWaiter, SessionNode};
 use crate::call::CallSession;
 use crate::error::{Result, ZkError};
 use crate::types::CreateMode;
-use crate::wait::{Bounds, Waiter};
+use crate::wait::Bounds;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -28,14 +28,12 @@ use crate::zkutil;
 /// (changes between two calls are never missed: the wait compares with what
 /// the caller saw, not with the last event).
 pub struct Group {
-    zkw: ZooKeeperWatcher,
-    path: String,
-    waiter: Waiter,
+    waiter: NodeWaiter,
 }
 
 impl std::fmt::Debug for Group {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Group").field("path", &self.path).finish()
+        self.waiter.fmt_as(f, "Group")
     }
 }
 
@@ -67,19 +65,15 @@ impl Group {
     /// # Errors
     /// `BadArguments` for an invalid path.
     pub fn new(zkw: &ZooKeeperWatcher, path: &str) -> Result<Group> {
-        crate::path::validate(path)?;
-        Ok(Group {
-            zkw: zkw.clone(),
-            path: path.to_string(),
-            waiter: Waiter::default(),
-        })
+        let waiter = NodeWaiter::new(zkw, path)?;
+        Ok(Group { waiter })
     }
 
     crate::wait::with_wait_hook!();
 
     /// The group's node.
     pub fn path(&self) -> &str {
-        &self.path
+        &self.waiter.path
     }
 
     /// Joins as `name` with `data` (an ephemeral node of this session).
@@ -88,14 +82,14 @@ impl Group {
     /// `NodeExists` when a live member already has `name`; `BadArguments` for a
     /// name with a `/`; session errors.
     pub fn join(&self, name: &str, data: &[u8]) -> Result<Member> {
-        let node = zkutil::join_znode(&self.path, name);
+        let node = zkutil::join_znode(self.path(), name);
         crate::path::validate(&node)?;
         if name.contains('/') {
             return Err(crate::Error::BadArguments(format!(
                 "a member name has no '/': {name}"
             )));
         }
-        let call = CallSession::begin(&self.zkw)?;
+        let call = CallSession::begin(&self.waiter.zkw)?;
         let node = SessionNode::create(&call, &node, data, CreateMode::Ephemeral)?;
         Ok(Member { node: Some(node) })
     }
@@ -107,8 +101,8 @@ impl Group {
     /// # Errors
     /// Session errors.
     pub fn join_party(&self, data: &[u8]) -> Result<Member> {
-        let call = CallSession::begin(&self.zkw)?;
-        let prefix = zkutil::join_znode(&self.path, PARTY_PREFIX);
+        let call = CallSession::begin(&self.waiter.zkw)?;
+        let prefix = zkutil::join_znode(self.path(), PARTY_PREFIX);
         let node = SessionNode::create(&call, &prefix, data, CreateMode::EphemeralSequential)?;
         Ok(Member { node: Some(node) })
     }
@@ -118,7 +112,7 @@ impl Group {
     /// # Errors
     /// Session errors.
     pub fn members(&self) -> Result<Vec<String>> {
-        let mut c = children_or_none(self.zkw.recoverable_zookeeper(), &self.path)?;
+        let mut c = children_or_none(self.waiter.zkw.recoverable_zookeeper(), self.path())?;
         c.sort();
         Ok(c)
     }
@@ -129,9 +123,10 @@ impl Group {
     /// Session errors.
     pub fn member_data(&self, name: &str) -> Result<Option<Vec<u8>>> {
         match self
+            .waiter
             .zkw
             .recoverable_zookeeper()
-            .get_data(&zkutil::join_znode(&self.path, name), false)
+            .get_data(&zkutil::join_znode(self.path(), name), false)
         {
             Ok((d, _)) => Ok(Some(d)),
             Err(e) if e.is(ZkError::NoNode) => Ok(None),
@@ -152,34 +147,22 @@ impl Group {
         timeout: Duration,
     ) -> Result<Option<Vec<String>>> {
         let bounds = Bounds::new(Some(timeout));
-        match self.wait_loop(seen, bounds) {
-            Err(e) if bounds.cut_short(&e) => Ok(None),
-            other => other,
-        }
-    }
-
-    fn wait_loop(&self, seen: &[String], bounds: Bounds) -> Result<Option<Vec<String>>> {
-        let call = CallSession::begin(&self.zkw)?;
-        let rzk = call.rzk().with_deadline(bounds.calls);
-        loop {
-            call.check()?;
-            let round = self.waiter.round();
-            let mut now = match rzk.get_children_watch(&self.path, self.waiter.watcher()) {
+        self.waiter.wait_until(bounds, |rzk, watcher| {
+            let mut now = match rzk.get_children_watch(self.path(), watcher) {
                 Ok(c) => c,
                 Err(e) if e.is(ZkError::NoNode) => {
-                    rzk.create_with_parents(&self.path, &[])?;
-                    continue;
+                    rzk.create_with_parents(self.path(), &[])?;
+                    return Ok(Look::Again);
                 }
                 Err(e) => return Err(e),
             };
             now.sort();
-            if now != seen {
-                return Ok(Some(now));
-            }
-            if !self.waiter.wait(&call, round, bounds.wait, &self.path)? {
-                return Ok(None);
-            }
-        }
+            Ok(if now != seen {
+                Look::Done(now)
+            } else {
+                Look::Wait
+            })
+        })
     }
 }
 

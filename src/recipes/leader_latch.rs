@@ -2,20 +2,21 @@
 //! Curator participants share one latch.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::info;
 
 use super::candidate::{LeadershipEvent, Offer, OfferMark};
 use super::layout::{sorted_by_sequence_after, LATCH_MARKER};
 use super::node::read_participants;
-use super::rounds::{Listeners, RoundEngine, RoundRecipe, Taken};
+use super::rounds::{
+    listener_trait, Listeners, Placed, RoundEngine, RoundHandle, RoundRecipe, Taken,
+};
 use crate::error::{Error, Result, ZkError};
 use crate::lock::Dialect;
 use crate::owned::{OwnerMark, Parents};
-use crate::types::{EventType, WatchedEvent, WatcherType};
+use crate::types::{EventType, WatchedEvent};
 use crate::watcher::ZooKeeperWatcher;
-use crate::zkutil;
 
 pub use super::node::Participant;
 
@@ -56,17 +57,13 @@ impl LatchEvent {
     }
 }
 
-/// Curator's `LeaderLatchListener`. Closures `Fn(LatchEvent)` implement it.
-/// Called on the client's event thread (or the thread in `start`), one event
-/// at a time: keep it short, never block on ZooKeeper in it.
-pub trait LeaderLatchListener: Send + Sync {
-    /// One event, in order.
-    fn on_latch_event(&self, event: LatchEvent);
-}
-
-impl<F: Fn(LatchEvent) + Send + Sync> LeaderLatchListener for F {
-    fn on_latch_event(&self, event: LatchEvent) {
-        self(event)
+listener_trait! {
+    /// Curator's `LeaderLatchListener`. Closures `Fn(LatchEvent)` implement it.
+    /// Called on the client's event thread (or the thread in `start`), one event
+    /// at a time: keep it short, never block on ZooKeeper in it.
+    pub trait LeaderLatchListener {
+        /// One event, in order.
+        fn on_latch_event(LatchEvent);
     }
 }
 
@@ -144,19 +141,14 @@ struct Latching {
 ///   deletes the node before it returns; dropping a started latch removes
 ///   its node in the background.
 pub struct LeaderLatch {
-    zkw: ZooKeeperWatcher,
+    rounds: RoundHandle<Latching>,
     id: String,
-    latching: Arc<Latching>,
-    hook_id: Option<u64>,
 }
 
 impl std::fmt::Debug for LeaderLatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderLatch")
-            .field("path", &self.latching.engine.path())
-            .field("id", &self.id)
-            .field("state", &*self.latching.engine.state())
-            .finish()
+        self.rounds
+            .fmt_as(f, "LeaderLatch", "path", &[("id", &self.id)])
     }
 }
 
@@ -169,7 +161,7 @@ impl RoundRecipe for Latching {
 
     /// Curator's `getChildren` then `checkLeadership`, as asynchronous calls.
     fn round(&self, generation: u64) {
-        self.engine.list(generation, Self::listed);
+        self.engine.list_placed(generation, Self::listed);
     }
 
     fn node_event(&self, generation: u64, event: WatchedEvent) {
@@ -187,7 +179,7 @@ impl RoundRecipe for Latching {
             // A write spends the watch: set it again, or the deletion that
             // follows would go unheard.
             EventType::NodeDataChanged | EventType::DataWatchRemoved if is_own && lowest => {
-                self.watch_own(generation, path)
+                self.engine.watch_own(generation, Self::round)
             }
             EventType::NodeDataChanged | EventType::DataWatchRemoved if !is_own && !lowest => {
                 self.watch_ahead(generation, path)
@@ -249,30 +241,13 @@ impl Latching {
     }
 
     /// Curator's `checkLeadership`.
-    fn listed(&self, generation: u64, r: Result<Vec<String>>) {
-        let children = match r {
-            Ok(c) => c,
-            Err(e) => return self.engine.request_failed(generation, &e, Self::round),
-        };
-        let Some((node, zk, me)) = self.engine.proceed(generation) else {
-            return;
-        };
-        let mine = zkutil::get_node_name(&node);
-        let sorted = sorted_by_sequence_after(&children, LATCH_MARKER);
-        let Some(pos) = sorted.iter().position(|c| c.as_str() == mine) else {
-            // Curator resets (a new node); zklock's latch ends (see the docs).
-            return self.engine.fail(generation, ZkError::NoNode);
-        };
-        if pos == 0 {
+    /// A node missing from the listing fails the latch with `NoNode`:
+    /// Curator resets (a new node); zklock's latch ends (see the docs).
+    fn listed(&self, generation: u64, placed: Placed<Self>) {
+        match placed.ahead.clone() {
+            Some(ahead) => self.watch_ahead(generation, ahead),
             // Watch the own node: its deletion, and the connection's events.
-            zk.exists_async(&node, Some(self.engine.watcher()), move |r| match r {
-                Ok(Some(_)) => me.lowest(generation),
-                Ok(None) => me.engine.fail(generation, ZkError::NoNode),
-                Err(e) => me.engine.request_failed(generation, &e, Self::round),
-            });
-        } else {
-            let ahead = zkutil::join_znode(self.engine.path(), sorted[pos - 1]);
-            self.watch_ahead(generation, ahead);
+            None => placed.watch_own(generation, Self::lowest, Self::round),
         }
     }
 
@@ -285,18 +260,6 @@ impl Latching {
         zk.get_data_async(&ahead, Some(self.engine.watcher()), move |r| match r {
             Ok(_) => me.waiting(generation),
             Err(e) if e.is(ZkError::NoNode) => me.round(generation),
-            Err(e) => me.engine.request_failed(generation, &e, Self::round),
-        });
-    }
-
-    /// Sets the leader's watch on its own node again after a write spent it.
-    fn watch_own(&self, generation: u64, path: String) {
-        let Some((_, zk, me)) = self.engine.proceed(generation) else {
-            return;
-        };
-        zk.exists_async(&path, Some(self.engine.watcher()), move |r| match r {
-            Ok(Some(_)) => {}
-            Ok(None) => me.engine.fail(generation, ZkError::NoNode),
             Err(e) => me.engine.request_failed(generation, &e, Self::round),
         });
     }
@@ -352,33 +315,25 @@ impl LeaderLatch {
     /// # Errors
     /// `BadArguments` for an invalid `path`.
     pub fn new(zkw: &ZooKeeperWatcher, path: &str, id: &str) -> Result<Self> {
-        crate::path::validate(path)?;
-        let latching = Arc::new_cyclic(|me| Latching {
-            engine: RoundEngine::new(
-                zkw,
-                path,
-                LatchRound {
-                    state: LatchState::Latent,
-                    lowest: false,
-                    told_leader: false,
-                    not_leader_due: false,
-                },
-                me,
-            ),
+        let state = LatchRound {
+            state: LatchState::Latent,
+            lowest: false,
+            told_leader: false,
+            not_leader_due: false,
+        };
+        let rounds = RoundHandle::new(zkw, path, state, |engine| Latching {
+            engine,
             listeners: Listeners::default(),
-        });
-        let hook_id = latching.engine.register();
+        })?;
         Ok(LeaderLatch {
-            zkw: zkw.clone(),
+            rounds,
             id: id.to_string(),
-            latching,
-            hook_id,
         })
     }
 
     /// Curator's `addListener`.
     pub fn add_listener(&self, listener: impl LeaderLatchListener + 'static) {
-        self.latching.listeners.add(Arc::new(listener));
+        self.rounds.core.listeners.add(Arc::new(listener));
     }
 
     /// Curator's `getId()`.
@@ -388,38 +343,32 @@ impl LeaderLatch {
 
     /// The latch's path.
     pub fn path(&self) -> &str {
-        self.latching.engine.path()
+        self.rounds.path()
     }
 
     /// Curator's `getState()`.
     pub fn state(&self) -> LatchState {
-        self.latching.engine.state().recipe.state
+        self.rounds.engine().state().recipe.state
     }
 
     /// Curator's `getOurPath()`: this latch's node, once made.
     pub fn our_path(&self) -> Option<String> {
-        self.latching.engine.state().node.clone()
+        self.rounds.node()
     }
 
     /// Curator's `hasLeadership()`: whether this latch leads now: its node
     /// the lowest, its connection not in doubt, its session alive (not
     /// replaced by a renewed one).
     pub fn has_leadership(&self) -> bool {
-        let st = self.latching.engine.state();
-        st.recipe.state == LatchState::Started
-            && st.recipe.lowest
-            && !st.in_doubt
-            && st.failed.is_none()
-            && !self.zkw.state().is_terminal()
-            && self.zkw.zookeeper().session_id() == st.session
+        self.rounds
+            .holds(|l| l.state == LatchState::Started && l.lowest)
     }
 
     /// zklock: whether the leader's connection dropped and its place is not
     /// confirmed since (`LeadershipInDoubt` told, `LeadershipRestored` not
     /// yet): it does not lead meanwhile.
     pub fn is_in_doubt(&self) -> bool {
-        let st = self.latching.engine.state();
-        st.recipe.lowest && st.in_doubt && st.failed.is_none()
+        self.rounds.is_in_doubt()
     }
 
     /// Curator's `start()`: makes the latch's node and determines its place
@@ -439,7 +388,7 @@ impl LeaderLatch {
     /// `Closed` when the session ended; ZooKeeper errors after retries (the
     /// latch is then not started).
     pub fn start(&self) -> Result<()> {
-        let engine = &self.latching.engine;
+        let engine = self.rounds.engine();
         {
             let mut st = engine.state();
             let current = st.recipe.state;
@@ -449,7 +398,7 @@ impl LeaderLatch {
                     drop(st);
                     // The failed attempt's node (if any survived) goes first.
                     if let Some(taken) = self.take(LatchState::Latent) {
-                        let _ = taken.withdraw(&self.zkw);
+                        let _ = taken.withdraw(&self.rounds.zkw);
                     }
                     st = engine.state();
                 }
@@ -477,6 +426,7 @@ impl LeaderLatch {
     /// [`Dialect`](crate::lock::Dialect)): a latch there would not see them.
     fn refuse_mixed(&self) -> Result<()> {
         let children = self
+            .rounds
             .zkw
             .recoverable_zookeeper()
             .get_children(self.path(), false)
@@ -505,7 +455,7 @@ impl LeaderLatch {
             mark: OfferMark::Owner(mark),
             parents: Parents::Container,
         }
-        .make(&self.zkw)
+        .make(&self.rounds.zkw)
     }
 
     /// Curator's `close()`: withdraws the node (the next participant is
@@ -516,23 +466,16 @@ impl LeaderLatch {
     /// ZooKeeper errors after retries (the node is then removed in the
     /// background); none when the session already ended.
     pub fn close(&self) -> Result<()> {
-        let Some(taken) = self.take(LatchState::Closed) else {
-            return Ok(());
-        };
-        let zk = self.zkw.zookeeper();
-        if taken.led && zk.session_id() == taken.session {
-            // The leader watches its own node; removing the watch first (a
-            // request, no notification) leaves one notification per
-            // succession: the successor's.
-            let _ = zk.remove_watches(&taken.node, WatcherType::Data);
+        match self.take(LatchState::Closed) {
+            Some(taken) => self.rounds.step_down(taken),
+            None => Ok(()),
         }
-        taken.withdraw(&self.zkw)
     }
 
     /// Forgets the node (a new generation: answers of earlier rounds are
     /// ignored); the state becomes `state`.
     fn take(&self, state: LatchState) -> Option<Taken> {
-        self.latching.engine.take(|l| {
+        self.rounds.engine().take(|l| {
             let led = l.lowest;
             l.state = state;
             l.lowest = false;
@@ -551,13 +494,7 @@ impl LeaderLatch {
     /// failure (`SessionExpired` when its session ended, also with session
     /// renewal; `NoNode` when its node was deleted).
     pub fn await_leadership(&self, timeout: Duration) -> Result<bool> {
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(timeout)
-            .unwrap_or(now + Duration::from_secs(100 * 365 * 86_400));
-        self.latching
-            .engine
-            .wait_until(deadline, |st| st.recipe.lowest && !st.in_doubt)
+        self.rounds.await_leadership(timeout)
     }
 
     /// Curator's `getParticipants()`: every participant of the latch, in
@@ -567,7 +504,7 @@ impl LeaderLatch {
     /// # Errors
     /// ZooKeeper errors after retries.
     pub fn participants(&self) -> Result<Vec<Participant>> {
-        participants(&self.zkw, self.path())
+        participants(&self.rounds.zkw, self.path())
     }
 
     /// Curator's `getLeader()`: the leading participant (the lowest node
@@ -604,8 +541,7 @@ fn no_children(e: Error) -> Result<Vec<String>> {
 impl Drop for LeaderLatch {
     fn drop(&mut self) {
         if let Some(taken) = self.take(LatchState::Closed) {
-            taken.withdraw_in_background(&self.zkw);
+            taken.withdraw_in_background(&self.rounds.zkw);
         }
-        self.latching.engine.unregister(self.hook_id);
     }
 }

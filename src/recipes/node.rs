@@ -23,7 +23,7 @@ use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
 use crate::owned::{create_owned, with_parents, Guard, NodeSpec, OwnerMark, Parents, Removal};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::types::{Op, Stat};
+use crate::types::{Op, Stat, Watcher};
 use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
@@ -638,5 +638,98 @@ impl SessionNode {
             self.call.rzk().zookeeper(),
             &self.call.watcher().downgrade(),
         );
+    }
+}
+
+/// A recipe's waits on one node (a barrier's node, a group's directory): the
+/// watcher, the node's path and the recipe's one [`Waiter`]. A recipe keeps
+/// it in its field `waiter`, where `with_wait_hook!` finds
+/// [`set_hook`](Self::set_hook).
+pub(super) struct NodeWaiter {
+    /// The recipe's watcher.
+    pub(super) zkw: ZooKeeperWatcher,
+    /// The node waited on.
+    pub(super) path: String,
+    waiter: Waiter,
+}
+
+/// What a look at the node found (see [`NodeWaiter::wait_until`]).
+pub(super) enum Look<T> {
+    /// What was waited for: the wait ends with it.
+    Done(T),
+    /// Not yet, the look's watch is set: wait for it to fire.
+    Wait,
+    /// Look again at once (the look changed something, set no watch).
+    Again,
+}
+
+impl NodeWaiter {
+    /// The waits on `path`.
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid path.
+    pub(super) fn new(zkw: &ZooKeeperWatcher, path: &str) -> Result<NodeWaiter> {
+        crate::path::validate(path)?;
+        Ok(NodeWaiter {
+            zkw: zkw.clone(),
+            path: path.to_string(),
+            waiter: Waiter::default(),
+        })
+    }
+
+    /// The recipe's `Debug`: `name { path }`.
+    pub(super) fn fmt_as(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result {
+        f.debug_struct(name).field("path", &self.path).finish()
+    }
+
+    /// The waiter's test hook (feature `testing`; see `with_wait_hook!`).
+    #[cfg(feature = "testing")]
+    pub(super) fn set_hook(
+        &self,
+        hook: impl Fn(crate::wait::WaitStep, &str) + Send + Sync + 'static,
+    ) {
+        self.waiter.set_hook(hook);
+    }
+
+    /// Waits until `look` finds what is waited for (`Ok(Some)`), at most
+    /// `bounds` (`Ok(None)`, also when a call was cut short by the calls'
+    /// deadline). Each round `look` reads the node with the handle of the
+    /// session the wait began in (bounded by the calls' deadline), setting
+    /// the watch it is given; the wait is woken by that watch and ends with
+    /// that session.
+    ///
+    /// # Errors
+    /// `look`'s errors; `SessionExpired`, `Closed`; `ConnectionLoss` when the
+    /// connection stays down for a session timeout.
+    pub(super) fn wait_until<T>(
+        &self,
+        bounds: Bounds,
+        look: impl FnMut(&RecoverableZooKeeper, &Arc<dyn Watcher>) -> Result<Look<T>>,
+    ) -> Result<Option<T>> {
+        match self.wait_loop(bounds, look) {
+            Err(e) if bounds.cut_short(&e) => Ok(None),
+            other => other,
+        }
+    }
+
+    fn wait_loop<T>(
+        &self,
+        bounds: Bounds,
+        mut look: impl FnMut(&RecoverableZooKeeper, &Arc<dyn Watcher>) -> Result<Look<T>>,
+    ) -> Result<Option<T>> {
+        let call = CallSession::begin(&self.zkw)?;
+        let rzk = call.rzk().with_deadline(bounds.calls);
+        loop {
+            call.check()?;
+            let round = self.waiter.round();
+            match look(&rzk, self.waiter.watcher())? {
+                Look::Done(found) => return Ok(Some(found)),
+                Look::Again => continue,
+                Look::Wait => {}
+            }
+            if !self.waiter.wait(&call, round, bounds.wait, &self.path)? {
+                return Ok(None);
+            }
+        }
     }
 }

@@ -33,6 +33,13 @@
 //!   only once [`confirm_first`](RoundEngine::confirm_first) found its node
 //!   still there and first; their offers are made by
 //!   [`candidate::Offer`](super::candidate::Offer).
+//!
+//! What the recipes on the engine did alike around it is here too, once: the
+//! caller's handle ([`RoundHandle`]: set-up, `Debug`, whether it leads or
+//! owns now, in doubt, the wait for leadership, stepping down, the session
+//! hook ended on drop), a listing placed ([`RoundEngine::placed`]), the watch
+//! on the own node ([`watch_own_node`]) and the listener traits
+//! (`listener_trait!`).
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -343,12 +350,7 @@ impl<R: RoundRecipe> RoundEngine<R> {
                 let Some((node, zk, me)) = me.engine().proceed(generation) else {
                     return;
                 };
-                let watcher = me.engine().watcher();
-                zk.exists_async(&node, Some(watcher), move |r| match r {
-                    Ok(Some(_)) => confirmed(&me, generation),
-                    Ok(None) => me.engine().fail(generation, ZkError::NoNode),
-                    Err(e) => me.engine().request_failed(generation, &e, again),
-                });
+                watch_own_node(&zk, &node, me, generation, confirmed, again);
             });
         });
     }
@@ -684,3 +686,269 @@ pub(crate) fn create_in_session(
 /// [`crate::wait`], shared by every recipe.
 #[cfg(feature = "testing")]
 pub(crate) use crate::wait::StepHook;
+
+/// A round's listing placed: the attempt's node just listed, with what
+/// continues it (as [`RoundEngine::proceed`] gives them).
+pub(crate) struct Placed<R> {
+    /// The node just ahead (full path); `None` when the attempt's node is
+    /// first.
+    pub(crate) ahead: Option<String>,
+    /// The attempt's node (full path).
+    pub(crate) node: String,
+    /// The client, in the node's session.
+    pub(crate) zk: ZooKeeper,
+    /// The recipe.
+    pub(crate) me: Arc<R>,
+}
+
+impl<R: RoundRecipe> Placed<R> {
+    /// Watches the node placed (first) with [`watch_own_node`].
+    pub(crate) fn watch_own(
+        self,
+        generation: u64,
+        present: impl FnOnce(&R, u64) + Send + 'static,
+        again: impl FnOnce(&R, u64) + Send + 'static,
+    ) {
+        watch_own_node(&self.zk, &self.node, self.me, generation, present, again);
+    }
+}
+
+/// A round's listing and what continues it: the children, the attempt's node,
+/// the client and the recipe (see [`RoundEngine::listed`]).
+pub(crate) type Listed<R> = (Vec<String>, String, ZooKeeper, Arc<R>);
+
+impl<R: RoundRecipe> RoundEngine<R> {
+    /// The answer `r` to the listing of a round of the attempt `generation`,
+    /// to act on (with [`proceed`](Self::proceed)'s node, client and
+    /// recipe); `None` when there is nothing to do: a failed listing resumes
+    /// the round after the reconnect (or fails the attempt), a stale answer
+    /// is dropped.
+    pub(crate) fn listed(&self, generation: u64, r: Result<Vec<String>>) -> Option<Listed<R>> {
+        let children = match r {
+            Ok(c) => c,
+            Err(e) => {
+                self.request_failed(generation, &e, R::round);
+                return None;
+            }
+        };
+        let (node, zk, me) = self.proceed(generation)?;
+        Some((children, node, zk, me))
+    }
+
+    /// [`listed`](Self::listed), then the node's place in the recipe's order
+    /// ([`RoundRecipe::sorted`]): first, or behind the node it names. A node
+    /// missing from the listing (deleted under the recipe) fails the attempt
+    /// with `NoNode`.
+    pub(crate) fn placed(&self, generation: u64, r: Result<Vec<String>>) -> Option<Placed<R>> {
+        let (children, node, zk, me) = self.listed(generation, r)?;
+        let mine = crate::zkutil::get_node_name(&node);
+        let sorted = R::sorted(&children);
+        let Some(pos) = sorted.iter().position(|c| c.as_str() == mine) else {
+            self.fail(generation, ZkError::NoNode);
+            return None;
+        };
+        let ahead = pos
+            .checked_sub(1)
+            .map(|p| crate::zkutil::join_znode(&self.path, sorted[p]));
+        Some(Placed {
+            ahead,
+            node,
+            zk,
+            me,
+        })
+    }
+
+    /// Lists the directory for the attempt `generation` (as
+    /// [`list`](Self::list)); `then` gets the node's place
+    /// ([`placed`](Self::placed)) on the event thread.
+    pub(crate) fn list_placed(&self, generation: u64, then: fn(&R, u64, Placed<R>)) {
+        let Some((_, zk, me)) = self.proceed(generation) else {
+            return;
+        };
+        zk.get_children_async(&self.path, None, move |r| {
+            if let Some(placed) = me.engine().placed(generation, r) {
+                then(&me, generation, placed)
+            }
+        });
+    }
+
+    /// Watches the attempt's own node again ([`watch_own_node`]) after a
+    /// write, or a removal of the session's watches, spent the watch: its
+    /// deletion must still be heard.
+    pub(crate) fn watch_own(&self, generation: u64, again: impl FnOnce(&R, u64) + Send + 'static) {
+        if let Some((node, zk, me)) = self.proceed(generation) {
+            watch_own_node(&zk, &node, me, generation, |_, _| {}, again);
+        }
+    }
+}
+
+/// Watches the attempt `generation`'s own `node` (`exists`, with the
+/// recipe's per-watch watcher: its deletion and the connection's events are
+/// heard): `present` runs when it is there (on the event thread), its
+/// absence fails the attempt with `NoNode`, a failed request resumes with
+/// `again` after the reconnect.
+pub(crate) fn watch_own_node<R: RoundRecipe>(
+    zk: &ZooKeeper,
+    node: &str,
+    me: Arc<R>,
+    generation: u64,
+    present: impl FnOnce(&R, u64) + Send + 'static,
+    again: impl FnOnce(&R, u64) + Send + 'static,
+) {
+    let watcher = me.engine().watcher();
+    zk.exists_async(node, Some(watcher), move |r| match r {
+        Ok(Some(_)) => present(&me, generation),
+        Ok(None) => me.engine().fail(generation, ZkError::NoNode),
+        Err(e) => me.engine().request_failed(generation, &e, again),
+    });
+}
+
+/// The caller's side of a recipe on a [`RoundEngine`] (the election's, the
+/// latch's and the `WriteLock`'s handles): the watcher, the part of the
+/// recipe its rounds reach on the event thread, and the subscription to the
+/// session's end, made by [`new`](Self::new) and ended when the handle drops
+/// (after the recipe's own `Drop` has withdrawn its node).
+pub(crate) struct RoundHandle<R: RoundRecipe> {
+    /// The recipe's watcher.
+    pub(crate) zkw: ZooKeeperWatcher,
+    /// The part of the recipe its rounds reach.
+    pub(crate) core: Arc<R>,
+    hook_id: Option<u64>,
+}
+
+impl<R: RoundRecipe> RoundHandle<R> {
+    /// A recipe on `path`: `make` builds the part its rounds reach around
+    /// its engine (holding `state`), which is then subscribed to the
+    /// session's end.
+    ///
+    /// # Errors
+    /// `BadArguments` for an invalid `path`.
+    pub(crate) fn new(
+        zkw: &ZooKeeperWatcher,
+        path: &str,
+        state: R::State,
+        make: impl FnOnce(RoundEngine<R>) -> R,
+    ) -> Result<Self> {
+        crate::path::validate(path)?;
+        let core = Arc::new_cyclic(|me| make(RoundEngine::new(zkw, path, state, me)));
+        let hook_id = core.engine().register();
+        Ok(RoundHandle {
+            zkw: zkw.clone(),
+            core,
+            hook_id,
+        })
+    }
+
+    /// The recipe's engine.
+    pub(crate) fn engine(&self) -> &RoundEngine<R> {
+        self.core.engine()
+    }
+
+    /// The directory (or root) the recipe works in.
+    pub(crate) fn path(&self) -> &str {
+        self.engine().path()
+    }
+
+    /// The recipe's node (full path), once made.
+    pub(crate) fn node(&self) -> Option<String> {
+        self.engine().state().node.clone()
+    }
+
+    /// The recipe's `Debug`: `name { <path_field>: path, <extra>..., state }`.
+    pub(crate) fn fmt_as(
+        &self,
+        f: &mut std::fmt::Formatter<'_>,
+        name: &str,
+        path_field: &str,
+        extra: &[(&str, &str)],
+    ) -> std::fmt::Result {
+        let mut d = f.debug_struct(name);
+        d.field(path_field, &self.path());
+        for (field, value) in extra {
+            d.field(field, value);
+        }
+        d.field("state", &*self.engine().state()).finish()
+    }
+
+    /// Whether the recipe leads (or owns) now: `holds` of its state, its
+    /// connection not in doubt, the attempt not failed, its session alive
+    /// and still the client's (not replaced by a renewed one). A recipe that
+    /// never leads in the engine's sense ([`RoundRecipe::leads`]) is never in
+    /// doubt.
+    pub(crate) fn holds(&self, holds: impl FnOnce(&R::State) -> bool) -> bool {
+        let st = self.engine().state();
+        holds(&st.recipe)
+            && !st.in_doubt
+            && st.failed.is_none()
+            && !self.zkw.state().is_terminal()
+            && self.zkw.zookeeper().session_id() == st.session
+    }
+
+    /// Whether the leader's connection dropped and its place is not
+    /// confirmed since: it does not lead meanwhile.
+    pub(crate) fn is_in_doubt(&self) -> bool {
+        let st = self.engine().state();
+        R::leads(&st.recipe) && st.in_doubt && st.failed.is_none()
+    }
+
+    /// Waits until the recipe leads ([`RoundRecipe::leads`], not in doubt);
+    /// `Ok(false)` when `timeout` passed first (a timeout too long for the
+    /// clock waits a century). Woken by the engine, never polling.
+    ///
+    /// # Errors
+    /// As [`RoundEngine::wait_until`].
+    pub(crate) fn await_leadership(&self, timeout: Duration) -> Result<bool> {
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or(now + Duration::from_secs(100 * 365 * 86_400));
+        self.engine()
+            .wait_until(deadline, |st| R::leads(&st.recipe) && !st.in_doubt)
+    }
+
+    /// Withdraws `taken` ([`Taken::withdraw`]). A leader watches its own
+    /// node: that watch is removed first (a request, no notification), which
+    /// leaves one notification per succession, the successor's.
+    ///
+    /// # Errors
+    /// As [`Taken::withdraw`].
+    pub(crate) fn step_down(&self, taken: Taken) -> Result<()> {
+        let zk = self.zkw.zookeeper();
+        if taken.led && zk.session_id() == taken.session {
+            let _ = zk.remove_watches(&taken.node, crate::types::WatcherType::Data);
+        }
+        taken.withdraw(&self.zkw)
+    }
+}
+
+impl<R: RoundRecipe> Drop for RoundHandle<R> {
+    fn drop(&mut self) {
+        self.core.engine().unregister(self.hook_id);
+    }
+}
+
+/// Declares a recipe's listener trait `$listener` (`Send + Sync`, its one
+/// method `$method` told an `$event`), with the docs given, and implements it
+/// for every closure `Fn($event)`.
+macro_rules! listener_trait {
+    (
+        $(#[$doc:meta])*
+        pub trait $listener:ident {
+            $(#[$method_doc:meta])*
+            fn $method:ident($event:ty);
+        }
+    ) => {
+        $(#[$doc])*
+        pub trait $listener: Send + Sync {
+            $(#[$method_doc])*
+            fn $method(&self, event: $event);
+        }
+
+        impl<F: Fn($event) + Send + Sync> $listener for F {
+            fn $method(&self, event: $event) {
+                self(event)
+            }
+        }
+    };
+}
+pub(crate) use listener_trait;

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
-use super::rounds::{create_in_session, RoundEngine, RoundRecipe, Taken};
+use super::rounds::{create_in_session, RoundEngine, RoundHandle, RoundRecipe, Taken};
 use crate::error::{Error, Result, ZkError};
 use crate::owned::{Guard, Removal, REMOVAL_WAIT};
 use crate::sequence::number_after_last;
@@ -98,19 +98,14 @@ struct WriteLockCore {
 /// Dropping an instance with a node removes it in the background: the drop
 /// never waits on the network.
 pub struct WriteLock {
-    zkw: ZooKeeperWatcher,
+    rounds: RoundHandle<WriteLockCore>,
     acl: Vec<Acl>,
     data: Vec<u8>,
-    core: Arc<WriteLockCore>,
-    hook_id: Option<u64>,
 }
 
 impl std::fmt::Debug for WriteLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WriteLock")
-            .field("dir", &self.core.engine.path())
-            .field("state", &*self.core.engine.state())
-            .finish()
+        self.rounds.fmt_as(f, "WriteLock", "dir", &[])
     }
 }
 
@@ -156,11 +151,7 @@ impl RoundRecipe for WriteLockCore {
 
 impl WriteLockCore {
     fn listed(&self, generation: u64, r: Result<Vec<String>>) {
-        let children = match r {
-            Ok(c) => c,
-            Err(e) => return self.engine.request_failed(generation, &e, Self::round),
-        };
-        let Some((id, zk, me)) = self.engine.proceed(generation) else {
+        let Some((children, id, zk, me)) = self.engine.listed(generation, r) else {
             return;
         };
         if self.engine.state().recipe.owner {
@@ -217,14 +208,7 @@ impl WriteLockCore {
     /// Watches the owned node (one `exists`, answered on the event thread): its
     /// deletion by someone else ends ownership (`lock_released`).
     fn watch_own(&self, generation: u64) {
-        let Some((path, zk, me)) = self.engine.proceed(generation) else {
-            return;
-        };
-        zk.exists_async(&path, Some(self.engine.watcher()), move |r| match r {
-            Ok(Some(_)) => {}
-            Ok(None) => me.engine.fail(generation, ZkError::NoNode),
-            Err(e) => me.engine.request_failed(generation, &e, Self::watch_own),
-        });
+        self.engine.watch_own(generation, Self::watch_own);
     }
 
     fn tell_released(&self) {
@@ -257,26 +241,23 @@ impl WriteLock {
     /// # Errors
     /// `BadArguments` for an invalid `dir`.
     pub fn new(zkw: &ZooKeeperWatcher, dir: &str, acl: &[Acl]) -> Result<WriteLock> {
-        crate::path::validate(dir)?;
-        let core = Arc::new_cyclic(|me| WriteLockCore {
-            engine: RoundEngine::new(zkw, dir, WriteLockRound::default(), me),
+        let state = WriteLockRound::default();
+        let rounds = RoundHandle::new(zkw, dir, state, |engine| WriteLockCore {
+            engine,
             listener: Mutex::new(None),
             #[cfg(feature = "testing")]
             hook: StepHook::default(),
-        });
-        let hook_id = core.engine.register();
+        })?;
         Ok(WriteLock {
-            zkw: zkw.clone(),
+            rounds,
             acl: acl.to_vec(),
             data: Vec::new(),
-            core,
-            hook_id,
         })
     }
 
     /// Java's `new WriteLock(zookeeper, dir, acl, callback)`.
     pub fn with_lock_listener(self, listener: impl LockListener + 'static) -> Self {
-        *self.core.listener.lock() = Some(Arc::new(listener));
+        *self.rounds.core.listener.lock() = Some(Arc::new(listener));
         self
     }
 
@@ -293,27 +274,23 @@ impl WriteLock {
         self,
         hook: impl Fn(WriteLockStep, &str) + Send + Sync + 'static,
     ) -> Self {
-        self.core.hook.set(hook);
+        self.rounds.core.hook.set(hook);
         self
     }
 
     /// Java's `getDir()`.
     pub fn dir(&self) -> &str {
-        self.core.engine.path()
+        self.rounds.path()
     }
 
     /// Java's `getId()`: this instance's node (full path), once created.
     pub fn id(&self) -> Option<String> {
-        self.core.engine.state().node.clone()
+        self.rounds.node()
     }
 
     /// Java's `isOwner()`; false once the session has ended (or was renewed).
     pub fn is_owner(&self) -> bool {
-        let st = self.core.engine.state();
-        st.recipe.owner
-            && st.failed.is_none()
-            && !self.zkw.state().is_terminal()
-            && self.zkw.zookeeper().session_id() == st.session
+        self.rounds.holds(|w| w.owner)
     }
 
     /// Java's `lock()`: creates this instance's node if needed and returns
@@ -330,7 +307,7 @@ impl WriteLock {
     /// retries.
     pub fn lock(&self) -> Result<bool> {
         {
-            let st = self.core.engine.state();
+            let st = self.rounds.engine().state();
             if let Some(code) = st.failed {
                 return Err(Error::zk(code, self.dir().to_string()));
             }
@@ -338,14 +315,14 @@ impl WriteLock {
                 return Ok(true);
             }
         }
-        self.zkw.check_session()?;
-        if self.core.engine.state().node.is_none() {
+        self.rounds.zkw.check_session()?;
+        if self.rounds.engine().state().node.is_none() {
             let (id, session) = self.find_or_create()?;
-            self.core.engine.bind(id, session);
+            self.rounds.engine().bind(id, session);
         }
         // Wait for this round's outcome: bounded by the session (a round cut by
         // a connection loss resumes after the reconnect, or fails at expiry).
-        Ok(self.core.engine.run_round()?.recipe.owner)
+        Ok(self.rounds.engine().run_round()?.recipe.owner)
     }
 
     /// zklock's blocking form: [`lock`](Self::lock), then waits up to `timeout`
@@ -358,7 +335,10 @@ impl WriteLock {
         let deadline = Instant::now() + timeout;
         let result = match self.lock() {
             Ok(true) => Ok(true),
-            Ok(false) => self.core.engine.wait_until(deadline, |st| st.recipe.owner),
+            Ok(false) => self
+                .rounds
+                .engine()
+                .wait_until(deadline, |st| st.recipe.owner),
             Err(e) => Err(e),
         };
         match result {
@@ -383,9 +363,9 @@ impl WriteLock {
             return Ok(());
         };
         let was_owner = taken.led;
-        let result = taken.withdraw(&self.zkw);
+        let result = taken.withdraw(&self.rounds.zkw);
         if was_owner {
-            self.core.tell_released();
+            self.rounds.core.tell_released();
         }
         result
     }
@@ -403,8 +383,8 @@ impl WriteLock {
     /// Forgets the node (a new generation: answers of earlier rounds are
     /// ignored).
     fn take(&self) -> Option<Taken> {
-        self.core
-            .engine
+        self.rounds
+            .engine()
             .take(|st| std::mem::replace(&mut st.owner, false))
     }
 
@@ -413,15 +393,15 @@ impl WriteLock {
         if let Some(taken) = self.take() {
             let was_owner = taken.led;
             if wait {
-                if self.zkw.zookeeper().session_id() == taken.session {
+                if self.rounds.zkw.zookeeper().session_id() == taken.session {
                     Removal::new(taken.node, Guard::Any)
-                        .and_wait(&self.zkw.downgrade(), REMOVAL_WAIT);
+                        .and_wait(&self.rounds.zkw.downgrade(), REMOVAL_WAIT);
                 }
             } else {
-                taken.withdraw_in_background(&self.zkw);
+                taken.withdraw_in_background(&self.rounds.zkw);
             }
             if was_owner {
-                self.core.tell_released();
+                self.rounds.core.tell_released();
             }
         }
     }
@@ -431,12 +411,12 @@ impl WriteLock {
     /// session prefix finds a node whose create reply was lost).
     fn find_or_create(&self) -> Result<(String, i64)> {
         let dir = self.dir();
-        create_in_session(&self.zkw, |zk, _retry| {
+        create_in_session(&self.rounds.zkw, |zk, _retry| {
             let prefix = format!("x-{}-", zk.session_id());
             let children = match zk.get_children(dir, false) {
                 Ok(c) => c,
                 Err(e) if e.is(ZkError::NoNode) => {
-                    zkutil::create_with_parents(&self.zkw, dir)?;
+                    zkutil::create_with_parents(&self.rounds.zkw, dir)?;
                     Vec::new()
                 }
                 Err(e) => return Err(e),
@@ -458,7 +438,6 @@ impl WriteLock {
 impl Drop for WriteLock {
     fn drop(&mut self) {
         self.abandon(false);
-        self.core.engine.unregister(self.hook_id);
     }
 }
 
