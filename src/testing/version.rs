@@ -121,22 +121,25 @@ impl fmt::Display for ServerVersion {
 /// # Errors
 /// `InvalidInput` naming the accepted values when it is anything else.
 pub fn test_version() -> io::Result<&'static str> {
-    match std::env::var(VERSION_ENV) {
-        Err(_) => Ok(TEST_VERSIONS[0]),
-        Ok(v) if v.trim().is_empty() => Ok(TEST_VERSIONS[0]),
-        Ok(v) => TEST_VERSIONS
+    Ok(version_from_env(VERSION_ENV)?.unwrap_or(TEST_VERSIONS[0]))
+}
+
+/// The version `$var` names: `None` when unset or empty, an `InvalidInput`
+/// naming the accepted values when it is anything else.
+fn version_from_env(var: &str) -> io::Result<Option<&'static str>> {
+    match std::env::var(var) {
+        Ok(v) if !v.trim().is_empty() => TEST_VERSIONS
             .iter()
             .copied()
             .find(|t| *t == v.trim())
+            .map(Some)
             .ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    format!(
-                        "{VERSION_ENV}={v:?}: expected one of {}",
-                        TEST_VERSIONS.join(", ")
-                    ),
+                    format!("{var}={v:?}: expected one of {}", TEST_VERSIONS.join(", ")),
                 )
             }),
+        _ => Ok(None),
     }
 }
 
@@ -212,21 +215,9 @@ pub fn java_client_classpath() -> io::Result<String> {
 /// # Errors
 /// As [`server_classpath`].
 pub fn curator_classpath() -> io::Result<String> {
-    let which = match std::env::var("ZK_TEST_CURATOR") {
-        Ok(v) if !v.trim().is_empty() => TEST_VERSIONS
-            .iter()
-            .copied()
-            .find(|t| *t == v.trim())
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "ZK_TEST_CURATOR={v:?}: expected one of {}",
-                        TEST_VERSIONS.join(", ")
-                    ),
-                )
-            })?,
-        _ => test_version()?,
+    let which = match version_from_env("ZK_TEST_CURATOR")? {
+        Some(v) => v,
+        None => test_version()?,
     };
     match which {
         "3.8" => Ok(DEBIAN_CURATOR_JARS.join(":")),
