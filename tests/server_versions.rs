@@ -143,7 +143,6 @@ fn ttl_nodes_without_extended_types_name_the_setting() {
             .create_ttl("/ttl", b"", open(), mode, Duration::from_secs(5))
             .unwrap_err();
         assert_unsupported(&e, "TTL", "extendedTypesEnabled=true");
-        assert!(e.to_string().ends_with(": /ttl"), "{e}");
     }
     zk.create("/plain", b"", open(), CreateMode::Persistent)
         .unwrap();

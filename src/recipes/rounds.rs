@@ -514,18 +514,18 @@ impl<R: RoundRecipe> RoundEngine<R> {
         done: impl Fn(&RoundState<R::State>) -> bool,
     ) -> Result<Option<MutexGuard<'_, RoundState<R::State>>>> {
         let mut end: Option<(i64, crate::client::EndWake)> = None;
-        loop {
-            // Read before looking: a change after the look wakes the wait.
-            let seen = self.changed.generation();
+        // The engine's unbound wait (the recipe's state outlives sessions);
+        // the end of the node's session wakes it through `wake_at_end`.
+        let look = || -> Option<Result<Option<MutexGuard<'_, RoundState<R::State>>>>> {
             let st = self.state();
             if let Some(code) = st.failed {
-                return Err(Error::zk(code, self.path.clone()));
+                return Some(Err(Error::zk(code, self.path.clone())));
             }
             if done(&st) {
-                return Ok(Some(st));
+                return Some(Ok(Some(st)));
             }
             let (Some(client), true) = (st.client.clone(), st.node.is_some()) else {
-                return Err(Error::Closed);
+                return Some(Err(Error::Closed));
             };
             let generation = st.generation;
             drop(st);
@@ -534,18 +534,20 @@ impl<R: RoundRecipe> RoundEngine<R> {
             }
             if let Some(code) = ended(client.state()) {
                 // Told to the recipe's listeners here if nothing on the event
-                // thread did yet (`fail` tells once).
+                // thread did yet (`fail` tells once, and wakes this wait).
                 self.fail(generation, code);
-                continue;
             }
-            if !self.changed.wait(seen, deadline) {
-                let st = self.state();
-                if let Some(code) = st.failed {
-                    return Err(Error::zk(code, self.path.clone()));
-                }
-                return Ok(done(&st).then_some(st));
-            }
+            None
+        };
+        if let Some(found) = crate::wait::wait_unbound(&self.changed, deadline, look) {
+            return found;
         }
+        // The deadline: one last look.
+        let st = self.state();
+        if let Some(code) = st.failed {
+            return Err(Error::zk(code, self.path.clone()));
+        }
+        Ok(done(&st).then_some(st))
     }
 
     /// Forgets the node: a new generation (answers of earlier rounds are
