@@ -512,11 +512,11 @@ impl<R: RoundRecipe> RoundEngine<R> {
         &self,
         deadline: Deadline,
         done: impl Fn(&RoundState<R::State>) -> bool,
-    ) -> Result<Option<MutexGuard<'_, RoundState<R::State>>>> {
+    ) -> Result<Found<'_, R::State>> {
         let mut end: Option<(i64, crate::client::EndWake)> = None;
         // The engine's unbound wait (the recipe's state outlives sessions);
         // the end of the node's session wakes it through `wake_at_end`.
-        let look = || -> Option<Result<Option<MutexGuard<'_, RoundState<R::State>>>>> {
+        let look = || -> Option<Result<Found<'_, R::State>>> {
             let st = self.state();
             if let Some(code) = st.failed {
                 return Some(Err(Error::zk(code, self.path.clone())));
@@ -569,6 +569,9 @@ impl<R: RoundRecipe> RoundEngine<R> {
         })
     }
 }
+
+/// What [`RoundEngine::wait_for`] found: the state, locked, when it is done.
+type Found<'a, S> = Option<MutexGuard<'a, RoundState<S>>>;
 
 /// A recipe's listeners (of the listener trait `L`), told events one at a
 /// time, in order; none is called under the list's lock.
