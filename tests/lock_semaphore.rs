@@ -78,6 +78,11 @@ fn holders_within_the_limit(dialect: Dialect) {
     let holding = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let tokens = Arc::new(Mutex::new(Vec::new()));
+    // Until two holders have held at once (or this deadline), a holder keeps
+    // its lease: a semaphore that let only one hold at a time fails below,
+    // and a correct one shows it whatever the machine's load (holding for
+    // 3 ms only, the grants could fall one after the other).
+    let overlap_by = Instant::now() + Duration::from_secs(10);
     let threads: Vec<_> = (0..8)
         .map(|i| {
             let sem =
@@ -94,6 +99,9 @@ fn holders_within_the_limit(dialect: Dialect) {
                     last = lease.fencing_token();
                     tokens.lock().unwrap().push(last);
                     thread::sleep(Duration::from_millis(3));
+                    while most.load(Ordering::SeqCst) < 2 && Instant::now() < overlap_by {
+                        thread::sleep(Duration::from_millis(1));
+                    }
                     holding.fetch_sub(1, Ordering::SeqCst);
                     lease.release().unwrap();
                 }
