@@ -87,16 +87,26 @@ fn a_lost_create_never_takes_another_members_node_of_the_same_session() {
     }
 }
 
-#[test]
-fn a_dropped_member_never_removes_another_node_that_took_its_name() {
+/// How a member whose node another session took over goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Goes {
+    /// Dropped: its background removal is guarded by its creation zxid.
+    Dropped,
+    /// `leave()`: the synchronous guarded removal.
+    Leaves,
+}
+
+/// A member's node is removed by someone else and another session joins
+/// under its name; the member then goes (`how`): the node at its name is not
+/// the one it created (another creation zxid), so it is left alone.
+fn a_member_never_removes_another_node_that_took_its_name(how: Goes) {
     init_log();
     let servers = shared_server().connect_string();
     let zkw = connect(&servers, true);
     let rival = connect(&servers, true);
-    let root = unique_root("owned-drop");
+    let root = unique_root("owned-name");
     let group = Group::new(&zkw, &root).unwrap();
     let member = group.join("m", b"mine").unwrap();
-    // Someone removes the member's node and another session takes its name.
     let zk = rival.zookeeper();
     zk.delete(member.node(), None).unwrap();
     let theirs = Group::new(&rival, &root)
@@ -104,11 +114,15 @@ fn a_dropped_member_never_removes_another_node_that_took_its_name() {
         .join("m", b"theirs")
         .unwrap();
     let stat = zk.exists(theirs.node(), false).unwrap().unwrap();
-    // Dropped: its background removal is guarded by its creation zxid. (Its
-    // requests go before this sync of the same session.)
-    drop(member);
-    zkw.recoverable_zookeeper().sync(&root).unwrap();
-    zkw.zookeeper().exists(&root, false).unwrap();
+    match how {
+        Goes::Dropped => {
+            drop(member);
+            // Its requests go before this sync of the same session.
+            zkw.recoverable_zookeeper().sync(&root).unwrap();
+            zkw.zookeeper().exists(&root, false).unwrap();
+        }
+        Goes::Leaves => member.leave().unwrap(),
+    }
     assert_eq!(
         zk.exists(theirs.node(), false).unwrap().map(|s| s.czxid),
         Some(stat.czxid),
@@ -120,32 +134,13 @@ fn a_dropped_member_never_removes_another_node_that_took_its_name() {
 }
 
 #[test]
+fn a_dropped_member_never_removes_another_node_that_took_its_name() {
+    a_member_never_removes_another_node_that_took_its_name(Goes::Dropped);
+}
+
+#[test]
 fn a_member_leaving_never_removes_another_node_that_took_its_name() {
-    init_log();
-    let servers = shared_server().connect_string();
-    let zkw = connect(&servers, true);
-    let rival = connect(&servers, true);
-    let root = unique_root("owned-leave");
-    let group = Group::new(&zkw, &root).unwrap();
-    let member = group.join("m", b"mine").unwrap();
-    let zk = rival.zookeeper();
-    zk.delete(member.node(), None).unwrap();
-    let theirs = Group::new(&rival, &root)
-        .unwrap()
-        .join("m", b"theirs")
-        .unwrap();
-    let stat = zk.exists(theirs.node(), false).unwrap().unwrap();
-    // The synchronous guarded removal: the node at its name is not the one
-    // it created (another creation zxid), so it is left alone.
-    member.leave().unwrap();
-    assert_eq!(
-        zk.exists(theirs.node(), false).unwrap().map(|s| s.czxid),
-        Some(stat.czxid),
-        "the other session's node stays"
-    );
-    theirs.leave().unwrap();
-    zkw.close().unwrap();
-    rival.close().unwrap();
+    a_member_never_removes_another_node_that_took_its_name(Goes::Leaves);
 }
 
 #[test]
