@@ -2040,3 +2040,411 @@ fn whoami_prints_the_sessions_identities_or_the_version_needed() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// Issue 36: observability (ls --json's fields, ls --watch, stat)
+// ---------------------------------------------------------------------------
+
+/// `out`'s stdout as JSON; it must have succeeded.
+#[track_caller]
+fn json_of(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))
+}
+
+/// A session id as zklock prints it.
+fn hex_session(zkw: &zklock::ZooKeeperWatcher) -> String {
+    format!("0x{:x}", zkw.recoverable_zookeeper().session_id())
+}
+
+/// The lines of `child`'s stdout as they come (a thread reads them).
+fn stdout_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The next NDJSON document of `ls --watch --json`.
+#[track_caller]
+fn next_document(docs: &std::sync::mpsc::Receiver<String>) -> serde_json::Value {
+    let line = docs.recv_timeout(WAIT).expect("a document");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+/// No document over a quiet second.
+#[track_caller]
+fn quiet(docs: &std::sync::mpsc::Receiver<String>, what: &str) {
+    if let Ok(line) = docs.recv_timeout(Duration::from_secs(1)) {
+        panic!("{what}: printed while nothing changed: {line}");
+    }
+}
+
+/// `(state, kind, session, metadata)` of each entry of a JSON array.
+fn summary(entries: &serde_json::Value) -> Vec<(String, String, String, String)> {
+    entries
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|e| {
+            let field = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            (
+                field("state"),
+                field("kind"),
+                field("session"),
+                field("metadata"),
+            )
+        })
+        .collect()
+}
+
+/// A read lock held by one session and a write lock waiting in another
+/// (library locks): `ls --json` and `stat --json` give each node's state,
+/// kind, owning session and fencing token as the library reports them (the
+/// waiter's token is the one it holds with once granted), `stat` the
+/// znode's stat; the text `stat` has a FENCING column.
+#[test]
+fn ls_and_stat_json_show_the_sessions_and_fencing_tokens_the_library_reports() {
+    use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
+    let znode = unique_root("cli-json");
+    let (zkw_a, zkw_b) = (common::zkw(), common::zkw());
+    let reader = ZkInterProcessReadWriteLock::new(&zkw_a, &znode, None)
+        .unwrap()
+        .read_lock(b"reader-a");
+    reader.acquire().unwrap();
+    let read_grant = reader.acquired_lock().unwrap();
+    let writer = ZkInterProcessReadWriteLock::new(&zkw_b, &znode, None)
+        .unwrap()
+        .write_lock(b"writer-b");
+    let waiting = std::thread::spawn(move || writer.acquire().map(|()| writer));
+    let zk = raw();
+    wait_until(WAIT, "the writer queued", || {
+        lock_nodes(&zk, &znode).len() == 2
+    });
+    let (a, b) = (hex_session(&zkw_a), hex_session(&zkw_b));
+
+    let ls = json_of(&run(&["ls", &znode, "--json"]));
+    assert_eq!(
+        summary(&ls),
+        [
+            ("holder".into(), "read".into(), a.clone(), "reader-a".into()),
+            (
+                "waiter".into(),
+                "write".into(),
+                b.clone(),
+                "writer-b".into()
+            ),
+        ],
+        "{ls}"
+    );
+    let (holder, waiter) = (&ls[0], &ls[1]);
+    assert_eq!(holder["fencing_token"], read_grant.fencing_token(), "{ls}");
+    assert_eq!(holder["path"], read_grant.path.as_str(), "{ls}");
+    assert_eq!(holder["dialect"], "hbase", "{ls}");
+    assert!(
+        read_grant.path.ends_with(holder["node"].as_str().unwrap()),
+        "{ls}"
+    );
+    assert_eq!(holder["sequence"], read_grant.sequence, "{ls}");
+    let waiter_node = zk
+        .exists(waiter["path"].as_str().unwrap(), false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(waiter["fencing_token"], waiter_node.czxid, "{ls}");
+    assert_eq!(waiter["ctime_ms"], waiter_node.ctime, "{ls}");
+    assert!(waiter["age_ms"].is_u64(), "{ls}");
+
+    let stat = json_of(&run(&["stat", &znode, "--json"]));
+    let lock_dir = zk.exists(&znode, false).unwrap().unwrap();
+    assert_eq!(stat["path"], znode.as_str(), "{stat}");
+    assert_eq!(stat["stat"]["czxid"], lock_dir.czxid, "{stat}");
+    assert_eq!(stat["stat"]["pzxid"], lock_dir.pzxid, "{stat}");
+    assert_eq!(stat["stat"]["num_children"], 2, "{stat}");
+    assert_eq!(stat["stat"]["ephemeral_owner"], "0x0", "{stat}");
+    assert_eq!(stat["mixed"], serde_json::json!([]), "{stat}");
+    assert_eq!(summary(&stat["holders"]), summary(&ls)[..1], "{stat}");
+    assert_eq!(summary(&stat["waiters"]), summary(&ls)[1..], "{stat}");
+    assert_eq!(
+        stat["holders"][0]["fencing_token"],
+        read_grant.fencing_token()
+    );
+    assert_eq!(stat["waiters"][0]["fencing_token"], waiter["fencing_token"]);
+
+    let out = run(&["stat", &znode]);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        said.contains("1 holder(s), 1 waiter(s)")
+            && said.contains("numChildren = 2")
+            && said.contains("FENCING")
+            && said.contains(&format!(" {} ", read_grant.fencing_token())),
+        "{said}"
+    );
+
+    reader.release().unwrap();
+    let writer = waiting.join().unwrap().unwrap();
+    assert_eq!(
+        writer.acquired_lock().unwrap().fencing_token(),
+        waiter["fencing_token"],
+        "the waiter's token is its grant's"
+    );
+    let ls = json_of(&run(&["ls", &znode, "--json"]));
+    assert_eq!(
+        summary(&ls),
+        [("holder".into(), "write".into(), b, "writer-b".into())],
+        "{ls}"
+    );
+    writer.release().unwrap();
+    zkw_a.close().unwrap();
+    zkw_b.close().unwrap();
+}
+
+/// `ls --watch --json` prints one document (a line) when a waiter arrives
+/// and when the holder releases, nothing over a quiet second in between;
+/// the table form prints a headed table each time; SIGTERM and Ctrl-C end
+/// both with 0.
+#[test]
+fn ls_watch_prints_a_document_per_change_and_nothing_while_idle() {
+    use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
+    let znode = unique_root("cli-watch");
+    let (zkw_a, zkw_b) = (common::zkw(), common::zkw());
+    let first = ZkInterProcessReadWriteLock::new(&zkw_a, &znode, None)
+        .unwrap()
+        .write_lock(b"first");
+    first.acquire().unwrap();
+    let (a, b) = (hex_session(&zkw_a), hex_session(&zkw_b));
+    let mut json = start(&["ls", &znode, "--watch", "--json"]);
+    let mut table = start(&["ls", &znode, "-w"]);
+    let (docs, rows) = (stdout_lines(&mut json), stdout_lines(&mut table));
+
+    let doc = next_document(&docs);
+    assert_eq!(
+        summary(&doc),
+        [("holder".into(), "write".into(), a.clone(), "first".into())]
+    );
+    quiet(&docs, "idle, held");
+
+    let second = ZkInterProcessReadWriteLock::new(&zkw_b, &znode, None)
+        .unwrap()
+        .write_lock(b"second");
+    let waiting = std::thread::spawn(move || second.acquire().map(|()| second));
+    let doc = next_document(&docs);
+    assert_eq!(
+        summary(&doc),
+        [
+            ("holder".into(), "write".into(), a, "first".into()),
+            ("waiter".into(), "write".into(), b.clone(), "second".into()),
+        ]
+    );
+    quiet(&docs, "idle, a waiter");
+
+    first.release().unwrap();
+    let doc = next_document(&docs);
+    assert_eq!(
+        summary(&doc),
+        [("holder".into(), "write".into(), b, "second".into())]
+    );
+    let second = waiting.join().unwrap().unwrap();
+    assert_eq!(
+        doc[0]["fencing_token"],
+        second.acquired_lock().unwrap().fencing_token()
+    );
+    quiet(&docs, "idle, handed over");
+
+    signal(&json, Signal::SIGTERM);
+    assert_eq!(wait_for(&mut json, WAIT).code(), Some(0));
+    assert_eq!(stderr_of(&mut json), "");
+    // The table watcher saw the same three states, each under a heading.
+    let mut seen = Vec::new();
+    wait_until(WAIT, "the table's three listings", || {
+        seen.extend(rows.try_iter());
+        seen.iter().filter(|l| l.contains("second")).count() == 2
+    });
+    signal(&table, Signal::SIGINT);
+    assert_eq!(wait_for(&mut table, WAIT).code(), Some(0));
+    seen.extend(rows.try_iter());
+    let headings = seen
+        .iter()
+        .filter(|l| l.starts_with(&format!("== {znode} at ")) && l.ends_with(" UTC =="))
+        .count();
+    assert_eq!(headings, 3, "{seen:#?}");
+    assert_eq!(
+        seen.iter().filter(|l| l.starts_with("STATE")).count(),
+        3,
+        "{seen:#?}"
+    );
+    second.release().unwrap();
+    zkw_a.close().unwrap();
+    zkw_b.close().unwrap();
+}
+
+/// `ls --watch` through a proxy: a waiter that arrives while the connection
+/// is down is shown once reconnected (stderr says both); after the session
+/// expired (the proxy stalled past the session timeout, the server dropped
+/// the session) a new session is opened, stderr says so, and the lock is
+/// read again: the hand-over that happened meanwhile is printed.
+#[test]
+fn ls_watch_reads_again_after_a_reconnect_and_after_a_session_expiry() {
+    use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
+    use zklock::testing::FaultProxy;
+    let znode = unique_root("cli-watch-faults");
+    let (zkw_a, zkw_b) = (common::local_zkw(), common::local_zkw());
+    let first = ZkInterProcessReadWriteLock::new(&zkw_a, &znode, None)
+        .unwrap()
+        .write_lock(b"first");
+    first.acquire().unwrap();
+    let (a, b) = (hex_session(&zkw_a), hex_session(&zkw_b));
+    let proxy = FaultProxy::start(local()).unwrap();
+    let mut watch = start(&[
+        "--zk",
+        &proxy.connect_string(),
+        "ls",
+        &znode,
+        "--watch",
+        "--json",
+    ]);
+    let (docs, errs) = (stdout_lines(&mut watch), stderr_lines(&mut watch));
+    assert_eq!(summary(&next_document(&docs)).len(), 1);
+
+    // A reconnect within the session; the change came while cut off.
+    proxy.stall();
+    let second = ZkInterProcessReadWriteLock::new(&zkw_b, &znode, None)
+        .unwrap()
+        .write_lock(b"second");
+    let waiting = std::thread::spawn(move || second.acquire().map(|()| second));
+    let zk = common::local_raw();
+    wait_until(WAIT, "the waiter queued", || {
+        lock_nodes(&zk, &znode).len() == 2
+    });
+    proxy.reset();
+    let doc = next_document(&docs);
+    assert_eq!(
+        summary(&doc),
+        [
+            ("holder".into(), "write".into(), a, "first".into()),
+            ("waiter".into(), "write".into(), b.clone(), "second".into()),
+        ]
+    );
+    let said_until = |what: &str| -> Vec<String> {
+        let mut lines = Vec::new();
+        loop {
+            let line = errs
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("stderr never said {what:?}: {lines:#?}"));
+            let done = line.contains(what);
+            lines.push(line);
+            if done {
+                return lines;
+            }
+        }
+    };
+    let lines = said_until("reconnected to ZooKeeper (session 0x");
+    assert!(
+        lines[0].contains("connection to ZooKeeper lost"),
+        "{lines:#?}"
+    );
+    let session = lines
+        .last()
+        .and_then(|l| l.split("(session ").nth(1))
+        .and_then(|s| s.split(')').next())
+        .unwrap()
+        .to_string();
+
+    // An expiry: stalled until the server has dropped the session.
+    proxy.stall();
+    first.release().unwrap();
+    let second = waiting.join().unwrap().unwrap();
+    wait_until(
+        Duration::from_secs(30),
+        "the server expired the session",
+        || {
+            !four_letter(&local(), "cons")
+                .unwrap_or_default()
+                .contains(&format!("sid={session}"))
+        },
+    );
+    proxy.pass();
+    let lines = said_until("new session 0x");
+    assert!(
+        lines.iter().any(|l| l.contains("the session expired")),
+        "{lines:#?}"
+    );
+    assert!(!lines.last().unwrap().contains(&session), "{lines:#?}");
+    let doc = next_document(&docs);
+    assert_eq!(
+        summary(&doc),
+        [("holder".into(), "write".into(), b, "second".into())]
+    );
+    signal(&watch, Signal::SIGTERM);
+    assert_eq!(wait_for(&mut watch, WAIT).code(), Some(0));
+    second.release().unwrap();
+    zkw_a.close().unwrap();
+    zkw_b.close().unwrap();
+}
+
+/// `stat` of a missing path fails as `ls` does (exit 1, "no such node"), so
+/// does `ls --watch`; of a parent of locks it fails saying what it is and
+/// which path to give; of an idle lock it shows no holders and the stat.
+/// `--help` documents `stat` and `ls --watch`.
+#[test]
+fn stat_of_a_missing_path_or_a_non_lock_fails_in_one_line() {
+    let root = unique_root("cli-stat-what");
+    let missing = format!("{root}/nothing");
+    let says = format!("no such node: {missing}");
+    fails_in_one_line(&["stat", &missing], 1, &says);
+    fails_in_one_line(&["stat", &missing, "--json"], 1, &says);
+    fails_in_one_line(&["ls", &missing, "--watch"], 1, &says);
+    fails_in_one_line(&["ls", &missing, "--watch", "--json"], 1, &says);
+
+    let zk = raw();
+    let (parent, child) = (format!("{root}/app"), format!("{root}/app/config"));
+    for p in [&root, &parent, &child] {
+        zk.create(
+            p,
+            b"",
+            zklock::client::Acl::open_unsafe(),
+            zklock::client::CreateMode::Persistent,
+        )
+        .unwrap();
+    }
+    fails_in_one_line(
+        &["stat", &parent],
+        1,
+        &format!(
+            "{parent} is not a lock, semaphore or election: it holds 1 other znode(s) (config)"
+        ),
+    );
+    fails_in_one_line(&["stat", &parent, "--json"], 1, "is not a lock");
+    // An idle lock (no children): its stat, no holders.
+    let out = run(&["stat", &child]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("0 holder(s), 0 waiter(s)"),
+        "{}",
+        text(&out.stdout)
+    );
+    let stat = json_of(&run(&["stat", &child, "--json"]));
+    assert_eq!(stat["holders"], serde_json::json!([]), "{stat}");
+    assert_eq!(stat["waiters"], serde_json::json!([]), "{stat}");
+    assert_eq!(stat["stat"]["num_children"], 0, "{stat}");
+
+    let help = text(&run(&["--help"]).stdout);
+    assert!(help.contains("stat "), "{help}");
+    let help = text(&run(&["ls", "--help"]).stdout);
+    assert!(
+        help.contains("--watch") && help.contains("fencing_token"),
+        "{help}"
+    );
+    let help = text(&run(&["stat", "--help"]).stdout);
+    assert!(
+        help.contains("--json") && help.contains("holders"),
+        "{help}"
+    );
+    common::client::rmr(&zk, &root);
+}

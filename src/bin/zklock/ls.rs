@@ -10,7 +10,7 @@ use crate::duration::human;
 use crate::{connect, Global, LsArgs, ReapArgs};
 
 /// One child of a lock or election znode (or of a semaphore's).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Entry {
     /// `holder` / `waiter` for locks and semaphores, `leader` / `candidate`
     /// for elections.
@@ -27,18 +27,20 @@ pub(crate) struct Entry {
     sequence: i64,
     session: i64,
     ctime_ms: i64,
+    /// The node's creation zxid: the fencing token of its grant.
+    czxid: i64,
     pub(crate) metadata: String,
 }
 
 impl Entry {
     /// A holder of the lock or the leader of the election (not queued).
-    fn is_head(&self) -> bool {
+    pub(crate) fn is_head(&self) -> bool {
         matches!(self.state, "holder" | "leader")
     }
 }
 
 /// What `list` found under a znode.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Listing {
     /// In queue order: the lock's (or election's) nodes, then a semaphore's
     /// leases, then its waiters.
@@ -58,7 +60,7 @@ fn sequence(name: &str) -> Option<i64> {
     name[name.len() - digits.min(10)..].parse().ok()
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -149,6 +151,7 @@ fn lock_entries(
             sequence: seq,
             session: stat.ephemeral_owner,
             ctime_ms: stat.ctime,
+            czxid: stat.czxid,
             metadata,
         });
     }
@@ -226,6 +229,7 @@ pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listin
                 sequence: sequence(&child).unwrap_or(0),
                 session: stat.ephemeral_owner,
                 ctime_ms: stat.ctime,
+                czxid: stat.czxid,
                 metadata,
             });
         }
@@ -256,6 +260,7 @@ pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listin
             sequence: 0,
             session: stat.ephemeral_owner,
             ctime_ms: stat.ctime,
+            czxid: stat.czxid,
             metadata,
         });
     }
@@ -291,7 +296,7 @@ pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listin
     Ok(out)
 }
 
-fn json_string(s: &str) -> String {
+pub(crate) fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -309,36 +314,51 @@ fn json_string(s: &str) -> String {
     out
 }
 
+/// How long ago (by this machine's clock) a node created at `ctime_ms` (by
+/// the server's) was created; 0 when the clocks disagree the other way.
+pub(crate) fn age_of(ctime_ms: i64, now: i64) -> Duration {
+    Duration::from_millis(u64::try_from(now.saturating_sub(ctime_ms)).unwrap_or(0))
+}
+
 fn age(e: &Entry, now: i64) -> Duration {
-    Duration::from_millis(u64::try_from(now.saturating_sub(e.ctime_ms)).unwrap_or(0))
+    age_of(e.ctime_ms, now)
 }
 
-fn print_json(out: &mut impl Write, entries: &[Entry]) -> io::Result<()> {
+/// One entry as the JSON object documented in docs/cli.md ("JSON output").
+pub(crate) fn entry_json(e: &Entry, now: i64) -> String {
+    format!(
+        "{{\"state\":{},\"kind\":{},\"dialect\":{},\"node\":{},\"path\":{},\
+         \"sequence\":{},\"session\":\"0x{:x}\",\"ctime_ms\":{},\"age_ms\":{},\
+         \"fencing_token\":{},\"metadata\":{}}}",
+        json_string(e.state),
+        json_string(e.kind),
+        json_string(e.dialect),
+        json_string(&e.node),
+        json_string(&e.path),
+        e.sequence,
+        e.session,
+        e.ctime_ms,
+        age(e, now).as_millis(),
+        e.czxid,
+        json_string(&e.metadata)
+    )
+}
+
+/// `ls --json`: the entries as one array, one entry a line (`compact`: the
+/// whole array on one line, as `--watch` prints each document).
+fn print_json(out: &mut impl Write, entries: &[Entry], compact: bool) -> io::Result<()> {
     let now = now_ms();
-    let items: Vec<String> = entries
-        .iter()
-        .map(|e| {
-            format!(
-                "{{\"state\":{},\"kind\":{},\"dialect\":{},\"node\":{},\"path\":{},\
-                 \"sequence\":{},\"session\":\"0x{:x}\",\"ctime_ms\":{},\"age_ms\":{},\
-                 \"metadata\":{}}}",
-                json_string(e.state),
-                json_string(e.kind),
-                json_string(e.dialect),
-                json_string(&e.node),
-                json_string(&e.path),
-                e.sequence,
-                e.session,
-                e.ctime_ms,
-                age(e, now).as_millis(),
-                json_string(&e.metadata)
-            )
-        })
-        .collect();
-    writeln!(out, "[{}]", items.join(",\n "))
+    let items: Vec<String> = entries.iter().map(|e| entry_json(e, now)).collect();
+    let sep = if compact { "," } else { ",\n " };
+    writeln!(out, "[{}]", items.join(sep))
 }
 
-fn print_table(out: &mut impl Write, entries: &[Entry]) -> io::Result<()> {
+/// The table of `ls` (and, with `fencing`, of `stat`: a FENCING column).
+pub(crate) fn print_table(
+    out: &mut impl Write,
+    entries: &[Entry],
+    fencing: bool,
+) -> io::Result<()> {
     let now = now_ms();
     let width = entries
         .iter()
@@ -346,15 +366,23 @@ fn print_table(out: &mut impl Write, entries: &[Entry]) -> io::Result<()> {
         .max()
         .unwrap_or(4)
         .max(4);
+    let tokens: Vec<String> = entries.iter().map(|e| e.czxid.to_string()).collect();
+    let fencing_width = if fencing {
+        tokens.iter().map(String::len).max().unwrap_or(0).max(7) + 2
+    } else {
+        0
+    };
+    let fencing_head = if fencing { "FENCING" } else { "" };
     writeln!(
         out,
-        "{:<9} {:<6} {:<7} {:<width$} {:<18} {:>7}  METADATA",
+        "{:<9} {:<6} {:<7} {:<width$} {:<18} {:>7}  {fencing_head:<fencing_width$}METADATA",
         "STATE", "KIND", "DIALECT", "NODE", "SESSION", "AGE"
     )?;
-    for e in entries {
+    for (e, token) in entries.iter().zip(&tokens) {
+        let token = if fencing { token.as_str() } else { "" };
         writeln!(
             out,
-            "{:<9} {:<6} {:<7} {:<width$} {:<18} {:>7}  {}",
+            "{:<9} {:<6} {:<7} {:<width$} {:<18} {:>7}  {token:<fencing_width$}{}",
             e.state,
             e.kind,
             e.dialect,
@@ -383,60 +411,83 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     if a.show_acl {
         return show_acl(g, a);
     }
+    if a.watch {
+        return crate::watch::run(g, a);
+    }
     let zkw = connect(g)?;
     let listing = list(&zkw, &a.znode);
     let _ = zkw.close();
-    let Listing {
-        entries,
-        mixed,
-        children,
-    } = listing?;
-    // Nothing found: a missing znode, or one that is no lock.
-    let what = entries.is_empty().then(|| what_is(children));
-    if let Some(What::Missing) = what {
-        let line = format!(
-            "no such node: {} (no lock, semaphore or election was ever taken there; check the \
-             path, and the chroot of --zk)",
-            a.znode
-        );
-        return Err(crate::explained(
-            zklock::Error::zk(ZkError::NoNode, &a.znode),
-            line,
-        ));
+    let listing = listing?;
+    if listing.entries.is_empty() && listing.children.is_none() {
+        return Err(no_such_node(&a.znode));
     }
-    for (dir, dialects) in &mixed {
+    warn_mixed(&listing.mixed);
+    let mut out = io::stdout().lock();
+    let written = render(&mut out, &a.znode, &listing, a.json, false);
+    quiet_on_broken_pipe(written.and_then(|()| out.flush()))?;
+    Ok(0)
+}
+
+/// The error of `ls` and `stat` for a znode that does not exist (exit 1).
+pub(crate) fn no_such_node(znode: &str) -> anyhow::Error {
+    let line = format!(
+        "no such node: {znode} (no lock, semaphore or election was ever taken there; check the \
+         path, and the chroot of --zk)"
+    );
+    crate::explained(zklock::Error::zk(ZkError::NoNode, znode), line)
+}
+
+/// The warning (stderr) for each directory that mixes dialects.
+pub(crate) fn warn_mixed(mixed: &[(String, Vec<&'static str>)]) {
+    for (dir, dialects) in mixed {
         eprintln!(
             "zklock: warning: {dir} mixes dialects ({}): their clients do not see each \
              other's nodes, so two of them can hold the lock at once",
             dialects.join(", ")
         );
     }
-    let mut out = io::stdout().lock();
-    let written = if a.json {
-        print_json(&mut out, &entries)
-    } else if let Some(What::Parent(children)) = &what {
-        let shown: Vec<&str> = children.iter().take(3).map(String::as_str).collect();
-        let more = if children.len() > 3 { ", ..." } else { "" };
-        writeln!(
-            out,
-            "{} is not a lock, semaphore or election: it holds {} other znode(s) ({}{more}); \
-             if they are locks, list one: zklock ls {}",
-            a.znode,
-            children.len(),
-            shown.join(", "),
-            zkutil::join_znode(&a.znode, shown[0])
-        )
-    } else if entries.is_empty() {
-        writeln!(out, "{}: no holders, waiters or candidates", a.znode)
-    } else {
-        print_table(&mut out, &entries)
-    };
-    quiet_on_broken_pipe(written.and_then(|()| out.flush()))?;
-    Ok(0)
+}
+
+/// One listing of `znode` as `ls` prints it: the JSON array (on one line
+/// when `compact`), else the table, or a line saying why there is none (no
+/// holders; a parent of locks; no such node, which only `ls --watch` prints,
+/// when the znode goes away while watched).
+pub(crate) fn render(
+    out: &mut impl Write,
+    znode: &str,
+    listing: &Listing,
+    json: bool,
+    compact: bool,
+) -> io::Result<()> {
+    if json {
+        return print_json(out, &listing.entries, compact);
+    }
+    if !listing.entries.is_empty() {
+        return print_table(out, &listing.entries, false);
+    }
+    match what_is(listing.children.clone()) {
+        What::Missing => writeln!(out, "{znode}: no such node"),
+        What::Free => writeln!(out, "{znode}: no holders, waiters or candidates"),
+        What::Parent(children) => writeln!(out, "{}", not_a_lock(znode, &children, "ls")),
+    }
+}
+
+/// What `ls` prints (and `stat` fails with) for a parent of locks.
+pub(crate) fn not_a_lock(znode: &str, children: &[String], command: &str) -> String {
+    let shown: Vec<&str> = children.iter().take(3).map(String::as_str).collect();
+    let more = if children.len() > 3 { ", ..." } else { "" };
+    format!(
+        "{znode} is not a lock, semaphore or election: it holds {} other znode(s) ({}{more}); \
+         if they are locks, list one: zklock {command} {}",
+        children.len(),
+        shown.join(", "),
+        zkutil::join_znode(znode, shown[0])
+    )
 }
 
 /// What a znode with no lock nodes is.
-enum What {
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum What {
     /// It does not exist.
     Missing,
     /// It exists with no children: a lock (or election) nobody holds now.
@@ -445,7 +496,7 @@ enum What {
     Parent(Vec<String>),
 }
 
-fn what_is(children: Option<Vec<String>>) -> What {
+pub(crate) fn what_is(children: Option<Vec<String>>) -> What {
     match children {
         None => What::Missing,
         // An idle semaphore keeps its two directories.

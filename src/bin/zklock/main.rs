@@ -7,7 +7,8 @@
 //! zklock read-lock /locks/table -- ./report.sh
 //! zklock lock --dialect curator /locks/job -- ./job.sh   # with Curator services
 //! zklock semaphore /semaphores/db --limit 4 -- ./query.sh
-//! zklock ls /locks/nightly [--json] [--show-acl]
+//! zklock ls /locks/nightly [--json] [--watch] [--show-acl]
+//! zklock stat /locks/nightly [--json]
 //! zklock reap /locks/nightly (--older-than 1h | --all)
 //! zklock elect /services/cron --name host-a -- ./cron-leader.sh
 //! zklock leader /services/cron [--watch]
@@ -22,14 +23,16 @@ mod elect;
 mod lock;
 mod ls;
 mod server;
+mod stat;
 mod supervise;
+mod watch;
 mod whoami;
 
 use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use zklock::{RetryConfig, ZooKeeperWatcher};
+use zklock::{RetryConfig, ZooKeeperWatcher, ZooKeeperWatcherBuilder};
 
 use duration::parse_duration;
 
@@ -295,8 +298,12 @@ enum Cmd {
     /// Take one of --limit leases of a counting semaphore, run the command while
     /// holding it, release
     Semaphore(SemaphoreArgs),
-    /// List holders and waiters of a lock (or the candidates of an election), in order
+    /// List holders and waiters of a lock (or the candidates of an election), in order;
+    /// --watch follows them
     Ls(LsArgs),
+    /// One lock's (semaphore's, election's) state: holders and waiters in order,
+    /// with their sessions, ages and fencing tokens, and the znode's stat
+    Stat(StatArgs),
     /// Remove lock nodes left by others (e.g. a process that hangs holding a lock)
     Reap(ReapArgs),
     /// Run the command only while leader of an election
@@ -420,14 +427,36 @@ pub(crate) struct LsArgs {
     /// The lock (or election) znode
     #[arg(value_parser = parse_znode)]
     znode: String,
-    /// One JSON array instead of a table
+    /// One JSON array instead of a table, an object per node: state, kind,
+    /// dialect, node, path, sequence, session (hex), ctime_ms, age_ms,
+    /// fencing_token (the node's creation zxid), metadata (docs/cli.md)
     #[arg(long)]
     json: bool,
+    /// Keep running and print the listing again each time the lock's nodes
+    /// change (ZooKeeper watches; with --json one array per line) until
+    /// Ctrl-C or SIGTERM (exit 0); after a reconnect or a session expiry
+    /// (then a new session is opened) the lock is read again
+    #[arg(long, short = 'w', conflicts_with = "show_acl")]
+    watch: bool,
     /// Print the ACL of the znode and of each node listed instead
     /// (SCHEME:ID:PERMS, perms as zkCli's cdrwa: create, delete, read, write,
     /// admin); with --json, [{"path":..,"acl":[..]},..]
     #[arg(long)]
     show_acl: bool,
+}
+
+/// `stat`.
+#[derive(Debug, Args)]
+pub(crate) struct StatArgs {
+    /// The lock (semaphore, election) znode
+    #[arg(value_parser = parse_znode)]
+    znode: String,
+    /// One JSON object instead of text: {"path", "stat": {czxid, mzxid, pzxid,
+    /// ctime_ms, mtime_ms, version, cversion, aversion, ephemeral_owner,
+    /// data_length, num_children}, "holders": [..], "waiters": [..], "mixed":
+    /// [..]}, holders and waiters as `ls --json`'s objects (docs/cli.md)
+    #[arg(long)]
+    json: bool,
 }
 
 /// `reap`.
@@ -547,6 +576,15 @@ pub(crate) fn servers(g: &Global) -> &str {
 /// a usage error; a failed connection says why for each server (refused,
 /// timed out, cannot resolve); a session timeout the server changed is told.
 pub(crate) fn connect(g: &Global) -> anyhow::Result<ZooKeeperWatcher> {
+    connect_with(g, |b| b)
+}
+
+/// [`connect`], with `more` settings of the watcher's builder (`ls --watch`:
+/// session renewal, its own abortable).
+pub(crate) fn connect_with(
+    g: &Global,
+    more: impl FnOnce(ZooKeeperWatcherBuilder) -> ZooKeeperWatcherBuilder,
+) -> anyhow::Result<ZooKeeperWatcher> {
     let servers = servers(g);
     let tls = match &g.tls_ca {
         None => None,
@@ -561,7 +599,7 @@ pub(crate) fn connect(g: &Global) -> anyhow::Result<ZooKeeperWatcher> {
     };
     let sasl = sasl_config(g)?;
     let acl = g.acl_policy()?;
-    let zkw = ZooKeeperWatcher::builder(servers)
+    let zkw = more(ZooKeeperWatcher::builder(servers))
         .with_acl_policy(acl)
         .with_identifier("zklock-cli")
         .with_session_timeout(g.session_timeout)
@@ -755,6 +793,7 @@ fn run(cli: &Cli) -> anyhow::Result<i32> {
         Cmd::ReadLock(a) => lock::run(&cli.global, a, false, false),
         Cmd::Semaphore(a) => lock::run_semaphore(&cli.global, a),
         Cmd::Ls(a) => ls::ls(&cli.global, a),
+        Cmd::Stat(a) => stat::run(&cli.global, a),
         Cmd::Reap(a) => ls::reap(&cli.global, a),
         Cmd::Elect(a) => elect::run(&cli.global, a),
         Cmd::Leader(a) => elect::leader(&cli.global, a),
