@@ -2207,8 +2207,8 @@ fn ls_and_stat_json_show_the_sessions_and_fencing_tokens_the_library_reports() {
 
 /// `ls --watch --json` prints one document (a line) when a waiter arrives
 /// and when the holder releases, nothing over a quiet second in between;
-/// the table form prints a headed table each time; SIGTERM and Ctrl-C end
-/// both with 0.
+/// the table form prints a headed table each time; a deleted lock znode is
+/// watched until it comes back; SIGTERM and Ctrl-C end both with 0.
 #[test]
 fn ls_watch_prints_a_document_per_change_and_nothing_while_idle() {
     use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
@@ -2257,9 +2257,6 @@ fn ls_watch_prints_a_document_per_change_and_nothing_while_idle() {
     );
     quiet(&docs, "idle, handed over");
 
-    signal(&json, Signal::SIGTERM);
-    assert_eq!(wait_for(&mut json, WAIT).code(), Some(0));
-    assert_eq!(stderr_of(&mut json), "");
     // The table watcher saw the same three states, each under a heading.
     let mut seen = Vec::new();
     wait_until(WAIT, "the table's three listings", || {
@@ -2279,7 +2276,33 @@ fn ls_watch_prints_a_document_per_change_and_nothing_while_idle() {
         3,
         "{seen:#?}"
     );
+    assert_eq!(stderr_of(&mut table), "");
+
+    // Released: an empty document; the znode deleted: the same, so nothing;
+    // taken again: the watch on its existence brings the new holder.
     second.release().unwrap();
+    assert_eq!(next_document(&docs), serde_json::json!([]));
+    quiet(&docs, "idle, free");
+    raw().delete(&znode, None).unwrap();
+    quiet(&docs, "deleted");
+    let third = ZkInterProcessReadWriteLock::new(&zkw_a, &znode, None)
+        .unwrap()
+        .write_lock(b"third");
+    third.acquire().unwrap();
+    assert_eq!(
+        summary(&next_document(&docs)),
+        [(
+            "holder".into(),
+            "write".into(),
+            hex_session(&zkw_a),
+            "third".into()
+        )]
+    );
+
+    signal(&json, Signal::SIGTERM);
+    assert_eq!(wait_for(&mut json, WAIT).code(), Some(0));
+    assert_eq!(stderr_of(&mut json), "");
+    third.release().unwrap();
     zkw_a.close().unwrap();
     zkw_b.close().unwrap();
 }
