@@ -2471,3 +2471,55 @@ fn stat_of_a_missing_path_or_a_non_lock_fails_in_one_line() {
     );
     common::client::rmr(&zk, &root);
 }
+
+/// `stat --json` of a semaphore (limit 1): its lease is the holder (kind
+/// `lease`, the library's lease token and session), the session queued in
+/// its mutex the waiter; once handed over, the new lease's token.
+#[test]
+fn stat_json_of_a_semaphore_shows_its_lease_and_its_queue() {
+    use zklock::lock::ZkSemaphore;
+    let znode = unique_root("cli-stat-semaphore");
+    let (zkw_a, zkw_b) = (common::zkw(), common::zkw());
+    let (a, b) = (hex_session(&zkw_a), hex_session(&zkw_b));
+    let lease = ZkSemaphore::new(&zkw_a, &znode, 1, b"lease-a")
+        .unwrap()
+        .acquire()
+        .unwrap();
+    let semaphore_b = ZkSemaphore::new(&zkw_b, &znode, 1, b"lease-b").unwrap();
+    let waiting = std::thread::spawn(move || semaphore_b.acquire());
+    let mut stat = serde_json::Value::Null;
+    wait_until(WAIT, "the second session queued", || {
+        stat = json_of(&run(&["stat", &znode, "--json"]));
+        stat["waiters"].as_array().is_some_and(|w| w.len() == 1)
+    });
+    assert_eq!(
+        summary(&stat["holders"]),
+        [("holder".into(), "lease".into(), a, "lease-a".into())],
+        "{stat}"
+    );
+    assert_eq!(stat["holders"][0]["fencing_token"], lease.fencing_token());
+    assert_eq!(stat["holders"][0]["path"], lease.path(), "{stat}");
+    assert_eq!(stat["waiters"][0]["state"], "waiter", "{stat}");
+    assert_eq!(stat["waiters"][0]["session"], b.as_str(), "{stat}");
+    assert!(
+        stat["waiters"][0]["node"]
+            .as_str()
+            .unwrap()
+            .starts_with("locks/"),
+        "{stat}"
+    );
+
+    lease.release().unwrap();
+    let lease = waiting.join().unwrap().unwrap();
+    let stat = json_of(&run(&["stat", &znode, "--json"]));
+    assert_eq!(
+        summary(&stat["holders"]),
+        [("holder".into(), "lease".into(), b, "lease-b".into())],
+        "{stat}"
+    );
+    assert_eq!(stat["holders"][0]["fencing_token"], lease.fencing_token());
+    assert_eq!(stat["waiters"], serde_json::json!([]), "{stat}");
+    lease.release().unwrap();
+    zkw_a.close().unwrap();
+    zkw_b.close().unwrap();
+}
