@@ -158,8 +158,11 @@ fn follow(
     // parent of locks) and its warnings; ages are not compared.
     let mut shown = None;
     let mut first = true;
-    // Whether a read is due, and whether one can be made now.
-    let (mut due, mut connected, mut expired) = (true, true, false);
+    // Whether a read is due, and whether one can be made now; what stderr
+    // said of the connection (the events': a read can fail before the
+    // Disconnected event is handled).
+    let (mut due, mut connected) = (true, true);
+    let (mut told_up, mut expired) = (true, false);
     let mut failures = 0;
     loop {
         if due && connected {
@@ -192,8 +195,13 @@ fn follow(
                         let written = heading
                             .and_then(|()| render(&mut out, znode, &listing, a.json, true))
                             .and_then(|()| out.flush());
-                        if written.is_err() {
-                            return Ok(0); // the reader went away (a closed pipe)
+                        match written {
+                            Ok(()) => {}
+                            // The reader went away (`| head -1`): done.
+                            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(0),
+                            Err(e) => {
+                                return Err(anyhow::Error::new(e).context("writing to stdout"))
+                            }
                         }
                         shown = Some(key);
                     }
@@ -216,20 +224,20 @@ fn follow(
             recv(events) -> event => match event {
                 Ok(Event::Changed) => due = true,
                 Ok(Event::Connection(KeeperState::Disconnected)) => {
-                    if connected {
+                    if told_up {
                         eprintln!(
                             "zklock: connection to ZooKeeper lost; changes to {znode} are \
                              shown once reconnected"
                         );
                     }
-                    connected = false;
+                    (connected, told_up) = (false, false);
                 }
                 Ok(Event::Connection(KeeperState::Expired)) => {
                     eprintln!(
                         "zklock: the session expired; opening a new session to watch {znode} \
                          again"
                     );
-                    (connected, expired) = (false, true);
+                    (connected, told_up, expired) = (false, false, true);
                 }
                 Ok(Event::Connection(KeeperState::SyncConnected)) => {
                     let session = zkw.recoverable_zookeeper().session_id();
@@ -237,13 +245,13 @@ fn follow(
                         eprintln!(
                             "zklock: new session 0x{session:x}; reading {znode} again"
                         );
-                    } else if !connected {
+                    } else if !told_up {
                         eprintln!(
                             "zklock: reconnected to ZooKeeper (session 0x{session:x}); \
                              reading {znode} again"
                         );
                     }
-                    (connected, expired, due) = (true, false, true);
+                    (connected, told_up, expired, due) = (true, true, false, true);
                 }
                 Ok(Event::Connection(KeeperState::AuthFailed)) => {
                     anyhow::bail!("ZooKeeper refused the session's authentication while watching {znode}")
