@@ -108,6 +108,7 @@ impl ZooKeeper {
         let listed = replies
             .next()
             .unwrap_or_else(|| Err(Error::zk_code(ZkError::ConnectionLoss)))
+            .map_err(|e| no_read(op::GET_CHILDREN, with_path(e, parent)))
             .and_then(|body| {
                 Reader::new(&body)
                     .strings()
@@ -162,7 +163,7 @@ impl ZooKeeper {
                 .map(Some)
                 .map_err(|_| marshalling(parent)),
             Some(Err(e)) if e.is(ZkError::NoNode) => Ok(None),
-            Some(Err(e)) => Err(with_path(e, parent)),
+            Some(Err(e)) => Err(no_read(op::EXISTS, with_path(e, parent))),
             None => Err(Error::zk(ZkError::ConnectionLoss, parent)),
         };
         let created = replies
@@ -336,7 +337,7 @@ impl ZooKeeper {
         let watch = watch_reg(false, Kind::Child, path, watcher);
         self.read_async(op::GET_CHILDREN, path, watch, callback, |reply, p| {
             reply
-                .map_err(|e| with_path(e, p))
+                .map_err(|e| no_read(op::GET_CHILDREN, with_path(e, p)))
                 .and_then(|body| Reader::new(&body).strings().map_err(|_| marshalling(p)))
         });
     }
@@ -358,7 +359,7 @@ impl ZooKeeper {
                 .map(Some)
                 .map_err(|_| marshalling(p)),
             Err(e) if e.is(ZkError::NoNode) => Ok(None),
-            Err(e) => Err(with_path(e, p)),
+            Err(e) => Err(no_read(op::EXISTS, with_path(e, p))),
         });
     }
 
@@ -375,7 +376,7 @@ impl ZooKeeper {
         let watch = watch_reg(false, Kind::Data, path, watcher);
         self.read_async(op::GET_DATA, path, watch, callback, |reply, p| {
             reply
-                .map_err(|e| with_path(e, p))
+                .map_err(|e| no_read(op::GET_DATA, with_path(e, p)))
                 .and_then(|body| read_data(&body).map_err(|_| marshalling(p)))
         });
     }

@@ -89,7 +89,10 @@ impl Offer<'_> {
             }
             let node = zkutil::join_znode(self.root, &self.name);
             let rzk = zkw.recoverable_zookeeper();
-            let acl = rzk.acl_for(self.root);
+            // The offer's own ACL (its name counts as its path, as for every
+            // sequential node), not its directory's: a rule that lets the
+            // others list the directory does not open the offers.
+            let acl = rzk.acl_for(&node);
             with_parents(rzk, &node, self.parents, || {
                 zk.create(&node, self.data, acl, CreateMode::EphemeralSequential)
             })
