@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use zklock::client::{AclPolicy, Id, Perms};
+use zklock::client::{AclPolicy, Id, Perms, ReplyKind};
 use zklock::lock::{
     Dialect, InterProcessLock, InterProcessReadWriteLock, ZkInterProcessMutex,
     ZkInterProcessReadWriteLock, ZkSemaphore, SEMAPHORE_LEASES, SEMAPHORE_LOCKS,
@@ -461,4 +461,58 @@ fn tree_cache_of_another_identitys_nodes() {
         }
         p.close();
     }
+}
+
+/// A shared node another identity created, which this one may create and
+/// delete beside but not read (a directory of a fleet): HBase's
+/// `createAndFailSilent` (`zkutil`, and the watcher's base znodes at
+/// connect) looks with `exists` first, which 3.8.4+ / 3.9.2+ refuse there;
+/// it then creates, and the `NodeExists` says the node is there: `Ok` on
+/// every version, as on 3.8.0.
+#[test]
+fn create_and_fail_silent_on_another_identitys_node() {
+    let checks = exists_checks_read();
+    let p = Pair::new("aclv-shared", &[""], no_read());
+    let shared = p.path("shared");
+    zklock::zkutil::create_and_fail_silent(&p.alice, &shared).unwrap();
+    if checks {
+        assert_no_read(p.bob.zookeeper().exists(&shared, false), "exists", &shared);
+    } else {
+        assert!(p.bob.zookeeper().exists(&shared, false).unwrap().is_some());
+    }
+    zklock::zkutil::create_and_fail_silent(&p.bob, &shared).unwrap();
+    // And a child of it: bob may create there.
+    zklock::zkutil::create_with_parents(&p.bob, &format!("{shared}/bob")).unwrap();
+    assert_eq!(p.children("shared"), vec!["bob".to_string()]);
+    p.close();
+}
+
+/// A candidate whose offer's create lost its reply looks for its offer
+/// among the `n_` offers (their owner is in the `Stat`): another
+/// candidate's offer it may not read is not its own, on every version
+/// (3.8.4+ / 3.9.2+ refuse the `exists`). It finds its own and goes on,
+/// then fails at the offer ahead (`getData`, see
+/// [`election_behind_another_identity`]) as without the lost reply.
+#[test]
+fn election_offer_found_again_beside_another_identitys_offer() {
+    let p = Pair::new("aclv-elect-lost", &["", "elect"], no_read());
+    let root = p.path("elect");
+    let a = LeaderElectionSupport::new(&p.alice, &root, "alice").unwrap();
+    a.start().unwrap();
+    assert!(a.await_leadership(WAIT).unwrap());
+    let b = Arc::new(LeaderElectionSupport::new(&p.bob, &root, "bob").unwrap());
+    p.bob.zookeeper().lose_next_reply(ReplyKind::Create);
+    let session = p.bob.zookeeper().session_id();
+    let waiter = b.clone();
+    let r = within("bob's election", move || {
+        waiter.start()?;
+        waiter.await_leadership(Duration::from_millis(500))
+    });
+    assert_eq!(p.bob.zookeeper().session_id(), session, "the same session");
+    assert_no_read(r, "getData", &root);
+    assert_eq!(p.children("elect").len(), 2, "one offer each");
+    b.stop().unwrap();
+    a.stop().unwrap();
+    assert!(p.children("elect").is_empty(), "{:?}", p.children("elect"));
+    p.close();
 }
