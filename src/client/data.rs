@@ -423,6 +423,12 @@ impl ZooKeeper {
     /// The node's `Stat`, or `None` if it does not exist. With `watch`, the
     /// default watcher is told when the node is created, deleted or changed (a
     /// watch is set even when the node does not exist).
+    ///
+    /// # Errors
+    /// [`Error::NoReadPermission`] (`code()` `NoAuth`) from ZooKeeper 3.8.4+
+    /// and 3.9.2+ when the node exists and its ACL gives this session no
+    /// `READ` (ZOOKEEPER-2590; older servers answer its `Stat`, and from 3.7
+    /// on do not deliver its events to such a session).
     pub fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>> {
         self.exists_impl(path, watch.then(|| self.default_watcher()))
     }
@@ -451,7 +457,8 @@ impl ZooKeeper {
     /// the next change or deletion (no watch is left when the node is missing).
     ///
     /// # Errors
-    /// `NoNode`, `NoAuth`.
+    /// `NoNode`; [`Error::NoReadPermission`] (`code()` `NoAuth`) when its
+    /// ACL gives this session no `READ`.
     pub fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
         self.get_data_impl(path, watch.then(|| self.default_watcher()))
     }
@@ -515,7 +522,8 @@ impl ZooKeeper {
     /// watcher is told when the children change or the node is deleted.
     ///
     /// # Errors
-    /// `NoNode`, `NoAuth`.
+    /// `NoNode`; [`Error::NoReadPermission`] (`code()` `NoAuth`) when its
+    /// ACL gives this session no `READ`.
     pub fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>> {
         self.children_impl(path, watch.then(|| self.default_watcher()), false)
             .map(|(c, _)| c)
