@@ -332,6 +332,21 @@ pub enum Error {
         /// What it needs, e.g. `"ZooKeeper 3.7 or later"`.
         needs: &'static str,
     },
+    /// The server refused a read (`NOAUTH`) because the node's ACL gives the
+    /// caller no `READ`: `getData`, `getChildren`, and `exists`, which
+    /// ZooKeeper 3.8.4+ and 3.9.2+ check too (ZOOKEEPER-2590; 3.8.0 and
+    /// earlier answered `exists` without looking at the ACL). Java throws a
+    /// bare `NoAuthException`; zklock names the operation and the missing
+    /// permission. [`code`](Error::code) is still `Some(ZkError::NoAuth)`,
+    /// so `e.is(ZkError::NoAuth)` holds. See
+    /// [`AclPolicy`](crate::client::AclPolicy)
+    /// for the policies that give the other participants `READ`.
+    NoReadPermission {
+        /// The read: `"exists"`, `"getData"` or `"getChildren"`.
+        operation: &'static str,
+        /// The node whose ACL lacks `READ` for the caller (client-side).
+        path: String,
+    },
     /// Connecting failed with a ZooKeeper code, and the client knows why:
     /// [`code`](Error::code) is the code (so [`Error::is`], `is_retryable`
     /// and `is_fatal` answer as for [`Error::Zk`]) and `reason` says what
@@ -407,6 +422,10 @@ impl Clone for Error {
             #[cfg(feature = "tls")]
             Error::Tls(e) => Error::Tls(e.clone()),
             Error::Unsupported { operation, needs } => Error::Unsupported { operation, needs },
+            Error::NoReadPermission { operation, path } => Error::NoReadPermission {
+                operation,
+                path: path.clone(),
+            },
             Error::Connect { code, reason } => Error::Connect {
                 code: *code,
                 reason: reason.clone(),
@@ -439,6 +458,7 @@ impl Error {
                 Some(*code)
             }
             Error::Unsupported { .. } => Some(ZkError::Unimplemented),
+            Error::NoReadPermission { .. } => Some(ZkError::NoAuth),
             _ => None,
         }
     }
@@ -492,6 +512,20 @@ impl fmt::Display for Error {
                 f,
                 "the server does not support {operation} (it needs {needs})"
             ),
+            Error::NoReadPermission {
+                operation: "exists",
+                path,
+            } => write!(
+                f,
+                "not authorized: exists of {path} needs READ permission on it, which its ACL \
+                 does not give this session (ZooKeeper 3.8.4+ and 3.9.2+ check READ on exists, \
+                 ZOOKEEPER-2590)"
+            ),
+            Error::NoReadPermission { operation, path } => write!(
+                f,
+                "not authorized: {operation} of {path} needs READ permission on it, which its \
+                 ACL does not give this session"
+            ),
             Error::Connect { code, reason } => write!(f, "{code}: {reason}"),
         }
     }
@@ -503,6 +537,7 @@ impl std::error::Error for Error {
             Error::Zk { code, .. } | Error::Multi { code, .. } | Error::Connect { code, .. } => {
                 Some(code)
             }
+            Error::NoReadPermission { .. } => Some(&ZkError::NoAuth),
             Error::Io(e) => Some(e),
             #[cfg(feature = "tls")]
             Error::Tls(e) => Some(e),

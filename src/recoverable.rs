@@ -509,8 +509,14 @@ impl RecoverableZooKeeper {
     /// As `zkutil::create_and_fail_silent_data`.
     pub(crate) fn create_and_fail_silent(&self, node: &str, data: &[u8]) -> Result<()> {
         crate::path::validate(node)?;
-        if self.exists(node, false)?.is_some() {
-            return Ok(());
+        match self.exists(node, false) {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) => {}
+            // An existing node whose ACL gives this session no READ, on
+            // ZooKeeper 3.8.4+ / 3.9.2+ (ZOOKEEPER-2590; older servers
+            // answered its Stat): the create tells (`NodeExists`).
+            Err(Error::NoReadPermission { .. }) => {}
+            Err(e) => return Err(e),
         }
         match self.create(node, data, self.acl_for(node), CreateMode::Persistent) {
             Ok(_) => Ok(()),

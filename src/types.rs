@@ -177,17 +177,37 @@ pub fn digest_id(user: &str, password: &str) -> String {
 /// neither create nor delete in the directories such a policy made (`NoAuth`)
 /// and, without world `READ`, not read them either.
 ///
-/// # `READ` and `exists` on ZooKeeper 3.8.4+ and 3.9.2+
-/// From 3.8.4 and 3.9.2 (ZOOKEEPER-2590) the server checks `READ` on
-/// `exists` too, as it always did on `getData`: `exists` of a node whose ACL
-/// gives the caller no `READ` answers `NoAuth` where 3.8.0 and 3.6 gave the
-/// `Stat`. A waiter (lock, semaphore, election, ...) watches its
-/// predecessor's node, which another participant created: under a policy
-/// that gives the other participants no `READ` (a [`with_grant`](Self::with_grant)
-/// of `CREATE | DELETE` only) a waiter of a different identity fails with
-/// `NoAuth` on those servers. Give the participants `READ` (`Perms::ALL`,
-/// or [`creator_all_world_read`](Self::creator_all_world_read); CLI
-/// `--acl creator-read`).
+/// # `READ` and the other participants' nodes
+/// A participant that waits for, or reads, another participant's node needs
+/// `READ` on it, on every server version: `getData` and `getChildren`
+/// always checked it, ZooKeeper 3.8.4+ and 3.9.2+ check it on `exists` too
+/// (ZOOKEEPER-2590; 3.8.0 and 3.6 answered the `Stat`), and servers from
+/// 3.7 on deliver a node's watch events only to sessions with `READ` on it
+/// (they drop the others' silently: a watch set by `exists` there never
+/// fires). A refused read is [`Error::NoReadPermission`](crate::Error::NoReadPermission)
+/// (`e.is(ZkError::NoAuth)` holds), naming the node and the read, at once,
+/// never a hang or a retry. The crossings, with a policy that gives the
+/// other participants `CREATE | DELETE` but no `READ` on the nodes (the
+/// directories readable), tested on 3.6.3, 3.8.0 and 3.9.3
+/// (`tests/acl_versions.rs`):
+///
+/// | crossing | reads the other's node with | without `READ` |
+/// |---|---|---|
+/// | lock and read/write lock waiter | `getData` (node ahead) | `NoReadPermission` (`getData`), the waiter's node removed |
+/// | semaphore waiter | `getChildren` (leases' directory) | works |
+/// | election (`LeaderElectionSupport`) | `getData` (offer ahead; Java: `exists`) | `NoReadPermission` (`getData`) |
+/// | leader latch | `getData` (node ahead) | `NoReadPermission` (`getData`) from `start` |
+/// | queue consumer | `getData` (item) | `NoReadPermission` (`getData`), the item stays |
+/// | barrier | `exists` (`is_set`), `getData` (wait) | `is_set`: `Stat` before 3.8.4, `NoReadPermission` (`exists`) after; wait: `NoReadPermission` (`getData`) |
+/// | group member's data | `getData` | membership listed, its data `NoReadPermission` |
+/// | node tracker | `exists`, `getData` | start fails (`NoReadPermission`), the abortable told |
+/// | tree cache | `getData` / `getChildren` | `wait_synced` returns the refusal |
+/// | `createAndFailSilent` on a shared node | `exists`, then `create` | `Ok` (the create's `NodeExists`) |
+///
+/// Give the participants `READ`: [`with_grant`](Self::with_grant) of
+/// `Perms::ALL` (or `READ | CREATE | DELETE`), or
+/// [`creator_all_world_read`](Self::creator_all_world_read) (CLI
+/// `--acl creator-read`). docs/security.md has the audit of every `exists`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AclPolicy {
     default: Vec<Acl>,

@@ -108,6 +108,7 @@ impl ZooKeeper {
         let listed = replies
             .next()
             .unwrap_or_else(|| Err(Error::zk_code(ZkError::ConnectionLoss)))
+            .map_err(|e| no_read(op::GET_CHILDREN, with_path(e, parent)))
             .and_then(|body| {
                 Reader::new(&body)
                     .strings()
@@ -162,7 +163,7 @@ impl ZooKeeper {
                 .map(Some)
                 .map_err(|_| marshalling(parent)),
             Some(Err(e)) if e.is(ZkError::NoNode) => Ok(None),
-            Some(Err(e)) => Err(with_path(e, parent)),
+            Some(Err(e)) => Err(no_read(op::EXISTS, with_path(e, parent))),
             None => Err(Error::zk(ZkError::ConnectionLoss, parent)),
         };
         let created = replies
@@ -336,7 +337,7 @@ impl ZooKeeper {
         let watch = watch_reg(false, Kind::Child, path, watcher);
         self.read_async(op::GET_CHILDREN, path, watch, callback, |reply, p| {
             reply
-                .map_err(|e| with_path(e, p))
+                .map_err(|e| no_read(op::GET_CHILDREN, with_path(e, p)))
                 .and_then(|body| Reader::new(&body).strings().map_err(|_| marshalling(p)))
         });
     }
@@ -358,7 +359,7 @@ impl ZooKeeper {
                 .map(Some)
                 .map_err(|_| marshalling(p)),
             Err(e) if e.is(ZkError::NoNode) => Ok(None),
-            Err(e) => Err(with_path(e, p)),
+            Err(e) => Err(no_read(op::EXISTS, with_path(e, p))),
         });
     }
 
@@ -375,7 +376,7 @@ impl ZooKeeper {
         let watch = watch_reg(false, Kind::Data, path, watcher);
         self.read_async(op::GET_DATA, path, watch, callback, |reply, p| {
             reply
-                .map_err(|e| with_path(e, p))
+                .map_err(|e| no_read(op::GET_DATA, with_path(e, p)))
                 .and_then(|body| read_data(&body).map_err(|_| marshalling(p)))
         });
     }
@@ -422,6 +423,12 @@ impl ZooKeeper {
     /// The node's `Stat`, or `None` if it does not exist. With `watch`, the
     /// default watcher is told when the node is created, deleted or changed (a
     /// watch is set even when the node does not exist).
+    ///
+    /// # Errors
+    /// [`Error::NoReadPermission`] (`code()` `NoAuth`) from ZooKeeper 3.8.4+
+    /// and 3.9.2+ when the node exists and its ACL gives this session no
+    /// `READ` (ZOOKEEPER-2590; older servers answer its `Stat`, and from 3.7
+    /// on do not deliver its events to such a session).
     pub fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>> {
         self.exists_impl(path, watch.then(|| self.default_watcher()))
     }
@@ -450,7 +457,8 @@ impl ZooKeeper {
     /// the next change or deletion (no watch is left when the node is missing).
     ///
     /// # Errors
-    /// `NoNode`, `NoAuth`.
+    /// `NoNode`; [`Error::NoReadPermission`] (`code()` `NoAuth`) when its
+    /// ACL gives this session no `READ`.
     pub fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
         self.get_data_impl(path, watch.then(|| self.default_watcher()))
     }
@@ -514,7 +522,8 @@ impl ZooKeeper {
     /// watcher is told when the children change or the node is deleted.
     ///
     /// # Errors
-    /// `NoNode`, `NoAuth`.
+    /// `NoNode`; [`Error::NoReadPermission`] (`code()` `NoAuth`) when its
+    /// ACL gives this session no `READ`.
     pub fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>> {
         self.children_impl(path, watch.then(|| self.default_watcher()), false)
             .map(|(c, _)| c)

@@ -697,7 +697,7 @@ impl ZooKeeper {
         log::trace!("op {opcode} {path}");
         self.shared()
             .call(opcode, w.finish(), reg, self.deadline)
-            .map_err(|e| with_path(unsupported(opcode, e), path))
+            .map_err(|e| no_read(opcode, with_path(unsupported(opcode, e), path)))
     }
 
     // ---- auth, multi, close -----------------------------------------------
@@ -971,6 +971,26 @@ fn unsupported(opcode: i32, e: Error) -> Error {
     }
 }
 
+/// `NOAUTH` to a read that needs the node's `READ` (`exists` from
+/// ZooKeeper 3.8.4 and 3.9.2, ZOOKEEPER-2590; `getData`, `getChildren`
+/// always) as [`Error::NoReadPermission`], naming the read and the node;
+/// any other error unchanged. `e` carries its path already.
+fn no_read(opcode: i32, e: Error) -> Error {
+    let operation = match opcode {
+        op::EXISTS => "exists",
+        op::GET_DATA => "getData",
+        op::GET_CHILDREN | op::GET_CHILDREN2 => "getChildren",
+        _ => return e,
+    };
+    match e {
+        Error::Zk {
+            code: ZkError::NoAuth,
+            path: Some(path),
+        } => Error::NoReadPermission { operation, path },
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1015,6 +1035,43 @@ mod tests {
         );
         let e = unsupported(op::ADD_WATCH, Error::zk_code(ZkError::NoNode));
         assert!(e.is(ZkError::NoNode), "{e:?}");
+    }
+
+    #[test]
+    fn noauth_on_a_read_names_the_missing_read() {
+        let noauth = || Error::zk(ZkError::NoAuth, "/a");
+        for (opcode, operation) in [
+            (op::EXISTS, "exists"),
+            (op::GET_DATA, "getData"),
+            (op::GET_CHILDREN, "getChildren"),
+            (op::GET_CHILDREN2, "getChildren"),
+        ] {
+            let e = no_read(opcode, noauth());
+            assert!(
+                matches!(&e, Error::NoReadPermission { operation: o, path } if *o == operation && path == "/a"),
+                "{opcode}: {e:?}"
+            );
+            assert!(e.is(ZkError::NoAuth), "{e:?}");
+            assert!(e.to_string().contains("READ"), "{e}");
+        }
+        assert!(no_read(op::EXISTS, noauth())
+            .to_string()
+            .contains("ZOOKEEPER-2590"));
+        // Writes (their permission is another one) and other codes: unchanged.
+        assert!(matches!(
+            no_read(op::SET_DATA, noauth()),
+            Error::Zk {
+                code: ZkError::NoAuth,
+                ..
+            }
+        ));
+        assert!(matches!(
+            no_read(op::EXISTS, Error::zk(ZkError::NoNode, "/a")),
+            Error::Zk {
+                code: ZkError::NoNode,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -89,7 +89,10 @@ impl Offer<'_> {
             }
             let node = zkutil::join_znode(self.root, &self.name);
             let rzk = zkw.recoverable_zookeeper();
-            let acl = rzk.acl_for(self.root);
+            // The offer's own ACL (its name counts as its path, as for every
+            // sequential node), not its directory's: a rule that lets the
+            // others list the directory does not open the offers.
+            let acl = rzk.acl_for(&node);
             with_parents(rzk, &node, self.parents, || {
                 zk.create(&node, self.data, acl, CreateMode::EphemeralSequential)
             })
@@ -112,11 +115,16 @@ impl Offer<'_> {
             .filter(|c| c.starts_with(self.name.as_str()))
         {
             let path = zkutil::join_znode(self.root, c);
-            match zk.exists(&path, false)? {
-                Some(stat) if stat.ephemeral_owner == zk.session_id() && stat.czxid > floor => {
+            match zk.exists(&path, false) {
+                Ok(Some(stat)) if stat.ephemeral_owner == zk.session_id() && stat.czxid > floor => {
                     found.push(path)
                 }
-                _ => {}
+                Ok(_) => {}
+                // Another candidate's offer whose ACL gives this session no
+                // READ, on 3.8.4+ / 3.9.2+ (ZOOKEEPER-2590; older servers
+                // answer its Stat): not ours, whose ACL is this session's.
+                Err(Error::NoReadPermission { .. }) => {}
+                Err(e) => return Err(e),
             }
         }
         match found.len() {

@@ -135,7 +135,7 @@ struct Candidacy {
 /// # Layout (Java's)
 /// Each candidate creates the ephemeral sequential child `n_<seq>` of `root`
 /// holding its host name (UTF-8); the lowest sequence leads, every other
-/// candidate watches (`exists`) only the offer just ahead of it: one deletion
+/// candidate watches only the offer just ahead of it: one deletion
 /// notifies one candidate. [`get_leader_host_name`](Self::get_leader_host_name)
 /// reads the lowest offer's data, as Java's does.
 ///
@@ -158,6 +158,16 @@ struct Candidacy {
 ///   declares the connection lost at 2/3 `t`, before the server can expire the
 ///   session at `t` and elect another: at most one candidate has `has_leadership()`.
 /// - Dropping a started candidate withdraws its offer in the background.
+/// - The offer ahead is watched with `getData`, not Java's `exists`: a
+///   server from 3.7 on delivers a node's events only to sessions its ACL
+///   gives `READ` (it drops the others' silently), so under a policy that
+///   gives the other candidates no `READ` on an offer Java's watch is set
+///   on 3.7 to 3.8.3 and never fires (the candidate waits for ever), and
+///   its `exists` fails on 3.8.4+ / 3.9.2+ (ZOOKEEPER-2590). `getData`
+///   needs `READ` on every version: the candidate fails at once with
+///   [`Error::NoReadPermission`] naming the offer (see
+///   [`AclPolicy`](crate::client::AclPolicy); on 3.6, where Java's
+///   election works without `READ`, zklock's fails too).
 pub struct LeaderElectionSupport {
     rounds: RoundHandle<Candidacy>,
     host_name: String,
@@ -287,16 +297,16 @@ impl Candidacy {
         };
         #[cfg(feature = "testing")]
         self.hook.call(ElectionStep::Watching, &ahead);
-        // Java's `becomeReady`: READY_START only once `exists` found the
-        // offer ahead.
+        // Java's `becomeReady`: READY_START only once the offer ahead was
+        // found (with `getData`, not Java's `exists`: see the type's docs).
         let (zk, me) = (placed.zk, placed.me);
-        zk.exists_async(
+        zk.get_data_async(
             &ahead.clone(),
             Some(self.engine.watcher()),
             move |r| match r {
-                Ok(Some(_)) => me.ready(generation, ahead),
+                Ok(_) => me.ready(generation, ahead),
                 // Gone before the watch: determine again (as Java does).
-                Ok(None) => me.round(generation),
+                Err(e) if e.is(ZkError::NoNode) => me.round(generation),
                 Err(e) => me.engine.request_failed(generation, &e, Self::round),
             },
         );
@@ -309,9 +319,9 @@ impl Candidacy {
         let Some((_, zk, me)) = self.engine.proceed(generation) else {
             return;
         };
-        zk.exists_async(&path, Some(self.engine.watcher()), move |r| match r {
-            Ok(Some(_)) => {}
-            Ok(None) => me.round(generation),
+        zk.get_data_async(&path, Some(self.engine.watcher()), move |r| match r {
+            Ok(_) => {}
+            Err(e) if e.is(ZkError::NoNode) => me.round(generation),
             Err(e) => me.engine.request_failed(generation, &e, Self::round),
         });
     }

@@ -115,8 +115,9 @@ pub(crate) struct RoundState<S> {
     client: Option<ZooKeeper>,
     /// The recipe's node (full path), once made.
     pub(crate) node: Option<String>,
-    /// Why the attempt ended (session ended, node deleted, error).
-    pub(crate) failed: Option<ZkError>,
+    /// Why the attempt ended (session ended, node deleted, error): what the
+    /// caller's waits return.
+    pub(crate) failed: Option<Error>,
     /// The leader's connection dropped; its place is not confirmed since
     /// (the one in-doubt state of every recipe on the engine).
     pub(crate) in_doubt: bool,
@@ -391,6 +392,10 @@ impl<R: RoundRecipe> RoundEngine<R> {
     ) {
         if e.is_retryable() {
             self.after_reconnect(generation, again);
+        } else if matches!(e, Error::NoReadPermission { .. }) {
+            // The node and the missing READ (e.g. ZOOKEEPER-2590's on
+            // `exists` of the node ahead) reach the caller as they are.
+            self.fail_with(generation, e.clone());
         } else {
             self.fail(generation, e.code().unwrap_or(ZkError::SystemError));
         }
@@ -415,12 +420,18 @@ impl<R: RoundRecipe> RoundEngine<R> {
     /// Ends the attempt `generation` with `code` (once): the waiting caller
     /// is woken, the recipe's listeners told.
     pub(crate) fn fail(&self, generation: u64, code: ZkError) {
+        self.fail_with(generation, Error::zk(code, self.path.clone()));
+    }
+
+    /// [`fail`](Self::fail) with the error the caller's waits return.
+    fn fail_with(&self, generation: u64, error: Error) {
+        let code = error.code().unwrap_or(ZkError::SystemError);
         let led = {
             let mut st = self.state();
             if st.generation != generation || st.node.is_none() || st.failed.is_some() {
                 return;
             }
-            st.failed = Some(code);
+            st.failed = Some(error);
             st.in_doubt = false;
             st.rounds += 1;
             self.changed.wake();
@@ -518,8 +529,8 @@ impl<R: RoundRecipe> RoundEngine<R> {
         // the end of the node's session wakes it through `wake_at_end`.
         let look = || -> Option<Result<Found<'_, R::State>>> {
             let st = self.state();
-            if let Some(code) = st.failed {
-                return Some(Err(Error::zk(code, self.path.clone())));
+            if let Some(e) = &st.failed {
+                return Some(Err(e.clone()));
             }
             if done(&st) {
                 return Some(Ok(Some(st)));
@@ -544,8 +555,8 @@ impl<R: RoundRecipe> RoundEngine<R> {
         }
         // The deadline: one last look.
         let st = self.state();
-        if let Some(code) = st.failed {
-            return Err(Error::zk(code, self.path.clone()));
+        if let Some(e) = &st.failed {
+            return Err(e.clone());
         }
         Ok(done(&st).then_some(st))
     }

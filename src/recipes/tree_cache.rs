@@ -165,6 +165,11 @@ struct State {
     /// Whether the cache holds a recursive watch (not on a server older
     /// than 3.6, nor with `one_shot_watches`).
     recursive: bool,
+    /// The last read the server refused (not `NoNode`, not the end of the
+    /// connection or the session; e.g. a node whose ACL gives this session
+    /// no `READ`) and its error: the cache lacks that node's data or
+    /// children while it stands. Cleared when that read succeeds.
+    refused: Option<(Read, Error)>,
 }
 
 struct Inner {
@@ -426,7 +431,12 @@ impl TreeCache {
     /// holds up the event thread; nothing is looked at periodically.
     ///
     /// # Errors
-    /// `SessionExpired` once its session ended; `Closed` after `close`.
+    /// `SessionExpired` once its session ended; `Closed` after `close`; the
+    /// error of a read the server refused once the cache is otherwise
+    /// loaded (e.g. [`Error::NoReadPermission`] for a node whose ACL gives
+    /// this session no `READ`): the cache then lacks that node, it is not
+    /// told as current. Curator's `TreeCache` hands such errors to its
+    /// unhandled-error listeners and initializes anyway.
     pub fn wait_synced(&self, timeout: Duration) -> Result<bool> {
         let deadline = Deadline::after(timeout);
         let inner: &Inner = &self.inner;
@@ -441,6 +451,9 @@ impl TreeCache {
                     return Err(Error::zk(ZkError::SessionExpired, self.inner.root.clone()));
                 }
                 if !s.stale {
+                    if let Some((_, e)) = &s.refused {
+                        return Err(e.clone());
+                    }
                     return Ok(true);
                 }
             }
@@ -452,7 +465,11 @@ impl TreeCache {
                 WhenDown::Wait,
                 &inner.root,
             )? {
-                return Ok(!self.is_stale());
+                let s = self.inner.state.lock();
+                return match &s.refused {
+                    Some((_, e)) if !s.stale => Err(e.clone()),
+                    _ => Ok(!s.stale),
+                };
             }
         }
     }
@@ -687,13 +704,24 @@ impl Inner {
             }
             // May predate a deletion applied since: made again (`again`).
             _ if superseded => false,
-            Err(e) if e.is(ZkError::NoNode) => true,
+            Err(e) if e.is(ZkError::NoNode) => {
+                if s.refused.as_ref().is_some_and(|(r, _)| r == read) {
+                    s.refused = None;
+                }
+                true
+            }
             Err(e) if e.is_fatal() || matches!(e, Error::Closed) => false,
             Err(e) => {
                 warn!("cache of {}: {e}", self.root);
+                s.refused = Some((read.clone(), e.clone()));
                 false
             }
-            Ok(_) => true,
+            Ok(_) => {
+                if s.refused.as_ref().is_some_and(|(r, _)| r == read) {
+                    s.refused = None;
+                }
+                true
+            }
         }
     }
 

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
 use super::rounds::{create_in_session, RoundEngine, RoundHandle, RoundRecipe, Taken};
-use crate::error::{Error, Result, ZkError};
+use crate::error::{Result, ZkError};
 use crate::owned::{Guard, Removal, REMOVAL_WAIT};
 use crate::sequence::number_after_last;
 use crate::types::{Acl, CreateMode, EventType, WatchedEvent};
@@ -308,8 +308,8 @@ impl WriteLock {
     pub fn lock(&self) -> Result<bool> {
         {
             let st = self.rounds.engine().state();
-            if let Some(code) = st.failed {
-                return Err(Error::zk(code, self.dir().to_string()));
+            if let Some(e) = &st.failed {
+                return Err(e.clone());
             }
             if st.recipe.owner {
                 return Ok(true);
