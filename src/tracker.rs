@@ -60,10 +60,10 @@
 use std::fmt;
 use std::sync::{Arc, Weak};
 use std::thread::{self, ThreadId};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::{debug, error, warn};
-use parking_lot::{Condvar, Mutex, MutexGuard, ReentrantMutex};
+use parking_lot::{Mutex, ReentrantMutex};
 
 use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
@@ -71,6 +71,7 @@ use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::listener::{Abortable, ZooKeeperListener};
 use crate::metadata::remove_metadata;
 use crate::recoverable::RecoverableZooKeeper;
+use crate::wait::{self, EndRegistration, WaitSession, Wake, WhenDown};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 
@@ -121,6 +122,50 @@ impl Rearm {
 fn is_connected(zkw: &WeakZooKeeperWatcher) -> bool {
     zkw.zookeeper()
         .is_some_and(|zk| zk.state() == State::Connected)
+}
+
+/// The session a blocking wait of a tracker or a deletion listener began in,
+/// as the wait engine ([`wait::wait`]) sees it: the client pinned to that
+/// session, and the watcher held weakly (a waiting thread does not keep the
+/// session open: dropping the application's last [`ZooKeeperWatcher`] still
+/// ends it, and the wait). The session's end wakes the wait from the thread
+/// that ends it, so the wait ends even while the event thread, which tells the
+/// listeners' state of that end, is held up by a user's listener.
+struct WaitingIn {
+    zkw: WeakZooKeeperWatcher,
+    zk: ZooKeeper,
+}
+
+impl WaitingIn {
+    /// The watcher's session now; `None` once the watcher is gone (or for a
+    /// listener without a session).
+    fn begin(zkw: &WeakZooKeeperWatcher) -> Option<WaitingIn> {
+        zkw.zookeeper().map(|zk| WaitingIn {
+            zkw: zkw.clone(),
+            zk: zk.pinned(),
+        })
+    }
+}
+
+impl WaitSession for WaitingIn {
+    fn check(&self) -> Result<()> {
+        if let Some(e) = Error::for_ended_session(self.zk.state()) {
+            return Err(e);
+        }
+        self.zkw.check_session()
+    }
+
+    fn connected(&self) -> bool {
+        self.zk.state() == State::Connected
+    }
+
+    fn session_timeout(&self) -> Duration {
+        self.zk.session_timeout()
+    }
+
+    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
+        EndRegistration::new(self.zk.wake_at_end(wake))
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -236,8 +281,9 @@ impl Cause {
 /// [`Error::Closed`]).
 ///
 /// # Threads and cloning
-/// `Send + Sync`; share it with an `Arc`. Waiting uses a condition variable (no
-/// polling). Dropping the tracker stops it.
+/// `Send + Sync`; share it with an `Arc`. Waiting goes through the crate's one
+/// wait engine (woken by the tracker's changes, [`stop`](Self::stop) and the
+/// session's end; no polling). Dropping the tracker stops it.
 ///
 /// # Examples
 /// ```no_run
@@ -269,7 +315,10 @@ struct TrackerShared {
     /// The port's code run on each change (see [`NodeTrackerListener`]).
     listener: Option<Arc<dyn NodeTrackerListener>>,
     state: Mutex<TrackerState>,
-    changed: Condvar,
+    /// Woken by every change of `state` a getter waits for (data, the end of
+    /// an awaited re-read, stop, the session's end as the event thread tells
+    /// it): the wait engine's wake-up counter.
+    wake: Arc<Wake>,
     /// Held around numbering a read and sending it, so that reads are sent in
     /// the order of their numbers (and answered in it: one session answers in
     /// send order). Reentrant: a send answered at once on the sending thread
@@ -391,7 +440,7 @@ impl ZooKeeperNodeTracker {
             abortable,
             listener,
             state: Mutex::new(TrackerState::default()),
-            changed: Condvar::new(),
+            wake: Arc::new(Wake::default()),
             send_order: ReentrantMutex::new(()),
             #[cfg(feature = "testing")]
             before_refresh_send: Mutex::new(None),
@@ -430,9 +479,8 @@ impl ZooKeeperNodeTracker {
     /// known data stays readable with `get_data(false)`. A watch already set
     /// fires once more, and is ignored.
     pub fn stop(&self) {
-        let mut st = self.shared.state.lock();
-        st.stopped = true;
-        self.shared.changed.notify_all();
+        self.shared.state.lock().stopped = true;
+        self.shared.wake.wake();
     }
 
     /// HBase's `stopped` flag: whether [`stop`](Self::stop) was called (and no
@@ -465,14 +513,19 @@ impl ZooKeeperNodeTracker {
     /// `BadArguments` if the tracker was never started; `SessionExpired`,
     /// `AuthFailed` or [`Error::Closed`] when the session is or becomes unusable
     /// (the wait ends at once); with `refresh`, a ZooKeeper error of the read
-    /// (also passed to the `Abortable`).
+    /// (also passed to the `Abortable`). The wait goes through the crate's wait
+    /// engine: the end of the session it began in wakes it from the client's
+    /// thread that ends it, so it ends even while a user's listener holds up
+    /// the event thread, and it ends with `SessionExpired` also when
+    /// [`with_session_renewal`](crate::ZooKeeperWatcherBuilder::with_session_renewal)
+    /// opens a new session (call again to wait in that one).
     #[doc(alias = "blockUntilAvailable")]
     pub fn block_until_available(
         &self,
         timeout: Duration,
         refresh: bool,
     ) -> Result<Option<Vec<u8>>> {
-        let deadline = Deadline::after(timeout).instant();
+        let deadline = Deadline::after(timeout);
         if !self.shared.state.lock().started {
             return Err(Error::BadArguments(format!(
                 "tracker of {} is not started",
@@ -480,43 +533,62 @@ impl ZooKeeperNodeTracker {
             )));
         }
         self.shared.zkw.check_session()?;
+        let session = WaitingIn::begin(&self.shared.zkw).ok_or(Error::Closed)?;
         if refresh {
             self.shared.refresh(false).map_err(|e| {
                 self.shared
                     .abort("unexpected exception handling blockUntilAvailable", e)
             })?;
         }
-        let mut st = self.shared.state.lock();
-        let here = st.on_event_thread();
+        let here = self.shared.state.lock().on_event_thread();
         // A re-read in flight is waited for whatever the timeout, as HBase's
         // synchronized method waits for the tracker's handler.
-        self.shared.settle(&mut st);
+        self.shared.settle(Some(&session));
+        let wake = &self.shared.wake;
         loop {
-            // The listener being told of the data reads that data.
-            let current = st.awaited == 0 || (here && st.telling);
-            if current {
-                if let Some(data) = &st.data {
-                    return Ok(Some(data.clone()));
-                }
-            }
-            if st.stopped {
-                return Ok(None);
-            }
-            if let Some(e) = &st.session_error {
-                return Err(e.clone());
-            }
-            if !current && here {
-                // The re-read's answer comes on this very thread: waiting
-                // could only time out.
-                return Ok(None);
-            }
-            match deadline {
-                None => self.shared.changed.wait(&mut st),
-                Some(d) => {
-                    if self.shared.changed.wait_until(&mut st, d).timed_out() {
-                        return Ok(st.data.clone().filter(|_| st.awaited == 0));
+            // Read before looking: a change after the look wakes the wait.
+            let seen = wake.generation();
+            // The session's end as its own thread set it (before it woke this
+            // wait), which the event thread may not have told the tracker yet:
+            // the same as the tracker's `session_event`, which records it and
+            // gives up the re-read in flight.
+            let ended = session.check().err();
+            {
+                let st = self.shared.state.lock();
+                let ended = st.session_error.clone().or(ended);
+                let awaited = if ended.is_some() { 0 } else { st.awaited };
+                // The listener being told of the data reads that data.
+                let current = awaited == 0 || (here && st.telling);
+                if current {
+                    if let Some(data) = &st.data {
+                        return Ok(Some(data.clone()));
                     }
                 }
+                if st.stopped {
+                    return Ok(None);
+                }
+                if let Some(e) = ended {
+                    return Err(e);
+                }
+                if !current && here {
+                    // The re-read's answer comes on this very thread: waiting
+                    // could only time out.
+                    return Ok(None);
+                }
+            }
+            // The session's end is looked at above: an error here (the
+            // session ended) is answered by the next look.
+            let woken = wait::wait(
+                wake,
+                seen,
+                &session,
+                deadline,
+                WhenDown::Wait,
+                &self.shared.node,
+            );
+            if let Ok(false) = woken {
+                let st = self.shared.state.lock();
+                return Ok(st.data.clone().filter(|_| st.awaited == 0));
             }
         }
     }
@@ -641,20 +713,17 @@ impl TrackerShared {
         if read > st.stored {
             st.stored = read;
             st.data = data;
-            self.changed.notify_all();
+            self.wake.wake();
         }
-        if st.awaited != 0 && read >= st.awaited {
-            st.awaited = 0;
-            self.changed.notify_all();
-        }
+        Self::unawait(&mut st, read, &self.wake);
     }
 
     /// The awaited re-read `read` ended without an answer to store (it failed,
     /// and is not issued again at once): the tracker keeps what it held.
-    fn unawait(st: &mut TrackerState, read: u64, changed: &Condvar) {
+    fn unawait(st: &mut TrackerState, read: u64, wake: &Wake) {
         if st.awaited != 0 && read >= st.awaited {
             st.awaited = 0;
-            changed.notify_all();
+            wake.wake();
         }
     }
 
@@ -665,40 +734,59 @@ impl TrackerShared {
     /// client's request timeout); the event thread, which answers it, never
     /// waits. `None` while the re-read is still in flight after that.
     fn current_data(&self) -> Option<Vec<u8>> {
-        let mut st = self.state.lock();
-        self.settle(&mut st);
+        self.settle(None);
+        let st = self.state.lock();
         let told = st.telling && st.on_event_thread();
         st.data.clone().filter(|_| st.awaited == 0 || told)
     }
 
     /// Off the event thread, waits while a re-read that an event made
     /// necessary is in flight, as long as each step of it may take (the
-    /// client's request timeout).
-    fn settle(&self, st: &mut MutexGuard<'_, TrackerState>) {
-        if st.awaited != 0 && !st.on_event_thread() {
+    /// client's request timeout). With a `session`, also until that session
+    /// ends (woken from the thread that ends it: `block_until_available`
+    /// then answers at once, even while the event thread is held up).
+    fn settle(&self, session: Option<&WaitingIn>) {
+        let (mut step, bound) = {
+            let st = self.state.lock();
+            if st.awaited == 0 || st.on_event_thread() {
+                return;
+            }
             let bound = self
                 .zkw
                 .zookeeper()
                 .map_or(Duration::ZERO, |zk| zk.request_timeout());
-            let mut step = st.awaited;
-            let mut until = Instant::now().checked_add(bound);
-            while st.awaited != 0 {
+            (st.awaited, bound)
+        };
+        let mut until = Deadline::after(bound);
+        loop {
+            // Read before looking: a change after the look wakes the wait.
+            let seen = self.wake.generation();
+            {
+                let st = self.state.lock();
+                if st.awaited == 0 {
+                    return;
+                }
                 if st.awaited != step {
                     // The re-read went on (getData → NoNode → exists).
                     step = st.awaited;
-                    until = Instant::now().checked_add(bound);
+                    until = Deadline::after(bound);
                 }
-                let Some(d) = until else {
-                    self.changed.wait(st);
-                    continue;
-                };
-                if self.changed.wait_until(st, d).timed_out() && st.awaited == step {
-                    warn!(
-                        "tracker of {}: no answer to its re-read within {bound:?}",
-                        self.node
-                    );
-                    break;
-                }
+            }
+            let woken = match session {
+                Some(s) => match wait::wait(&self.wake, seen, s, until, WhenDown::Wait, &self.node)
+                {
+                    Ok(woken) => woken,
+                    // The session ended: nothing more will be answered.
+                    Err(_) => return,
+                },
+                None => self.wake.wait(seen, until),
+            };
+            if !woken && self.state.lock().awaited == step {
+                warn!(
+                    "tracker of {}: no answer to its re-read within {bound:?}",
+                    self.node
+                );
+                return;
             }
         }
     }
@@ -936,14 +1024,14 @@ impl TrackerShared {
             let now = {
                 let mut st = self.state.lock();
                 if st.stopped {
-                    Self::unawait(&mut st, read, &self.changed);
+                    Self::unawait(&mut st, read, &self.wake);
                     return;
                 }
                 let now = st.rearm.failed(connected);
                 if !now {
                     // Read again at the reconnect; meanwhile the getters
                     // answer with what the tracker held.
-                    Self::unawait(&mut st, read, &self.changed);
+                    Self::unawait(&mut st, read, &self.wake);
                     if what != Cause::Reconnect {
                         st.pending_cause = Some(what);
                     }
@@ -967,10 +1055,10 @@ impl TrackerShared {
             );
             let mut st = self.state.lock();
             st.session_error.get_or_insert(e);
-            Self::unawait(&mut st, read, &self.changed);
-            self.changed.notify_all();
+            Self::unawait(&mut st, read, &self.wake);
+            self.wake.wake();
         } else {
-            Self::unawait(&mut self.state.lock(), read, &self.changed);
+            Self::unawait(&mut self.state.lock(), read, &self.wake);
             self.abort(
                 &format!("unexpected exception handling {} event", what.name()),
                 e,
@@ -1015,7 +1103,7 @@ impl SessionHook for TrackerShared {
             // Nothing more will be answered: the getters answer with what the
             // tracker held.
             st.awaited = 0;
-            self.changed.notify_all();
+            self.wake.wake();
             return;
         }
         if state == KeeperState::SyncConnected {
@@ -1087,7 +1175,8 @@ struct DeletionShared {
     zkw: WeakZooKeeperWatcher,
     path_to_watch: String,
     latch: Mutex<Latch>,
-    released: Condvar,
+    /// Woken when the latch is released: the wait engine's wake-up counter.
+    wake: Arc<Wake>,
 }
 
 #[derive(Default)]
@@ -1129,7 +1218,7 @@ impl DeletionListener {
             zkw,
             path_to_watch: path_to_watch.to_string(),
             latch: Mutex::new(Latch::default()),
-            released: Condvar::new(),
+            wake: Arc::new(Wake::default()),
         });
         DeletionListener { shared, hook: None }
     }
@@ -1173,21 +1262,46 @@ impl DeletionListener {
     /// `deletedLatch.await(timeout)`: waits until released (deletion, recorded
     /// error, session end) or until `timeout` passes; `None` waits without a
     /// bound (as does a timeout too large for an `Instant`). `true` if released.
+    ///
+    /// The end of the session the wait began in releases the latch at once,
+    /// with its error recorded, as the `Expired` / `AuthFailed` / `Closed`
+    /// event would: the client's thread that ends the session wakes the wait,
+    /// so it ends even while a user's listener holds up the event thread.
     #[doc(alias = "waitForDeletion")]
     pub fn await_deletion(&self, timeout: Option<Duration>) -> bool {
-        let deadline = Deadline::from_timeout(timeout).instant();
-        let mut latch = self.shared.latch.lock();
-        while !latch.released {
-            match deadline {
-                None => self.shared.released.wait(&mut latch),
-                Some(d) => {
-                    if self.shared.released.wait_until(&mut latch, d).timed_out() {
-                        return latch.released;
+        let deadline = Deadline::from_timeout(timeout);
+        let session = WaitingIn::begin(&self.shared.zkw);
+        let wake = &self.shared.wake;
+        loop {
+            // Read before looking: a release after the look wakes the wait.
+            let seen = wake.generation();
+            if self.shared.latch.lock().released {
+                return true;
+            }
+            let woken = match &session {
+                Some(s) => {
+                    match wait::wait(
+                        wake,
+                        seen,
+                        s,
+                        deadline,
+                        WhenDown::Wait,
+                        self.path_to_watch(),
+                    ) {
+                        Ok(woken) => woken,
+                        Err(e) => {
+                            self.shared.release(Some(e));
+                            return true;
+                        }
                     }
                 }
+                // No session (the watcher is gone): only a release wakes it.
+                None => wake.wait(seen, deadline),
+            };
+            if !woken {
+                return self.is_released();
             }
         }
-        true
     }
 
     /// `deletedLatch.getCount() == 0`: whether the latch is released.
@@ -1224,7 +1338,7 @@ impl DeletionShared {
             latch.exception = exception;
         }
         latch.released = true;
-        self.released.notify_all();
+        self.wake.wake();
     }
 
     fn node_deleted(&self) {

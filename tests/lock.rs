@@ -825,12 +825,15 @@ fn waiter_gets_the_lock_after_its_server_is_killed() {
     waiter_zkw.close().unwrap();
 }
 
-/// The create and the first listing go out together: over a link that delays
-/// every chunk by `D` each way, taking a free lock costs one round trip (2 D)
-/// where the one-request-at-a-time path costs two (4 D at least).
+/// The create and the first listing go out together: taking a free lock
+/// costs one round trip where the one-request-at-a-time path costs two,
+/// counted exactly by the proxy ([`FaultProxy::round_trips`]: a request sent
+/// after the replies to the earlier ones came back starts a new one), not
+/// timed. The link delays every chunk by `D` each way, so that the replies of
+/// a pipelined batch come back long after its last request went out.
 #[test]
 fn a_free_lock_is_taken_in_one_round_trip() {
-    const D: Duration = Duration::from_millis(250);
+    const D: Duration = Duration::from_millis(100);
     let proxy = FaultProxy::start(local().as_str()).unwrap();
     let zkw = lock_watcher(&proxy.connect_string(), Duration::from_secs(20));
     let root = unique_root("one-round-trip");
@@ -839,23 +842,16 @@ fn a_free_lock_is_taken_in_one_round_trip() {
     let pipelined = rw.write_lock(b"pipelined");
     let sequential = rw.write_lock(b"sequential").with_sequential_acquire();
     proxy.delay(D);
-    let timed = |lock: &dyn InterProcessLock| {
-        let t = Instant::now();
+    let round_trips = |lock: &dyn InterProcessLock| {
+        let before = proxy.round_trips();
         lock.acquire().unwrap();
-        let took = t.elapsed();
+        let taken = proxy.round_trips() - before;
         lock.release().unwrap();
-        took
+        taken
     };
     for _ in 0..3 {
-        let one = timed(&pipelined);
-        // Under two round trips, with room for a slow machine.
-        assert!(
-            one < 3 * D,
-            "pipelined acquire took {one:?} (one round trip: {:?})",
-            2 * D
-        );
-        let two = timed(&sequential);
-        assert!(two >= 4 * D, "sequential acquire took {two:?}");
+        assert_eq!(round_trips(&pipelined), 1, "pipelined acquire");
+        assert_eq!(round_trips(&sequential), 2, "sequential acquire");
     }
     proxy.pass();
     assert!(children(&local_raw(), &root).is_empty());

@@ -385,6 +385,109 @@ fn closing_the_session_ends_a_wait() {
     assert!(matches!(r, Err(Error::Closed)), "{r:?}");
 }
 
+/// Holds the session's event thread from the first `Disconnected` it hears
+/// (before the `Expired` that follows it is told to anyone, trackers
+/// included) until released or dropped.
+struct HoldAtDisconnect {
+    entered: std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl ZooKeeperListener for HoldAtDisconnect {
+    fn connection_event(&self, event: &WatchedEvent) {
+        if event.keeper_state == KeeperState::Disconnected {
+            if let Some(tx) = self.entered.lock().unwrap().take() {
+                let _ = tx.send(());
+                let _ = self.release.lock().unwrap().recv_timeout(WAIT * 3);
+            }
+        }
+    }
+}
+
+/// Issue 33: `block_until_available` and `await_deletion` wait through the
+/// one wait engine, whose wait the session's end wakes from the client's
+/// thread that ends it. A wait begun before the session expired ends with
+/// `SessionExpired` (the deletion listener is released with it recorded)
+/// while a user's listener holds up the event thread, before the tracker and
+/// the deletion listener are told of the expiry. (With their own condition
+/// variables, which only that event woke, both waited on until the hold
+/// ended: checked, the tracker's wait was still running after `WAIT`.)
+#[test]
+fn waits_end_with_their_session_even_while_the_event_thread_is_held() {
+    let (zkw, root) = setup("tracker-held-at-end");
+    let held = format!("{root}/held");
+    zkutil::create_and_fail_silent(&zkw, &held).unwrap();
+    let tracker = Arc::new(ZooKeeperNodeTracker::new(
+        &zkw,
+        &format!("{root}/never"),
+        logging(),
+    ));
+    tracker.start().unwrap();
+    let deletion = Arc::new(DeletionListener::new(&zkw, &held));
+    assert!(deletion.set_watch_if_node_exists().unwrap());
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let _registration = zkw.listen(Arc::new(HoldAtDisconnect {
+        entered: std::sync::Mutex::new(Some(entered_tx)),
+        release: std::sync::Mutex::new(release_rx),
+    }));
+
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let waiting = {
+        let (t, done_tx) = (tracker.clone(), done_tx.clone());
+        thread::spawn(move || {
+            let r = t.block_until_available(Duration::from_secs(60), false);
+            let _ = done_tx.send("tracker");
+            r
+        })
+    };
+    let awaiting = {
+        let l = deletion.clone();
+        thread::spawn(move || {
+            let r = l.await_deletion(Some(Duration::from_secs(60)));
+            let _ = done_tx.send("deletion listener");
+            r
+        })
+    };
+    // Deliberate, not for correctness (whenever they start, the waits end
+    // with the session): lets both threads park before the expiry, so that
+    // the session's end has to wake them.
+    thread::sleep(Duration::from_millis(200));
+    zklock::testing::expire_session(zkw.zookeeper(), &test_servers()).unwrap();
+    entered
+        .recv_timeout(WAIT)
+        .expect("the event thread is held at Disconnected");
+    // Held: the trackers have not heard the expiry.
+    for _ in 0..2 {
+        let which = done.recv_timeout(WAIT);
+        if which.is_err() {
+            let _ = release.send(());
+        }
+        assert!(
+            which.is_ok(),
+            "a wait ran on past its session's end while the event thread was held"
+        );
+    }
+    let r = waiting.join().unwrap();
+    assert!(
+        matches!(&r, Err(e) if e.is(ZkError::SessionExpired)),
+        "{r:?}"
+    );
+    assert!(awaiting.join().unwrap(), "released by the session's end");
+    assert!(
+        deletion
+            .exception()
+            .is_some_and(|e| e.is(ZkError::SessionExpired)),
+        "{deletion:?}"
+    );
+    let _ = release.send(());
+
+    let cleanup = watcher();
+    zkutil::delete_node_recursively(&cleanup, &root).unwrap();
+    cleanup.close().unwrap();
+    let _ = zkw.close();
+}
+
 #[test]
 fn a_zookeeper_error_while_tracking_aborts() {
     let (zkw, root) = setup("tracker-abort");

@@ -291,6 +291,17 @@ pub fn wait_until(timeout: std::time::Duration, what: &str, condition: impl FnMu
     );
 }
 
+/// How many times the calling thread has been woken in the crate's one wait
+/// engine (every lock's, recipe's and tracker's wait): each return from
+/// blocking in it counts one (a wake-up, a deadline, a spurious wake-up),
+/// a wait that finds its wake-up already there counts none. Exact and per
+/// thread: read it on the waiting thread before and after a wait to count
+/// how often that wait woke up (an idle waiter: never, until what it waits
+/// for happens).
+pub fn engine_wake_ups() -> u64 {
+    crate::wake::wake_ups_on_this_thread()
+}
+
 /// A root znode path no other test (in this or another process) uses:
 /// `/zklock-test/<name>-<pid>-<n>`, `n` counting calls in this process. Slashes in
 /// `name` become `_`, so the root is always one level under `/zklock-test`.

@@ -102,6 +102,8 @@ struct Shared {
     id: u64,
     state: Mutex<ProxyState>,
     changed: Condvar,
+    /// See [`FaultProxy::round_trips`].
+    round_trips: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -148,6 +150,102 @@ struct Connection {
     /// A quorum link's client → upstream sender, so that released `ACK`s
     /// reach the writer; dropped when the reader ends.
     upstream_tx: Mutex<Option<Sender<Chunk>>>,
+    /// A client link's ZooKeeper frames (see [`FaultProxy::round_trips`]).
+    exchanges: Mutex<Exchanges>,
+}
+
+/// The largest frame a client link's counting accepts (ZooKeeper's
+/// `jute.maxbuffer` is 1 MB by default); a larger length is not ZooKeeper's
+/// client framing (a TLS record, say): the link is then not counted.
+const CLIENT_MAX_FRAME: i32 = 64 * 1024 * 1024;
+
+/// What [`FaultProxy::round_trips`] has seen of one client connection: its
+/// frames each way, and its requests still awaiting their replies.
+#[derive(Debug, Default)]
+struct Exchanges {
+    to_server: ClientFrames,
+    to_client: ClientFrames,
+    /// Requests read from the client whose replies have not been read from
+    /// the server yet (pings left out).
+    outstanding: usize,
+    /// Not ZooKeeper's client framing: nothing more is counted.
+    raw: bool,
+}
+
+/// The xid of a ZooKeeper ping and of its reply.
+const PING_XID: i32 = -2;
+/// The xid of a watch notification (server → client, no request).
+const NOTIFICATION_XID: i32 = -1;
+
+impl Exchanges {
+    /// Reads `bytes` (from the client when `to_server`): `true` when they
+    /// start a round trip (see [`FaultProxy::round_trips`]).
+    fn feed(&mut self, to_server: bool, bytes: &[u8]) -> bool {
+        if self.raw {
+            return false;
+        }
+        let frames = if to_server {
+            self.to_server.feed(bytes)
+        } else {
+            self.to_client.feed(bytes)
+        };
+        let Ok(xids) = frames else {
+            self.raw = true;
+            return false;
+        };
+        let mut started = false;
+        // `None`: the connect request or its response, which hold no xid.
+        for xid in xids.into_iter().flatten() {
+            match (to_server, xid) {
+                (_, PING_XID) | (false, NOTIFICATION_XID) => {}
+                (true, _) => {
+                    started |= self.outstanding == 0;
+                    self.outstanding += 1;
+                }
+                (false, _) => self.outstanding = self.outstanding.saturating_sub(1),
+            }
+        }
+        started
+    }
+}
+
+/// One direction of a client connection cut into ZooKeeper frames (a 4-byte
+/// length, then the frame; every frame but the first, the connect request or
+/// response, starts with its xid).
+#[derive(Debug, Default)]
+struct ClientFrames {
+    pending: Vec<u8>,
+    seen: u64,
+}
+
+impl ClientFrames {
+    /// The xid of each frame `bytes` completes (`None` for the first);
+    /// `Err` when the bytes are not ZooKeeper's framing.
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<Option<i32>>, ()> {
+        self.pending.extend_from_slice(bytes);
+        let mut xids = Vec::new();
+        loop {
+            let Some(len) = self.pending.get(..4) else {
+                return Ok(xids);
+            };
+            let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+            if !(0..=CLIENT_MAX_FRAME).contains(&len) {
+                return Err(());
+            }
+            let end = 4 + len as usize;
+            if self.pending.len() < end {
+                return Ok(xids);
+            }
+            let xid = self
+                .pending
+                .get(4..8)
+                .filter(|_| self.seen > 0 && len >= 4)
+                .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            self.seen += 1;
+            self.pending.drain(..end);
+            xids.push(xid);
+        }
+    }
 }
 
 /// The quorum packet types the framer acts on (Java's `Leader` constants).
@@ -284,6 +382,7 @@ impl FaultProxy {
                 quorum,
             }),
             changed: Condvar::new(),
+            round_trips: AtomicU64::new(0),
         });
         let acceptor = {
             let shared = Arc::clone(&shared);
@@ -485,6 +584,21 @@ impl FaultProxy {
     pub fn accepted(&self) -> u64 {
         self.shared.lock().next_connection - 1
     }
+
+    /// The round trips the ZooKeeper clients behind this proxy have made since
+    /// it started, over all their connections: an exact count, whatever the
+    /// timing. The proxy reads each client link's frames: a request (a ping
+    /// left out) read from the client while none of that connection's earlier
+    /// requests is still waiting for its reply from the server starts a round
+    /// trip; requests the client sends before those replies come back (a
+    /// pipelined batch) go in the round trip already started. So two requests
+    /// sent together count one, a request sent after the previous one's reply
+    /// counts one more. Connect requests, pings and watch notifications do not
+    /// count; neither does a quorum link, nor a link whose bytes are not
+    /// ZooKeeper's client framing (TLS).
+    pub fn round_trips(&self) -> u64 {
+        self.shared.round_trips.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for FaultProxy {
@@ -662,6 +776,10 @@ fn open_connection(shared: &Arc<Shared>, client: TcpStream, id: u64) {
         live_threads: AtomicUsize::new(4),
         framer: quorum.then(Mutex::default),
         upstream_tx: Mutex::new(None),
+        exchanges: Mutex::new(Exchanges {
+            raw: quorum,
+            ..Exchanges::default()
+        }),
     });
     {
         let mut state = shared.lock();
@@ -728,6 +846,11 @@ fn read_loop(exit: &ThreadExit, to_upstream: bool, tx: &Sender<Chunk>) {
                 return;
             }
             Ok(n) => {
+                // Counted before it is forwarded: a reply read here has been
+                // told before the client can answer it with a new request.
+                if lock(&connection.exchanges).feed(to_upstream, &buffer[..n]) {
+                    shared.round_trips.fetch_add(1, Ordering::SeqCst);
+                }
                 let framer = connection.framer.as_ref().filter(|_| to_upstream);
                 let sent = match framer {
                     Some(framer) => forward_packets(shared, &mut lock(framer), &buffer[..n], tx),
@@ -1092,5 +1215,45 @@ mod tests {
         assert!(framer.raw);
         assert_eq!(got, [(0, junk)]);
         assert_eq!(framer.feed(b"more"), [(0, b"more".to_vec())]);
+    }
+
+    /// A client frame: its length, then `xid` and a body (`None`: the
+    /// connect request or response, no xid).
+    fn frame(xid: Option<i32>) -> Vec<u8> {
+        let mut body = xid.map(|x| x.to_be_bytes().to_vec()).unwrap_or_default();
+        body.extend_from_slice(b"body");
+        let mut b = (body.len() as i32).to_be_bytes().to_vec();
+        b.extend_from_slice(&body);
+        b
+    }
+
+    #[test]
+    fn round_trips_count_requests_sent_after_the_replies_came_back() {
+        let mut e = Exchanges::default();
+        assert!(!e.feed(true, &frame(None)), "the connect request");
+        assert!(!e.feed(false, &frame(None)), "the connect response");
+        // Two requests sent together, split anywhere: one round trip.
+        let batch = [frame(Some(1)), frame(Some(2))].concat();
+        for split in 0..=batch.len() {
+            let mut e = Exchanges::default();
+            e.to_server.seen = 1; // past the connect request
+            let started = usize::from(e.feed(true, &batch[..split]))
+                + usize::from(e.feed(true, &batch[split..]));
+            assert_eq!((started, e.outstanding), (1, 2), "split {split}");
+        }
+        assert!(e.feed(true, &batch));
+        // A ping and a notification between: no round trip, no reply.
+        assert!(!e.feed(true, &frame(Some(PING_XID))));
+        assert!(!e.feed(false, &frame(Some(PING_XID))));
+        assert!(!e.feed(false, &frame(Some(NOTIFICATION_XID))));
+        assert!(!e.feed(false, &frame(Some(1))));
+        assert!(!e.feed(true, &frame(Some(3))), "a reply still awaited");
+        assert!(!e.feed(false, &[frame(Some(2)), frame(Some(3))].concat()));
+        // Every reply in: the next request is a new round trip.
+        assert!(e.feed(true, &frame(Some(4))));
+        // Not ZooKeeper's framing (a TLS record): nothing counted from then.
+        let mut tls = Exchanges::default();
+        assert!(!tls.feed(true, &[0x16, 0x03, 0x01, 0x00, 0xc8]));
+        assert!(tls.raw && !tls.feed(true, &frame(Some(1))));
     }
 }

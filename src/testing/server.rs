@@ -172,6 +172,18 @@ impl ZkServer {
         ZkServer::start_with_sasl(None, Some((jaas, cfg, Some(kdc.krb5_conf()))))
     }
 
+    /// As [`start`](Self::start), granting session timeouts from `min` to
+    /// `max` (`minSessionTimeout`, `maxSessionTimeout`) instead of
+    /// [`MIN_SESSION_TIMEOUT`] to [`MAX_SESSION_TIMEOUT`]: how a test makes the
+    /// server clamp a timeout asked for below its minimum without a session
+    /// so short that a loaded machine lets it expire.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_with_session_timeouts(min: Duration, max: Duration) -> io::Result<ZkServer> {
+        ZkServer::start_configured(None, None, (min, max))
+    }
+
     fn start_with(tls: Option<(&TestPki, bool)>) -> io::Result<ZkServer> {
         ZkServer::start_with_sasl(tls, None)
     }
@@ -180,6 +192,16 @@ impl ZkServer {
     fn start_with_sasl(
         tls: Option<(&TestPki, bool)>,
         sasl: Option<(String, String, Option<PathBuf>)>,
+    ) -> io::Result<ZkServer> {
+        ZkServer::start_configured(tls, sasl, (MIN_SESSION_TIMEOUT, MAX_SESSION_TIMEOUT))
+    }
+
+    /// [`start_with_sasl`](Self::start_with_sasl), granting session timeouts
+    /// within `sessions` (min, max).
+    fn start_configured(
+        tls: Option<(&TestPki, bool)>,
+        sasl: Option<(String, String, Option<PathBuf>)>,
+        sessions: (Duration, Duration),
     ) -> io::Result<ZkServer> {
         let dir = make_temp_dir("zk")?;
         fs::create_dir(dir.join("data"))?;
@@ -194,7 +216,7 @@ impl ZkServer {
             let ports = free_ports(2)?;
             let port = ports[0];
             let secure = tls.map(|(pki, tls13)| (ports[1], pki, tls13));
-            write_config(&dir, port, secure)?;
+            write_config(&dir, port, secure, sessions)?;
             if let Some((_, cfg, _)) = &sasl {
                 let mut f = fs::OpenOptions::new()
                     .append(true)
@@ -237,7 +259,7 @@ impl ZkServer {
     pub fn start_on_port(port: u16) -> io::Result<ZkServer> {
         let dir = make_temp_dir("zk")?;
         fs::create_dir(dir.join("data"))?;
-        write_config(&dir, port, None)?;
+        write_config(&dir, port, None, (MIN_SESSION_TIMEOUT, MAX_SESSION_TIMEOUT))?;
         match launch(&dir, port, false) {
             Ok(watchdog) => Ok(ZkServer {
                 port,
@@ -427,7 +449,12 @@ impl Drop for ZkServer {
     }
 }
 
-fn write_config(dir: &Path, port: u16, tls: Option<(u16, &TestPki, bool)>) -> io::Result<()> {
+fn write_config(
+    dir: &Path,
+    port: u16,
+    tls: Option<(u16, &TestPki, bool)>,
+    (min, max): (Duration, Duration),
+) -> io::Result<()> {
     let mut config = format!(
         "tickTime={tick}\n\
          dataDir={data}\n\
@@ -440,8 +467,8 @@ fn write_config(dir: &Path, port: u16, tls: Option<(u16, &TestPki, bool)>) -> io
          admin.enableServer=false\n",
         tick = TICK_TIME.as_millis(),
         data = dir.join("data").display(),
-        min = MIN_SESSION_TIMEOUT.as_millis(),
-        max = MAX_SESSION_TIMEOUT.as_millis(),
+        min = min.as_millis(),
+        max = max.as_millis(),
     );
     if let Some((secure_port, pki, tls13)) = tls {
         config.push_str(&tls_config(secure_port, pki, tls13));
