@@ -78,7 +78,7 @@ fn item_sequence(path: &str) -> Option<i64> {
 /// (the claims are serial anyway), and a waking consumer costs a listing and
 /// a claim attempt per back-off, spread over the winner's items. Measured
 /// (`mntr`, the bench's 4 × 4: 4 producers, 4 consumers, 8 sessions, 1,000
-/// items): 3.4 requests per item instead of 8.3, and more items per second
+/// items): 3.4–3.5 requests per item instead of 8.3, and more items per second
 /// (the losers' requests no longer queue before the winner's).
 ///
 /// zklock differs here: Java's consumers (and zklock's before) move on to the
