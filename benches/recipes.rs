@@ -10,6 +10,9 @@
 //! missing). Uses `$ZK_SERVERS` if set, else starts a ZooKeeper server through
 //! `zklock::testing`. Sizes: `ZK_RECIPES_ITEMS` (default 1000),
 //! `ZK_RECIPES_SUCCESSIONS` (default 20), `ZK_BENCH_ROUNDS` (default 5).
+//! Sections: `ZK_BENCH_SECTIONS`, a comma-separated subset of `offer`, `take`,
+//! `4x4`, `succession` (default all; `take` takes what `offer` offered, so it
+//! runs the offer too); the phases not chosen show "—".
 //!
 //! Rounds: after one unreported warm-up round of each library, the libraries
 //! take turns for `ZK_BENCH_ROUNDS` rounds (zklock, Curator, ZooKeeper's
@@ -185,28 +188,35 @@ fn peer_phases(
     root: &str,
     items: u64,
     k: u64,
+    sections: Sections,
 ) -> [Option<Phase>; 4] {
-    let mut run = |cmd: String, expect: u64| match peer.run(m, &cmd) {
-        Ok(p) if p.n == expect => Some(p),
-        Ok(p) => {
-            println!("  {impl_name}: {cmd}: {} instead of {expect}", p.n);
-            None
+    let mut run = |i: usize, cmd: String, expect: u64| {
+        if !sections.runs(i) {
+            return None;
         }
-        Err(e) => {
-            println!("  {impl_name}: {e}");
-            None
+        match peer.run(m, &cmd) {
+            Ok(p) if p.n == expect => Some(p),
+            Ok(p) => {
+                println!("  {impl_name}: {cmd}: {} instead of {expect}", p.n);
+                None
+            }
+            Err(e) => {
+                println!("  {impl_name}: {e}");
+                None
+            }
         }
     };
     let q = format!("{root}/q");
     let mixed = format!("{root}/q-mixed");
     [
-        run(format!("queue {impl_name} {q} offer {items}"), items),
-        run(format!("queue {impl_name} {q} take {items}"), items),
+        run(0, format!("queue {impl_name} {q} offer {items}"), items),
+        run(1, format!("queue {impl_name} {q} take {items}"), items),
         run(
+            2,
             format!("queue {impl_name} {mixed} mixed 4 4 {items}"),
             items,
         ),
-        run(format!("succession {impl_name} {root}/election {k}"), k),
+        run(3, format!("succession {impl_name} {root}/election {k}"), k),
     ]
 }
 
@@ -220,6 +230,40 @@ enum Offer {
     /// The floor: the client's bare `create` of the same nodes, one at a
     /// time (what `offer` costs beyond it is the recipe's).
     Bare,
+}
+
+/// The phases `ZK_BENCH_SECTIONS` chose (see the module docs).
+#[derive(Clone, Copy)]
+struct Sections {
+    offer: bool,
+    take: bool,
+    mixed: bool,
+    succession: bool,
+}
+
+impl Sections {
+    fn from_env() -> Sections {
+        let Ok(v) = std::env::var("ZK_BENCH_SECTIONS") else {
+            return Sections {
+                offer: true,
+                take: true,
+                mixed: true,
+                succession: true,
+            };
+        };
+        let has = |name: &str| v.split(',').any(|s| s.trim() == name);
+        Sections {
+            offer: has("offer") || has("take"),
+            take: has("take"),
+            mixed: has("4x4"),
+            succession: has("succession"),
+        }
+    }
+
+    /// Whether phase `i` (offer, take, 4 × 4, succession) runs.
+    fn runs(&self, i: usize) -> bool {
+        [self.offer, self.take, self.mixed, self.succession][i]
+    }
 }
 
 /// One producer offers `items`: the time of the offers (the session's
@@ -288,8 +332,12 @@ fn zklock_phases(
     items: u64,
     k: u64,
     how: Offer,
+    sections: Sections,
 ) -> [Option<Phase>; 4] {
-    let window = |f: &dyn Fn() -> (u64, Option<Duration>, Option<Duration>)| {
+    let window = |i: usize, f: &dyn Fn() -> (u64, Option<Duration>, Option<Duration>)| {
+        if !sections.runs(i) {
+            return None;
+        }
         let w = Window::start(m);
         let t0 = Instant::now();
         let (n, until, p50) = f();
@@ -303,11 +351,11 @@ fn zklock_phases(
     };
     let q = format!("{root}/q");
     let mixed = format!("{root}/q-mixed");
-    let offer = window(&|| {
+    let offer = window(0, &|| {
         let elapsed = zklock_queue_offer(servers, &q, items, how);
         (items, Some(elapsed), None)
     });
-    let take = window(&|| {
+    let take = window(1, &|| {
         let taken = AtomicUsize::new(0);
         zklock_queue_take(servers, &q, items, &taken, &Mutex::new(None));
         (taken.load(Ordering::SeqCst) as u64, None, None)
@@ -315,7 +363,7 @@ fn zklock_phases(
     if how != Offer::One {
         return [offer, take, None, None];
     }
-    let mixed = window(&|| {
+    let mixed = window(2, &|| {
         let taken = Arc::new(AtomicUsize::new(0));
         let last = Arc::new(Mutex::new(None));
         let t0 = Instant::now();
@@ -348,7 +396,9 @@ fn zklock_phases(
         let until = last.lock().unwrap().map(|l| l - t0);
         (taken.load(Ordering::SeqCst) as u64, until, None)
     });
-    let succession = window(&|| zklock_succession(servers, &format!("{root}/election"), k));
+    let succession = window(3, &|| {
+        zklock_succession(servers, &format!("{root}/election"), k)
+    });
     [offer, take, mixed, succession]
 }
 
@@ -419,6 +469,7 @@ fn main() {
     let items = env_usize("ZK_RECIPES_ITEMS", 1000) as u64;
     let k = env_usize("ZK_RECIPES_SUCCESSIONS", 20) as u64;
     let rounds = bench_rounds(5);
+    let sections = Sections::from_env();
     let m = Mntr::new(&servers);
     let admin = connect(&servers, "recipes-bench-admin");
     let root = format!("/bench-recipes-{}", std::process::id());
@@ -537,10 +588,16 @@ fn main() {
                 zkutil::create_with_parents(&admin, &format!("{dir}/{sub}")).unwrap();
             }
             let phases = match side {
-                Side::Zklock => zklock_phases(&servers, &m, &dir, items, k, Offer::One),
-                Side::ZklockAll => zklock_phases(&servers, &m, &dir, items, k, Offer::All),
-                Side::ZklockBare => zklock_phases(&servers, &m, &dir, items, k, Offer::Bare),
-                Side::Peer(p, name) => peer_phases(&mut peers[*p], &m, name, &dir, items, k),
+                Side::Zklock => zklock_phases(&servers, &m, &dir, items, k, Offer::One, sections),
+                Side::ZklockAll => {
+                    zklock_phases(&servers, &m, &dir, items, k, Offer::All, sections)
+                }
+                Side::ZklockBare => {
+                    zklock_phases(&servers, &m, &dir, items, k, Offer::Bare, sections)
+                }
+                Side::Peer(p, name) => {
+                    peer_phases(&mut peers[*p], &m, name, &dir, items, k, sections)
+                }
             };
             let f = |p: &Option<Phase>, f: fn(&Phase) -> f64, d: usize| {
                 p.as_ref()
@@ -626,11 +683,15 @@ fn main() {
     // have hung above; a missing phase is a failure.
     match (&rows[0].phases, &rows[1].phases, &rows[2].phases) {
         (Ok(rounds), Ok(all), Ok(bare)) => assert!(
-            rounds.iter().flatten().all(Option::is_some)
+            rounds
+                .iter()
+                .flatten()
+                .enumerate()
+                .all(|(i, p)| p.is_some() || !sections.runs(i % 4))
                 && all
                     .iter()
                     .chain(bare)
-                    .all(|r| r[0].is_some() && r[1].is_some()),
+                    .all(|r| (0..2).all(|i| r[i].is_some() || !sections.runs(i))),
             "a zklock phase failed"
         ),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => panic!("zklock: {e}"),

@@ -1837,6 +1837,74 @@ fn an_exactly_once_take_is_still_two_requests() {
     zkw.close().unwrap();
 }
 
+/// Contended takes near the floor (issue 37), counted on a server of its own
+/// (`mntr`): a backlog of 400 items (one `offer_all` into the existing
+/// directory), then 4 consumers, a
+/// session each, released together on it and polling until it is empty.
+/// Every item is taken once, each consumer's in order, and all the requests
+/// (the creates, the consumers' connects, listings, claims, lost claims and
+/// closes) stay at most 4 per item; the floor is 3 (a create, the claim's
+/// read and its `multi`). Before, the consumers went for the same head in
+/// step, each with a read and a `multi`: about 7 per item.
+#[test]
+fn contended_takes_cost_at_most_4_requests_per_item() {
+    init_log();
+    let server = zklock::testing::ZkServer::start().expect("server");
+    let servers = server.connect_string();
+    const CONSUMERS: usize = 4;
+    const ITEMS: usize = 400;
+    let dir = "/contended/q";
+    let zkw = connect_to(&servers, Duration::from_secs(30));
+    // The directory first (else the batch is sent twice: its creates find
+    // no parent); the count starts with the offers.
+    zklock::zkutil::create_with_parents(&zkw, dir).unwrap();
+    let before = packets_received(&servers);
+    let q = DistributedQueue::new(&zkw, dir).unwrap();
+    let items: Vec<String> = (0..ITEMS).map(|i| format!("{i}")).collect();
+    assert_eq!(q.offer_all(&items).unwrap().len(), ITEMS);
+    drop(q);
+    zkw.close().unwrap();
+    let start = Arc::new(std::sync::Barrier::new(CONSUMERS));
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|_| {
+            let (servers, start) = (servers.clone(), start.clone());
+            thread::spawn(move || {
+                // A long session timeout: few pings in the count.
+                let zkw = connect_to(&servers, Duration::from_secs(30));
+                let q = DistributedQueue::new(&zkw, dir).unwrap();
+                let mut got: Vec<usize> = Vec::new();
+                start.wait();
+                while let Some(item) = q.poll().unwrap() {
+                    got.push(String::from_utf8(item).unwrap().parse().unwrap());
+                }
+                drop(q);
+                zkw.close().unwrap();
+                got
+            })
+        })
+        .collect();
+    let mut seen = HashSet::new();
+    let mut per_consumer = Vec::new();
+    for c in consumers {
+        let got = c.join().unwrap();
+        per_consumer.push(got.len());
+        assert!(got.windows(2).all(|w| w[0] < w[1]), "in order: {got:?}");
+        for i in got {
+            assert!(seen.insert(i), "item {i} taken twice");
+        }
+    }
+    assert_eq!(seen.len(), ITEMS, "every item taken once");
+    let per_item = (packets_received(&servers) - before) as f64 / ITEMS as f64;
+    println!(
+        "{CONSUMERS} contended consumers: {per_item:.2} requests per item (server mntr, \
+         offers, sessions and lost claims included), per consumer {per_consumer:?}"
+    );
+    assert!(
+        per_item <= 4.0,
+        "{per_item:.2} requests per item: the consumers contend in step for the head"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Finding 5: a lost wake-up between threads sharing an instance, forced
 // ---------------------------------------------------------------------------

@@ -1,12 +1,13 @@
 //! `DistributedPriorityQueue`: the "Priority Queues" recipe.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::layout::PRIORITY_PREFIX;
 use super::node::{
-    children_or_none, claim, create_item, peek_first, queue_parts, Receipts, TakeQueue,
+    children_or_none, claim, create_item, peek_first, queue_parts, Contention, Receipts, TakeQueue,
 };
 use crate::call::CallSession;
+use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::sequence::sequence_of;
@@ -24,6 +25,12 @@ use crate::zkutil;
 /// receipt node in `<dir>-receipts`, written in the same `multi` as the
 /// item's delete; at most once only for a consumer killed between its
 /// claim's commit and its processing of the item).
+///
+/// Contended takes back off as the FIFO queue's do (see
+/// [`DistributedQueue`](super::queue::DistributedQueue#contended-takes-and-the-floor)):
+/// a consumer whose claim of the most urgent item lost waits a random time of
+/// a few of its claims' round trips (growing with further losses), then lists
+/// again, instead of going on to the next item of its listing.
 ///
 /// # zklock differs here
 /// The page says "a client must invalidate all previously obtained children
@@ -109,7 +116,7 @@ impl DistributedPriorityQueue {
     /// `ConnectionLoss` about an item only if this consumer's receipt was
     /// deleted under it while its claim's reply was lost; session errors.
     pub fn poll(&self) -> Result<Option<(u32, Vec<u8>)>> {
-        self.poll_with(&CallSession::begin(&self.zkw)?)
+        self.poll_with(&CallSession::begin(&self.zkw)?, Deadline::never())
     }
 
     /// Takes the most urgent item, waiting for one as long as it takes (or
@@ -138,23 +145,22 @@ impl DistributedPriorityQueue {
         Ok(ordered(&children_or_none(rzk, &self.dir)?))
     }
 
-    fn poll_with(&self, call: &CallSession) -> Result<Option<(u32, Vec<u8>)>> {
-        // One listing per item taken: a head taken by another consumer moves
-        // on to the next item of the same listing (the most urgent one known)
-        // instead of listing again, so a burst of N consumers costs O(1)
-        // listings per item, not O(N). An item offered meanwhile is seen by
-        // the next poll. Listed again only when every listed item was taken.
+    fn poll_with(&self, call: &CallSession, until: Deadline) -> Result<Option<(u32, Vec<u8>)>> {
+        // One listing per item taken; a head taken by another consumer means
+        // consumers contend: back off (see `Contention`), then list afresh
+        // (the most urgent item then, an item offered meanwhile included).
+        let mut contention = Contention::default();
         loop {
-            let items = self.list(call.rzk())?;
-            if items.is_empty() {
+            let Some((priority, _, name)) = self.list(call.rzk())?.into_iter().next() else {
                 return Ok(None);
+            };
+            let t0 = Instant::now();
+            if let Some(data) = claim(call, &self.receipts, &zkutil::join_znode(&self.dir, &name))?
+            {
+                return Ok(Some((priority, data)));
             }
-            for (priority, _, name) in items {
-                if let Some(data) =
-                    claim(call, &self.receipts, &zkutil::join_znode(&self.dir, &name))?
-                {
-                    return Ok(Some((priority, data)));
-                }
+            if !contention.lost(call, until, t0.elapsed())? {
+                return Ok(None);
             }
         }
     }
@@ -176,8 +182,8 @@ impl TakeQueue for DistributedPriorityQueue {
         (&self.zkw, &self.dir, &self.waiter)
     }
 
-    fn poll_in(&self, call: &CallSession) -> Result<Option<(u32, Vec<u8>)>> {
-        self.poll_with(call)
+    fn poll_in(&self, call: &CallSession, until: Deadline) -> Result<Option<(u32, Vec<u8>)>> {
+        self.poll_with(call, until)
     }
 
     fn listed(&self, children: &[String]) -> bool {
