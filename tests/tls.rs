@@ -536,6 +536,59 @@ fn disconnected_comes_at_the_read_timeout_whatever_the_writers_do_over_tls() {
     zk.close().unwrap();
 }
 
+/// A server that answers and closes the TLS session at once sends its
+/// close_notify right behind the last reply (3.9's Netty with closeSession's
+/// reply, under load): the replies before it count. A step hook holds caller
+/// A on the read side (before it reads) while `close()` sends closeSession
+/// and the server answers both and closes the session; then A reads its
+/// reply, close's and the close_notify together. A's exists succeeds, and
+/// `close()` is `Ok` on that connection, without another one to close the
+/// session again.
+#[test]
+fn replies_that_come_with_the_servers_close_notify_are_read() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let cs = format!("localhost:{}", proxy.addr().port());
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .connect(|_e| {})
+        .unwrap();
+    let id = zk.session_id();
+    // (A connect attempt may have timed out before: counted from here.)
+    let accepted = proxy.accepted();
+    let (holding_tx, holding) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    zk.on_next_caller_read(move || {
+        holding_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(Duration::from_secs(30));
+    });
+    let a = {
+        let zk = zk.clone();
+        thread::spawn(move || zk.exists("/", false))
+    };
+    holding
+        .recv_timeout(Duration::from_secs(30))
+        .expect("A holds the read side");
+    let closing = {
+        let zk = zk.clone();
+        thread::spawn(move || zk.close())
+    };
+    // The server closed the session: its replies and close_notify wait in
+    // the socket for A.
+    let plain = server.connect_string();
+    common::client::wait_until(Duration::from_secs(30), "the session closed", || {
+        !common::client::dump_has_session(&plain, id)
+    });
+    release.send(()).unwrap();
+    assert!(a.join().unwrap().unwrap().is_some(), "A's reply was read");
+    closing.join().unwrap().unwrap();
+    assert_eq!(
+        proxy.accepted(),
+        accepted,
+        "close() was answered on its connection"
+    );
+}
+
 /// Retries `f` while it fails with ConnectionLoss (an election in progress).
 fn while_electing<T>(mut f: impl FnMut() -> zklock::Result<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(30);
