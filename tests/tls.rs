@@ -9,7 +9,8 @@ use common::java::JavaClient;
 
 use std::io::Write;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::Duration;
 
@@ -558,13 +559,25 @@ fn replies_that_come_with_the_servers_close_notify_are_read() {
     let accepted = proxy.accepted();
     let (holding_tx, holding) = std::sync::mpsc::channel();
     let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let held = Arc::new(AtomicBool::new(false));
+    let h = held.clone();
     zk.on_next_caller_read(move || {
+        h.store(true, Ordering::SeqCst);
         holding_tx.send(()).unwrap();
         let _ = release_rx.recv_timeout(Duration::from_secs(30));
     });
+    // The hook runs on the next call that reads its own reply: a call the
+    // connection thread answers (it reads while callers are idle) leaves it
+    // armed, so A calls until its call is the one held.
     let a = {
         let zk = zk.clone();
-        thread::spawn(move || zk.exists("/", false))
+        thread::spawn(move || loop {
+            let r = zk.exists("/", false);
+            if held.load(Ordering::SeqCst) {
+                return r;
+            }
+            r.unwrap();
+        })
     };
     holding
         .recv_timeout(Duration::from_secs(30))
@@ -573,12 +586,18 @@ fn replies_that_come_with_the_servers_close_notify_are_read() {
         let zk = zk.clone();
         thread::spawn(move || zk.close())
     };
-    // The server closed the session: its replies and close_notify wait in
-    // the socket for A.
+    // The server closed the session, then the connection: its replies and
+    // close_notify wait in the socket for A, before the FIN (the proxy
+    // passes it on after the bytes), which puts the socket in CLOSE_WAIT.
     let plain = server.connect_string();
     common::client::wait_until(Duration::from_secs(30), "the session closed", || {
         !common::client::dump_has_session(&plain, id)
     });
+    common::client::wait_until(
+        Duration::from_secs(30),
+        "the server's close reached the client's socket",
+        || close_wait_towards(proxy.addr().port()),
+    );
     release.send(()).unwrap();
     assert!(a.join().unwrap().unwrap().is_some(), "A's reply was read");
     closing.join().unwrap().unwrap();
@@ -587,6 +606,28 @@ fn replies_that_come_with_the_servers_close_notify_are_read() {
         accepted,
         "close() was answered on its connection"
     );
+}
+
+/// Whether a local TCP socket connected to `port` is in CLOSE_WAIT (its
+/// peer closed, it has not): Linux's `/proc/net/tcp` and `tcp6`.
+fn close_wait_towards(port: u16) -> bool {
+    const CLOSE_WAIT: &str = "08";
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                fields.len() > 3
+                    && fields[3] == CLOSE_WAIT
+                    && fields[2]
+                        .rsplit(':')
+                        .next()
+                        .and_then(|p| u16::from_str_radix(p, 16).ok())
+                        == Some(port)
+            })
+    })
 }
 
 /// Retries `f` while it fails with ConnectionLoss (an election in progress).
