@@ -259,18 +259,34 @@ fn a_server_stalling_mid_sasl_is_bounded_by_the_handshake_deadline() {
 /// before any queued request: a request queued while disconnected reads a
 /// creator-only node (it would get NoAuth, or the server's
 /// SessionClosedRequireSaslAuth, if sent before the exchange).
+///
+/// The session must outlive both: the cut is a cut (stalled, so the client
+/// cannot reconnect until the test lets it), not a stall detected at the
+/// read timeout, which left a 6 s session 2 s for the reconnect and its
+/// SASL exchange; and the session timeout (30 s) is longer than a server
+/// restart (a JVM start, seconds on a loaded machine: zklock rightly gives a
+/// session up once no server was heard for a whole timeout).
 #[test]
 fn reconnects_authenticate_again_before_queued_requests() {
     let mut server = ZkServer::start_sasl(&USERS).unwrap();
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
-    let (zk, events) = zk_as("alice", &proxy.connect_string());
+    let events = Events::new();
+    let zk = builder(
+        &proxy.connect_string(),
+        Some(SaslConfig::digest_md5("alice", password("alice"))),
+    )
+    .with_session_timeout(Duration::from_secs(30))
+    .connect(events.watcher())
+    .unwrap();
     let path = format!("/sasl-reconnect-{}", std::process::id());
     zk.create(&path, b"mine", Acl::creator_all(), CreateMode::Persistent)
         .unwrap();
     let sid = zk.session_id();
     for round in 1..=2 {
         if round == 1 {
+            // Cut, and new connections held until the reset.
             proxy.stall();
+            proxy.cut();
             events.wait_state(KeeperState::Disconnected, 1, Duration::from_secs(10));
         } else {
             server.stop().unwrap();

@@ -9,7 +9,8 @@ use common::java::JavaClient;
 
 use std::io::Write;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::Duration;
 
@@ -534,6 +535,99 @@ fn disconnected_comes_at_the_read_timeout_whatever_the_writers_do_over_tls() {
         .unwrap();
     disconnected_at_the_read_timeout_with_writers_blocked(&zk, &proxy, &events, session);
     zk.close().unwrap();
+}
+
+/// A server that answers and closes the TLS session at once sends its
+/// close_notify right behind the last reply (3.9's Netty with closeSession's
+/// reply, under load): the replies before it count. A step hook holds caller
+/// A on the read side (before it reads) while `close()` sends closeSession
+/// and the server answers both and closes the session; then A reads its
+/// reply, close's and the close_notify together. A's exists succeeds, and
+/// `close()` is `Ok` on that connection, without another one to close the
+/// session again.
+#[test]
+fn replies_that_come_with_the_servers_close_notify_are_read() {
+    let (pki, server) = shared();
+    let alice = pki.client("alice").unwrap();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.secure_port().unwrap())).unwrap();
+    let cs = format!("localhost:{}", proxy.addr().port());
+    let zk = builder(&cs, Some(tls(pki, Some(&alice))))
+        .connect(|_e| {})
+        .unwrap();
+    let id = zk.session_id();
+    // (A connect attempt may have timed out before: counted from here.)
+    let accepted = proxy.accepted();
+    let (holding_tx, holding) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let held = Arc::new(AtomicBool::new(false));
+    let h = held.clone();
+    zk.on_next_caller_read(move || {
+        h.store(true, Ordering::SeqCst);
+        holding_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(Duration::from_secs(30));
+    });
+    // The hook runs on the next call that reads its own reply: a call the
+    // connection thread answers (it reads while callers are idle) leaves it
+    // armed, so A calls until its call is the one held.
+    let a = {
+        let zk = zk.clone();
+        thread::spawn(move || loop {
+            let r = zk.exists("/", false);
+            if held.load(Ordering::SeqCst) {
+                return r;
+            }
+            r.unwrap();
+        })
+    };
+    holding
+        .recv_timeout(Duration::from_secs(30))
+        .expect("A holds the read side");
+    let closing = {
+        let zk = zk.clone();
+        thread::spawn(move || zk.close())
+    };
+    // The server closed the session, then the connection: its replies and
+    // close_notify wait in the socket for A, before the FIN (the proxy
+    // passes it on after the bytes), which puts the socket in CLOSE_WAIT.
+    let plain = server.connect_string();
+    common::client::wait_until(Duration::from_secs(30), "the session closed", || {
+        !common::client::dump_has_session(&plain, id)
+    });
+    common::client::wait_until(
+        Duration::from_secs(30),
+        "the server's close reached the client's socket",
+        || close_wait_towards(proxy.addr().port()),
+    );
+    release.send(()).unwrap();
+    assert!(a.join().unwrap().unwrap().is_some(), "A's reply was read");
+    closing.join().unwrap().unwrap();
+    assert_eq!(
+        proxy.accepted(),
+        accepted,
+        "close() was answered on its connection"
+    );
+}
+
+/// Whether a local TCP socket connected to `port` is in CLOSE_WAIT (its
+/// peer closed, it has not): Linux's `/proc/net/tcp` and `tcp6`.
+fn close_wait_towards(port: u16) -> bool {
+    const CLOSE_WAIT: &str = "08";
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                fields.len() > 3
+                    && fields[3] == CLOSE_WAIT
+                    && fields[2]
+                        .rsplit(':')
+                        .next()
+                        .and_then(|p| u16::from_str_radix(p, 16).ok())
+                        == Some(port)
+            })
+    })
 }
 
 /// Retries `f` while it fails with ConnectionLoss (an election in progress).

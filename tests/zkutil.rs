@@ -91,17 +91,32 @@ fn create_and_fail_silent_ignores_an_existing_node_the_caller_may_not_write() {
     owner.add_auth("digest", b"u:p").unwrap();
     let locked = format!("{root}/locked");
     let child = format!("{locked}/child");
+    // Readable by anyone (exists checks READ since ZOOKEEPER-2590, 3.8.4 and
+    // 3.9.2), writable by the owner only.
+    let owned: Vec<Acl> = Acl::creator_all()
+        .iter()
+        .chain(Acl::read_unsafe())
+        .cloned()
+        .collect();
     owner
-        .create(
-            &locked,
-            b"owned",
-            Acl::creator_all(),
-            CreateMode::Persistent,
-        )
+        .create(&locked, b"owned", &owned, CreateMode::Persistent)
         .unwrap();
     owner
-        .create(&child, b"owned", Acl::creator_all(), CreateMode::Persistent)
+        .create(&child, b"owned", &owned, CreateMode::Persistent)
         .unwrap();
+    // One the caller may not even read: found before ZOOKEEPER-2590; since,
+    // exists answers NoAuth, and so does HBase's createAndFailSilent.
+    let hidden = format!("{root}/hidden");
+    owner
+        .create(&hidden, b"", Acl::creator_all(), CreateMode::Persistent)
+        .unwrap();
+    let r = zkutil::create_and_fail_silent(&zkw, &hidden);
+    if common::exists_checks_read_acl() {
+        assert!(r.unwrap_err().is(ZkError::NoAuth));
+    } else {
+        r.unwrap();
+    }
+    owner.delete(&hidden, None).unwrap();
 
     // The watcher's session is not authenticated: it may not write there.
     let e = zkutil::set_data(&zkw, &locked, b"x", None).unwrap_err();

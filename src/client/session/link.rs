@@ -43,6 +43,9 @@ struct Tls {
     conn: Mutex<rustls::ClientConnection>,
     /// The connect-string host (for errors).
     host: String,
+    /// The server's close_notify came with plaintext in the same read: that
+    /// plaintext was handed out, and the next read reports the close.
+    closed: AtomicBool,
 }
 
 /// The time left until `deadline`; `TimedOut` when none.
@@ -55,6 +58,15 @@ pub(super) fn left_until(deadline: Instant) -> io::Result<Duration> {
         ));
     }
     Ok(left)
+}
+
+/// The server's close_notify, as a read error.
+#[cfg(feature = "tls")]
+fn tls_closed() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "server closed the TLS session",
+    )
 }
 
 /// Whether a read ended at its timeout (or was interrupted), not in failure.
@@ -94,6 +106,7 @@ impl Link {
             tls: Some(Tls {
                 conn: Mutex::new(conn),
                 host: host.to_string(),
+                closed: AtomicBool::new(false),
             }),
             shut: AtomicBool::new(false),
         }));
@@ -152,10 +165,15 @@ impl Link {
     }
 
     /// Feeds raw bytes to the TLS connection (under its mutex), appending the
-    /// plaintext they complete to `out`. `UnexpectedEof` on the server's
-    /// close_notify.
+    /// plaintext they complete to `out`. The server's close_notify is
+    /// `UnexpectedEof`, but only after the plaintext before it: when the same
+    /// bytes complete both (a server that answers and closes at once, as
+    /// 3.9's Netty does with closeSession's reply or an expired session's
+    /// ConnectResponse over TLS 1.3), the plaintext is returned and the next
+    /// read reports the close (as plain TCP's data, then EOF).
     #[cfg(feature = "tls")]
     fn feed(&self, tls: &Tls, mut raw: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        let before = out.len();
         let mut conn = tls.conn.lock();
         while !raw.is_empty() {
             conn.read_tls(&mut raw)?;
@@ -174,10 +192,11 @@ impl Link {
                 want -= got;
             }
             if state.peer_has_closed() {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "server closed the TLS session",
-                ));
+                if out.len() > before {
+                    tls.closed.store(true, Ordering::SeqCst);
+                    return Ok(());
+                }
+                return Err(tls_closed());
             }
         }
         Ok(())
@@ -239,6 +258,12 @@ impl Link {
     /// yet). `raw` is scratch space. The server closing the connection is
     /// `UnexpectedEof`; the read timeout, `WouldBlock` / `TimedOut`.
     pub(super) fn read_into(&self, raw: &mut [u8], out: &mut Vec<u8>) -> io::Result<usize> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.0.tls {
+            if tls.closed.load(Ordering::SeqCst) {
+                return Err(tls_closed());
+            }
+        }
         let n = match (&self.0.sock).read(raw) {
             Ok(0) => {
                 return Err(io::Error::new(
