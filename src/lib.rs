@@ -123,6 +123,7 @@ mod layout;
 mod listener;
 pub mod lock;
 mod metadata;
+pub mod metrics;
 mod owned;
 mod path;
 mod pending;
