@@ -78,26 +78,30 @@ pub const LOCK_LOST_TOTAL: &str = "zklock_lock_lost_total";
 /// removed by `reap_expired_locks`/`reap_all_locks`.
 pub const LOCK_REAPS_TOTAL: &str = "zklock_lock_reaps_total";
 
-/// `zklock_queue_takes_total` (counter; labels `path`, `outcome`): queue
-/// takes (`take`, `poll`, `remove` and their timed forms), by `outcome`:
-/// `taken`, `empty` (nothing in time), `error`.
+/// `zklock_queue_takes_total` (counter; labels `path`, `outcome`): the
+/// waiting takes of the queues (`take`, `take_timeout` of
+/// `DistributedQueue` and `DistributedPriorityQueue`), by `outcome`: `taken`,
+/// `timeout` (nothing in time), `error`.
 pub const QUEUE_TAKES_TOTAL: &str = "zklock_queue_takes_total";
 /// `zklock_queue_take_wait_seconds` (histogram; labels `path`, `outcome`):
 /// how long each take took, waiting for an item included.
 pub const QUEUE_TAKE_WAIT_SECONDS: &str = "zklock_queue_take_wait_seconds";
 /// `zklock_leader_changes_total` (counter; labels `kind`, `path`, `role`):
 /// leadership gained (`role="leader"`) or given up/lost (`role="follower"`)
-/// by this process's candidates.
+/// by this process's candidates (`kind` `leader_latch`: `IsLeader` /
+/// `NotLeader`; `election`: `ElectedComplete` / `LeadershipLost`;
+/// `leader_selector`: the leader function's start and end).
 pub const LEADER_CHANGES_TOTAL: &str = "zklock_leader_changes_total";
 /// `zklock_barrier_wait_seconds` (histogram; labels `kind`, `path`,
 /// `outcome`): barrier waits (`kind` `barrier`, `double_barrier_enter`,
 /// `double_barrier_leave`), by `outcome`: `passed`, `timeout`, `error`.
 pub const BARRIER_WAIT_SECONDS: &str = "zklock_barrier_wait_seconds";
-/// `zklock_cache_resyncs_total` (counter; labels `kind`, `path`): full
-/// re-reads of a cache (after a reconnect or a lost watch).
+/// `zklock_cache_resyncs_total` (counter; labels `kind`, `path`): resyncs
+/// of a cache (`kind` `tree_cache`) after a reconnect, counted when complete
+/// (`Resynced`).
 pub const CACHE_RESYNCS_TOTAL: &str = "zklock_cache_resyncs_total";
-/// `zklock_cache_resync_nodes` (histogram; labels `kind`, `path`): the nodes
-/// each resync re-read.
+/// `zklock_cache_resync_nodes` (histogram; labels `kind`, `path`): the node
+/// reads (data or children) each resync sent.
 pub const CACHE_RESYNC_NODES: &str = "zklock_cache_resync_nodes";
 
 /// How much of a lock's (queue's, barrier's, cache's) path goes into the
@@ -213,6 +217,22 @@ impl Flag {
     #[cfg(feature = "metrics")]
     pub(crate) fn take(&self) -> bool {
         self.set.swap(false, Ordering::Relaxed)
+    }
+}
+
+/// A count kept between two instrumentation points (the reads of a cache's
+/// resync): a `usize` with the feature, nothing without it.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    #[cfg(feature = "metrics")]
+    n: usize,
+}
+
+impl Tally {
+    /// The count, reset to 0.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn take(&mut self) -> usize {
+        std::mem::take(&mut self.n)
     }
 }
 
@@ -393,46 +413,59 @@ pub(crate) mod on {
         }
     }
 
-    /// A queue take ended with `outcome`.
-    #[allow(dead_code)] // the recipes' instrumentation comes next
-    pub(crate) fn queue_take(path: &str, outcome: &'static str, started: Timer) {
+    /// A queue take ended: `Some(true)` taken, `Some(false)` nothing in
+    /// time, `None` an error.
+    pub(crate) fn queue_take(path: &str, taken: Option<bool>, started: Timer) {
+        let outcome = match taken {
+            Some(true) => "taken",
+            Some(false) => "timeout",
+            None => "error",
+        };
         let l = with(labels(None, path), "outcome", outcome);
         histogram!(QUEUE_TAKE_WAIT_SECONDS, l.clone()).record(started.seconds());
         counter!(QUEUE_TAKES_TOTAL, l).increment(1);
     }
 
-    /// A candidate became the leader (`leader`) or stopped being it.
-    #[allow(dead_code)] // the recipes' instrumentation comes next
-    pub(crate) fn leader_change(kind: &'static str, path: &str, leader: bool) {
-        let role = if leader { "leader" } else { "follower" };
-        counter!(
-            LEADER_CHANGES_TOTAL,
-            with(labels(Some(kind), path), "role", role)
-        )
-        .increment(1);
+    /// A candidate's events: it became the leader (`gained`), it stopped
+    /// being it (`gave_up`).
+    pub(crate) fn leader_change(kind: &'static str, path: &str, gained: bool, gave_up: bool) {
+        for (happened, role) in [(gained, "leader"), (gave_up, "follower")] {
+            if happened {
+                let l = with(labels(Some(kind), path), "role", role);
+                counter!(LEADER_CHANGES_TOTAL, l).increment(1);
+            }
+        }
     }
 
-    /// A barrier wait ended with `outcome`.
-    #[allow(dead_code)] // the recipes' instrumentation comes next
+    /// A barrier wait ended: `Some(true)` passed, `Some(false)` out of
+    /// time, `None` an error.
     pub(crate) fn barrier_wait(
         kind: &'static str,
         path: &str,
-        outcome: &'static str,
+        passed: Option<bool>,
         started: Timer,
     ) {
-        histogram!(
-            BARRIER_WAIT_SECONDS,
-            with(labels(Some(kind), path), "outcome", outcome)
-        )
-        .record(started.seconds());
+        let outcome = match passed {
+            Some(true) => "passed",
+            Some(false) => "timeout",
+            None => "error",
+        };
+        let l = with(labels(Some(kind), path), "outcome", outcome);
+        histogram!(BARRIER_WAIT_SECONDS, l).record(started.seconds());
     }
 
     /// A cache re-read all of `path`: `nodes` nodes.
-    #[allow(dead_code)] // the recipes' instrumentation comes next
     pub(crate) fn cache_resync(kind: &'static str, path: &str, nodes: usize) {
         let l = labels(Some(kind), path);
         counter!(CACHE_RESYNCS_TOTAL, l.clone()).increment(1);
         histogram!(CACHE_RESYNC_NODES, l).record(nodes as f64);
+    }
+
+    /// Adds one to `tally` when `yes`.
+    pub(crate) fn tally(yes: bool, tally: &mut Tally) {
+        if yes {
+            tally.n += 1;
+        }
     }
 
     /// The parent of a node's path (the lock's path for a lock node).

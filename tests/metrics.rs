@@ -21,6 +21,9 @@ use zklock::lock::{
     InterProcessLock, LockEvent, LockListener, LockStep, ZkInterProcessWriteLock, ZkSemaphore,
 };
 use zklock::metrics::{self as m, PathLabel};
+use zklock::recipes::barrier::Barrier;
+use zklock::recipes::leader_latch::LeaderLatch;
+use zklock::recipes::queue::DistributedQueue;
 use zklock::testing::{expire_session, test_servers, unique_root};
 use zklock::{Error, ZkError, ZooKeeperWatcher};
 
@@ -261,6 +264,57 @@ fn scripted_scenarios_give_exact_figures() {
     assert_eq!(f.value(m::LOCK_REAPS_TOTAL, &["kind=write", &path]), 1.0);
     drop(stale);
     thread::sleep(Duration::from_millis(10));
+
+    // -- Recipes: a queue's takes, a barrier's waits, a latch's leadership. --
+    let root = unique_root("metrics-queue");
+    let path = format!("path={root}");
+    let queue = DistributedQueue::new(&a, &root).unwrap();
+    assert!(queue
+        .take_timeout(Duration::from_millis(100))
+        .unwrap()
+        .is_none());
+    queue.offer(b"item").unwrap();
+    assert_eq!(queue.take().unwrap(), b"item");
+    for outcome in ["outcome=timeout", "outcome=taken"] {
+        let labels = [path.as_str(), outcome];
+        assert_eq!(f.value(m::QUEUE_TAKES_TOTAL, &labels), 1.0, "{outcome}");
+        assert_eq!(
+            f.observed(m::QUEUE_TAKE_WAIT_SECONDS, &labels).len(),
+            1,
+            "{outcome}"
+        );
+    }
+
+    let root = unique_root("metrics-barrier");
+    let path = format!("path={root}");
+    let barrier = Barrier::new(&a, &root).unwrap();
+    barrier.set_barrier().unwrap();
+    assert!(!barrier.wait_on_barrier(Duration::from_millis(100)).unwrap());
+    assert!(barrier.remove_barrier().unwrap());
+    assert!(barrier.wait_on_barrier(Duration::from_secs(10)).unwrap());
+    for outcome in ["outcome=timeout", "outcome=passed"] {
+        let labels = ["kind=barrier", path.as_str(), outcome];
+        assert_eq!(
+            f.observed(m::BARRIER_WAIT_SECONDS, &labels).len(),
+            1,
+            "{outcome}"
+        );
+    }
+
+    let root = unique_root("metrics-latch");
+    let path = format!("path={root}");
+    let latch = LeaderLatch::new(&a, &root, "a").unwrap();
+    latch.start().unwrap();
+    assert!(latch.await_leadership(Duration::from_secs(10)).unwrap());
+    let leader = ["kind=leader_latch", path.as_str(), "role=leader"];
+    // IsLeader is told on the event thread: wait for it.
+    let mut led = 0.0;
+    assert!(zklock::testing::eventually(Duration::from_secs(10), || {
+        led = f.value(m::LEADER_CHANGES_TOTAL, &leader);
+        led > 0.0
+    }));
+    assert_eq!(led, 1.0);
+    latch.close().unwrap();
 
     let _ = a.close();
     let _ = b.close();
