@@ -12,7 +12,7 @@
 //!
 //! Without the feature every instrumentation point compiles to nothing: the
 //! crate-internal `metric!` macro drops its arguments unevaluated (no clock
-//! read, no label string), [`Timer`] and the wait flag are zero-sized, and
+//! read, no label string), its start times and the wait flag are zero-sized, and
 //! the `metrics` crate is not built. [`PathLabel`] and [`set_path_label`]
 //! exist either way, so that an application's setup compiles with and
 //! without the feature.
