@@ -2,7 +2,10 @@
 //! server: a recorder is installed and the exact figures of scripted
 //! scenarios are checked — request counts and errors by code, a contended
 //! hand-off (forced with the lock's step hook), a `try_acquire` timeout, a
-//! lock lost to a forced session expiry, a semaphore's lease and a reap.
+//! lock lost to a forced session expiry, a semaphore's lease, a reap, the
+//! recipes' takes, barrier waits and leadership, and a reconnect forced with
+//! the `FaultProxy` (the session's figures, a held lock's `InDoubt`, a
+//! cache's resync).
 //!
 //! The recorder is process-wide and the tests of one binary run in
 //! parallel: the scenarios run in one test, in order, each on its own lock
@@ -24,7 +27,8 @@ use zklock::metrics::{self as m, PathLabel};
 use zklock::recipes::barrier::Barrier;
 use zklock::recipes::leader_latch::LeaderLatch;
 use zklock::recipes::queue::DistributedQueue;
-use zklock::testing::{expire_session, test_servers, unique_root};
+use zklock::recipes::tree_cache::TreeCache;
+use zklock::testing::{expire_session, test_servers, unique_root, FaultProxy};
 use zklock::{Error, ZkError, ZooKeeperWatcher};
 
 /// The figures read so far (a snapshot drains every metric): counters
@@ -315,6 +319,43 @@ fn scripted_scenarios_give_exact_figures() {
     }));
     assert_eq!(led, 1.0);
     latch.close().unwrap();
+
+    // -- A reconnect: the session's figures, a held lock's InDoubt, a cache's
+    // resync. ---------------------------------------------------------------
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let flaky = zkw(&proxy.connect_string());
+    let root = unique_root("metrics-reconnect");
+    let lock_path = format!("{root}/lock");
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let lock = ZkInterProcessWriteLock::new(&flaky, &lock_path, b"f", None)
+        .unwrap()
+        .with_lock_listener(Losses(events.clone()));
+    lock.acquire().unwrap();
+    let cache = TreeCache::start(&flaky, &root).unwrap();
+    assert!(cache.wait_synced(Duration::from_secs(10)).unwrap());
+    let reconnects = f.value(m::SESSION_RECONNECTS_TOTAL, &[]);
+    let disconnects = f.value(m::SESSION_STATE_CHANGES_TOTAL, &["state=Disconnected"]);
+    let resync = ["kind=tree_cache", &format!("path={root}")].map(String::from);
+    let resync: Vec<&str> = resync.iter().map(String::as_str).collect();
+    proxy.reset();
+    assert!(zklock::testing::eventually(Duration::from_secs(20), || {
+        f.value(m::CACHE_RESYNCS_TOTAL, &resync) > 0.0
+    }));
+    assert_eq!(f.value(m::CACHE_RESYNCS_TOTAL, &resync), 1.0);
+    assert_eq!(f.observed(m::CACHE_RESYNC_NODES, &resync).len(), 1);
+    assert_eq!(f.value(m::SESSION_RECONNECTS_TOTAL, &[]), reconnects + 1.0);
+    assert_eq!(
+        f.value(m::SESSION_STATE_CHANGES_TOTAL, &["state=Disconnected"]),
+        disconnects + 1.0
+    );
+    assert!(events.lock().unwrap().contains(&LockEvent::InDoubt));
+    assert_eq!(
+        f.value(m::LOCK_IN_DOUBT_TOTAL, &[&format!("path={lock_path}")]),
+        1.0
+    );
+    lock.release().unwrap();
+    cache.close().unwrap();
+    let _ = flaky.close();
 
     let _ = a.close();
     let _ = b.close();
