@@ -435,7 +435,6 @@ impl SessionShared {
         deadline: Deadline,
     ) -> Result<Vec<Reply>, Error> {
         let _started = Timer::start();
-        let _ops: Vec<i32> = reqs.iter().map(|(opcode, _)| *opcode).collect();
         let connect_by = deadline.min_after(self.settings.connect_wait);
         let mut reqs: Vec<Outgoing> = reqs
             .into_iter()
@@ -452,8 +451,8 @@ impl SessionShared {
             let mut receivers = Vec::with_capacity(reqs.len());
             for req in reqs {
                 let slot = Slot::new();
-                batch.push((req, ReplyTo::Caller(slot.clone())));
-                receivers.push(slot);
+                receivers.push((slot.clone(), req.opcode));
+                batch.push((req, ReplyTo::Caller(slot)));
             }
             let mut w = self.writer.lock();
             self.flush_deferred(&mut w);
@@ -468,7 +467,6 @@ impl SessionShared {
         let until = deadline.min_after(self.settings.request_timeout);
         Ok(receivers
             .into_iter()
-            .zip(_ops)
             .map(|(slot, _opcode)| {
                 let reply = self.await_reply(&slot, until);
                 metric!(request(op::name(_opcode), _started, error_label(&reply)));
