@@ -608,6 +608,7 @@ impl ZkSemaphore {
                 debug!("leased {path}");
                 Ok(Some(SemaphoreLease {
                     held: Timer::start(),
+                    #[cfg(feature = "metrics")]
                     sem: self.path.clone(),
                     zkw: self.zkw.clone(),
                     session: call.clone(),
@@ -1010,8 +1011,8 @@ pub struct SemaphoreLease {
     /// The grant's time (feature `metrics`: the hold's length).
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     held: Timer,
-    /// The semaphore's path (the `path` label).
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    /// The semaphore's path (feature `metrics`: the `path` label).
+    #[cfg(feature = "metrics")]
     sem: String,
 }
 
