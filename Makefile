@@ -6,6 +6,7 @@
 #   make check      fmt, clippy, rustdoc only
 #   make loom       the wait engine's model check (loom; part of make test)
 #   make bench      every benchmark, zklock side by side with Curator, kazoo and ZooKeeper's recipe
+#   make bench-metrics  the uncontended lock cycle built without and with the feature `metrics`
 #   make chaos      the long chaos runs (CHAOS_SEEDS=1,2,3 CHAOS_SECS=180 by default)
 #   make zookeeper  install Apache ZooKeeper and a JRE if missing (Debian, as root)
 #   make curator    install Apache Curator if missing (Debian, as root; for make bench)
@@ -27,7 +28,7 @@ PYTHON3       ?= python3
 KAZOO_VERSION := 2.11.0
 KAZOO_VENV    := target/kazoo-venv
 
-.PHONY: help zookeeper curator kazoo kerberos zookeeper-versions test test-versions check fmt clippy doc demo cli bench chaos loom
+.PHONY: help zookeeper curator kazoo kerberos zookeeper-versions test test-versions check fmt clippy doc demo cli bench bench-metrics chaos loom
 
 help:
 	@echo "make demo | make test | make check | make bench | make chaos | make cli | make zookeeper"
@@ -281,6 +282,18 @@ bench: zookeeper curator kazoo
 	else \
 	  echo "make bench: no benchmarks yet (they land with the benchmark issue)"; \
 	fi
+
+# The metrics' cost (benches/metrics.rs, docs/observability.md): the
+# uncontended write-lock cycle built without and with the feature `metrics`
+# (a recorder installed), run alternately BENCH_METRICS_RUNS times each.
+BENCH_METRICS_RUNS ?= 2
+bench-metrics: zookeeper
+	$(CARGO) bench --no-run --bench metrics
+	$(CARGO) bench --no-run --bench metrics --features metrics
+	@for i in $$(seq $(BENCH_METRICS_RUNS)); do \
+	  $(CARGO) bench -q --bench metrics 2>/dev/null | grep '^metrics'; \
+	  $(CARGO) bench -q --bench metrics --features metrics 2>/dev/null | grep '^metrics'; \
+	done
 
 # The long chaos runs (tests/chaos.rs, `long_chaos_runs*`: the locks, the
 # election, the queue): a three-server ensemble, worker processes and a

@@ -109,6 +109,9 @@
 //!
 //! ## Features
 //!
+//! - `metrics`: counts, latencies and signals through the `metrics` facade
+//!   ([`metrics`]; every name in `docs/observability.md`); the application
+//!   installs the exporter. Off: nothing is built or measured.
 //! - `testing`: the real-ZooKeeper harness ([`testing`]: `ZkServer`,
 //!   `ZkEnsemble`, `FaultProxy`) used by zklock's tests, examples and benchmarks.
 
@@ -123,6 +126,7 @@ mod layout;
 mod listener;
 pub mod lock;
 mod metadata;
+pub mod metrics;
 mod owned;
 mod path;
 mod pending;

@@ -36,6 +36,41 @@ pub(crate) mod op {
     pub(crate) const WHO_AM_I: i32 = 107;
     pub(crate) const CLOSE_SESSION: i32 = -11;
     pub(crate) const ERROR: i32 = -1;
+
+    /// The operation's name for the `op` label: Java's `ZooDefs.OpCode` names.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn name(opcode: i32) -> &'static str {
+        match opcode {
+            CREATE => "create",
+            DELETE => "delete",
+            EXISTS => "exists",
+            GET_DATA => "getData",
+            SET_DATA => "setData",
+            GET_ACL => "getACL",
+            SET_ACL => "setACL",
+            GET_CHILDREN => "getChildren",
+            SYNC => "sync",
+            PING => "ping",
+            GET_CHILDREN2 => "getChildren2",
+            CHECK => "check",
+            MULTI => "multi",
+            MULTI_READ => "multiRead",
+            CREATE2 => "create2",
+            REMOVE_WATCHES => "removeWatches",
+            CREATE_CONTAINER => "createContainer",
+            CREATE_TTL => "createTTL",
+            AUTH => "auth",
+            SET_WATCHES => "setWatches",
+            SASL => "sasl",
+            GET_EPHEMERALS => "getEphemerals",
+            GET_ALL_CHILDREN_NUMBER => "getAllChildrenNumber",
+            SET_WATCHES2 => "setWatches2",
+            ADD_WATCH => "addWatch",
+            WHO_AM_I => "whoAmI",
+            CLOSE_SESSION => "closeSession",
+            _ => "unknown",
+        }
+    }
 }
 
 /// Special xids.

@@ -13,11 +13,14 @@ use super::dialect::{Dialect, Layout};
 use super::kind::{role_of, LockKind};
 use super::removal::{remove_and_wait, remove_in_background, Attempt};
 use super::step::{check_cancelled, lost, LockWait};
+#[cfg(feature = "metrics")]
+use super::step::{kind_label, outcome};
 use super::watch::{wait_watcher, LockShared, NodeWatch};
 use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
 use crate::call::CallSession;
 use crate::client::CreatedAndListed;
 use crate::error::{Error, Result, ZkError};
+use crate::metrics::{metric, Timer};
 use crate::owned::{create_tagged, Guard, Parents, Removal};
 use crate::path;
 use crate::recoverable::RecoverableZooKeeper;
@@ -36,6 +39,8 @@ enum LockState {
         /// The watch on the held node (with a lock listener, or when the wait
         /// already set it).
         watch: Option<Arc<NodeWatch>>,
+        /// The grant's time (feature `metrics`: the hold's length).
+        held: Timer,
     },
 }
 
@@ -340,12 +345,21 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             *st = LockState::Acquiring;
         }
         self.shared.lost.store(false, Ordering::SeqCst);
+        let _started = Timer::start();
         let result = self.attempt(bounds);
+        metric!(lock_attempt(
+            kind_label(self.layout.role),
+            &self.parent,
+            outcome(&result),
+            _started,
+            self.shared.waited.take()
+        ));
         let mut st = self.state.lock();
         match result {
             Ok(Some((lock, watch))) => {
                 debug!("acquired {}", lock.path);
-                *st = LockState::Held { lock, watch };
+                let held = Timer::start();
+                *st = LockState::Held { lock, watch, held };
                 Ok(true)
             }
             Ok(None) => {
@@ -656,10 +670,10 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
     /// (ephemeral, named with this call's tag), and a release that can never
     /// succeed would keep the lock held until the session ends.
     fn release(&self) -> Result<()> {
-        let (lock, watch) = {
+        let (lock, watch, _held) = {
             let st = self.state.lock();
             match &*st {
-                LockState::Held { lock, watch } => (lock.clone(), watch.clone()),
+                LockState::Held { lock, watch, held } => (lock.clone(), watch.clone(), *held),
                 _ => {
                     return Err(Error::LockNotHeld {
                         lock: self.parent.clone(),
@@ -672,6 +686,11 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
             w.release();
         }
         let lost = |this: &Self| {
+            metric!(lock_hold(kind_label(this.layout.role), &this.parent, _held));
+            metric!(lock_lost(
+                &lock.path,
+                !this.shared.lost.load(Ordering::SeqCst)
+            ));
             *this.state.lock() = LockState::Idle;
             Err(Error::LockLost {
                 path: lock.path.clone(),
@@ -696,6 +715,7 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
         match deleted {
             Ok(false) => lost(self),
             Ok(true) => {
+                metric!(lock_hold(kind_label(self.layout.role), &self.parent, _held));
                 *self.state.lock() = LockState::Idle;
                 debug!("released {}", lock.path);
                 Ok(())
@@ -716,7 +736,12 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
         let lock = {
             let mut st = self.state.lock();
             match std::mem::replace(&mut *st, LockState::Idle) {
-                LockState::Held { lock, watch } => {
+                LockState::Held {
+                    lock,
+                    watch,
+                    held: _held,
+                } => {
+                    metric!(lock_hold(kind_label(self.layout.role), &self.parent, _held));
                     if let Some(w) = watch {
                         w.release();
                     }
@@ -752,9 +777,18 @@ impl<K: LockKind> InterProcessLock for ZkInterProcessLockBase<K> {
                     if stat.ctime < cutoff || (expire_after.is_zero() && stat.ctime <= now) =>
                 {
                     info!("reaping lock node {node}");
-                    if let Err(e) = Removal::new(node.as_str(), Guard::Any).run(rzk) {
-                        warn!("error reaping {node}: {e}");
-                        deferred = Some(e);
+                    match Removal::new(node.as_str(), Guard::Any).run(rzk) {
+                        Ok(_removed) => {
+                            metric!(lock_reap(
+                                kind_label(self.layout.role),
+                                &self.parent,
+                                _removed
+                            ));
+                        }
+                        Err(e) => {
+                            warn!("error reaping {node}: {e}");
+                            deferred = Some(e);
+                        }
                     }
                 }
                 Ok(_) => {}

@@ -11,12 +11,15 @@ use parking_lot::Mutex;
 
 use super::dialect::{semaphore_foreign, Dialect, Layout, Role, KAZOO_SEMAPHORE_LOCK};
 use super::removal::{abandon, remove_and_wait, remove_in_background, Attempt};
+#[cfg(feature = "metrics")]
+use super::step::outcome;
 use super::step::{check_cancelled, lost, LockWait};
 use super::watch::{wait_watcher, LockShared, NodeWatch};
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
 use crate::call::CallSession;
 use crate::client::CreatedAndListed;
 use crate::error::{Error, Result, ZkError};
+use crate::metrics::{metric, Timer};
 use crate::owned::{create_tagged, with_parents, Guard, OwnerMark, Parents, Removal};
 use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
@@ -475,9 +478,24 @@ impl ZkSemaphore {
         Ok((mutex, Registered { sem: self, id }))
     }
 
+    /// An attempt ([`attempt_inner`](Self::attempt_inner)), measured
+    /// (feature `metrics`).
+    fn attempt(&self, bounds: Bounds) -> Result<Option<SemaphoreLease>> {
+        let _started = Timer::start();
+        let result = self.attempt_inner(bounds);
+        metric!(lock_attempt(
+            "semaphore",
+            &self.path,
+            outcome(&result),
+            _started,
+            self.shared.waited.take()
+        ));
+        result
+    }
+
     /// Takes the mutex, then a lease; every exit without a lease removes the
     /// attempt's nodes (the mutex's when its instance drops).
-    fn attempt(&self, bounds: Bounds) -> Result<Option<SemaphoreLease>> {
+    fn attempt_inner(&self, bounds: Bounds) -> Result<Option<SemaphoreLease>> {
         let call = CallSession::begin(&self.zkw)?;
         self.check_cancelled()?;
         let look_again = self.check_path(&call.rzk().with_deadline(bounds.calls))?;
@@ -589,6 +607,9 @@ impl ZkSemaphore {
                 .unwrap_or(0);
                 debug!("leased {path}");
                 Ok(Some(SemaphoreLease {
+                    held: Timer::start(),
+                    #[cfg(feature = "metrics")]
+                    sem: self.path.clone(),
                     zkw: self.zkw.clone(),
                     session: call.clone(),
                     lease: AcquiredLock {
@@ -987,6 +1008,12 @@ pub struct SemaphoreLease {
     shared: Arc<LockShared>,
     watch: Option<Arc<NodeWatch>>,
     released: bool,
+    /// The grant's time (feature `metrics`: the hold's length).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    held: Timer,
+    /// The semaphore's path (feature `metrics`: the `path` label).
+    #[cfg(feature = "metrics")]
+    sem: String,
 }
 
 impl std::fmt::Debug for SemaphoreLease {
@@ -1052,7 +1079,11 @@ impl SemaphoreLease {
             w.release();
         }
         let path = self.lease.path.clone();
-        let lost = || Err(Error::LockLost { path: path.clone() });
+        let lost = || {
+            metric!(lock_hold("semaphore", &self.sem, self.held));
+            metric!(lock_lost(&path, !self.shared.lost.load(Ordering::SeqCst)));
+            Err(Error::LockLost { path: path.clone() })
+        };
         if self.shared.lost.load(Ordering::SeqCst) {
             self.released = true;
             remove_and_wait(&self.zkw, Attempt::Node(path.clone()));
@@ -1072,6 +1103,7 @@ impl SemaphoreLease {
             }
             Ok(true) => {
                 self.released = true;
+                metric!(lock_hold("semaphore", &self.sem, self.held));
                 debug!("returned lease {path}");
                 Ok(())
             }
@@ -1093,6 +1125,7 @@ impl Drop for SemaphoreLease {
         if let Some(w) = &self.watch {
             w.release();
         }
+        metric!(lock_hold("semaphore", &self.sem, self.held));
         debug!("returning lease {} in the background", self.lease.path);
         remove_in_background(&self.zkw, Attempt::Node(self.lease.path.clone()));
     }

@@ -76,6 +76,7 @@ impl<'a> LockWait<'a> {
     /// periodically (the engine's [`wait`](crate::wait::wait)): an idle
     /// waiter costs no wake-up.
     pub(super) fn wait(&self, round: u64) -> Result<bool> {
+        self.shared.waited.set();
         wait::wait(
             &self.shared.wake,
             round,
@@ -129,5 +130,28 @@ pub(super) fn check_cancelled(shared: &LockShared, znode: &str) -> Result<()> {
 pub(super) fn lost(path: &str) -> Error {
     Error::LockLost {
         path: path.to_string(),
+    }
+}
+
+/// The `kind` label of a lock in `role` (feature `metrics`).
+#[cfg(feature = "metrics")]
+pub(super) fn kind_label(role: super::dialect::Role) -> &'static str {
+    use super::dialect::Role;
+    match role {
+        Role::Mutex => "mutex",
+        Role::Read => "read",
+        Role::Write => "write",
+    }
+}
+
+/// The `outcome` label of an attempt (feature `metrics`): `acquired`,
+/// `timeout`, `cancelled`, `error`.
+#[cfg(feature = "metrics")]
+pub(super) fn outcome<T>(result: &Result<Option<T>>) -> &'static str {
+    match result {
+        Ok(Some(_)) => "acquired",
+        Ok(None) => "timeout",
+        Err(Error::Cancelled { .. }) => "cancelled",
+        Err(_) => "error",
     }
 }

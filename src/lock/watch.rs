@@ -17,6 +17,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::{LockEvent, LockListener};
 use crate::background::on_reconnect;
+use crate::metrics::{metric, Flag};
 use crate::types::{EventType, KeeperState, State as ClientState, WatchedEvent, Watcher};
 use crate::wait::{NodeEventStep, StateEvents, WaitWatcher, Wake};
 use crate::watcher::WeakZooKeeperWatcher;
@@ -38,6 +39,9 @@ pub(super) struct LockShared {
     telling: Mutex<()>,
     /// The listing the wait watcher sends when a round's watch fires.
     prefetch: Mutex<Prefetch>,
+    /// Set when an attempt waits (feature `metrics`: a wait, not an
+    /// uncontended grant).
+    pub(super) waited: Flag,
 }
 
 /// The woken waiter's listing, sent by the [`wait_watcher`] on the event thread
@@ -124,12 +128,14 @@ impl LockShared {
                     return;
                 }
                 warn!("lock {path} lost: {why}");
+                metric!(lock_lost(path, true));
             }
             _ => {
                 if self.lost.load(Ordering::SeqCst) {
                     return;
                 }
                 info!("lock {path} {event:?}: {why}");
+                metric!(lock_in_doubt(path, event == LockEvent::InDoubt));
             }
         }
         let l = self.listener.read().clone();

@@ -105,13 +105,23 @@ impl Barrier {
     /// Whether the barrier went within `bounds`: reads the node with a data
     /// watch until it is gone.
     fn wait_within(&self, bounds: Bounds) -> Result<bool> {
-        let gone = self.waiter.wait_until(bounds, |rzk, watcher| {
-            match rzk.get_data_watch(self.path(), watcher) {
-                Err(e) if e.is(ZkError::NoNode) => Ok(Look::Done(())),
-                Err(e) => Err(e),
-                Ok(_) => Ok(Look::Wait),
-            }
-        })?;
-        Ok(gone.is_some())
+        let _started = crate::metrics::Timer::start();
+        let gone = self
+            .waiter
+            .wait_until(bounds, |rzk, watcher| {
+                match rzk.get_data_watch(self.path(), watcher) {
+                    Err(e) if e.is(ZkError::NoNode) => Ok(Look::Done(())),
+                    Err(e) => Err(e),
+                    Ok(_) => Ok(Look::Wait),
+                }
+            })
+            .map(|gone| gone.is_some());
+        crate::metrics::metric!(barrier_wait(
+            "barrier",
+            self.path(),
+            gone.as_ref().ok().copied(),
+            _started
+        ));
+        gone
     }
 }

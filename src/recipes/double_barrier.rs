@@ -222,6 +222,19 @@ impl DoubleBarrier {
     /// `Closed`; `ConnectionLoss` when the connection stays down for a session
     /// timeout. The member's node is deleted on every error.
     pub fn enter(&self, timeout: Duration) -> Result<bool> {
+        let _started = crate::metrics::Timer::start();
+        let entered = self.enter_within(timeout);
+        crate::metrics::metric!(barrier_wait(
+            "double_barrier_enter",
+            &self.path,
+            entered.as_ref().ok().copied(),
+            _started
+        ));
+        entered
+    }
+
+    /// [`enter`](Self::enter)'s work.
+    fn enter_within(&self, timeout: Duration) -> Result<bool> {
         if self.node.lock().is_some() {
             return Err(Error::BadArguments(format!(
                 "already entered the double barrier {}",
@@ -482,6 +495,19 @@ impl DoubleBarrier {
     /// `Closed`; `ConnectionLoss` when the connection stays down for a session
     /// timeout. The member's node is deleted on every error.
     pub fn leave(&self, timeout: Duration) -> Result<bool> {
+        let _started = crate::metrics::Timer::start();
+        let left = self.leave_within(timeout);
+        crate::metrics::metric!(barrier_wait(
+            "double_barrier_leave",
+            &self.path,
+            left.as_ref().ok().copied(),
+            _started
+        ));
+        left
+    }
+
+    /// [`leave`](Self::leave)'s work.
+    fn leave_within(&self, timeout: Duration) -> Result<bool> {
         let Some((call, me)) = self
             .node
             .lock()

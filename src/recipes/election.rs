@@ -283,6 +283,12 @@ impl RoundRecipe for Candidacy {
 
 impl Candidacy {
     fn dispatch(&self, events: &[ElectionEventType]) {
+        crate::metrics::metric!(leader_change(
+            "election",
+            self.engine.path(),
+            events.contains(&ElectionEventType::ElectedComplete),
+            events.contains(&ElectionEventType::LeadershipLost)
+        ));
         self.listeners.tell(events, |l, e| l.on_election_event(e));
     }
 

@@ -237,6 +237,12 @@ impl RoundRecipe for Latching {
 
 impl Latching {
     fn dispatch(&self, events: &[LatchEvent]) {
+        crate::metrics::metric!(leader_change(
+            "leader_latch",
+            self.engine.path(),
+            events.contains(&LatchEvent::IsLeader),
+            events.contains(&LatchEvent::NotLeader)
+        ));
         self.listeners.tell(events, |l, e| l.on_latch_event(e));
     }
 

@@ -237,7 +237,9 @@ impl LeaderSelector {
             signal,
             fencing_token: mutex.acquired_lock().map_or(0, |a| a.fencing_token()),
         };
+        crate::metrics::metric!(leader_change("leader_selector", &self.path, true, false));
         let result = leader(&leadership);
+        crate::metrics::metric!(leader_change("leader_selector", &self.path, false, true));
         match mutex.release() {
             Ok(()) => {}
             // Lost meanwhile: nothing to give up (the function was told).

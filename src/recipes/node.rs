@@ -494,10 +494,17 @@ pub(super) trait TakeQueue: Sync {
 /// `poll_in` gets the unbounded handle; the listings and the watch are
 /// bounded.
 pub(super) fn take_from_queue<Q: TakeQueue>(q: &Q, bounds: Bounds) -> Result<Option<Q::Item>> {
-    match take_loop(q, bounds) {
+    let _started = crate::metrics::Timer::start();
+    let taken = match take_loop(q, bounds) {
         Err(e) if bounds.cut_short(&e) => Ok(None),
         other => other,
-    }
+    };
+    crate::metrics::metric!(queue_take(
+        q.parts().1,
+        taken.as_ref().ok().map(Option::is_some),
+        _started
+    ));
+    taken
 }
 
 fn take_loop<Q: TakeQueue>(q: &Q, bounds: Bounds) -> Result<Option<Q::Item>> {

@@ -159,6 +159,9 @@ struct State {
     connected: bool,
     initialized: bool,
     resyncing: bool,
+    /// Node reads sent during the resync (feature `metrics`).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    resync_reads: crate::metrics::Tally,
     stale: bool,
     lost: bool,
     closed: bool,
@@ -734,6 +737,10 @@ impl Inner {
             };
             s.queued.remove(&read);
             s.in_flight.insert(read.clone());
+            crate::metrics::metric!(tally(
+                s.resyncing && matches!(read, Read::Data(_) | Read::Children(_)),
+                &mut s.resync_reads
+            ));
             issue.push(read);
         }
         if s.connected
@@ -751,6 +758,11 @@ impl Inner {
                 s.resyncing = false;
                 s.stale = false;
                 events.push(CacheEvent::Resynced);
+                crate::metrics::metric!(cache_resync(
+                    "tree_cache",
+                    &self.root,
+                    s.resync_reads.take()
+                ));
             }
         }
     }

@@ -649,6 +649,7 @@ impl SessionShared {
         s.id = resp.session_id;
         s.password = resp.password;
         s.negotiated = Duration::from_millis(resp.timeout_ms as u64);
+        metric!(negotiated_timeout(s.negotiated));
         debug!(
             "connected to {host}: session {:#x}, timeout {:?}",
             s.id, s.negotiated

@@ -5,6 +5,32 @@
 
 use super::*;
 
+/// The name of a failed reply's error, for the `code` label: the ZooKeeper
+/// code's name (`NoNode`), else the error's kind (`Closed`).
+#[cfg(feature = "metrics")]
+fn error_label(reply: &Reply) -> Option<String> {
+    let e = reply.as_ref().err()?;
+    Some(match e.code() {
+        Some(code) => format!("{code:?}"),
+        None => match e {
+            Error::Closed => "Closed".into(),
+            Error::BadArguments(_) => "BadArguments".into(),
+            Error::Io(_) => "Io".into(),
+            _ => "Other".into(),
+        },
+    })
+}
+
+/// `callback`, measured when it gets its reply (feature `metrics`).
+#[cfg(feature = "metrics")]
+fn measured(opcode: i32, callback: Callback) -> Callback {
+    let started = Timer::start();
+    Box::new(move |reply: Reply| {
+        metric!(request(op::name(opcode), started, error_label(&reply)));
+        callback(reply)
+    })
+}
+
 /// A request frame on its way out, with what its reply needs.
 pub(super) struct Outgoing {
     pub(super) opcode: i32,
@@ -243,6 +269,8 @@ impl SessionShared {
         reg: Option<WatchReg>,
         callback: Callback,
     ) {
+        #[cfg(feature = "metrics")]
+        let callback = measured(opcode, callback);
         let state = self.state();
         if let Some(e) = Error::for_ended_session(state) {
             // No event thread to answer on any more: answer here, never drop it.
@@ -406,6 +434,7 @@ impl SessionShared {
         reqs: Vec<(i32, Vec<u8>)>,
         deadline: Deadline,
     ) -> Result<Vec<Reply>, Error> {
+        let _started = Timer::start();
         let connect_by = deadline.min_after(self.settings.connect_wait);
         let mut reqs: Vec<Outgoing> = reqs
             .into_iter()
@@ -422,8 +451,8 @@ impl SessionShared {
             let mut receivers = Vec::with_capacity(reqs.len());
             for req in reqs {
                 let slot = Slot::new();
-                batch.push((req, ReplyTo::Caller(slot.clone())));
-                receivers.push(slot);
+                receivers.push((slot.clone(), req.opcode));
+                batch.push((req, ReplyTo::Caller(slot)));
             }
             let mut w = self.writer.lock();
             self.flush_deferred(&mut w);
@@ -438,7 +467,11 @@ impl SessionShared {
         let until = deadline.min_after(self.settings.request_timeout);
         Ok(receivers
             .into_iter()
-            .map(|slot| self.await_reply(&slot, until))
+            .map(|(slot, _opcode)| {
+                let reply = self.await_reply(&slot, until);
+                metric!(request(op::name(_opcode), _started, error_label(&reply)));
+                reply
+            })
             .collect())
     }
 
@@ -535,7 +568,24 @@ impl SessionShared {
         )
     }
 
+    /// Every blocking call's one path: sends the request and waits for its
+    /// reply ([`send_and_await`](Self::send_and_await)), measured (feature
+    /// `metrics`: count, error code, latency by operation).
     pub(super) fn call_inner(
+        &self,
+        opcode: i32,
+        frame: Vec<u8>,
+        reg: Option<WatchReg>,
+        rewatch: Option<String>,
+        deadline: Deadline,
+    ) -> Reply {
+        let _started = Timer::start();
+        let reply = self.send_and_await(opcode, frame, reg, rewatch, deadline);
+        metric!(request(op::name(opcode), _started, error_label(&reply)));
+        reply
+    }
+
+    fn send_and_await(
         &self,
         opcode: i32,
         frame: Vec<u8>,

@@ -41,6 +41,7 @@ use super::sasl::SaslFailure;
 use super::watches::{same, Kind, WatchManager, WatcherRef};
 use crate::deadline::Deadline;
 use crate::error::{Error, ZkError};
+use crate::metrics::{metric, Timer};
 use crate::types::{EventType, KeeperState, State, WatchedEvent};
 use crate::util::{jitter, random_u64, shuffle};
 use crate::wake::{EndWakes, Wake};
@@ -329,6 +330,7 @@ impl SessionShared {
     /// clears them after telling them.
     fn tell_state(&self, s: &mut Session, ks: KeeperState) {
         if s.told != Some(ks) {
+            metric!(session_state(state_name(ks), reconnected(s.told, ks)));
             s.told = Some(ks);
             info!("session {:#x}: {ks:?}", s.id);
             let mut watchers = vec![self.default_watcher.clone()];
@@ -701,4 +703,30 @@ impl SessionShared {
             false
         }
     }
+}
+
+/// The state's name for the `state` label (Java's `KeeperState` names).
+#[cfg(feature = "metrics")]
+fn state_name(ks: KeeperState) -> &'static str {
+    match ks {
+        KeeperState::Disconnected => "Disconnected",
+        KeeperState::SyncConnected => "SyncConnected",
+        KeeperState::AuthFailed => "AuthFailed",
+        KeeperState::ConnectedReadOnly => "ConnectedReadOnly",
+        KeeperState::SaslAuthenticated => "SaslAuthenticated",
+        KeeperState::Closed => "Closed",
+        KeeperState::Expired => "Expired",
+    }
+}
+
+/// Whether telling `now` after `told` is a reconnect of the same session.
+#[cfg(feature = "metrics")]
+fn reconnected(told: Option<KeeperState>, now: KeeperState) -> bool {
+    matches!(
+        (told, now),
+        (
+            Some(KeeperState::Disconnected),
+            KeeperState::SyncConnected | KeeperState::ConnectedReadOnly
+        )
+    )
 }
