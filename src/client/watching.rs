@@ -122,12 +122,7 @@ impl ZooKeeper {
 
     /// The second half of [`remove_watches`](Self::remove_watches): the
     /// server's `reply` logged, the removed watchers told.
-    fn removed_watches(
-        &self,
-        path: &str,
-        removed: Vec<(WatcherRef, EventType)>,
-        reply: session::Reply,
-    ) {
+    fn removed_watches(&self, path: &str, removed: Removed, reply: session::Reply) {
         match reply {
             Ok(_) => {}
             // Fired or gone server-side meanwhile: removed all the same.

@@ -1027,10 +1027,10 @@ impl<R: RoundRecipe> RoundHandle<R> {
     /// node (so may a candidate behind others, see
     /// [`RoundEngine::list_placed`]): that watch is removed first (a request,
     /// no notification), which leaves one notification per succession, the
-    /// successor's. The removal
-    /// is sent without waiting for its answer, the delete right after it:
-    /// ZooKeeper answers a session's requests in order, so the watch is gone
-    /// at the server before the delete, at no round trip of its own.
+    /// successor's. The removal is sent without waiting for its answer, the
+    /// delete right after it: ZooKeeper answers a session's requests in
+    /// order, so the watch is gone at the server before the delete, at no
+    /// round trip of its own.
     ///
     /// # Errors
     /// As [`Taken::withdraw`].
