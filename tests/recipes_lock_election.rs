@@ -504,6 +504,45 @@ fn election_succession_wakes_only_the_successor() {
     assert!(per.iter().all(|&n| n == 1), "{per:?}");
 }
 
+/// A successor sends the watch on its own offer with its listing (one round
+/// trip, issue 37); when that `exists` answer is lost, it leads only after
+/// the reconnect confirmed its offer, once, and the session's watches on
+/// the offer are still there for in-doubt and deletion.
+#[test]
+fn election_successor_s_lost_own_exists_answer_elects_after_the_reconnect() {
+    use zklock::client::ReplyKind;
+    let root = unique_root("election-lost-own-exists");
+    let (wa, wb) = (zkw(), zkw());
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, b_events) = candidate(&wb, &root, "b");
+    a.start().unwrap();
+    b.start().unwrap();
+    assert!(a.has_leadership() && !b.has_leadership());
+    assert_eq!(b.state(), zklock::recipes::election::ElectionState::Ready);
+    // The next exists of b's session is the one on its own offer, sent with
+    // the listing once a's offer is gone.
+    wb.zookeeper().lose_next_reply(ReplyKind::Exists);
+    a.stop().unwrap();
+    assert!(eventually(Duration::from_secs(20), || b.has_leadership()));
+    let elected = b_events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| **e == Ev::ElectedComplete)
+        .count();
+    assert_eq!(elected, 1, "{:?}", b_events.lock().unwrap());
+    // Its offer is watched: a deletion under it ends its leadership.
+    let zk = raw();
+    zk.delete(&b.offer_node().unwrap(), None).unwrap();
+    assert!(eventually(Duration::from_secs(10), || b.state()
+        == zklock::recipes::election::ElectionState::Failed));
+    assert!(!b.has_leadership());
+    assert!(b_events
+        .lock()
+        .unwrap()
+        .ends_with(&[Ev::LeadershipLost, Ev::Failed]));
+}
+
 // ---------------------------------------------------------------- ZKLeaderManager
 
 #[test]
