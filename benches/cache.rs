@@ -191,6 +191,10 @@ fn main() {
             zk.set_data(p, format!("changed during cut {r}").as_bytes(), None)
                 .unwrap();
         }
+        // Curator's cache has read those changes before the window opens.
+        if let Some(c) = curator.as_mut() {
+            c.quiet();
+        }
         let before = cache.requests();
         let window = Requests::start(&m);
         let t = Instant::now();
@@ -218,7 +222,10 @@ fn main() {
             counted.requests as f64,
         ]);
         if let Some(c) = curator.as_mut() {
-            theirs.push(c.cut(&m, &zk, &cut, r));
+            // This cache reads Curator's cut's changes before its window.
+            theirs.push(c.cut(&m, &zk, &cut, r, || {
+                until_equal(&cache, &zk);
+            }));
         }
     }
     cache.close().unwrap();
@@ -300,16 +307,29 @@ impl Curator {
         })
     }
 
-    /// Round `round`'s cut: `cut` changed meanwhile; its events and the
-    /// server's requests.
-    fn cut(&mut self, m: &Mntr, zk: &ZooKeeper, cut: &[&String], round: usize) -> [f64; 2] {
-        let java = &mut self.java;
-        java.ask("quiet 500", Self::BOUND).unwrap();
+    /// Waits until the cache had no event for 500 ms.
+    fn quiet(&mut self) {
+        self.java.ask("quiet 500", Self::BOUND).unwrap();
+    }
+
+    /// Round `round`'s cut: `cut` changed meanwhile (then `settle`, before
+    /// the window); its events and the server's requests.
+    fn cut(
+        &mut self,
+        m: &Mntr,
+        zk: &ZooKeeper,
+        cut: &[&String],
+        round: usize,
+        settle: impl FnOnce(),
+    ) -> [f64; 2] {
+        self.quiet();
         self.proxy.stall();
         for p in cut {
             let data = format!("changed during Curator's cut {round}");
             zk.set_data(p, data.as_bytes(), None).unwrap();
         }
+        settle();
+        let java = &mut self.java;
         java.ask("mark", Self::BOUND).unwrap();
         let window = Requests::start(m);
         let t = Instant::now();
