@@ -543,6 +543,49 @@ fn election_successor_s_lost_own_exists_answer_elects_after_the_reconnect() {
         .ends_with(&[Ev::LeadershipLost, Ev::Failed]));
 }
 
+/// A candidate whose round ran after a withdrawal ahead of it (the watch on
+/// its own offer sent with the listing, issue 37) and found itself still
+/// behind the leader removes that watch when it stops: its withdrawal
+/// notifies nobody, itself included.
+#[test]
+fn election_candidate_behind_the_leader_stops_without_a_notification() {
+    // Own server: its counters see only this test.
+    let server = ZkServer::start().unwrap();
+    let servers = server.connect_string();
+    let root = "/election-behind";
+    let zkws: Vec<_> = (0..3)
+        .map(|_| watcher(&servers, Duration::from_secs(30)))
+        .collect();
+    zklock::zkutil::create_with_parents(&zkws[0], root).unwrap();
+    let (cands, evs): (Vec<_>, Vec<_>) = zkws
+        .iter()
+        .enumerate()
+        .map(|(i, w)| candidate(w, root, &format!("h{i}")))
+        .unzip();
+    for c in &cands {
+        c.start().unwrap();
+    }
+    let deleted = || -> i64 {
+        let m = server.mntr().unwrap();
+        m.get("zk_sum_node_deleted_watch_count")
+            .map_or(0, |v| v.parse::<f64>().unwrap() as i64)
+    };
+    // The middle candidate leaves: the last one runs a round, still behind
+    // the leader.
+    let told = evs[2].lock().unwrap().len();
+    cands[1].stop().unwrap();
+    assert!(eventually(Duration::from_secs(10), || {
+        let e = evs[2].lock().unwrap();
+        e.len() > told && e.ends_with(&[Ev::ReadyStart, Ev::ReadyComplete])
+    }));
+    assert!(cands[0].has_leadership() && !cands[2].has_leadership());
+    let before = deleted();
+    cands[2].stop().unwrap();
+    thread::sleep(Duration::from_millis(300)); // let any stray notification land
+    assert_eq!(deleted() - before, 0, "the stopping candidate was notified");
+    assert!(cands[0].has_leadership());
+}
+
 // ---------------------------------------------------------------- ZKLeaderManager
 
 #[test]

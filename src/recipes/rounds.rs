@@ -862,6 +862,13 @@ impl<R: RoundRecipe> RoundEngine<R> {
         then: fn(&R, u64, Placed<R>),
     ) {
         if let Some(mut placed) = self.placed(generation, listing) {
+            if matches!(own, Ok(Some(_))) {
+                // Watched, whether first or not: step_down removes it.
+                let mut st = self.state();
+                if st.generation == generation {
+                    st.own_watched = true;
+                }
+            }
             placed.own = Some(own);
             let me = placed.me.clone();
             then(&me, generation, placed)
