@@ -10,11 +10,15 @@
 //!    the nodes written meanwhile, then the connection cut and re-made in the
 //!    same session): the resync's time, the cache's reads and the server's
 //!    requests (`zk_packets_received`, less what the `mntr` reads add), next
-//!    to what the initial load cost.
+//!    to what the initial load cost. Beside Curator's `CuratorCache` (its
+//!    events and the server's requests until it was quiet for 2 s, behind a
+//!    proxy of its own) in `ZK_BENCH_ROUNDS` alternating rounds (zklock's
+//!    cut, Curator's cut, zklock's, ...): every round printed, then the
+//!    median and the range (min–max) over the rounds.
 //!
 //! `cargo bench --bench cache`; starts a ZooKeeper server with the test
 //! harness. Sizes: `ZK_BENCH_CACHE_FANOUT` (100), `ZK_BENCH_CACHE_WRITERS`
-//! (100), `ZK_BENCH_CACHE_WRITE_SECS` (5).
+//! (100), `ZK_BENCH_CACHE_WRITE_SECS` (5), `ZK_BENCH_ROUNDS` (5).
 
 mod common;
 
@@ -166,91 +170,187 @@ fn main() {
         (cache.requests() - before) as f64 / n.max(1) as f64
     );
 
-    // 3. A short cut, 1% changed.
-    let events = cache.events();
-    proxy.stall();
+    // 3. A short cut, 1% changed: zklock's and Curator's caches take turns.
     let changed = paths.len() / 100;
-    for p in leaves.iter().step_by(leaves.len() / changed).take(changed) {
-        zk.set_data(p, b"changed during the cut", None).unwrap();
-    }
-    let before = cache.requests();
-    let window = Requests::start(&m);
-    let t = Instant::now();
-    proxy.reset();
-    // The cut is seen (Suspended), then the resync ends (Resynced).
-    loop {
-        match events.recv_timeout(Duration::from_secs(120)).unwrap() {
-            CacheEvent::Resynced => break,
-            _ => continue,
+    let mut curator = Curator::start(&servers, &m);
+    let rounds = bench_rounds(5);
+    let events = cache.events();
+    let cut: Vec<&String> = leaves
+        .iter()
+        .step_by(leaves.len() / changed)
+        .take(changed)
+        .collect();
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for r in 1..=rounds {
+        println!("  round {r}:");
+        // What Curator's cut changed has reached this cache before the window.
+        until_equal(&cache, &zk);
+        while events.try_recv().is_ok() {}
+        proxy.stall();
+        for p in &cut {
+            zk.set_data(p, format!("changed during cut {r}").as_bytes(), None)
+                .unwrap();
+        }
+        // Curator's cache has read those changes before the window opens.
+        if let Some(c) = curator.as_mut() {
+            c.quiet();
+        }
+        let before = cache.requests();
+        let window = Requests::start(&m);
+        let t = Instant::now();
+        proxy.reset();
+        // The cut is seen (Suspended), then the resync ends (Resynced).
+        loop {
+            match events.recv_timeout(Duration::from_secs(120)).unwrap() {
+                CacheEvent::Resynced => break,
+                _ => continue,
+            }
+        }
+        let resync = t.elapsed();
+        let counted = window.stop(&m);
+        let reads = cache.requests() - before;
+        println!(
+            "    zklock TreeCache, resync after a cut, {changed} changed {resync:>9.2?}  {reads:>6} reads by the cache  {:>6} requests at the server (≤ {} pings among them)",
+            counted.requests,
+            counted.ping_allowance
+        );
+        until_equal(&cache, &zk);
+        println!("    after the resync the cache equals a fresh read node by node");
+        ours.push([
+            resync.as_secs_f64() * 1e3,
+            reads as f64,
+            counted.requests as f64,
+        ]);
+        if let Some(c) = curator.as_mut() {
+            // This cache reads Curator's cut's changes before its window.
+            theirs.push(c.cut(&m, &zk, &cut, r, || {
+                until_equal(&cache, &zk);
+            }));
         }
     }
-    let resync = t.elapsed();
-    let counted = window.stop(&m);
-    println!(
-        "  resync after a cut, {changed} changed {resync:>9.2?}  {:>6} reads by the cache  {:>6} requests at the server (≤ {} pings among them)",
-        cache.requests() - before,
-        counted.requests,
-        counted.ping_allowance
-    );
-    until_equal(&cache, &zk);
-    println!("  after the resync the cache equals a fresh read node by node");
     cache.close().unwrap();
     zkw.close().unwrap();
+    if let Some(c) = curator.as_mut() {
+        c.quit();
+    }
 
-    curator(&servers, &m, &zk, &leaves, changed);
+    println!(
+        "resync after a cut, {changed} changed, {rounds} rounds: median (min–max); load {}",
+        loadavg()
+    );
+    println!(
+        "  zklock TreeCache:      resync {} ms, {} reads by the cache, {} requests at the server",
+        spread(&ours, 0, 1),
+        spread(&ours, 1, 0),
+        spread(&ours, 2, 0)
+    );
+    if !theirs.is_empty() {
+        println!(
+            "  Curator CuratorCache:  {} events, {} requests at the server (counted until 2 s quiet)",
+            spread(&theirs, 0, 0),
+            spread(&theirs, 1, 0)
+        );
+    }
 }
 
-/// Curator's `CuratorCache` on the same tree: initial load, and the resync
-/// after the same kind of cut (counted until its events are quiet for 2 s).
-fn curator(servers: &str, m: &Mntr, zk: &ZooKeeper, leaves: &[String], changed: usize) {
-    let classes = match compile_java(
-        "cache",
-        &["benches/java/CuratorCacheBench.java"],
-        &CURATOR_JARS,
-    ) {
-        Ok(c) => c,
-        Err(e) => {
-            println!("NOTE: Curator skipped ({e}); no CuratorCache figures.");
-            return;
-        }
-    };
-    let proxy = FaultProxy::start(servers).unwrap();
-    let mut cmd = classes.java(&["-Xmx512m", "-XX:+UseSerialGC"], "CuratorCacheBench");
-    cmd.args(["serve", &proxy.connect_string(), ROOT]);
-    let mut java = LineProcess::spawn("CuratorCacheBench", cmd).unwrap();
-    let bound = Duration::from_secs(300);
-    assert_eq!(java.recv(bound).unwrap(), "ready");
-    let window = Requests::start(m);
-    let answer = java.ask("start", bound).unwrap();
-    let counted = window.stop(m);
-    let f = parse_fields(&answer);
-    println!(
-        "  Curator CuratorCache, initial load {:>9.2?}  size {}  {:>6} requests at the server",
-        Duration::from_nanos(f["elapsed_ns"] as u64),
-        f["size"],
-        counted.requests
-    );
-    proxy.stall();
-    for p in leaves.iter().step_by(leaves.len() / changed).take(changed) {
-        zk.set_data(p, b"changed during Curator's cut", None)
-            .unwrap();
+/// Column `i` of the rounds' figures: "median (min–max)".
+fn spread<const N: usize>(rounds: &[[f64; N]], i: usize, digits: usize) -> String {
+    let column: Vec<f64> = rounds.iter().map(|x| x[i]).collect();
+    Spread::of(&column).map_or_else(|| "–".to_string(), |s| s.text(digits))
+}
+
+/// Curator's `CuratorCache` on the same tree, behind a proxy of its own: the
+/// initial load at the start, then the resync after the same kind of cut as
+/// zklock's in each round (counted until its events are quiet for 2 s).
+struct Curator {
+    java: LineProcess,
+    proxy: FaultProxy,
+    _classes: JavaClasses,
+}
+
+impl Curator {
+    const BOUND: Duration = Duration::from_secs(300);
+
+    /// Starts the JVM and its cache (the initial load, printed); `None`
+    /// without Curator.
+    fn start(servers: &str, m: &Mntr) -> Option<Curator> {
+        let classes = match compile_java(
+            "cache",
+            &["benches/java/CuratorCacheBench.java"],
+            &CURATOR_JARS,
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                println!("NOTE: Curator skipped ({e}); no CuratorCache figures.");
+                return None;
+            }
+        };
+        let proxy = FaultProxy::start(servers).unwrap();
+        let mut cmd = classes.java(&["-Xmx512m", "-XX:+UseSerialGC"], "CuratorCacheBench");
+        cmd.args(["serve", &proxy.connect_string(), ROOT]);
+        let mut java = LineProcess::spawn("CuratorCacheBench", cmd).unwrap();
+        assert_eq!(java.recv(Self::BOUND).unwrap(), "ready");
+        let window = Requests::start(m);
+        let answer = java.ask("start", Self::BOUND).unwrap();
+        let counted = window.stop(m);
+        let f = parse_fields(&answer);
+        println!(
+            "  Curator CuratorCache, initial load {:>9.2?}  size {}  {:>6} requests at the server",
+            Duration::from_nanos(f["elapsed_ns"] as u64),
+            f["size"],
+            counted.requests
+        );
+        Some(Curator {
+            java,
+            proxy,
+            _classes: classes,
+        })
     }
-    java.ask("quiet 500", bound).unwrap();
-    java.ask("mark", bound).unwrap();
-    let window = Requests::start(m);
-    let t = Instant::now();
-    proxy.reset();
-    // Until Curator reconnected and its events were quiet for 2 s.
-    let answer = java.ask("reconnected 2000", bound).unwrap();
-    let counted = window.stop(m);
-    let f = parse_fields(&answer);
-    println!(
-        "  Curator CuratorCache, resync after a cut, {changed} changed: {} events, {:>6} requests at the server (≤ {} pings; counted over {:.1?} incl. 2 s quiet)",
-        f["events"],
-        counted.requests,
-        counted.ping_allowance,
-        t.elapsed()
-    );
-    let _ = java.send("quit");
-    let _ = java.finish(Duration::from_secs(20));
+
+    /// Waits until the cache had no event for 500 ms.
+    fn quiet(&mut self) {
+        self.java.ask("quiet 500", Self::BOUND).unwrap();
+    }
+
+    /// Round `round`'s cut: `cut` changed meanwhile (then `settle`, before
+    /// the window); its events and the server's requests.
+    fn cut(
+        &mut self,
+        m: &Mntr,
+        zk: &ZooKeeper,
+        cut: &[&String],
+        round: usize,
+        settle: impl FnOnce(),
+    ) -> [f64; 2] {
+        self.quiet();
+        self.proxy.stall();
+        for p in cut {
+            let data = format!("changed during Curator's cut {round}");
+            zk.set_data(p, data.as_bytes(), None).unwrap();
+        }
+        settle();
+        let java = &mut self.java;
+        java.ask("mark", Self::BOUND).unwrap();
+        let window = Requests::start(m);
+        let t = Instant::now();
+        self.proxy.reset();
+        // Until Curator reconnected and its events were quiet for 2 s.
+        let answer = java.ask("reconnected 2000", Self::BOUND).unwrap();
+        let counted = window.stop(m);
+        let f = parse_fields(&answer);
+        println!(
+            "    Curator CuratorCache, resync after a cut, {} changed: {} events, {:>6} requests at the server (≤ {} pings; counted over {:.1?} incl. 2 s quiet)",
+            cut.len(),
+            f["events"],
+            counted.requests,
+            counted.ping_allowance,
+            t.elapsed()
+        );
+        [f["events"], counted.requests as f64]
+    }
+
+    fn quit(&mut self) {
+        let _ = self.java.send("quit");
+        let _ = self.java.finish(Duration::from_secs(20));
+    }
 }

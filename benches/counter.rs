@@ -13,6 +13,11 @@
 //!   `SharedCount` (`getVersionedValue` then `trySetCount`), through
 //!   benches/java/CuratorCounterBench.java on Debian's Curator 5.4.
 //!
+//! Rounds: every form runs in each of `ZK_BENCH_ROUNDS` rounds (default 5),
+//! the forms taking turns within a round (zklock's three, then Curator's
+//! two); every round is printed, the table gives the median and the range
+//! (min–max) over the rounds.
+//!
 //! `cargo bench --bench counter`; starts a ZooKeeper server with the test
 //! harness. Size: `ZK_BENCH_COUNTER_EACH` (N, 200).
 
@@ -137,99 +142,125 @@ fn int_at(zkw: &ZooKeeperWatcher, path: &str) -> i64 {
 
 fn main() {
     let each = env_usize("ZK_BENCH_COUNTER_EACH", 200);
+    let rounds = bench_rounds(5);
     let server = ZkServer::start().expect("a ZooKeeper server");
     let servers = server.connect_string();
     let m = Mntr::new(&servers);
     let reader = connect(&servers, "counter-bench-reader");
+    let load_before = loadavg();
     println!(
-        "Counters: T threads x {each} increments, a session each ({} cores, load {})",
+        "Counters: T threads x {each} increments, a session each, {rounds} alternating rounds ({} cores, load {load_before})",
         thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
-        loadavg()
     );
     let mut curator = Curator::start(&servers);
+    // Per thread count, per form (in the order of their first round): the
+    // rounds' increments/s and requests per increment.
+    let mut figures: Vec<(usize, &str, Vec<[f64; 2]>)> = Vec::new();
+    let mut record = |threads: usize, name: &'static str, r: &Run| {
+        let i = match figures
+            .iter()
+            .position(|(t, n, _)| *t == threads && *n == name)
+        {
+            Some(i) => i,
+            None => {
+                figures.push((threads, name, Vec::new()));
+                figures.len() - 1
+            }
+        };
+        figures[i].2.push([
+            r.increments as f64 / r.elapsed.as_secs_f64(),
+            r.requests as f64 / r.increments.max(1) as f64,
+        ]);
+    };
     for threads in [4usize, 8] {
         let expected = (threads * each) as i64;
-        let sessions: Vec<ZooKeeperWatcher> = (0..threads)
-            .map(|i| connect(&servers, &format!("counter-bench-{i}")))
-            .collect();
+        for round in 1..=rounds {
+            println!("  round {round}, {threads} threads:");
+            let sessions: Vec<ZooKeeperWatcher> = (0..threads)
+                .map(|i| connect(&servers, &format!("counter-bench-{i}")))
+                .collect();
 
-        let path = format!("{ROOT}/zk-dal-{threads}");
-        let r = run_zklock(
-            &m,
-            &sessions,
-            each,
-            |zkw| DistributedAtomicLong::new(zkw, &path, 1000).unwrap(),
-            dal_increment,
-        );
-        let value = long_at(&reader, &path);
-        print("zklock DistributedAtomicLong", threads, &r, value, expected);
-
-        let path = format!("{ROOT}/zk-promoted-{threads}");
-        let lock = format!("{ROOT}/zk-promoted-{threads}-lock");
-        let r = run_zklock(
-            &m,
-            &sessions,
-            each,
-            |zkw| {
-                DistributedAtomicLong::new(zkw, &path, 3)
-                    .unwrap()
-                    .promoted_to_lock(&lock, Duration::from_secs(60))
-                    .unwrap()
-            },
-            dal_increment,
-        );
-        let value = long_at(&reader, &path);
-        print(
-            "zklock DistributedAtomicLong, lock after 3",
-            threads,
-            &r,
-            value,
-            expected,
-        );
-
-        let path = format!("{ROOT}/zk-shared-{threads}");
-        SharedCount::new(&reader, &path, 0).unwrap();
-        let r = run_zklock(
-            &m,
-            &sessions,
-            each,
-            |zkw| SharedCount::new(zkw, &path, 0).unwrap(),
-            shared_increment,
-        );
-        let value = int_at(&reader, &path);
-        print(
-            "zklock SharedCount (get, try_set)",
-            threads,
-            &r,
-            value,
-            expected,
-        );
-        for zkw in sessions {
-            zkw.close().unwrap();
-        }
-
-        if let Some(c) = curator.as_mut() {
-            let r = c.run(&m, "dal", threads, each);
-            let value = long_at(&reader, &format!("{ROOT}/dal-{threads}"));
-            print(
-                "Curator DistributedAtomicLong",
-                threads,
-                &r,
-                value,
-                expected,
+            let name = "zklock DistributedAtomicLong";
+            let path = format!("{ROOT}/zk-dal-{threads}-{round}");
+            let r = run_zklock(
+                &m,
+                &sessions,
+                each,
+                |zkw| DistributedAtomicLong::new(zkw, &path, 1000).unwrap(),
+                dal_increment,
             );
-            let r = c.run(&m, "shared", threads, each);
-            let value = int_at(&reader, &format!("{ROOT}/shared-{threads}"));
-            print(
-                "Curator SharedCount (trySetCount)",
-                threads,
-                &r,
-                value,
-                expected,
+            print(name, threads, &r, long_at(&reader, &path), expected);
+            record(threads, name, &r);
+
+            let name = "zklock DistributedAtomicLong, lock after 3";
+            let path = format!("{ROOT}/zk-promoted-{threads}-{round}");
+            let lock = format!("{ROOT}/zk-promoted-{threads}-{round}-lock");
+            let r = run_zklock(
+                &m,
+                &sessions,
+                each,
+                |zkw| {
+                    DistributedAtomicLong::new(zkw, &path, 3)
+                        .unwrap()
+                        .promoted_to_lock(&lock, Duration::from_secs(60))
+                        .unwrap()
+                },
+                dal_increment,
             );
+            print(name, threads, &r, long_at(&reader, &path), expected);
+            record(threads, name, &r);
+
+            let name = "zklock SharedCount (get, try_set)";
+            let path = format!("{ROOT}/zk-shared-{threads}-{round}");
+            SharedCount::new(&reader, &path, 0).unwrap();
+            let r = run_zklock(
+                &m,
+                &sessions,
+                each,
+                |zkw| SharedCount::new(zkw, &path, 0).unwrap(),
+                shared_increment,
+            );
+            print(name, threads, &r, int_at(&reader, &path), expected);
+            record(threads, name, &r);
+            for zkw in sessions {
+                zkw.close().unwrap();
+            }
+
+            if let Some(c) = curator.as_mut() {
+                // Curator's side counts on one path per thread count, over
+                // the rounds.
+                let so_far = expected * round as i64;
+                let name = "Curator DistributedAtomicLong";
+                let r = c.run(&m, "dal", threads, each);
+                let value = long_at(&reader, &format!("{ROOT}/dal-{threads}"));
+                print(name, threads, &r, value, so_far);
+                record(threads, name, &r);
+                let name = "Curator SharedCount (trySetCount)";
+                let r = c.run(&m, "shared", threads, each);
+                let value = int_at(&reader, &format!("{ROOT}/shared-{threads}"));
+                print(name, threads, &r, value, so_far);
+                record(threads, name, &r);
+            }
         }
+    }
+    println!(
+        "{rounds} rounds: median (min–max) over the rounds; load average {load_before} before, {} after",
+        loadavg()
+    );
+    println!("| form | threads | increments/s | requests/increment |");
+    println!("|---|---|---|---|");
+    for (threads, name, v) in &figures {
+        let column = |i: usize, digits: usize| {
+            let c: Vec<f64> = v.iter().map(|x| x[i]).collect();
+            Spread::of(&c).map_or_else(|| "–".to_string(), |s| s.text(digits))
+        };
+        println!(
+            "| {name} | {threads} | {} | {} |",
+            column(0, 0),
+            column(1, 2)
+        );
     }
 }
 

@@ -20,6 +20,8 @@
 //!
 //! `cargo bench --bench security` (`make bench` runs it). Sizes:
 //! `ZK_BENCH_SASL_SESSIONS` (default 20 per round), `ZK_BENCH_ROUNDS` (5).
+//! Every round is printed; the summary gives the median and the range
+//! (min–max) of the rounds' medians, beside all sessions pooled.
 //! Without a JDK the Java side is skipped with a note.
 
 use std::time::{Duration, Instant};
@@ -29,7 +31,7 @@ use zklock::testing::{TestPki, ZkServer, NETTY_CLASSPATH};
 
 mod common;
 
-use common::{env_usize, loadavg, percentile, us, LineProcess, Mntr};
+use common::{bench_rounds, env_usize, loadavg, percentile, us, LineProcess, Mntr, Spread};
 
 const USERS: [(&str, &str); 1] = [("alice", "alice-secret")];
 const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
@@ -95,9 +97,16 @@ fn summary(mut v: Vec<Duration>) -> String {
     )
 }
 
+/// The median of one round's times, µs.
+fn median_us(times: &[Duration]) -> f64 {
+    let mut v = times.to_vec();
+    v.sort();
+    us(percentile(&v, 0.5))
+}
+
 fn main() {
     let sessions = env_usize("ZK_BENCH_SASL_SESSIONS", 20);
-    let rounds = env_usize("ZK_BENCH_ROUNDS", 5);
+    let rounds = bench_rounds(5);
     println!(
         "security bench: {} (load {}), {rounds} rounds x {sessions} sessions per client",
         common::utc_now(),
@@ -182,10 +191,17 @@ fn main() {
         let _ = zklock_round(t, sessions.min(5)); // warm-up
         let (mut zt, mut jt) = (Vec::new(), Vec::new());
         let (mut zp, mut jp) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
+        // Per round: each side's median, µs.
+        let (mut zm, mut jm) = (Vec::new(), Vec::new());
+        for r in 1..=rounds {
             if let Some(p) = java.as_mut() {
                 match java_round(t, p, sessions) {
                     Ok((times, packets)) => {
+                        println!(
+                            "  round {r}, Java:   {}; {packets:.2} packets per handshake",
+                            summary(times.clone())
+                        );
+                        jm.push(median_us(&times));
                         jt.extend(times);
                         jp.push(packets);
                     }
@@ -196,27 +212,35 @@ fn main() {
                 }
             }
             let (times, packets) = zklock_round(t, sessions);
+            println!(
+                "  round {r}, zklock: {}; {packets:.2} packets per handshake",
+                summary(times.clone())
+            );
+            zm.push(median_us(&times));
             zt.extend(times);
             zp.push(packets);
         }
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let spread = |v: &[f64], digits: usize| {
+            Spread::of(v).map_or_else(|| "–".to_string(), |s| s.text(digits))
+        };
         println!(
-            "  zklock: connect + authenticate {}; {:.2} packets to the server per handshake",
+            "  {rounds} rounds: median (min–max) over the rounds' medians; all sessions pooled"
+        );
+        println!(
+            "  zklock: connect + authenticate {} µs ({} pooled); {} packets to the server per handshake",
+            spread(&zm, 0),
             summary(zt.clone()),
-            mean(&zp)
+            spread(&zp, 2)
         );
         if !jt.is_empty() {
             println!(
-                "  Java:   connect + authenticate {}; {:.2} packets to the server per handshake",
+                "  Java:   connect + authenticate {} µs ({} pooled); {} packets to the server per handshake",
+                spread(&jm, 0),
                 summary(jt.clone()),
-                mean(&jp)
+                spread(&jp, 2)
             );
-            zt.sort();
-            jt.sort();
-            println!(
-                "  zklock/Java median: {:.2}x",
-                percentile(&zt, 0.5).as_secs_f64() / percentile(&jt, 0.5).as_secs_f64()
-            );
+            let ratios: Vec<f64> = zm.iter().zip(&jm).map(|(z, j)| z / j).collect();
+            println!("  zklock/Java, per round: {}x", spread(&ratios, 2));
         }
     }
     let _ = std::fs::remove_file(&jaas);

@@ -896,6 +896,46 @@ fn remove_watches_by_kind() {
 }
 
 #[test]
+fn remove_watches_async_goes_before_the_next_request() {
+    let (zk, _events, root) = setup("remove_async");
+    let p = format!("{root}/p");
+    zk.create(&p, b"", open(), CreateMode::Persistent).unwrap();
+    let data = Events::new();
+    zk.exists_w(&p, data.watcher()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let on = tx.clone();
+    zk.remove_watches_async(&p, WatcherType::Data, move |r| {
+        on.send((
+            r.map_err(|e| e.code()),
+            thread::current().name().map(String::from),
+        ))
+        .unwrap()
+    });
+    // Removed here at once; the delete sent right after, without waiting.
+    assert_eq!(zk.watch_count(), 0);
+    zk.delete(&p, None).unwrap();
+    let (r, thread_name) = rx.recv_timeout(WAIT).unwrap();
+    assert_eq!(r, Ok(()));
+    assert_ne!(thread_name, thread::current().name().map(String::from));
+    data.wait_node(EventType::DataWatchRemoved, &p, 1, WAIT);
+    settle(&zk);
+    assert_eq!(data.len(), 1, "only the removal is told: {:?}", data.all());
+    let addr = shared_server().connect_string();
+    if test_servers() == addr {
+        assert!(wchc_paths(&addr, zk.session_id()).is_empty());
+    }
+    // Nothing to remove: NoWatcher, nothing sent.
+    zk.remove_watches_async(&p, WatcherType::Any, move |r| {
+        tx.send((r.map_err(|e| e.code()), None)).unwrap()
+    });
+    assert_eq!(
+        rx.recv_timeout(WAIT).unwrap().0,
+        Err(Some(ZkError::NoWatcher))
+    );
+    teardown(&zk, &root);
+}
+
+#[test]
 fn removal_events_come_on_the_event_thread() {
     let (zk, _events, root) = setup("removal_thread");
     let p = format!("{root}/p");

@@ -504,6 +504,88 @@ fn election_succession_wakes_only_the_successor() {
     assert!(per.iter().all(|&n| n == 1), "{per:?}");
 }
 
+/// A successor sends the watch on its own offer with its listing (one round
+/// trip, issue 37); when that `exists` answer is lost, it leads only after
+/// the reconnect confirmed its offer, once, and the session's watches on
+/// the offer are still there for in-doubt and deletion.
+#[test]
+fn election_successor_s_lost_own_exists_answer_elects_after_the_reconnect() {
+    use zklock::client::ReplyKind;
+    let root = unique_root("election-lost-own-exists");
+    let (wa, wb) = (zkw(), zkw());
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, b_events) = candidate(&wb, &root, "b");
+    a.start().unwrap();
+    b.start().unwrap();
+    assert!(a.has_leadership() && !b.has_leadership());
+    assert_eq!(b.state(), zklock::recipes::election::ElectionState::Ready);
+    // The next exists of b's session is the one on its own offer, sent with
+    // the listing once a's offer is gone.
+    wb.zookeeper().lose_next_reply(ReplyKind::Exists);
+    a.stop().unwrap();
+    assert!(eventually(Duration::from_secs(20), || b.has_leadership()));
+    let elected = b_events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| **e == Ev::ElectedComplete)
+        .count();
+    assert_eq!(elected, 1, "{:?}", b_events.lock().unwrap());
+    // Its offer is watched: a deletion under it ends its leadership.
+    let zk = raw();
+    zk.delete(&b.offer_node().unwrap(), None).unwrap();
+    assert!(eventually(Duration::from_secs(10), || b.state()
+        == zklock::recipes::election::ElectionState::Failed));
+    assert!(!b.has_leadership());
+    assert!(b_events
+        .lock()
+        .unwrap()
+        .ends_with(&[Ev::LeadershipLost, Ev::Failed]));
+}
+
+/// A candidate whose round ran after a withdrawal ahead of it (the watch on
+/// its own offer sent with the listing, issue 37) and found itself still
+/// behind the leader removes that watch when it stops: its withdrawal
+/// notifies nobody, itself included.
+#[test]
+fn election_candidate_behind_the_leader_stops_without_a_notification() {
+    // Own server: its counters see only this test.
+    let server = ZkServer::start().unwrap();
+    let servers = server.connect_string();
+    let root = "/election-behind";
+    let zkws: Vec<_> = (0..3)
+        .map(|_| watcher(&servers, Duration::from_secs(30)))
+        .collect();
+    zklock::zkutil::create_with_parents(&zkws[0], root).unwrap();
+    let (cands, evs): (Vec<_>, Vec<_>) = zkws
+        .iter()
+        .enumerate()
+        .map(|(i, w)| candidate(w, root, &format!("h{i}")))
+        .unzip();
+    for c in &cands {
+        c.start().unwrap();
+    }
+    let deleted = || -> i64 {
+        let m = server.mntr().unwrap();
+        m.get("zk_sum_node_deleted_watch_count")
+            .map_or(0, |v| v.parse::<f64>().unwrap() as i64)
+    };
+    // The middle candidate leaves: the last one runs a round, still behind
+    // the leader.
+    let told = evs[2].lock().unwrap().len();
+    cands[1].stop().unwrap();
+    assert!(eventually(Duration::from_secs(10), || {
+        let e = evs[2].lock().unwrap();
+        e.len() > told && e.ends_with(&[Ev::ReadyStart, Ev::ReadyComplete])
+    }));
+    assert!(cands[0].has_leadership() && !cands[2].has_leadership());
+    let before = deleted();
+    cands[2].stop().unwrap();
+    thread::sleep(Duration::from_millis(300)); // let any stray notification land
+    assert_eq!(deleted() - before, 0, "the stopping candidate was notified");
+    assert!(cands[0].has_leadership());
+}
+
 // ---------------------------------------------------------------- ZKLeaderManager
 
 #[test]

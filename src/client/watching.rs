@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Watchers removed here, each with the event it is to be told.
+type Removed = Vec<(WatcherRef, EventType)>;
+
 impl ZooKeeper {
     fn add_watch_impl(&self, path: &str, mode: AddWatchMode, watcher: WatcherRef) -> Result<()> {
         validate_path(path, false)?;
@@ -51,11 +54,53 @@ impl ZooKeeper {
     /// # Errors
     /// `NoWatcher` when this client has no such watch on `path`.
     pub fn remove_watches(&self, path: &str, watcher_type: WatcherType) -> Result<()> {
+        let (removed, frame) = self.remove_watches_locally(path, watcher_type)?;
+        let reply = self
+            .shared()
+            .call_remove_watches(frame, path, self.deadline);
+        self.removed_watches(path, removed, reply);
+        Ok(())
+    }
+
+    /// [`remove_watches`](Self::remove_watches) without waiting (Java's
+    /// `removeAllWatches(path, type, local, VoidCallback, ctx)`, `local`
+    /// false): the watches are removed here at once and the request sent;
+    /// `callback` gets the outcome on the event thread (see
+    /// [`delete_async`](Self::delete_async)), `Ok` also when the server no
+    /// longer held them (fired meanwhile), as the blocking form. ZooKeeper
+    /// answers a session's requests in the order sent: a request sent on this
+    /// handle after this call reaches the server once the watches are gone
+    /// there (a `delete` of the node then notifies no removed watch), at no
+    /// round trip of its own.
+    pub fn remove_watches_async(
+        &self,
+        path: &str,
+        watcher_type: WatcherType,
+        callback: impl FnOnce(Result<()>) + Send + 'static,
+    ) {
+        let (removed, frame) = match self.remove_watches_locally(path, watcher_type) {
+            Ok(r) => r,
+            Err(e) => return callback(Err(e)),
+        };
+        let (me, p) = (self.clone(), path.to_string());
+        self.shared().call_remove_watches_async(
+            frame,
+            path,
+            Box::new(move |reply| {
+                me.removed_watches(&p, removed, reply);
+                callback(Ok(()))
+            }),
+        );
+    }
+
+    /// The first half of [`remove_watches`](Self::remove_watches): removes the
+    /// watches here; returns them with the request's frame.
+    fn remove_watches_locally(
+        &self,
+        path: &str,
+        watcher_type: WatcherType,
+    ) -> Result<(Removed, Vec<u8>)> {
         validate_path(path, false)?;
-        let removed = self.shared().watches.lock().remove(path, watcher_type);
-        if removed.is_empty() {
-            return Err(Error::zk(ZkError::NoWatcher, path));
-        }
         // ZooKeeper 3.8 knows the types Children, Data and Any only; a persistent
         // watch sits in both of its tables, so Any removes it (the connection
         // thread sets again whatever else this client still watches on `path`).
@@ -68,10 +113,17 @@ impl ZooKeeper {
         if w.body_len() > MAX_PACKET {
             return Err(Error::BadArguments(format!("path too long: {path}")));
         }
-        match self
-            .shared()
-            .call_remove_watches(w.finish(), path, self.deadline)
-        {
+        let removed = self.shared().watches.lock().remove(path, watcher_type);
+        if removed.is_empty() {
+            return Err(Error::zk(ZkError::NoWatcher, path));
+        }
+        Ok((removed, w.finish()))
+    }
+
+    /// The second half of [`remove_watches`](Self::remove_watches): the
+    /// server's `reply` logged, the removed watchers told.
+    fn removed_watches(&self, path: &str, removed: Removed, reply: session::Reply) {
+        match reply {
             Ok(_) => {}
             // Fired or gone server-side meanwhile: removed all the same.
             Err(e) if e.is(ZkError::NoWatcher) => {}
@@ -91,6 +143,5 @@ impl ZooKeeper {
             self.shared()
                 .deliver(watchers, WatchedEvent::node(event_type, path));
         }
-        Ok(())
     }
 }

@@ -9,7 +9,9 @@ use super::candidate::{LeadershipEvent, Offer, OfferMark};
 use super::node::read_participants;
 #[cfg(feature = "testing")]
 use super::rounds::StepHook;
-use super::rounds::{listener_trait, Listeners, RoundEngine, RoundHandle, RoundRecipe, Taken};
+use super::rounds::{
+    listener_trait, Listeners, Placed, RoundEngine, RoundHandle, RoundRecipe, Taken,
+};
 use crate::error::{Error, Result, ZkError};
 use crate::owned::Parents;
 use crate::sequence::number_after_last;
@@ -190,12 +192,12 @@ impl RoundRecipe for Candidacy {
 
     /// Java's `determineElectionStatus`, as asynchronous calls.
     fn round(&self, generation: u64) {
-        let Some((_, zk, me)) = self.engine.proceed(generation) else {
+        if self.engine.proceed(generation).is_none() {
             return;
-        };
+        }
         self.engine.state().recipe.state = ElectionState::Determine;
         self.dispatch(&[ElectionEventType::DetermineStart]);
-        zk.get_children_async(self.engine.path(), None, move |r| me.listed(generation, r));
+        self.engine.list_placed(generation, Self::listed);
     }
 
     fn node_event(&self, generation: u64, event: WatchedEvent) {
@@ -292,10 +294,7 @@ impl Candidacy {
         self.listeners.tell(events, |l, e| l.on_election_event(e));
     }
 
-    fn listed(&self, generation: u64, r: Result<Vec<String>>) {
-        let Some(placed) = self.engine.placed(generation, r) else {
-            return;
-        };
+    fn listed(&self, generation: u64, placed: Placed<Self>) {
         self.dispatch(&[ElectionEventType::DetermineComplete]);
         let Some(ahead) = placed.ahead.clone() else {
             // Watch our own offer: its deletion, and the connection events.

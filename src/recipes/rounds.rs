@@ -52,7 +52,7 @@ use crate::client::{State, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::owned::{Guard, Removal};
-use crate::types::{EventType, KeeperState, WatchedEvent, Watcher};
+use crate::types::{EventType, KeeperState, Stat, WatchedEvent, Watcher};
 use crate::wait::Wake;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
@@ -115,6 +115,14 @@ pub(crate) struct RoundState<S> {
     client: Option<ZooKeeper>,
     /// The recipe's node (full path), once made.
     pub(crate) node: Option<String>,
+    /// The node was placed once ([`RoundEngine::placed`]): a later round
+    /// runs because a node ahead left, most likely making this one first, so
+    /// its listing takes the watch on the own node along
+    /// ([`RoundEngine::list_placed`]).
+    placed: bool,
+    /// An `exists` found the node and watches it ([`watch_own_node`]): the
+    /// watch to remove when stepping down ([`RoundHandle::step_down`]).
+    own_watched: bool,
     /// Why the attempt ended (session ended, node deleted, error): what the
     /// caller's waits return.
     pub(crate) failed: Option<Error>,
@@ -211,6 +219,8 @@ impl<R: RoundRecipe> RoundEngine<R> {
                 session: 0,
                 client: None,
                 node: None,
+                placed: false,
+                own_watched: false,
                 failed: None,
                 in_doubt: false,
                 recipe: state,
@@ -569,6 +579,8 @@ impl<R: RoundRecipe> RoundEngine<R> {
         st.generation += 1;
         st.failed = None;
         st.in_doubt = false;
+        st.placed = false;
+        let watched = std::mem::take(&mut st.own_watched);
         let led = reset(&mut st.recipe);
         st.client = None;
         self.changed.wake();
@@ -577,6 +589,7 @@ impl<R: RoundRecipe> RoundEngine<R> {
             node,
             session: st.session,
             led,
+            watched,
         })
     }
 }
@@ -629,6 +642,8 @@ pub(crate) struct Taken {
     pub(crate) session: i64,
     /// Whether the recipe led (owner, elected) when it was taken.
     pub(crate) led: bool,
+    /// Whether the node was watched by the recipe (a leader's is).
+    watched: bool,
 }
 
 impl Taken {
@@ -715,18 +730,35 @@ pub(crate) struct Placed<R> {
     pub(crate) zk: ZooKeeper,
     /// The recipe.
     pub(crate) me: Arc<R>,
+    /// The answer to the watch on the own node when it was sent with the
+    /// listing ([`RoundEngine::list_placed`]).
+    own: Option<Result<Option<Stat>>>,
 }
 
 impl<R: RoundRecipe> Placed<R> {
-    /// Watches the node placed (first) with [`watch_own_node`].
+    /// Watches the node placed (first) with [`watch_own_node`]; when that
+    /// watch went with the listing, acts on its answer instead (the `exists`
+    /// reached the server after the listing: the node was there then, in the
+    /// node's session, and is watched).
     pub(crate) fn watch_own(
         self,
         generation: u64,
         present: impl FnOnce(&R, u64) + Send + 'static,
         again: impl FnOnce(&R, u64) + Send + 'static,
     ) {
-        watch_own_node(&self.zk, &self.node, self.me, generation, present, again);
+        match self.own {
+            Some(answer) => own_answer(answer, self.me, generation, present, again),
+            None => watch_own_node(&self.zk, &self.node, self.me, generation, present, again),
+        }
     }
+}
+
+/// What [`RoundEngine::list_placed`] sent together answers, whichever comes
+/// first waiting for the other.
+#[derive(Default)]
+struct Joined {
+    listing: Option<Result<Vec<String>>>,
+    own: Option<Result<Option<Stat>>>,
 }
 
 /// A round's listing and what continues it: the children, the attempt's node,
@@ -766,26 +798,92 @@ impl<R: RoundRecipe> RoundEngine<R> {
         let ahead = pos
             .checked_sub(1)
             .map(|p| crate::zkutil::join_znode(&self.path, sorted[p]));
+        {
+            let mut st = self.state();
+            if st.generation == generation {
+                st.placed = true;
+            }
+        }
         Some(Placed {
             ahead,
             node,
             zk,
             me,
+            own: None,
         })
     }
 
     /// Lists the directory for the attempt `generation` (as
     /// [`list`](Self::list)); `then` gets the node's place
     /// ([`placed`](Self::placed)) on the event thread.
+    ///
+    /// After the attempt's first listing (a round then runs because a node
+    /// ahead left, most likely making this one first), the watch on the own
+    /// node (`exists`, as [`watch_own_node`]) is sent with the listing, right
+    /// after it: ZooKeeper answers a session's requests in order, so the
+    /// node's confirmation costs no round trip of its own, and
+    /// [`Placed::watch_own`] acts on that answer. A node still behind another
+    /// keeps that watch (its deletion fails the attempt with `NoNode`, as a
+    /// leader's does; [`RoundHandle::step_down`] removes it).
     pub(crate) fn list_placed(&self, generation: u64, then: fn(&R, u64, Placed<R>)) {
-        let Some((_, zk, me)) = self.proceed(generation) else {
+        let Some((node, zk, me)) = self.proceed(generation) else {
             return;
         };
+        if !self.state().placed {
+            zk.get_children_async(&self.path, None, move |r| {
+                if let Some(placed) = me.engine().placed(generation, r) {
+                    then(&me, generation, placed)
+                }
+            });
+            return;
+        }
+        let joined: Arc<Mutex<Joined>> = Arc::default();
+        let (me2, joined2) = (me.clone(), joined.clone());
         zk.get_children_async(&self.path, None, move |r| {
-            if let Some(placed) = me.engine().placed(generation, r) {
-                then(&me, generation, placed)
-            }
+            let own = {
+                let mut j = joined.lock();
+                match j.own.take() {
+                    Some(own) => own,
+                    None => return j.listing = Some(r),
+                }
+            };
+            me.engine().joined(generation, r, own, then)
         });
+        zk.exists_async(&node, Some(self.watcher()), move |r| {
+            let listing = {
+                let mut j = joined2.lock();
+                match j.listing.take() {
+                    Some(listing) => listing,
+                    None => return j.own = Some(r),
+                }
+            };
+            me2.engine().joined(generation, listing, r, then)
+        });
+    }
+
+    /// Both answers of [`list_placed`](Self::list_placed)'s pair: the
+    /// listing placed, carrying the own node's answer to `then`. A failed
+    /// listing resumes the round (as [`placed`](Self::placed)); the own
+    /// node's answer then goes unused.
+    fn joined(
+        &self,
+        generation: u64,
+        listing: Result<Vec<String>>,
+        own: Result<Option<Stat>>,
+        then: fn(&R, u64, Placed<R>),
+    ) {
+        if let Some(mut placed) = self.placed(generation, listing) {
+            if matches!(own, Ok(Some(_))) {
+                // Watched, whether first or not: step_down removes it.
+                let mut st = self.state();
+                if st.generation == generation {
+                    st.own_watched = true;
+                }
+            }
+            placed.own = Some(own);
+            let me = placed.me.clone();
+            then(&me, generation, placed)
+        }
     }
 
     /// Watches the attempt's own node again ([`watch_own_node`]) after a
@@ -812,11 +910,32 @@ pub(crate) fn watch_own_node<R: RoundRecipe>(
     again: impl FnOnce(&R, u64) + Send + 'static,
 ) {
     let watcher = me.engine().watcher();
-    zk.exists_async(node, Some(watcher), move |r| match r {
-        Ok(Some(_)) => present(&me, generation),
+    zk.exists_async(node, Some(watcher), move |r| {
+        own_answer(r, me, generation, present, again)
+    });
+}
+
+/// [`watch_own_node`]'s answer `r` acted on.
+fn own_answer<R: RoundRecipe>(
+    r: Result<Option<Stat>>,
+    me: Arc<R>,
+    generation: u64,
+    present: impl FnOnce(&R, u64),
+    again: impl FnOnce(&R, u64) + Send + 'static,
+) {
+    match r {
+        Ok(Some(_)) => {
+            {
+                let mut st = me.engine().state();
+                if st.generation == generation {
+                    st.own_watched = true;
+                }
+            }
+            present(&me, generation)
+        }
         Ok(None) => me.engine().fail(generation, ZkError::NoNode),
         Err(e) => me.engine().request_failed(generation, &e, again),
-    });
+    }
 }
 
 /// The caller's side of a recipe on a [`RoundEngine`] (the election's, the
@@ -923,15 +1042,20 @@ impl<R: RoundRecipe> RoundHandle<R> {
     }
 
     /// Withdraws `taken` ([`Taken::withdraw`]). A leader watches its own
-    /// node: that watch is removed first (a request, no notification), which
-    /// leaves one notification per succession, the successor's.
+    /// node (so may a candidate behind others, see
+    /// [`RoundEngine::list_placed`]): that watch is removed first (a request,
+    /// no notification), which leaves one notification per succession, the
+    /// successor's. The removal is sent without waiting for its answer, the
+    /// delete right after it: ZooKeeper answers a session's requests in
+    /// order, so the watch is gone at the server before the delete, at no
+    /// round trip of its own.
     ///
     /// # Errors
     /// As [`Taken::withdraw`].
     pub(crate) fn step_down(&self, taken: Taken) -> Result<()> {
         let zk = self.zkw.zookeeper();
-        if taken.led && zk.session_id() == taken.session {
-            let _ = zk.remove_watches(&taken.node, crate::types::WatcherType::Data);
+        if taken.watched && zk.session_id() == taken.session {
+            zk.remove_watches_async(&taken.node, crate::types::WatcherType::Data, |_| {});
         }
         taken.withdraw(&self.zkw)
     }

@@ -269,6 +269,26 @@ impl SessionShared {
         reg: Option<WatchReg>,
         callback: Callback,
     ) {
+        self.call_async_inner(opcode, frame, reg, None, callback)
+    }
+
+    /// A removeWatches request (its frame) on `path`, sent as
+    /// [`call_async`](Self::call_async): when the reply arrives, the watches
+    /// this client still holds on `path` are set again, as after
+    /// [`call_remove_watches`](Self::call_remove_watches).
+    pub(crate) fn call_remove_watches_async(&self, frame: Vec<u8>, path: &str, callback: Callback) {
+        let rewatch = Some(path.to_string());
+        self.call_async_inner(op::REMOVE_WATCHES, frame, None, rewatch, callback)
+    }
+
+    fn call_async_inner(
+        &self,
+        opcode: i32,
+        frame: Vec<u8>,
+        reg: Option<WatchReg>,
+        rewatch: Option<String>,
+        callback: Callback,
+    ) {
         #[cfg(feature = "metrics")]
         let callback = measured(opcode, callback);
         let state = self.state();
@@ -286,7 +306,7 @@ impl SessionShared {
             opcode,
             frame,
             reg,
-            rewatch: None,
+            rewatch,
         };
         let to = self.callback_to(callback);
         match self.writer.try_lock() {
