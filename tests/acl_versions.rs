@@ -27,6 +27,7 @@ use zklock::lock::{
     ZkInterProcessReadWriteLock, ZkSemaphore, SEMAPHORE_LEASES, SEMAPHORE_LOCKS,
 };
 use zklock::recipes::barrier::Barrier;
+use zklock::recipes::double_barrier::{BarrierStep, DoubleBarrier};
 use zklock::recipes::election::LeaderElectionSupport;
 use zklock::recipes::group::Group;
 use zklock::recipes::leader_latch::LeaderLatch;
@@ -64,6 +65,14 @@ struct Pair {
 
 impl Pair {
     fn new(name: &str, dirs: &[&str], perms: Perms) -> Pair {
+        Pair::with_policy(name, dirs, |dirs, other| {
+            AclPolicy::secure(dirs).with_grant(perms, other)
+        })
+    }
+
+    /// As [`Pair::new`], each session's policy `policy(dirs, other's id)`
+    /// (`dirs` under the root).
+    fn with_policy(name: &str, dirs: &[&str], policy: impl Fn(&[&str], Id) -> AclPolicy) -> Pair {
         common::init_log();
         let (setup, root) = common::setup_root(&test_servers(), name);
         setup.close().unwrap();
@@ -82,9 +91,7 @@ impl Pair {
             let zkw = ZooKeeperWatcher::builder(&test_servers())
                 .with_identifier(me)
                 .with_session_timeout(Duration::from_secs(6))
-                .with_acl_policy(
-                    AclPolicy::secure(&dirs).with_grant(perms, Id::digest(other, other)),
-                )
+                .with_acl_policy(policy(&dirs, Id::digest(other, other)))
                 .connect()
                 .unwrap();
             zkw.zookeeper()
@@ -514,5 +521,111 @@ fn election_offer_found_again_beside_another_identitys_offer() {
     b.stop().unwrap();
     a.stop().unwrap();
     assert!(p.children("elect").is_empty(), "{:?}", p.children("elect"));
+    p.close();
+}
+
+/// A double barrier: the member that fills the round counts the others
+/// in the `multi` that makes `ready` (a `check` of each, which needs `READ`
+/// on every version). Without `READ` on alice's node, bob, filling the
+/// round, fails at once with `NoReadPermission` of `check` naming her node
+/// (and withdraws); alice, waiting, sees no round and times out. With `READ`
+/// (and `WRITE` on the barrier's node, which every member writes) both
+/// enter and leave.
+#[test]
+fn double_barrier_member_of_another_identity() {
+    // Every member writes the barrier's node (zklock counts the `ready`s
+    // made in its version): `WRITE` too.
+    for (perms, works) in [(no_read(), false), (with_read() | Perms::WRITE, true)] {
+        let p = Pair::new("aclv-dbarrier", &["", "db"], perms);
+        let path = p.path("db");
+        let alice = double_barrier_waiter(&p.alice, &path, Duration::from_secs(2));
+        let b = DoubleBarrier::new(&p.bob, &path, 2).unwrap();
+        let (r, bob_left) = within("bob's enter", move || {
+            let r = b.enter(WAIT);
+            let left = match r {
+                Ok(true) => b.leave(WAIT),
+                _ => Ok(true),
+            };
+            (r, left)
+        });
+        let (alice_entered, alice_left) = within("alice's enter", move || alice.join().unwrap());
+        if works {
+            assert!(r.unwrap());
+            assert!(alice_entered.unwrap());
+            assert!(bob_left.unwrap());
+            assert!(alice_left.unwrap());
+        } else {
+            assert_no_read(r, "check", &format!("{path}/m"));
+            assert!(!alice_entered.unwrap(), "no round formed");
+        }
+        assert!(p.children("db").is_empty(), "{:?}", p.children("db"));
+        p.close();
+    }
+}
+
+/// A member of the double barrier at `path` (of 2) entering on a thread with
+/// `timeout`, and leaving if it entered; returns once it waits alone.
+fn double_barrier_waiter(
+    zkw: &ZooKeeperWatcher,
+    path: &str,
+    timeout: Duration,
+) -> thread::JoinHandle<(zklock::Result<bool>, zklock::Result<bool>)> {
+    let (waiting_tx, waiting_rx) = mpsc::channel();
+    let waiting_tx = std::sync::Mutex::new(waiting_tx);
+    let a = DoubleBarrier::new(zkw, path, 2)
+        .unwrap()
+        .with_step_hook(move |step| {
+            if step == BarrierStep::Waiting {
+                let _ = waiting_tx.lock().unwrap().send(());
+            }
+        });
+    let t = thread::spawn(move || {
+        let r = a.enter(timeout);
+        let left = match r {
+            Ok(true) => a.leave(WAIT),
+            _ => Ok(true),
+        };
+        (r, left)
+    });
+    waiting_rx
+        .recv_timeout(WAIT)
+        .expect("the member waits alone");
+    t
+}
+
+/// A double barrier whose members may read each other's nodes but not
+/// `ready` (a path rule for it): bob fills the round and makes `ready` with
+/// his ACL. From 3.7 on the server drops its creation event for alice, who
+/// waits first; she also watches the barrier's node (readable; the `multi`
+/// that makes `ready` writes it), so she fails at once with
+/// `NoReadPermission` naming `ready` (of `exists` where the server checks
+/// it, of `getData` elsewhere) on every version, never waiting out her
+/// timeout. Bob enters and leaves.
+#[test]
+fn double_barrier_ready_of_another_identity() {
+    let checks = exists_checks_read();
+    let p = Pair::with_policy("aclv-dbready", &["", "db"], |dirs, other| {
+        let ready = format!("{}/ready", dirs[1]);
+        AclPolicy::secure(dirs)
+            .with_grant(with_read() | Perms::WRITE, other.clone())
+            .with_path(
+                &ready,
+                &[
+                    zklock::client::Acl::creator_all()[0].clone(),
+                    zklock::client::Acl::new(no_read(), other),
+                ],
+            )
+    });
+    let path = p.path("db");
+    // Alice's timeout is WAIT: without the watch on the barrier's node she
+    // waits it out.
+    let alice = double_barrier_waiter(&p.alice, &path, WAIT);
+    let b = DoubleBarrier::new(&p.bob, &path, 2).unwrap();
+    assert!(b.enter(WAIT).unwrap(), "bob fills the round");
+    let (r, _) = within("alice's enter", move || alice.join().unwrap());
+    let ready = format!("{path}/ready");
+    assert_no_read(r, if checks { "exists" } else { "getData" }, &ready);
+    assert!(b.leave(WAIT).unwrap(), "alice withdrew: bob leaves alone");
+    assert!(p.children("db").is_empty(), "{:?}", p.children("db"));
     p.close();
 }
