@@ -629,3 +629,47 @@ fn double_barrier_ready_of_another_identity() {
     assert!(p.children("db").is_empty(), "{:?}", p.children("db"));
     p.close();
 }
+
+/// A persistent node whose name alice's node holds: bob's node reports it
+/// (`Foreign` with its `Stat` where the server answers the `exists`,
+/// `ForeignUnreadable` where 3.8.4+ / 3.9.2+ refuse it without `READ`) and
+/// is created once alice's node is gone, on every version (servers from 3.7
+/// on drop the deletion event for a session without `READ` on the node:
+/// bob also watches the parent's children).
+#[test]
+fn persistent_node_behind_another_identitys_node() {
+    use zklock::client::CreateMode;
+    use zklock::recipes::persistent_node::{PersistentNode, PersistentNodeEvent};
+    let checks = exists_checks_read();
+    for (perms, readable) in [(no_read(), false), (with_read(), true)] {
+        let p = Pair::new("aclv-pnode", &[""], perms);
+        let path = p.path("svc");
+        zklock::zkutil::create_with_parents(&p.alice, &path).unwrap();
+        let node = PersistentNode::start(&p.bob, &path, CreateMode::Persistent, b"bob").unwrap();
+        let events = node.events();
+        let first = events
+            .recv_timeout(WAIT)
+            .expect("bob's node reports alice's");
+        match first {
+            PersistentNodeEvent::ForeignUnreadable(ref at) if checks && !readable => {
+                assert_eq!(*at, path)
+            }
+            PersistentNodeEvent::Foreign(_) if readable || !checks => {}
+            e => panic!("readable {readable}: {e:?}"),
+        }
+        assert!(!node.is_created());
+        p.alice.zookeeper().delete(&path, None).unwrap();
+        assert!(
+            node.wait_created(WAIT),
+            "bob's node made once alice's is gone"
+        );
+        assert!(matches!(
+            events.recv_timeout(WAIT),
+            Ok(PersistentNodeEvent::Created(_))
+        ));
+        node.close();
+        let left = common::children(p.alice.zookeeper(), &p.root);
+        assert!(left.is_empty(), "{left:?}");
+        p.close();
+    }
+}
