@@ -673,3 +673,46 @@ fn persistent_node_behind_another_identitys_node() {
         p.close();
     }
 }
+
+/// A revoker that may write alice's lock node but not read it: its wait
+/// for her release needs `READ` (servers from 3.7 on drop the deletion
+/// event for it, 3.8.4+ / 3.9.2+ refuse its `exists`), so
+/// `attempt_revoke_with_grace` fails at once with `NoReadPermission` of
+/// `getData` on every version, before writing the request (alice keeps her
+/// lock, unasked), never waiting out the grace. With `READ`, alice (auto
+/// release) releases and the revocation ends `Released`.
+#[test]
+fn revoke_lock_of_another_identity() {
+    use zklock::recipes::revocable::{
+        attempt_revoke_with_grace, RevocableWriteLock, RevokeOutcome,
+    };
+    for (perms, works) in [
+        (no_read() | Perms::WRITE, false),
+        (with_read() | Perms::WRITE, true),
+    ] {
+        let p = Pair::new("aclv-revoke", &["", "rev"], perms);
+        let lock = p.path("rev");
+        let a = RevocableWriteLock::new(&p.alice, &lock, b"a", None)
+            .unwrap()
+            .with_auto_release(true);
+        a.acquire().unwrap();
+        let node = a.acquired_lock().unwrap().path;
+        let bob = p.bob.clone();
+        let n = node.clone();
+        // A grace longer than the bound: waiting it out fails the test.
+        let r = within("bob's revocation", move || {
+            attempt_revoke_with_grace(&bob, &n, WAIT * 3)
+        });
+        if works {
+            assert_eq!(r.unwrap(), RevokeOutcome::Released);
+            assert!(!a.is_held());
+        } else {
+            assert_no_read(r, "getData", &node);
+            assert!(a.is_held());
+            assert!(!a.is_revocation_requested(), "nothing written");
+            a.release().unwrap();
+        }
+        assert!(p.children("rev").is_empty(), "{:?}", p.children("rev"));
+        p.close();
+    }
+}
