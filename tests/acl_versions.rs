@@ -716,3 +716,55 @@ fn revoke_lock_of_another_identity() {
         p.close();
     }
 }
+
+/// Alice replaces bob's persistent node with hers in one `multi` (she may
+/// delete beside it): bob's node hears its deletion and finds a node at its
+/// name that is not the one it made, whose owner mark it may not look for
+/// (`getACL` needs `READ` or `ADMIN`): a foreign node, reported as such on
+/// every version, and bob's made again once alice's goes.
+#[test]
+fn persistent_node_replaced_by_another_identitys_node() {
+    use zklock::client::{CreateMode, Op};
+    use zklock::recipes::persistent_node::{PersistentNode, PersistentNodeEvent};
+    let checks = exists_checks_read();
+    let p = Pair::new("aclv-pnode-swap", &[""], no_read());
+    let path = p.path("svc");
+    let node = PersistentNode::start(&p.bob, &path, CreateMode::Persistent, b"bob").unwrap();
+    let events = node.events();
+    assert!(node.wait_created(WAIT));
+    assert!(matches!(
+        events.recv_timeout(WAIT),
+        Ok(PersistentNodeEvent::Created(_))
+    ));
+    let acl = p.alice.recoverable_zookeeper().acl_for(&path).to_vec();
+    p.alice
+        .zookeeper()
+        .multi(&[
+            Op::Delete {
+                path: path.clone(),
+                version: None,
+            },
+            Op::Create {
+                path: path.clone(),
+                data: b"alice".to_vec(),
+                acl,
+                mode: CreateMode::Persistent,
+            },
+        ])
+        .unwrap();
+    match events.recv_timeout(WAIT) {
+        Ok(PersistentNodeEvent::ForeignUnreadable(ref at)) if checks => assert_eq!(*at, path),
+        Ok(PersistentNodeEvent::Foreign(_)) if !checks => {}
+        e => panic!("{e:?}"),
+    }
+    p.alice.zookeeper().delete(&path, None).unwrap();
+    assert!(matches!(
+        events.recv_timeout(WAIT),
+        Ok(PersistentNodeEvent::Created(_))
+    ));
+    assert!(node.is_created());
+    node.close();
+    let left = common::children(p.alice.zookeeper(), &p.root);
+    assert!(left.is_empty(), "{left:?}");
+    p.close();
+}

@@ -556,8 +556,17 @@ impl Shared {
                 }
                 found => found?,
             };
+            let ours = match &found {
+                Some(stat) => match self.is_ours(zk, &self.path, stat) {
+                    // Its ACL gives this session neither `READ` nor
+                    // `ADMIN` (`getACL` of its mark): not its own node.
+                    Err(e) if e.is(ZkError::NoAuth) => false,
+                    ours => ours?,
+                },
+                None => false,
+            };
             match found {
-                Some(stat) if self.is_ours(zk, &self.path, &stat)? => {
+                Some(stat) if ours => {
                     self.still_ours(zk, &self.path, stat);
                     return Ok(());
                 }
