@@ -227,7 +227,9 @@ impl DoubleBarrier {
     /// # Errors
     /// `BadArguments` when this instance already entered; `SessionExpired`,
     /// `Closed`; `ConnectionLoss` when the connection stays down for a session
-    /// timeout. The member's node is deleted on every error.
+    /// timeout; [`Error::NoReadPermission`] naming a member this one may not
+    /// read (`check`, as it fills the round) or a `ready` it may not read
+    /// (see the type's docs). The member's node is deleted on every error.
     pub fn enter(&self, timeout: Duration) -> Result<bool> {
         if self.node.lock().is_some() {
             return Err(Error::BadArguments(format!(
