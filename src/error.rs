@@ -342,7 +342,9 @@ pub enum Error {
     /// [`AclPolicy`](crate::client::AclPolicy)
     /// for the policies that give the other participants `READ`.
     NoReadPermission {
-        /// The read: `"exists"`, `"getData"` or `"getChildren"`.
+        /// The read: `"exists"`, `"getData"` or `"getChildren"`; `"check"`
+        /// for a `multi`'s version check of the node (which needs `READ` on
+        /// every server version), where a recipe names it.
         operation: &'static str,
         /// The node whose ACL lacks `READ` for the caller (client-side).
         path: String,

@@ -202,6 +202,9 @@ pub fn digest_id(user: &str, password: &str) -> String {
 /// | group member's data | `getData` | membership listed, its data `NoReadPermission` |
 /// | node tracker | `exists`, `getData` | start fails (`NoReadPermission`), the abortable told |
 /// | tree cache | `getData` / `getChildren` | `wait_synced` returns the refusal |
+/// | double barrier | `check` in the round's `multi` (members), `getData` (`ready`) | the member filling the round: `NoReadPermission` (`check`); a member that cannot read `ready`: `NoReadPermission` at once; members also need `WRITE` on the barrier's node |
+/// | persistent / TTL node at a name another's node holds | `exists` | `Foreign` (`ForeignUnreadable` where the `exists` is refused); made once the node goes (the parent's child watch) |
+/// | revoker (`attempt_revoke_with_grace`) | `getData` (holder's node) | `NoReadPermission` (`getData`) at once, nothing written |
 /// | `createAndFailSilent` on a shared node | `exists`, then `create` | `Ok` (the create's `NodeExists`) |
 ///
 /// Give the participants `READ`: [`with_grant`](Self::with_grant) of

@@ -27,6 +27,7 @@ use zklock::lock::{
     ZkInterProcessReadWriteLock, ZkSemaphore, SEMAPHORE_LEASES, SEMAPHORE_LOCKS,
 };
 use zklock::recipes::barrier::Barrier;
+use zklock::recipes::double_barrier::{BarrierStep, DoubleBarrier};
 use zklock::recipes::election::LeaderElectionSupport;
 use zklock::recipes::group::Group;
 use zklock::recipes::leader_latch::LeaderLatch;
@@ -64,6 +65,14 @@ struct Pair {
 
 impl Pair {
     fn new(name: &str, dirs: &[&str], perms: Perms) -> Pair {
+        Pair::with_policy(name, dirs, |dirs, other| {
+            AclPolicy::secure(dirs).with_grant(perms, other)
+        })
+    }
+
+    /// As [`Pair::new`], each session's policy `policy(dirs, other's id)`
+    /// (`dirs` under the root).
+    fn with_policy(name: &str, dirs: &[&str], policy: impl Fn(&[&str], Id) -> AclPolicy) -> Pair {
         common::init_log();
         let (setup, root) = common::setup_root(&test_servers(), name);
         setup.close().unwrap();
@@ -82,9 +91,7 @@ impl Pair {
             let zkw = ZooKeeperWatcher::builder(&test_servers())
                 .with_identifier(me)
                 .with_session_timeout(Duration::from_secs(6))
-                .with_acl_policy(
-                    AclPolicy::secure(&dirs).with_grant(perms, Id::digest(other, other)),
-                )
+                .with_acl_policy(policy(&dirs, Id::digest(other, other)))
                 .connect()
                 .unwrap();
             zkw.zookeeper()
@@ -514,5 +521,250 @@ fn election_offer_found_again_beside_another_identitys_offer() {
     b.stop().unwrap();
     a.stop().unwrap();
     assert!(p.children("elect").is_empty(), "{:?}", p.children("elect"));
+    p.close();
+}
+
+/// A double barrier: the member that fills the round counts the others
+/// in the `multi` that makes `ready` (a `check` of each, which needs `READ`
+/// on every version). Without `READ` on alice's node, bob, filling the
+/// round, fails at once with `NoReadPermission` of `check` naming her node
+/// (and withdraws); alice, waiting, sees no round and times out. With `READ`
+/// (and `WRITE` on the barrier's node, which every member writes) both
+/// enter and leave.
+#[test]
+fn double_barrier_member_of_another_identity() {
+    // Every member writes the barrier's node (zklock counts the `ready`s
+    // made in its version): `WRITE` too.
+    for (perms, works) in [(no_read(), false), (with_read() | Perms::WRITE, true)] {
+        let p = Pair::new("aclv-dbarrier", &["", "db"], perms);
+        let path = p.path("db");
+        let alice = double_barrier_waiter(&p.alice, &path, Duration::from_secs(2));
+        let b = DoubleBarrier::new(&p.bob, &path, 2).unwrap();
+        let (r, bob_left) = within("bob's enter", move || {
+            let r = b.enter(WAIT);
+            let left = match r {
+                Ok(true) => b.leave(WAIT),
+                _ => Ok(true),
+            };
+            (r, left)
+        });
+        let (alice_entered, alice_left) = within("alice's enter", move || alice.join().unwrap());
+        if works {
+            assert!(r.unwrap());
+            assert!(alice_entered.unwrap());
+            assert!(bob_left.unwrap());
+            assert!(alice_left.unwrap());
+        } else {
+            assert_no_read(r, "check", &format!("{path}/m"));
+            assert!(!alice_entered.unwrap(), "no round formed");
+        }
+        assert!(p.children("db").is_empty(), "{:?}", p.children("db"));
+        p.close();
+    }
+}
+
+/// A member of the double barrier at `path` (of 2) entering on a thread with
+/// `timeout`, and leaving if it entered; returns once it waits alone.
+fn double_barrier_waiter(
+    zkw: &ZooKeeperWatcher,
+    path: &str,
+    timeout: Duration,
+) -> thread::JoinHandle<(zklock::Result<bool>, zklock::Result<bool>)> {
+    let (waiting_tx, waiting_rx) = mpsc::channel();
+    let waiting_tx = std::sync::Mutex::new(waiting_tx);
+    let a = DoubleBarrier::new(zkw, path, 2)
+        .unwrap()
+        .with_step_hook(move |step| {
+            if step == BarrierStep::Waiting {
+                let _ = waiting_tx.lock().unwrap().send(());
+            }
+        });
+    let t = thread::spawn(move || {
+        let r = a.enter(timeout);
+        let left = match r {
+            Ok(true) => a.leave(WAIT),
+            _ => Ok(true),
+        };
+        (r, left)
+    });
+    waiting_rx
+        .recv_timeout(WAIT)
+        .expect("the member waits alone");
+    t
+}
+
+/// A double barrier whose members may read each other's nodes but not
+/// `ready` (a path rule for it): bob fills the round and makes `ready` with
+/// his ACL. From 3.7 on the server drops its creation event for alice, who
+/// waits first; she also watches the barrier's node (readable; the `multi`
+/// that makes `ready` writes it), so she fails at once with
+/// `NoReadPermission` naming `ready` (of `exists` where the server checks
+/// it, of `getData` elsewhere) on every version, never waiting out her
+/// timeout. Bob enters and leaves.
+#[test]
+fn double_barrier_ready_of_another_identity() {
+    let checks = exists_checks_read();
+    let p = Pair::with_policy("aclv-dbready", &["", "db"], |dirs, other| {
+        let ready = format!("{}/ready", dirs[1]);
+        AclPolicy::secure(dirs)
+            .with_grant(with_read() | Perms::WRITE, other.clone())
+            .with_path(
+                &ready,
+                &[
+                    zklock::client::Acl::creator_all()[0].clone(),
+                    zklock::client::Acl::new(no_read(), other),
+                ],
+            )
+    });
+    let path = p.path("db");
+    // Alice's timeout is WAIT: without the watch on the barrier's node she
+    // waits it out.
+    let alice = double_barrier_waiter(&p.alice, &path, WAIT);
+    let b = DoubleBarrier::new(&p.bob, &path, 2).unwrap();
+    assert!(b.enter(WAIT).unwrap(), "bob fills the round");
+    let (r, _) = within("alice's enter", move || alice.join().unwrap());
+    let ready = format!("{path}/ready");
+    assert_no_read(r, if checks { "exists" } else { "getData" }, &ready);
+    assert!(b.leave(WAIT).unwrap(), "alice withdrew: bob leaves alone");
+    assert!(p.children("db").is_empty(), "{:?}", p.children("db"));
+    p.close();
+}
+
+/// A persistent node whose name alice's node holds: bob's node reports it
+/// (`Foreign` with its `Stat` where the server answers the `exists`,
+/// `ForeignUnreadable` where 3.8.4+ / 3.9.2+ refuse it without `READ`) and
+/// is created once alice's node is gone, on every version (servers from 3.7
+/// on drop the deletion event for a session without `READ` on the node:
+/// bob also watches the parent's children).
+#[test]
+fn persistent_node_behind_another_identitys_node() {
+    use zklock::client::CreateMode;
+    use zklock::recipes::persistent_node::{PersistentNode, PersistentNodeEvent};
+    let checks = exists_checks_read();
+    for (perms, readable) in [(no_read(), false), (with_read(), true)] {
+        let p = Pair::new("aclv-pnode", &[""], perms);
+        let path = p.path("svc");
+        zklock::zkutil::create_with_parents(&p.alice, &path).unwrap();
+        let node = PersistentNode::start(&p.bob, &path, CreateMode::Persistent, b"bob").unwrap();
+        let events = node.events();
+        let first = events
+            .recv_timeout(WAIT)
+            .expect("bob's node reports alice's");
+        match first {
+            PersistentNodeEvent::ForeignUnreadable(ref at) if checks && !readable => {
+                assert_eq!(*at, path)
+            }
+            PersistentNodeEvent::Foreign(_) if readable || !checks => {}
+            e => panic!("readable {readable}: {e:?}"),
+        }
+        assert!(!node.is_created());
+        p.alice.zookeeper().delete(&path, None).unwrap();
+        assert!(
+            node.wait_created(WAIT),
+            "bob's node made once alice's is gone"
+        );
+        assert!(matches!(
+            events.recv_timeout(WAIT),
+            Ok(PersistentNodeEvent::Created(_))
+        ));
+        node.close();
+        let left = common::children(p.alice.zookeeper(), &p.root);
+        assert!(left.is_empty(), "{left:?}");
+        p.close();
+    }
+}
+
+/// A revoker that may write alice's lock node but not read it: its wait
+/// for her release needs `READ` (servers from 3.7 on drop the deletion
+/// event for it, 3.8.4+ / 3.9.2+ refuse its `exists`), so
+/// `attempt_revoke_with_grace` fails at once with `NoReadPermission` of
+/// `getData` on every version, before writing the request (alice keeps her
+/// lock, unasked), never waiting out the grace. With `READ`, alice (auto
+/// release) releases and the revocation ends `Released`.
+#[test]
+fn revoke_lock_of_another_identity() {
+    use zklock::recipes::revocable::{
+        attempt_revoke_with_grace, RevocableWriteLock, RevokeOutcome,
+    };
+    for (perms, works) in [
+        (no_read() | Perms::WRITE, false),
+        (with_read() | Perms::WRITE, true),
+    ] {
+        let p = Pair::new("aclv-revoke", &["", "rev"], perms);
+        let lock = p.path("rev");
+        let a = RevocableWriteLock::new(&p.alice, &lock, b"a", None)
+            .unwrap()
+            .with_auto_release(true);
+        a.acquire().unwrap();
+        let node = a.acquired_lock().unwrap().path;
+        let bob = p.bob.clone();
+        let n = node.clone();
+        // A grace longer than the bound: waiting it out fails the test.
+        let r = within("bob's revocation", move || {
+            attempt_revoke_with_grace(&bob, &n, WAIT * 3)
+        });
+        if works {
+            assert_eq!(r.unwrap(), RevokeOutcome::Released);
+            assert!(!a.is_held());
+        } else {
+            assert_no_read(r, "getData", &node);
+            assert!(a.is_held());
+            assert!(!a.is_revocation_requested(), "nothing written");
+            a.release().unwrap();
+        }
+        assert!(p.children("rev").is_empty(), "{:?}", p.children("rev"));
+        p.close();
+    }
+}
+
+/// Alice replaces bob's persistent node with hers in one `multi` (she may
+/// delete beside it): bob's node hears its deletion and finds a node at its
+/// name that is not the one it made, whose owner mark it may not look for
+/// (`getACL` needs `READ` or `ADMIN`): a foreign node, reported as such on
+/// every version, and bob's made again once alice's goes.
+#[test]
+fn persistent_node_replaced_by_another_identitys_node() {
+    use zklock::client::{CreateMode, Op};
+    use zklock::recipes::persistent_node::{PersistentNode, PersistentNodeEvent};
+    let checks = exists_checks_read();
+    let p = Pair::new("aclv-pnode-swap", &[""], no_read());
+    let path = p.path("svc");
+    let node = PersistentNode::start(&p.bob, &path, CreateMode::Persistent, b"bob").unwrap();
+    let events = node.events();
+    assert!(node.wait_created(WAIT));
+    assert!(matches!(
+        events.recv_timeout(WAIT),
+        Ok(PersistentNodeEvent::Created(_))
+    ));
+    let acl = p.alice.recoverable_zookeeper().acl_for(&path).to_vec();
+    p.alice
+        .zookeeper()
+        .multi(&[
+            Op::Delete {
+                path: path.clone(),
+                version: None,
+            },
+            Op::Create {
+                path: path.clone(),
+                data: b"alice".to_vec(),
+                acl,
+                mode: CreateMode::Persistent,
+            },
+        ])
+        .unwrap();
+    match events.recv_timeout(WAIT) {
+        Ok(PersistentNodeEvent::ForeignUnreadable(ref at)) if checks => assert_eq!(*at, path),
+        Ok(PersistentNodeEvent::Foreign(_)) if !checks => {}
+        e => panic!("{e:?}"),
+    }
+    p.alice.zookeeper().delete(&path, None).unwrap();
+    assert!(matches!(
+        events.recv_timeout(WAIT),
+        Ok(PersistentNodeEvent::Created(_))
+    ));
+    assert!(node.is_created());
+    node.close();
+    let left = common::children(p.alice.zookeeper(), &p.root);
+    assert!(left.is_empty(), "{left:?}");
     p.close();
 }

@@ -15,8 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    children, context_switches_of, local, local_raw, local_zkw, lock_recorder as recorder,
-    lock_watcher, raw, zkw,
+    children, local, local_raw, local_zkw, lock_recorder as recorder, lock_watcher, raw, zkw,
 };
 use zklock::client::ZooKeeper;
 use zklock::lock::{
@@ -698,9 +697,10 @@ fn event_thread_holder(zkw: &ZooKeeperWatcher, root: &str, hold: Duration) -> im
     }
 }
 
-/// A waiter's thread: its `acquire()`'s outcome (the lock when taken) and when
-/// it came.
-type Waiting = thread::JoinHandle<(Result<ZkInterProcessWriteLock, Error>, Instant)>;
+/// A waiter's thread: its `acquire()`'s outcome (the lock when taken), when
+/// it came, and how often the wait engine woke the thread during it
+/// ([`zklock::testing::engine_wake_ups`]).
+type Waiting = thread::JoinHandle<(Result<ZkInterProcessWriteLock, Error>, Instant, u64)>;
 
 /// A write lock on `root` held through `holder_zkw`, and a waiter on `zkw`
 /// blocked in `acquire()` on a thread named `name` (returned once its watch is
@@ -725,8 +725,10 @@ fn blocked_waiter(
     let waiter = thread::Builder::new()
         .name(name.into())
         .spawn(move || {
+            let before = zklock::testing::engine_wake_ups();
             let r = lock.acquire().map(|()| lock);
-            (r, Instant::now())
+            let ended = Instant::now();
+            (r, ended, zklock::testing::engine_wake_ups() - before)
         })
         .unwrap();
     assert!(eventually(Duration::from_secs(10), || watching.load(Ordering::SeqCst)));
@@ -746,7 +748,7 @@ fn close_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
         let zkw = zkw.clone();
         thread::spawn(move || zkw.close())
     };
-    let (r, ended) = waiter.join().unwrap();
+    let (r, ended, _) = waiter.join().unwrap();
     assert!(matches!(&r, Err(e) if e.is_fatal()), "{r:?}");
     let took = ended.duration_since(closing);
     assert!(
@@ -759,24 +761,23 @@ fn close_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
 
 /// A waiting thread sleeps until its wake-up: no periodic look at the session
 /// (10,000 idle waiters would otherwise wake 20,000 times a second). Counted
-/// by the waiting thread's own context switches over 3 s of waiting.
+/// exactly by the wait engine's wake-ups of the waiting thread
+/// ([`zklock::testing::engine_wake_ups`]) over its whole `acquire`, with 3 s
+/// of waiting: the release wakes it once, nothing else may.
 #[test]
 fn a_waiting_acquire_does_not_wake_up_while_nothing_happens() {
     let zkw = zkw();
     let root = unique_root("idle-waiter");
     let (holder, waiter) = blocked_waiter(&self::zkw(), &zkw, &root, "idle-waiter");
-    let before = context_switches_of("idle-waiter").expect("the waiter's thread");
     // Deliberate: an idle wait, long enough for 6 rechecks at 500 ms.
     thread::sleep(Duration::from_secs(3));
-    let after = context_switches_of("idle-waiter").expect("the waiter's thread");
-    assert!(
-        after - before <= 1,
-        "the idle waiter woke {} times",
-        after - before
-    );
     holder.release().unwrap();
-    let lock = waiter.join().unwrap().0.unwrap();
-    lock.release().unwrap();
+    let (lock, _, woken) = waiter.join().unwrap();
+    assert!(
+        woken <= 1,
+        "the idle waiter woke {woken} times (the release wakes it once)"
+    );
+    lock.unwrap().release().unwrap();
     zkw.close().unwrap();
 }
 
@@ -799,7 +800,7 @@ fn expiry_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
     thread::sleep(Duration::from_millis(2500));
     let healed = Instant::now();
     proxy.reset();
-    let (r, ended) = waiter.join().unwrap();
+    let (r, ended, _) = waiter.join().unwrap();
     assert!(
         matches!(&r, Err(e) if e.is(zklock::ZkError::SessionExpired)),
         "{:?}",

@@ -85,6 +85,13 @@ type StepHook = Arc<dyn Fn(BarrierStep) + Send + Sync>;
 ///   whose process dies leaves with its session.
 /// - Dropping an instance that entered and did not leave deletes its node in the
 ///   background (no network wait in `Drop`).
+/// - ACLs: every member writes the barrier's node (the version above) and
+///   the member that fills a round `check`s the others' nodes, which needs
+///   `READ` on them on every server version: it fails at once with
+///   [`Error::NoReadPermission`] (`check`) naming a member it may not read.
+///   A waiting member that may not read `ready` fails at once with
+///   `NoReadPermission` naming it, on every version (see
+///   [`AclPolicy`](crate::client::AclPolicy)).
 pub struct DoubleBarrier {
     zkw: ZooKeeperWatcher,
     path: String,
@@ -220,7 +227,9 @@ impl DoubleBarrier {
     /// # Errors
     /// `BadArguments` when this instance already entered; `SessionExpired`,
     /// `Closed`; `ConnectionLoss` when the connection stays down for a session
-    /// timeout. The member's node is deleted on every error.
+    /// timeout; [`Error::NoReadPermission`] naming a member this one may not
+    /// read (`check`, as it fills the round) or a `ready` it may not read
+    /// (see the type's docs). The member's node is deleted on every error.
     pub fn enter(&self, timeout: Duration) -> Result<bool> {
         let _started = crate::metrics::Timer::start();
         let entered = self.enter_within(timeout);
@@ -312,7 +321,7 @@ impl DoubleBarrier {
                 barrier_version,
                 stale,
                 ..
-            } = self.read_ready(&rzk, ready)?
+            } = self.read_ready(&rzk, ready, false)?
             else {
                 return Ok(true);
             };
@@ -368,8 +377,25 @@ impl DoubleBarrier {
     /// A `multi` that checks that version fails if a `ready` was made after
     /// this read; the `ready` read here is the only one there can be
     /// otherwise (a session's reads are in order).
-    fn read_ready(&self, rzk: &RecoverableZooKeeper, ready: &str) -> Result<ReadyState> {
-        let (_, barrier) = rzk.get_data(&self.path, false)?;
+    ///
+    /// A waiting member (`watch`) reads the barrier node with the waiter's
+    /// data watch: the `multi` that makes `ready` writes it, and servers
+    /// from 3.7 on do not deliver `ready`'s creation event to a session
+    /// without `READ` on `ready` (its `exists` watch never fires there), so
+    /// this watch wakes the member, whose next read of `ready` is then
+    /// refused at once ([`Error::NoReadPermission`]) instead of waiting out
+    /// its timeout.
+    fn read_ready(
+        &self,
+        rzk: &RecoverableZooKeeper,
+        ready: &str,
+        watch: bool,
+    ) -> Result<ReadyState> {
+        let (_, barrier) = if watch {
+            rzk.get_data_watch(&self.path, self.waiter.watcher())?
+        } else {
+            rzk.get_data(&self.path, false)?
+        };
         let data = match rzk.get_data(ready, false) {
             Ok((data, _)) => Some(data),
             Err(e) if e.is(ZkError::NoNode) => None,
@@ -413,7 +439,7 @@ impl DoubleBarrier {
                 barrier_version,
                 stale,
                 members: counted,
-            } = self.read_ready(rzk, ready)?
+            } = self.read_ready(rzk, ready, true)?
             else {
                 return Ok(true);
             };
@@ -480,6 +506,23 @@ impl DoubleBarrier {
                 code: ZkError::NoNode | ZkError::NodeExists | ZkError::BadVersion,
                 ..
             }) => Ok(false),
+            // A `check` needs `READ` on its node (on every server version):
+            // a member this one may not read can never be counted.
+            Err(Error::Multi {
+                index,
+                code: ZkError::NoAuth,
+                results,
+            }) => match ops.get(index) {
+                Some(Op::Check { path, .. }) => Err(Error::NoReadPermission {
+                    operation: "check",
+                    path: path.clone(),
+                }),
+                _ => Err(Error::Multi {
+                    index,
+                    code: ZkError::NoAuth,
+                    results,
+                }),
+            },
             // In doubt: the next round looks for `ready` and counts again.
             Err(e) if e.is_retryable() && !rzk.deadline().is_past() => Ok(false),
             Err(e) => Err(e),

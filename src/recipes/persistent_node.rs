@@ -67,8 +67,13 @@
 //! # Foreign changes
 //! A change of the node's data by someone else is reported
 //! ([`PersistentNodeEvent::ChangedByOther`]) and left as it is; a foreign
-//! node of the same name (another session's ephemeral) is waited out, then
-//! the node is created again.
+//! node of the same name (another session's ephemeral) is reported
+//! ([`PersistentNodeEvent::Foreign`], or
+//! [`PersistentNodeEvent::ForeignUnreadable`] when this session may not read
+//! it and the server refuses its `exists`) and waited out through a watch on
+//! the parent's children as well as its own (whose events servers from 3.7
+//! on drop for a session without `READ` on it), then the node is created
+//! again, on every server version.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -100,6 +105,12 @@ pub enum PersistentNodeEvent {
     /// The node's name is held by another session's node; created again
     /// once it is gone.
     Foreign(Stat),
+    /// The node's name is held by a node this session may not read (its
+    /// ACL gives it no `READ`): ZooKeeper 3.8.4+ and 3.9.2+ refuse its
+    /// `exists` (ZOOKEEPER-2590), so there is no `Stat` to report (where the
+    /// server answers the `exists`, the node is [`Foreign`](Self::Foreign)).
+    /// Created again once it is gone. The path of the node.
+    ForeignUnreadable(String),
 }
 
 struct Shared {
@@ -128,6 +139,9 @@ struct Shared {
     #[cfg(feature = "testing")]
     rounds: std::sync::atomic::AtomicU64,
     events: Mutex<Vec<mpsc::Sender<PersistentNodeEvent>>>,
+    /// The foreign node last reported at the name (its creation zxid;
+    /// `None`: one this session may not read), so each one is told once.
+    foreign: Mutex<Option<Option<i64>>>,
 }
 
 /// A node kept created (see the module docs). Dropping it removes the node
@@ -228,6 +242,7 @@ impl PersistentNode {
             #[cfg(feature = "testing")]
             rounds: std::sync::atomic::AtomicU64::new(0),
             events: Mutex::new(Vec::new()),
+            foreign: Mutex::new(None),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -460,6 +475,7 @@ impl Shared {
     fn created(&self, zk: &ZooKeeper, path: String, stat: Stat) {
         *self.ours.lock() = Some((zk.session_id(), stat.czxid, stat.mzxid));
         *self.actual.lock() = Some(path);
+        *self.foreign.lock() = None;
         self.tell(PersistentNodeEvent::Created(stat));
         self.waiter.counter().wake();
     }
@@ -531,17 +547,35 @@ impl Shared {
             return self.keep_sequential(zk, watcher);
         }
         loop {
-            match zk.exists_watch(&self.path, watcher.clone())? {
-                Some(stat) if self.is_ours(zk, &self.path, &stat)? => {
+            let found = match zk.exists_watch(&self.path, watcher.clone()) {
+                // A node this session may not read is not its own (its
+                // policy gives the creator `READ`).
+                Err(Error::NoReadPermission { .. }) => {
+                    self.forget();
+                    return self.foreign(zk, watcher, None);
+                }
+                found => found?,
+            };
+            let ours = match &found {
+                Some(stat) => match self.is_ours(zk, &self.path, stat) {
+                    // Its ACL gives this session neither `READ` nor
+                    // `ADMIN` (`getACL` of its mark): not its own node.
+                    Err(e) if e.is(ZkError::NoAuth) => false,
+                    ours => ours?,
+                },
+                None => false,
+            };
+            match found {
+                Some(stat) if ours => {
                     self.still_ours(zk, &self.path, stat);
                     return Ok(());
                 }
                 Some(stat) => {
                     self.forget();
-                    self.tell(PersistentNodeEvent::Foreign(stat));
-                    return Ok(());
+                    return self.foreign(zk, watcher, Some(stat));
                 }
                 None => {
+                    *self.foreign.lock() = None;
                     if self.ours.lock().is_some() {
                         self.forget();
                     }
@@ -559,6 +593,39 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// The name is held by a foreign node (`stat`; `None`: one this session
+    /// may not read): tells it (once per node), and watches the parent's
+    /// children, whose change wakes the next round when the node goes. Its
+    /// own watch may never fire: servers from 3.7 on drop its events for a
+    /// session without `READ` on it, and 3.8.4+ / 3.9.2+ refuse the
+    /// `exists` that would set it. Deliberate cost: while a foreign node
+    /// holds the name, each change of the parent's children is one more
+    /// round (an `exists` and this `getChildren`).
+    fn foreign(
+        &self,
+        zk: &ZooKeeper,
+        watcher: &Arc<dyn Watcher>,
+        stat: Option<Stat>,
+    ) -> Result<()> {
+        let parent = crate::path::get_parent(&self.path).unwrap_or("/");
+        let watched = zk.get_children_watch(parent, watcher.clone());
+        let key = stat.as_ref().map(|s| s.czxid);
+        if self.foreign.lock().replace(key) != Some(key) {
+            self.tell(match stat {
+                Some(stat) => PersistentNodeEvent::Foreign(stat),
+                None => PersistentNodeEvent::ForeignUnreadable(self.path.clone()),
+            });
+        }
+        // Gone already (before the watch was set): the next round at once.
+        if !watched?
+            .iter()
+            .any(|c| c == crate::path::get_node_name(&self.path))
+        {
+            self.waiter.counter().wake();
+        }
+        Ok(())
     }
 
     /// Removes the node when it is ours (on close or drop, on this thread).
