@@ -14,6 +14,7 @@
 //! | [`ZkServer::start_tls`], [`TestPki`] | a server with a TLS port (Netty, `ssl.clientAuth=need`) and certificates, keys and stores made at test time |
 //! | [`FaultProxy`] | a TCP proxy in front of a server: `stall` (partition), `cut`, `reset`, `delay`, `pass` |
 //! | [`expire_session`], [`close_session`] | expire a session on the server (a second handle on its id and password, closed, until the server confirms), and wait until its handle learned it: Curator's `KillSession` |
+//! | [`ScratchDir`], [`remove_at_exit`] | a temp directory removed on drop (kept for a failing test), or when the process ends for one a `static` holds: the only way tests make one |
 //! | [`four_letter`], [`parse_mntr`], [`unique_root`] | helpers |
 //! | [`test_version`], [`ServerVersion`], [`ZkServer::version`], [`server_version`], [`require_version`] | which server version runs, and skipping a test a server is too old for |
 //!
@@ -103,6 +104,7 @@ mod kdc;
 mod pki;
 mod process;
 mod proxy;
+mod scratch;
 mod server;
 mod version;
 
@@ -114,6 +116,7 @@ pub use process::pid_alive;
 #[cfg(feature = "tls")]
 pub use proxy::TlsFront;
 pub use proxy::{FaultProxy, ProxyMode, QuorumCounts};
+pub use scratch::{remove_at_exit, ScratchDir};
 pub use server::{ZkServer, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
 pub use version::{
     curator_classpath, curator_version, java_client_classpath, require_version, server_classpath,
