@@ -204,14 +204,27 @@ pub fn try_shared_server() -> io::Result<&'static ZkServer> {
     }
 }
 
-/// After any panic, keep the shared server's directory when the process exits, and
-/// say where it is (once). The previous hook still runs.
+/// After a panic that may fail a test, keep the shared server's directory when the
+/// process exits, and say where it is (once). The previous hook still runs.
+///
+/// A panic on an unnamed thread or on one of the client's own threads (`zklock-*`:
+/// a watcher or listener panicking on purpose, which the client catches) does not
+/// count: a test it fails panics on its own thread too (libtest names it after the
+/// test), when it joins the thread or sees the damage. Without this, every run of a
+/// binary with a deliberately panicking watcher left the server's directory behind.
 fn install_keep_on_panic_hook() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             static TOLD: AtomicBool = AtomicBool::new(false);
+            let may_fail_a_test = std::thread::current()
+                .name()
+                .is_some_and(|n| !n.starts_with("zklock-"));
+            if !may_fail_a_test {
+                previous(info);
+                return;
+            }
             if let Some(Ok(server)) = SHARED.get() {
                 server.keep_on_exit();
                 if !TOLD.swap(true, Ordering::SeqCst) {
