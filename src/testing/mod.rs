@@ -45,8 +45,10 @@
 //!
 //! A [`ZkServer`] or [`ZkEnsemble`] dropped while its thread panics keeps its
 //! directory (config, data, `zookeeper.log`) and prints its path. The shared server
-//! installs a panic hook that does the same: after any panic in the test binary its
-//! directory is kept when the process exits, and the path is printed once.
+//! installs a panic hook that does the same: after a panic on a named thread other
+//! than the client's own (`zklock-*`, where a watcher may panic on purpose) its
+//! directory is kept when the process exits, and the path is printed once. A
+//! [`ScratchDir`] dropped while its thread panics is kept the same way.
 //!
 //! # Server versions
 //!
