@@ -146,7 +146,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use zklock::client::{Acl, CreateMode, EventType, WatchedEvent, ZooKeeper};
 use zklock::lock::{InterProcessLock, LockStep, ZkInterProcessWriteLock};
-use zklock::testing::{eventually, example_servers, four_letter};
+use zklock::testing::{eventually, example_servers, four_letter, ScratchDir};
 use zklock::{DeletionListener, ZkError, ZooKeeperListener, ZooKeeperWatcher};
 
 mod common;
@@ -1058,15 +1058,16 @@ fn futex_label(slots: &str) -> String {
 /// without a C compiler or when the shim's prctl fails; fails the run when the
 /// pass finds a wrong result.
 fn futex_pass(servers: &str, root: &str, list: &[usize]) -> FutexPass {
-    let dir = env::temp_dir().join(format!("zklock-scale-futex-{}", std::process::id()));
-    if let Err(e) = fs::create_dir_all(&dir) {
-        return FutexPass::Skipped(format!("skipped: cannot make {}: {e}", dir.display()));
-    }
-    let pass = futex_pass_in(&dir, servers, root, list);
+    let scratch = match ScratchDir::new("scale-futex") {
+        Ok(d) => d,
+        Err(e) => return FutexPass::Skipped(format!("skipped: {e}")),
+    };
+    let pass = futex_pass_in(&scratch, servers, root, list);
     if let FutexPass::Skipped(why) = &pass {
         println!("  futex hash pass {why}; going on");
     }
-    let _ = fs::remove_dir_all(&dir);
+    let dir = scratch.to_path_buf();
+    drop(scratch);
     let gone = if dir.exists() {
         "NOT removed"
     } else {

@@ -27,7 +27,7 @@
 use std::time::{Duration, Instant};
 
 use zklock::client::{SaslConfig, TlsConfig, WatchedEvent, ZooKeeper};
-use zklock::testing::{TestPki, ZkServer, NETTY_CLASSPATH};
+use zklock::testing::{ScratchDir, TestPki, ZkServer, NETTY_CLASSPATH};
 
 mod common;
 
@@ -116,7 +116,8 @@ fn main() {
     let alice = pki.client("alice").expect("a client certificate");
     let sasl = ZkServer::start_sasl(&USERS).expect("a SASL ZooKeeper");
     let both = ZkServer::start_tls_sasl(&pki, &USERS).expect("a TLS + SASL ZooKeeper");
-    let jaas = std::env::temp_dir().join(format!("zklock-bench-sasl-{}.jaas", std::process::id()));
+    let jaas_dir = ScratchDir::new("bench-sasl").expect("a scratch directory");
+    let jaas = jaas_dir.join("client.jaas");
     std::fs::write(
         &jaas,
         format!(
@@ -243,6 +244,6 @@ fn main() {
             println!("  zklock/Java, per round: {}x", spread(&ratios, 2));
         }
     }
-    let _ = std::fs::remove_file(&jaas);
+    drop(jaas_dir);
     println!("\nload at the end: {}", loadavg());
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{ensure, Context};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use zklock::testing::{pid_alive as alive, ZkServer};
+use zklock::testing::{pid_alive as alive, ScratchDir, ZkServer};
 
 /// A command's start or end, stamped by the command itself.
 #[derive(Debug, Clone)]
@@ -316,8 +316,8 @@ fn main() -> anyhow::Result<()> {
         "\n3. the zklock of a holder (session timeout 2 s) is killed with kill -9; its command \
          and the command's background job die at once, and the waiter takes over"
     );
-    let pids = std::env::temp_dir().join(format!("zklock-demo-{}.pids", std::process::id()));
-    let _ = std::fs::remove_file(&pids);
+    let pids_dir = ScratchDir::new("demo").context("a scratch directory")?;
+    let pids = pids_dir.join("pids");
     let mut victim = demo.spawn(
         "victim",
         &job,
@@ -363,7 +363,7 @@ fn main() -> anyhow::Result<()> {
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
         .collect();
-    let _ = std::fs::remove_file(&pids);
+    drop(pids_dir);
     let killed = epoch();
     println!(
         "  {}  (demo)     kill -9 {} (the victim's zklock only; its command is pid {}, \

@@ -12,7 +12,9 @@ use common::{children, local, raw};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use zklock::client::ZooKeeper;
-use zklock::testing::{four_letter, pid_alive as alive, test_servers, unique_root, wait_until};
+use zklock::testing::{
+    four_letter, pid_alive as alive, test_servers, unique_root, wait_until, ScratchDir,
+};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -84,12 +86,9 @@ fn signal(child: &Child, sig: Signal) {
     kill(Pid::from_raw(child.id() as i32), sig).expect("kill");
 }
 
-/// A temp directory for a test's marker files.
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("zklock-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A temp directory for a test's marker files, removed when the test drops it.
+fn temp_dir(name: &str) -> ScratchDir {
+    ScratchDir::new(&format!("cli-{name}")).unwrap()
 }
 
 /// A shell command that creates `started`, then waits until `release` exists.
@@ -983,6 +982,7 @@ fn server_detaches_prints_its_address_honours_port_and_stops_by_pid() {
         .unwrap()
         .port();
     // The shell recipe: the command substitution returns (nothing keeps its pipe).
+    let cwd = temp_dir("server-detach");
     let out = Command::new("sh")
         .args([
             "-c",
@@ -990,7 +990,7 @@ fn server_detaches_prints_its_address_honours_port_and_stops_by_pid() {
             env!("CARGO_BIN_EXE_zklock"),
             &port.to_string(),
         ])
-        .current_dir(temp_dir("server-detach"))
+        .current_dir(&cwd)
         .output()
         .unwrap();
     let said = text(&out.stdout);

@@ -366,6 +366,18 @@ fn watchdog_child() {
     match how.as_str() {
         "abort" => std::process::abort(),
         "panic" => panic!("deliberate panic in the watchdog child"),
+        "caught" => {
+            // A panic the test expects (a panicking watcher on the client's
+            // event thread, a worker thread joined): the test passes.
+            for name in [None, Some("zklock-event")] {
+                let mut b = thread::Builder::new();
+                if let Some(n) = name {
+                    b = b.name(n.to_string());
+                }
+                let r = b.spawn(|| panic!("deliberate, caught")).unwrap().join();
+                assert!(r.is_err());
+            }
+        }
         _ => {}
     }
 }
@@ -416,6 +428,15 @@ fn shared_server_dies_when_the_test_process_exits() {
 #[test]
 fn shared_server_dies_when_the_test_process_aborts() {
     let (pid, dir) = run_child("abort");
+    assert_jvm_gone(pid);
+    wait_until(Duration::from_secs(10), "the directory is removed", || {
+        !dir.exists()
+    });
+}
+
+#[test]
+fn shared_server_dir_is_removed_after_a_caught_panic() {
+    let (pid, dir) = run_child("caught");
     assert_jvm_gone(pid);
     wait_until(Duration::from_secs(10), "the directory is removed", || {
         !dir.exists()

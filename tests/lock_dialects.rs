@@ -18,18 +18,20 @@ use zklock::lock::{
     Dialect, InterProcessLock, InterProcessReadWriteLock, LockEvent, LockStep, ZkInterProcessMutex,
     ZkInterProcessReadWriteLock,
 };
-use zklock::testing::{eventually, shared_server, test_servers, unique_root, FaultProxy};
+use zklock::testing::{
+    eventually, shared_server, test_servers, unique_root, FaultProxy, ScratchDir,
+};
 use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
 
 const LONG: Duration = Duration::from_secs(30);
 
 /// A flag file private to one test: created with O_EXCL inside the lock and
 /// deleted before the release, by every participant, so a second holder
-/// finds it.
-fn flag(name: &str) -> PathBuf {
-    let f = std::env::temp_dir().join(format!("zklock-dialect-{name}-{}", std::process::id()));
-    let _ = fs::remove_file(&f);
-    f
+/// finds it. It lies in a scratch directory the test keeps while it runs.
+fn flag(name: &str) -> (ScratchDir, PathBuf) {
+    let dir = ScratchDir::new(&format!("dialect-{name}")).unwrap();
+    let f = dir.join("flag");
+    (dir, f)
 }
 
 fn enter(flag: &Path) {
@@ -186,7 +188,7 @@ fn mutex_against_native(mut native: Participant, dialect: Dialect, name: &str, i
     z.release().unwrap();
 
     // A ring: two zklock holders and two native ones, one flag.
-    let f = flag(name);
+    let (_flag_dir, f) = flag(name);
     const ROUNDS: usize = 25;
     native.send(&format!("mutex n2 {p} {id}"));
     answer(&native, "ok n2", LONG);

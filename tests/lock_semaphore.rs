@@ -19,7 +19,7 @@ use zklock::lock::{
     ZkInterProcessMutex, ZkInterProcessReadLock, ZkInterProcessWriteLock, ZkSemaphore,
 };
 use zklock::recipes::counter::SharedCount;
-use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
+use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ScratchDir};
 use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
 
 /// The directory of a semaphore's leases in `dialect`'s layout.
@@ -590,8 +590,8 @@ fn mixed_holders(mut peer: Participant, dialect: Dialect) {
     z2.release().unwrap();
 
     // The ring.
-    let flags = std::env::temp_dir().join(format!("zklock-sem-flags{}", root.replace('/', "-")));
-    std::fs::create_dir_all(&flags).unwrap();
+    let flags_dir = ScratchDir::new("sem-flags").unwrap();
+    let flags = flags_dir.to_path_buf();
     let rounds = 25;
     peer.send(&format!("ring {root} 2 {rounds} {}", flags.display()));
     let violations = Arc::new(AtomicUsize::new(0));
@@ -633,7 +633,7 @@ fn mixed_holders(mut peer: Participant, dialect: Dialect) {
         0,
         "zklock saw more than 2 holders"
     );
-    std::fs::remove_dir_all(&flags).unwrap();
+    drop(flags_dir);
     peer.finish();
     assert_no_nodes_in(&root, dialect);
 }

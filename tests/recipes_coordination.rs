@@ -22,7 +22,7 @@ use zklock::recipes::group::Group;
 use zklock::recipes::priority_queue::DistributedPriorityQueue;
 use zklock::recipes::queue::DistributedQueue;
 use zklock::recipes::two_phase_commit::{Outcome, TwoPhaseCommit, Vote};
-use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
+use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ScratchDir};
 use zklock::{Error, RetryConfig, ZkError, ZooKeeperWatcher};
 
 const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
@@ -124,8 +124,10 @@ fn java_classes() -> &'static Path {
             );
         }
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/RecipeClient.java");
-        let out = std::env::temp_dir().join(format!("zklock-recipes-java-{}", std::process::id()));
-        std::fs::create_dir_all(&out).unwrap();
+        // Used by every Java client of this binary: removed when the process ends.
+        let out = ScratchDir::new("recipes-java")
+            .and_then(ScratchDir::until_exit)
+            .unwrap();
         let status = Command::new("javac")
             .args(["-nowarn", "-d"])
             .arg(&out)

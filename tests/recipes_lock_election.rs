@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use zklock::client::{Acl, WatchedEvent, ZooKeeper};
 use zklock::recipes::election::{ElectionEventType as Ev, LeaderElectionSupport};
 use zklock::recipes::write_lock::{LockListener, WriteLock, WriteLockStep};
-use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ZkServer};
+use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ScratchDir, ZkServer};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
 
 fn init_log() {
@@ -75,12 +75,73 @@ fn leave(flag: &Path) {
     fs::remove_file(flag).expect("flag gone while owner");
 }
 
+/// Set in the child process of `a_java_participant_leaves_nothing_in_the_temp_dir`.
+const SCRATCH_CHILD_ENV: &str = "ZKLOCK_SCRATCH_CHILD";
+
+/// Runs in a child process (see `a_java_participant_leaves_nothing_in_the_temp_dir`,
+/// which gives it a private `$TMPDIR`): the set-up of the Java-participant tests —
+/// the shared server, the participant's classes compiled once for the process, a
+/// flag in a scratch directory — and one grant of the Java write lock.
+#[test]
+#[ignore = "helper: runs only as a child process of a_java_participant_leaves_nothing_in_the_temp_dir"]
+fn java_participant_scratch_child() {
+    if std::env::var_os(SCRATCH_CHILD_ENV).is_none() {
+        return;
+    }
+    let servers = shared_server().connect_string();
+    let (zk, dir) = common::setup_root(&servers, "wl-scratch");
+    let flag_dir = ScratchDir::new("wl-flag").unwrap();
+    let flag = flag_dir.join("owner").display().to_string();
+    let j = Participant::java("WriteLockParticipant", &[&servers, &dir, "1", &flag]);
+    j.expect("DONE", Duration::from_secs(60));
+    j.finish();
+    zk.delete(&dir, None).unwrap();
+    zk.close().unwrap();
+}
+
+/// Nothing the harness or a Java-participant test makes under the temp dir
+/// outlives the test process: scratch directories are removed on drop, the
+/// process-wide ones (compiled classes) and the shared server's when the process
+/// ends. Checked on a child process with a private, empty `$TMPDIR`.
+#[test]
+fn a_java_participant_leaves_nothing_in_the_temp_dir() {
+    let tmp = ScratchDir::new("tmpdir").unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "java_participant_scratch_child"])
+        .args(["--nocapture"])
+        .env(SCRATCH_CHILD_ENV, "1")
+        .env("TMPDIR", tmp.path())
+        .env_remove("ZK_TEST_SERVERS")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+        "the child failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left = || -> Vec<String> {
+        fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("zklock-"))
+            .collect()
+    };
+    // The process-exit cleaners run once the child is gone: a moment later.
+    assert!(
+        eventually(Duration::from_secs(20), || left().is_empty()),
+        "left in the temp dir: {:?}",
+        left()
+    );
+}
+
 #[test]
 fn write_lock_rust_and_java_contenders_200_grants_never_two_owners() {
     let servers = shared_server().connect_string();
     let dir = unique_root("wl-mixed");
-    let flag = std::env::temp_dir().join(format!("zklock-wl-flag-{}", std::process::id()));
-    let _ = fs::remove_file(&flag);
+    let flag_dir = ScratchDir::new("wl-flag").unwrap();
+    let flag = flag_dir.join("owner");
     const RUST: usize = 5;
     let java_n: usize = std::env::var("WL_JAVA")
         .ok()

@@ -18,7 +18,7 @@ use zklock::client::AclPolicy;
 use zklock::client::{
     Acl, CreateMode, Id, KeeperState, Perms, SaslConfig, State, ZooKeeper, ZooKeeperBuilder,
 };
-use zklock::testing::{FaultProxy, ZkServer};
+use zklock::testing::{FaultProxy, ScratchDir, ZkServer};
 use zklock::zkutil::{self, ZkUtilOp};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
 
@@ -482,8 +482,7 @@ fn the_cli_takes_a_lock_with_sasl() {
     use std::process::Command;
     let server = shared();
     let lock = format!("/sasl-cli-{}", std::process::id());
-    let dir = std::env::temp_dir().join(format!("zklock-sasl-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ScratchDir::new("sasl-cli").unwrap();
     let file = dir.join("alice.pw");
     std::fs::write(&file, format!("{}\n", password("alice"))).unwrap();
     let run = |args: &[&str], env_pw: Option<&str>| {
@@ -523,7 +522,7 @@ fn the_cli_takes_a_lock_with_sasl() {
         String::from_utf8_lossy(&out.stderr).contains("ZKLOCK_SASL_PASSWORD"),
         "{out:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
 }
 
 /// The locks take their ACLs from the watcher's policy: on a SASL watcher

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-use zklock::testing::{ClientCert, TestPki, ZkEnsemble, ZkServer};
+use zklock::testing::{ClientCert, ScratchDir, TestPki, ZkEnsemble, ZkServer};
 
 /// One PKI and one TLS server for the tests of this binary that do not stop it.
 fn shared() -> &'static (TestPki, ZkServer) {
@@ -1337,8 +1337,7 @@ fn the_cli_lock_of_a_certificate_holder_is_creator_only_and_acl_chooses() {
     let zb = zk_as(pki, &bob, &cs);
     let za = zk_as(pki, &alice, &cs);
     let root = format!("/tls-cli-acl-{}", std::process::id());
-    let dir = std::env::temp_dir().join(format!("zklock-tls-cli-acl-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ScratchDir::new("tls-cli-acl").unwrap();
     let node_of = |lock: &str| format!("{lock}/{}", common::children(&za, lock)[0]);
     let alice_all = format!("x509:{}:cdrwa", alice.acl_id);
 
@@ -1448,7 +1447,7 @@ fn the_cli_lock_of_a_certificate_holder_is_creator_only_and_acl_chooses() {
         "{out:?}"
     );
     common::client::rmr(&za, &root);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     za.close().unwrap();
     zb.close().unwrap();
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use zklock::client::{Acl, CreateMode, WatchedEvent, Watcher, ZooKeeper};
 use zklock::lock::{InterProcessLock, LockStep, ZkInterProcessWriteLock};
-use zklock::testing::{four_letter, parse_mntr};
+use zklock::testing::{four_letter, parse_mntr, ScratchDir};
 use zklock::ZkError;
 use zklock::ZooKeeperWatcher;
 
@@ -426,7 +426,7 @@ pub const CURATOR_JARS: [&str; 8] = [
 /// A bench's Java classes, compiled into a temp directory (removed on drop),
 /// with the jars they run against.
 pub struct JavaClasses {
-    pub dir: PathBuf,
+    pub dir: ScratchDir,
     pub jars: Vec<String>,
 }
 
@@ -454,12 +454,6 @@ impl JavaClasses {
     }
 }
 
-impl Drop for JavaClasses {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// Compiles `sources` (paths relative to the crate root) with `javac` against
 /// `jars` into a fresh temp directory. `Err` says why (a missing jar, no JDK,
 /// a compile error) for the bench to print as a note and skip its Java side.
@@ -467,8 +461,7 @@ pub fn compile_java(name: &str, sources: &[&str], jars: &[&str]) -> Result<JavaC
     if let Some(missing) = jars.iter().find(|j| !Path::new(j).exists()) {
         return Err(format!("{missing} not found"));
     }
-    let dir = env::temp_dir().join(format!("zklock-bench-{name}-{}", std::process::id()));
-    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let dir = ScratchDir::new(&format!("bench-{name}")).map_err(|e| e.to_string())?;
     // Made now, so that an early return removes the directory.
     let classes = JavaClasses {
         dir,
@@ -478,7 +471,7 @@ pub fn compile_java(name: &str, sources: &[&str], jars: &[&str]) -> Result<JavaC
     // -implicit:none: no class files for what the jars' sources would bring in.
     let status = Command::new("javac")
         .args(["-nowarn", "-proc:none", "-implicit:none", "-d"])
-        .arg(&classes.dir)
+        .arg(classes.dir.path())
         .arg("-cp")
         .arg(jars.join(":"))
         .args(sources.iter().map(|s| root.join(s)))

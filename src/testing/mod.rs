@@ -14,6 +14,7 @@
 //! | [`ZkServer::start_tls`], [`TestPki`] | a server with a TLS port (Netty, `ssl.clientAuth=need`) and certificates, keys and stores made at test time |
 //! | [`FaultProxy`] | a TCP proxy in front of a server: `stall` (partition), `cut`, `reset`, `delay`, `pass` |
 //! | [`expire_session`], [`close_session`] | expire a session on the server (a second handle on its id and password, closed, until the server confirms), and wait until its handle learned it: Curator's `KillSession` |
+//! | [`ScratchDir`], [`remove_at_exit`] | a temp directory removed on drop (kept for a failing test), or when the process ends for one a `static` holds: the only way tests make one |
 //! | [`four_letter`], [`parse_mntr`], [`unique_root`] | helpers |
 //! | [`test_version`], [`ServerVersion`], [`ZkServer::version`], [`server_version`], [`require_version`] | which server version runs, and skipping a test a server is too old for |
 //!
@@ -44,8 +45,10 @@
 //!
 //! A [`ZkServer`] or [`ZkEnsemble`] dropped while its thread panics keeps its
 //! directory (config, data, `zookeeper.log`) and prints its path. The shared server
-//! installs a panic hook that does the same: after any panic in the test binary its
-//! directory is kept when the process exits, and the path is printed once.
+//! installs a panic hook that does the same: after a panic on a named thread other
+//! than the client's own (`zklock-*`, where a watcher may panic on purpose) its
+//! directory is kept when the process exits, and the path is printed once. A
+//! [`ScratchDir`] dropped while its thread panics is kept the same way.
 //!
 //! # Server versions
 //!
@@ -103,6 +106,7 @@ mod kdc;
 mod pki;
 mod process;
 mod proxy;
+mod scratch;
 mod server;
 mod version;
 
@@ -114,6 +118,7 @@ pub use process::pid_alive;
 #[cfg(feature = "tls")]
 pub use proxy::TlsFront;
 pub use proxy::{FaultProxy, ProxyMode, QuorumCounts};
+pub use scratch::{remove_at_exit, ScratchDir};
 pub use server::{ZkServer, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
 pub use version::{
     curator_classpath, curator_version, java_client_classpath, require_version, server_classpath,
@@ -201,14 +206,27 @@ pub fn try_shared_server() -> io::Result<&'static ZkServer> {
     }
 }
 
-/// After any panic, keep the shared server's directory when the process exits, and
-/// say where it is (once). The previous hook still runs.
+/// After a panic that may fail a test, keep the shared server's directory when the
+/// process exits, and say where it is (once). The previous hook still runs.
+///
+/// A panic on an unnamed thread or on one of the client's own threads (`zklock-*`:
+/// a watcher or listener panicking on purpose, which the client catches) does not
+/// count: a test it fails panics on its own thread too (libtest names it after the
+/// test), when it joins the thread or sees the damage. Without this, every run of a
+/// binary with a deliberately panicking watcher left the server's directory behind.
 fn install_keep_on_panic_hook() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             static TOLD: AtomicBool = AtomicBool::new(false);
+            let may_fail_a_test = std::thread::current()
+                .name()
+                .is_some_and(|n| !n.starts_with("zklock-"));
+            if !may_fail_a_test {
+                previous(info);
+                return;
+            }
             if let Some(Ok(server)) = SHARED.get() {
                 server.keep_on_exit();
                 if !TOLD.swap(true, Ordering::SeqCst) {

@@ -8,12 +8,14 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use super::process::make_temp_dir;
+use super::scratch::remove_at_exit;
 
 /// The password of every PKCS12 store a [`TestPki`] writes (test material only).
 pub const STORE_PASSWORD: &str = "zklock-test";
 
 /// A throwaway public-key infrastructure for TLS tests, made with `openssl`
-/// and `keytool` in a fresh temp directory (removed on drop):
+/// and `keytool` in a fresh temp directory (removed on drop, or when the process
+/// ends for a `TestPki` held in a `static`):
 ///
 /// - a CA (`ca.pem`), and a second, untrusted one (`other-ca.pem`);
 /// - the server's key and certificate, issued by the CA for the host name
@@ -68,6 +70,9 @@ impl TestPki {
             dir: make_temp_dir("pki")?,
             issuing: Mutex::new(()),
         };
+        // Removed on drop; a PKI held in a `static` (never dropped) is removed
+        // when the process ends.
+        remove_at_exit(&pki.dir)?;
         pki.make_ca("ca", "zklock test CA")?;
         pki.make_ca("other-ca", "zklock untrusted CA")?;
         pki.issue(

@@ -12,6 +12,7 @@ use std::thread;
 use std::time::Duration;
 
 use zklock::client::{Acl, CreateMode, Id, ZooKeeper};
+use zklock::testing::ScratchDir;
 use zklock::ZkError;
 
 /// The Java client of the server version under test (`ZK_TEST_VERSION`), with
@@ -25,8 +26,10 @@ fn jars() -> String {
 fn java_classes() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let out = std::env::temp_dir().join(format!("zklock-java-{}", std::process::id()));
-        std::fs::create_dir_all(&out).unwrap();
+        // Used by every Java client of this binary: removed when the process ends.
+        let out = ScratchDir::new("java")
+            .and_then(ScratchDir::until_exit)
+            .unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/TlsClient.java");
         let status = Command::new("javac")
             .args(["-nowarn", "-proc:none", "-implicit:none", "-d"])
@@ -102,12 +105,16 @@ impl Drop for JavaClient {
 }
 
 /// The JVM options of a Java client authenticating with DIGEST-MD5 as
-/// `user` (a JAAS `Client` section with `DigestLoginModule`, in a file under
-/// the temporary directory named after this process, left for the process's
-/// lifetime).
+/// `user` (a JAAS `Client` section with `DigestLoginModule`, in a file of a
+/// scratch directory shared by the process and removed when it ends: a JVM
+/// may read the file whenever it logs in).
 pub fn jaas_options(user: &str, password: &str) -> Vec<String> {
-    let dir = std::env::temp_dir().join(format!("zklock-sasl-java-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        ScratchDir::new("sasl-java")
+            .and_then(ScratchDir::until_exit)
+            .unwrap()
+    });
     let file = dir.join(format!("{user}.jaas"));
     std::fs::write(
         &file,

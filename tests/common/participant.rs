@@ -19,6 +19,8 @@ use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use zklock::testing::ScratchDir;
+
 /// ZooKeeper's own recipes (lock, election) a Java participant may use:
 /// Debian's, built on 3.8's client API, which 3.6 and 3.9 keep.
 pub const RECIPE_JARS: [&str; 2] = [
@@ -59,9 +61,10 @@ fn java_classes(class: &str) -> PathBuf {
         return dir.clone();
     }
     let jars = java_jars();
-    let out =
-        std::env::temp_dir().join(format!("zklock-participant-{}-{class}", std::process::id()));
-    std::fs::create_dir_all(&out).unwrap();
+    // Used by every participant of this binary: removed when the process ends.
+    let out = ScratchDir::new(&format!("participant-{class}"))
+        .and_then(ScratchDir::until_exit)
+        .unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/java/{class}.java"));
     let status = Command::new("javac")
         .args(["-nowarn", "-proc:none", "-implicit:none", "-d"])
