@@ -90,7 +90,9 @@ pub const QUEUE_TAKE_WAIT_SECONDS: &str = "zklock_queue_take_wait_seconds";
 /// leadership gained (`role="leader"`) or given up/lost (`role="follower"`)
 /// by this process's candidates (`kind` `leader_latch`: `IsLeader` /
 /// `NotLeader`; `election`: `ElectedComplete` / `LeadershipLost`;
-/// `leader_selector`: the leader function's start and end).
+/// `leader_selector`: the leader function's start and end; `leader_manager`:
+/// `wait_to_become_leader` claiming the znode / a step down ending the claim
+/// or `Lost`; `write_lock`: `lock_acquired` / `lock_released`).
 pub const LEADER_CHANGES_TOTAL: &str = "zklock_leader_changes_total";
 /// `zklock_barrier_wait_seconds` (histogram; labels `kind`, `path`,
 /// `outcome`): barrier waits (`kind` `barrier`, `double_barrier_enter`,

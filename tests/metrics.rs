@@ -19,16 +19,21 @@ use std::thread;
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use zklock::client::ZooKeeper;
+use zklock::client::{Acl, SaslConfig, ZooKeeper};
 use zklock::lock::{
-    InterProcessLock, LockEvent, LockListener, LockStep, ZkInterProcessWriteLock, ZkSemaphore,
+    Dialect, InterProcessLock, LockEvent, LockListener, LockStep, ZkInterProcessWriteLock,
+    ZkSemaphore,
 };
 use zklock::metrics::{self as m, PathLabel};
 use zklock::recipes::barrier::Barrier;
+use zklock::recipes::election::LeaderElectionSupport;
 use zklock::recipes::leader_latch::LeaderLatch;
+use zklock::recipes::leader_manager::ZkLeaderManager;
+use zklock::recipes::leader_selector::LeaderSelector;
 use zklock::recipes::queue::DistributedQueue;
 use zklock::recipes::tree_cache::TreeCache;
-use zklock::testing::{expire_session, test_servers, unique_root, FaultProxy};
+use zklock::recipes::write_lock::WriteLock;
+use zklock::testing::{expire_session, test_servers, unique_root, FaultProxy, ZkServer};
 use zklock::{Error, ZkError, ZooKeeperWatcher};
 
 /// The figures read so far (a snapshot drains every metric): counters
@@ -105,6 +110,11 @@ fn key(name: &str, labels: &[&str]) -> String {
     format!("{name}{{{}}}", labels.join(","))
 }
 
+/// Waits (up to 10 s) until `done`: for what an event thread tells.
+fn eventually(done: impl FnMut() -> bool) -> bool {
+    zklock::testing::eventually(Duration::from_secs(10), done)
+}
+
 fn zkw(servers: &str) -> ZooKeeperWatcher {
     ZooKeeperWatcher::connect(servers, "metrics-test", None).expect("connect")
 }
@@ -123,6 +133,8 @@ fn scripted_scenarios_give_exact_figures() {
     let mut f = Figures::install();
     m::set_path_label(PathLabel::Full);
     let servers = test_servers();
+    // The SASL-only server of the auth failure's scenario, started meanwhile.
+    let sasl = thread::spawn(|| ZkServer::start_sasl(&[("alice", "alice-secret")]));
 
     // -- Requests: counts, errors by code, latency, by op. -----------------
     let zk = ZooKeeper::connect(&servers, Duration::from_secs(6), |_| {}).unwrap();
@@ -319,6 +331,133 @@ fn scripted_scenarios_give_exact_figures() {
     }));
     assert_eq!(led, 1.0);
     latch.close().unwrap();
+
+    // The election: a leader, then its successor after it stops (a stop
+    // tells no `LeadershipLost`); the successor's offer deleted under it
+    // tells `LeadershipLost`: the one follower change.
+    let root = unique_root("metrics-election");
+    let path = format!("path={root}");
+    let leader = ["kind=election", path.as_str(), "role=leader"];
+    let follower = ["kind=election", path.as_str(), "role=follower"];
+    let first = LeaderElectionSupport::new(&a, &root, "first").unwrap();
+    first.start().unwrap();
+    assert!(first.has_leadership());
+    let second = LeaderElectionSupport::new(&b, &root, "second").unwrap();
+    second.start().unwrap();
+    assert!(!second.has_leadership());
+    assert!(eventually(
+        || f.value(m::LEADER_CHANGES_TOTAL, &leader) >= 1.0
+    ));
+    first.stop().unwrap();
+    assert!(second.await_leadership(Duration::from_secs(10)).unwrap());
+    assert!(eventually(
+        || f.value(m::LEADER_CHANGES_TOTAL, &leader) >= 2.0
+    ));
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &leader), 2.0);
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &follower), 0.0);
+    let offer = second.offer_node().unwrap();
+    a.zookeeper().delete(&offer, None).unwrap();
+    assert!(eventually(
+        || f.value(m::LEADER_CHANGES_TOTAL, &follower) > 0.0
+    ));
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &follower), 1.0);
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &leader), 2.0);
+    let _ = second.stop();
+
+    // The leader selector: one leads while the other's bounded wait runs
+    // out (no change), then the other leads.
+    let root = unique_root("metrics-selector");
+    let path = format!("path={root}");
+    let leader = ["kind=leader_selector", path.as_str(), "role=leader"];
+    let follower = ["kind=leader_selector", path.as_str(), "role=follower"];
+    let one = LeaderSelector::new(&a, &root, Dialect::Curator, "one").unwrap();
+    let other = LeaderSelector::new(&b, &root, Dialect::Curator, "other").unwrap();
+    one.run(|_| {
+        let waited = other.try_run_for(Duration::from_millis(100), |_| ());
+        assert!(waited.unwrap().is_none());
+    })
+    .unwrap();
+    other.run(|_| ()).unwrap();
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &leader), 2.0);
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &follower), 2.0);
+
+    // HBase's leader manager: a leader steps down, its successor's znode is
+    // deleted under it (`Lost`).
+    let root = unique_root("metrics-manager");
+    let znode = format!("{root}/leader");
+    let path = format!("path={znode}");
+    let leader = ["kind=leader_manager", path.as_str(), "role=leader"];
+    let follower = ["kind=leader_manager", path.as_str(), "role=follower"];
+    let first = ZkLeaderManager::new(&a, &znode, "first");
+    first.start().unwrap();
+    assert!(first.wait_to_become_leader().unwrap());
+    let second = Arc::new(ZkLeaderManager::new(&b, &znode, "second"));
+    let s = second.clone();
+    let waiting = thread::spawn(move || s.wait_to_become_leader());
+    // The successor waits behind the leader (it read the znode): then the
+    // leader steps down.
+    assert!(eventually(|| second.has_leader()));
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &leader), 1.0);
+    first.step_down_as_leader().unwrap();
+    assert!(eventually(
+        || f.value(m::LEADER_CHANGES_TOTAL, &follower) >= 1.0
+    ));
+    assert!(waiting.join().unwrap().unwrap());
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &leader), 2.0);
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &follower), 1.0);
+    a.zookeeper().delete(&znode, None).unwrap();
+    assert!(eventually(
+        || f.value(m::LEADER_CHANGES_TOTAL, &follower) > 1.0
+    ));
+    assert!(!second.has_leadership());
+    second.stop().unwrap();
+    first.stop().unwrap();
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &follower), 2.0);
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &leader), 2.0);
+
+    // ZooKeeper's WriteLock: an owner unlocks, the waiting one becomes owner
+    // (told on the event thread) and unlocks.
+    let root = unique_root("metrics-writelock");
+    let path = format!("path={root}");
+    let leader = ["kind=write_lock", path.as_str(), "role=leader"];
+    let follower = ["kind=write_lock", path.as_str(), "role=follower"];
+    let owner = WriteLock::new(&a, &root, Acl::open_unsafe()).unwrap();
+    let next = WriteLock::new(&b, &root, Acl::open_unsafe()).unwrap();
+    assert!(owner.lock().unwrap());
+    assert!(!next.lock().unwrap());
+    assert!(eventually(
+        || f.value(m::LEADER_CHANGES_TOTAL, &leader) >= 1.0
+    ));
+    owner.unlock().unwrap();
+    assert!(eventually(
+        || f.value(m::LEADER_CHANGES_TOTAL, &leader) >= 2.0
+    ));
+    assert!(next.is_owner());
+    next.unlock().unwrap();
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &leader), 2.0);
+    assert_eq!(f.value(m::LEADER_CHANGES_TOTAL, &follower), 2.0);
+
+    // A SASL-only server refusing a wrong DIGEST-MD5 password: the session
+    // ends with `AuthFailed`, counted once.
+    let sasl = sasl.join().unwrap().expect("start a SASL ZooKeeper");
+    let failures = f.value(m::SESSION_AUTH_FAILURES_TOTAL, &[]);
+    let auth_failed = ["state=AuthFailed"];
+    let told = f.value(m::SESSION_STATE_CHANGES_TOTAL, &auth_failed);
+    let refused = ZooKeeper::builder(&sasl.connect_string())
+        .with_session_timeout(Duration::from_secs(6))
+        .with_sasl(SaslConfig::digest_md5("alice", "wrong"))
+        .connect(|_| {});
+    assert!(refused.unwrap_err().is(ZkError::AuthFailed));
+    // Told on the event thread: wait for it.
+    assert!(eventually(|| {
+        f.value(m::SESSION_AUTH_FAILURES_TOTAL, &[]) > failures
+    }));
+    assert_eq!(f.value(m::SESSION_AUTH_FAILURES_TOTAL, &[]), failures + 1.0);
+    assert_eq!(
+        f.value(m::SESSION_STATE_CHANGES_TOTAL, &auth_failed),
+        told + 1.0
+    );
+    drop(sasl);
 
     // -- A reconnect: the session's figures, a held lock's InDoubt, a cache's
     // resync. ---------------------------------------------------------------

@@ -334,7 +334,15 @@ impl ZkLeaderManager {
         }
         let rzk = self.zkw.recoverable_zookeeper();
         match rzk.exists(&self.shared.znode, true)? {
-            Some(stat) if stat.czxid == czxid => Ok(true),
+            Some(stat) if stat.czxid == czxid => {
+                crate::metrics::metric!(leader_change(
+                    "leader_manager",
+                    &self.shared.znode,
+                    true,
+                    false
+                ));
+                Ok(true)
+            }
             _ => {
                 self.shared.state.lock().claim = None;
                 Ok(false)
@@ -383,7 +391,8 @@ impl ZkLeaderManager {
                 && stat.ephemeral_owner == session
                 && claim.map_or(true, |c| c.czxid == stat.czxid)
         };
-        match rzk.get_data(znode, false).optional()? {
+        // Whether this step down ended a claim (leadership given up).
+        let _ended = match rzk.get_data(znode, false).optional()? {
             // Only this session's znode of this claim (its creation zxid),
             // deleted at the version read.
             Some((id, stat)) if ours(&id, &stat) => {
@@ -391,14 +400,15 @@ impl ZkLeaderManager {
                 Removal::new(znode, Guard::Version(stat.version)).run(rzk)?;
                 let mut st = self.shared.state.lock();
                 st.leader_exists = false;
-                st.claim = None;
                 st.in_doubt = false;
+                st.claim.take().is_some()
             }
             _ => {
                 info!("not the leader of {znode}, no need to step down");
-                self.shared.state.lock().claim = None;
+                self.shared.state.lock().claim.take().is_some()
             }
-        }
+        };
+        crate::metrics::metric!(leader_change("leader_manager", znode, false, _ended));
         Ok(())
     }
 
@@ -586,6 +596,12 @@ impl LeaderShared {
 
     /// Tells the listeners `event`.
     fn tell(&self, event: LeadershipEvent) {
+        crate::metrics::metric!(leader_change(
+            "leader_manager",
+            &self.znode,
+            false,
+            event == LeadershipEvent::Lost
+        ));
         self.listeners.tell(&[event], |l, e| l(e));
     }
 }

@@ -199,6 +199,7 @@ impl WriteLockCore {
         self.watch_own(generation);
         #[cfg(feature = "testing")]
         self.hook.call(WriteLockStep::Owner, &path);
+        crate::metrics::metric!(leader_change("write_lock", self.engine.path(), true, false));
         let listener = self.listener.lock().clone();
         if let Some(l) = listener {
             l.lock_acquired();
@@ -212,6 +213,7 @@ impl WriteLockCore {
     }
 
     fn tell_released(&self) {
+        crate::metrics::metric!(leader_change("write_lock", self.engine.path(), false, true));
         let listener = self.listener.lock().clone();
         if let Some(l) = listener {
             l.lock_released();
