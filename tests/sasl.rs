@@ -18,7 +18,7 @@ use zklock::client::AclPolicy;
 use zklock::client::{
     Acl, CreateMode, Id, KeeperState, Perms, SaslConfig, State, ZooKeeper, ZooKeeperBuilder,
 };
-use zklock::testing::{FaultProxy, ScratchDir, ZkServer};
+use zklock::testing::{FaultProxy, ZkServer};
 use zklock::zkutil::{self, ZkUtilOp};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
 
@@ -482,7 +482,7 @@ fn the_cli_takes_a_lock_with_sasl() {
     use std::process::Command;
     let server = shared();
     let lock = format!("/sasl-cli-{}", std::process::id());
-    let dir = ScratchDir::new("sasl-cli").unwrap();
+    let dir = zklock::testing::ScratchDir::new("sasl-cli").unwrap();
     let file = dir.join("alice.pw");
     std::fs::write(&file, format!("{}\n", password("alice"))).unwrap();
     let run = |args: &[&str], env_pw: Option<&str>| {
