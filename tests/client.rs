@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -573,13 +573,25 @@ fn auth_failed_read_by_a_caller_is_final_too() {
     let id = zk.session_id();
     let (holding_tx, holding) = std::sync::mpsc::channel();
     let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let held = Arc::new(AtomicBool::new(false));
+    let h = held.clone();
     zk.on_next_caller_read(move || {
+        h.store(true, Ordering::SeqCst);
         holding_tx.send(()).unwrap();
         let _ = release_rx.recv_timeout(WAIT);
     });
+    // The hook runs on the next call that reads its own reply: a call the
+    // connection thread answers (it reads while callers are idle) leaves it
+    // armed, so A calls until its call is the one held.
     let a = {
         let zk = zk.clone();
-        thread::spawn(move || zk.exists("/", false))
+        thread::spawn(move || loop {
+            let r = zk.exists("/", false);
+            if held.load(Ordering::SeqCst) {
+                return r;
+            }
+            r.unwrap();
+        })
     };
     holding.recv_timeout(WAIT).expect("A holds the read side");
     let b = {
