@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -571,29 +571,9 @@ fn assert_auth_failed_once(zk: &ZooKeeper, events: &Events) {
 fn auth_failed_read_by_a_caller_is_final_too() {
     let (zk, events) = connect(&test_servers(), SESSION);
     let id = zk.session_id();
-    let (holding_tx, holding) = std::sync::mpsc::channel();
-    let (release, release_rx) = std::sync::mpsc::channel::<()>();
-    let held = Arc::new(AtomicBool::new(false));
-    let h = held.clone();
-    zk.on_next_caller_read(move || {
-        h.store(true, Ordering::SeqCst);
-        holding_tx.send(()).unwrap();
-        let _ = release_rx.recv_timeout(WAIT);
-    });
-    // The hook runs on the next call that reads its own reply: a call the
-    // connection thread answers (it reads while callers are idle) leaves it
-    // armed, so A calls until its call is the one held.
-    let a = {
-        let zk = zk.clone();
-        thread::spawn(move || loop {
-            let r = zk.exists("/", false);
-            if held.load(Ordering::SeqCst) {
-                return r;
-            }
-            r.unwrap();
-        })
-    };
-    holding.recv_timeout(WAIT).expect("A holds the read side");
+    // A call held on the read side of its own reply (the hook runs on the
+    // next call that reads its own reply; A calls until its call is held).
+    let a = HeldCaller::start(&zk, WAIT);
     let b = {
         let zk = zk.clone();
         thread::spawn(move || zk.add_auth("no-such-scheme", b"x"))
@@ -605,11 +585,11 @@ fn auth_failed_read_by_a_caller_is_final_too() {
     wait_until(WAIT, "the server closed the connection", || {
         !cons_sessions(addr).contains(&id)
     });
-    release.send(()).unwrap();
+    a.release();
     // The server handles auth packets in its I/O thread, ahead of requests
     // queued before them: A's own reply may come before the refusal, or never
     // (then A gets the handle's end). Either way A read the refusal.
-    match a.join().unwrap() {
+    match a.join() {
         Ok(stat) => assert!(stat.is_some()),
         Err(e) => assert!(e.is(ZkError::AuthFailed), "{e}"),
     }

@@ -9,8 +9,7 @@ use common::java::JavaClient;
 
 use std::io::Write;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::thread;
 use std::time::Duration;
 
@@ -557,31 +556,9 @@ fn replies_that_come_with_the_servers_close_notify_are_read() {
     let id = zk.session_id();
     // (A connect attempt may have timed out before: counted from here.)
     let accepted = proxy.accepted();
-    let (holding_tx, holding) = std::sync::mpsc::channel();
-    let (release, release_rx) = std::sync::mpsc::channel::<()>();
-    let held = Arc::new(AtomicBool::new(false));
-    let h = held.clone();
-    zk.on_next_caller_read(move || {
-        h.store(true, Ordering::SeqCst);
-        holding_tx.send(()).unwrap();
-        let _ = release_rx.recv_timeout(Duration::from_secs(30));
-    });
-    // The hook runs on the next call that reads its own reply: a call the
-    // connection thread answers (it reads while callers are idle) leaves it
-    // armed, so A calls until its call is the one held.
-    let a = {
-        let zk = zk.clone();
-        thread::spawn(move || loop {
-            let r = zk.exists("/", false);
-            if held.load(Ordering::SeqCst) {
-                return r;
-            }
-            r.unwrap();
-        })
-    };
-    holding
-        .recv_timeout(Duration::from_secs(30))
-        .expect("A holds the read side");
+    // A call held on the read side of its own reply (the hook runs on the
+    // next call that reads its own reply; A calls until its call is held).
+    let a = common::client::HeldCaller::start(&zk, Duration::from_secs(30));
     let closing = {
         let zk = zk.clone();
         thread::spawn(move || zk.close())
@@ -598,8 +575,8 @@ fn replies_that_come_with_the_servers_close_notify_are_read() {
         "the server's close reached the client's socket",
         || close_wait_towards(proxy.addr().port()),
     );
-    release.send(()).unwrap();
-    assert!(a.join().unwrap().unwrap().is_some(), "A's reply was read");
+    a.release();
+    assert!(a.join().unwrap().is_some(), "A's reply was read");
     closing.join().unwrap().unwrap();
     assert_eq!(
         proxy.accepted(),

@@ -529,3 +529,53 @@ pub fn one_way_partition_with_notifications_flowing(
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
 }
+
+/// A caller held on the read side of its own reply, through the client's
+/// `on_next_caller_read` step hook: a thread calls `exists("/")` until its
+/// call is the held one (a call the connection thread answers, as it does
+/// while callers are idle, leaves the hook armed), and [`HeldCaller::start`]
+/// returns once it is held. [`release`](HeldCaller::release) lets it read;
+/// [`join`](HeldCaller::join) gives the held call's result.
+pub struct HeldCaller {
+    thread: thread::JoinHandle<Result<Option<zklock::client::Stat>, Error>>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+impl HeldCaller {
+    /// Holds the next caller of `zk` that reads its own reply; waits at most
+    /// `wait` for it to be held, and the held caller at most `wait` for its
+    /// release.
+    pub fn start(zk: &ZooKeeper, wait: Duration) -> HeldCaller {
+        let (holding_tx, holding) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let held = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let h = held.clone();
+        zk.on_next_caller_read(move || {
+            h.store(true, std::sync::atomic::Ordering::SeqCst);
+            holding_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(wait);
+        });
+        let zk = zk.clone();
+        let thread = thread::spawn(move || loop {
+            let r = zk.exists("/", false);
+            if held.load(std::sync::atomic::Ordering::SeqCst) {
+                return r;
+            }
+            r.unwrap();
+        });
+        holding
+            .recv_timeout(wait)
+            .expect("a caller holds the read side");
+        HeldCaller { thread, release }
+    }
+
+    /// Lets the held caller read.
+    pub fn release(&self) {
+        self.release.send(()).unwrap();
+    }
+
+    /// The held call's result.
+    pub fn join(self) -> Result<Option<zklock::client::Stat>, Error> {
+        self.thread.join().unwrap()
+    }
+}
