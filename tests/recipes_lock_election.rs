@@ -361,6 +361,36 @@ fn candidate(zkw: &ZooKeeperWatcher, root: &str, host: &str) -> (LeaderElectionS
     (c, events)
 }
 
+/// `n` started candidates under `root`, each in a session of its own, on a
+/// server of their own (so its counters see only the test): the server, the
+/// sessions, the candidates and their events, in order of start.
+#[allow(clippy::type_complexity)]
+fn started_candidates(
+    n: usize,
+    root: &str,
+) -> (
+    ZkServer,
+    Vec<ZooKeeperWatcher>,
+    Vec<LeaderElectionSupport>,
+    Vec<Events>,
+) {
+    let server = ZkServer::start().unwrap();
+    let servers = server.connect_string();
+    let zkws: Vec<_> = (0..n)
+        .map(|_| watcher(&servers, Duration::from_secs(30)))
+        .collect();
+    zklock::zkutil::create_with_parents(&zkws[0], root).unwrap();
+    let (cands, evs): (Vec<_>, Vec<_>) = zkws
+        .iter()
+        .enumerate()
+        .map(|(i, w)| candidate(w, root, &format!("h{i}")))
+        .unzip();
+    for c in &cands {
+        c.start().unwrap();
+    }
+    (server, zkws, cands, evs)
+}
+
 fn java_leader(j: &mut Participant) -> String {
     j.send("LEADER");
     j.expect("LEADER ", Duration::from_secs(20))["LEADER ".len()..].to_string()
@@ -512,21 +542,7 @@ impl Dead for LeaderElectionSupport {
 #[test]
 fn election_succession_wakes_only_the_successor() {
     // Own server: its counters see only this test.
-    let server = ZkServer::start().unwrap();
-    let servers = server.connect_string();
-    let root = "/election-herd";
-    let zkws: Vec<_> = (0..6)
-        .map(|_| watcher(&servers, Duration::from_secs(30)))
-        .collect();
-    zklock::zkutil::create_with_parents(&zkws[0], root).unwrap();
-    let (cands, evs): (Vec<_>, Vec<_>) = zkws
-        .iter()
-        .enumerate()
-        .map(|(i, w)| candidate(w, root, &format!("h{i}")))
-        .unzip();
-    for c in &cands {
-        c.start().unwrap();
-    }
+    let (server, _zkws, cands, evs) = started_candidates(6, "/election-herd");
     // Watch notifications the server sent: its per-event watcher counts
     // (ZooKeeper 3.6+ `ServerMetrics`, summed per event type). Not packets
     // sent minus received: a ping in flight at either end of a window (every
@@ -611,21 +627,7 @@ fn election_successor_s_lost_own_exists_answer_elects_after_the_reconnect() {
 #[test]
 fn election_candidate_behind_the_leader_stops_without_a_notification() {
     // Own server: its counters see only this test.
-    let server = ZkServer::start().unwrap();
-    let servers = server.connect_string();
-    let root = "/election-behind";
-    let zkws: Vec<_> = (0..3)
-        .map(|_| watcher(&servers, Duration::from_secs(30)))
-        .collect();
-    zklock::zkutil::create_with_parents(&zkws[0], root).unwrap();
-    let (cands, evs): (Vec<_>, Vec<_>) = zkws
-        .iter()
-        .enumerate()
-        .map(|(i, w)| candidate(w, root, &format!("h{i}")))
-        .unzip();
-    for c in &cands {
-        c.start().unwrap();
-    }
+    let (server, _zkws, cands, evs) = started_candidates(3, "/election-behind");
     let deleted = || -> i64 {
         let m = server.mntr().unwrap();
         m.get("zk_sum_node_deleted_watch_count")
