@@ -630,6 +630,7 @@ fn counters_leases_and_persistent_nodes_on_a_sasl_watcher_are_creator_only() {
 /// JVM takes to start does not matter.)
 #[test]
 fn a_locally_expired_session_is_closed_on_a_sasl_server_at_once() {
+    common::init_log();
     let server = ZkServer::start_sasl(&USERS).unwrap();
     let addr = server.connect_string();
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", server.port())).unwrap();
