@@ -125,8 +125,9 @@ kazoo:
 # see docs/server-versions.md): PyPI's pyspark source packages ship complete
 # ZooKeeper server jars with their Netty and logging, and Curator:
 #   pyspark 3.5.7: ZooKeeper 3.6.3, Curator 2.13.0;  pyspark 4.0.1: ZooKeeper 3.9.3, Curator 5.7.1.
-# `pip download` (the kazoo venv's pip) fetches each source package once into
-# $(ZK_VERSIONS_DIR)/pyspark (317 and 434 MB; kept, so it runs once per machine);
+# `pip download` (the kazoo venv's pip) fetches each source package once per
+# machine into $(PYSPARK_CACHE) (317 and 434 MB; outside the checkout, so a fresh
+# clone does not download them again; pip's own cache keeps no files this large);
 # only the jars the server, the Java clients and Curator need are unpacked, into
 # $(ZK_VERSIONS_DIR)/<3.6|3.9>/jars. Written per version:
 #   server.classpath   the server (ZooKeeper + jute, Netty's split jars incl.
@@ -140,17 +141,18 @@ kazoo:
 #   version            the ZooKeeper version, e.g. 3.6.3
 # Quiet when done. Needs the kazoo venv's pip and PyPI (or PIP_INDEX_URL).
 ZK_VERSIONS_DIR := target/zookeeper-versions
+PYSPARK_CACHE ?= $(or $(XDG_CACHE_HOME),$(or $(HOME),/tmp)/.cache)/zklock/pyspark
 ZK_VERSIONS := 3.6:3.5.7:3.6.3 3.9:4.0.1:3.9.3
 zookeeper-versions: kazoo
 	@set -e; arch=$$(uname -m); [ "$$arch" != aarch64 ] || arch=aarch_64; \
 	for v in $(ZK_VERSIONS); do \
 	  IFS=: read -r short pyspark zk <<<"$$v"; dir=$(ZK_VERSIONS_DIR)/$$short; \
 	  [ "$$(cat $$dir/version 2>/dev/null)" != "$$zk" ] || continue; \
-	  tarball=$(ZK_VERSIONS_DIR)/pyspark/pyspark-$$pyspark.tar.gz; \
+	  tarball=$(PYSPARK_CACHE)/pyspark-$$pyspark.tar.gz; \
 	  if [ ! -s "$$tarball" ]; then \
 	    echo "make zookeeper-versions: downloading pyspark $$pyspark (ZooKeeper $$zk) from PyPI"; \
 	    $(KAZOO_VENV)/bin/python -m pip download --quiet --disable-pip-version-check \
-	      --no-deps --no-binary :all: -d $(ZK_VERSIONS_DIR)/pyspark pyspark==$$pyspark || \
+	      --no-deps --no-binary :all: -d $(PYSPARK_CACHE) pyspark==$$pyspark || \
 	      { echo "make zookeeper-versions: pip download pyspark==$$pyspark failed" >&2; exit 1; }; \
 	  fi; \
 	  echo "make zookeeper-versions: unpacking ZooKeeper $$zk from $$tarball"; \
