@@ -377,6 +377,13 @@ pub fn create_and_fail_silent(zkw: &ZooKeeperWatcher, node: &str) -> Result<()> 
 /// not have created: it checks for the node first, ignores `NodeExists`, and on
 /// `NoAuth` succeeds if the node exists after all.
 ///
+/// A deliberate difference from HBase 1.3: from ZooKeeper 3.8.4 / 3.9.2
+/// (ZOOKEEPER-2590) `exists` needs READ, so HBase's check throws `NoAuth` for
+/// an existing node the caller may not read. Here a refused `exists` goes on
+/// to the create, whose `NodeExists` tells the node is there: `Ok` on every
+/// server version, as HBase answers on the servers it was written for (the
+/// watcher's base znodes at connect rely on it).
+///
 /// # Errors
 /// `NoAuth` when the node does not exist and may not be created; `NoNode` (no
 /// parent); `BadArguments` for a bad path; session errors.
