@@ -657,8 +657,8 @@ fn kazoo_semaphores_and_zklock_share_the_limit() {
 // ---------------------------------------------------------------------------
 
 /// Every node under `root` (itself included) with its data, in order.
-/// A node of [`tree`]: its path, its data, and whether it is a container
-/// (Curator's directories: the server reaps them once empty).
+/// A node of [`tree`]: its path, its data, and whether the server may reap
+/// it (an empty container: Curator's directories).
 type Node = (String, Vec<u8>, bool);
 
 fn tree(zk: &zklock::client::ZooKeeper, root: &str) -> Vec<Node> {
@@ -668,9 +668,14 @@ fn tree(zk: &zklock::client::ZooKeeper, root: &str) -> Vec<Node> {
         let Ok((data, stat)) = zk.get_data(&path, false) else {
             continue;
         };
-        // A container's ephemeral owner is Long.MIN_VALUE (ZooKeeper's
-        // EphemeralType.CONTAINER_EPHEMERAL_OWNER).
-        out.push((path.clone(), data, stat.ephemeral_owner == i64::MIN));
+        // Reapable: an empty container. Its Stat does not say so on every
+        // server (3.6.3 shows ephemeralOwner 0), so Curator's empty `leases`
+        // and `locks` (created with creatingParentContainersIfNeeded) count
+        // too: 3.6.3's transaction log showed `session 0x0 deleteContainer`
+        // of such a `locks` in a failed run.
+        let curator_dir = path.ends_with("/leases") || path.ends_with("/locks");
+        let reapable = stat.num_children == 0 && (stat.ephemeral_owner == i64::MIN || curator_dir);
+        out.push((path.clone(), data, reapable));
         for child in children(zk, &path) {
             todo.push(format!("{path}/{child}"));
         }
