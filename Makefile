@@ -208,6 +208,11 @@ check: fmt clippy doc
 # binary there (chaos: `--exact short_chaos_run`, the locks' short run; the
 # long runs are `make chaos`).
 # `make test-versions` runs every binary on every version.
+#
+# `make zookeeper-versions` (a download of 750 MB on a machine that has not
+# cached it yet, network-bound) runs in the background while fmt, clippy,
+# rustdoc and the test build (CPU-bound) run; a binary on another version
+# waits for it at its start (its log: target/zookeeper-versions.log).
 TEST_LANES ?= 3
 TEST_BINARY_TIMEOUT ?= 420
 SLOW_TESTS := chaos tls recipes_lock_election client_faults recipes_coordination harness \
@@ -230,6 +235,18 @@ TEST_BINARIES := import sys, json; \
   runs += [(name(m), v, m["executable"], wanted.get(name(m), "").replace(",", " ")) for v in sys.argv[1].split() for m in arts if sys.argv[2] == "all" or name(m) in wanted]; \
   runs.sort(key=lambda r: rank(r[0])); \
   [print(*[x for x in r if x]) for r in runs]
+VERSIONS_LOG := target/zookeeper-versions.log
+VERSIONS_RC := target/zookeeper-versions.rc
+# Starts `make zookeeper-versions` in the background (its exit code lands in
+# $(VERSIONS_RC)); nothing when OTHER_VERSIONS is empty.
+define versions_in_background
+	@mkdir -p target; rm -f $(VERSIONS_RC); \
+	if [ -n "$(strip $(OTHER_VERSIONS))" ]; then \
+	  echo "make: make zookeeper-versions runs in the background (log: $(VERSIONS_LOG))"; \
+	  ( $(MAKE) --no-print-directory zookeeper-versions >$(VERSIONS_LOG) 2>&1 </dev/null; \
+	    echo $$? >$(VERSIONS_RC).tmp; mv $(VERSIONS_RC).tmp $(VERSIONS_RC) ) & \
+	fi
+endef
 # $(call run_tests,<other versions>,<their binaries, or all>)
 define run_tests
 	@set -o pipefail; \
@@ -239,6 +256,10 @@ define run_tests
 	printf '%s\n' "$$bins" | xargs -P $(TEST_LANES) -L 1 bash -c ' \
 	  name=$$0; v=$$1; exe=$$2; shift 2; [ "$$v" = - ] || name=$$name@$$v; \
 	  log=target/test-logs/$$name.log; t0=$$(date +%s); \
+	  if [ "$$v" != - ]; then \
+	    while [ ! -e $(VERSIONS_RC) ]; do sleep 1; done; \
+	    [ "$$(cat $(VERSIONS_RC))" = 0 ] || { echo "FAILED  $$name: make zookeeper-versions failed:"; \
+	      cat $(VERSIONS_LOG); touch target/test-logs/FAILED; exit 0; }; fi; \
 	  if ZK_TEST_VERSION=$${v#-} timeout -s KILL $(TEST_BINARY_TIMEOUT) "$$exe" "$$@" >"$$log" 2>&1; then \
 	    echo "ok      $$name ($$(( $$(date +%s) - t0 )) s): $$(grep "^test result" "$$log" | tail -1)"; \
 	  else \
@@ -250,11 +271,15 @@ define run_tests
 	$(MAKE) --no-print-directory loom
 endef
 
-test: zookeeper curator kazoo kerberos zookeeper-versions check
+test: zookeeper curator kazoo kerberos
+	$(versions_in_background)
+	$(MAKE) --no-print-directory check
 	$(call run_tests,$(OTHER_VERSIONS),$(VERSION_TESTS))
 
 # Every test binary on Debian's 3.8, then again on each of OTHER_VERSIONS.
-test-versions: zookeeper curator kazoo kerberos zookeeper-versions check
+test-versions: zookeeper curator kazoo kerberos
+	$(versions_in_background)
+	$(MAKE) --no-print-directory check
 	$(call run_tests,$(OTHER_VERSIONS),all)
 
 # The wait engine's core (src/wait.rs: generation, wake, session end, cancel)
