@@ -1907,6 +1907,143 @@ fn contended_takes_cost_at_most_4_requests_per_item() {
     );
 }
 
+/// How [`a_lost_claims_back_off_ends_with_its_session`] ends the consumer's
+/// session.
+#[derive(Clone, Copy, Debug)]
+enum SessionEnd {
+    /// `close()` on the consumer's watcher.
+    Close,
+    /// A confirmed expiry (`expire_session`: the client has learned it).
+    Expire,
+}
+
+/// A take whose claim lost (another consumer took the item) backs off before
+/// it lists again, and the end of its session ends the back-off at once: it
+/// is a wait of the wait engine, not a plain sleep. Forced: the claim hook has
+/// another session take the item just before the consumer's commit and holds
+/// the claim 400 ms, so that the back-off (the claim's own time, at most
+/// 250 ms, with a jitter down to half) lasts at least 125 ms; the wait hook,
+/// told `BackingOff` as the back-off begins, ends the consumer's session
+/// (`close()` or a confirmed expiry) before it lets the back-off run. The take
+/// must return the session's error within 100 ms of that end, before the
+/// back-off's shortest end; the old `thread::sleep` back-off returned only
+/// when it was over (125 to 250 ms on).
+fn a_lost_claims_back_off_ends_with_its_session<Q: Send + 'static>(
+    kind: &str,
+    end: SessionEnd,
+    make: impl Fn(&ZooKeeperWatcher, &str) -> Q,
+    with_hooks: impl FnOnce(
+        Q,
+        Box<dyn Fn(&str) + Send + Sync>,
+        Box<dyn Fn(zklock::recipes::WaitStep, &str) + Send + Sync>,
+    ) -> Q,
+    offer: impl Fn(&Q, &[u8]),
+    take: impl FnOnce(&Q) -> zklock::Result<Vec<u8>>,
+) {
+    let zkw = session();
+    let other = session();
+    let root = unique_root("lost-claim-back-off");
+    let dir = format!("{root}/{kind}");
+    let claims = Arc::new(AtomicUsize::new(0));
+    let claim_hook = {
+        let (claims, other) = (claims.clone(), other.clone());
+        Box::new(move |item: &str| {
+            if claims.fetch_add(1, Ordering::SeqCst) == 0 {
+                // Another consumer takes the item first, and the claim is
+                // slow: its back-off gets the longest length.
+                other
+                    .zookeeper()
+                    .delete(item, None)
+                    .expect("the other take");
+                thread::sleep(Duration::from_millis(400));
+            }
+        }) as Box<dyn Fn(&str) + Send + Sync>
+    };
+    let ended = Arc::new(Mutex::new(None::<Instant>));
+    let back_offs = Arc::new(AtomicUsize::new(0));
+    let wait_hook = {
+        let (ended, back_offs, zkw) = (ended.clone(), back_offs.clone(), zkw.clone());
+        Box::new(move |step: zklock::recipes::WaitStep, _dir: &str| {
+            if step != zklock::recipes::WaitStep::BackingOff
+                || back_offs.fetch_add(1, Ordering::SeqCst) > 0
+            {
+                return;
+            }
+            match end {
+                SessionEnd::Close => zkw.close().expect("close"),
+                SessionEnd::Expire => {
+                    zklock::testing::expire_session(
+                        zkw.zookeeper(),
+                        &shared_server().connect_string(),
+                    )
+                    .expect("expire");
+                }
+            }
+            *ended.lock().unwrap() = Some(Instant::now());
+        }) as Box<dyn Fn(zklock::recipes::WaitStep, &str) + Send + Sync>
+    };
+    let q = with_hooks(make(&zkw, &dir), claim_hook, wait_hook);
+    offer(&q, b"taken by the other");
+    let got = take(&q);
+    let returned = Instant::now();
+    assert_eq!(claims.load(Ordering::SeqCst), 1, "{kind}: one claim, lost");
+    assert_eq!(back_offs.load(Ordering::SeqCst), 1, "{kind}: one back-off");
+    match (&got, end) {
+        (Err(Error::Closed), SessionEnd::Close) => {}
+        (Err(e), SessionEnd::Expire) if e.code() == Some(ZkError::SessionExpired) => {}
+        _ => panic!("{kind} ({end:?}): {got:?}, not the session's end"),
+    }
+    let ended = ended.lock().unwrap().expect("the session was ended");
+    let late = returned.duration_since(ended);
+    eprintln!("{kind} ({end:?}): the take returned {late:?} after the session's end");
+    assert!(
+        late < Duration::from_millis(100),
+        "{kind} ({end:?}): the take returned {late:?} after its session's end: \
+         it slept on through its back-off (at least 125 ms)"
+    );
+    drop(q);
+    let _ = zkw.close();
+    zklock::zkutil::delete_node_recursively(&other, &root).unwrap();
+    other.close().unwrap();
+}
+
+fn fifo_back_off_ends_with(end: SessionEnd) {
+    a_lost_claims_back_off_ends_with_its_session(
+        "fifo",
+        end,
+        |zkw, dir| DistributedQueue::new(zkw, dir).unwrap(),
+        |q, claim, wait| q.with_claim_hook(claim).with_wait_hook(wait),
+        |q, data| {
+            q.offer(data).unwrap();
+        },
+        |q| q.take(),
+    );
+}
+
+#[test]
+fn a_lost_claims_back_off_ends_at_close() {
+    fifo_back_off_ends_with(SessionEnd::Close);
+}
+
+#[test]
+fn a_lost_claims_back_off_ends_at_expiry() {
+    fifo_back_off_ends_with(SessionEnd::Expire);
+}
+
+#[test]
+fn a_lost_priority_claims_back_off_ends_at_close() {
+    a_lost_claims_back_off_ends_with_its_session(
+        "priority",
+        SessionEnd::Close,
+        |zkw, dir| DistributedPriorityQueue::new(zkw, dir).unwrap(),
+        |q, claim, wait| q.with_claim_hook(claim).with_wait_hook(wait),
+        |q, data| {
+            q.offer(3, data).unwrap();
+        },
+        |q| q.take().map(|(_, d)| d),
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Finding 5: a lost wake-up between threads sharing an instance, forced
 // ---------------------------------------------------------------------------

@@ -425,7 +425,7 @@ impl DistributedQueue {
             }
             // Another consumer took it: back off, then list afresh (the
             // cached items are likely taken by then too).
-            if !contention.lost(call, until, t0.elapsed())? {
+            if !contention.lost(call, &self.waiter, &self.dir, until, t0.elapsed())? {
                 return Ok(None);
             }
             self.cache.lock().clear();
