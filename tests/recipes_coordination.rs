@@ -2044,6 +2044,75 @@ fn a_lost_priority_claims_back_off_ends_at_close() {
     );
 }
 
+/// A recipe node's create retried on connection loss (`create_in_session`:
+/// the latch's, the election's and the WriteLock's node) pauses by the
+/// watcher's retry policy, and a `close()` during that pause ends it at once.
+/// Forced: the latch's create reply is lost (`lose_next_reply`, the server
+/// made the node), the watcher's retry pause is 30 s; the test closes the
+/// watcher once the node is on the server and a second has passed (the
+/// start is then in its pause). `start()` must end with `Closed` well
+/// before the pause's end. (The old retry slept its own 50 ms and retried
+/// before the close; a plain sleep of the retry policy's pause returned only
+/// after the 30 s.)
+#[test]
+fn a_close_ends_a_recipe_create_s_retry_pause() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_latch::LeaderLatch;
+    init_log();
+    const PAUSE: Duration = Duration::from_secs(30);
+    let zkw = ZooKeeperWatcher::builder(&shared_server().connect_string())
+        .with_identifier("recipes-test")
+        .with_session_timeout(Duration::from_secs(6))
+        .with_retry(
+            RetryConfig::default()
+                .with_sleep_interval(PAUSE)
+                .with_backoff_policy(zklock::BackoffPolicy::Fixed),
+        )
+        .connect()
+        .expect("connect");
+    let root = unique_root("create-retry-close");
+    let path = format!("{root}/latch");
+    // The directory first: the lost reply is the latch's own create's.
+    zklock::zkutil::create_with_parents(&session(), &path).unwrap();
+    let latch = LeaderLatch::new(&zkw, &path, "a").unwrap();
+    zkw.zookeeper().lose_next_reply(ReplyKind::Create);
+    let (tx, rx) = mpsc::channel();
+    let starting = thread::spawn(move || {
+        let _ = tx.send(latch.start());
+        latch
+    });
+    let zk = raw();
+    assert!(
+        eventually(Duration::from_secs(20), || zk
+            .get_children(&path, false)
+            .map(|c| c.len() == 1)
+            .unwrap_or(false)),
+        "the latch's create reached the server"
+    );
+    thread::sleep(Duration::from_secs(1));
+    let closed = Instant::now();
+    zkw.close().unwrap();
+    let got = rx
+        .recv_timeout(PAUSE / 2)
+        .expect("start() slept on through its retry pause after close()");
+    let late = closed.elapsed();
+    eprintln!("start() returned {late:?} after close(): {got:?}");
+    assert!(
+        matches!(got, Err(Error::Closed)),
+        "start() during its retry pause, then close(): {got:?}, not Closed"
+    );
+    drop(starting.join().unwrap());
+    assert!(
+        eventually(Duration::from_secs(10), || zk
+            .get_children(&path, false)
+            .map(|c| c.is_empty())
+            .unwrap_or(false)),
+        "the latch's node went with its session"
+    );
+    zk.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // Finding 5: a lost wake-up between threads sharing an instance, forced
 // ---------------------------------------------------------------------------
