@@ -182,6 +182,48 @@ impl ZkError {
         )
     }
 
+    /// The variant's name (`"NoNode"`, `"ConnectionLoss"`, ...; `"Unknown"`
+    /// for every code zklock does not know, whatever its number): a static
+    /// string, as the metrics' `code` label uses it (no allocation per
+    /// failed reply, and a bounded set of label values).
+    pub fn name(self) -> &'static str {
+        use ZkError::*;
+        match self {
+            SystemError => "SystemError",
+            RuntimeInconsistency => "RuntimeInconsistency",
+            DataInconsistency => "DataInconsistency",
+            ConnectionLoss => "ConnectionLoss",
+            MarshallingError => "MarshallingError",
+            Unimplemented => "Unimplemented",
+            OperationTimeout => "OperationTimeout",
+            BadArguments => "BadArguments",
+            UnknownSession => "UnknownSession",
+            NewConfigNoQuorum => "NewConfigNoQuorum",
+            ReconfigInProgress => "ReconfigInProgress",
+            ApiError => "ApiError",
+            NoNode => "NoNode",
+            NoAuth => "NoAuth",
+            BadVersion => "BadVersion",
+            NoChildrenForEphemerals => "NoChildrenForEphemerals",
+            NodeExists => "NodeExists",
+            NotEmpty => "NotEmpty",
+            SessionExpired => "SessionExpired",
+            InvalidCallback => "InvalidCallback",
+            InvalidAcl => "InvalidAcl",
+            AuthFailed => "AuthFailed",
+            SessionMoved => "SessionMoved",
+            NotReadOnly => "NotReadOnly",
+            EphemeralOnLocalSession => "EphemeralOnLocalSession",
+            NoWatcher => "NoWatcher",
+            RequestTimeout => "RequestTimeout",
+            ReconfigDisabled => "ReconfigDisabled",
+            SessionClosedRequireSaslAuth => "SessionClosedRequireSaslAuth",
+            QuotaExceeded => "QuotaExceeded",
+            Throttled => "Throttled",
+            Unknown(_) => "Unknown",
+        }
+    }
+
     fn describe(self) -> &'static str {
         use ZkError::*;
         match self {
@@ -667,6 +709,28 @@ impl TlsError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every known code's name is its variant's name, as the metrics' `code`
+    /// label showed it when it was the `Debug` form; an unknown code's is
+    /// `Unknown` (its `Debug` form carries the number).
+    #[test]
+    fn names_are_the_variants_names() {
+        let mut known = 0;
+        for code in -200..=0 {
+            let e = ZkError::from_code(code);
+            match e {
+                ZkError::Unknown(n) => {
+                    assert_eq!(n, code);
+                    assert_eq!(e.name(), "Unknown");
+                }
+                _ => {
+                    known += 1;
+                    assert_eq!(e.name(), format!("{e:?}"), "code {code}");
+                }
+            }
+        }
+        assert_eq!(known, 31, "every known code was looked at");
+    }
 
     #[test]
     fn codes_round_trip() {

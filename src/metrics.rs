@@ -28,8 +28,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// request path (a retry of `RecoverableZooKeeper` is another request).
 pub const CLIENT_REQUESTS_TOTAL: &str = "zklock_client_requests_total";
 /// `zklock_client_request_errors_total` (counter; labels `op`, `code`):
-/// requests that failed, by ZooKeeper code (`NoNode`, `ConnectionLoss`, ...;
-/// `Closed` or another error's name when there is no code).
+/// requests that failed, by ZooKeeper code (`NoNode`, `ConnectionLoss`, ...:
+/// [`ZkError::name`](crate::error::ZkError::name), so `Unknown` for any code
+/// zklock does not know; `Closed` or another error's name when there is no
+/// code).
 pub const CLIENT_REQUEST_ERRORS_TOTAL: &str = "zklock_client_request_errors_total";
 /// `zklock_client_request_duration_seconds` (histogram; labels `op`): from
 /// the request's call (a wait for a connection included) to its reply or
@@ -339,8 +341,10 @@ pub(crate) mod on {
         v
     }
 
-    /// One ZooKeeper request ended: `error` is its code's name when it failed.
-    pub(crate) fn request(op: &'static str, started: Timer, error: Option<String>) {
+    /// One ZooKeeper request ended: `error` is its code's name when it failed
+    /// ([`ZkError::name`](crate::error::ZkError::name): a static string, no
+    /// allocation per failed reply).
+    pub(crate) fn request(op: &'static str, started: Timer, error: Option<&'static str>) {
         let secs = started.seconds();
         counter!(CLIENT_REQUESTS_TOTAL, "op" => op).increment(1);
         if let Some(code) = error {

@@ -130,6 +130,28 @@ pub(crate) fn wait(
     }
 }
 
+/// The engine's pause: a wait that nothing but the session's end wakes,
+/// until `deadline` (`Ok(())`) or the end of `session` (its error: the end
+/// wakes it directly, from the client thread that ends it). The recipes'
+/// back-offs and retry pauses (a queue take's lost claim, a recipe node's
+/// create retried on connection loss): a `close()` or an expiry during one
+/// ends it at once, as it ends every other wait. A disconnection does not
+/// end it (the deadline is the pause's length, not a wait for an event).
+pub(crate) fn pause(session: &dyn WaitSession, deadline: Deadline, what: &str) -> Result<()> {
+    let wake = Arc::new(Wake::default());
+    // Only the session's end wakes `wake`, and `wait` then fails with its
+    // error; a wake-up without one waits on for the deadline.
+    while wait(
+        &wake,
+        wake.generation(),
+        session,
+        deadline,
+        WhenDown::Wait,
+        what,
+    )? {}
+    Ok(())
+}
+
 /// What the one wait watcher ([`WaitWatcher`]) hears of the connection
 /// state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,6 +295,12 @@ pub enum WaitStep {
     /// issue 20 (a shared wake-up flag re-armed by the other thread lost this
     /// thread's wake-up).
     Watching,
+    /// A queue take lost its claim (another consumer took the item) and is
+    /// about to pause for its back-off (see
+    /// [`DistributedQueue`](crate::recipes::queue::DistributedQueue#contended-takes-and-the-floor)).
+    /// The path given is the queue's directory. A test ends the session here
+    /// to see the back-off end with it.
+    BackingOff,
 }
 
 #[cfg(feature = "testing")]
@@ -364,6 +392,21 @@ impl Waiter {
     /// the round is lost (one of another thread's round costs a re-read).
     pub(crate) fn round(&self) -> Round {
         Round(self.wake.generation())
+    }
+
+    /// A back-off of this instance's: [`pause`] for `length` from now, never
+    /// past `until`, or until the end of `session` (the hook is told
+    /// [`WaitStep::BackingOff`] first, before the back-off's time starts).
+    pub(crate) fn back_off(
+        &self,
+        session: &dyn WaitSession,
+        length: Duration,
+        until: Deadline,
+        what: &str,
+    ) -> Result<()> {
+        #[cfg(feature = "testing")]
+        self.hook.call(WaitStep::BackingOff, what);
+        pause(session, Deadline::after(length).min(until), what)
     }
 
     /// Waits for a wake-up after `round`, until `deadline` (`Ok(false)`) or the

@@ -1907,6 +1907,212 @@ fn contended_takes_cost_at_most_4_requests_per_item() {
     );
 }
 
+/// How [`a_lost_claims_back_off_ends_with_its_session`] ends the consumer's
+/// session.
+#[derive(Clone, Copy, Debug)]
+enum SessionEnd {
+    /// `close()` on the consumer's watcher.
+    Close,
+    /// A confirmed expiry (`expire_session`: the client has learned it).
+    Expire,
+}
+
+/// A take whose claim lost (another consumer took the item) backs off before
+/// it lists again, and the end of its session ends the back-off at once: it
+/// is a wait of the wait engine, not a plain sleep. Forced: the claim hook has
+/// another session take the item just before the consumer's commit and holds
+/// the claim 400 ms, so that the back-off (the claim's own time, at most
+/// 250 ms, with a jitter down to half) lasts at least 125 ms; the wait hook,
+/// told `BackingOff` as the back-off begins, ends the consumer's session
+/// (`close()` or a confirmed expiry) before it lets the back-off run. The take
+/// must return the session's error within 100 ms of that end, before the
+/// back-off's shortest end; the old `thread::sleep` back-off returned only
+/// when it was over (125 to 250 ms on).
+fn a_lost_claims_back_off_ends_with_its_session<Q: Send + 'static>(
+    kind: &str,
+    end: SessionEnd,
+    make: impl Fn(&ZooKeeperWatcher, &str) -> Q,
+    with_hooks: impl FnOnce(
+        Q,
+        Box<dyn Fn(&str) + Send + Sync>,
+        Box<dyn Fn(zklock::recipes::WaitStep, &str) + Send + Sync>,
+    ) -> Q,
+    offer: impl Fn(&Q, &[u8]),
+    take: impl FnOnce(&Q) -> zklock::Result<Vec<u8>>,
+) {
+    let zkw = session();
+    let other = session();
+    let root = unique_root("lost-claim-back-off");
+    let dir = format!("{root}/{kind}");
+    let claims = Arc::new(AtomicUsize::new(0));
+    let claim_hook = {
+        let (claims, other) = (claims.clone(), other.clone());
+        Box::new(move |item: &str| {
+            if claims.fetch_add(1, Ordering::SeqCst) == 0 {
+                // Another consumer takes the item first, and the claim is
+                // slow: its back-off gets the longest length.
+                other
+                    .zookeeper()
+                    .delete(item, None)
+                    .expect("the other take");
+                thread::sleep(Duration::from_millis(400));
+            }
+        }) as Box<dyn Fn(&str) + Send + Sync>
+    };
+    let ended = Arc::new(Mutex::new(None::<Instant>));
+    let back_offs = Arc::new(AtomicUsize::new(0));
+    let wait_hook = {
+        let (ended, back_offs, zkw) = (ended.clone(), back_offs.clone(), zkw.clone());
+        Box::new(move |step: zklock::recipes::WaitStep, _dir: &str| {
+            if step != zklock::recipes::WaitStep::BackingOff
+                || back_offs.fetch_add(1, Ordering::SeqCst) > 0
+            {
+                return;
+            }
+            match end {
+                SessionEnd::Close => zkw.close().expect("close"),
+                SessionEnd::Expire => {
+                    zklock::testing::expire_session(
+                        zkw.zookeeper(),
+                        &shared_server().connect_string(),
+                    )
+                    .expect("expire");
+                }
+            }
+            *ended.lock().unwrap() = Some(Instant::now());
+        }) as Box<dyn Fn(zklock::recipes::WaitStep, &str) + Send + Sync>
+    };
+    let q = with_hooks(make(&zkw, &dir), claim_hook, wait_hook);
+    offer(&q, b"taken by the other");
+    let got = take(&q);
+    let returned = Instant::now();
+    assert_eq!(claims.load(Ordering::SeqCst), 1, "{kind}: one claim, lost");
+    assert_eq!(back_offs.load(Ordering::SeqCst), 1, "{kind}: one back-off");
+    match (&got, end) {
+        (Err(Error::Closed), SessionEnd::Close) => {}
+        (Err(e), SessionEnd::Expire) if e.code() == Some(ZkError::SessionExpired) => {}
+        _ => panic!("{kind} ({end:?}): {got:?}, not the session's end"),
+    }
+    let ended = ended.lock().unwrap().expect("the session was ended");
+    let late = returned.duration_since(ended);
+    eprintln!("{kind} ({end:?}): the take returned {late:?} after the session's end");
+    assert!(
+        late < Duration::from_millis(100),
+        "{kind} ({end:?}): the take returned {late:?} after its session's end: \
+         it slept on through its back-off (at least 125 ms)"
+    );
+    drop(q);
+    let _ = zkw.close();
+    zklock::zkutil::delete_node_recursively(&other, &root).unwrap();
+    other.close().unwrap();
+}
+
+fn fifo_back_off_ends_with(end: SessionEnd) {
+    a_lost_claims_back_off_ends_with_its_session(
+        "fifo",
+        end,
+        |zkw, dir| DistributedQueue::new(zkw, dir).unwrap(),
+        |q, claim, wait| q.with_claim_hook(claim).with_wait_hook(wait),
+        |q, data| {
+            q.offer(data).unwrap();
+        },
+        |q| q.take(),
+    );
+}
+
+#[test]
+fn a_lost_claims_back_off_ends_at_close() {
+    fifo_back_off_ends_with(SessionEnd::Close);
+}
+
+#[test]
+fn a_lost_claims_back_off_ends_at_expiry() {
+    fifo_back_off_ends_with(SessionEnd::Expire);
+}
+
+#[test]
+fn a_lost_priority_claims_back_off_ends_at_close() {
+    a_lost_claims_back_off_ends_with_its_session(
+        "priority",
+        SessionEnd::Close,
+        |zkw, dir| DistributedPriorityQueue::new(zkw, dir).unwrap(),
+        |q, claim, wait| q.with_claim_hook(claim).with_wait_hook(wait),
+        |q, data| {
+            q.offer(3, data).unwrap();
+        },
+        |q| q.take().map(|(_, d)| d),
+    );
+}
+
+/// A recipe node's create retried on connection loss (`create_in_session`:
+/// the latch's, the election's and the WriteLock's node) pauses by the
+/// watcher's retry policy, and a `close()` during that pause ends it at once.
+/// Forced: the latch's create reply is lost (`lose_next_reply`, the server
+/// made the node), the watcher's retry pause is 30 s; the test closes the
+/// watcher once the node is on the server and a second has passed (the
+/// start is then in its pause). `start()` must end with `Closed` well
+/// before the pause's end. (The old retry slept its own 50 ms and retried
+/// before the close; a plain sleep of the retry policy's pause returned only
+/// after the 30 s.)
+#[test]
+fn a_close_ends_a_recipe_create_s_retry_pause() {
+    use zklock::client::ReplyKind;
+    use zklock::recipes::leader_latch::LeaderLatch;
+    init_log();
+    const PAUSE: Duration = Duration::from_secs(30);
+    let zkw = ZooKeeperWatcher::builder(&shared_server().connect_string())
+        .with_identifier("recipes-test")
+        .with_session_timeout(Duration::from_secs(6))
+        .with_retry(
+            RetryConfig::default()
+                .with_sleep_interval(PAUSE)
+                .with_backoff_policy(zklock::BackoffPolicy::Fixed),
+        )
+        .connect()
+        .expect("connect");
+    let root = unique_root("create-retry-close");
+    let path = format!("{root}/latch");
+    // The directory first: the lost reply is the latch's own create's.
+    zklock::zkutil::create_with_parents(&session(), &path).unwrap();
+    let latch = LeaderLatch::new(&zkw, &path, "a").unwrap();
+    zkw.zookeeper().lose_next_reply(ReplyKind::Create);
+    let (tx, rx) = mpsc::channel();
+    let starting = thread::spawn(move || {
+        let _ = tx.send(latch.start());
+        latch
+    });
+    let zk = raw();
+    assert!(
+        eventually(Duration::from_secs(20), || zk
+            .get_children(&path, false)
+            .map(|c| c.len() == 1)
+            .unwrap_or(false)),
+        "the latch's create reached the server"
+    );
+    thread::sleep(Duration::from_secs(1));
+    let closed = Instant::now();
+    zkw.close().unwrap();
+    let got = rx
+        .recv_timeout(PAUSE / 2)
+        .expect("start() slept on through its retry pause after close()");
+    let late = closed.elapsed();
+    eprintln!("start() returned {late:?} after close(): {got:?}");
+    assert!(
+        matches!(got, Err(Error::Closed)),
+        "start() during its retry pause, then close(): {got:?}, not Closed"
+    );
+    drop(starting.join().unwrap());
+    assert!(
+        eventually(Duration::from_secs(10), || zk
+            .get_children(&path, false)
+            .map(|c| c.is_empty())
+            .unwrap_or(false)),
+        "the latch's node went with its session"
+    );
+    zk.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&session(), &root).unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // Finding 5: a lost wake-up between threads sharing an instance, forced
 // ---------------------------------------------------------------------------

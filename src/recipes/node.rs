@@ -338,15 +338,19 @@ pub(super) struct Contention {
 }
 
 impl Contention {
-    /// After a claim (that took `claim_took`) another consumer won: sleeps
-    /// the back-off, never past `until`; `Ok(false)` when `until` has passed
-    /// (the take's time is up).
+    /// After a claim (that took `claim_took`) another consumer won: pauses
+    /// for the back-off, never past `until`, on the wait engine
+    /// ([`Waiter::back_off`]: the end of the take's session ends the pause at
+    /// once); `Ok(false)` when `until` has passed (the take's time is up).
     ///
     /// # Errors
-    /// `SessionExpired`, `Closed` when the take's session ended meanwhile.
+    /// `SessionExpired`, `Closed` when the take's session ended before or
+    /// during the back-off.
     pub(super) fn lost(
         &mut self,
         call: &CallSession,
+        waiter: &Waiter,
+        dir: &str,
         until: Deadline,
         claim_took: Duration,
     ) -> Result<bool> {
@@ -354,8 +358,7 @@ impl Contention {
             .saturating_mul(1 << self.lost.min(LOST_CLAIM_DOUBLINGS))
             .min(LOST_CLAIM_BACKOFF_MAX);
         self.lost += 1;
-        std::thread::sleep(until.cap(crate::util::jitter(d)));
-        call.check()?;
+        waiter.back_off(call, crate::util::jitter(d), until, dir)?;
         Ok(!until.is_past())
     }
 }

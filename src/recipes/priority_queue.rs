@@ -159,7 +159,7 @@ impl DistributedPriorityQueue {
             {
                 return Ok(Some((priority, data)));
             }
-            if !contention.lost(call, until, t0.elapsed())? {
+            if !contention.lost(call, &self.waiter, &self.dir, until, t0.elapsed())? {
                 return Ok(None);
             }
         }

@@ -73,7 +73,10 @@ fn item_sequence(path: &str) -> Option<i64> {
 /// every item, about 8 requests per item at 4 × 4. So a consumer whose claim
 /// lost backs off before it lists again: a random time of one to two of its
 /// claims' round trips, doubled with each further loss of the same take up to
-/// 64 times that (at most 250 ms); then it lists afresh. The winner meanwhile
+/// 64 times that (at most 250 ms); then it lists afresh. The back-off is a
+/// wait bound to the take's session, like the take's other waits: the
+/// session's end (an expiry, `close()`) ends it at once with
+/// `SessionExpired` / `Closed`. The winner meanwhile
 /// takes on alone at one claim per item, as fast as all of them together
 /// (the claims are serial anyway), and a waking consumer costs a listing and
 /// a claim attempt per back-off, spread over the winner's items. Measured
@@ -425,7 +428,7 @@ impl DistributedQueue {
             }
             // Another consumer took it: back off, then list afresh (the
             // cached items are likely taken by then too).
-            if !contention.lost(call, until, t0.elapsed())? {
+            if !contention.lost(call, &self.waiter, &self.dir, until, t0.elapsed())? {
                 return Ok(None);
             }
             self.cache.lock().clear();

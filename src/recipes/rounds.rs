@@ -679,30 +679,40 @@ impl Taken {
 
 /// Makes a recipe's node with `attempt` (given the client and whether an
 /// earlier try may have made it: a lost reply), retried on connection loss as
-/// Java's `ProtocolSupport` does. Returns the node and the session it was
-/// made in.
+/// Java's `ProtocolSupport` does, by the watcher's [`RetryConfig`] (the
+/// retries and pauses of `RecoverableZooKeeper`; Java's `ProtocolSupport`
+/// has its own 10 retries of 0.5 s × n: zklock keeps one retry policy per
+/// watcher). A pause between tries is a wait of the wait engine bound to the
+/// session: its end (a `close()`, an expiry) ends the pause at once. Returns
+/// the node and the session it was made in.
 ///
 /// # Errors
 /// `SessionExpired` when the session ended (or was renewed) on the way: the
-/// recipe never carries on in another session; ZooKeeper errors after
-/// retries.
+/// recipe never carries on in another session; `Closed` when the watcher was
+/// closed; ZooKeeper errors after retries.
+///
+/// [`RetryConfig`]: crate::retry::RetryConfig
 pub(crate) fn create_in_session(
     zkw: &ZooKeeperWatcher,
     mut attempt: impl FnMut(&ZooKeeper, bool) -> Result<String>,
 ) -> Result<(String, i64)> {
-    zkw.check_session()?;
+    let call = crate::call::CallSession::begin(zkw)?;
     let zk = zkw.zookeeper();
     let session = zk.session_id();
     let same = |zk: &ZooKeeper| session != 0 && zk.session_id() == session;
-    let mut tries = 0u32;
+    let mut retries = crate::retry::RetryCounter::new(zkw.recoverable_zookeeper().retry_config());
     loop {
-        match attempt(zk, tries > 0) {
+        match attempt(zk, retries.is_retry()) {
             Ok(node) if same(zk) => return Ok((node, session)),
             Ok(_) => return Err(Error::zk_code(ZkError::SessionExpired)),
-            Err(e) if e.is_retryable() && tries < 10 => {
-                tries += 1;
-                debug!("making a node: {e}; retry {tries}");
-                std::thread::sleep(Duration::from_millis(50) * tries);
+            Err(e) if e.is_retryable() && retries.should_retry() => {
+                let pause = retries.backoff_time_and_increment_attempts();
+                debug!(
+                    "making a node: {e}; retry {} of {} after {pause:?}",
+                    retries.attempt_times(),
+                    retries.max_attempts()
+                );
+                crate::wait::pause(&call, Deadline::after(pause), "making a node")?;
                 zkw.check_session()?;
                 if !same(zk) {
                     return Err(Error::zk_code(ZkError::SessionExpired));

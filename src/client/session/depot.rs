@@ -8,15 +8,15 @@ use super::*;
 /// The name of a failed reply's error, for the `code` label: the ZooKeeper
 /// code's name (`NoNode`), else the error's kind (`Closed`).
 #[cfg(feature = "metrics")]
-fn error_label(reply: &Reply) -> Option<String> {
+fn error_label(reply: &Reply) -> Option<&'static str> {
     let e = reply.as_ref().err()?;
     Some(match e.code() {
-        Some(code) => format!("{code:?}"),
+        Some(code) => code.name(),
         None => match e {
-            Error::Closed => "Closed".into(),
-            Error::BadArguments(_) => "BadArguments".into(),
-            Error::Io(_) => "Io".into(),
-            _ => "Other".into(),
+            Error::Closed => "Closed",
+            Error::BadArguments(_) => "BadArguments",
+            Error::Io(_) => "Io",
+            _ => "Other",
         },
     })
 }
