@@ -574,6 +574,15 @@ fn a_one_way_partition_with_notifications_flowing_is_found_before_the_session_en
 // 5. After a local expiry the client closes the session on the server
 // ---------------------------------------------------------------------------
 
+/// The outcome is decided by construction, not by timing: the proxy cuts the
+/// handle off both ways, and a second handle (a twin, through a proxy of its
+/// own) attached to the same session (id and password) with a 30 s session
+/// timeout keeps the session alive on the server. Nothing of the first handle
+/// reaches the server while it is cut off; the twin is cut off in turn just
+/// before the heal (it neither pings nor takes the session back any more, and
+/// the server holds the session 20 s or more after its last ping). Once the
+/// first handle's link heals, only its close of the locally expired session
+/// can end the session before the test ends.
 #[test]
 fn a_locally_expired_session_is_closed_on_the_server_when_it_is_reachable() {
     let session = Duration::from_secs(4);
@@ -587,24 +596,51 @@ fn a_locally_expired_session_is_closed_on_the_server_when_it_is_reachable() {
     let seen = Events::new();
     assert!(other.exists_w(&node, seen.watcher()).unwrap().is_some());
 
-    // The client hears nothing; the server keeps hearing its pings and connect
-    // requests, so it holds the session (and the node) past the client's expiry.
-    proxy.stall_downstream();
+    // The client hears nothing and the server hears nothing of it; the twin
+    // takes the session over on the server and holds it for 30 s after each
+    // of its pings (one every 10 s), past the client's expiry. (The server
+    // closes the client's connection then; the client may hear of that, the
+    // stalled proxy passing on the end of the stream, but its reconnects are
+    // held there.)
+    proxy.stall();
+    let twin_proxy = FaultProxy::start(server()).unwrap();
+    let twin_events = Events::new();
+    let twin = ZooKeeper::connect_with_session(
+        &twin_proxy.connect_string(),
+        Duration::from_secs(30),
+        twin_events.watcher(),
+        zk.session_id(),
+        &zk.session_password(),
+    )
+    .unwrap();
     events.wait_state(KeeperState::Expired, 1, WAIT);
     assert!(
         other.exists(&node, false).unwrap().is_some(),
         "the server still holds the session"
     );
+    assert_eq!(twin.state(), State::Connected);
+    // The twin cut off: when the first handle's connect request takes the
+    // session back (the server closes the twin's connection), nothing the
+    // twin sends reaches the server, so it cannot take the session back in
+    // turn.
+    twin_proxy.stall();
+    let trips = proxy.round_trips();
     proxy.reset();
     let healed = Instant::now();
+    // The first handle's close is the only thing that can end the session.
     seen.wait_node(EventType::NodeDeleted, &node, 1, WAIT);
     let gone = healed.elapsed();
-    // The server alone would keep it until a session timeout after the last
-    // connect request it heard (2 s or more after the heal).
+    // One request through the healed link: the closeSession (connect
+    // requests are not counted).
+    assert_eq!(proxy.round_trips() - trips, 1, "requests after the heal");
+    // The server alone would have held the session 20 s or more.
     assert!(
-        gone < Duration::from_millis(1000),
+        gone < Duration::from_secs(10),
         "the ephemeral node went {gone:?} after the heal"
     );
+    // The twin, reachable again, finds its session ended.
+    twin_proxy.pass();
+    twin_events.wait_state(KeeperState::Expired, 1, WAIT);
     // Nothing is told to the dead handle's watcher after Expired (deliberate
     // sleep: nothing to wait for).
     thread::sleep(Duration::from_millis(200));
@@ -619,6 +655,7 @@ fn a_locally_expired_session_is_closed_on_the_server_when_it_is_reachable() {
     let t = Instant::now();
     zk.close().unwrap();
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    twin.close().unwrap();
     rmr(&other, &root);
     no_client_panics();
 }

@@ -627,7 +627,8 @@ fn counters_leases_and_persistent_nodes_on_a_sasl_watcher_are_creator_only() {
 /// attempt waits for its ConnectResponse. The close authenticates first
 /// (Java's order), so `dump` and `cons` lose the session at once, not a
 /// session timeout after its last refresh. (No server restart: how long a
-/// JVM takes to start does not matter.)
+/// JVM takes to start does not matter.) `dump`'s sessions, not its list of
+/// connections, which can name a closed one (see the next test).
 #[test]
 fn a_locally_expired_session_is_closed_on_a_sasl_server_at_once() {
     common::init_log();
@@ -671,6 +672,40 @@ fn a_locally_expired_session_is_closed_on_a_sasl_server_at_once() {
     assert_eq!(count_state(&events, KeeperState::AuthFailed), 0);
     zk.close().unwrap();
     other.close().unwrap();
+}
+
+/// The locally-expired close test above failed under load on 3.9.3 with the
+/// session closed at once (the client logged `closed`, the server's session
+/// tracker and ephemeral nodes no longer had it) while `dump` still named it:
+/// in `Connections dump`, a connection the server had closed (not in `cons`),
+/// the last reconnect attempt's, re-queued for idle expiry by the server. This
+/// is that `dump` reply: the session is not alive in it.
+#[test]
+fn a_closed_connection_left_in_dump_is_not_a_live_session() {
+    let dump = "SessionTracker dump:\n\
+                Session Sets (1)/(0):\n\
+                0 expire at Sat Nov 28 11:58:41 UTC 2026:\n\
+                ephemeral nodes dump:\n\
+                Sessions with Ephemerals (0):\n\
+                Connections dump:\n\
+                Connections Sets (2)/(2):\n\
+                1 expire at Sat Nov 28 11:58:46 UTC 2026:\n\
+                \tip: /127.0.0.1:53990 sessionId: 0x100021620ce0000\n\
+                1 expire at Sat Nov 28 11:58:56 UTC 2026:\n\
+                \tip: /127.0.0.1:40646 sessionId: 0x0\n";
+    assert!(!common::client::session_in_dump(dump, 0x100021620ce0000));
+    // The same session alive: in the tracker's sets, with its ephemeral node.
+    let alive = "SessionTracker dump:\n\
+                 Session Sets (2)/(1):\n\
+                 1 expire at Sat Nov 28 11:58:41 UTC 2026:\n\
+                 \t0x100021620ce0000\n\
+                 ephemeral nodes dump:\n\
+                 Sessions with Ephemerals (1):\n\
+                 0x100021620ce0000:\n\
+                 \t/sasl-expired-close-1\n\
+                 Connections dump:\n\
+                 Connections Sets (0)/(0):\n";
+    assert!(common::client::session_in_dump(alive, 0x100021620ce0000));
 }
 
 /// Issue 31, item 8: passwords outside ASCII log in to a real server (which
