@@ -699,6 +699,170 @@ fn proxy_stall_blocks_a_live_session_both_ways() {
     session.close().unwrap();
 }
 
+/// A proxy in front of a plain TCP peer of the test's own (no ZooKeeper
+/// server: the test plays the server's side of the bytes), one client
+/// connected through it, and the peer's end of that connection.
+fn proxy_to_a_peer() -> (FaultProxy, TcpStream, TcpStream) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = FaultProxy::start(listener.local_addr().unwrap()).unwrap();
+    let client = TcpStream::connect(proxy.addr()).unwrap();
+    let (peer, _) = listener.accept().unwrap();
+    for s in [&client, &peer] {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    }
+    (proxy, client, peer)
+}
+
+/// Linux's numbers of the system calls a `TcpStream::read` blocks in
+/// (`recvfrom`, `read`), as /proc/…/syscall shows them.
+#[cfg(target_arch = "x86_64")]
+const SOCKET_READ_SYSCALLS: &[&str] = &["45", "0"];
+#[cfg(target_arch = "aarch64")]
+const SOCKET_READ_SYSCALLS: &[&str] = &["207", "63"];
+
+/// Waits until the thread of this process named `name` (a proxy's reader,
+/// `zkp<id>:<connection><c|u>r`) is blocked in a socket read
+/// (/proc/self/task/*/syscall): the state in which a stall used to let the
+/// read's bytes or end of stream through.
+fn wait_blocked_in_read(name: &str) {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    wait_until(
+        Duration::from_secs(10),
+        &format!("{name} blocked in a socket read"),
+        || {
+            fs::read_dir("/proc/self/task").unwrap().any(|e| {
+                let dir = e.unwrap().path();
+                let named = fs::read_to_string(dir.join("comm")).unwrap_or_default();
+                let call = fs::read_to_string(dir.join("syscall")).unwrap_or_default();
+                named.trim_end() == name
+                    && call
+                        .split_whitespace()
+                        .next()
+                        .is_some_and(|n| SOCKET_READ_SYSCALLS.contains(&n))
+            })
+        },
+    );
+}
+
+/// A ZooKeeper client frame: its length, then `xid` (`None`: the connect
+/// request, which holds none) and a body.
+fn client_frame(xid: Option<i32>) -> Vec<u8> {
+    let mut body = xid.map(|x| x.to_be_bytes().to_vec()).unwrap_or_default();
+    body.extend_from_slice(b"body");
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+/// That `stream` reads nothing — no byte, no end — for a while.
+fn assert_reads_nothing(stream: &mut TcpStream, what: &str) {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    match stream.read(&mut buf) {
+        Err(e) if is_timeout(&e) => {}
+        Ok(0) => panic!("{what}: the end of the stream got through"),
+        Ok(n) => panic!("{what}: {:?} got through", &buf[..n]),
+        Err(e) => panic!("{what}: {e:?}"),
+    }
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+}
+
+#[test]
+fn proxy_stall_holds_what_a_read_already_under_way_brings() {
+    let (proxy, mut client, mut peer) = proxy_to_a_peer();
+    // The connect request passes (not a round trip); then nothing is in
+    // flight, and the proxy's client→server reader blocks in its read.
+    let connect = client_frame(None);
+    client.write_all(&connect).unwrap();
+    let mut got = vec![0u8; connect.len()];
+    peer.read_exact(&mut got).unwrap();
+    assert_eq!(got, connect);
+    wait_blocked_in_read(&format!("zkp{}:1cr", proxy.id()));
+    proxy.stall();
+    // Written after the stall: the blocked read takes it, the proxy holds it.
+    let request = client_frame(Some(1));
+    client.write_all(&request).unwrap();
+    assert_reads_nothing(&mut peer, "a request written after the stall");
+    assert_eq!(proxy.round_trips(), 0, "a held request is no round trip");
+    proxy.pass();
+    let mut got = vec![0u8; request.len()];
+    peer.read_exact(&mut got).unwrap();
+    assert_eq!(got, request);
+    assert_eq!(proxy.round_trips(), 1, "forwarded, it is one");
+}
+
+#[test]
+fn proxy_stall_holds_the_server_closing_until_pass() {
+    let (proxy, mut client, peer) = proxy_to_a_peer();
+    // The server→client reader blocks in its read; the server closes its
+    // side during the stall: that read takes the end of the stream.
+    wait_blocked_in_read(&format!("zkp{}:1ur", proxy.id()));
+    proxy.stall();
+    drop(peer);
+    assert_reads_nothing(&mut client, "the server's close during the stall");
+    assert_eq!(proxy.connections(), 1, "a stall keeps the connection");
+    proxy.pass();
+    let mut buf = [0u8; 64];
+    assert_eq!(
+        client.read(&mut buf).unwrap(),
+        0,
+        "the close, after the stall"
+    );
+}
+
+#[test]
+fn proxy_stall_holds_the_server_resetting_until_pass() {
+    let (proxy, mut client, peer) = proxy_to_a_peer();
+    // A byte the server never reads: closing with it unread resets the
+    // connection (RST), which the proxy's blocked read takes as an error.
+    client.write_all(b"x").unwrap();
+    let mut byte = [0u8; 1];
+    assert_eq!(peer.peek(&mut byte).unwrap(), 1);
+    wait_blocked_in_read(&format!("zkp{}:1ur", proxy.id()));
+    proxy.stall();
+    drop(peer);
+    assert_reads_nothing(&mut client, "the server's reset during the stall");
+    assert_eq!(proxy.connections(), 1, "a stall keeps the connection");
+    proxy.pass();
+    let r = client.read(&mut byte);
+    assert!(
+        matches!(r, Ok(0)) || r.as_ref().is_err_and(|e| !is_timeout(e)),
+        "the reset ends the client's connection after the stall: {r:?}"
+    );
+}
+
+#[test]
+fn proxy_stall_delivers_held_bytes_in_order_then_the_end() {
+    let (proxy, mut client, mut peer) = proxy_to_a_peer();
+    let connect = client_frame(None);
+    client.write_all(&connect).unwrap();
+    let mut got = vec![0u8; connect.len()];
+    peer.read_exact(&mut got).unwrap();
+    wait_blocked_in_read(&format!("zkp{}:1cr", proxy.id()));
+    proxy.stall();
+    // Two pipelined requests (one round trip) in two writes, then the
+    // client's close: all of it held, the blocked read's share included.
+    let (first, second) = (client_frame(Some(1)), client_frame(Some(2)));
+    client.write_all(&first).unwrap();
+    client.write_all(&second).unwrap();
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_reads_nothing(&mut peer, "bytes and close written during the stall");
+    assert_eq!(proxy.round_trips(), 0, "held requests are no round trip");
+    proxy.pass();
+    let mut got = Vec::new();
+    peer.read_to_end(&mut got).unwrap();
+    assert_eq!(
+        got,
+        [first, second].concat(),
+        "the held bytes, in order, then EOF"
+    );
+    assert_eq!(proxy.round_trips(), 1, "two pipelined requests forwarded");
+}
+
 #[test]
 fn proxy_cut_closes_the_client_side() {
     let server = shared_server();

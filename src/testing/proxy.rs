@@ -15,23 +15,41 @@ const BUFFER_SIZE: usize = 16 * 1024;
 const STACK_SIZE: usize = 256 * 1024;
 
 /// What a [`FaultProxy`] does with the bytes of its connections.
+///
+/// A mode governs everything a connection carries, each direction on its
+/// own: its bytes and its end (the EOF of an orderly close, passed on as a
+/// half-close, or a read error such as a reset, passed on by closing the
+/// connection both ways). Whatever a mode holds is held in order, neither
+/// forwarded nor dropped, until the mode forwards that direction again; then
+/// it flows on as it was read, the held bytes first and the end, if one came,
+/// after them. Only a [`cut`](FaultProxy::cut) (or
+/// [`reset`](FaultProxy::reset), or the proxy's drop) drops what is held,
+/// with the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProxyMode {
-    /// Forward every byte at once, both ways.
+    /// Forward every byte, and the end of each stream, at once, both ways.
     Pass,
     /// Forward nothing, either way, but keep every socket open: a network partition
-    /// (a blackhole). Bytes are held, not dropped: they flow on after
-    /// [`FaultProxy::pass`].
+    /// (a blackhole). Nothing read after [`FaultProxy::stall`] returned reaches
+    /// the other side — not a byte, nor the end of the stream (a peer closing
+    /// its side during the stall is not seen by the other until the stall
+    /// ends) — even what a read already under way when the stall began
+    /// brought in. Bytes are held, not dropped: they flow on, then the end
+    /// of the stream, after [`FaultProxy::pass`]. (A chunk the proxy was
+    /// already writing when the stall began — read before it — completes.)
     Stall,
-    /// Forward every byte, both ways, this long after the proxy read it.
+    /// Forward every byte, and the end of each stream, both ways, this long
+    /// after the proxy read it.
     Delay(Duration),
-    /// A one-way partition: client→server bytes are held (as in `Stall`),
-    /// server→client bytes flow. The server hears nothing (no requests, no
-    /// pings) while the client keeps receiving whatever the server sends.
+    /// A one-way partition: client→server bytes (and the client's end of
+    /// stream) are held (as in `Stall`), server→client bytes flow. The
+    /// server hears nothing (no requests, no pings, no close) while the
+    /// client keeps receiving whatever the server sends.
     StallUpstream,
-    /// The other way: server→client bytes are held, client→server bytes flow.
-    /// The server keeps hearing the client's pings and connect requests (the
-    /// session stays alive there) while the client hears nothing.
+    /// The other way: server→client bytes (and the server's end of stream)
+    /// are held, client→server bytes flow. The server keeps hearing the
+    /// client's pings and connect requests (the session stays alive there)
+    /// while the client hears nothing, not even the server closing.
     StallDownstream,
 }
 
@@ -57,15 +75,29 @@ impl ProxyMode {
 /// | call | effect |
 /// |---|---|
 /// | [`pass`](FaultProxy::pass) | forward normally (the initial mode) |
-/// | [`stall`](FaultProxy::stall) | forward nothing, keep the sockets open, hold the bytes — until `pass`, `delay`, `cut`/`reset` or drop |
-/// | [`cut`](FaultProxy::cut) | close every current connection on both sides (the client reads EOF); new connections are accepted, in the current mode |
+/// | [`stall`](FaultProxy::stall) | forward nothing, keep the sockets open, hold the bytes and the ends of the streams (a peer's close) — until `pass`, `delay`, `cut`/`reset` or drop |
+/// | [`cut`](FaultProxy::cut) | close every current connection on both sides (the client reads EOF), dropping what is held; new connections are accepted, in the current mode |
 /// | [`reset`](FaultProxy::reset) | `cut`, then `pass` |
-/// | [`delay(d)`](FaultProxy::delay) | forward each chunk `d` after it was read, both ways (a round trip gains `2 d`) |
-/// | [`stall_upstream`](FaultProxy::stall_upstream) / [`stall_downstream`](FaultProxy::stall_downstream) | a one-way partition: hold the bytes of one direction only |
+/// | [`delay(d)`](FaultProxy::delay) | forward each chunk, and each end of stream, `d` after it was read, both ways (a round trip gains `2 d`) |
+/// | [`stall_upstream`](FaultProxy::stall_upstream) / [`stall_downstream`](FaultProxy::stall_downstream) | a one-way partition: hold the bytes and the end of one direction only |
 ///
 /// Stalled connections are not timed out by the proxy: the client's and the
 /// server's own timeouts decide what happens, exactly as in a partition. If the
 /// target refuses a new connection, the proxy closes the client's side at once.
+///
+/// # What a mode change promises
+///
+/// The mode is read under one lock, by the thread that writes each chunk,
+/// after the chunk was read and right before it is written: so once
+/// [`stall`](FaultProxy::stall) (or a one-way stall) has returned, nothing
+/// read after it moves the held way, however the proxy's threads were
+/// placed then (a reader blocked in `read` included), until a mode that
+/// forwards that way is set; and that change takes effect at once (the held
+/// threads wait on a condition variable, not a timer). What a held direction
+/// carries stays in the proxy's queue or the kernel's socket buffers, in
+/// order: bytes, then the end of the stream. [`round_trips`](FaultProxy::round_trips)
+/// and [`quorum_counts`](FaultProxy::quorum_counts)' requests count what was
+/// forwarded, never what is held or was dropped by a cut.
 ///
 /// # Threads
 ///
@@ -334,9 +366,29 @@ fn quorum_packet_len(b: &[u8]) -> Result<Option<usize>, ()> {
     Ok((at <= b.len()).then_some(at))
 }
 
+/// What a reader hands its writer, in the order it was read. Every chunk
+/// waits for the same gate ([`wait_to_forward`]): the mode forwarding its
+/// direction, and its due time.
 enum Chunk {
-    Data(Vec<u8>, Instant),
-    Eof,
+    /// Bytes to write.
+    Data {
+        bytes: Vec<u8>,
+        due: Instant,
+        /// The quorum `REQUEST` packets the bytes complete, counted in
+        /// [`QuorumCounts::requests`] when they are forwarded.
+        requests: u64,
+    },
+    /// The source's end: EOF (`failed: false`, passed on as a half-close)
+    /// or a read error (a reset: the connection is closed both ways).
+    End { due: Instant, failed: bool },
+}
+
+impl Chunk {
+    fn due(&self) -> Instant {
+        match self {
+            Chunk::Data { due, .. } | Chunk::End { due, .. } => *due,
+        }
+    }
 }
 
 impl FaultProxy {
@@ -431,42 +483,54 @@ impl FaultProxy {
         self.shared.lock().mode
     }
 
-    /// Forwards normally, both ways; held bytes flow on.
+    /// Forwards normally, both ways ([`ProxyMode::Pass`]); what was held
+    /// flows on at once, in order: the bytes, then the end of the stream if
+    /// one came.
     pub fn pass(&self) {
         self.set_mode(ProxyMode::Pass);
     }
 
-    /// Stops forwarding in both directions, keeping every socket open (a partition).
-    /// No byte read after this call is delivered until the mode changes.
+    /// Stops forwarding in both directions, keeping every socket open (a
+    /// partition, [`ProxyMode::Stall`]). Once this returns, nothing reaches
+    /// the other side — no byte written after it, no peer's close — until a
+    /// mode that forwards is set (or a cut drops the connections), even
+    /// when the proxy was blocked reading that byte or that close when this
+    /// was called: what it reads is held, in order.
     pub fn stall(&self) {
         self.set_mode(ProxyMode::Stall);
     }
 
     /// A one-way partition ([`ProxyMode::StallUpstream`]): holds client→server
-    /// bytes, forwards server→client bytes.
+    /// bytes and the client's close, as [`stall`](Self::stall) holds both
+    /// ways; forwards server→client bytes.
     pub fn stall_upstream(&self) {
         self.set_mode(ProxyMode::StallUpstream);
     }
 
     /// A one-way partition ([`ProxyMode::StallDownstream`]): holds server→client
-    /// bytes, forwards client→server bytes.
+    /// bytes and the server's close, as [`stall`](Self::stall) holds both
+    /// ways; forwards client→server bytes.
     pub fn stall_downstream(&self) {
         self.set_mode(ProxyMode::StallDownstream);
     }
 
-    /// Forwards every byte `delay` after the proxy read it, in both directions.
+    /// Forwards every byte, and each end of stream, `delay` after the proxy
+    /// read it, in both directions ([`ProxyMode::Delay`]); what a stall held
+    /// goes as soon as it is due.
     pub fn delay(&self, delay: Duration) {
         self.set_mode(ProxyMode::Delay(delay));
     }
 
-    /// Sets the mode (see [`ProxyMode`]).
+    /// Sets the mode (see [`ProxyMode`]); it applies at once to every
+    /// connection, to what is held as to what comes next.
     pub fn set_mode(&self, mode: ProxyMode) {
         self.shared.lock().mode = mode;
         self.shared.changed.notify_all();
     }
 
     /// Closes every current connection, on both sides (both peers read EOF; held
-    /// bytes are dropped). The mode stays; new connections are accepted.
+    /// bytes and held ends of streams are dropped, never delivered). The mode
+    /// stays; new connections are accepted.
     pub fn cut(&self) {
         let connections: Vec<Arc<Connection>> = {
             let mut state = self.shared.lock();
@@ -522,8 +586,13 @@ impl FaultProxy {
             let mut framer = lock(framer);
             let held = std::mem::take(&mut framer.held);
             if let Some(tx) = lock(&connection.upstream_tx).as_ref() {
-                for packet in held {
-                    let _ = tx.send(Chunk::Data(packet, self.due()));
+                for bytes in held {
+                    let due = self.shared.due();
+                    let _ = tx.send(Chunk::Data {
+                        bytes,
+                        due,
+                        requests: 0,
+                    });
                 }
             }
         }
@@ -534,8 +603,8 @@ impl FaultProxy {
         Ok(())
     }
 
-    /// On a quorum link: what it has seen of its learners' packets; `None`
-    /// on another proxy.
+    /// On a quorum link: what it has seen of its learners' packets (the
+    /// requests forwarded, the `ACK`s held now); `None` on another proxy.
     pub fn quorum_counts(&self) -> Option<QuorumCounts> {
         self.shared.lock().quorum.as_ref().map(|q| q.counts)
     }
@@ -566,14 +635,6 @@ impl FaultProxy {
         }
     }
 
-    /// When a chunk read now is due, in the current mode.
-    fn due(&self) -> Instant {
-        match self.mode() {
-            ProxyMode::Delay(d) => Instant::now() + d,
-            _ => Instant::now(),
-        }
-    }
-
     /// The number of open connections.
     pub fn connections(&self) -> usize {
         self.shared.lock().connections.len()
@@ -595,7 +656,9 @@ impl FaultProxy {
     /// sent together count one, a request sent after the previous one's reply
     /// counts one more. Connect requests, pings and watch notifications do not
     /// count; neither does a quorum link, nor a link whose bytes are not
-    /// ZooKeeper's client framing (TLS).
+    /// ZooKeeper's client framing (TLS). Only what the proxy forwarded counts,
+    /// when it forwards it (right before writing it on): a request held by a
+    /// stall counts once it passes, one dropped by a cut never does.
     pub fn round_trips(&self) -> u64 {
         self.shared.round_trips.load(Ordering::SeqCst)
     }
@@ -631,6 +694,14 @@ impl Drop for FaultProxy {
 }
 
 impl Shared {
+    /// When a chunk read now is due, in the current mode.
+    fn due(&self) -> Instant {
+        match self.lock().mode {
+            ProxyMode::Delay(d) => Instant::now() + d,
+            _ => Instant::now(),
+        }
+    }
+
     /// The state lock; a panic on another thread does not poison the harness.
     fn lock(&self) -> MutexGuard<'_, ProxyState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -831,7 +902,9 @@ fn read_loop(exit: &ThreadExit, to_upstream: bool, tx: &Sender<Chunk>) {
     let mut buffer = vec![0u8; BUFFER_SIZE];
     loop {
         {
-            // Stalled: read nothing, so the bytes wait in the kernel's buffers.
+            // Held: read nothing more, so the bytes (and the end of the
+            // stream) wait in the kernel's buffers. A read already under
+            // way when the mode changed is held by the writer instead.
             let mut state = shared.lock();
             while state.mode.holds(to_upstream) && !state.stopped && !connection.is_closed() {
                 state = shared.wait(state);
@@ -840,45 +913,43 @@ fn read_loop(exit: &ThreadExit, to_upstream: bool, tx: &Sender<Chunk>) {
                 return;
             }
         }
-        match source.read(&mut buffer) {
+        let read = source.read(&mut buffer);
+        let due = shared.due();
+        let sent = match read {
             Ok(0) => {
-                let _ = tx.send(Chunk::Eof);
+                let _ = tx.send(Chunk::End { due, failed: false });
                 return;
             }
             Ok(n) => {
-                // Counted before it is forwarded: a reply read here has been
-                // told before the client can answer it with a new request.
-                if lock(&connection.exchanges).feed(to_upstream, &buffer[..n]) {
-                    shared.round_trips.fetch_add(1, Ordering::SeqCst);
-                }
                 let framer = connection.framer.as_ref().filter(|_| to_upstream);
-                let sent = match framer {
+                match framer {
                     Some(framer) => forward_packets(shared, &mut lock(framer), &buffer[..n], tx),
-                    None => {
-                        let due = match shared.lock().mode {
-                            ProxyMode::Delay(d) => Instant::now() + d,
-                            _ => Instant::now(),
-                        };
-                        tx.send(Chunk::Data(buffer[..n].to_vec(), due)).is_ok()
-                    }
-                };
-                if !sent {
-                    return;
+                    None => tx
+                        .send(Chunk::Data {
+                            bytes: buffer[..n].to_vec(),
+                            due,
+                            requests: 0,
+                        })
+                        .is_ok(),
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
             Err(_) => {
-                connection.close(shared);
+                // Passed on like an end of stream: not while held.
+                let _ = tx.send(Chunk::End { due, failed: true });
                 return;
             }
+        };
+        if !sent {
+            return;
         }
     }
 }
 
-/// A quorum link's learner bytes: the packets they complete are counted,
+/// A quorum link's learner bytes: the packets they complete are cut out,
 /// `ACK`s held while [`FaultProxy::hold_acks`] says so, the rest sent on
-/// (after the held ones, once released). Returns `false` when the writer is
-/// gone.
+/// (after the held ones, once released; a `REQUEST` is counted when the
+/// writer forwards it). Returns `false` when the writer is gone.
 fn forward_packets(
     shared: &Shared,
     framer: &mut QuorumFramer,
@@ -896,9 +967,7 @@ fn forward_packets(
     };
     let mut sent = true;
     for (kind, packet) in packets {
-        if kind == QUORUM_REQUEST && !framer.raw {
-            quorum.counts.requests += 1;
-        }
+        let requests = u64::from(kind == QUORUM_REQUEST && !framer.raw);
         if quorum.hold_acks && kind == QUORUM_ACK && !framer.raw {
             framer.held.push(packet);
             quorum.counts.held_acks += 1;
@@ -908,14 +977,53 @@ fn forward_packets(
             // Released meanwhile: the held ones first.
             for held in framer.held.drain(..) {
                 quorum.counts.held_acks = quorum.counts.held_acks.saturating_sub(1);
-                sent &= tx.send(Chunk::Data(held, due)).is_ok();
+                let chunk = Chunk::Data {
+                    bytes: held,
+                    due,
+                    requests: 0,
+                };
+                sent &= tx.send(chunk).is_ok();
             }
         }
-        sent &= tx.send(Chunk::Data(packet, due)).is_ok();
+        let chunk = Chunk::Data {
+            bytes: packet,
+            due,
+            requests,
+        };
+        sent &= tx.send(chunk).is_ok();
     }
     drop(state);
     shared.changed.notify_all();
     sent
+}
+
+/// Waits until a chunk of this direction due at `due` may be written: the
+/// mode forwards the direction and the due time has come (woken by every
+/// mode change, so a pass takes effect at once). The mode is read under the
+/// state lock after the chunk was read, so nothing read after a stall
+/// returned passes this gate while the stall lasts. `false` when the
+/// connection was cut or the proxy stopped: the chunk is dropped with it.
+fn wait_to_forward(
+    shared: &Shared,
+    connection: &Connection,
+    to_upstream: bool,
+    due: Instant,
+) -> bool {
+    let mut state = shared.lock();
+    loop {
+        if state.stopped || connection.is_closed() {
+            return false;
+        }
+        if state.mode.holds(to_upstream) {
+            state = shared.wait(state);
+            continue;
+        }
+        let now = Instant::now();
+        if now >= due {
+            return true;
+        }
+        state = shared.wait_timeout(state, due - now);
+    }
 }
 
 fn write_loop(exit: &ThreadExit, to_upstream: bool, rx: &Receiver<Chunk>) {
@@ -925,38 +1033,41 @@ fn write_loop(exit: &ThreadExit, to_upstream: bool, rx: &Receiver<Chunk>) {
     } else {
         &connection.client
     };
-    // Ends when the reader is gone (it drops the sender).
+    // Ends when the reader is gone (it drops the sender) or after the end.
     while let Ok(chunk) = rx.recv() {
-        let bytes = match chunk {
-            Chunk::Data(bytes, due) => {
-                let mut state = shared.lock();
-                loop {
-                    if state.stopped || connection.is_closed() {
-                        return;
-                    }
-                    if state.mode.holds(to_upstream) {
-                        state = shared.wait(state);
-                        continue;
-                    }
-                    let now = Instant::now();
-                    if now >= due {
-                        break;
-                    }
-                    state = shared.wait_timeout(state, due - now);
+        // Bytes and ends alike: in the order read, never while held.
+        if !wait_to_forward(shared, connection, to_upstream, chunk.due()) {
+            return;
+        }
+        match chunk {
+            Chunk::Data {
+                bytes, requests, ..
+            } => {
+                // Counted as it is forwarded, before it is written: a reply
+                // is told before the client can answer it with a new request.
+                if lock(&connection.exchanges).feed(to_upstream, &bytes) {
+                    shared.round_trips.fetch_add(1, Ordering::SeqCst);
                 }
-                bytes
+                if requests > 0 {
+                    if let Some(quorum) = shared.lock().quorum.as_mut() {
+                        quorum.counts.requests += requests;
+                    }
+                    shared.changed.notify_all();
+                }
+                if sink.write_all(&bytes).is_err() {
+                    connection.close(shared);
+                    return;
+                }
             }
-            Chunk::Eof => {
+            Chunk::End { failed: false, .. } => {
                 // Half-close: pass the FIN on, keep the other direction going.
-                if !connection.is_closed() {
-                    let _ = sink.shutdown(Shutdown::Write);
-                }
+                let _ = sink.shutdown(Shutdown::Write);
                 return;
             }
-        };
-        if sink.write_all(&bytes).is_err() {
-            connection.close(shared);
-            return;
+            Chunk::End { failed: true, .. } => {
+                connection.close(shared);
+                return;
+            }
         }
     }
 }
