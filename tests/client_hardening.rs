@@ -599,9 +599,8 @@ fn a_locally_expired_session_is_closed_on_the_server_when_it_is_reachable() {
     // The client hears nothing and the server hears nothing of it; the twin
     // takes the session over on the server and holds it for 30 s after each
     // of its pings (one every 10 s), past the client's expiry. (The server
-    // closes the client's connection then; the client may hear of that, the
-    // stalled proxy passing on the end of the stream, but its reconnects are
-    // held there.)
+    // closes the client's connection then; the stalled proxy holds that end
+    // of the stream, as it holds the client's reconnects.)
     proxy.stall();
     let twin_proxy = FaultProxy::start(server()).unwrap();
     let twin_events = Events::new();
