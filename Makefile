@@ -28,7 +28,7 @@ PYTHON3       ?= python3
 KAZOO_VERSION := 2.11.0
 KAZOO_VENV    := target/kazoo-venv
 
-.PHONY: help zookeeper curator kazoo kerberos zookeeper-versions test test-versions check fmt clippy doc demo cli bench bench-metrics chaos loom
+.PHONY: help zookeeper curator kazoo kerberos zookeeper-versions test test-versions check fmt clippy doc demo cli bench bench-metrics chaos loom loom-build
 
 help:
 	@echo "make demo | make test | make check | make bench | make chaos | make cli | make zookeeper"
@@ -213,6 +213,10 @@ check: fmt clippy doc
 # cached it yet, network-bound) runs in the background while fmt, clippy,
 # rustdoc and the test build (CPU-bound) run; a binary on another version
 # waits for it at its start (its log: target/zookeeper-versions.log).
+# Likewise rustdoc's check (make doc) and the loom models' release build run
+# at low priority beside the test binaries, which leave about a third of the
+# two cores idle waiting on servers (vmstat: 40% idle on the slowest six);
+# the doc tests and the loom models run after them.
 TEST_LANES ?= 3
 TEST_BINARY_TIMEOUT ?= 420
 SLOW_TESTS := chaos tls recipes_lock_election client_faults recipes_coordination harness \
@@ -253,6 +257,7 @@ define run_tests
 	bins=$$($(CARGO) test --all-features --no-run --message-format=json-render-diagnostics | \
 	  $(PYTHON3) -c '$(TEST_BINARIES)' '$(1)' '$(2)') || exit 1; \
 	rm -rf target/test-logs; mkdir -p target/test-logs; start=$$(date +%s); \
+	( nice -n 10 $(MAKE) --no-print-directory doc loom-build >target/test-logs/side-builds.txt 2>&1 ) & side=$$!; \
 	printf '%s\n' "$$bins" | xargs -P $(TEST_LANES) -L 1 bash -c ' \
 	  name=$$0; v=$$1; exe=$$2; shift 2; [ "$$v" = - ] || name=$$name@$$v; \
 	  log=target/test-logs/$$name.log; t0=$$(date +%s); \
@@ -266,6 +271,8 @@ define run_tests
 	    echo "FAILED  $$name ($$(( $$(date +%s) - t0 )) s), its output:"; cat "$$log"; \
 	    touch target/test-logs/FAILED; fi'; \
 	echo "test binaries: $$(( $$(date +%s) - start )) s in $(TEST_LANES) lanes"; \
+	wait $$side && echo "rustdoc and the loom build, beside the binaries: ok" || \
+	  { cat target/test-logs/side-builds.txt; echo "make test: rustdoc or the loom build failed (see above)" >&2; exit 1; }; \
 	[ ! -e target/test-logs/FAILED ] || { echo "make test: a test binary failed (see above)" >&2; exit 1; }
 	$(CARGO) test --all-features --doc
 	$(MAKE) --no-print-directory loom
@@ -273,20 +280,25 @@ endef
 
 test: zookeeper curator kazoo kerberos
 	$(versions_in_background)
-	$(MAKE) --no-print-directory check
+	$(MAKE) --no-print-directory fmt clippy
 	$(call run_tests,$(OTHER_VERSIONS),$(VERSION_TESTS))
 
 # Every test binary on Debian's 3.8, then again on each of OTHER_VERSIONS.
 test-versions: zookeeper curator kazoo kerberos
 	$(versions_in_background)
-	$(MAKE) --no-print-directory check
+	$(MAKE) --no-print-directory fmt clippy
 	$(call run_tests,$(OTHER_VERSIONS),all)
 
 # The wait engine's core (src/wait.rs: generation, wake, session end, cancel)
 # under every thread interleaving, with loom (a dev-dependency built only
 # with --cfg zklock_loom, in its own target directory).
+LOOM := RUSTFLAGS="--cfg zklock_loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release --lib
 loom:
-	RUSTFLAGS="--cfg zklock_loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release --lib loom_
+	$(LOOM) loom_
+
+# The loom models' build alone (make test runs it beside the test binaries).
+loom-build:
+	$(LOOM) --no-run --quiet
 
 # The example runs the `zklock` binary built beside it, against its own
 # throwaway server unless $ZK_SERVERS names one.
