@@ -581,9 +581,10 @@ fn election_succession_wakes_only_the_successor() {
     assert!(per.iter().all(|&n| n == 1), "{per:?}");
 }
 
-/// A successor sends the watch on its own offer with its listing (one round
-/// trip, issue 37); when that `exists` answer is lost, it leads only after
-/// the reconnect confirmed its offer, once, and the session's watches on
+/// A candidate sends the watch on its own offer with its listing (no round
+/// trip of its own, issue 37), from its first round on; when that `exists`
+/// answer is lost, it is placed only after the reconnect (its round again),
+/// leads once its predecessor leaves, once, and the session's watches on
 /// the offer are still there for in-doubt and deletion.
 #[test]
 fn election_successor_s_lost_own_exists_answer_elects_after_the_reconnect() {
@@ -593,12 +594,12 @@ fn election_successor_s_lost_own_exists_answer_elects_after_the_reconnect() {
     let (a, _) = candidate(&wa, &root, "a");
     let (b, b_events) = candidate(&wb, &root, "b");
     a.start().unwrap();
+    // The next exists of b's session is the one on its own offer, sent with
+    // its first listing.
+    wb.zookeeper().lose_next_reply(ReplyKind::Exists);
     b.start().unwrap();
     assert!(a.has_leadership() && !b.has_leadership());
     assert_eq!(b.state(), zklock::recipes::election::ElectionState::Ready);
-    // The next exists of b's session is the one on its own offer, sent with
-    // the listing once a's offer is gone.
-    wb.zookeeper().lose_next_reply(ReplyKind::Exists);
     a.stop().unwrap();
     assert!(eventually(Duration::from_secs(20), || b.has_leadership()));
     let elected = b_events
@@ -614,10 +615,14 @@ fn election_successor_s_lost_own_exists_answer_elects_after_the_reconnect() {
     assert!(eventually(Duration::from_secs(10), || b.state()
         == zklock::recipes::election::ElectionState::Failed));
     assert!(!b.has_leadership());
-    assert!(b_events
-        .lock()
-        .unwrap()
-        .ends_with(&[Ev::LeadershipLost, Ev::Failed]));
+    // The state turns Failed before the listeners are told.
+    assert!(
+        eventually(Duration::from_secs(10), || b_events
+            .lock()
+            .unwrap()
+            .ends_with(&[Ev::LeadershipLost, Ev::Failed])),
+        "{b_events:?}"
+    );
 }
 
 /// A candidate whose round ran after a withdrawal ahead of it (the watch on
@@ -647,6 +652,286 @@ fn election_candidate_behind_the_leader_stops_without_a_notification() {
     thread::sleep(Duration::from_millis(300)); // let any stray notification land
     assert_eq!(deleted() - before, 0, "the stopping candidate was notified");
     assert!(cands[0].has_leadership());
+}
+
+// ------------------------------------- succession without a listing (issue 37)
+
+/// The round trips `proxy` counted when `ev` was told to a listener of the
+/// candidate it is added to (`u64::MAX` until then).
+fn rt_at(proxy: &Arc<FaultProxy>, ev: Ev) -> (Arc<std::sync::atomic::AtomicU64>, impl Fn(Ev)) {
+    use std::sync::atomic::AtomicU64;
+    let at = Arc::new(AtomicU64::new(u64::MAX));
+    let (p, a) = (proxy.clone(), at.clone());
+    let listener = move |e: Ev| {
+        if e == ev {
+            a.store(p.round_trips(), Ordering::SeqCst);
+        }
+    };
+    (at, listener)
+}
+
+/// A successor whose predecessor was the first offer it listed is elected
+/// on that offer's deletion without a request: no round trip between the
+/// notification and `ElectedComplete` (before: one, its listing with the
+/// `exists` on its own offer). Its offer stays watched, as a leader's.
+#[test]
+fn election_successor_of_the_first_offer_is_elected_without_a_request() {
+    let root = unique_root("election-fast-succession");
+    let proxy = Arc::new(FaultProxy::start(shared_server().connect_string().as_str()).unwrap());
+    let (wa, wb) = (zkw(), through(&proxy, Duration::from_secs(10)));
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, b_events) = candidate(&wb, &root, "b");
+    let (at, listener) = rt_at(&proxy, Ev::ElectedComplete);
+    b.add_listener(listener);
+    a.start().unwrap();
+    b.start().unwrap();
+    assert_eq!(b.state(), zklock::recipes::election::ElectionState::Ready);
+    let before = proxy.round_trips();
+    a.stop().unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    assert_eq!(
+        at.load(Ordering::SeqCst) - before,
+        0,
+        "requests from the successor between the notification and ElectedComplete"
+    );
+    assert!(b_events.lock().unwrap().ends_with(&[
+        Ev::ReadyComplete,
+        Ev::DetermineStart,
+        Ev::DetermineComplete,
+        Ev::ElectedStart,
+        Ev::ElectedComplete
+    ]));
+    // Its offer is watched: a deletion under it ends its leadership.
+    raw().delete(&b.offer_node().unwrap(), None).unwrap();
+    assert!(eventually(Duration::from_secs(10), || b.state()
+        == zklock::recipes::election::ElectionState::Failed));
+    // The state turns Failed before the listeners are told.
+    assert!(
+        eventually(Duration::from_secs(10), || b_events
+            .lock()
+            .unwrap()
+            .ends_with(&[Ev::LeadershipLost, Ev::Failed])),
+        "{b_events:?}"
+    );
+    assert!(children(&raw(), &root).is_empty());
+}
+
+/// The successor's own offer is deleted by another session before its
+/// predecessor leaves, both notifications held by the proxy and delivered
+/// together, in zxid order: the own offer's watch fires first, so it fails
+/// with `NoNode` and is never elected.
+#[test]
+fn election_successor_whose_offer_was_deleted_first_is_never_elected() {
+    let root = unique_root("election-fast-own-deleted");
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let (wa, wb) = (zkw(), through(&proxy, Duration::from_secs(10)));
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, b_events) = candidate(&wb, &root, "b");
+    a.start().unwrap();
+    b.start().unwrap();
+    assert_eq!(b.state(), zklock::recipes::election::ElectionState::Ready);
+    proxy.stall_downstream();
+    raw().delete(&b.offer_node().unwrap(), None).unwrap();
+    a.stop().unwrap();
+    proxy.pass();
+    let r = b.await_leadership(Duration::from_secs(20));
+    assert!(matches!(&r, Err(e) if e.is(ZkError::NoNode)), "{r:?}");
+    // The own offer's watch fired first: no round ran (the failure is told
+    // after the waits are woken).
+    assert!(
+        eventually(Duration::from_secs(10), || b_events
+            .lock()
+            .unwrap()
+            .ends_with(&[Ev::ReadyComplete, Ev::Failed])),
+        "{b_events:?}"
+    );
+    assert!(!b.has_leadership());
+    assert!(children(&raw(), &root).is_empty());
+}
+
+/// A write on the successor's own offer spends its watch (the server keeps
+/// no watch there after `NodeDataChanged`); the offer is then deleted and
+/// the predecessor leaves, all three notifications held by the proxy and
+/// delivered together. The deletion of the offer is not notified (no watch
+/// left), so only an exact account of the spent watch keeps the successor
+/// from being elected on its predecessor's deletion: it lists, fails with
+/// `NoNode`, and is never elected.
+#[test]
+fn election_successor_whose_watch_a_write_spent_is_never_elected() {
+    let root = unique_root("election-fast-own-written");
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let (wa, wb) = (zkw(), through(&proxy, Duration::from_secs(10)));
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, b_events) = candidate(&wb, &root, "b");
+    a.start().unwrap();
+    b.start().unwrap();
+    assert_eq!(b.state(), zklock::recipes::election::ElectionState::Ready);
+    let offer = b.offer_node().unwrap();
+    proxy.stall_downstream();
+    let zk = raw();
+    zk.set_data(&offer, b"written", None).unwrap();
+    zk.delete(&offer, None).unwrap();
+    a.stop().unwrap();
+    proxy.pass();
+    let r = b.await_leadership(Duration::from_secs(20));
+    assert!(matches!(&r, Err(e) if e.is(ZkError::NoNode)), "{r:?}");
+    let events = b_events.lock().unwrap().clone();
+    assert!(!events.contains(&Ev::ElectedComplete), "{events:?}");
+    assert!(children(&zk, &root).is_empty());
+}
+
+/// A candidate in the middle leaves: the one behind it re-lists (its
+/// predecessor was not first) and waits behind the leader, not elected;
+/// when the leader then leaves, it is elected without a request.
+#[test]
+fn election_successor_of_a_middle_offer_lists_again_and_waits() {
+    let root = unique_root("election-fast-middle");
+    let proxy = Arc::new(FaultProxy::start(shared_server().connect_string().as_str()).unwrap());
+    let (w0, w1, w2) = (zkw(), zkw(), through(&proxy, Duration::from_secs(10)));
+    let (c0, _) = candidate(&w0, &root, "c0");
+    let (c1, _) = candidate(&w1, &root, "c1");
+    let (c2, events) = candidate(&w2, &root, "c2");
+    let (at, listener) = rt_at(&proxy, Ev::ElectedComplete);
+    c2.add_listener(listener);
+    for c in [&c0, &c1, &c2] {
+        c.start().unwrap();
+    }
+    let before = proxy.round_trips();
+    let told = events.lock().unwrap().len();
+    c1.stop().unwrap();
+    assert!(eventually(Duration::from_secs(10), || {
+        let e = events.lock().unwrap();
+        e.len() > told && e.ends_with(&[Ev::ReadyStart, Ev::ReadyComplete])
+    }));
+    let e = events.lock().unwrap()[told..].to_vec();
+    assert_eq!(
+        e,
+        [
+            Ev::DetermineStart,
+            Ev::DetermineComplete,
+            Ev::ReadyStart,
+            Ev::ReadyComplete
+        ]
+    );
+    assert!(proxy.round_trips() > before, "it listed");
+    assert!(c0.has_leadership() && !c2.has_leadership());
+    // Now its predecessor is the first offer it listed.
+    let before = proxy.round_trips();
+    c0.stop().unwrap();
+    assert!(c2.await_leadership(Duration::from_secs(20)).unwrap());
+    assert_eq!(at.load(Ordering::SeqCst) - before, 0);
+    c2.stop().unwrap();
+}
+
+/// A connection drop between the arming of the watches and the
+/// predecessor's deletion: the missed deletion comes with the reconnect's
+/// `SetWatches`, out of zxid order, so the successor lists before it is
+/// elected (a round trip of its own after the reconnect's), and is elected.
+#[test]
+fn election_successor_after_a_disconnect_lists_before_it_is_elected() {
+    let root = unique_root("election-fast-disconnect");
+    let proxy = Arc::new(FaultProxy::start(shared_server().connect_string().as_str()).unwrap());
+    let (wa, wb) = (zkw(), through(&proxy, Duration::from_secs(10)));
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, b_events) = candidate(&wb, &root, "b");
+    let (at, listener) = rt_at(&proxy, Ev::ElectedComplete);
+    b.add_listener(listener);
+    a.start().unwrap();
+    b.start().unwrap();
+    // Cut, and keep it cut (no byte flows on a new connection) while the
+    // leader leaves.
+    proxy.stall();
+    proxy.cut();
+    assert!(eventually(Duration::from_secs(10), || wb
+        .zookeeper()
+        .state()
+        == zklock::client::State::Connecting));
+    a.stop().unwrap();
+    let before = proxy.round_trips();
+    proxy.pass();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    // The reconnect's SetWatches, then the listing (with the own exists).
+    assert_eq!(at.load(Ordering::SeqCst) - before, 2);
+    assert!(b_events.lock().unwrap().ends_with(&[
+        Ev::DetermineStart,
+        Ev::DetermineComplete,
+        Ev::ElectedStart,
+        Ev::ElectedComplete
+    ]));
+    b.stop().unwrap();
+}
+
+/// The same drop, with the successor's own offer deleted too while it is
+/// cut off: after the reconnect it fails with `NoNode`, never elected,
+/// whatever order the reconnect delivers the two deletions in.
+#[test]
+fn election_successor_whose_offer_was_deleted_while_cut_off_is_never_elected() {
+    let root = unique_root("election-fast-disconnect-deleted");
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let (wa, wb) = (zkw(), through(&proxy, Duration::from_secs(10)));
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, b_events) = candidate(&wb, &root, "b");
+    a.start().unwrap();
+    b.start().unwrap();
+    proxy.stall();
+    proxy.cut();
+    assert!(eventually(Duration::from_secs(10), || wb
+        .zookeeper()
+        .state()
+        == zklock::client::State::Connecting));
+    raw().delete(&b.offer_node().unwrap(), None).unwrap();
+    a.stop().unwrap();
+    proxy.pass();
+    let r = b.await_leadership(Duration::from_secs(20));
+    assert!(matches!(&r, Err(e) if e.is(ZkError::NoNode)), "{r:?}");
+    let events = b_events.lock().unwrap().clone();
+    assert!(!events.contains(&Ev::ElectedComplete), "{events:?}");
+    assert!(children(&raw(), &root).is_empty());
+}
+
+/// Curator's latch on the engine: a successor of the first node becomes
+/// leader on its deletion without a request (no round trip between the
+/// notification and `IsLeader`); one behind a middle node that leaves lists
+/// again and waits.
+#[test]
+fn latch_successor_of_the_first_node_leads_without_a_request() {
+    use std::sync::atomic::AtomicU64;
+    use zklock::recipes::leader_latch::{LatchEvent, LeaderLatch};
+    let path = format!("{}/latch", unique_root("latch-fast-succession"));
+    let proxy = Arc::new(FaultProxy::start(shared_server().connect_string().as_str()).unwrap());
+    let (w0, w1, w2) = (zkw(), zkw(), through(&proxy, Duration::from_secs(10)));
+    let l0 = LeaderLatch::new(&w0, &path, "l0").unwrap();
+    let l1 = LeaderLatch::new(&w1, &path, "l1").unwrap();
+    let l2 = LeaderLatch::new(&w2, &path, "l2").unwrap();
+    let at = Arc::new(AtomicU64::new(u64::MAX));
+    let (p, a) = (proxy.clone(), at.clone());
+    l2.add_listener(move |e: LatchEvent| {
+        if e == LatchEvent::IsLeader {
+            a.store(p.round_trips(), Ordering::SeqCst);
+        }
+    });
+    for l in [&l0, &l1, &l2] {
+        l.start().unwrap();
+    }
+    // The middle one leaves: l2 lists again, still behind l0.
+    let before = proxy.round_trips();
+    l1.close().unwrap();
+    // Its listing, then the watch on l0 (sent once the listing is answered);
+    // the probe's answer comes after that watch's.
+    assert!(eventually(Duration::from_secs(10), || proxy.round_trips()
+        >= before + 2));
+    flush(&w2, &path);
+    assert!(l0.has_leadership() && !l2.has_leadership());
+    // l0 was first in l2's listing: its deletion makes l2 leader at once.
+    let before = proxy.round_trips();
+    l0.close().unwrap();
+    assert!(l2.await_leadership(Duration::from_secs(20)).unwrap());
+    assert_eq!(at.load(Ordering::SeqCst) - before, 0);
+    // Its node is watched: a deletion under it ends the latch.
+    raw().delete(&l2.our_path().unwrap(), None).unwrap();
+    assert!(eventually(Duration::from_secs(10), || l2.state()
+        == zklock::recipes::leader_latch::LatchState::Failed));
+    assert!(!l2.has_leadership());
 }
 
 // ---------------------------------------------------------------- ZKLeaderManager

@@ -150,6 +150,22 @@ struct Candidacy {
 ///   session never adopt each other's offer (Java's recipe does not retry).
 /// - The rounds after a deletion run as asynchronous calls on the event thread
 ///   (Java re-runs its blocking `determineElectionStatus` there).
+/// - **Succession without a listing.** Every candidate watches its own
+///   offer too (an `exists` sent with its first listing, no round trip of
+///   its own). When the offer it watches was the lowest in the listing that
+///   placed it, that offer's deletion elects it at once (`DetermineStart`,
+///   `DetermineComplete`, `ElectedStart`, `ElectedComplete`, as after a
+///   listing), with no request between the notification and
+///   `ElectedComplete`; Java's recipe lists the offers again. Sound because
+///   a sequence number comes from the root's `cversion`, which only grows (an
+///   offer made after that listing sorts after this one), and because
+///   ZooKeeper delivers a session's notifications in zxid order: the own
+///   offer's watch, armed before the deletion and not fired, shows the offer
+///   was there when its predecessor left. After a connection change since
+///   either watch was set (a reconnect's `SetWatches` re-delivers missed
+///   events by watch type, not zxid order), or when the departed offer was
+///   not the lowest, the candidate lists the offers as Java's does. See the
+///   `rounds` module's "Succession without a listing".
 /// - The leader watches its own offer: a dropped connection is told at once
 ///   ([`ElectionEventType::LeadershipInDoubt`], and
 ///   [`has_leadership`](Self::has_leadership) turns false), a reconnect within the
@@ -220,8 +236,10 @@ impl RoundRecipe for Candidacy {
             // follows would go unheard (Java's recipe has that hole). So does a
             // leader of this session stepping down: its `remove_watches` on its
             // offer removes the session's every data watch there, this one too.
+            // A candidate behind another watches its offer too (see the type's
+            // docs: the succession without a listing).
             EventType::NodeDataChanged | EventType::DataWatchRemoved
-                if is_own && state == ElectionState::Elected =>
+                if is_own && matches!(state, ElectionState::Elected | ElectionState::Ready) =>
             {
                 self.engine.watch_own(generation, Self::round)
             }
@@ -324,11 +342,15 @@ impl Candidacy {
         let Some((_, zk, me)) = self.engine.proceed(generation) else {
             return;
         };
-        zk.get_data_async(&path, Some(self.engine.watcher()), move |r| match r {
-            Ok(_) => {}
-            Err(e) if e.is(ZkError::NoNode) => me.round(generation),
-            Err(e) => me.engine.request_failed(generation, &e, Self::round),
-        });
+        zk.get_data_async(
+            &path.clone(),
+            Some(self.engine.watcher()),
+            move |r| match r {
+                Ok(_) => me.engine.ahead_watched(generation, &path),
+                Err(e) if e.is(ZkError::NoNode) => me.round(generation),
+                Err(e) => me.engine.request_failed(generation, &e, Self::round),
+            },
+        );
     }
 
     fn elected(&self, generation: u64) {
@@ -363,8 +385,9 @@ impl Candidacy {
                 return;
             }
             st.recipe.state = ElectionState::Ready;
-            st.recipe.ahead = Some(ahead);
+            st.recipe.ahead = Some(ahead.clone());
         }
+        self.engine.ahead_watched(generation, &ahead);
         self.dispatch(&[
             ElectionEventType::ReadyStart,
             ElectionEventType::ReadyComplete,

@@ -135,6 +135,21 @@ struct Latching {
 ///   queue. A leader must learn that it lost leadership before it can lead
 ///   again; an automatic re-entry could make it leader again with no sign in
 ///   between.
+/// - **Succession without a listing.** Every participant watches its own
+///   node too (an `exists` sent with its first listing, no round trip of its
+///   own). When the node it watches was the lowest in the listing that
+///   placed it, that node's deletion makes it leader at once (`IsLeader`,
+///   as after a listing), with no request between the notification and
+///   `IsLeader`; Curator's latch lists the children again. Sound because a
+///   sequence number comes from the parent's `cversion`, which only grows (a
+///   node made after that listing sorts after this one), and because
+///   ZooKeeper delivers a session's notifications in zxid order: the own
+///   node's watch, armed before the deletion and not fired, shows the node
+///   was there when its predecessor left. After a connection change since
+///   either watch was set (a reconnect's `SetWatches` re-delivers missed
+///   events by watch type, not zxid order), or when the departed node was
+///   not the lowest, the latch lists the children as Curator's does. See
+///   the `rounds` module's "Succession without a listing".
 /// - [`start`](Self::start) returns once the latch's place is known (Curator's
 ///   starts in the background); the later rounds run as asynchronous calls
 ///   answered on the event thread. [`close`](Self::close) is idempotent and
@@ -178,7 +193,9 @@ impl RoundRecipe for Latching {
             EventType::NodeDeleted if !lowest => self.round(generation),
             // A write spends the watch: set it again, or the deletion that
             // follows would go unheard.
-            EventType::NodeDataChanged | EventType::DataWatchRemoved if is_own && lowest => {
+            // A latch behind another watches its node too (see the type's
+            // docs: the succession without a listing).
+            EventType::NodeDataChanged | EventType::DataWatchRemoved if is_own => {
                 self.engine.watch_own(generation, Self::round)
             }
             EventType::NodeDataChanged | EventType::DataWatchRemoved if !is_own && !lowest => {
@@ -263,11 +280,18 @@ impl Latching {
         let Some((_, zk, me)) = self.engine.proceed(generation) else {
             return;
         };
-        zk.get_data_async(&ahead, Some(self.engine.watcher()), move |r| match r {
-            Ok(_) => me.waiting(generation),
-            Err(e) if e.is(ZkError::NoNode) => me.round(generation),
-            Err(e) => me.engine.request_failed(generation, &e, Self::round),
-        });
+        zk.get_data_async(
+            &ahead.clone(),
+            Some(self.engine.watcher()),
+            move |r| match r {
+                Ok(_) => {
+                    me.engine.ahead_watched(generation, &ahead);
+                    me.waiting(generation)
+                }
+                Err(e) if e.is(ZkError::NoNode) => me.round(generation),
+                Err(e) => me.engine.request_failed(generation, &e, Self::round),
+            },
+        );
     }
 
     /// The node is the lowest: this latch leads (again, after a doubt).

@@ -34,6 +34,47 @@
 //!   still there and first; their offers are made by
 //!   [`candidate::Offer`](super::candidate::Offer).
 //!
+//! # Succession without a listing
+//!
+//! zklock differs here from ZooKeeper's and Curator's recipes, which list
+//! the directory again whenever the node they watch is deleted. On the
+//! engine, a candidate whose node ahead was **first** in the listing that
+//! placed it becomes first when that node's `NodeDeleted` arrives, without a
+//! listing (no request from the successor between the notification and its
+//! election), when all of these hold:
+//!
+//! - **Nothing can appear ahead later.** ZooKeeper numbers the sequential
+//!   children of a parent from the parent's `cversion`, which only grows: a
+//!   node made after the listing sorts after the candidate's in the
+//!   recipe's order ([`RoundRecipe::sorted`], by sequence). So once the
+//!   node ahead was first in a listing that held the candidate's node, its
+//!   deletion leaves nothing ahead. (A node made with a forged sequence by a
+//!   plain, non-sequential create is not a participant the recipes know.)
+//! - **The candidate's node still exists at the deletion.** From its first
+//!   round on, the candidate keeps an `exists` watch on its own node, sent
+//!   with the listing (no round trip of its own, see
+//!   [`RoundEngine::list_placed`]). ZooKeeper delivers a session's
+//!   notifications and replies in zxid order on one connection: that watch
+//!   was answered before the deletion's notification came and has not fired
+//!   since (a deletion, a write or a removal of the session's watches on the
+//!   node spends it, and the engine notes it), so the node existed at the
+//!   deletion's zxid, and a deletion of it would have been heard first.
+//! - **No connection change since both watches were armed.** On a reconnect
+//!   ZooKeeper's `SetWatches` delivers the events missed meanwhile by watch
+//!   type (data, then exist, then child watches), not in zxid order: the
+//!   own node's deletion could come after its predecessor's. Every
+//!   connection event the recipe's watcher hears (`Disconnected`,
+//!   `SyncConnected`, ...) counts, and both watches must have been armed in
+//!   the current connection; otherwise the round lists the directory as
+//!   before (with the watch on the own node again), and a later succession
+//!   may be decided without a listing again.
+//!
+//! The candidate then becomes first exactly as when a listing finds it first
+//! (same state changes, listeners and in-doubt rules); its own node's watch
+//! stays armed, as a leader's is. A node ahead that was not first (a
+//! candidate in the middle leaving) starts a round with a listing, as
+//! before.
+//!
 //! What the recipes on the engine did alike around it is here too, once: the
 //! caller's handle ([`RoundHandle`]: set-up, `Debug`, whether it leads or
 //! owns now, in doubt, the wait for leadership, stepping down, the session
@@ -115,14 +156,27 @@ pub(crate) struct RoundState<S> {
     client: Option<ZooKeeper>,
     /// The recipe's node (full path), once made.
     pub(crate) node: Option<String>,
-    /// The node was placed once ([`RoundEngine::placed`]): a later round
-    /// runs because a node ahead left, most likely making this one first, so
-    /// its listing takes the watch on the own node along
+    /// Connection changes the recipe's watcher was told (`Disconnected`,
+    /// `SyncConnected`, ...): the connection a watch was armed in (see
+    /// "Succession without a listing" in the module docs).
+    connection: u64,
+    /// An `exists` found the node and watches it ([`watch_own_node`]), in
+    /// the [`connection`](Self::connection) given; `None` once that watch
+    /// fired (a deletion, a write, a removal of the session's watches spend
+    /// it). The watch to remove when stepping down
+    /// ([`RoundHandle::step_down`]).
+    own_watch: Option<u64>,
+    /// The node just ahead (full path) when the last listing placed
+    /// ([`RoundEngine::placed`]) found it first in the recipe's order.
+    first_ahead: Option<String>,
+    /// The connection the watch on [`first_ahead`](Self::first_ahead) was
+    /// set in ([`RoundEngine::ahead_watched`]); `None` once it fired.
+    ahead_watch: Option<u64>,
+    /// Set on the event thread while the recipe hears the deletion of
+    /// [`first_ahead`](Self::first_ahead) with both watches armed in the
+    /// current connection: the round it starts is decided without a listing
     /// ([`RoundEngine::list_placed`]).
-    placed: bool,
-    /// An `exists` found the node and watches it ([`watch_own_node`]): the
-    /// watch to remove when stepping down ([`RoundHandle::step_down`]).
-    own_watched: bool,
+    succession: bool,
     /// Why the attempt ended (session ended, node deleted, error): what the
     /// caller's waits return.
     pub(crate) failed: Option<Error>,
@@ -158,19 +212,59 @@ impl<R: RoundRecipe> Watcher for RoundWatcher<R> {
             return;
         };
         if event.event_type == EventType::None {
+            // Every connection change, before it is acted on: a watch armed
+            // earlier no longer orders its events with the next ones.
+            recipe.engine().state().connection += 1;
             return match session_end(event.keeper_state) {
                 Some(code) => recipe.engine().fail_current(code),
                 None => recipe.engine().connection_event(event.keeper_state),
             };
         }
         let generation = {
-            let st = recipe.engine().state();
+            let mut st = recipe.engine().state();
             if st.node.is_none() || st.failed.is_some() {
                 return;
             }
+            st.succession = st.watch_fired(&event);
             st.generation
         };
         recipe.node_event(generation, event);
+        // Heard by the round the event started, or by nobody.
+        recipe.engine().state().succession = false;
+    }
+}
+
+impl<S> RoundState<S> {
+    /// Notes that a watch of the attempt fired with `event`: the own node's
+    /// and the first node ahead's are spent. Returns whether the event is
+    /// the deletion of the node ahead that leaves the attempt's node first
+    /// without a listing (see
+    /// "Succession without a listing" in the module docs):
+    /// that node was first in the last listing, and both its watch and the
+    /// own node's were armed in the current connection and had not fired.
+    fn watch_fired(&mut self, event: &WatchedEvent) -> bool {
+        let path = event.path.as_deref();
+        let spends = matches!(
+            event.event_type,
+            EventType::NodeDeleted | EventType::NodeDataChanged | EventType::DataWatchRemoved
+        );
+        if !spends || path.is_none() {
+            return false;
+        }
+        if path == self.node.as_deref() {
+            self.own_watch = None;
+            return false;
+        }
+        if path != self.first_ahead.as_deref() {
+            return false;
+        }
+        let ahead = self.ahead_watch.take();
+        if event.event_type != EventType::NodeDeleted {
+            return false;
+        }
+        self.first_ahead = None;
+        let now = Some(self.connection);
+        ahead == now && self.own_watch == now
     }
 }
 
@@ -219,8 +313,11 @@ impl<R: RoundRecipe> RoundEngine<R> {
                 session: 0,
                 client: None,
                 node: None,
-                placed: false,
-                own_watched: false,
+                connection: 0,
+                own_watch: None,
+                first_ahead: None,
+                ahead_watch: None,
+                succession: false,
                 failed: None,
                 in_doubt: false,
                 recipe: state,
@@ -579,8 +676,10 @@ impl<R: RoundRecipe> RoundEngine<R> {
         st.generation += 1;
         st.failed = None;
         st.in_doubt = false;
-        st.placed = false;
-        let watched = std::mem::take(&mut st.own_watched);
+        st.first_ahead = None;
+        st.ahead_watch = None;
+        st.succession = false;
+        let watched = st.own_watch.take().is_some();
         let led = reset(&mut st.recipe);
         st.client = None;
         self.changed.wake();
@@ -740,16 +839,29 @@ pub(crate) struct Placed<R> {
     pub(crate) zk: ZooKeeper,
     /// The recipe.
     pub(crate) me: Arc<R>,
-    /// The answer to the watch on the own node when it was sent with the
-    /// listing ([`RoundEngine::list_placed`]).
-    own: Option<Result<Option<Stat>>>,
+    /// What is known of the watch on the own node (see
+    /// [`RoundEngine::list_placed`]).
+    own: Own,
+}
+
+/// What a [`Placed`] knows of the watch on the attempt's own node.
+enum Own {
+    /// Nothing: [`Placed::watch_own`] sets it.
+    Unasked,
+    /// The answer to the `exists` sent with the listing.
+    Answer(Result<Option<Stat>>),
+    /// Armed in the current connection before the listing, and not fired
+    /// since (or the place was decided without a listing): the node was
+    /// there when the listing was made, and its deletion will be heard.
+    Armed,
 }
 
 impl<R: RoundRecipe> Placed<R> {
     /// Watches the node placed (first) with [`watch_own_node`]; when that
     /// watch went with the listing, acts on its answer instead (the `exists`
     /// reached the server after the listing: the node was there then, in the
-    /// node's session, and is watched).
+    /// node's session, and is watched); when it was armed already (see
+    /// [`RoundEngine::list_placed`]), `present` runs at once.
     pub(crate) fn watch_own(
         self,
         generation: u64,
@@ -757,8 +869,11 @@ impl<R: RoundRecipe> Placed<R> {
         again: impl FnOnce(&R, u64) + Send + 'static,
     ) {
         match self.own {
-            Some(answer) => own_answer(answer, self.me, generation, present, again),
-            None => watch_own_node(&self.zk, &self.node, self.me, generation, present, again),
+            Own::Armed => present(&self.me, generation),
+            Own::Answer(answer) => own_answer(answer, self.me, generation, present, again),
+            Own::Unasked => {
+                watch_own_node(&self.zk, &self.node, self.me, generation, present, again)
+            }
         }
     }
 }
@@ -811,7 +926,10 @@ impl<R: RoundRecipe> RoundEngine<R> {
         {
             let mut st = self.state();
             if st.generation == generation {
-                st.placed = true;
+                // A listing that places the node anew: the watch on the node
+                // ahead is set again by the recipe (`ahead_watched`).
+                st.first_ahead = (pos == 1).then(|| ahead.clone()).flatten();
+                st.ahead_watch = None;
             }
         }
         Some(Placed {
@@ -819,29 +937,72 @@ impl<R: RoundRecipe> RoundEngine<R> {
             node,
             zk,
             me,
-            own: None,
+            own: Own::Unasked,
         })
+    }
+
+    /// The recipe's watch on the node ahead, `ahead` (full path), is set
+    /// (its `getData` answered) for the attempt `generation`: when that node
+    /// was first in the listing, its deletion may decide the next round
+    /// without a listing (see
+    /// "Succession without a listing" in the module docs).
+    pub(crate) fn ahead_watched(&self, generation: u64, ahead: &str) {
+        let mut st = self.state();
+        if st.generation == generation && st.first_ahead.as_deref() == Some(ahead) {
+            st.ahead_watch = Some(st.connection);
+        }
+    }
+
+    /// Whether the watch on the attempt's own node is armed in the current
+    /// connection.
+    fn own_armed(&self, generation: u64) -> bool {
+        let st = self.state();
+        st.generation == generation && st.own_watch == Some(st.connection)
     }
 
     /// Lists the directory for the attempt `generation` (as
     /// [`list`](Self::list)); `then` gets the node's place
     /// ([`placed`](Self::placed)) on the event thread.
     ///
-    /// After the attempt's first listing (a round then runs because a node
-    /// ahead left, most likely making this one first), the watch on the own
-    /// node (`exists`, as [`watch_own_node`]) is sent with the listing, right
-    /// after it: ZooKeeper answers a session's requests in order, so the
-    /// node's confirmation costs no round trip of its own, and
-    /// [`Placed::watch_own`] acts on that answer. A node still behind another
+    /// Unless it is armed already in the current connection, the watch on
+    /// the own node (`exists`, as [`watch_own_node`]) is sent with the
+    /// listing, right after it, from the attempt's first round on:
+    /// ZooKeeper answers a session's requests in order, so the node's
+    /// confirmation costs no round trip of its own, and
+    /// [`Placed::watch_own`] acts on that answer. A node behind another
     /// keeps that watch (its deletion fails the attempt with `NoNode`, as a
-    /// leader's does; [`RoundHandle::step_down`] removes it).
+    /// leader's does; [`RoundHandle::step_down`] removes it): with the watch
+    /// on the node ahead, it lets the round that node's deletion starts be
+    /// decided without a listing when that node was first (`then` gets the
+    /// node placed first at once, no request sent; see
+    /// "Succession without a listing" in the module docs).
     pub(crate) fn list_placed(&self, generation: u64, then: fn(&R, u64, Placed<R>)) {
         let Some((node, zk, me)) = self.proceed(generation) else {
             return;
         };
-        if !self.state().placed {
+        let succession = {
+            let mut st = self.state();
+            std::mem::take(&mut st.succession) && st.generation == generation
+        };
+        if succession {
+            debug!("{}: the node ahead left; {node} is first", self.path);
+            let placed = Placed {
+                ahead: None,
+                node,
+                zk,
+                me: me.clone(),
+                own: Own::Armed,
+            };
+            return then(&me, generation, placed);
+        }
+        if self.own_armed(generation) {
             zk.get_children_async(&self.path, None, move |r| {
-                if let Some(placed) = me.engine().placed(generation, r) {
+                let engine = me.engine();
+                if let Some(mut placed) = engine.placed(generation, r) {
+                    // Still armed: it did not fire while the listing was made.
+                    if engine.own_armed(generation) {
+                        placed.own = Own::Armed;
+                    }
                     then(&me, generation, placed)
                 }
             });
@@ -887,10 +1048,10 @@ impl<R: RoundRecipe> RoundEngine<R> {
                 // Watched, whether first or not: step_down removes it.
                 let mut st = self.state();
                 if st.generation == generation {
-                    st.own_watched = true;
+                    st.own_watch = Some(st.connection);
                 }
             }
-            placed.own = Some(own);
+            placed.own = Own::Answer(own);
             let me = placed.me.clone();
             then(&me, generation, placed)
         }
@@ -938,7 +1099,7 @@ fn own_answer<R: RoundRecipe>(
             {
                 let mut st = me.engine().state();
                 if st.generation == generation {
-                    st.own_watched = true;
+                    st.own_watch = Some(st.connection);
                 }
             }
             present(&me, generation)
@@ -1052,8 +1213,9 @@ impl<R: RoundRecipe> RoundHandle<R> {
     }
 
     /// Withdraws `taken` ([`Taken::withdraw`]). A leader watches its own
-    /// node (so may a candidate behind others, see
-    /// [`RoundEngine::list_placed`]): that watch is removed first (a request,
+    /// node (so does a candidate behind others, from its first round on, see
+    /// [`RoundEngine::list_placed`]): that watch, when armed and not fired,
+    /// is removed first (a request,
     /// no notification), which leaves one notification per succession, the
     /// successor's. The removal is sent without waiting for its answer, the
     /// delete right after it: ZooKeeper answers a session's requests in
