@@ -1409,6 +1409,39 @@ fn session_accessors_and_negotiated_timeout() {
     zk.close().unwrap();
 }
 
+/// A session timeout the server raised (a request below its
+/// `minSessionTimeout`) sets the default request timeout and connect wait
+/// from the granted timeout, not the requested one: with the requested 1 ms,
+/// every reply slower than 2 ms was an `OperationTimeout` (the `zklock` CLI's
+/// `--session-timeout 1ms` failed so on 3.9 under load).
+#[test]
+fn a_raised_session_timeout_sets_the_default_request_timeout_and_connect_wait() {
+    let proxy = zklock::testing::FaultProxy::start(test_servers()).unwrap();
+    let zk = ZooKeeper::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_millis(1))
+        .with_handshake_timeout(WAIT)
+        .with_connect_wait(WAIT)
+        .connect(|_e: WatchedEvent| {})
+        .unwrap();
+    let granted = zk.session_timeout();
+    assert_eq!(granted, zklock::testing::MIN_SESSION_TIMEOUT);
+    // Every reply now comes 50 ms late: well inside the granted timeout.
+    proxy.delay(Duration::from_millis(50));
+    zk.exists("/", false).unwrap();
+    proxy.pass();
+    assert_eq!(zk.request_timeout(), granted * 2);
+    assert_eq!(zk.connect_wait(), WAIT, "set by the builder");
+    zk.close().unwrap();
+    let defaults = ZooKeeper::builder(&test_servers())
+        .with_session_timeout(Duration::from_millis(1))
+        .start(|_e: WatchedEvent| {})
+        .unwrap();
+    wait_until(WAIT, "connected", || defaults.state() == State::Connected);
+    assert_eq!(defaults.connect_wait(), defaults.session_timeout());
+    assert_eq!(defaults.request_timeout(), defaults.session_timeout() * 2);
+    defaults.close().unwrap();
+}
+
 #[test]
 fn close_is_idempotent_ends_the_session_at_once_and_tells_closed_once() {
     let (zk, events, root) = setup("close");

@@ -351,7 +351,7 @@ impl ZooKeeperBuilder {
 
     /// How long `connect` and calls made while disconnected wait for a
     /// connection before failing with `ConnectionLoss`. Default: the session
-    /// timeout. Before a first session, every server refusing the connection
+    /// timeout the server granted (the requested one until then). Before a first session, every server refusing the connection
     /// ends the wait at once (see [`connect`](Self::connect)).
     pub fn with_connect_wait(mut self, wait: Duration) -> Self {
         self.connect_wait = Some(wait);
@@ -359,7 +359,8 @@ impl ZooKeeperBuilder {
     }
 
     /// How long a sent request waits for its reply before `OperationTimeout`.
-    /// Default: twice the session timeout (a dead connection fails calls sooner).
+    /// Default: twice the session timeout the server granted (the requested
+    /// one until then; a dead connection fails calls sooner).
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = Some(timeout);
         self
@@ -433,11 +434,8 @@ impl ZooKeeperBuilder {
             hosts: cs.hosts,
             chroot: cs.chroot,
             session_timeout: self.session_timeout,
-            request_timeout: self
-                .request_timeout
-                .unwrap_or(self.session_timeout * 2)
-                .max(Duration::from_millis(1)),
-            connect_wait: self.connect_wait.unwrap_or(self.session_timeout),
+            request_timeout: self.request_timeout,
+            connect_wait: self.connect_wait,
             session_id,
             password,
             max_buffer: self.max_buffer,
@@ -637,13 +635,13 @@ impl ZooKeeper {
     /// How long a call made while disconnected waits for a connection (see
     /// [`ZooKeeperBuilder::with_connect_wait`]).
     pub fn connect_wait(&self) -> Duration {
-        self.shared().settings.connect_wait
+        self.shared().connect_wait()
     }
 
     /// How long a sent request waits for its reply (see
     /// [`ZooKeeperBuilder::with_request_timeout`]).
     pub fn request_timeout(&self) -> Duration {
-        self.shared().settings.request_timeout
+        self.shared().request_timeout()
     }
 
     /// The connection state.

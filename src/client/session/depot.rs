@@ -455,7 +455,7 @@ impl SessionShared {
         deadline: Deadline,
     ) -> Result<Vec<Reply>, Error> {
         let _started = Timer::start();
-        let connect_by = deadline.min_after(self.settings.connect_wait);
+        let connect_by = deadline.min_after(self.connect_wait());
         let mut reqs: Vec<Outgoing> = reqs
             .into_iter()
             .map(|(opcode, frame)| Outgoing {
@@ -484,7 +484,7 @@ impl SessionShared {
                 Err(back) => reqs = back.into_iter().map(|(req, _)| req).collect(),
             }
         };
-        let until = deadline.min_after(self.settings.request_timeout);
+        let until = deadline.min_after(self.request_timeout());
         Ok(receivers
             .into_iter()
             .map(|(slot, _opcode)| {
@@ -614,7 +614,7 @@ impl SessionShared {
         deadline: Deadline,
     ) -> Reply {
         // The caller's deadline caps both waits.
-        let connect_by = deadline.min_after(self.settings.connect_wait);
+        let connect_by = deadline.min_after(self.connect_wait());
         let mut req = Outgoing {
             opcode,
             frame,
@@ -629,7 +629,7 @@ impl SessionShared {
                 Err(back) => req = back,
             }
         };
-        let until = deadline.min_after(self.settings.request_timeout);
+        let until = deadline.min_after(self.request_timeout());
         self.await_reply(&slot, until)
     }
 
@@ -644,7 +644,7 @@ impl SessionShared {
     /// `add_auth`: remembered for reconnects; waits for the server's answer.
     pub(crate) fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
         self.auth.lock().push((scheme.to_string(), auth.to_vec()));
-        self.wait_connected(Deadline::never().min_after(self.settings.connect_wait))?;
+        self.wait_connected(Deadline::never().min_after(self.connect_wait()))?;
         let (tx, rx) = crossbeam_channel::bounded(1);
         let mut w = self.writer.lock();
         let written = match w.as_mut() {
@@ -665,7 +665,7 @@ impl SessionShared {
             // Replayed on the next connection.
             return Ok(());
         }
-        match rx.recv_timeout(self.settings.request_timeout) {
+        match rx.recv_timeout(self.request_timeout()) {
             Ok(Ok(_)) => Ok(()),
             // The packet is replayed after the reconnect.
             Ok(Err(e)) if e.is_retryable() => Ok(()),

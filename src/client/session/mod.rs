@@ -103,8 +103,12 @@ pub(crate) struct Settings {
     pub(crate) hosts: Vec<String>,
     pub(crate) chroot: Option<String>,
     pub(crate) session_timeout: Duration,
-    pub(crate) request_timeout: Duration,
-    pub(crate) connect_wait: Duration,
+    /// Set by the builder; `None`: twice the negotiated session timeout
+    /// ([`SessionShared::request_timeout`]).
+    pub(crate) request_timeout: Option<Duration>,
+    /// Set by the builder; `None`: the negotiated session timeout
+    /// ([`SessionShared::connect_wait`]).
+    pub(crate) connect_wait: Option<Duration>,
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
     /// Frames from a server must be shorter than this (Java's `jute.maxbuffer`).
@@ -316,6 +320,27 @@ impl SessionShared {
 
     pub(crate) fn negotiated_timeout(&self) -> Duration {
         self.session.lock().negotiated
+    }
+
+    /// How long a sent request waits for its reply: the builder's setting,
+    /// or twice the session timeout the server granted (the requested one
+    /// before the first session). Not the requested one: a server that
+    /// raised a too-short request to its `minSessionTimeout` would otherwise
+    /// leave calls a few milliseconds for their replies.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.settings
+            .request_timeout
+            .unwrap_or_else(|| self.negotiated_timeout() * 2)
+            .max(Duration::from_millis(1))
+    }
+
+    /// How long a call waits for a connection: the builder's setting, or the
+    /// session timeout the server granted (the requested one before the
+    /// first session).
+    pub(crate) fn connect_wait(&self) -> Duration {
+        self.settings
+            .connect_wait
+            .unwrap_or_else(|| self.negotiated_timeout())
     }
 
     pub(crate) fn last_zxid(&self) -> i64 {
