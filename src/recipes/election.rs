@@ -320,6 +320,13 @@ impl Candidacy {
         };
         #[cfg(feature = "testing")]
         self.hook.call(ElectionStep::Watching, &ahead);
+        // The second ahead first, in the same round trip (see the type's
+        // docs: the succession without a listing).
+        placed.watch_second(generation);
+        if placed.ahead_armed {
+            // Watched for an earlier listing, not fired since.
+            return self.ready(generation, ahead);
+        }
         // Java's `becomeReady`: READY_START only once the offer ahead was
         // found (with `getData`, not Java's `exists`: see the type's docs).
         let (zk, me) = (placed.zk, placed.me);

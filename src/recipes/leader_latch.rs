@@ -268,7 +268,17 @@ impl Latching {
     /// Curator resets (a new node); zklock's latch ends (see the docs).
     fn listed(&self, generation: u64, placed: Placed<Self>) {
         match placed.ahead.clone() {
-            Some(ahead) => self.watch_ahead(generation, ahead),
+            // The second ahead first, in the same round trip (see the type's
+            // docs: the succession without a listing); the node ahead's
+            // watch unless it is armed already (an earlier listing's).
+            Some(_) if placed.ahead_armed => {
+                placed.watch_second(generation);
+                self.waiting(generation)
+            }
+            Some(ahead) => {
+                placed.watch_second(generation);
+                self.watch_ahead(generation, ahead)
+            }
             // Watch the own node: its deletion, and the connection's events.
             None => placed.watch_own(generation, Self::lowest, Self::round),
         }
