@@ -75,6 +75,61 @@
 //! candidate in the middle leaving) starts a round with a listing, as
 //! before.
 //!
+//! ## The second ahead: a chain of successions
+//!
+//! In a chain (c0 leads, c1, c2, ... wait, each steps down in turn) only
+//! c1's predecessor was first in its listing: c2 listed [c0, c1, c2], and
+//! without more, c1's deletion would make c2 list (a round trip on the
+//! critical path) since it cannot know c0 is gone. So a candidate behind
+//! at least two nodes also watches the node just ahead of its predecessor,
+//! the **second ahead** (`getData` with the recipe's watcher, sent right
+//! before the watch on the predecessor: ZooKeeper answers them in one round
+//! trip, [`Placed::watch_second`]). Its events are the engine's alone:
+//!
+//! - its `NodeDeleted`, when it was first in the listing and its watch was
+//!   armed in the current connection and had not fired: the predecessor is
+//!   first now (nothing can appear ahead later, and the one node that was
+//!   ahead of it is gone). No request: the engine notes it, and the
+//!   predecessor's deletion is then decided without a listing under the
+//!   rules above (both watches armed in the current connection, not fired,
+//!   checked then);
+//! - its `NodeDeleted` otherwise (it was not first, or a connection change
+//!   came between): a round with a listing, off the critical path (nobody
+//!   waits for this candidate). The listing places the node anew; a watch
+//!   still armed in the current connection on a node that stays ahead (the
+//!   predecessor, or the old second ahead now just ahead) is not set again,
+//!   and the new second ahead, if any, is watched;
+//! - a write on it, or a removal of the session's watches there
+//!   (`NodeDataChanged`, `DataWatchRemoved`), spends the watch: the engine
+//!   forgets it rather than set it again (a request for a case no recipe
+//!   makes: their nodes are not written), and the predecessor's deletion
+//!   then starts a round with a listing, as without the second watch. So
+//!   does a `getData` on it that fails (gone already, or the connection
+//!   lost).
+//!
+//! **Notifications per succession: 2, not a herd.** A deletion now notifies
+//! the successor (watching it just ahead) and the candidate two behind it
+//! (watching it second ahead): a bounded fan-out of two whatever the number
+//! of candidates, where a herd (every candidate watching the leader, or the
+//! directory) grows with it. The second notification buys the successor's
+//! shortcut at the next step: in the chain, c2 hears c0's deletion and knows
+//! c1 is first, so c1's deletion elects it with no request. Its listing, when
+//! the second ahead was not first (c3 hears c1 leave, but c0 was first in
+//! its listing), is one request off the critical path, made while the
+//! successor leads, and it leaves c3 knowing c2 first: every succession of
+//! the chain is decided without a listing.
+//!
+//! **Stepping down.** [`RoundHandle::step_down`] removes only the watch on
+//! the own node. The watches a candidate set on the nodes ahead are left:
+//! a removal would be a request on the step-down's path, and a watch on a
+//! deleted node is gone already at the server. One left on a live node
+//! (a candidate that stops while behind others) fires later, once, into a
+//! generation that ended: the per-watch watcher holds the recipe weakly,
+//! and the engine ignores events when the attempt has no node or a
+//! stale generation (a new attempt's round then at most lists once more).
+//! The client holds that watch until it fires or the session ends, as it
+//! held the predecessor's watch before.
+//!
 //! What the recipes on the engine did alike around it is here too, once: the
 //! caller's handle ([`RoundHandle`]: set-up, `Debug`, whether it leads or
 //! owns now, in doubt, the wait for leadership, stepping down, the session
@@ -1354,8 +1409,10 @@ impl<R: RoundRecipe> RoundHandle<R> {
     /// node (so does a candidate behind others, from its first round on, see
     /// [`RoundEngine::list_placed`]): that watch, when armed and not fired,
     /// is removed first (a request,
-    /// no notification), which leaves one notification per succession, the
-    /// successor's. The removal is sent without waiting for its answer, the
+    /// no notification), which leaves two notifications per succession, the
+    /// successor's and the second ahead's of the candidate behind it (see
+    /// "The second ahead" in the module docs: the watches on other nodes
+    /// are left, harmless). The removal is sent without waiting for its answer, the
     /// delete right after it: ZooKeeper answers a session's requests in
     /// order, so the watch is gone at the server before the delete, at no
     /// round trip of its own.
