@@ -676,6 +676,16 @@ fn rt_at(proxy: &Arc<FaultProxy>, ev: Ev) -> (Arc<std::sync::atomic::AtomicU64>,
     (at, listener)
 }
 
+/// The round trips an [`rt_at`] counter noted, once its event is told.
+fn told_at(at: &std::sync::atomic::AtomicU64) -> u64 {
+    // The leader's state turns before its listeners are told: a wait for
+    // leadership may return first.
+    assert!(eventually(Duration::from_secs(10), || at
+        .load(Ordering::SeqCst)
+        != u64::MAX));
+    at.load(Ordering::SeqCst)
+}
+
 /// A successor whose predecessor was the first offer it listed is elected
 /// on that offer's deletion without a request: no round trip between the
 /// notification and `ElectedComplete` (before: one, its listing with the
@@ -696,7 +706,7 @@ fn election_successor_of_the_first_offer_is_elected_without_a_request() {
     a.stop().unwrap();
     assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
     assert_eq!(
-        at.load(Ordering::SeqCst) - before,
+        told_at(&at) - before,
         0,
         "requests from the successor between the notification and ElectedComplete"
     );
@@ -825,7 +835,7 @@ fn election_successor_of_a_middle_offer_lists_again_and_waits() {
     let before = proxy.round_trips();
     c0.stop().unwrap();
     assert!(c2.await_leadership(Duration::from_secs(20)).unwrap());
-    assert_eq!(at.load(Ordering::SeqCst) - before, 0);
+    assert_eq!(told_at(&at) - before, 0);
     c2.stop().unwrap();
 }
 
@@ -857,7 +867,7 @@ fn election_successor_after_a_disconnect_lists_before_it_is_elected() {
     proxy.pass();
     assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
     // The reconnect's SetWatches, then the listing (with the own exists).
-    assert_eq!(at.load(Ordering::SeqCst) - before, 2);
+    assert_eq!(told_at(&at) - before, 2);
     assert!(b_events.lock().unwrap().ends_with(&[
         Ev::DetermineStart,
         Ev::DetermineComplete,
@@ -931,7 +941,7 @@ fn latch_successor_of_the_first_node_leads_without_a_request() {
     let before = proxy.round_trips();
     l0.close().unwrap();
     assert!(l2.await_leadership(Duration::from_secs(20)).unwrap());
-    assert_eq!(at.load(Ordering::SeqCst) - before, 0);
+    assert_eq!(told_at(&at) - before, 0);
     // Its node is watched: a deletion under it ends the latch.
     raw().delete(&l2.our_path().unwrap(), None).unwrap();
     assert!(eventually(Duration::from_secs(10), || l2.state()
@@ -940,16 +950,6 @@ fn latch_successor_of_the_first_node_leads_without_a_request() {
 }
 
 // ------------------------- the second ahead: successions down a chain (issue 37)
-
-/// The round trips an [`rt_at`] counter noted, once its event is told.
-fn told_at(at: &std::sync::atomic::AtomicU64) -> u64 {
-    // The leader's state turns before its listeners are told: a wait for
-    // leadership may return first.
-    assert!(eventually(Duration::from_secs(10), || at
-        .load(Ordering::SeqCst)
-        != u64::MAX));
-    at.load(Ordering::SeqCst)
-}
 
 /// Whether `recipe`'s state (its `Debug`) knows the node just ahead of it
 /// to be first: its deletion elects it without a request.
@@ -1135,9 +1135,10 @@ fn election_chain_successor_whose_offer_was_deleted_first_is_never_elected() {
 }
 
 /// The second ahead's deletion told c that b is first; then c's connection
-/// drops and b leaves while it is cut off: the missed deletion comes with
-/// the reconnect's `SetWatches`, out of zxid order, so c lists before it is
-/// elected (SetWatches, then the listing with the own `exists`).
+/// drops and comes back (the watches re-set by `SetWatches`), and b leaves:
+/// the watches were armed in an earlier connection, so c lists before it is
+/// elected (one round trip: the listing with the own `exists`), and is
+/// elected.
 #[test]
 fn election_chain_successor_after_a_disconnect_lists_before_it_is_elected() {
     let root = unique_root("election-chain-disconnect");
@@ -1161,17 +1162,28 @@ fn election_chain_successor_after_a_disconnect_lists_before_it_is_elected() {
         .zookeeper()
         .state()
         == zklock::client::State::Connecting));
-    b.stop().unwrap();
-    let before = proxy.round_trips();
     proxy.pass();
+    assert!(eventually(Duration::from_secs(10), || wc
+        .zookeeper()
+        .state()
+        == zklock::client::State::Connected));
+    // The reconnect's events are heard before the probe's answer.
+    flush(&wc, &root);
+    assert!(knows_ahead_first(&c), "{c:?}");
+    let told = c_events.lock().unwrap().len();
+    let before = proxy.round_trips();
+    b.stop().unwrap();
     assert!(c.await_leadership(Duration::from_secs(20)).unwrap());
-    assert_eq!(told_at(&at) - before, 2);
-    assert!(c_events.lock().unwrap().ends_with(&[
-        Ev::DetermineStart,
-        Ev::DetermineComplete,
-        Ev::ElectedStart,
-        Ev::ElectedComplete
-    ]));
+    assert_eq!(told_at(&at) - before, 1, "{:?}", c_events.lock().unwrap());
+    assert_eq!(
+        c_events.lock().unwrap()[told..],
+        [
+            Ev::DetermineStart,
+            Ev::DetermineComplete,
+            Ev::ElectedStart,
+            Ev::ElectedComplete
+        ]
+    );
     c.stop().unwrap();
     assert!(children(&raw(), &root).is_empty());
 }
