@@ -608,6 +608,11 @@ fn election_successor_s_lost_own_exists_answer_elects_after_the_reconnect() {
     assert_eq!(b.state(), zklock::recipes::election::ElectionState::Ready);
     a.stop().unwrap();
     assert!(eventually(Duration::from_secs(20), || b.has_leadership()));
+    // The state turns before the listeners are told.
+    assert!(eventually(Duration::from_secs(10), || b_events
+        .lock()
+        .unwrap()
+        .contains(&Ev::ElectedComplete)));
     let elected = b_events
         .lock()
         .unwrap()
@@ -1137,8 +1142,7 @@ fn election_chain_successor_whose_offer_was_deleted_first_is_never_elected() {
 /// The second ahead's deletion told c that b is first; then c's connection
 /// drops and comes back (the watches re-set by `SetWatches`), and b leaves:
 /// the watches were armed in an earlier connection, so c lists before it is
-/// elected (one round trip: the listing with the own `exists`), and is
-/// elected.
+/// elected (the listing with the own `exists`), and is elected.
 #[test]
 fn election_chain_successor_after_a_disconnect_lists_before_it_is_elected() {
     let root = unique_root("election-chain-disconnect");
@@ -1174,7 +1178,15 @@ fn election_chain_successor_after_a_disconnect_lists_before_it_is_elected() {
     let before = proxy.round_trips();
     b.stop().unwrap();
     assert!(c.await_leadership(Duration::from_secs(20)).unwrap());
-    assert_eq!(told_at(&at) - before, 1, "{:?}", c_events.lock().unwrap());
+    // It listed (the fast path makes none): the listing and the own
+    // `exists` sent with it, one round trip, or two when the server answered
+    // the listing before the proxy read the `exists` (a loaded machine).
+    let listed = told_at(&at) - before;
+    assert!(
+        (1..=2).contains(&listed),
+        "{listed}: {:?}",
+        c_events.lock().unwrap()
+    );
     assert_eq!(
         c_events.lock().unwrap()[told..],
         [
