@@ -566,8 +566,9 @@ fn election_succession_wakes_only_the_successor() {
         thread::sleep(Duration::from_millis(300)); // let any stray notification land
         let after = net();
         per.push(after - before);
-        // Herd-free: the candidates behind the successor heard nothing.
-        for j in i + 2..cands.len() {
+        // Herd-free: the candidates behind the successor, but the one
+        // right behind it (its second ahead left), heard nothing.
+        for j in i + 3..cands.len() {
             assert_eq!(
                 evs[j].lock().unwrap().len(),
                 told[j],
@@ -576,9 +577,14 @@ fn election_succession_wakes_only_the_successor() {
         }
     }
     eprintln!("notifications per succession: {per:?}");
-    // 1 = the successor's watch; nobody else (the departing leader removes its
-    // watch on its own offer before withdrawing it).
-    assert!(per.iter().all(|&n| n == 1), "{per:?}");
+    // 2 = the successor's watch and the watch of the candidate right behind
+    // it (its second ahead left); 1 for the last succession, with nobody
+    // behind the successor. Nobody else: the departing leader removes its
+    // watch on its own offer before withdrawing it.
+    let expected: Vec<i64> = (0..per.len())
+        .map(|i| if i + 2 < cands.len() { 2 } else { 1 })
+        .collect();
+    assert_eq!(per, expected);
 }
 
 /// A candidate sends the watch on its own offer with its listing (no round
@@ -602,6 +608,11 @@ fn election_successor_s_lost_own_exists_answer_elects_after_the_reconnect() {
     assert_eq!(b.state(), zklock::recipes::election::ElectionState::Ready);
     a.stop().unwrap();
     assert!(eventually(Duration::from_secs(20), || b.has_leadership()));
+    // The state turns before the listeners are told.
+    assert!(eventually(Duration::from_secs(10), || b_events
+        .lock()
+        .unwrap()
+        .contains(&Ev::ElectedComplete)));
     let elected = b_events
         .lock()
         .unwrap()
@@ -670,6 +681,16 @@ fn rt_at(proxy: &Arc<FaultProxy>, ev: Ev) -> (Arc<std::sync::atomic::AtomicU64>,
     (at, listener)
 }
 
+/// The round trips an [`rt_at`] counter noted, once its event is told.
+fn told_at(at: &std::sync::atomic::AtomicU64) -> u64 {
+    // The leader's state turns before its listeners are told: a wait for
+    // leadership may return first.
+    assert!(eventually(Duration::from_secs(10), || at
+        .load(Ordering::SeqCst)
+        != u64::MAX));
+    at.load(Ordering::SeqCst)
+}
+
 /// A successor whose predecessor was the first offer it listed is elected
 /// on that offer's deletion without a request: no round trip between the
 /// notification and `ElectedComplete` (before: one, its listing with the
@@ -690,7 +711,7 @@ fn election_successor_of_the_first_offer_is_elected_without_a_request() {
     a.stop().unwrap();
     assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
     assert_eq!(
-        at.load(Ordering::SeqCst) - before,
+        told_at(&at) - before,
         0,
         "requests from the successor between the notification and ElectedComplete"
     );
@@ -819,7 +840,7 @@ fn election_successor_of_a_middle_offer_lists_again_and_waits() {
     let before = proxy.round_trips();
     c0.stop().unwrap();
     assert!(c2.await_leadership(Duration::from_secs(20)).unwrap());
-    assert_eq!(at.load(Ordering::SeqCst) - before, 0);
+    assert_eq!(told_at(&at) - before, 0);
     c2.stop().unwrap();
 }
 
@@ -851,7 +872,7 @@ fn election_successor_after_a_disconnect_lists_before_it_is_elected() {
     proxy.pass();
     assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
     // The reconnect's SetWatches, then the listing (with the own exists).
-    assert_eq!(at.load(Ordering::SeqCst) - before, 2);
+    assert_eq!(told_at(&at) - before, 2);
     assert!(b_events.lock().unwrap().ends_with(&[
         Ev::DetermineStart,
         Ev::DetermineComplete,
@@ -916,22 +937,320 @@ fn latch_successor_of_the_first_node_leads_without_a_request() {
     // The middle one leaves: l2 lists again, still behind l0.
     let before = proxy.round_trips();
     l1.close().unwrap();
-    // Its listing, then the watch on l0 (sent once the listing is answered);
-    // the probe's answer comes after that watch's.
-    assert!(eventually(Duration::from_secs(10), || proxy.round_trips()
-        >= before + 2));
+    // Its listing; l0, its second ahead until then, is watched already (no
+    // second watch); the probe's answer comes after the listing's.
+    assert!(eventually(Duration::from_secs(10), || proxy.round_trips() > before));
     flush(&w2, &path);
     assert!(l0.has_leadership() && !l2.has_leadership());
     // l0 was first in l2's listing: its deletion makes l2 leader at once.
     let before = proxy.round_trips();
     l0.close().unwrap();
     assert!(l2.await_leadership(Duration::from_secs(20)).unwrap());
-    assert_eq!(at.load(Ordering::SeqCst) - before, 0);
+    assert_eq!(told_at(&at) - before, 0);
     // Its node is watched: a deletion under it ends the latch.
     raw().delete(&l2.our_path().unwrap(), None).unwrap();
     assert!(eventually(Duration::from_secs(10), || l2.state()
         == zklock::recipes::leader_latch::LatchState::Failed));
     assert!(!l2.has_leadership());
+}
+
+// ------------------------- the second ahead: successions down a chain (issue 37)
+
+/// Whether `recipe`'s state (its `Debug`) knows the node just ahead of it
+/// to be first: its deletion elects it without a request.
+fn knows_ahead_first(recipe: &impl std::fmt::Debug) -> bool {
+    format!("{recipe:?}").contains("ahead_first: true")
+}
+
+/// A chain a < b < c < d, each leader stepping down in turn: every
+/// successor is elected without a request between the predecessor's
+/// stepping down and its `ElectedComplete`. c watched a too (two ahead,
+/// first in its listing): a's deletion told it b was first, so b's deletion
+/// elects it at once (before: c listed). d's second ahead, b, was not first
+/// in its listing: b's deletion makes d list again, off the critical path,
+/// and c's deletion then elects d at once.
+#[test]
+fn election_chain_of_successions_without_a_request() {
+    let root = unique_root("election-chain");
+    let proxies: Vec<Arc<FaultProxy>> = (0..3)
+        .map(|_| Arc::new(FaultProxy::start(shared_server().connect_string().as_str()).unwrap()))
+        .collect();
+    let wa = zkw();
+    let ws: Vec<_> = proxies
+        .iter()
+        .map(|p| through(p, Duration::from_secs(10)))
+        .collect();
+    let (a, _) = candidate(&wa, &root, "a");
+    let mut cands = Vec::new();
+    let mut ats = Vec::new();
+    for (i, name) in ["b", "c", "d"].iter().enumerate() {
+        let (c, events) = candidate(&ws[i], &root, name);
+        let (at, listener) = rt_at(&proxies[i], Ev::ElectedComplete);
+        c.add_listener(listener);
+        cands.push((c, events));
+        ats.push(at);
+    }
+    a.start().unwrap();
+    for (c, _) in &cands {
+        c.start().unwrap();
+    }
+    let (b, c, d) = (&cands[0].0, &cands[1].0, &cands[2].0);
+    // a leaves: b is elected without a request.
+    let before = proxies[0].round_trips();
+    a.stop().unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    assert_eq!(told_at(&ats[0]) - before, 0);
+    // b leaves: c is elected without a request (it heard a's deletion first,
+    // in zxid order on its connection).
+    let told = cands[2].1.lock().unwrap().len();
+    let before = proxies[1].round_trips();
+    b.stop().unwrap();
+    assert!(c.await_leadership(Duration::from_secs(20)).unwrap());
+    assert_eq!(
+        told_at(&ats[1]) - before,
+        0,
+        "requests from c between b's stepping down and ElectedComplete"
+    );
+    assert!(cands[1].1.lock().unwrap().ends_with(&[
+        Ev::DetermineStart,
+        Ev::DetermineComplete,
+        Ev::ElectedStart,
+        Ev::ElectedComplete
+    ]));
+    // d listed again on b's deletion (b was not first in its listing), and
+    // waits behind c, now first.
+    assert!(eventually(Duration::from_secs(10), || {
+        let e = cands[2].1.lock().unwrap();
+        e.len() > told && e.ends_with(&[Ev::ReadyStart, Ev::ReadyComplete])
+    }));
+    assert!(eventually(Duration::from_secs(10), || knows_ahead_first(d)));
+    assert!(!d.has_leadership());
+    let before = proxies[2].round_trips();
+    c.stop().unwrap();
+    assert!(d.await_leadership(Duration::from_secs(20)).unwrap());
+    assert_eq!(told_at(&ats[2]) - before, 0);
+    d.stop().unwrap();
+    assert!(children(&raw(), &root).is_empty());
+}
+
+/// A chain a < b < c < d whose middle candidate b quits: c lists again (its
+/// predecessor was not first) and waits behind a; d, whose second ahead b
+/// was not first in its listing, lists again off the critical path, stays
+/// behind c and now watches a as its second ahead. a leaves: c is elected
+/// without a request, and d learns c is first; c leaves: d is elected
+/// without a request.
+#[test]
+fn election_chain_whose_middle_quits_lists_again_and_stays_correct() {
+    let root = unique_root("election-chain-middle");
+    let pc = Arc::new(FaultProxy::start(shared_server().connect_string().as_str()).unwrap());
+    let pd = Arc::new(FaultProxy::start(shared_server().connect_string().as_str()).unwrap());
+    let (wa, wb) = (zkw(), zkw());
+    let (wc, wd) = (
+        through(&pc, Duration::from_secs(10)),
+        through(&pd, Duration::from_secs(10)),
+    );
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, _) = candidate(&wb, &root, "b");
+    let (c, c_events) = candidate(&wc, &root, "c");
+    let (d, d_events) = candidate(&wd, &root, "d");
+    let (at_c, listener) = rt_at(&pc, Ev::ElectedComplete);
+    c.add_listener(listener);
+    let (at_d, listener) = rt_at(&pd, Ev::ElectedComplete);
+    d.add_listener(listener);
+    for x in [&a, &b, &c, &d] {
+        x.start().unwrap();
+    }
+    let (told_c, told_d) = (
+        c_events.lock().unwrap().len(),
+        d_events.lock().unwrap().len(),
+    );
+    let (before_c, before_d) = (pc.round_trips(), pd.round_trips());
+    b.stop().unwrap();
+    for (events, told) in [(&c_events, told_c), (&d_events, told_d)] {
+        assert!(eventually(Duration::from_secs(10), || {
+            let e = events.lock().unwrap();
+            e.len() > told && e.ends_with(&[Ev::ReadyStart, Ev::ReadyComplete])
+        }));
+        assert_eq!(
+            events.lock().unwrap()[told..],
+            [
+                Ev::DetermineStart,
+                Ev::DetermineComplete,
+                Ev::ReadyStart,
+                Ev::ReadyComplete
+            ]
+        );
+    }
+    assert!(pc.round_trips() > before_c, "c listed");
+    assert!(pd.round_trips() > before_d, "d listed");
+    // d's watch on a (its new second ahead) is answered before the probe.
+    flush(&wd, &root);
+    assert!(a.has_leadership() && !c.has_leadership() && !d.has_leadership());
+    assert!(knows_ahead_first(&c) && !knows_ahead_first(&d));
+    // a leaves: c at once; d hears it too and learns c is first.
+    let before = pc.round_trips();
+    a.stop().unwrap();
+    assert!(c.await_leadership(Duration::from_secs(20)).unwrap());
+    assert_eq!(told_at(&at_c) - before, 0);
+    flush(&wd, &root);
+    assert!(knows_ahead_first(&d));
+    assert!(!d.has_leadership());
+    let before = pd.round_trips();
+    c.stop().unwrap();
+    assert!(d.await_leadership(Duration::from_secs(20)).unwrap());
+    assert_eq!(told_at(&at_d) - before, 0);
+    d.stop().unwrap();
+    assert!(children(&raw(), &root).is_empty());
+}
+
+/// The second ahead's deletion told c that b is first; then c's own offer
+/// is deleted by another session and b leaves, both notifications held by
+/// the proxy and delivered together in zxid order: the own offer's watch
+/// fires first, so c fails with `NoNode` and is never elected.
+#[test]
+fn election_chain_successor_whose_offer_was_deleted_first_is_never_elected() {
+    let root = unique_root("election-chain-own-deleted");
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let (wa, wb, wc) = (zkw(), zkw(), through(&proxy, Duration::from_secs(10)));
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, _) = candidate(&wb, &root, "b");
+    let (c, c_events) = candidate(&wc, &root, "c");
+    for x in [&a, &b, &c] {
+        x.start().unwrap();
+    }
+    a.stop().unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    flush(&wc, &root);
+    assert!(knows_ahead_first(&c), "{c:?}");
+    proxy.stall_downstream();
+    raw().delete(&c.offer_node().unwrap(), None).unwrap();
+    b.stop().unwrap();
+    proxy.pass();
+    let r = c.await_leadership(Duration::from_secs(20));
+    assert!(matches!(&r, Err(e) if e.is(ZkError::NoNode)), "{r:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || c_events
+            .lock()
+            .unwrap()
+            .ends_with(&[Ev::ReadyComplete, Ev::Failed])),
+        "{c_events:?}"
+    );
+    assert!(!c.has_leadership());
+    assert!(children(&raw(), &root).is_empty());
+}
+
+/// The second ahead's deletion told c that b is first; then c's connection
+/// drops and comes back (the watches re-set by `SetWatches`), and b leaves:
+/// the watches were armed in an earlier connection, so c lists before it is
+/// elected (the listing with the own `exists`), and is elected.
+#[test]
+fn election_chain_successor_after_a_disconnect_lists_before_it_is_elected() {
+    let root = unique_root("election-chain-disconnect");
+    let proxy = Arc::new(FaultProxy::start(shared_server().connect_string().as_str()).unwrap());
+    let (wa, wb, wc) = (zkw(), zkw(), through(&proxy, Duration::from_secs(10)));
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, _) = candidate(&wb, &root, "b");
+    let (c, c_events) = candidate(&wc, &root, "c");
+    let (at, listener) = rt_at(&proxy, Ev::ElectedComplete);
+    c.add_listener(listener);
+    for x in [&a, &b, &c] {
+        x.start().unwrap();
+    }
+    a.stop().unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    flush(&wc, &root);
+    assert!(knows_ahead_first(&c), "{c:?}");
+    proxy.stall();
+    proxy.cut();
+    assert!(eventually(Duration::from_secs(10), || wc
+        .zookeeper()
+        .state()
+        == zklock::client::State::Connecting));
+    proxy.pass();
+    assert!(eventually(Duration::from_secs(10), || wc
+        .zookeeper()
+        .state()
+        == zklock::client::State::Connected));
+    // The reconnect's events are heard before the probe's answer.
+    flush(&wc, &root);
+    assert!(knows_ahead_first(&c), "{c:?}");
+    let told = c_events.lock().unwrap().len();
+    let before = proxy.round_trips();
+    b.stop().unwrap();
+    assert!(c.await_leadership(Duration::from_secs(20)).unwrap());
+    // It listed (the fast path makes none): the listing and the own
+    // `exists` sent with it, one round trip, or two when the server answered
+    // the listing before the proxy read the `exists` (a loaded machine).
+    let listed = told_at(&at) - before;
+    assert!(
+        (1..=2).contains(&listed),
+        "{listed}: {:?}",
+        c_events.lock().unwrap()
+    );
+    assert_eq!(
+        c_events.lock().unwrap()[told..],
+        [
+            Ev::DetermineStart,
+            Ev::DetermineComplete,
+            Ev::ElectedStart,
+            Ev::ElectedComplete
+        ]
+    );
+    c.stop().unwrap();
+    assert!(children(&raw(), &root).is_empty());
+}
+
+/// Curator's latch on the engine, down a chain l0 < l1 < l2 < l3: each
+/// successor leads without a request between its predecessor's close and
+/// `IsLeader` (before: l2 listed on l1's deletion).
+#[test]
+fn latch_chain_of_successions_without_a_request() {
+    use std::sync::atomic::AtomicU64;
+    use zklock::recipes::leader_latch::{LatchEvent, LeaderLatch};
+    let path = format!("{}/latch", unique_root("latch-chain"));
+    let proxies: Vec<Arc<FaultProxy>> = (0..3)
+        .map(|_| Arc::new(FaultProxy::start(shared_server().connect_string().as_str()).unwrap()))
+        .collect();
+    let w0 = zkw();
+    let ws: Vec<_> = proxies
+        .iter()
+        .map(|p| through(p, Duration::from_secs(10)))
+        .collect();
+    let l0 = LeaderLatch::new(&w0, &path, "l0").unwrap();
+    let mut latches = Vec::new();
+    let mut ats = Vec::new();
+    for (i, w) in ws.iter().enumerate() {
+        let l = LeaderLatch::new(w, &path, &format!("l{}", i + 1)).unwrap();
+        let at = Arc::new(AtomicU64::new(u64::MAX));
+        let (p, a) = (proxies[i].clone(), at.clone());
+        l.add_listener(move |e: LatchEvent| {
+            if e == LatchEvent::IsLeader {
+                a.store(p.round_trips(), Ordering::SeqCst);
+            }
+        });
+        latches.push(l);
+        ats.push(at);
+    }
+    l0.start().unwrap();
+    for l in &latches {
+        l.start().unwrap();
+    }
+    let mut leaving = &l0;
+    for (i, l) in latches.iter().enumerate() {
+        // The one taking over knows its predecessor is first (its listing,
+        // or the deletion two ahead, told it).
+        assert!(
+            eventually(Duration::from_secs(10), || knows_ahead_first(l)),
+            "{l:?}"
+        );
+        let before = proxies[i].round_trips();
+        leaving.close().unwrap();
+        assert!(l.await_leadership(Duration::from_secs(20)).unwrap());
+        assert_eq!(told_at(&ats[i]) - before, 0, "l{}", i + 1);
+        leaving = l;
+    }
+    leaving.close().unwrap();
+    assert!(children(&raw(), &path).is_empty());
 }
 
 // ---------------------------------------------------------------- ZKLeaderManager

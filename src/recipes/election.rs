@@ -138,7 +138,8 @@ struct Candidacy {
 /// Each candidate creates the ephemeral sequential child `n_<seq>` of `root`
 /// holding its host name (UTF-8); the lowest sequence leads, every other
 /// candidate watches only the offer just ahead of it: one deletion
-/// notifies one candidate. [`get_leader_host_name`](Self::get_leader_host_name)
+/// notifies one candidate (zklock's two: see "Down a chain, too" below).
+/// [`get_leader_host_name`](Self::get_leader_host_name)
 /// reads the lowest offer's data, as Java's does.
 ///
 /// # zklock differs here
@@ -166,6 +167,18 @@ struct Candidacy {
 ///   events by watch type, not zxid order), or when the departed offer was
 ///   not the lowest, the candidate lists the offers as Java's does. See the
 ///   `rounds` module's "Succession without a listing".
+/// - **Down a chain, too.** A candidate behind two offers or more also
+///   watches the offer just ahead of its predecessor (`getData`, sent with
+///   the predecessor's watch, in the same round trip). When that offer was
+///   the lowest in its listing, its deletion tells the candidate its
+///   predecessor is the lowest now (no request, no event), so the
+///   predecessor's deletion elects it at once; otherwise the candidate lists
+///   the offers again then, off the critical path (its events as after any
+///   listing), and its predecessor's watch, still armed, is not set again.
+///   Every leader stepping down in a chain is so succeeded without a
+///   listing. A deletion notifies two candidates (the successor and the one
+///   behind it) where Java's notifies one: a bounded fan-out, not a herd.
+///   See the `rounds` module's "The second ahead: a chain of successions".
 /// - The leader watches its own offer: a dropped connection is told at once
 ///   ([`ElectionEventType::LeadershipInDoubt`], and
 ///   [`has_leadership`](Self::has_leadership) turns false), a reconnect within the
@@ -320,6 +333,13 @@ impl Candidacy {
         };
         #[cfg(feature = "testing")]
         self.hook.call(ElectionStep::Watching, &ahead);
+        // The second ahead first, in the same round trip (see the type's
+        // docs: the succession without a listing).
+        placed.watch_second(generation);
+        if placed.ahead_armed {
+            // Watched for an earlier listing, not fired since.
+            return self.ready(generation, ahead);
+        }
         // Java's `becomeReady`: READY_START only once the offer ahead was
         // found (with `getData`, not Java's `exists`: see the type's docs).
         let (zk, me) = (placed.zk, placed.me);

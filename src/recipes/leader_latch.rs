@@ -110,7 +110,8 @@ struct Latching {
 /// parents are created as containers. Nodes are ordered by the sequence after
 /// the last `latch-`; the lowest leads; every other participant watches only
 /// the node just ahead of it (`getData`, as Curator does): one deletion wakes
-/// one participant. [`participants`](Self::participants) and
+/// one participant (zklock's two: see "Down a chain, too" below).
+/// [`participants`](Self::participants) and
 /// [`leader`](Self::leader) read the nodes' data as Curator's
 /// `getParticipants` / `getLeader` do.
 ///
@@ -150,6 +151,18 @@ struct Latching {
 ///   events by watch type, not zxid order), or when the departed node was
 ///   not the lowest, the latch lists the children as Curator's does. See
 ///   the `rounds` module's "Succession without a listing".
+/// - **Down a chain, too.** A participant behind two nodes or more also
+///   watches the node just ahead of its predecessor (`getData`, sent with
+///   the predecessor's watch, in the same round trip). When that node was
+///   the lowest in its listing, its deletion tells the latch its
+///   predecessor is the lowest now (no request, no event), so the
+///   predecessor's deletion makes it leader at once; otherwise the latch
+///   lists the children again then, off the critical path, and its
+///   predecessor's watch, still armed, is not set again. Every leader
+///   closing in a chain is so succeeded without a listing. A deletion
+///   notifies two participants (the successor and the one behind it) where
+///   Curator's notifies one: a bounded fan-out, not a herd. See the
+///   `rounds` module's "The second ahead: a chain of successions".
 /// - [`start`](Self::start) returns once the latch's place is known (Curator's
 ///   starts in the background); the later rounds run as asynchronous calls
 ///   answered on the event thread. [`close`](Self::close) is idempotent and
@@ -268,7 +281,17 @@ impl Latching {
     /// Curator resets (a new node); zklock's latch ends (see the docs).
     fn listed(&self, generation: u64, placed: Placed<Self>) {
         match placed.ahead.clone() {
-            Some(ahead) => self.watch_ahead(generation, ahead),
+            // The second ahead first, in the same round trip (see the type's
+            // docs: the succession without a listing); the node ahead's
+            // watch unless it is armed already (an earlier listing's).
+            Some(_) if placed.ahead_armed => {
+                placed.watch_second(generation);
+                self.waiting(generation)
+            }
+            Some(ahead) => {
+                placed.watch_second(generation);
+                self.watch_ahead(generation, ahead)
+            }
             // Watch the own node: its deletion, and the connection's events.
             None => placed.watch_own(generation, Self::lowest, Self::round),
         }

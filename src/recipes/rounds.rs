@@ -75,6 +75,61 @@
 //! candidate in the middle leaving) starts a round with a listing, as
 //! before.
 //!
+//! ## The second ahead: a chain of successions
+//!
+//! In a chain (c0 leads, c1, c2, ... wait, each steps down in turn) only
+//! c1's predecessor was first in its listing: c2 listed [c0, c1, c2], and
+//! without more, c1's deletion would make c2 list (a round trip on the
+//! critical path) since it cannot know c0 is gone. So a candidate behind
+//! at least two nodes also watches the node just ahead of its predecessor,
+//! the **second ahead** (`getData` with the recipe's watcher, sent right
+//! before the watch on the predecessor: ZooKeeper answers them in one round
+//! trip, [`Placed::watch_second`]). Its events are the engine's alone:
+//!
+//! - its `NodeDeleted`, when it was first in the listing and its watch was
+//!   armed in the current connection and had not fired: the predecessor is
+//!   first now (nothing can appear ahead later, and the one node that was
+//!   ahead of it is gone). No request: the engine notes it, and the
+//!   predecessor's deletion is then decided without a listing under the
+//!   rules above (both watches armed in the current connection, not fired,
+//!   checked then);
+//! - its `NodeDeleted` otherwise (it was not first, or a connection change
+//!   came between): a round with a listing, off the critical path (nobody
+//!   waits for this candidate). The listing places the node anew; a watch
+//!   still armed in the current connection on a node that stays ahead (the
+//!   predecessor, or the old second ahead now just ahead) is not set again,
+//!   and the new second ahead, if any, is watched;
+//! - a write on it, or a removal of the session's watches there
+//!   (`NodeDataChanged`, `DataWatchRemoved`), spends the watch: the engine
+//!   forgets it rather than set it again (a request for a case no recipe
+//!   makes: their nodes are not written), and the predecessor's deletion
+//!   then starts a round with a listing, as without the second watch. So
+//!   does a `getData` on it that fails (gone already, or the connection
+//!   lost).
+//!
+//! **Notifications per succession: 2, not a herd.** A deletion now notifies
+//! the successor (watching it just ahead) and the candidate two behind it
+//! (watching it second ahead): a bounded fan-out of two whatever the number
+//! of candidates, where a herd (every candidate watching the leader, or the
+//! directory) grows with it. The second notification buys the successor's
+//! shortcut at the next step: in the chain, c2 hears c0's deletion and knows
+//! c1 is first, so c1's deletion elects it with no request. Its listing, when
+//! the second ahead was not first (c3 hears c1 leave, but c0 was first in
+//! its listing), is one request off the critical path, made while the
+//! successor leads, and it leaves c3 knowing c2 first: every succession of
+//! the chain is decided without a listing.
+//!
+//! **Stepping down.** [`RoundHandle::step_down`] removes only the watch on
+//! the own node. The watches a candidate set on the nodes ahead are left:
+//! a removal would be a request on the step-down's path, and a watch on a
+//! deleted node is gone already at the server. One left on a live node
+//! (a candidate that stops while behind others) fires later, once, into a
+//! generation that ended: the per-watch watcher holds the recipe weakly,
+//! and the engine ignores events when the attempt has no node or a
+//! stale generation (a new attempt's round then at most lists once more).
+//! The client holds that watch until it fires or the session ends, as it
+//! held the predecessor's watch before.
+//!
 //! What the recipes on the engine did alike around it is here too, once: the
 //! caller's handle ([`RoundHandle`]: set-up, `Debug`, whether it leads or
 //! owns now, in doubt, the wait for leadership, stepping down, the session
@@ -166,14 +221,26 @@ pub(crate) struct RoundState<S> {
     /// it). The watch to remove when stepping down
     /// ([`RoundHandle::step_down`]).
     own_watch: Option<u64>,
-    /// The node just ahead (full path) when the last listing placed
-    /// ([`RoundEngine::placed`]) found it first in the recipe's order.
-    first_ahead: Option<String>,
-    /// The connection the watch on [`first_ahead`](Self::first_ahead) was
-    /// set in ([`RoundEngine::ahead_watched`]); `None` once it fired.
+    /// The node just ahead (full path) in the last listing placed
+    /// ([`RoundEngine::placed`]).
+    ahead: Option<String>,
+    /// [`ahead`](Self::ahead) is first in the recipe's order: it was in the
+    /// listing, or the deletion of the node ahead of it, first there, made
+    /// it so (see "Succession without a listing" in the module docs).
+    ahead_first: bool,
+    /// The connection the watch on [`ahead`](Self::ahead) was set in
+    /// ([`RoundEngine::ahead_watched`]); `None` once it fired.
     ahead_watch: Option<u64>,
+    /// The node just ahead of [`ahead`](Self::ahead) in the last listing
+    /// placed (full path): the second ahead.
+    second: Option<String>,
+    /// [`second`](Self::second) was first in that listing.
+    second_first: bool,
+    /// The connection the watch on [`second`](Self::second) was set in
+    /// ([`RoundEngine::second_watched`]); `None` once it fired.
+    second_watch: Option<u64>,
     /// Set on the event thread while the recipe hears the deletion of
-    /// [`first_ahead`](Self::first_ahead) with both watches armed in the
+    /// [`ahead`](Self::ahead), first, with both watches armed in the
     /// current connection: the round it starts is decided without a listing
     /// ([`RoundEngine::list_placed`]).
     succession: bool,
@@ -220,51 +287,103 @@ impl<R: RoundRecipe> Watcher for RoundWatcher<R> {
                 None => recipe.engine().connection_event(event.keeper_state),
             };
         }
-        let generation = {
+        let (generation, fired) = {
             let mut st = recipe.engine().state();
             if st.node.is_none() || st.failed.is_some() {
                 return;
             }
-            st.succession = st.watch_fired(&event);
-            st.generation
+            let fired = st.watch_fired(&event);
+            st.succession = fired == Fired::Succession;
+            (st.generation, fired)
         };
-        recipe.node_event(generation, event);
+        match fired {
+            Fired::Node | Fired::Succession => recipe.node_event(generation, event),
+            // The second ahead's events are the engine's alone.
+            Fired::Promoted | Fired::Forgotten => return,
+            Fired::Relist => {
+                debug!(
+                    "{}: the node two ahead left, not known first; listing again",
+                    recipe.engine().path
+                );
+                recipe.round(generation)
+            }
+        }
         // Heard by the round the event started, or by nobody.
         recipe.engine().state().succession = false;
     }
 }
 
+/// What a watch that fired means to the engine ([`RoundState::watch_fired`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fired {
+    /// An event for the recipe ([`RoundRecipe::node_event`]).
+    Node,
+    /// The deletion of the node ahead, first, that leaves the attempt's node
+    /// first without a listing: told to the recipe, whose round is decided
+    /// without one.
+    Succession,
+    /// The deletion of the second ahead, first, with its watch armed in the
+    /// current connection: the node ahead is first now; nothing to do.
+    Promoted,
+    /// The deletion of the second ahead otherwise: a round (with a listing)
+    /// places the node anew.
+    Relist,
+    /// A write on the second ahead, or a removal of the session's watches
+    /// there, spent its watch: forgotten (the node ahead's deletion then
+    /// starts a round with a listing, as without it).
+    Forgotten,
+}
+
 impl<S> RoundState<S> {
-    /// Notes that a watch of the attempt fired with `event`: the own node's
-    /// and the first node ahead's are spent. Returns whether the event is
-    /// the deletion of the node ahead that leaves the attempt's node first
-    /// without a listing (see
-    /// "Succession without a listing" in the module docs):
-    /// that node was first in the last listing, and both its watch and the
-    /// own node's were armed in the current connection and had not fired.
-    fn watch_fired(&mut self, event: &WatchedEvent) -> bool {
+    /// Notes that a watch of the attempt fired with `event`: the own node's,
+    /// the node ahead's and the second ahead's are spent. Says what the
+    /// event means (see "Succession without a listing" in the module docs):
+    /// [`Fired::Succession`] when it is the deletion of the node ahead, first,
+    /// with both its watch and the own node's armed in the current
+    /// connection and not fired; the second ahead's events are the engine's.
+    fn watch_fired(&mut self, event: &WatchedEvent) -> Fired {
         let path = event.path.as_deref();
         let spends = matches!(
             event.event_type,
             EventType::NodeDeleted | EventType::NodeDataChanged | EventType::DataWatchRemoved
         );
         if !spends || path.is_none() {
-            return false;
+            return Fired::Node;
         }
+        let deleted = event.event_type == EventType::NodeDeleted;
+        let now = Some(self.connection);
         if path == self.node.as_deref() {
             self.own_watch = None;
-            return false;
+            return Fired::Node;
         }
-        if path != self.first_ahead.as_deref() {
-            return false;
+        if path == self.ahead.as_deref() {
+            let armed = self.ahead_watch.take();
+            if !deleted {
+                return Fired::Node;
+            }
+            let first = std::mem::take(&mut self.ahead_first);
+            self.ahead = None;
+            return match first && armed == now && self.own_watch == now {
+                true => Fired::Succession,
+                false => Fired::Node,
+            };
         }
-        let ahead = self.ahead_watch.take();
-        if event.event_type != EventType::NodeDeleted {
-            return false;
+        if path != self.second.as_deref() {
+            return Fired::Node;
         }
-        self.first_ahead = None;
-        let now = Some(self.connection);
-        ahead == now && self.own_watch == now
+        let armed = self.second_watch.take();
+        let first = std::mem::take(&mut self.second_first);
+        self.second = None;
+        if !deleted {
+            return Fired::Forgotten;
+        }
+        if first && armed == now && self.ahead.is_some() {
+            // Nothing can appear ahead later, and the one node ahead of the
+            // node ahead is gone: that node is first.
+            self.ahead_first = true;
+            return Fired::Promoted;
+        }
+        Fired::Relist
     }
 }
 
@@ -315,8 +434,12 @@ impl<R: RoundRecipe> RoundEngine<R> {
                 node: None,
                 connection: 0,
                 own_watch: None,
-                first_ahead: None,
+                ahead: None,
+                ahead_first: false,
                 ahead_watch: None,
+                second: None,
+                second_first: false,
+                second_watch: None,
                 succession: false,
                 failed: None,
                 in_doubt: false,
@@ -676,8 +799,12 @@ impl<R: RoundRecipe> RoundEngine<R> {
         st.generation += 1;
         st.failed = None;
         st.in_doubt = false;
-        st.first_ahead = None;
+        st.ahead = None;
+        st.ahead_first = false;
         st.ahead_watch = None;
+        st.second = None;
+        st.second_first = false;
+        st.second_watch = None;
         st.succession = false;
         let watched = st.own_watch.take().is_some();
         let led = reset(&mut st.recipe);
@@ -842,6 +969,13 @@ pub(crate) struct Placed<R> {
     /// What is known of the watch on the own node (see
     /// [`RoundEngine::list_placed`]).
     own: Own,
+    /// The watch on [`ahead`](Self::ahead) is armed in the current
+    /// connection already (set for an earlier listing and not fired): the
+    /// recipe does not set it again.
+    pub(crate) ahead_armed: bool,
+    /// The second ahead to watch ([`watch_second`](Self::watch_second)):
+    /// `None` when there is none or its watch is armed already.
+    second: Option<String>,
 }
 
 /// What a [`Placed`] knows of the watch on the attempt's own node.
@@ -862,6 +996,26 @@ impl<R: RoundRecipe> Placed<R> {
     /// reached the server after the listing: the node was there then, in the
     /// node's session, and is watched); when it was armed already (see
     /// [`RoundEngine::list_placed`]), `present` runs at once.
+    /// Watches the second ahead (the node just ahead of
+    /// [`ahead`](Self::ahead)) with `getData` and the recipe's watcher,
+    /// without waiting for the answer: the recipe sends its own watch on
+    /// the node ahead right after, so both go in one round trip (see
+    /// "Succession without a listing" in the module docs). Its absence, or
+    /// a failure, leaves it unwatched (the node ahead's deletion then starts
+    /// a round with a listing); `getData`, not `exists`, so that no watch is
+    /// left on a node already gone.
+    pub(crate) fn watch_second(&self, generation: u64) {
+        let Some(second) = self.second.clone() else {
+            return;
+        };
+        let me = self.me.clone();
+        let watcher = me.engine().watcher();
+        self.zk
+            .get_data_async(&second.clone(), Some(watcher), move |r| {
+                me.engine().second_watched(generation, &second, r.is_ok())
+            });
+    }
+
     pub(crate) fn watch_own(
         self,
         generation: u64,
@@ -920,16 +1074,34 @@ impl<R: RoundRecipe> RoundEngine<R> {
             self.fail(generation, ZkError::NoNode);
             return None;
         };
-        let ahead = pos
-            .checked_sub(1)
-            .map(|p| crate::zkutil::join_znode(&self.path, sorted[p]));
+        let at = |back: usize| {
+            pos.checked_sub(back)
+                .map(|p| crate::zkutil::join_znode(&self.path, sorted[p]))
+        };
+        let (ahead, second) = (at(1), at(2));
+        let (mut ahead_armed, mut to_watch) = (false, None);
         {
             let mut st = self.state();
             if st.generation == generation {
-                // A listing that places the node anew: the watch on the node
-                // ahead is set again by the recipe (`ahead_watched`).
-                st.first_ahead = (pos == 1).then(|| ahead.clone()).flatten();
-                st.ahead_watch = None;
+                // A listing that places the node anew. A watch armed in the
+                // current connection on a node that stays ahead (and not
+                // fired) is kept; the others are set again by the recipe
+                // (`ahead_watched`, `second_watched`).
+                let now = Some(st.connection);
+                let armed = |n: &Option<String>| {
+                    n.is_some()
+                        && ((*n == st.ahead && st.ahead_watch == now)
+                            || (*n == st.second && st.second_watch == now))
+                };
+                let (a, s) = (armed(&ahead), armed(&second));
+                st.ahead = ahead.clone();
+                st.ahead_first = pos == 1;
+                st.ahead_watch = if a { now } else { None };
+                st.second = second.clone();
+                st.second_first = pos == 2;
+                st.second_watch = if s { now } else { None };
+                ahead_armed = a;
+                to_watch = if s { None } else { second };
             }
         }
         Some(Placed {
@@ -938,6 +1110,8 @@ impl<R: RoundRecipe> RoundEngine<R> {
             zk,
             me,
             own: Own::Unasked,
+            ahead_armed,
+            second: to_watch,
         })
     }
 
@@ -948,8 +1122,25 @@ impl<R: RoundRecipe> RoundEngine<R> {
     /// "Succession without a listing" in the module docs).
     pub(crate) fn ahead_watched(&self, generation: u64, ahead: &str) {
         let mut st = self.state();
-        if st.generation == generation && st.first_ahead.as_deref() == Some(ahead) {
+        if st.generation == generation && st.ahead.as_deref() == Some(ahead) {
             st.ahead_watch = Some(st.connection);
+        }
+    }
+
+    /// The answer to [`Placed::watch_second`]'s `getData` on `second` for
+    /// the attempt `generation`: `set` when the watch is set (the node was
+    /// there), noted with the connection; otherwise the second ahead is
+    /// forgotten (as after a write on it).
+    fn second_watched(&self, generation: u64, second: &str, set: bool) {
+        let mut st = self.state();
+        if st.generation == generation && st.second.as_deref() == Some(second) {
+            if set {
+                st.second_watch = Some(st.connection);
+            } else {
+                st.second = None;
+                st.second_first = false;
+                st.second_watch = None;
+            }
         }
     }
 
@@ -992,6 +1183,8 @@ impl<R: RoundRecipe> RoundEngine<R> {
                 zk,
                 me: me.clone(),
                 own: Own::Armed,
+                ahead_armed: false,
+                second: None,
             };
             return then(&me, generation, placed);
         }
@@ -1216,8 +1409,10 @@ impl<R: RoundRecipe> RoundHandle<R> {
     /// node (so does a candidate behind others, from its first round on, see
     /// [`RoundEngine::list_placed`]): that watch, when armed and not fired,
     /// is removed first (a request,
-    /// no notification), which leaves one notification per succession, the
-    /// successor's. The removal is sent without waiting for its answer, the
+    /// no notification), which leaves two notifications per succession, the
+    /// successor's and the second ahead's of the candidate behind it (see
+    /// "The second ahead" in the module docs: the watches on other nodes
+    /// are left, harmless). The removal is sent without waiting for its answer, the
     /// delete right after it: ZooKeeper answers a session's requests in
     /// order, so the watch is gone at the server before the delete, at no
     /// round trip of its own.
