@@ -136,6 +136,8 @@ struct Shared {
     changed: Condvar,
     /// See [`FaultProxy::round_trips`].
     round_trips: AtomicU64,
+    /// See [`FaultProxy::requests`]: forwarded client requests by opcode.
+    requests: Mutex<HashMap<i32, u64>>,
 }
 
 #[derive(Debug)]
@@ -211,8 +213,9 @@ const NOTIFICATION_XID: i32 = -1;
 
 impl Exchanges {
     /// Reads `bytes` (from the client when `to_server`): `true` when they
-    /// start a round trip (see [`FaultProxy::round_trips`]).
-    fn feed(&mut self, to_server: bool, bytes: &[u8]) -> bool {
+    /// start a round trip (see [`FaultProxy::round_trips`]); the opcode of
+    /// each client request they complete (pings left out) goes to `opcodes`.
+    fn feed(&mut self, to_server: bool, bytes: &[u8], opcodes: &mut Vec<i32>) -> bool {
         if self.raw {
             return false;
         }
@@ -227,12 +230,13 @@ impl Exchanges {
         };
         let mut started = false;
         // `None`: the connect request or its response, which hold no xid.
-        for xid in xids.into_iter().flatten() {
+        for (xid, opcode) in xids.into_iter().flatten() {
             match (to_server, xid) {
                 (_, PING_XID) | (false, NOTIFICATION_XID) => {}
                 (true, _) => {
                     started |= self.outstanding == 0;
                     self.outstanding += 1;
+                    opcodes.extend(opcode);
                 }
                 (false, _) => self.outstanding = self.outstanding.saturating_sub(1),
             }
@@ -251,9 +255,11 @@ struct ClientFrames {
 }
 
 impl ClientFrames {
-    /// The xid of each frame `bytes` completes (`None` for the first);
+    /// The xid of each frame `bytes` completes, with the 4 bytes after it
+    /// (a request's opcode) when the frame has them (`None` for the first);
     /// `Err` when the bytes are not ZooKeeper's framing.
-    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<Option<i32>>, ()> {
+    #[allow(clippy::type_complexity)]
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<Option<(i32, Option<i32>)>>, ()> {
         self.pending.extend_from_slice(bytes);
         let mut xids = Vec::new();
         loop {
@@ -268,11 +274,14 @@ impl ClientFrames {
             if self.pending.len() < end {
                 return Ok(xids);
             }
-            let xid = self
-                .pending
-                .get(4..8)
+            let word = |at: usize| {
+                self.pending
+                    .get(at..at + 4)
+                    .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+            };
+            let xid = word(4)
                 .filter(|_| self.seen > 0 && len >= 4)
-                .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+                .map(|xid| (xid, word(8).filter(|_| len >= 8)));
             self.seen += 1;
             self.pending.drain(..end);
             xids.push(xid);
@@ -435,6 +444,7 @@ impl FaultProxy {
             }),
             changed: Condvar::new(),
             round_trips: AtomicU64::new(0),
+            requests: Mutex::new(HashMap::new()),
         });
         let acceptor = {
             let shared = Arc::clone(&shared);
@@ -654,13 +664,31 @@ impl FaultProxy {
     /// trip; requests the client sends before those replies come back (a
     /// pipelined batch) go in the round trip already started. So two requests
     /// sent together count one, a request sent after the previous one's reply
-    /// counts one more. Connect requests, pings and watch notifications do not
+    /// counts one more (requests the client writes one after the other,
+    /// without waiting, count one or two: as the server's reply to the first
+    /// comes back before or after the proxy read the second; a test that must
+    /// tell which requests went asks [`requests`](Self::requests)). Connect
+    /// requests, pings and watch notifications do not
     /// count; neither does a quorum link, nor a link whose bytes are not
     /// ZooKeeper's client framing (TLS). Only what the proxy forwarded counts,
     /// when it forwards it (right before writing it on): a request held by a
     /// stall counts once it passes, one dropped by a cut never does.
     pub fn round_trips(&self) -> u64 {
         self.shared.round_trips.load(Ordering::SeqCst)
+    }
+
+    /// The requests with ZooKeeper opcode `opcode` (jute's `OpCode`:
+    /// 8 getChildren, 12 getChildren2, 3 exists, 4 getData, 1 create,
+    /// 2 delete, 101 setWatches, ...) the clients behind this proxy sent
+    /// through it since it started, counted as
+    /// [`round_trips`](Self::round_trips) counts: when forwarded, pings and
+    /// connect requests left out, TLS links not counted. Timing does not
+    /// change it: a test tells with it which requests a step sent.
+    pub fn requests(&self, opcode: i32) -> u64 {
+        lock(&self.shared.requests)
+            .get(&opcode)
+            .copied()
+            .unwrap_or(0)
     }
 }
 
@@ -1045,8 +1073,15 @@ fn write_loop(exit: &ThreadExit, to_upstream: bool, rx: &Receiver<Chunk>) {
             } => {
                 // Counted as it is forwarded, before it is written: a reply
                 // is told before the client can answer it with a new request.
-                if lock(&connection.exchanges).feed(to_upstream, &bytes) {
+                let mut opcodes = Vec::new();
+                if lock(&connection.exchanges).feed(to_upstream, &bytes, &mut opcodes) {
                     shared.round_trips.fetch_add(1, Ordering::SeqCst);
+                }
+                if !opcodes.is_empty() {
+                    let mut counts = lock(&shared.requests);
+                    for op in opcodes {
+                        *counts.entry(op).or_default() += 1;
+                    }
                 }
                 if requests > 0 {
                     if let Some(quorum) = shared.lock().quorum.as_mut() {
@@ -1328,6 +1363,11 @@ mod tests {
         assert_eq!(framer.feed(b"more"), [(0, b"more".to_vec())]);
     }
 
+    /// [`Exchanges::feed`], the opcodes left out.
+    fn feed(e: &mut Exchanges, to_server: bool, bytes: &[u8]) -> bool {
+        e.feed(to_server, bytes, &mut Vec::new())
+    }
+
     /// A client frame: its length, then `xid` and a body (`None`: the
     /// connect request or response, no xid).
     fn frame(xid: Option<i32>) -> Vec<u8> {
@@ -1341,30 +1381,40 @@ mod tests {
     #[test]
     fn round_trips_count_requests_sent_after_the_replies_came_back() {
         let mut e = Exchanges::default();
-        assert!(!e.feed(true, &frame(None)), "the connect request");
-        assert!(!e.feed(false, &frame(None)), "the connect response");
+        assert!(!feed(&mut e, true, &frame(None)), "the connect request");
+        assert!(!feed(&mut e, false, &frame(None)), "the connect response");
         // Two requests sent together, split anywhere: one round trip.
         let batch = [frame(Some(1)), frame(Some(2))].concat();
         for split in 0..=batch.len() {
             let mut e = Exchanges::default();
             e.to_server.seen = 1; // past the connect request
-            let started = usize::from(e.feed(true, &batch[..split]))
-                + usize::from(e.feed(true, &batch[split..]));
+            let started = usize::from(feed(&mut e, true, &batch[..split]))
+                + usize::from(feed(&mut e, true, &batch[split..]));
             assert_eq!((started, e.outstanding), (1, 2), "split {split}");
         }
-        assert!(e.feed(true, &batch));
+        let mut opcodes = Vec::new();
+        assert!(e.feed(true, &batch, &mut opcodes));
+        let body = i32::from_be_bytes(*b"body");
+        assert_eq!(opcodes, [body, body], "each request's opcode");
         // A ping and a notification between: no round trip, no reply.
-        assert!(!e.feed(true, &frame(Some(PING_XID))));
-        assert!(!e.feed(false, &frame(Some(PING_XID))));
-        assert!(!e.feed(false, &frame(Some(NOTIFICATION_XID))));
-        assert!(!e.feed(false, &frame(Some(1))));
-        assert!(!e.feed(true, &frame(Some(3))), "a reply still awaited");
-        assert!(!e.feed(false, &[frame(Some(2)), frame(Some(3))].concat()));
+        assert!(!feed(&mut e, true, &frame(Some(PING_XID))));
+        assert!(!feed(&mut e, false, &frame(Some(PING_XID))));
+        assert!(!feed(&mut e, false, &frame(Some(NOTIFICATION_XID))));
+        assert!(!feed(&mut e, false, &frame(Some(1))));
+        assert!(
+            !feed(&mut e, true, &frame(Some(3))),
+            "a reply still awaited"
+        );
+        assert!(!feed(
+            &mut e,
+            false,
+            &[frame(Some(2)), frame(Some(3))].concat()
+        ));
         // Every reply in: the next request is a new round trip.
-        assert!(e.feed(true, &frame(Some(4))));
+        assert!(feed(&mut e, true, &frame(Some(4))));
         // Not ZooKeeper's framing (a TLS record): nothing counted from then.
         let mut tls = Exchanges::default();
-        assert!(!tls.feed(true, &[0x16, 0x03, 0x01, 0x00, 0xc8]));
-        assert!(tls.raw && !tls.feed(true, &frame(Some(1))));
+        assert!(!feed(&mut tls, true, &[0x16, 0x03, 0x01, 0x00, 0xc8]));
+        assert!(tls.raw && !feed(&mut tls, true, &frame(Some(1))));
     }
 }
