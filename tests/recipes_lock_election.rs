@@ -353,6 +353,24 @@ fn write_lock_session_expiry_fails_a_waiter() {
 
 type Events = Arc<std::sync::Mutex<Vec<Ev>>>;
 
+/// `c`, waiting behind a node, fails with `NoNode` without a round (its own
+/// offer's watch fired first: the listeners' last events are `ReadyComplete`
+/// then `Failed`, told after the waits are woken), never elected, and
+/// `root` is left empty.
+fn fails_unelected(c: &LeaderElectionSupport, events: &Events, root: &str) {
+    let r = c.await_leadership(Duration::from_secs(20));
+    assert!(matches!(&r, Err(e) if e.is(ZkError::NoNode)), "{r:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || events
+            .lock()
+            .unwrap()
+            .ends_with(&[Ev::ReadyComplete, Ev::Failed])),
+        "{events:?}"
+    );
+    assert!(!c.has_leadership());
+    assert!(children(&raw(), root).is_empty());
+}
+
 fn candidate(zkw: &ZooKeeperWatcher, root: &str, host: &str) -> (LeaderElectionSupport, Events) {
     let c = LeaderElectionSupport::new(zkw, root, host).unwrap();
     let events: Events = Arc::default();
@@ -778,19 +796,8 @@ fn election_successor_whose_offer_was_deleted_first_is_never_elected() {
     raw().delete(&b.offer_node().unwrap(), None).unwrap();
     a.stop().unwrap();
     proxy.pass();
-    let r = b.await_leadership(Duration::from_secs(20));
-    assert!(matches!(&r, Err(e) if e.is(ZkError::NoNode)), "{r:?}");
-    // The own offer's watch fired first: no round ran (the failure is told
-    // after the waits are woken).
-    assert!(
-        eventually(Duration::from_secs(10), || b_events
-            .lock()
-            .unwrap()
-            .ends_with(&[Ev::ReadyComplete, Ev::Failed])),
-        "{b_events:?}"
-    );
-    assert!(!b.has_leadership());
-    assert!(children(&raw(), &root).is_empty());
+    // The own offer's watch fired first: no round ran.
+    fails_unelected(&b, &b_events, &root);
 }
 
 /// A write on the successor's own offer spends its watch (the server keeps
@@ -1151,17 +1158,7 @@ fn election_chain_successor_whose_offer_was_deleted_first_is_never_elected() {
     raw().delete(&c.offer_node().unwrap(), None).unwrap();
     b.stop().unwrap();
     proxy.pass();
-    let r = c.await_leadership(Duration::from_secs(20));
-    assert!(matches!(&r, Err(e) if e.is(ZkError::NoNode)), "{r:?}");
-    assert!(
-        eventually(Duration::from_secs(10), || c_events
-            .lock()
-            .unwrap()
-            .ends_with(&[Ev::ReadyComplete, Ev::Failed])),
-        "{c_events:?}"
-    );
-    assert!(!c.has_leadership());
-    assert!(children(&raw(), &root).is_empty());
+    fails_unelected(&c, &c_events, &root);
 }
 
 /// The second ahead's deletion told c that b is first; then c's connection

@@ -223,7 +223,7 @@ impl ZkServer {
                     .open(dir.join("zoo.cfg"))?;
                 io::Write::write_all(&mut f, cfg.as_bytes())?;
             }
-            match launch(&dir, port, secure.is_some()) {
+            match launch(&dir, port, secure.map(|s| s.0)) {
                 Ok(watchdog) => {
                     return Ok(ZkServer {
                         port,
@@ -260,7 +260,7 @@ impl ZkServer {
         let dir = make_temp_dir("zk")?;
         fs::create_dir(dir.join("data"))?;
         write_config(&dir, port, None, (MIN_SESSION_TIMEOUT, MAX_SESSION_TIMEOUT))?;
-        match launch(&dir, port, false) {
+        match launch(&dir, port, None) {
             Ok(watchdog) => Ok(ZkServer {
                 port,
                 secure_port: None,
@@ -346,7 +346,7 @@ impl ZkServer {
         self.stop()?;
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            match launch(&self.dir, self.port, self.secure_port.is_some()) {
+            match launch(&self.dir, self.port, self.secure_port) {
                 Ok(watchdog) => {
                     self.watchdog = Some(watchdog);
                     return Ok(());
@@ -532,7 +532,11 @@ pub(crate) fn tls_config(secure_port: u16, pki: &TestPki, tls13: bool) -> String
 }
 
 /// Starts the JVM and waits until it serves on `port` with the data in `dir`.
-fn launch(dir: &Path, port: u16, netty: bool) -> Result<Watchdog, LaunchError> {
+/// Starts the standalone server of `dir` (its `zoo.cfg`) and waits until it
+/// serves on `port` and, with `secure` (a TLS port: the Netty factory),
+/// accepts connections there too.
+fn launch(dir: &Path, port: u16, secure: Option<u16>) -> Result<Watchdog, LaunchError> {
+    let netty = secure.is_some();
     let log = dir.join("zookeeper.log");
     let log_start = log_len(&log);
     let spec = JvmSpec {
@@ -545,7 +549,14 @@ fn launch(dir: &Path, port: u16, netty: bool) -> Result<Watchdog, LaunchError> {
     };
     let watchdog = Watchdog::spawn(&spec).map_err(LaunchError::Fatal)?;
     let addr = format!("127.0.0.1:{port}");
-    match wait_serving(&watchdog, &addr, &dir.join("data"), &log, log_start) {
+    let served =
+        wait_serving(&watchdog, &addr, &dir.join("data"), &log, log_start).and_then(|()| {
+            match secure {
+                Some(secure) => wait_listening(&watchdog, secure, &log, log_start),
+                None => Ok(()),
+            }
+        });
+    match served {
         Ok(()) => Ok(watchdog),
         Err(e) => {
             let _ = watchdog.finish("KILL", true);
@@ -598,6 +609,46 @@ fn wait_serving(
             )));
         }
         thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until the JVM under `watchdog` accepts TCP connections on its TLS
+/// port `port`, or it dies, or [`START_TIMEOUT`] passes. The server binds
+/// that port (the Netty factory's start-up) only after the plain port serves:
+/// a test connecting at once was refused there under load.
+fn wait_listening(
+    watchdog: &Watchdog,
+    port: u16,
+    log: &Path,
+    log_start: u64,
+) -> Result<(), LaunchError> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    loop {
+        if !watchdog.alive() {
+            return Err(died(log, log_start));
+        }
+        if std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok() {
+            // Another process on the port would show as our bind failure.
+            if is_bind_failure(&log_since(log, log_start)) {
+                return Err(LaunchError::PortTaken);
+            }
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(LaunchError::Fatal(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "ZooKeeper (pid {}) did not listen on its TLS port {port} within {} s; \
+                     {FIX_HINT}.\nLog {}:\n{}",
+                    watchdog.pid(),
+                    START_TIMEOUT.as_secs(),
+                    log.display(),
+                    log_tail(log, 30)
+                ),
+            )));
+        }
+        thread::sleep(Duration::from_millis(20));
     }
 }
 
