@@ -359,18 +359,7 @@ impl Candidacy {
     /// it: its deletion must still be heard (the leader's own offer:
     /// [`RoundEngine::watch_own`]).
     fn watch_again(&self, generation: u64, path: String) {
-        let Some((_, zk, me)) = self.engine.proceed(generation) else {
-            return;
-        };
-        zk.get_data_async(
-            &path.clone(),
-            Some(self.engine.watcher()),
-            move |r| match r {
-                Ok(_) => me.engine.ahead_watched(generation, &path),
-                Err(e) if e.is(ZkError::NoNode) => me.round(generation),
-                Err(e) => me.engine.request_failed(generation, &e, Self::round),
-            },
-        );
+        self.engine.watch_ahead(generation, path, |_, _| {});
     }
 
     fn elected(&self, generation: u64) {

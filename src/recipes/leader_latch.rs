@@ -300,21 +300,7 @@ impl Latching {
     /// Watches the node ahead with `getData` (Curator's choice: no exists
     /// watch is left behind when it is gone); decides again when it is.
     fn watch_ahead(&self, generation: u64, ahead: String) {
-        let Some((_, zk, me)) = self.engine.proceed(generation) else {
-            return;
-        };
-        zk.get_data_async(
-            &ahead.clone(),
-            Some(self.engine.watcher()),
-            move |r| match r {
-                Ok(_) => {
-                    me.engine.ahead_watched(generation, &ahead);
-                    me.waiting(generation)
-                }
-                Err(e) if e.is(ZkError::NoNode) => me.round(generation),
-                Err(e) => me.engine.request_failed(generation, &e, Self::round),
-            },
-        );
+        self.engine.watch_ahead(generation, ahead, Self::waiting);
     }
 
     /// The node is the lowest: this latch leads (again, after a doubt).

@@ -1115,6 +1115,26 @@ impl<R: RoundRecipe> RoundEngine<R> {
         })
     }
 
+    /// Watches `ahead`, the node just ahead of the attempt `generation`'s
+    /// (`getData` with the recipe's watcher, on the event thread): once set,
+    /// it is noted ([`ahead_watched`](Self::ahead_watched)) and `then` runs;
+    /// a node already gone starts a new round; another failure resumes the
+    /// round after the reconnect (or fails the attempt).
+    pub(crate) fn watch_ahead(&self, generation: u64, ahead: String, then: fn(&R, u64)) {
+        let Some((_, zk, me)) = self.proceed(generation) else {
+            return;
+        };
+        let path = ahead.clone();
+        zk.get_data_async(&path, Some(self.watcher()), move |r| match r {
+            Ok(_) => {
+                me.engine().ahead_watched(generation, &ahead);
+                then(&me, generation)
+            }
+            Err(e) if e.is(ZkError::NoNode) => me.round(generation),
+            Err(e) => me.engine().request_failed(generation, &e, R::round),
+        });
+    }
+
     /// The recipe's watch on the node ahead, `ahead` (full path), is set
     /// (its `getData` answered) for the attempt `generation`: when that node
     /// was first in the listing, its deletion may decide the next round
