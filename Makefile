@@ -217,9 +217,11 @@ check: fmt clippy doc
 # at low priority beside the test binaries, which leave about a third of the
 # two cores idle waiting on servers (vmstat: 40% idle on the slowest six);
 # the doc tests and the loom models run after them.
-# 4 lanes: the 60 binary runs of make test took 259 s against 301 s in 3
-# lanes (2026-11-28, 2 cores), every one passing.
-TEST_LANES ?= 4
+# 3 lanes. 4 lanes were faster (259 s against 301 s), but two cold
+# fresh-clone runs at 4 lanes failed in tests that pass at 3 (recipes_cache
+# twice, tls's SASL ensemble failover once): races that show under that load
+# and are still to be found (2026-11-28).
+TEST_LANES ?= 3
 TEST_BINARY_TIMEOUT ?= 420
 SLOW_TESTS := chaos tls recipes_lock_election client_faults recipes_coordination harness \
   kerberos sasl lock_safety recipes_dialects client_hardening recipes_cache lock_dialects lock cli
