@@ -17,7 +17,7 @@ use std::thread;
 use std::time::Duration;
 
 use zklock::client::{Acl, CreateMode, Op, WatchedEvent, ZooKeeper};
-use zklock::recipes::tree_cache::{CacheDepth, CacheEvent, ChildData, TreeCache};
+use zklock::recipes::tree_cache::{CacheDepth, CacheEvent, CacheStep, ChildData, TreeCache};
 use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ZkEnsemble, ZkServer};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
 
@@ -399,6 +399,87 @@ fn a_missing_root_is_cached_once_created_and_an_ended_session_makes_it_lost() {
     assert!(cache.wait_synced(Duration::from_secs(1)).is_err());
 }
 
+/// An event the watch brings before the initial load has started (a change
+/// the cache's member applies just after the addWatch, as a follower lagging
+/// the writer's member does) is read with the load; it must not hold the
+/// load up. The found bug: its read waited for a reconnect that never came,
+/// and `wait_synced` never saw the cache current (the ensemble test's
+/// initial load under load). Forced with the start's step hook: the root's
+/// data changes once the watch is set, and the start goes on only after the
+/// cache applied that event. With the recursive watch and with one-shot
+/// watches only (the root's sentinel).
+#[test]
+fn an_event_before_the_initial_load_is_read_with_it() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zk = plain(&servers);
+    for one_shot in [false, true] {
+        let zkw = connect(&servers);
+        let root = unique_root("cache-early-event");
+        zk.create(&root, b"before", Acl::open_unsafe(), CreateMode::Persistent)
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let (tx, rx) = (parking_lot::Mutex::new(tx), parking_lot::Mutex::new(rx));
+        let writer = zk.clone();
+        let cache = TreeCache::builder(&root)
+            .one_shot_watches(one_shot)
+            .with_step_hook(move |step, path| match step {
+                CacheStep::WatchSet => {
+                    writer.set_data(path, b"early", None).unwrap();
+                    let rx = rx.lock();
+                    while rx.recv_timeout(LONG).expect("the event applied") != path {}
+                }
+                CacheStep::EventApplied => {
+                    let _ = tx.lock().send(path.to_string());
+                }
+                _ => {}
+            })
+            .start(&zkw)
+            .unwrap();
+        assert!(
+            cache.wait_synced(Duration::from_secs(20)).unwrap(),
+            "one_shot={one_shot}: the initial load never ended"
+        );
+        assert_eq!(cache.get(&root).unwrap().data, b"early");
+        assert_equal_eventually(&cache, &zk, &root);
+        cache.close().unwrap();
+    }
+}
+
+/// A one-shot cache started while the connection is down loads once it is
+/// back: its start sets the root's sentinel first (waiting for the
+/// connection), so the cache hears of the reconnect. Before, nothing of the
+/// cache was registered with the client then, and its first reads waited
+/// for a reconnect it was never told of.
+#[test]
+fn a_one_shot_cache_started_while_disconnected_loads_after_the_reconnect() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zk = plain(&servers);
+    let root = unique_root("cache-start-down");
+    make_tree(&zk, &root, 3);
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = connect(&proxy.connect_string());
+    proxy.stall();
+    proxy.cut();
+    assert!(eventually(LONG, || zkw.zookeeper().state()
+        != zklock::client::State::Connected));
+    let cache = thread::scope(|scope| {
+        let starter = scope.spawn(|| TreeCache::builder(&root).one_shot_watches(true).start(&zkw));
+        // The start either waits for the connection or (before the fix) came
+        // back at once, its reads held: either way the connection heals now.
+        eventually(Duration::from_secs(1), || starter.is_finished());
+        proxy.pass();
+        starter.join().unwrap().unwrap()
+    });
+    assert!(
+        cache.wait_synced(Duration::from_secs(20)).unwrap(),
+        "the initial load never ended"
+    );
+    assert_equal_eventually(&cache, &zk, &root);
+    cache.close().unwrap();
+}
+
 /// One ensemble for the whole check (three JVMs are the costly part): writes
 /// through other members, a cut during which 1% changes, the kill of the
 /// member serving the cache's session, failover, a resync costing requests in
@@ -522,7 +603,6 @@ fn on_an_ensemble_the_cache_survives_a_member_kill_and_reports_an_expiry() {
 #[test]
 fn a_reply_older_than_a_deletion_does_not_bring_the_node_back() {
     use std::sync::mpsc;
-    use zklock::recipes::tree_cache::CacheStep;
     init_log();
     for one_shot in [false, true] {
         let servers = shared_server().connect_string();
@@ -541,7 +621,9 @@ fn a_reply_older_than_a_deletion_does_not_bring_the_node_back() {
         let (tx, steps) = mpsc::channel();
         let tx = std::sync::Mutex::new(tx);
         cache.hold_next_data_reply(&x, move |step, path| {
-            let _ = tx.lock().unwrap().send((step, path.to_string()));
+            if matches!(step, CacheStep::ReplyHeld | CacheStep::HeldReplyHandled) {
+                let _ = tx.lock().unwrap().send((step, path.to_string()));
+            }
         });
         zk.create(&x, b"old", Acl::open_unsafe(), CreateMode::Persistent)
             .unwrap();

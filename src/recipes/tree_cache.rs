@@ -205,6 +205,13 @@ pub enum CacheStep {
     /// The cache applied a `NodeDeleted` for the path, then handled the held
     /// reply.
     HeldReplyHandled,
+    /// [`TreeCacheBuilder::start`] has set its watch on the root (the path
+    /// given) and has not yet started the initial load: events may already
+    /// come (a hook of [`TreeCacheBuilder::with_step_hook`]).
+    WatchSet,
+    /// The cache applied a watch event for the path given (a hook of
+    /// [`TreeCacheBuilder::with_step_hook`]; told on the event thread).
+    EventApplied,
 }
 
 /// The state of [`TreeCache::hold_next_data_reply`].
@@ -222,12 +229,25 @@ struct HeldReply {
 type DataReply = Result<(Vec<u8>, Stat)>;
 
 /// Starts a [`TreeCache`] with options.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TreeCacheBuilder {
     root: String,
     depth: CacheDepth,
     max_in_flight: usize,
     one_shot: bool,
+    #[cfg(feature = "testing")]
+    hook: Option<crate::wait::StepFn<CacheStep>>,
+}
+
+impl std::fmt::Debug for TreeCacheBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TreeCacheBuilder")
+            .field("root", &self.root)
+            .field("depth", &self.depth)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("one_shot", &self.one_shot)
+            .finish()
+    }
 }
 
 impl TreeCacheBuilder {
@@ -255,9 +275,25 @@ impl TreeCacheBuilder {
         self
     }
 
+    /// Test hook (feature `testing`): `hook` is told the cache's steps
+    /// [`CacheStep::WatchSet`] (on the thread calling
+    /// [`start`](Self::start), which it may hold) and
+    /// [`CacheStep::EventApplied`] (on the client's event thread; it must not
+    /// block), from the start on.
+    #[cfg(feature = "testing")]
+    pub fn with_step_hook(
+        mut self,
+        hook: impl Fn(CacheStep, &str) + Send + Sync + 'static,
+    ) -> Self {
+        self.hook = Some(Arc::new(hook));
+        self
+    }
+
     /// Starts the cache on `zkw`'s current session: sets the recursive watch
-    /// (blocking, on the calling thread) and starts the initial load, which
-    /// runs asynchronously ([`CacheEvent::Initialized`],
+    /// (blocking, on the calling thread; with one-shot watches only, an
+    /// `exists` watch on the root instead, so that the cache hears of the
+    /// connection from the start) and starts the initial load, which runs
+    /// asynchronously ([`CacheEvent::Initialized`],
     /// [`TreeCache::wait_synced`]).
     ///
     /// # Errors
@@ -294,6 +330,10 @@ impl TreeCacheBuilder {
                 hook: StepHook::default(),
             }
         });
+        #[cfg(feature = "testing")]
+        if let Some(hook) = self.hook.clone() {
+            inner.hook.set(move |step, path| hook(step, path));
+        }
         let added = if self.one_shot {
             Err(Error::zk(ZkError::Unimplemented, self.root.clone()))
         } else {
@@ -310,14 +350,32 @@ impl TreeCacheBuilder {
                     "{}: no persistent watches on this server; one-shot watches only",
                     self.root
                 );
+                // A sentinel on the root before anything else: the client
+                // tells its watchers of the connection, and a cache started
+                // while the connection is down must hear of the reconnect to
+                // make its first reads (the recursive watch does that in the
+                // other mode). Its event is one the cache reads anyway.
+                zk.exists_watch(&self.root, inner.sentinel.clone())?;
             }
             Err(e) => return Err(e),
         }
+        #[cfg(feature = "testing")]
+        inner.hook.call(CacheStep::WatchSet, &inner.root);
         let mut issue = Vec::new();
         {
             let mut s = inner.state.lock();
             s.connected = zk.state() == crate::client::State::Connected;
             s.stale = true;
+            // Events can come as soon as the watch is set, before this: a
+            // change the cache's member applied after the addWatch (a
+            // follower lagging the writer's member). Their reads waited in
+            // `retry`, `connected` not yet known, and the initial load could
+            // never end while they did (found on an ensemble under load).
+            if s.connected {
+                for read in std::mem::take(&mut s.retry) {
+                    inner.touch(&mut s, read, &mut issue);
+                }
+            }
             inner.touch_node(&mut s, &inner.root, &mut issue);
         }
         inner.issue(issue);
@@ -348,6 +406,8 @@ impl TreeCache {
             depth: CacheDepth::Subtree,
             max_in_flight: 64,
             one_shot: false,
+            #[cfg(feature = "testing")]
+            hook: None,
         }
     }
 
@@ -484,7 +544,9 @@ impl TreeCache {
     /// (reads run beside commits on the server), forced. `hook` is told
     /// [`CacheStep::ReplyHeld`] when the reply is held and
     /// [`CacheStep::HeldReplyHandled`] once it was handled, on the client's
-    /// event thread; it must not block.
+    /// event thread; it must not block. It replaces the builder's hook
+    /// ([`TreeCacheBuilder::with_step_hook`]) and is told the cache's other
+    /// steps too.
     #[cfg(feature = "testing")]
     pub fn hold_next_data_reply(
         &self,
@@ -971,6 +1033,8 @@ impl Inner {
             (EventType::NodeDeleted, Some(p)) => Some(p.clone()),
             _ => None,
         };
+        #[cfg(feature = "testing")]
+        let applied = e.path.clone();
         let mut s = self.state.lock();
         let (mut issue, mut events) = (Vec::new(), Vec::new());
         if s.closed || s.lost {
@@ -1036,6 +1100,10 @@ impl Inner {
         #[cfg(feature = "testing")]
         if let Some(p) = deleted {
             self.release_held(&p);
+        }
+        #[cfg(feature = "testing")]
+        if let Some(p) = applied {
+            self.hook.call(CacheStep::EventApplied, &p);
         }
     }
 }
