@@ -533,6 +533,59 @@ fn ensemble_keeps_serving_after_the_leader_is_killed() {
     assert!(!dir.exists());
 }
 
+/// A member restarted while another process holds its election port: the
+/// JVM answers `ruok` but its election listener gives up after three tries
+/// and the JVM exits a moment later (an ensemble that looked whole, then
+/// lost its quorum at the next kill: a SASL failover test under load).
+/// `restart` returns only once the member holds its election port, starting
+/// it again when the listener gave up. Forced: the port is held until the
+/// member's log says its listener gave up. Before, `restart` returned at
+/// `ruok` and nobody held the port afterwards.
+#[test]
+fn ensemble_restart_waits_for_the_election_port() {
+    let mut ensemble = ZkEnsemble::start().unwrap();
+    let victim = (0..3)
+        .find(|&i| ensemble.mode(i).as_deref() == Some("follower"))
+        .unwrap();
+    let config =
+        fs::read_to_string(ensemble.dir().join(victim.to_string()).join("zoo.cfg")).unwrap();
+    let line = format!("server.{}=", victim + 1);
+    let election_port: u16 = config
+        .lines()
+        .find_map(|l| l.strip_prefix(line.as_str()))
+        .and_then(|rest| rest.rsplit(':').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    ensemble.kill(victim).unwrap();
+    let log = ensemble.log_path(victim).unwrap();
+    let offset = fs::metadata(&log).unwrap().len() as usize;
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", election_port)).unwrap();
+    let holder = thread::spawn(move || {
+        wait_until(
+            Duration::from_secs(60),
+            "the election listener gave up",
+            || {
+                fs::read(&log).is_ok_and(|b| {
+                    String::from_utf8_lossy(&b[offset.min(b.len())..])
+                        .contains("Leaving listener thread")
+                })
+            },
+        );
+        drop(squatter);
+    });
+    ensemble.restart(victim).unwrap();
+    holder.join().unwrap();
+    let taken = std::net::TcpListener::bind(("127.0.0.1", election_port));
+    assert!(
+        taken.is_err(),
+        "the restarted member does not hold its election port {election_port}"
+    );
+    ensemble.wait_for_quorum(Duration::from_secs(60)).unwrap();
+    assert!(ensemble.is_running(victim));
+    assert_eq!(ensemble.mode(victim).as_deref(), Some("follower"));
+}
+
 /// An ensemble whose members reach each other's quorum port through link
 /// proxies: each follower's link to the leader carries its traffic, and
 /// holding both followers' votes keeps a write uncommitted (the leader does

@@ -103,6 +103,24 @@ impl Member {
         self.watchdog.as_ref().is_some_and(Watchdog::alive)
     }
 
+    /// Whether the member's leader-election listener holds its election port,
+    /// from its log since byte `since` (its launch): `Some(true)` once it
+    /// accepts connections there; `Some(false)` when it gave up binding it
+    /// (another process took the port: the JVM exits a moment later, and an
+    /// ensemble that looked whole loses a member, as a SASL failover test
+    /// found when the quorum was gone after one kill) or the JVM is gone;
+    /// `None` while undecided. Every supported server version logs both lines.
+    fn election_listening(&self, since: u64) -> Option<bool> {
+        let log = log_since(&self.log(), since);
+        if log.contains("my election bind port") {
+            Some(true)
+        } else if log.contains("Leaving listener thread") || !self.running() {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
     fn kill(&mut self) -> io::Result<()> {
         match self.watchdog.take() {
             Some(w) => w.finish("KILL", true).map(drop),
@@ -220,8 +238,25 @@ impl ZkEnsemble {
                 ensemble.members[i].spawn(&dir)?;
             }
             match ensemble.wait_for_quorum(START_TIMEOUT) {
-                Ok(()) if ensemble.members_are_ours() => return Ok(ensemble),
-                Ok(()) => last_error = Some(io::Error::other("another server took a port")),
+                Ok(()) if !ensemble.members_are_ours() => {
+                    last_error = Some(io::Error::other("another server took a port"))
+                }
+                // A quorum forms even while a member's election port is
+                // taken (its outgoing links suffice); the member exits once
+                // its listener gives up.
+                Ok(()) => match ensemble.wait_for_election_listeners(START_TIMEOUT) {
+                    Ok(true) => return Ok(ensemble),
+                    Ok(false) => {
+                        last_error = Some(io::Error::other(
+                            "another process took a member's election port",
+                        ))
+                    }
+                    Err(e) => {
+                        let message = format!("{e}\n{}", ensemble.log_tails());
+                        ensemble.keep_dir_on_drop();
+                        return Err(io::Error::new(e.kind(), message));
+                    }
+                },
                 Err(e) => {
                     let bind_failure = ensemble
                         .members
@@ -413,7 +448,8 @@ impl ZkEnsemble {
     }
 
     /// Kills member `i` if it runs, starts it again with the same ports and data, and
-    /// waits (up to 30 s) until its JVM answers `ruok`. It rejoins the ensemble on
+    /// waits (up to 30 s) until its JVM answers `ruok` and its leader-election
+    /// listener holds its port (a port taken meanwhile is waited for). It rejoins the ensemble on
     /// its own; [`wait_for_quorum`](ZkEnsemble::wait_for_quorum) waits until it
     /// serves.
     pub fn restart(&mut self, i: usize) -> io::Result<()> {
@@ -429,8 +465,14 @@ impl ZkEnsemble {
                     break;
                 }
                 let ok = four_letter_timeout(&member.addr(), "ruok", Duration::from_secs(1));
+                // Answering, and holding its election port (else it exits
+                // in a moment: the port was taken while it was down).
                 if ok.is_ok_and(|r| r == "imok") {
-                    return Ok(());
+                    match member.election_listening(log_start) {
+                        Some(true) => return Ok(()),
+                        Some(false) => break,
+                        None => {}
+                    }
                 }
                 if Instant::now() >= deadline {
                     break;
@@ -438,7 +480,8 @@ impl ZkEnsemble {
                 thread::sleep(Duration::from_millis(50));
             }
             let _ = member.kill();
-            let port_taken = is_bind_failure(&log_since(&member.log(), log_start));
+            let log = log_since(&member.log(), log_start);
+            let port_taken = is_bind_failure(&log);
             if !port_taken || Instant::now() >= deadline {
                 return Err(io::Error::other(format!(
                     "ensemble member {i} did not come back on {}; {FIX_HINT}.\nLog {}:\n{}",
@@ -523,6 +566,32 @@ impl ZkEnsemble {
                 ));
             }
             thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until every member's election listener holds its port
+    /// ([`Member::election_listening`]): `Ok(false)` when one lost it.
+    fn wait_for_election_listeners(&self, timeout: Duration) -> io::Result<bool> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let states: Vec<Option<bool>> = self
+                .members
+                .iter()
+                .map(|m| m.election_listening(0))
+                .collect();
+            if states.contains(&Some(false)) {
+                return Ok(false);
+            }
+            if states.iter().all(|s| *s == Some(true)) {
+                return Ok(true);
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("a member's election listener did not start within {timeout:?}"),
+                ));
+            }
+            thread::sleep(Duration::from_millis(50));
         }
     }
 
