@@ -407,16 +407,51 @@ pub(crate) fn make_temp_dir(kind: &str) -> io::Result<PathBuf> {
     }
 }
 
+/// The lowest port picked by [`free_ports`].
+const PICKED_PORTS_FLOOR: u16 = 10_000;
+
 /// `count` distinct free TCP ports on 127.0.0.1, all held until every one is found
 /// (the server binds them a moment later; a lost race is retried by the caller).
+///
+/// Picked at random **below the kernel's ephemeral range**
+/// (`/proc/sys/net/ipv4/ip_local_port_range`, from 10000 up), never from it:
+/// a port the kernel handed out for `bind(0)` is free again once let go, and
+/// the kernel hands it on to the next outgoing connection as readily, and
+/// under load the tests make thousands of those. One took a member's
+/// election port between this pick and the JVM's bind; the ensemble lost that
+/// member a moment later. The kernel never hands out a port below the range,
+/// so only a process binding that very port by number can race the JVM. Where
+/// the range leaves no room below it, ports come from the kernel as before.
 pub(crate) fn free_ports(count: usize) -> io::Result<Vec<u16>> {
-    let listeners = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<io::Result<Vec<_>>>()?;
+    let low = ephemeral_low();
+    let mut listeners: Vec<TcpListener> = Vec::with_capacity(count);
+    if low > PICKED_PORTS_FLOOR + 1_000 {
+        let span = u64::from(low - PICKED_PORTS_FLOOR);
+        let mut tries = 0;
+        while listeners.len() < count && tries < 64 * count {
+            tries += 1;
+            let port = PICKED_PORTS_FLOOR + (crate::util::random_u64() % span) as u16;
+            if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+                listeners.push(l);
+            }
+        }
+    }
+    while listeners.len() < count {
+        listeners.push(TcpListener::bind("127.0.0.1:0")?);
+    }
     listeners
         .iter()
         .map(|l| l.local_addr().map(|a| a.port()))
         .collect()
+}
+
+/// The first port of the kernel's ephemeral range (Linux's default, 32768,
+/// when it cannot be read).
+fn ephemeral_low() -> u16 {
+    fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// The last `lines` lines of a log file, for error messages.
@@ -502,4 +537,29 @@ pub(crate) fn conf_names_dir(conf: &str, data_dir: &Path) -> bool {
     conf.lines()
         .filter_map(|l| l.strip_prefix("dataDir="))
         .any(|d| d.starts_with(want.as_ref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_distinct_and_below_the_ephemeral_range() {
+        let low = ephemeral_low();
+        let ports = free_ports(40).unwrap();
+        let distinct: std::collections::HashSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), 40, "{ports:?}");
+        if low > PICKED_PORTS_FLOOR + 1_000 {
+            assert!(
+                ports
+                    .iter()
+                    .all(|&p| (PICKED_PORTS_FLOOR..low).contains(&p)),
+                "{ports:?} (ephemeral from {low})"
+            );
+        }
+        // Free: each binds once let go.
+        for p in ports {
+            TcpListener::bind(("127.0.0.1", p)).unwrap();
+        }
+    }
 }
