@@ -316,14 +316,102 @@ fn write_lock_wakes_the_listener_and_close_while_waiting_leaves_no_node() {
     let blocked = Arc::new(WriteLock::new(&c, &dir, Acl::open_unsafe()).unwrap());
     let b2 = blocked.clone();
     let h = thread::spawn(move || b2.lock_blocking(Duration::from_secs(30)));
-    assert!(eventually(Duration::from_secs(5), || children(&zk, &dir)
+    // The node shows on the server before `lock` binds it: a close in that
+    // moment is the case of the next test; here it comes once the lock waits.
+    assert!(eventually(Duration::from_secs(30), || children(&zk, &dir)
         .len()
-        == 2));
+        == 2
+        && blocked.id().is_some()));
     blocked.close().unwrap();
     assert!(h.join().unwrap().is_err());
     assert_eq!(children(&zk, &dir).len(), 1);
     drop(waiter); // dropped while owner: removed in the background
     assert!(eventually(Duration::from_secs(5), || children(&zk, &dir).is_empty()));
+}
+
+/// A `close` from another thread while `lock` is making the instance's node
+/// (made on the server, not yet the instance's): the close finds no node to
+/// remove, and before, the lock went on with its node and waited its whole
+/// timeout, a close that did not end it (a `make test-versions` failure of
+/// the test above). Now the lock ends with `Closed` and removes the node.
+/// Forced with the `NodeMade` step. Then the same for an election candidate
+/// stopped while its offer is made.
+#[test]
+fn a_withdrawal_while_the_node_is_made_ends_the_attempt_and_leaves_no_node() {
+    use zklock::recipes::election::ElectionStep;
+    let (a, b) = (zkw(), zkw());
+    let zk = raw();
+    // Tells the test the node made, then waits for its go (the first time).
+    let handshake = || {
+        let (made_tx, made_rx) = mpsc::channel::<String>();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let (made_tx, go_rx) = (
+            parking_lot::Mutex::new(made_tx),
+            parking_lot::Mutex::new(go_rx),
+        );
+        let once = AtomicBool::new(true);
+        let hold = move |path: &str| {
+            if once.swap(false, Ordering::SeqCst) {
+                made_tx.lock().send(path.to_string()).unwrap();
+                go_rx.lock().recv_timeout(Duration::from_secs(60)).unwrap();
+            }
+        };
+        (hold, made_rx, go_tx)
+    };
+
+    let dir = unique_root("wl-close-made");
+    let owner = WriteLock::new(&a, &dir, Acl::open_unsafe()).unwrap();
+    assert!(owner.lock().unwrap());
+    let (hold, made, go) = handshake();
+    let blocked = Arc::new(
+        WriteLock::new(&b, &dir, Acl::open_unsafe())
+            .unwrap()
+            .with_step_hook(move |step, path| {
+                if step == WriteLockStep::NodeMade {
+                    hold(path);
+                }
+            }),
+    );
+    let b2 = blocked.clone();
+    let h = thread::spawn(move || b2.lock_blocking(Duration::from_secs(5)));
+    let node = made.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(children(&zk, &dir).len(), 2);
+    blocked.close().unwrap();
+    go.send(()).unwrap();
+    let r = h.join().unwrap();
+    assert!(matches!(r, Err(zklock::Error::Closed)), "{r:?}");
+    assert!(
+        zk.exists(&node, false).unwrap().is_none(),
+        "{node} left behind"
+    );
+    assert!(blocked.id().is_none());
+    // The instance may lock again.
+    owner.unlock().unwrap();
+    assert!(blocked.lock().unwrap());
+    blocked.unlock().unwrap();
+
+    let root = unique_root("election-stop-made");
+    let (hold, made, go) = handshake();
+    let c = LeaderElectionSupport::new(&b, &root, "late")
+        .unwrap()
+        .with_step_hook(move |step, path| {
+            if step == ElectionStep::OfferMade {
+                hold(path);
+            }
+        });
+    let c = Arc::new(c);
+    let c2 = c.clone();
+    let h = thread::spawn(move || c2.start());
+    let offer = made.recv_timeout(Duration::from_secs(60)).unwrap();
+    c.stop().unwrap();
+    go.send(()).unwrap();
+    let r = h.join().unwrap();
+    assert!(matches!(r, Err(zklock::Error::Closed)), "{r:?}");
+    assert!(
+        zk.exists(&offer, false).unwrap().is_none(),
+        "{offer} left behind"
+    );
+    assert!(children(&zk, &root).is_empty());
 }
 
 #[test]

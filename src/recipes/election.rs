@@ -112,6 +112,10 @@ pub enum ElectionStep {
     /// the offer ahead, about to be watched: a hook stopping that candidate
     /// here forces the race of upstream's `testReadyOffer`.
     Watching,
+    /// `start` made the offer (path: the offer) and has not yet bound it to
+    /// the candidate: a hook calling `stop` from another thread here forces
+    /// the race of a stop during the offer.
+    OfferMade,
 }
 
 /// A candidate's own state beside its [`RoundEngine`]'s.
@@ -519,6 +523,7 @@ impl LeaderElectionSupport {
             st.recipe.state = ElectionState::Start;
         }
         let c = &self.rounds.core;
+        let generation = c.engine.generation();
         c.dispatch(&[ElectionEventType::Start]);
         c.engine.state().recipe.state = ElectionState::Offer;
         c.dispatch(&[ElectionEventType::OfferStart]);
@@ -531,7 +536,9 @@ impl LeaderElectionSupport {
             }
         };
         c.dispatch(&[ElectionEventType::OfferComplete]);
-        c.engine.bind(node, session);
+        #[cfg(feature = "testing")]
+        c.hook.call(ElectionStep::OfferMade, &node);
+        c.engine.bind(node, session, generation)?;
         c.engine.run_round().map(|_| ())
     }
 

@@ -450,6 +450,7 @@ impl LeaderLatch {
             }
             st.recipe.state = LatchState::Started;
         }
+        let generation = engine.generation();
         let (node, session) = match self.refuse_mixed().and_then(|()| self.make_node()) {
             Ok(made) => made,
             Err(e) => {
@@ -457,7 +458,7 @@ impl LeaderLatch {
                 return Err(e);
             }
         };
-        engine.bind(node, session);
+        engine.bind(node, session, generation)?;
         engine.run_round().map(drop)
     }
 

@@ -679,11 +679,27 @@ impl<R: RoundRecipe> RoundEngine<R> {
         self.fail(generation, code);
     }
 
-    /// Records `node`, made in `session`, as the attempt's node, with a handle
-    /// pinned to that session (whose end ends the caller's waits). The
-    /// attempt fails at once when that session has already ended or been
-    /// replaced (its end, told before, found no node to fail).
-    pub(crate) fn bind(&self, node: String, session: i64) {
+    /// The current attempt's generation: read before the attempt's node is
+    /// made, and given to [`bind`](Self::bind).
+    pub(crate) fn generation(&self) -> u64 {
+        self.state().generation
+    }
+
+    /// Records `node`, made in `session` for the attempt `generation`, as the
+    /// attempt's node, with a handle pinned to that session (whose end ends
+    /// the caller's waits). The attempt fails at once when that session has
+    /// already ended or been replaced (its end, told before, found no node to
+    /// fail).
+    ///
+    /// # Errors
+    /// `Closed` when another thread withdrew the attempt (an `unlock`,
+    /// `close` or `stop`) while its node was being made: that withdrawal
+    /// found no node to remove, so the node is removed here (waited for as a
+    /// withdrawal; in the background when that fails) and the attempt ends,
+    /// as it would have had the withdrawal come a moment later. Before, the
+    /// node was bound anyway and the attempt went on after its withdrawal
+    /// (a `lock_blocking` that a `close` from another thread did not end).
+    pub(crate) fn bind(&self, node: String, session: i64, generation: u64) -> Result<()> {
         let client = self
             .zkw
             .zookeeper()
@@ -692,16 +708,30 @@ impl<R: RoundRecipe> RoundEngine<R> {
         let live = client
             .as_ref()
             .is_some_and(|zk| ended(zk.state()).is_none());
-        let generation = {
+        {
             let mut st = self.state();
+            if st.generation != generation {
+                drop(st);
+                debug!("{node}: withdrawn while it was made; removing it");
+                if let Some(zkw) = self.zkw.upgrade() {
+                    let taken = Taken {
+                        node,
+                        session,
+                        led: false,
+                        watched: false,
+                    };
+                    let _ = taken.withdraw(&zkw);
+                }
+                return Err(Error::Closed);
+            }
             st.node = Some(node);
             st.session = session;
             st.client = client;
-            st.generation
-        };
+        }
         if !live {
             self.fail(generation, ZkError::SessionExpired);
         }
+        Ok(())
     }
 
     /// Runs a round of the current attempt and waits for its outcome. Woken

@@ -45,6 +45,10 @@ pub enum WriteLockStep {
     Watching,
     /// The instance became owner (path: its node).
     Owner,
+    /// `lock` made the instance's node (path: the node) and has not yet
+    /// bound it to the instance: a hook calling `close` from another thread
+    /// here forces the race of a close during the create.
+    NodeMade,
 }
 
 /// A [`WriteLock`]'s own state beside its [`RoundEngine`]'s.
@@ -319,8 +323,11 @@ impl WriteLock {
         }
         self.rounds.zkw.check_session()?;
         if self.rounds.engine().state().node.is_none() {
+            let generation = self.rounds.engine().generation();
             let (id, session) = self.find_or_create()?;
-            self.rounds.engine().bind(id, session);
+            #[cfg(feature = "testing")]
+            self.rounds.core.hook.call(WriteLockStep::NodeMade, &id);
+            self.rounds.engine().bind(id, session, generation)?;
         }
         // Wait for this round's outcome: bounded by the session (a round cut by
         // a connection loss resumes after the reconnect, or fails at expiry).
