@@ -551,6 +551,30 @@ fn a_trickling_server_cannot_stretch_a_handshake() {
     });
 }
 
+/// A live server slower than the handshake timeout (a restarted JVM's first
+/// TLS handshakes on a loaded machine): each attempt that a server accepted
+/// and ran out of time in doubles the next one's bound, up to Java's
+/// per-attempt bound. Forced with a real server behind a proxy that delays
+/// every byte 1.2 s each way: a handshake takes 2.4 s, past the default 2 s.
+/// Before, every attempt ended at 2 s, a moment before its answer, and the
+/// client never connected.
+#[test]
+fn a_server_slower_than_the_handshake_timeout_gets_longer_attempts() {
+    init_log();
+    let proxy = FaultProxy::start(server().as_str()).unwrap();
+    proxy.delay(Duration::from_millis(1200));
+    let zk = ZooKeeper::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(20))
+        .connect(|_e: zklock::client::WatchedEvent| {})
+        .unwrap();
+    zk.wait_connected(Duration::from_secs(30)).unwrap();
+    assert!(proxy.accepted() >= 2, "the first attempt ran out of time");
+    assert!(zk.exists("/", false).unwrap().is_some());
+    // close() bounds its wait for the server's answer well below 2.4 s.
+    proxy.pass();
+    zk.close().unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // 7. Ping replies are timed: a one-way partition is a dead connection
 // ---------------------------------------------------------------------------

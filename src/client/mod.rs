@@ -325,6 +325,13 @@ impl ZooKeeperBuilder {
     /// connect string. Each attempt is bounded by the smaller of this and
     /// session timeout / number of hosts (Java's per-attempt bound), and by the
     /// time left before the session must have expired. Default 2 s.
+    ///
+    /// An attempt that a server accepted and then ran out of time in (a live
+    /// but slow server: a restarted JVM's first TLS handshakes on a loaded
+    /// machine) doubles the next attempt's bound, up to Java's per-attempt
+    /// bound, until one succeeds: a server slower than this bound is still
+    /// reached, where fixed attempts would each end a moment before its
+    /// answer. Java waits its whole per-attempt bound on every attempt.
     pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
         self.handshake_timeout = Some(timeout);
         self

@@ -6,6 +6,28 @@
 
 use super::*;
 
+/// The bound on one connect attempt: the handshake timeout, within Java's
+/// per-attempt bound (`java`: the session timeout's share of the hosts), at
+/// least 100 ms, doubled for each of the `slow` attempts before it in a row
+/// that a server accepted and then ran out of time in, up to Java's bound.
+///
+/// A live server answers a ConnectRequest in milliseconds, and one in its
+/// start-up window accepts and never answers: the handshake timeout (2 s by
+/// default) keeps such a server from eating the session on a one-host
+/// connect string. But a live server can be slower than that, a freshly
+/// restarted JVM on a loaded machine doing its first TLS handshakes: every
+/// attempt then ran out of time a moment before its answer, and the client
+/// never got back (a TLS server restart under `make test-versions`: three
+/// attempts in a row, each dropped by the client at 2 s). Java waits its
+/// whole per-attempt bound every time; zklock starts short and stretches
+/// toward it.
+pub(super) fn attempt_bound(java: Duration, handshake_timeout: Duration, slow: u32) -> Duration {
+    let base = java.min(handshake_timeout);
+    base.saturating_mul(1 << slow.min(16))
+        .min(java.max(base))
+        .max(Duration::from_millis(100))
+}
+
 /// The most [`SessionShared::pause_before_reconnect`] waits: Java's 1 s.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 
@@ -200,6 +222,9 @@ impl SessionShared {
         shuffle(&mut hosts);
         let mut next = 0usize;
         let mut failures = 0u32;
+        // Attempts in a row that ran out of time on a server that accepted
+        // them (see `handshake`).
+        let mut slow = 0u32;
         let mut expired_here = false;
         let terminal = loop {
             if self.session.lock().closing {
@@ -214,7 +239,7 @@ impl SessionShared {
             }
             let host = &hosts[next % hosts.len()];
             next = next.wrapping_add(1);
-            match self.handshake(host, hosts.len()) {
+            match self.handshake(host, hosts.len(), &mut slow) {
                 Ok(None) => break Terminal::Expired,
                 Ok(Some((stream, reconnect, pending))) => {
                     failures = 0;
@@ -540,18 +565,22 @@ impl SessionShared {
     /// TCP connect + ConnectRequest/Response. `Ok(None)`: the session expired.
     /// `Ok(Some((stream, reconnect, pending)))`: connected; `reconnect` when the
     /// session already existed; `pending`, bytes read past the ConnectResponse.
-    pub(super) fn handshake(&self, host: &str, n_hosts: usize) -> io::Result<Option<Connected>> {
+    ///
+    /// `slow`: the attempts in a row before this one that a server accepted
+    /// (TCP) and then ran out of time in (TLS, ConnectResponse, SASL); this
+    /// attempt counts in it (reset when one succeeds).
+    pub(super) fn handshake(
+        &self,
+        host: &str,
+        n_hosts: usize,
+        slow: &mut u32,
+    ) -> io::Result<Option<Connected>> {
         let (id, password, negotiated) = {
             let s = self.session.lock();
             (s.id, s.password.clone(), s.negotiated)
         };
         let n = u32::try_from(n_hosts).unwrap_or(u32::MAX).max(1);
-        // A live server answers a ConnectRequest in milliseconds; one in its
-        // start-up window accepts and never answers. Bound the attempt by the
-        // handshake timeout, not only by the session's share of the hosts.
-        let mut attempt = (negotiated / n)
-            .min(self.settings.handshake_timeout)
-            .max(Duration::from_millis(100));
+        let mut attempt = attempt_bound(negotiated / n, self.settings.handshake_timeout, *slow);
         // Never wait on a silent server past the point where the session must
         // have expired.
         if let Some(left) = self.until_surely_expired() {
@@ -597,6 +626,11 @@ impl SessionShared {
             self.exchange_connect(stream, host, id, &password, deadline)
         };
         self.handshaking.lock().take();
+        match &result {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => *slow = slow.saturating_add(1),
+            Err(_) => {}
+            Ok(_) => *slow = 0,
+        }
         result
     }
 
@@ -1122,5 +1156,28 @@ impl SessionShared {
         self.release_writer(w);
         let _ = self.events.send(EventMsg::Stop);
         debug!("connection thread ends: {state:?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::attempt_bound;
+    use std::time::Duration;
+
+    #[test]
+    fn the_attempt_bound_doubles_after_slow_attempts_up_to_javas() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // One host, 15 s session, default 2 s: 2, 4, 8, then Java's 15 s.
+        let bounds: Vec<Duration> = (0..6).map(|n| attempt_bound(s(15), s(2), n)).collect();
+        assert_eq!(bounds, [s(2), s(4), s(8), s(15), s(15), s(15)]);
+        // Three hosts, 10 s session: Java's 3.33 s caps the stretch.
+        assert_eq!(attempt_bound(s(10) / 3, s(2), 1), s(10) / 3);
+        // A short session: Java's bound alone, never below 100 ms.
+        assert_eq!(attempt_bound(ms(300), s(2), 0), ms(300));
+        assert_eq!(attempt_bound(ms(300), s(2), 3), ms(300));
+        assert_eq!(attempt_bound(ms(20), s(2), 0), ms(100));
+        // No overflow however many slow attempts.
+        assert_eq!(attempt_bound(s(60), s(2), u32::MAX), s(60));
     }
 }
