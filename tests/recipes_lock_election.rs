@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use zklock::client::{Acl, WatchedEvent, ZooKeeper};
-use zklock::recipes::election::{ElectionEventType as Ev, LeaderElectionSupport};
+use zklock::recipes::election::{ElectionEventType as Ev, ElectionStep, LeaderElectionSupport};
 use zklock::recipes::write_lock::{LockListener, WriteLock, WriteLockStep};
 use zklock::testing::{eventually, shared_server, unique_root, FaultProxy, ScratchDir, ZkServer};
 use zklock::{RetryConfig, ZkError, ZooKeeperWatcher};
@@ -338,7 +338,6 @@ fn write_lock_wakes_the_listener_and_close_while_waiting_leaves_no_node() {
 /// stopped while its offer is made.
 #[test]
 fn a_withdrawal_while_the_node_is_made_ends_the_attempt_and_leaves_no_node() {
-    use zklock::recipes::election::ElectionStep;
     let (a, b) = (zkw(), zkw());
     let zk = raw();
     // Tells the test the node made, then waits for its go (the first time).
@@ -1591,7 +1590,11 @@ fn election_start_across_an_expiry(renew: bool) {
     let expire = expire_once(proxy, &mine);
     let c = LeaderElectionSupport::new(&mine, &root, "expiring")
         .unwrap()
-        .with_step_hook(move |_step, _path| expire());
+        .with_step_hook(move |step, _path| {
+            if step == ElectionStep::Watching {
+                expire();
+            }
+        });
     let events: Events = Arc::default();
     let ev = events.clone();
     c.add_listener(move |x: Ev| ev.lock().unwrap().push(x));
@@ -1690,8 +1693,11 @@ fn election_ready_start_only_after_the_offer_ahead_is_found() {
     let l = leader.clone();
     let c = LeaderElectionSupport::new(&b, &root, "next")
         .unwrap()
-        .with_step_hook(move |_step, _path| {
+        .with_step_hook(move |step, _path| {
             // The leader stops between the listing and the watch.
+            if step != ElectionStep::Watching {
+                return;
+            }
             if let Some(leader) = l.lock().unwrap().take() {
                 leader.stop().unwrap();
             }
