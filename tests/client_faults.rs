@@ -1167,6 +1167,39 @@ fn a_lost_connection_fails_the_callbacks_in_order_before_disconnected() {
 }
 
 #[test]
+fn a_lost_connection_then_expiry_tells_the_callbacks_then_disconnected_then_expired() {
+    let proxy = FaultProxy::start(server()).unwrap();
+    let log: Log = Arc::default();
+    let l = log.clone();
+    let zk = ZooKeeper::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(2))
+        .connect(move |e: WatchedEvent| {
+            if e.event_type == EventType::None {
+                l.lock().unwrap().push(format!("{:?}", e.keeper_state));
+            }
+        })
+        .unwrap();
+    zk.exists("/", false).unwrap();
+    // Requests held, the connection dropped, and no reconnect until the
+    // session is over (the client finds it expired on its own).
+    proxy.stall();
+    send_logged(&zk, &log, 3);
+    proxy.cut();
+    let got = wait_log(&log, |l| l.iter().any(|e| e == "Expired"));
+    let at = |entry: &str| position(&got, entry);
+    assert!(
+        at("cb0:ConnectionLoss") < at("cb1:ConnectionLoss")
+            && at("cb1:ConnectionLoss") < at("cb2:ConnectionLoss")
+            && at("cb2:ConnectionLoss") < at("Disconnected")
+            && at("Disconnected") < at("Expired"),
+        "{got:?}"
+    );
+    assert_eq!(zk.state(), State::Expired);
+    zk.close().unwrap();
+    no_client_panics();
+}
+
+#[test]
 fn close_fails_the_pending_callbacks_before_closed() {
     let proxy = FaultProxy::start(server()).unwrap();
     let (zk, log) = logged(&proxy);
