@@ -3,6 +3,14 @@
 //! replies to requests, dispatch notifications, detect a dead connection,
 //! reconnect, and end the session (closing it on the server after a local
 //! expiry).
+//!
+//! Event order at a connection's or a session's end is Java's: on a lost
+//! connection the requests left are answered (`ConnectionLoss`, callbacks
+//! queued in the order sent) before `Disconnected` is queued
+//! ([`SessionShared::on_disconnected`]); `Expired` and `AuthFailed` are queued
+//! before what is left fails, `Closed` after ([`SessionShared::finish`]). The
+//! state changes before either, so a callback never finds the session
+//! connected.
 
 use super::*;
 
@@ -1106,6 +1114,11 @@ impl SessionShared {
         }
     }
 
+    /// Ends the session with `terminal`: the state first, then, in Java's
+    /// order, `Expired` / `AuthFailed` told before what is still pending
+    /// fails (`SessionExpired` / `AuthFailed`), or, after `close()`, what is
+    /// pending fails (`Closed`) before `Closed` is told; then the event
+    /// thread stops.
     pub(super) fn finish(&self, terminal: Terminal) {
         let mut w = self.writer.lock();
         if let Some(s) = w.take() {
