@@ -1058,6 +1058,177 @@ fn close_and_drop_are_bounded_during_a_stall() {
 }
 
 // ---------------------------------------------------------------------------
+// 8b. Event order when a connection or the session ends (Java's)
+// ---------------------------------------------------------------------------
+
+/// One ordered log of what the event thread ran: state events and callbacks.
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// A client through `proxy` whose default watcher logs its state events.
+fn logged(proxy: &FaultProxy) -> (ZooKeeper, Log) {
+    let log: Log = Arc::default();
+    let l = log.clone();
+    let zk = ZooKeeper::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(4))
+        .connect(move |e: WatchedEvent| {
+            if e.event_type == EventType::None {
+                l.lock().unwrap().push(format!("{:?}", e.keeper_state));
+            }
+        })
+        .unwrap();
+    (zk, log)
+}
+
+/// The outcome's name: "ok", or the error code's name.
+fn outcome<T>(r: &Result<T, Error>) -> String {
+    match r {
+        Ok(_) => "ok".into(),
+        Err(e) => e
+            .code()
+            .map_or_else(|| format!("{e}"), |c| c.name().to_string()),
+    }
+}
+
+/// Sends `n` exists_async on `/` (written, the proxy holding them), each
+/// callback logging `cb{i}:{outcome}`; the first one also sends again at once
+/// and logs that answer (`again:{outcome}`).
+fn send_logged(zk: &ZooKeeper, log: &Log, n: usize) {
+    for i in 0..n {
+        let l = log.clone();
+        let again = (i == 0).then(|| zk.clone());
+        zk.exists_async("/", None, move |r| {
+            l.lock().unwrap().push(format!("cb{i}:{}", outcome(&r)));
+            if let Some(zk) = again {
+                let l = l.clone();
+                zk.exists_async("/", None, move |r| {
+                    l.lock().unwrap().push(format!("again:{}", outcome(&r)));
+                });
+            }
+        });
+    }
+}
+
+/// Waits (bounded) until `log` holds every entry `done` asks for.
+fn wait_log(log: &Log, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let until = Instant::now() + WAIT;
+    loop {
+        let now = log.lock().unwrap().clone();
+        if done(&now) {
+            return now;
+        }
+        assert!(Instant::now() < until, "log so far: {now:?}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn position(log: &[String], entry: &str) -> usize {
+    log.iter()
+        .position(|e| e == entry)
+        .unwrap_or_else(|| panic!("{entry} not in {log:?}"))
+}
+
+#[test]
+fn a_lost_connection_fails_the_callbacks_in_order_before_disconnected() {
+    let proxy = FaultProxy::start(server()).unwrap();
+    let (zk, log) = logged(&proxy);
+    zk.exists("/", false).unwrap();
+    // Five requests written and held by the partition, then the connection
+    // drops (reconnects hang: the proxy still stalls).
+    proxy.stall();
+    send_logged(&zk, &log, 5);
+    proxy.cut();
+    let got = wait_log(&log, |l| {
+        l.iter().any(|e| e == "Disconnected") && l.iter().any(|e| e.starts_with("again:"))
+    });
+    // Java's order (cleanAndNotifyState): every callback, in the order sent,
+    // then Disconnected.
+    let disconnected = position(&got, "Disconnected");
+    let callbacks: Vec<usize> = (0..5)
+        .map(|i| position(&got, &format!("cb{i}:ConnectionLoss")))
+        .collect();
+    assert!(
+        callbacks.windows(2).all(|w| w[0] < w[1]),
+        "callbacks out of the order sent: {got:?}"
+    );
+    assert!(
+        callbacks.iter().all(|&c| c < disconnected),
+        "a callback after Disconnected: {got:?}"
+    );
+    // The session was not connected any more when the first callback ran.
+    position(&got, "again:ConnectionLoss");
+    assert_eq!(got[0], "SyncConnected", "{got:?}");
+    proxy.reset();
+    wait_log(&log, |l| {
+        l.iter().filter(|e| *e == "SyncConnected").count() == 2
+    });
+    zk.exists("/", false).unwrap();
+    zk.close().unwrap();
+    no_client_panics();
+}
+
+#[test]
+fn a_lost_connection_then_expiry_tells_the_callbacks_then_disconnected_then_expired() {
+    let proxy = FaultProxy::start(server()).unwrap();
+    let log: Log = Arc::default();
+    let l = log.clone();
+    let zk = ZooKeeper::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(2))
+        .connect(move |e: WatchedEvent| {
+            if e.event_type == EventType::None {
+                l.lock().unwrap().push(format!("{:?}", e.keeper_state));
+            }
+        })
+        .unwrap();
+    zk.exists("/", false).unwrap();
+    // Requests held, the connection dropped, and no reconnect until the
+    // session is over (the client finds it expired on its own).
+    proxy.stall();
+    send_logged(&zk, &log, 3);
+    proxy.cut();
+    let got = wait_log(&log, |l| l.iter().any(|e| e == "Expired"));
+    let at = |entry: &str| position(&got, entry);
+    assert!(
+        at("cb0:ConnectionLoss") < at("cb1:ConnectionLoss")
+            && at("cb1:ConnectionLoss") < at("cb2:ConnectionLoss")
+            && at("cb2:ConnectionLoss") < at("Disconnected")
+            && at("Disconnected") < at("Expired"),
+        "{got:?}"
+    );
+    assert_eq!(zk.state(), State::Expired);
+    zk.close().unwrap();
+    no_client_panics();
+}
+
+#[test]
+fn close_fails_the_pending_callbacks_before_closed() {
+    let proxy = FaultProxy::start(server()).unwrap();
+    let (zk, log) = logged(&proxy);
+    zk.exists("/", false).unwrap();
+    // Requests and then closeSession held: close() ends the connection with
+    // them unanswered.
+    proxy.stall();
+    send_logged(&zk, &log, 3);
+    assert!(zk.close().is_err());
+    let got = wait_log(&log, |l| l.iter().any(|e| e == "Closed"));
+    // Java's order after close(): the cleanup (every callback, in the order
+    // sent), then Closed; no Disconnected.
+    let closed = position(&got, "Closed");
+    let callbacks: Vec<usize> = (0..3)
+        .map(|i| {
+            got.iter()
+                .position(|e| e.starts_with(&format!("cb{i}:")))
+                .unwrap_or_else(|| panic!("cb{i} not in {got:?}"))
+        })
+        .collect();
+    assert!(
+        callbacks.windows(2).all(|w| w[0] < w[1]) && callbacks.iter().all(|&c| c < closed),
+        "{got:?}"
+    );
+    assert!(!got.iter().any(|e| e == "Disconnected"), "{got:?}");
+    no_client_panics();
+}
+
+// ---------------------------------------------------------------------------
 // 9. Pipelining under cuts
 // ---------------------------------------------------------------------------
 

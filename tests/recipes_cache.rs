@@ -706,3 +706,57 @@ fn wait_synced_ends_with_its_session_even_while_the_event_thread_is_held() {
         Ok(synced) => panic!("wait_synced ran on past its session's end: Ok({synced})"),
     }
 }
+
+#[test]
+fn reads_queued_when_the_connection_drops_wait_for_the_reconnect() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zk = plain(&servers);
+    let root = unique_root("cache-queued-loss");
+    make_tree(&zk, &root, 10); // 1 + 10 + 100 nodes
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = connect(&proxy.connect_string());
+    let client = zkw.zookeeper().clone();
+    // The event thread held: the answers to the cache's first two reads
+    // (the root's listing and data) wait behind this callback.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    client.exists_async("/", None, move |_| {
+        let _ = held.recv();
+    });
+    let cache = TreeCache::builder(&root)
+        .max_in_flight(2)
+        .start(&zkw)
+        .unwrap();
+    let events = cache.events();
+    assert!(eventually(LONG, || client.queued_events() >= 2));
+    // The listing handled now queues its 20 reads; two go out (one for each
+    // answer), held by the stall.
+    proxy.stall();
+    release.send(()).unwrap();
+    assert!(eventually(LONG, || cache.requests() >= 4));
+    let before = cache.requests();
+    assert_eq!(before, 4);
+    // The connection drops: the client answers both reads with
+    // ConnectionLoss, then tells Disconnected (Java's order). The answers
+    // must not send the queued reads: they would only fail at once.
+    proxy.cut();
+    let until = std::time::Instant::now() + LONG;
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        match events.recv_timeout(left) {
+            Ok(CacheEvent::Suspended) => break,
+            Ok(_) => {}
+            Err(e) => panic!("no Suspended: {e}"),
+        }
+    }
+    assert_eq!(
+        cache.requests(),
+        before,
+        "reads sent while the connection was down"
+    );
+    // They go after the reconnect, and the load completes.
+    proxy.reset();
+    assert!(cache.wait_synced(LONG).unwrap());
+    assert_equal_eventually(&cache, &zk, &root);
+    cache.close().unwrap();
+}

@@ -240,7 +240,9 @@ impl ZooKeeper {
     /// [`delete`](Self::delete) without waiting (Java's `delete(path, version,
     /// VoidCallback, ctx)`): `callback` gets the outcome on the event thread —
     /// `ConnectionLoss` at once when not connected, or when the connection is lost
-    /// before the reply. Keep callbacks short, as watchers.
+    /// before the reply: then, as in Java, before the `Disconnected` event, in
+    /// the order the requests were sent (see the [module docs](crate::client)
+    /// on event order). Keep callbacks short, as watchers.
     pub fn delete_async(
         &self,
         path: &str,

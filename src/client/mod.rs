@@ -55,6 +55,23 @@
 //! watch wakes when the session ends. Registrations survive `Disconnected` and
 //! `SyncConnected` (they are set again on the reconnect); after `Expired`,
 //! `AuthFailed` or `Closed` they are dropped.
+//!
+//! Watchers and asynchronous callbacks (`*_async`) run on one event thread, in
+//! the order they were queued, and **when a connection is lost the order is
+//! Java's** (`ClientCnxn.SendThread.cleanAndNotifyState`): every request sent
+//! on it and not answered is answered with `ConnectionLoss`, its callback
+//! queued in the order the requests were sent, and only then is
+//! `Disconnected` queued — the callbacks run before `Disconnected`. The session
+//! has left `Connected` before any of them runs, so a callback that sends
+//! again gets `ConnectionLoss` at once (a recipe reacting to it must not retry
+//! in a loop before its watcher has seen `Disconnected`). At the session's
+//! end: `Expired` (told by the server, or found by the client) and
+//! `AuthFailed` come first, then the callbacks still pending fail
+//! (`SessionExpired`, `AuthFailed`), as in Java; after `close()` the callbacks
+//! still pending fail first, then `Closed` comes. A request issued while the
+//! loss is being found (its write fails on the dead socket after the
+//! connection thread drained the connection) may be answered just after
+//! `Disconnected`.
 
 mod connect;
 mod data;

@@ -792,8 +792,16 @@ impl Inner {
 
     /// Sends queued reads into free slots; tells `Initialized` / `Resynced`
     /// when nothing is outstanding.
+    ///
+    /// Sends nothing while the client is not connected, even before the
+    /// cache has applied `Disconnected`: on a lost connection the client
+    /// answers the reads in flight with `ConnectionLoss` first and tells
+    /// `Disconnected` after (Java's order), and a queued read sent from such
+    /// an answer would only fail at once too (a burst of as many requests as
+    /// the queue holds). The queue is sent after the reconnect.
     fn settle(&self, s: &mut State, issue: &mut Vec<Read>, events: &mut Vec<CacheEvent>) {
-        while s.in_flight.len() < self.max_in_flight && s.connected {
+        let up = s.connected && self.zk.state() == crate::client::State::Connected;
+        while s.in_flight.len() < self.max_in_flight && up {
             let Some(read) = s.queue.pop_front() else {
                 break;
             };
@@ -1046,7 +1054,8 @@ impl Inner {
                     s.connected = false;
                     s.stale = true;
                     events.push(CacheEvent::Suspended);
-                    // Replies of the reads in flight come as ConnectionLoss.
+                    // The reads in flight were answered with ConnectionLoss
+                    // just before (the client's order, Java's): in `retry`.
                 }
                 KeeperState::SyncConnected if !s.connected => {
                     s.connected = true;

@@ -3,6 +3,14 @@
 //! replies to requests, dispatch notifications, detect a dead connection,
 //! reconnect, and end the session (closing it on the server after a local
 //! expiry).
+//!
+//! Event order at a connection's or a session's end is Java's: on a lost
+//! connection the requests left are answered (`ConnectionLoss`, callbacks
+//! queued in the order sent) before `Disconnected` is queued
+//! ([`SessionShared::on_disconnected`]); `Expired` and `AuthFailed` are queued
+//! before what is left fails, `Closed` after ([`SessionShared::finish`]). The
+//! state changes before either, so a callback never finds the session
+//! connected.
 
 use super::*;
 
@@ -1113,6 +1121,14 @@ impl SessionShared {
     /// a caller may hold it, blocked in a write, and Disconnected must not wait
     /// for it. A request written after the shutdown fails its write and answers
     /// itself (see [`send_to`](Self::send_to)); one written before is drained here.
+    ///
+    /// Java's order (`ClientCnxn.SendThread.cleanAndNotifyState`): first every
+    /// request of the lost connection is answered with `ConnectionLoss`, in
+    /// the order it was sent (those written, then those never written), which
+    /// queues each asynchronous callback on the event thread; only then is
+    /// `Disconnected` queued. So on the event thread the callbacks come
+    /// before `Disconnected`. The state leaves `Connected` before any of them
+    /// runs: a callback that sends again gets `ConnectionLoss` at once.
     pub(super) fn on_disconnected(&self) {
         // The state before the callers wake up: a caller that retries at once
         // must wait for the reconnect, not find "connected" without a connection.
@@ -1121,13 +1137,22 @@ impl SessionShared {
             if !s.state.is_terminal() {
                 s.state = State::Connecting;
             }
-            if !s.closing {
-                self.tell_state(&mut s, KeeperState::Disconnected);
-            }
         }
+        // Held across both steps: a caller whose write failed answers what is
+        // pending under it too, so its answers cannot come after Disconnected.
+        let _order = self.answering.lock();
         self.fail_pending(|| Error::zk_code(ZkError::ConnectionLoss));
+        let mut s = self.session.lock();
+        if !s.closing {
+            self.tell_state(&mut s, KeeperState::Disconnected);
+        }
     }
 
+    /// Ends the session with `terminal`: the state first, then, in Java's
+    /// order, `Expired` / `AuthFailed` told before what is still pending
+    /// fails (`SessionExpired` / `AuthFailed`), or, after `close()`, what is
+    /// pending fails (`Closed`) before `Closed` is told; then the event
+    /// thread stops.
     pub(super) fn finish(&self, terminal: Terminal) {
         let mut w = self.writer.lock();
         if let Some(s) = w.take() {
@@ -1142,16 +1167,29 @@ impl SessionShared {
             let mut s = self.session.lock();
             s.state = state;
             s.closing = true;
-            self.tell_state(&mut s, ks);
             self.session_cv.notify_all();
         }
         self.wake_end_waits();
         let err = Error::for_ended_session(state).unwrap_or(Error::Closed);
         let code = err.code();
-        self.fail_pending(|| match code {
-            Some(c) => Error::zk_code(c),
-            None => Error::Closed,
-        });
+        let fail = || {
+            self.fail_pending(|| match code {
+                Some(c) => Error::zk_code(c),
+                None => Error::Closed,
+            })
+        };
+        // Java's order: `Expired` and `AuthFailed` are queued as the server's
+        // answer is read, before the cleanup fails what is left; after
+        // `close()` the cleanup comes first, then `Closed`. Either way the
+        // state is the session's end before any callback runs.
+        let _order = self.answering.lock();
+        if let Terminal::Closed = terminal {
+            fail();
+            self.tell_state(&mut self.session.lock(), ks);
+        } else {
+            self.tell_state(&mut self.session.lock(), ks);
+            fail();
+        }
         // A request deferred meanwhile gets the session's end too.
         self.release_writer(w);
         let _ = self.events.send(EventMsg::Stop);

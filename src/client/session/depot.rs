@@ -504,7 +504,9 @@ impl SessionShared {
     /// connection thread's read fails promptly and it reconnects), the state
     /// becomes `Connecting` before the writer lock is released (so the next
     /// callers wait for the reconnect instead of failing in a hot loop), and
-    /// these requests are answered with `ConnectionLoss`.
+    /// these requests are answered with `ConnectionLoss`, after the ones
+    /// written before them on the same connection (all lost with it) and
+    /// before the connection thread tells `Disconnected`.
     fn write_batch_locked(
         &self,
         slot: &mut Option<Link>,
@@ -514,7 +516,6 @@ impl SessionShared {
             return Err(batch);
         };
         let mut frames = Vec::with_capacity(batch.len());
-        let mut xids = Vec::with_capacity(batch.len());
         {
             let mut pending = self.pending.lock();
             for (req, to) in batch {
@@ -527,7 +528,6 @@ impl SessionShared {
                 let xid = self.xid();
                 proto::set_xid(&mut frame, xid);
                 frames.push(frame);
-                xids.push(xid);
                 pending.push_back(Pending {
                     xid,
                     opcode,
@@ -544,22 +544,12 @@ impl SessionShared {
         if let Err(e) = written {
             debug!("write failed: {e}; dropping the connection");
             self.write_failed(slot);
-            // Unless the connection thread's drain has answered them already.
-            let mut mine = Vec::new();
-            {
-                let mut pending = self.pending.lock();
-                let all: Vec<Pending> = pending.drain(..).collect();
-                for p in all {
-                    if xids.contains(&p.xid) {
-                        mine.push(p);
-                    } else {
-                        pending.push_back(p);
-                    }
-                }
-            }
-            for p in mine {
-                self.answer(p.to, Err(Error::zk_code(ZkError::ConnectionLoss)));
-            }
+            // The connection is dead: everything pending on it is answered
+            // now, this batch with the requests written before it, in the
+            // order sent, before the connection thread tells Disconnected
+            // (Java's cleanup; see `on_disconnected`). Unless the connection
+            // thread's drain has answered them already.
+            self.fail_pending(|| Error::zk_code(ZkError::ConnectionLoss));
             return Ok(());
         }
         self.touch_send();
@@ -675,8 +665,12 @@ impl SessionShared {
     }
 
     /// Answers every request written and not answered, then every deferred
-    /// one (never written), with `error`; and the auth waiters.
+    /// one (never written), with `error`, in the order they were sent (Java's
+    /// `cleanup`: the pending queue, then the outgoing one); and the auth
+    /// waiters. Under the `answering` lock, which the connection thread holds
+    /// until it has told `Disconnected`: those answers come first.
     pub(super) fn fail_pending(&self, error: impl Fn() -> Error) {
+        let _order = self.answering.lock();
         let drained: Vec<Pending> = self.pending.lock().drain(..).collect();
         for p in drained {
             self.answer(p.to, Err(error()));

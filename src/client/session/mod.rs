@@ -47,7 +47,7 @@ use crate::util::{jitter, random_u64, shuffle};
 use crate::wake::{EndWakes, Wake};
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, error, info, trace, warn};
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard, ReentrantMutex};
 use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
@@ -166,6 +166,13 @@ pub(crate) struct SessionShared {
     /// The socket of a handshake in progress, so that `close` can end it.
     handshaking: Mutex<Option<TcpStream>>,
     pending: Mutex<VecDeque<Pending>>,
+    /// Held while a lost connection's requests are answered and while its
+    /// `Disconnected` (or the session's `Closed`) is told, so that on the
+    /// event thread every callback answered for the lost connection comes
+    /// first, in the order its request was sent, as in Java (see
+    /// [`SessionShared::fail_pending`]). Re-entrant: a callback answered here
+    /// on a dead event thread runs inline and may end up here again.
+    answering: ReentrantMutex<()>,
     /// Asynchronous requests that found the writer taken: written, in order,
     /// by whoever holds the writer next, before releasing it (see
     /// [`SessionShared::release_writer`]); answered as pending ones when the
@@ -257,6 +264,7 @@ pub(crate) fn start(
         conn_cv: Condvar::new(),
         handshaking: Mutex::new(None),
         pending: Mutex::new(VecDeque::new()),
+        answering: ReentrantMutex::new(()),
         deferred: Mutex::new(VecDeque::new()),
         auth_waiters: Mutex::new(VecDeque::new()),
         auth: Mutex::new(Vec::new()),
