@@ -335,7 +335,8 @@ fn write_lock_wakes_the_listener_and_close_while_waiting_leaves_no_node() {
 /// timeout, a close that did not end it (a `make test-versions` failure of
 /// the test above). Now the lock ends with `Closed` and removes the node.
 /// Forced with the `NodeMade` step. Then the same for an election candidate
-/// stopped while its offer is made.
+/// stopped while its offer is made, and a leader latch closed while its start
+/// makes its node.
 #[test]
 fn a_withdrawal_while_the_node_is_made_ends_the_attempt_and_leaves_no_node() {
     let (a, b) = (zkw(), zkw());
@@ -411,6 +412,33 @@ fn a_withdrawal_while_the_node_is_made_ends_the_attempt_and_leaves_no_node() {
         "{offer} left behind"
     );
     assert!(children(&zk, &root).is_empty());
+
+    // A leader latch closed while its start makes its node: the start ends
+    // with `Closed` and the latch never leads.
+    use zklock::recipes::leader_latch::{LatchStep, LeaderLatch};
+    let path = unique_root("latch-close-made");
+    let (hold, made, go) = handshake();
+    let latch = LeaderLatch::new(&b, &path, "late")
+        .unwrap()
+        .with_step_hook(move |step, node| {
+            if step == LatchStep::NodeMade {
+                hold(node);
+            }
+        });
+    let latch = Arc::new(latch);
+    let l2 = latch.clone();
+    let h = thread::spawn(move || l2.start());
+    let node = made.recv_timeout(Duration::from_secs(60)).unwrap();
+    latch.close().unwrap();
+    go.send(()).unwrap();
+    let r = h.join().unwrap();
+    assert!(matches!(r, Err(zklock::Error::Closed)), "{r:?}");
+    assert!(
+        zk.exists(&node, false).unwrap().is_none(),
+        "{node} left behind"
+    );
+    assert!(!latch.has_leadership());
+    assert!(children(&zk, &path).is_empty());
 }
 
 #[test]

@@ -97,6 +97,19 @@ struct LatchRound {
 struct Latching {
     engine: RoundEngine<Latching>,
     listeners: Listeners<dyn LeaderLatchListener>,
+    #[cfg(feature = "testing")]
+    hook: super::rounds::StepHook<LatchStep>,
+}
+
+/// A step of a [`LeaderLatch`], told to a test hook (feature `testing`).
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LatchStep {
+    /// `start` made the latch's node (path: the node) and has not yet bound
+    /// it to the latch: a hook calling `close` from another thread here
+    /// forces the race of a close during the start.
+    NodeMade,
 }
 
 /// Apache Curator's `LeaderLatch`: one of the participants sharing `path`
@@ -363,11 +376,21 @@ impl LeaderLatch {
         let rounds = RoundHandle::new(zkw, path, state, |engine| Latching {
             engine,
             listeners: Listeners::default(),
+            #[cfg(feature = "testing")]
+            hook: super::rounds::StepHook::default(),
         })?;
         Ok(LeaderLatch {
             rounds,
             id: id.to_string(),
         })
+    }
+
+    /// Calls `hook` at each [`LatchStep`] (feature `testing`); it runs on the
+    /// thread that does the step.
+    #[cfg(feature = "testing")]
+    pub fn with_step_hook(self, hook: impl Fn(LatchStep, &str) + Send + Sync + 'static) -> Self {
+        self.rounds.core.hook.set(hook);
+        self
     }
 
     /// Curator's `addListener`.
@@ -458,6 +481,8 @@ impl LeaderLatch {
                 return Err(e);
             }
         };
+        #[cfg(feature = "testing")]
+        self.rounds.core.hook.call(LatchStep::NodeMade, &node);
         engine.bind(node, session, generation)?;
         engine.run_round().map(drop)
     }
