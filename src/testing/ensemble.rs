@@ -480,8 +480,7 @@ impl ZkEnsemble {
                 thread::sleep(Duration::from_millis(50));
             }
             let _ = member.kill();
-            let log = log_since(&member.log(), log_start);
-            let port_taken = is_bind_failure(&log);
+            let port_taken = is_bind_failure(&log_since(&member.log(), log_start));
             if !port_taken || Instant::now() >= deadline {
                 return Err(io::Error::other(format!(
                     "ensemble member {i} did not come back on {}; {FIX_HINT}.\nLog {}:\n{}",
