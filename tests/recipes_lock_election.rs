@@ -464,6 +464,77 @@ fn a_withdrawal_while_the_node_is_made_ends_the_attempt_and_leaves_no_node() {
     assert!(children(&zk, &path).is_empty());
 }
 
+/// Entry points are atomic (issue 44): a second `start` of one election
+/// candidate while the first is making its offer refuses, making nothing
+/// (before, both returned `Ok` with two offers: the candidate queued behind
+/// its own orphan, and with another candidate on the root nobody led); a
+/// second `lock` of one `WriteLock` joins the first's node (Java's
+/// `synchronized`). Forced with the made steps holding the first call
+/// between its create and its bind.
+#[test]
+fn a_second_start_or_lock_while_the_first_makes_its_node_makes_nothing() {
+    let session = zkw();
+    let zk = raw();
+
+    let root = unique_root("election-double-start");
+    let (hold, made, go) = hold_at_the_made_step();
+    let c = Arc::new(
+        LeaderElectionSupport::new(&session, &root, "twice")
+            .unwrap()
+            .with_step_hook(move |step, path| {
+                if step == ElectionStep::OfferMade {
+                    hold(path);
+                }
+            }),
+    );
+    let c2 = c.clone();
+    let first = thread::spawn(move || c2.start());
+    let offer = made.recv_timeout(Duration::from_secs(60)).unwrap();
+    let second = c.start();
+    assert!(
+        matches!(second, Err(zklock::Error::BadArguments(_))),
+        "{second:?}"
+    );
+    assert_eq!(children(&zk, &root).len(), 1, "a second offer was made");
+    go.send(()).unwrap();
+    first.join().unwrap().unwrap();
+    assert!(c.has_leadership());
+    assert_eq!(c.offer_node().as_deref(), Some(offer.as_str()));
+    // Another candidate queues behind it, and leads once it stops.
+    let other = LeaderElectionSupport::new(&session, &root, "other").unwrap();
+    other.start().unwrap();
+    assert!(!other.has_leadership());
+    c.stop().unwrap();
+    assert!(eventually(Duration::from_secs(20), || other.has_leadership()));
+    other.stop().unwrap();
+    assert!(children(&zk, &root).is_empty());
+
+    let dir = unique_root("wl-double-lock");
+    let (hold, made, go) = hold_at_the_made_step();
+    let w = Arc::new(
+        WriteLock::new(&session, &dir, Acl::open_unsafe())
+            .unwrap()
+            .with_step_hook(move |step, path| {
+                if step == WriteLockStep::NodeMade {
+                    hold(path);
+                }
+            }),
+    );
+    let (w1, w2) = (w.clone(), w.clone());
+    let first = thread::spawn(move || w1.lock());
+    let node = made.recv_timeout(Duration::from_secs(60)).unwrap();
+    let second = thread::spawn(move || w2.lock());
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(children(&zk, &dir).len(), 1, "a second node was made");
+    go.send(()).unwrap();
+    assert!(first.join().unwrap().unwrap());
+    assert!(second.join().unwrap().unwrap());
+    assert_eq!(w.id().as_deref(), Some(node.as_str()));
+    assert_eq!(children(&zk, &dir).len(), 1);
+    w.unlock().unwrap();
+    assert!(children(&zk, &dir).is_empty());
+}
+
 #[test]
 fn write_lock_session_expiry_fails_a_waiter() {
     let (a, b) = (zkw(), zkw());

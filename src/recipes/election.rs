@@ -507,23 +507,40 @@ impl LeaderElectionSupport {
     /// `SessionExpired` and never goes on in the new session; `stop` then
     /// `start` enters the new session as a new candidate.
     ///
+    /// One candidate makes one offer: a `start` while another `start` of the
+    /// same instance is under way (or the candidate is in the election)
+    /// refuses with `BadArguments` and makes nothing (Java's `start` is
+    /// `synchronized` and would make a second offer, queued behind the
+    /// first). After `Failed`, `start` removes what is left of the failed
+    /// attempt and starts over.
+    ///
     /// # Errors
     /// `SessionExpired`/`Closed`; `NoNode` when the offer was deleted under the
     /// candidate; ZooKeeper errors (after `FAILED` is told, as Java's
     /// `becomeFailed`).
     pub fn start(&self) -> Result<()> {
-        {
-            let mut st = self.rounds.engine().state();
-            if st.node.is_some() {
+        let c = &self.rounds.core;
+        if self.state() == ElectionState::Failed {
+            // The failed attempt's offer (if any survived) goes first.
+            if let Some(taken) = self.take() {
+                let _ = taken.withdraw(&self.rounds.zkw);
+            }
+        }
+        // One step under the engine's lock: the check, the state that makes a
+        // second `start` refuse, and the generation a `stop` from another
+        // thread then bumps (so `bind` sees it).
+        let generation = {
+            let mut st = c.engine.state();
+            if st.node.is_some() || st.recipe.state != ElectionState::Stop {
                 return Err(Error::BadArguments(format!(
-                    "election on {} already started",
-                    self.root_node_name()
+                    "election on {} already started ({:?})",
+                    self.root_node_name(),
+                    st.recipe.state
                 )));
             }
             st.recipe.state = ElectionState::Start;
-        }
-        let c = &self.rounds.core;
-        let generation = c.engine.generation();
+            st.generation
+        };
         c.dispatch(&[ElectionEventType::Start]);
         c.engine.state().recipe.state = ElectionState::Offer;
         c.dispatch(&[ElectionEventType::OfferStart]);

@@ -699,6 +699,9 @@ impl<R: RoundRecipe> RoundEngine<R> {
     /// as it would have had the withdrawal come a moment later. Before, the
     /// node was bound anyway and the attempt went on after its withdrawal
     /// (a `lock_blocking` that a `close` from another thread did not end).
+    /// Likewise when the attempt has another node bound already: `bind`
+    /// never replaces a bound node (that one would be orphaned, and the
+    /// attempt queued behind it).
     pub(crate) fn bind(&self, node: String, session: i64, generation: u64) -> Result<()> {
         let client = self
             .zkw
@@ -710,9 +713,13 @@ impl<R: RoundRecipe> RoundEngine<R> {
             .is_some_and(|zk| ended(zk.state()).is_none());
         {
             let mut st = self.state();
-            if st.generation != generation {
+            // Withdrawn meanwhile, or (a caller's bug the recipes' entry
+            // points rule out) another call of the same attempt bound its
+            // node first: this node is never bound over the other.
+            let replaces = st.node.as_ref().is_some_and(|bound| *bound != node);
+            if st.generation != generation || replaces {
                 drop(st);
-                debug!("{node}: withdrawn while it was made; removing it");
+                debug!("{node}: withdrawn while it was made (or another node bound); removing it");
                 if let Some(zkw) = self.zkw.upgrade() {
                     let taken = Taken {
                         node,

@@ -105,6 +105,9 @@ pub struct WriteLock {
     rounds: RoundHandle<WriteLockCore>,
     acl: Vec<Acl>,
     data: Vec<u8>,
+    /// Held while `lock` makes the instance's node: a second `lock` of the
+    /// instance waits for it and joins that node (Java's `synchronized`).
+    making: parking_lot::Mutex<()>,
 }
 
 impl std::fmt::Debug for WriteLock {
@@ -258,6 +261,7 @@ impl WriteLock {
             rounds,
             acl: acl.to_vec(),
             data: Vec::new(),
+            making: parking_lot::Mutex::new(()),
         })
     }
 
@@ -307,6 +311,10 @@ impl WriteLock {
     /// session ended (also when session renewal opened a new one) `lock`
     /// returns `SessionExpired` until [`unlock`](Self::unlock) starts over.
     ///
+    /// Two threads calling `lock` on one instance share its one node, as
+    /// Java's `synchronized lock()`: the second waits while the first makes
+    /// it, then joins its round.
+    ///
     /// # Errors
     /// `SessionExpired`/`Closed`; `NoNode` when the node was deleted under the
     /// instance (call `unlock` then `lock` to start over); ZooKeeper errors after
@@ -322,12 +330,18 @@ impl WriteLock {
             }
         }
         self.rounds.zkw.check_session()?;
-        if self.rounds.engine().state().node.is_none() {
-            let generation = self.rounds.engine().generation();
-            let (id, session) = self.find_or_create()?;
-            #[cfg(feature = "testing")]
-            self.rounds.core.hook.call(WriteLockStep::NodeMade, &id);
-            self.rounds.engine().bind(id, session, generation)?;
+        {
+            // One maker at a time: a concurrent `lock` of this instance waits
+            // here, then finds the node bound and joins its round (an
+            // `unlock`/`close` from another thread never waits for it).
+            let _one_at_a_time = self.making.lock();
+            if self.rounds.engine().state().node.is_none() {
+                let generation = self.rounds.engine().generation();
+                let (id, session) = self.find_or_create()?;
+                #[cfg(feature = "testing")]
+                self.rounds.core.hook.call(WriteLockStep::NodeMade, &id);
+                self.rounds.engine().bind(id, session, generation)?;
+            }
         }
         // Wait for this round's outcome: bounded by the session (a round cut by
         // a connection loss resumes after the reconnect, or fails at expiry).
