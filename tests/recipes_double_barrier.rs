@@ -169,3 +169,136 @@ fn a_member_withdrawing_on_a_stale_ready_sees_a_round_made_meanwhile() {
     sx.close().unwrap();
     zklock::zkutil::delete_node_recursively(&local_zkw(), &root).unwrap();
 }
+
+/// Issue 44, item 3: the last leaver deletes only its own round's `ready`.
+/// Round 1 (A, B) enters; both leave, A held at `Emptied` (it found nobody
+/// left, its own node gone) while B removes round 1's `ready`. Round 2 (C,
+/// D) then enters, making its own `ready`. When A goes on it must leave that
+/// `ready` alone (before: it deleted it unconditionally, so a round-2 member
+/// that had not yet read it never entered, and one that had was through
+/// alone). Round 2 then leaves as usual and nothing is left.
+#[test]
+fn a_late_leaver_never_deletes_the_next_rounds_ready() {
+    init_log();
+    let root = unique_root("dbarrier-late-leaver");
+    let path = format!("{root}/b");
+    let ready = format!("{path}/ready");
+    let zk = local_raw();
+    let (sa, sb, sc, sd) = (local_zkw(), local_zkw(), local_zkw(), local_zkw());
+
+    let (emptied_tx, emptied_rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let (emptied_tx, go_rx) = (Mutex::new(emptied_tx), Mutex::new(go_rx));
+    let a = DoubleBarrier::new(&sa, &path, 2)
+        .unwrap()
+        .with_step_hook(move |step| {
+            if step == BarrierStep::Emptied {
+                emptied_tx.lock().unwrap().send(()).unwrap();
+                go_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(60))
+                    .unwrap();
+            }
+        });
+    let b = DoubleBarrier::new(&sb, &path, 2).unwrap();
+    let hb = thread::spawn(move || {
+        assert!(b.enter(Duration::from_secs(30)).unwrap());
+        assert!(b.leave(Duration::from_secs(30)).unwrap());
+    });
+    assert!(a.enter(Duration::from_secs(30)).unwrap());
+    let ha = thread::spawn(move || a.leave(Duration::from_secs(30)).unwrap());
+    emptied_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    hb.join().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || children(&zk, &path).is_empty()),
+        "round 1 left: {:?}",
+        children(&zk, &path)
+    );
+
+    // Round 2 enters while A's delete is still to land.
+    let c = DoubleBarrier::new(&sc, &path, 2).unwrap();
+    let d = DoubleBarrier::new(&sd, &path, 2).unwrap();
+    let hd = thread::spawn(move || (d.enter(Duration::from_secs(30)).unwrap(), d));
+    assert!(c.enter(Duration::from_secs(30)).unwrap());
+    let (d_in, d) = hd.join().unwrap();
+    assert!(d_in);
+    let round2 = zk.get_data(&ready, false).unwrap().0;
+
+    go_tx.send(()).unwrap();
+    assert!(ha.join().unwrap(), "A left");
+    assert_eq!(
+        zk.get_data(&ready, false).map(|(data, _)| data).ok(),
+        Some(round2),
+        "a leaver of round 1 deleted round 2's ready"
+    );
+    let hd = thread::spawn(move || d.leave(Duration::from_secs(30)).unwrap());
+    assert!(c.leave(Duration::from_secs(30)).unwrap());
+    assert!(hd.join().unwrap());
+    assert!(children(&zk, &path).is_empty());
+    for s in [sa, sb, sc, sd] {
+        s.close().unwrap();
+    }
+    zklock::zkutil::delete_node_recursively(&local_zkw(), &root).unwrap();
+}
+
+/// Entry points are atomic (issue 44): a second `enter` of one member while
+/// its first is under way (held at `Joining`, before its node is made)
+/// refuses with `BadArguments` and makes nothing; before, both made a node
+/// and the second replaced the first, orphaned in the barrier (counted by
+/// every other member). The first then enters with a second member.
+#[test]
+fn a_second_enter_of_one_member_makes_nothing() {
+    init_log();
+    let root = unique_root("dbarrier-double-enter");
+    let path = format!("{root}/b");
+    let zk = local_raw();
+    let (sa, sb) = (local_zkw(), local_zkw());
+    let (joining_tx, joining_rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let (joining_tx, go_rx) = (Mutex::new(joining_tx), Mutex::new(go_rx));
+    let once = std::sync::atomic::AtomicBool::new(true);
+    let a = Arc::new(
+        DoubleBarrier::new(&sa, &path, 2)
+            .unwrap()
+            .with_step_hook(move |step| {
+                if step == BarrierStep::Joining
+                    && once.swap(false, std::sync::atomic::Ordering::SeqCst)
+                {
+                    joining_tx.lock().unwrap().send(()).unwrap();
+                    go_rx
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(Duration::from_secs(60))
+                        .unwrap();
+                }
+            }),
+    );
+    let a1 = a.clone();
+    let first = thread::spawn(move || a1.enter(Duration::from_secs(30)));
+    joining_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let a2 = a.clone();
+    let second = thread::spawn(move || a2.enter(Duration::from_secs(2)));
+    // The old code's second enter makes its node at once (and then waits
+    // for a second member); the new one refuses at once.
+    thread::sleep(Duration::from_millis(300));
+    go_tx.send(()).unwrap();
+    let second = second.join().unwrap();
+    assert!(
+        matches!(second, Err(zklock::Error::BadArguments(_))),
+        "{second:?}"
+    );
+    let b = DoubleBarrier::new(&sb, &path, 2).unwrap();
+    assert!(b.enter(Duration::from_secs(30)).unwrap());
+    assert!(first.join().unwrap().unwrap());
+    assert_eq!(children(&zk, &path).len(), 3, "two members and ready");
+    let a1 = a.clone();
+    let h = thread::spawn(move || a1.leave(Duration::from_secs(30)).unwrap());
+    assert!(b.leave(Duration::from_secs(30)).unwrap());
+    assert!(h.join().unwrap());
+    assert!(children(&zk, &path).is_empty());
+    drop(a);
+    sa.close().unwrap();
+    sb.close().unwrap();
+    zklock::zkutil::delete_node_recursively(&local_zkw(), &root).unwrap();
+}

@@ -20,12 +20,14 @@ use crate::wait::{Bounds, Round, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
-/// A point of [`DoubleBarrier::enter`] where a test can hold the member
+/// A point of [`DoubleBarrier::enter`] (or `leave`) where a test can hold the member
 /// (feature `testing`; see [`DoubleBarrier::with_step_hook`]).
 #[cfg(feature = "testing")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BarrierStep {
+    /// `enter` is about to make the member's node (its `ready` watch set).
+    Joining,
     /// The member listed `member_count` members and is about to create
     /// `ready` (together with a check of each of them).
     Counted,
@@ -38,6 +40,9 @@ pub enum BarrierStep {
     /// The member out of time read `ready` (none current) and is about to
     /// withdraw in one `multi` that holds only if no `ready` was made since.
     Withdrawing,
+    /// In `leave`: the member found nobody else left and is about to remove
+    /// its round's `ready` (only while `ready` is still its round's).
+    Emptied,
 }
 
 #[cfg(feature = "testing")]
@@ -61,7 +66,10 @@ type StepHook = Arc<dyn Fn(BarrierStep) + Send + Sync>;
 /// # zklock differs here
 /// - The page never removes `ready`; here the last member to leave deletes it,
 ///   so the barrier's directory is empty again (and the barrier can be used for
-///   another round once every member of the last one has left).
+///   another round once every member of the last one has left). It deletes
+///   only its own round's `ready` (one `multi` checking the barrier node's
+///   version read with it), never the next round's, which may already be
+///   there when the last leaver's delete lands.
 /// - `ready` names its round: its data is the name of the highest member its
 ///   creator counted (each checked in the same `multi` that creates it). It
 ///   is current while one of the members it counted is still in the barrier
@@ -98,6 +106,12 @@ pub struct DoubleBarrier {
     member_count: usize,
     /// This member's node while it is in the barrier.
     node: Mutex<Option<SessionNode>>,
+    /// The data of the `ready` this member entered by (its round's name):
+    /// the last member to leave deletes `ready` only while it still holds it.
+    round: Mutex<Option<Vec<u8>>>,
+    /// Held by an `enter` under way: a second `enter` of the instance refuses
+    /// at once, making nothing.
+    entering: Mutex<()>,
     waiter: Waiter,
     #[cfg(feature = "testing")]
     step_hook: Option<StepHook>,
@@ -189,13 +203,15 @@ impl DoubleBarrier {
             path: path.to_string(),
             member_count,
             node: Mutex::new(None),
+            round: Mutex::new(None),
+            entering: Mutex::new(()),
             waiter: Waiter::default(),
             #[cfg(feature = "testing")]
             step_hook: None,
         })
     }
 
-    /// Calls `hook` at each [`BarrierStep`] of `enter`, on the entering thread
+    /// Calls `hook` at each [`BarrierStep`] of `enter` and `leave`, on the calling thread
     /// (feature `testing`: how the tests force a race).
     #[cfg(feature = "testing")]
     pub fn with_step_hook(mut self, hook: impl Fn(BarrierStep) + Send + Sync + 'static) -> Self {
@@ -225,7 +241,8 @@ impl DoubleBarrier {
     /// (this member's node deleted).
     ///
     /// # Errors
-    /// `BadArguments` when this instance already entered; `SessionExpired`,
+    /// `BadArguments` when this instance already entered, or another thread's
+    /// `enter` of it is under way (nothing is made); `SessionExpired`,
     /// `Closed`; `ConnectionLoss` when the connection stays down for a session
     /// timeout; [`Error::NoReadPermission`] naming a member this one may not
     /// read (`check`, as it fills the round) or a `ready` it may not read
@@ -244,12 +261,21 @@ impl DoubleBarrier {
 
     /// [`enter`](Self::enter)'s work.
     fn enter_within(&self, timeout: Duration) -> Result<bool> {
-        if self.node.lock().is_some() {
-            return Err(Error::BadArguments(format!(
+        let already = || {
+            Err(Error::BadArguments(format!(
                 "already entered the double barrier {}",
                 self.path
-            )));
+            )))
+        };
+        // One `enter` at a time: a second one of this instance refuses before
+        // it makes a node (its node would replace the first's, orphaned).
+        let Some(_entering) = self.entering.try_lock() else {
+            return already();
+        };
+        if self.node.lock().is_some() {
+            return already();
         }
+        self.round.lock().take();
         let call = CallSession::begin(&self.zkw)?;
         let bounds = Bounds::new(Some(timeout));
         let rzk = call.rzk().with_deadline(bounds.calls);
@@ -257,6 +283,8 @@ impl DoubleBarrier {
         // 2. the watch on `ready` comes before our node.
         let round = self.waiter.round();
         rzk.exists_watch(&ready, self.waiter.watcher())?;
+        #[cfg(feature = "testing")]
+        self.step(BarrierStep::Joining);
         // 1, 3. our node.
         let tagged = tagged_prefix(&zkutil::join_znode(&self.path, MEMBER_PREFIX));
         let mode = CreateMode::EphemeralSequential;
@@ -403,7 +431,11 @@ impl DoubleBarrier {
         };
         let members = members(&rzk.get_children(&self.path, false)?);
         match data {
-            Some(data) if ready_is_current(&data, &members) => Ok(ReadyState::Current),
+            Some(data) if ready_is_current(&data, &members) => {
+                // The caller enters by it: its round.
+                *self.round.lock() = Some(data);
+                Ok(ReadyState::Current)
+            }
             data => Ok(ReadyState::NotCurrent {
                 barrier_version: barrier.version,
                 stale: data.is_some(),
@@ -501,7 +533,10 @@ impl DoubleBarrier {
             mode: CreateMode::Persistent,
         });
         match rzk.zookeeper().multi(&ops) {
-            Ok(_) => Ok(true),
+            Ok(_) => {
+                *self.round.lock() = Some(ready_data(counted));
+                Ok(true)
+            }
             Err(Error::Multi {
                 code: ZkError::NoNode | ZkError::NodeExists | ZkError::BadVersion,
                 ..
@@ -605,7 +640,9 @@ impl DoubleBarrier {
                 if present {
                     delete_if_present(rzk, me)?;
                 }
-                delete_if_present(rzk, &ready)?;
+                #[cfg(feature = "testing")]
+                self.step(BarrierStep::Emptied);
+                self.remove_own_ready(rzk, &ready)?;
                 return Ok(true);
             }
             let lowest = &l[0];
@@ -633,6 +670,54 @@ impl DoubleBarrier {
                 return Ok(false);
             }
         }
+    }
+
+    /// The last member out deletes its round's `ready`, and only that: it
+    /// reads the barrier node's version, then `ready`; a `ready` of another
+    /// round (the next one, made after this one emptied: its data names
+    /// other members) or none is left alone; its own goes in one `multi`
+    /// with a check of that version, which fails if a `ready` was made since
+    /// the read (then it reads again). Before, every member that found the
+    /// barrier empty deleted `ready` unconditionally, and a delete landing
+    /// after the next round made its `ready` let one of that round's members
+    /// in and kept the others out.
+    fn remove_own_ready(&self, rzk: &RecoverableZooKeeper, ready: &str) -> Result<()> {
+        let Some(round) = self.round.lock().take() else {
+            return Ok(());
+        };
+        for _ in 0..WITHDRAW_ATTEMPTS {
+            let barrier_version = match rzk.get_data(&self.path, false) {
+                Ok((_, stat)) => stat.version,
+                Err(e) if e.is(ZkError::NoNode) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            match rzk.get_data(ready, false) {
+                Ok((data, _)) if data == round => {}
+                Ok(_) => {
+                    debug!("{ready} is another round's: left alone");
+                    return Ok(());
+                }
+                Err(e) if e.is(ZkError::NoNode) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+            let ops = [
+                Op::check(self.path.clone(), Some(barrier_version)),
+                Op::Delete {
+                    path: ready.to_string(),
+                    version: None,
+                },
+            ];
+            match rzk.zookeeper().multi(&ops) {
+                Ok(_) => return Ok(()),
+                // Removed, or another `ready` made, meanwhile: read again.
+                Err(Error::Multi {
+                    code: ZkError::BadVersion | ZkError::NoNode,
+                    ..
+                }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Deletes this member's node, if any (bounded; finished in the background
