@@ -44,6 +44,13 @@
 //! synchronously, in the background (a drop, the event thread; retried
 //! after a reconnect, in a pinned session), or waiting a bounded time for
 //! the answer.
+//!
+//! A caller that gives up while a create's outcome is unknown (its reply
+//! lost, then every lookup failing on the connection) returns its error and
+//! leaves the create [`Unsettled`]: once the connection is back, in the
+//! create's session, the node is found by its mark and removed (or kept,
+//! when the caller bound it meanwhile), on a short-lived thread of its own.
+//! So a failed call leaves nothing.
 
 use std::time::Duration;
 
@@ -664,6 +671,88 @@ impl Removal {
             then();
         }
     }
+}
+
+/// How a settle finds and removes what an unsettled create left: runs on
+/// the settle's own thread (it may block), in the create's session.
+type Settle = Box<dyn FnMut(&ZooKeeper, &WeakZooKeeperWatcher) -> Result<()> + Send>;
+
+/// A create whose outcome is unknown when its caller gave up (its reply
+/// lost, then every lookup failed on the connection): settled after the
+/// reconnect, never forgotten. The one rule for every caller that makes a
+/// node and can fail after the server made it (the election's offer, the
+/// latch's node, the leader manager's znode): the call returns its error,
+/// and what it may have left is found again (by its mark) and removed
+/// ([`remove_found`]) once the connection is back, in the create's session.
+///
+/// The settle runs on a short-lived thread of its own (the find blocks;
+/// the event thread never does), started at the next `SyncConnected` of the
+/// session (at once when connected now). A recoverable failure waits for
+/// the next reconnect; the session's end settles it (an ephemeral node goes
+/// with its session; a handle pinned to the session never reaches a session
+/// that replaced it).
+pub(crate) struct Unsettled {
+    what: String,
+    settle: Settle,
+}
+
+impl Unsettled {
+    /// An unsettled create of `what` (for the logs), settled by `settle`:
+    /// it finds the node and removes it ([`remove_found`]), or keeps it when
+    /// its caller has meanwhile bound it. `settle` runs with a handle pinned
+    /// to the create's session.
+    pub(crate) fn new(
+        what: impl Into<String>,
+        settle: impl FnMut(&ZooKeeper, &WeakZooKeeperWatcher) -> Result<()> + Send + 'static,
+    ) -> Unsettled {
+        Unsettled {
+            what: what.into(),
+            settle: Box::new(settle),
+        }
+    }
+
+    /// Settles in the background in `zk`'s session (pin it:
+    /// `ZooKeeper::pinned`): at the next reconnect, or at once when
+    /// connected now; dropped when the session ends first.
+    pub(crate) fn in_background(self, zk: &ZooKeeper, zkw: &WeakZooKeeperWatcher) {
+        info!(
+            "will settle the create of {} when the connection is back",
+            self.what
+        );
+        let (zk, again) = (zk.clone(), zkw.clone());
+        on_reconnect(zkw, move |connected| {
+            if !connected || zk.state().is_terminal() {
+                return; // the session ended: its ephemeral node went with it
+            }
+            let what = self.what.clone();
+            let spawned = std::thread::Builder::new()
+                .name("zklock-settle".into())
+                .spawn(move || self.settle_now(&zk, &again));
+            if let Err(e) = spawned {
+                warn!("could not settle the create of {what}: no thread ({e})");
+            }
+        });
+    }
+
+    /// One try; a recoverable failure tries again after the next reconnect.
+    fn settle_now(mut self, zk: &ZooKeeper, zkw: &WeakZooKeeperWatcher) {
+        match (self.settle)(zk, zkw) {
+            Ok(()) => debug!("settled the create of {}", self.what),
+            Err(e) if e.is_retryable() => self.in_background(zk, zkw),
+            Err(e) if e.is_fatal() => {}
+            Err(e) => warn!("could not settle the create of {}: {e}", self.what),
+        }
+    }
+}
+
+/// Removes the node an [`Unsettled`] create's settle found at `path`, as
+/// `stat` shows it: one delete at that version, sent now (so it is ordered
+/// before any request the caller's next attempt sends in the session, when
+/// the settle holds the caller's making lock meanwhile), retried after a
+/// reconnect.
+pub(crate) fn remove_found(zk: &ZooKeeper, zkw: &WeakZooKeeperWatcher, path: &str, stat: &Stat) {
+    info!("removing {path}, left by a create that gave up");
+    Removal::new(path, Guard::Version(stat.version)).in_session(zk, zkw);
 }
 
 #[cfg(test)]

@@ -19,17 +19,17 @@
 //!   session are told apart, and a second match is refused with a typed error
 //!   rather than adopted.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 use parking_lot::{Condvar, Mutex};
 
 use super::rounds::create_in_session;
-use crate::client::ZooKeeper;
+use crate::client::{Stat, ZooKeeper};
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{synced_children, with_parents, OwnerMark, Parents};
+use crate::owned::{remove_found, synced_children, with_parents, OwnerMark, Parents, Unsettled};
 use crate::types::CreateMode;
-use crate::watcher::ZooKeeperWatcher;
+use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 
 /// How a retried create recognises its own node (see the module docs).
@@ -74,19 +74,38 @@ impl Offer<'_> {
     /// errors after retries.
     pub(crate) fn make(&self, zkw: &ZooKeeperWatcher) -> Result<(String, i64)> {
         zkw.check_session()?;
+        let session = zkw.zookeeper().session_id();
         let _one_at_a_time = match self.mark {
-            OfferMark::Serial => Some(SerialGuard::take(zkw.zookeeper().session_id(), self.root)),
+            OfferMark::Serial => {
+                let guard = SerialGuard::take(session, self.root);
+                // An earlier offer's unsettled create goes first (its find
+                // would take this offer for its own otherwise).
+                if let Some(floor) = pending().lock().remove(&guard.0) {
+                    let zk = zkw.zookeeper().pinned();
+                    if let Err(e) =
+                        settle_serial(&zk, &zkw.downgrade(), self.root, &self.name, floor)
+                    {
+                        if e.is_retryable() {
+                            pending().lock().insert(guard.0.clone(), floor);
+                        }
+                        return Err(e);
+                    }
+                }
+                Some(guard)
+            }
             OfferMark::Owner(_) => None,
         };
         // Read before the first create is sent: that create's zxid is larger.
         let mut floor = None;
-        create_in_session(zkw, |zk, retry| {
+        let mut sent = false;
+        let made = create_in_session(zkw, |zk, retry| {
             let floor = *floor.get_or_insert_with(|| zk.last_zxid_seen());
             if retry {
-                if let Some(found) = self.find(zk, floor)? {
+                if let Some((found, _)) = self.find(zk, floor)? {
                     return Ok(found);
                 }
             }
+            sent = true;
             let node = zkutil::join_znode(self.root, &self.name);
             let rzk = zkw.recoverable_zookeeper();
             // The offer's own ACL (its name counts as its path, as for every
@@ -96,41 +115,115 @@ impl Offer<'_> {
             with_parents(rzk, &node, self.parents, || {
                 zk.create(&node, self.data, acl, CreateMode::EphemeralSequential)
             })
-        })
+        });
+        match (&made, floor) {
+            // The outcome of a create sent is unknown: settled after the
+            // reconnect (found and removed), never left in the queue.
+            (Err(e), Some(floor)) if sent && e.is_retryable() => {
+                self.unsettled(zkw, session, floor)
+            }
+            _ => {}
+        }
+        made
+    }
+
+    /// A create of this offer gave up with its outcome unknown: what it may
+    /// have made is found and removed after the reconnect ([`Unsettled`]),
+    /// in its session. A serial offer's settle holds the offers of the
+    /// session on the root (the next offer there settles it first, if it
+    /// comes before the reconnect).
+    fn unsettled(&self, zkw: &ZooKeeperWatcher, session: i64, floor: i64) {
+        let zk = zkw.zookeeper().pinned();
+        if zk.session_id() != session {
+            return; // the session ended: the ephemeral node went with it
+        }
+        let (root, name) = (self.root.to_string(), self.name.clone());
+        let what = zkutil::join_znode(&root, &name);
+        let unsettled = match &self.mark {
+            OfferMark::Owner(mark) => {
+                let mark = mark.clone();
+                Unsettled::new(what, move |zk, zkw| {
+                    let node = zkutil::join_znode(&root, &name);
+                    if let Some((path, stat)) =
+                        mark.find(zk, &node, CreateMode::EphemeralSequential)?
+                    {
+                        remove_found(zk, zkw, &path, &stat);
+                    }
+                    Ok(())
+                })
+            }
+            OfferMark::Serial => {
+                pending().lock().insert((session, root.clone()), floor);
+                Unsettled::new(what, move |zk, zkw| {
+                    let guard = SerialGuard::take(session, &root);
+                    let Some(floor) = pending().lock().remove(&guard.0) else {
+                        return Ok(()); // the next offer settled it
+                    };
+                    let settled = settle_serial(zk, zkw, &root, &name, floor);
+                    if settled.as_ref().is_err_and(|e| e.is_retryable()) {
+                        pending().lock().insert(guard.0.clone(), floor);
+                    }
+                    settled
+                })
+            }
+        };
+        unsettled.in_background(&zk, &zkw.downgrade());
     }
 
     /// The node an earlier try made, if any: `sync` first, then the listing.
-    fn find(&self, zk: &ZooKeeper, floor: i64) -> Result<Option<String>> {
+    fn find(&self, zk: &ZooKeeper, floor: i64) -> Result<Option<(String, Stat)>> {
         if let OfferMark::Owner(mark) = &self.mark {
             let node = zkutil::join_znode(self.root, &self.name);
-            let found = mark.find(zk, &node, CreateMode::EphemeralSequential)?;
-            return Ok(found.map(|(path, _)| path));
+            return mark.find(zk, &node, CreateMode::EphemeralSequential);
         }
-        let Some(children) = synced_children(zk, self.root)? else {
-            return Ok(None);
-        };
-        let mut found = Vec::new();
-        for c in children
-            .iter()
-            .filter(|c| c.starts_with(self.name.as_str()))
-        {
-            let path = zkutil::join_znode(self.root, c);
-            match zk.exists(&path, false) {
-                Ok(Some(stat)) if stat.ephemeral_owner == zk.session_id() && stat.czxid > floor => {
-                    found.push(path)
-                }
-                Ok(_) => {}
-                // Another candidate's offer whose ACL gives this session no
-                // READ, on 3.8.4+ / 3.9.2+ (ZOOKEEPER-2590; older servers
-                // answer its Stat): not ours, whose ACL is this session's.
-                Err(Error::NoReadPermission { .. }) => {}
-                Err(e) => return Err(e),
+        find_serial(zk, self.root, &self.name, floor)
+    }
+}
+
+/// A serial offer's unsettled create, settled under the offers' one-at-a-time
+/// hold: its node (if the server made it) is found and removed.
+fn settle_serial(
+    zk: &ZooKeeper,
+    zkw: &WeakZooKeeperWatcher,
+    root: &str,
+    name: &str,
+    floor: i64,
+) -> Result<()> {
+    if let Some((path, stat)) = find_serial(zk, root, name, floor)? {
+        remove_found(zk, zkw, &path, &stat);
+    }
+    Ok(())
+}
+
+/// The serial offer of this session on `root` created after `floor`, if any
+/// (`sync` first, then the listing).
+fn find_serial(
+    zk: &ZooKeeper,
+    root: &str,
+    name: &str,
+    floor: i64,
+) -> Result<Option<(String, Stat)>> {
+    let Some(children) = synced_children(zk, root)? else {
+        return Ok(None);
+    };
+    let mut found = Vec::new();
+    for c in children.iter().filter(|c| c.starts_with(name)) {
+        let path = zkutil::join_znode(root, c);
+        match zk.exists(&path, false) {
+            Ok(Some(stat)) if stat.ephemeral_owner == zk.session_id() && stat.czxid > floor => {
+                found.push((path, stat))
             }
+            Ok(_) => {}
+            // Another candidate's offer whose ACL gives this session no
+            // READ, on 3.8.4+ / 3.9.2+ (ZOOKEEPER-2590; older servers
+            // answer its Stat): not ours, whose ACL is this session's.
+            Err(Error::NoReadPermission { .. }) => {}
+            Err(e) => return Err(e),
         }
-        match found.len() {
-            0 | 1 => Ok(found.pop()),
-            _ => Err(Error::zk(ZkError::RuntimeInconsistency, self.root)),
-        }
+    }
+    match found.len() {
+        0 | 1 => Ok(found.pop()),
+        _ => Err(Error::zk(ZkError::RuntimeInconsistency, root)),
     }
 }
 
@@ -142,6 +235,15 @@ type Making = (Mutex<HashSet<(i64, String)>>, Condvar);
 fn making() -> &'static Making {
     static MAKING: OnceLock<Making> = OnceLock::new();
     MAKING.get_or_init(Default::default)
+}
+
+/// The (session, root) pairs with a serial offer's unsettled create, and
+/// the floor its find looks above: settled, under the pair's
+/// [`SerialGuard`], by the background settle or by the next offer there,
+/// whichever holds it first.
+fn pending() -> &'static Mutex<HashMap<(i64, String), i64>> {
+    static PENDING: OnceLock<Mutex<HashMap<(i64, String), i64>>> = OnceLock::new();
+    PENDING.get_or_init(Default::default)
 }
 
 /// One offer of a session on a root made at a time in the process (see

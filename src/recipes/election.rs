@@ -514,6 +514,11 @@ impl LeaderElectionSupport {
     /// first). After `Failed`, `start` removes what is left of the failed
     /// attempt and starts over.
     ///
+    /// A `start` that fails leaves no offer: when it gave up with its
+    /// create's outcome unknown (a lost reply, then every lookup failing on
+    /// the connection), the offer the server may have made is found and
+    /// removed once the connection is back.
+    ///
     /// # Errors
     /// `SessionExpired`/`Closed`; `NoNode` when the offer was deleted under the
     /// candidate; ZooKeeper errors (after `FAILED` is told, as Java's

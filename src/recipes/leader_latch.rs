@@ -448,7 +448,9 @@ impl LeaderLatch {
     /// different dialects starting at once are not told);
     /// `BadArguments` when started already or closed; `SessionExpired` /
     /// `Closed` when the session ended; ZooKeeper errors after retries (the
-    /// latch is then not started).
+    /// latch is then not started, and leaves no node: one the server may
+    /// have made for a create whose reply was lost is found by its mark and
+    /// removed once the connection is back).
     pub fn start(&self) -> Result<()> {
         let engine = self.rounds.engine();
         {

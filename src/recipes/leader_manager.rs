@@ -13,7 +13,9 @@ use crate::background::on_reconnect;
 use crate::client::{CreateMode, EventType, KeeperState};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError, ZkResultExt};
-use crate::owned::{create_owned, Guard, NodeSpec, OwnerMark, Parents, Removal};
+use crate::owned::{
+    create_owned, remove_found, Guard, NodeSpec, OwnerMark, Parents, Removal, Unsettled,
+};
 use crate::wait::{EndRegistration, WaitSession, Wake, WhenDown};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
@@ -96,6 +98,10 @@ struct LeaderShared {
     node_id: Vec<u8>,
     /// The mark of this manager's leader znode (one way to own a node).
     mark: OwnerMark,
+    /// Held while a wait creates or adopts the leader znode and records the
+    /// claim, and while a settle of a create that gave up decides on the
+    /// znode: so a settle never removes a znode a later wait claimed.
+    making: Mutex<()>,
     state: Mutex<LeaderState>,
     /// Woken by the watch on the leader znode (through the subscription), a
     /// stop, and the session's end.
@@ -150,6 +156,7 @@ impl ZkLeaderManager {
             znode: leader_znode.to_string(),
             node_id: identifier.as_ref().to_vec(),
             mark: OwnerMark::new(),
+            making: Mutex::new(()),
             state: Mutex::new(LeaderState::default()),
             wake: Arc::new(Wake::default()),
             listeners: Listeners::default(),
@@ -220,7 +227,10 @@ impl ZkLeaderManager {
     /// `SessionExpired` (or `Closed`, `AuthFailed`) when the session the wait
     /// began in ends, renewed or not; `BadArguments` for a bad path; other
     /// ZooKeeper errors after retries (HBase aborts the watcher and stops the
-    /// candidate; zklock returns the error).
+    /// candidate; zklock returns the error, holds no claim, and leaves no
+    /// znode: one the server may have made for a create whose reply was lost
+    /// is found by its mark and removed once the connection is back, unless
+    /// a later wait of this manager has claimed it).
     pub fn wait_to_become_leader(&self) -> Result<bool> {
         crate::path::validate(&self.shared.znode)?;
         let zk = self.zkw.zookeeper();
@@ -255,17 +265,30 @@ impl ZkLeaderManager {
                 ttl: None,
                 parents: Parents::Persistent,
             };
-            match create_owned(rzk, &spec, &self.shared.mark) {
-                Ok((_, stat)) => {
-                    if self.claimed(session, stat.czxid)? {
-                        debug!("claimed the leader znode {znode}");
-                        return Ok(true);
-                    }
-                    continue;
+            let making = self.shared.making.lock();
+            let claimed = create_owned(rzk, &spec, &self.shared.mark)
+                .and_then(|(_, stat)| self.claimed(session, stat.czxid));
+            match claimed {
+                Ok(true) => {
+                    debug!("claimed the leader znode {znode}");
+                    return Ok(true);
                 }
+                Ok(false) => continue,
                 Err(e) if e.is(ZkError::NodeExists) => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // The server may have made the znode (a lost reply, then
+                    // every lookup failed): no claim, and what is there is
+                    // settled after the reconnect, never left as a leader
+                    // nobody is.
+                    self.shared.state.lock().claim = None;
+                    drop(making);
+                    if e.is_retryable() {
+                        self.unsettled(session);
+                    }
+                    return Err(e);
+                }
             }
+            drop(making);
             // HBase: ZKUtil.getDataAndWatch(watcher, leaderZNode)
             match rzk.get_data(znode, true).optional()? {
                 None => {
@@ -279,6 +302,7 @@ impl ZkLeaderManager {
                         // session with our id leads: wait for it.
                         let zk = self.zkw.zookeeper();
                         let mark = &self.shared.mark;
+                        let _making = self.shared.making.lock();
                         let marked = rzk.retrying("getACL", znode, |_| {
                             mark.is_marked(zk, znode, CreateMode::Ephemeral)
                         })?;
@@ -320,6 +344,33 @@ impl ZkLeaderManager {
                 znode,
             )?;
         }
+    }
+
+    /// A wait gave up after a create whose outcome is unknown: once the
+    /// connection is back, the znode this manager's mark made (if the server
+    /// made it) is removed, unless a later wait has claimed it meanwhile
+    /// (decided under the making lock, so no wait claims it in between).
+    fn unsettled(&self, session: i64) {
+        let zk = self.zkw.zookeeper().pinned();
+        if zk.session_id() != session {
+            return; // the session ended: its ephemeral znode went with it
+        }
+        let shared = Arc::downgrade(&self.shared);
+        let (znode, mark) = (self.shared.znode.clone(), self.shared.mark.clone());
+        Unsettled::new(znode.clone(), move |zk, zkw| {
+            let shared = shared.upgrade();
+            let _making = shared.as_ref().map(|s| s.making.lock());
+            let Some((path, stat)) = mark.find(zk, &znode, CreateMode::Ephemeral)? else {
+                return Ok(());
+            };
+            let claim = shared.as_ref().and_then(|s| s.state.lock().claim);
+            if claim.is_some_and(|c| c.czxid == stat.czxid) {
+                return Ok(()); // claimed by a later wait: kept
+            }
+            remove_found(zk, zkw, &path, &stat);
+            Ok(())
+        })
+        .in_background(&zk, &self.zkw.downgrade());
     }
 
     /// After a create of the leader znode in `session`: records the claim and

@@ -138,6 +138,9 @@ struct Shared {
     round_trips: AtomicU64,
     /// See [`FaultProxy::requests`]: forwarded client requests by opcode.
     requests: Mutex<HashMap<i32, u64>>,
+    /// See [`FaultProxy::set_mode_after`]: the opcodes whose next request
+    /// switches the mode, and the mode.
+    trip: Mutex<Option<(Vec<i32>, ProxyMode)>>,
 }
 
 #[derive(Debug)]
@@ -445,6 +448,7 @@ impl FaultProxy {
             changed: Condvar::new(),
             round_trips: AtomicU64::new(0),
             requests: Mutex::new(HashMap::new()),
+            trip: Mutex::new(None),
         });
         let acceptor = {
             let shared = Arc::clone(&shared);
@@ -536,6 +540,16 @@ impl FaultProxy {
     pub fn set_mode(&self, mode: ProxyMode) {
         self.shared.lock().mode = mode;
         self.shared.changed.notify_all();
+    }
+
+    /// Sets `mode` as the next client request with one of `opcodes`
+    /// (ZooKeeper's `OpCode`s: 1 create, 15 create2, 19 createContainer,
+    /// 21 createTTL, 2 delete, 5 setData, ...) is forwarded: that request
+    /// reaches the server, and with [`ProxyMode::StallDownstream`] its reply
+    /// (and every later one) is held, by construction (the mode is set
+    /// before the request is written). Once; replaces an earlier setting.
+    pub fn set_mode_after(&self, opcodes: &[i32], mode: ProxyMode) {
+        *lock(&self.shared.trip) = Some((opcodes.to_vec(), mode));
     }
 
     /// Closes every current connection, on both sides (both peers read EOF; held
@@ -1078,6 +1092,23 @@ fn write_loop(exit: &ThreadExit, to_upstream: bool, rx: &Receiver<Chunk>) {
                     shared.round_trips.fetch_add(1, Ordering::SeqCst);
                 }
                 if !opcodes.is_empty() {
+                    let tripped = {
+                        let mut trip = lock(&shared.trip);
+                        match trip.as_ref() {
+                            Some((ops, mode)) if opcodes.iter().any(|o| ops.contains(o)) => {
+                                let mode = *mode;
+                                *trip = None;
+                                Some(mode)
+                            }
+                            _ => None,
+                        }
+                    };
+                    if let Some(mode) = tripped {
+                        // Before the request is written: its reply cannot
+                        // pass before the mode holds it.
+                        shared.lock().mode = mode;
+                        shared.changed.notify_all();
+                    }
                     let mut counts = lock(&shared.requests);
                     for op in opcodes {
                         *counts.entry(op).or_default() += 1;
