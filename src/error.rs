@@ -575,20 +575,13 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Zk { code, .. } | Error::Multi { code, .. } | Error::Connect { code, .. } => {
-                Some(code)
-            }
-            Error::NoReadPermission { .. } => Some(&ZkError::NoAuth),
-            Error::Io(e) => Some(e),
-            #[cfg(feature = "tls")]
-            Error::Tls(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// Every variant's `Display` says all there is (the ZooKeeper code, the
+/// path, the I/O or TLS error's message), so `source()` is `None`: an error
+/// reporter that prints the chain (`anyhow`'s `{:#}`, `Caused by:`) prints
+/// each fact once (std's guidance: a cause is either in the message or the
+/// source, not both). The code stays typed through [`Error::code`] and the
+/// variants themselves.
+impl std::error::Error for Error {}
 
 impl From<ZkError> for Error {
     fn from(code: ZkError) -> Error {
@@ -708,6 +701,33 @@ impl TlsError {
 
 #[cfg(test)]
 mod tests {
+    /// The chain as an error reporter prints it: each error's message,
+    /// then its sources'.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut out = e.to_string();
+        let mut next = e.source();
+        while let Some(cause) = next {
+            out.push_str(": ");
+            out.push_str(&cause.to_string());
+            next = cause.source();
+        }
+        out
+    }
+
+    #[test]
+    fn a_reported_chain_says_each_fact_once() {
+        let e = Error::zk(ZkError::NoNode, "/probe/none");
+        assert_eq!(chain(&e), "no node: /probe/none");
+        assert_eq!(e.code(), Some(ZkError::NoNode), "the code stays typed");
+        let io = Error::Io(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "refused",
+        ));
+        assert_eq!(chain(&io), "i/o error: refused");
+        let anyhow = format!("{:#}", anyhow::Error::new(e));
+        assert_eq!(anyhow, "no node: /probe/none");
+    }
+
     use super::*;
 
     /// Every known code's name is its variant's name, as the metrics' `code`
