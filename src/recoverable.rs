@@ -230,6 +230,12 @@ impl RecoverableZooKeeper {
         self.zk.close()
     }
 
+    /// Closes the session in the background, never waiting (what a `Drop`
+    /// calls; see `ZooKeeper::close_in_background`).
+    pub(crate) fn close_in_background(&self) {
+        self.zk.close_in_background()
+    }
+
     /// Runs `f` in HBase's retry loop; `f` gets whether this is a retry. (The
     /// trackers' reads, made with asynchronous calls, use it too.)
     pub(crate) fn retrying<T>(

@@ -1290,8 +1290,13 @@ impl Watcher for WatcherInner {
 }
 
 impl Drop for WatcherInner {
+    /// Ends the session if a close is still owed: after a close that no
+    /// server confirmed (the session may live on), tried once more in the
+    /// background, never on the dropping thread (`Drop` never waits on the
+    /// network; the close waits up to its bound, 2 s). After a confirmed
+    /// close there is nothing to do.
     fn drop(&mut self) {
-        let _ = self.rzk.close();
+        self.rzk.close_in_background();
     }
 }
 

@@ -683,8 +683,12 @@ fn a_locally_expired_session_is_closed_on_the_server_when_it_is_reachable() {
     no_client_panics();
 }
 
+/// Through a dead link (nothing reaches the server), `close()` after a
+/// local expiry cannot hear the server: it gives up at its bound (2/3 of the
+/// session timeout) with `ConnectionLoss`, however long the background close
+/// would have tried.
 #[test]
-fn close_after_a_local_expiry_does_not_wait_for_the_server() {
+fn close_after_a_local_expiry_through_a_dead_link_is_bounded_and_an_error() {
     let session = Duration::from_secs(2);
     let (proxy, zk, events) = via_proxy(session);
     proxy.stall();
@@ -693,12 +697,10 @@ fn close_after_a_local_expiry_does_not_wait_for_the_server() {
     // (deliberate: no event marks it).
     thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
-    zk.close().unwrap();
-    assert!(
-        t.elapsed() < Duration::from_millis(500),
-        "{:?}",
-        t.elapsed()
-    );
+    let e = zk.close().expect_err("close() heard no server");
+    assert_eq!(e.code(), Some(ZkError::ConnectionLoss), "{e}");
+    // The bound is 1.33 s; slack for a loaded machine.
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     drop(proxy);
     no_client_panics();
 }
@@ -1077,5 +1079,168 @@ fn the_exported_close_session_closes_a_session_held_elsewhere() {
     let e = zklock::testing::close_session(&servers, 0, b"", Duration::from_secs(6)).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     zk.close().unwrap();
+    no_client_panics();
+}
+
+// ---------------------------------------------------------------------------
+// Issue 50, item 3: close() after an expiry the client declared itself
+// ---------------------------------------------------------------------------
+
+/// The client's side of a one-way partition for session `id` of `zk`: the
+/// server keeps hearing the client (`stall_downstream`: pings and connect
+/// requests reach it, its replies do not) until the client gives the
+/// connection up (`Disconnected`); then nothing reaches the server either
+/// (`stall`), so neither the client's reconnects nor its background close of
+/// the session it declares expired can end or refresh the session there.
+/// Returns when the client has declared the session expired.
+///
+/// The server heard a ping at most a sixth of the session timeout before the
+/// client gave up, 2/3 of a timeout after the client last heard the server:
+/// so it holds the session at least half a timeout after the client's
+/// `Expired`.
+fn one_way_partition_until_declared_expired(proxy: &FaultProxy, events: &Events) {
+    proxy.stall_downstream();
+    events.wait_state(KeeperState::Disconnected, 1, WAIT);
+    proxy.stall();
+    events.wait_state(KeeperState::Expired, 1, Duration::from_secs(20));
+}
+
+/// Issue 50, item 3. In a one-way partition the client declares its session
+/// expired a session timeout after it last heard the server, while the
+/// server, which heard its pings, holds the session (and its ephemeral node)
+/// half a timeout longer or more. `close()` must not count the client's own
+/// verdict as the session's end: it sends closeSession on a new connection
+/// within its bound, and with no answer says `ConnectionLoss` (the node is
+/// still there, as a second, direct client shows). Once the server is
+/// reachable a second `close()` closes the session: `Ok`, and the node is gone
+/// at once (long before the server would have expired the session).
+///
+/// Timing, by construction: session timeout T = 10 s; the client declares
+/// the expiry at T after it last heard the server; the server holds the
+/// session until at least 1.5 T after it (see
+/// [`one_way_partition_until_declared_expired`]); `close()` gives up at 2 s.
+#[test]
+fn close_after_a_declared_expiry_is_ok_only_on_the_servers_word() {
+    let addr = shared_server().connect_string();
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(10));
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("close_declared_expiry");
+    mkdirs(&other, &root);
+    let node = format!("{root}/eph");
+    zk.create(&node, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let id = zk.session_id();
+
+    one_way_partition_until_declared_expired(&proxy, &events);
+    assert_eq!(zk.state(), State::Expired);
+    let t = Instant::now();
+    let closed = zk.close();
+    let took = t.elapsed();
+    let present = other.exists(&node, false).unwrap().is_some();
+    assert!(
+        closed.is_err(),
+        "close() after the client's own expiry returned {closed:?} in {took:?}, while the \
+         server still holds the session (its ephemeral node present: {present})"
+    );
+    let e = closed.unwrap_err();
+    assert_eq!(e.code(), Some(ZkError::ConnectionLoss), "{e}");
+    // It tried, within its bound (2 s; slack for a loaded machine).
+    assert!(
+        took >= Duration::from_millis(1500),
+        "gave up after {took:?}"
+    );
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert!(
+        present,
+        "the server still holds the session: its node is there"
+    );
+    assert!(dump_has_session(&addr, id), "the server lists the session");
+
+    // Reachable again: the retry closes it (closeSession right behind the
+    // ConnectRequest on a new connection), confirmed by the server.
+    proxy.reset();
+    zk.close()
+        .expect("the retried close() reached the server and closed the session");
+    assert!(
+        other.exists(&node, false).unwrap().is_none(),
+        "close() said Ok: the session's ephemeral node is gone"
+    );
+    // Confirmed: later calls are Ok at once.
+    let t = Instant::now();
+    zk.close().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
+    rmr(&other, &root);
+    no_client_panics();
+}
+
+/// Issue 50, item 3, the other answer: after the client declared the expiry,
+/// the server expires the session too (nothing reached it since); once it is
+/// reachable, `close()` reconnects with the session's id and hears that it
+/// expired: `Ok`, the session is gone.
+#[test]
+fn close_after_a_declared_expiry_counts_the_servers_expired_answer() {
+    let addr = shared_server().connect_string();
+    let (proxy, zk, events) = via_proxy(Duration::from_secs(2));
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("close_declared_expiry_expired");
+    mkdirs(&other, &root);
+    let node = format!("{root}/eph");
+    zk.create(&node, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let id = zk.session_id();
+
+    one_way_partition_until_declared_expired(&proxy, &events);
+    zklock::testing::wait_until(WAIT, "the server expired the session", || {
+        !dump_has_session(&addr, id)
+    });
+    assert!(other.exists(&node, false).unwrap().is_none());
+    // The requests held meanwhile are dropped with the connections.
+    proxy.reset();
+    zk.close()
+        .expect("close(): the server said the session had expired");
+    no_client_panics();
+    rmr(&other, &root);
+}
+
+/// Dropping the last handle after a `close()` that no server confirmed
+/// returns at once, and the close is tried again in the background: once the
+/// server is reachable, the session and its ephemeral node go (long before
+/// the server would have expired the session).
+#[test]
+fn dropping_a_client_after_a_failed_close_retries_it_in_the_background() {
+    let addr = shared_server().connect_string();
+    let (proxy, zk, _events) = via_proxy(Duration::from_secs(10));
+    let (other, _) = connect(&server(), Duration::from_secs(10));
+    let root = unique_root("drop_after_failed_close");
+    mkdirs(&other, &root);
+    let node = format!("{root}/eph");
+    zk.create(&node, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let seen = Events::new();
+    assert!(other.exists_w(&node, seen.watcher()).unwrap().is_some());
+    let id = zk.session_id();
+
+    proxy.stall();
+    let stalled = Instant::now();
+    let e = zk.close().expect_err("close() without the server's answer");
+    assert_eq!(e.code(), Some(ZkError::ConnectionLoss), "{e}");
+    assert!(dump_has_session(&addr, id));
+    let t = Instant::now();
+    drop(zk);
+    let took = t.elapsed();
+    assert!(took < Duration::from_millis(300), "the drop took {took:?}");
+    proxy.reset();
+    seen.wait_node(EventType::NodeDeleted, &node, 1, WAIT);
+    // The server alone holds the session 10 s after the last ping it heard.
+    let gone = stalled.elapsed();
+    assert!(
+        gone < Duration::from_secs(7),
+        "the node went {gone:?} after the stall: by the server's expiry, not the retried close"
+    );
+    rmr(&other, &root);
     no_client_panics();
 }

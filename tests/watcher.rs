@@ -1125,6 +1125,72 @@ fn without_renewal_an_expiry_is_final_and_aborts() {
     zkw.close().unwrap();
 }
 
+/// Issue 50, item 5. Dropping a `ZooKeeperWatcher` after a `close()` that
+/// no server confirmed (`ConnectionLoss`: the session may live on) returns at
+/// once: the close is tried again in the background (the watcher's inner
+/// state used to try it on the dropping thread, for the whole close bound,
+/// 2 s). Once the server is reachable the retry closes the session: its
+/// ephemeral node goes, as a second, direct client sees, long before the
+/// server would have expired the session.
+#[test]
+fn dropping_a_watcher_after_a_failed_close_returns_at_once_and_retries_in_the_background() {
+    let _serial = Serial::shared();
+    init_log();
+    let servers = shared_server().connect_string();
+    let proxy = FaultProxy::start(servers.as_str()).unwrap();
+    let zkw = builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(10))
+        .connect()
+        .unwrap();
+    let other = ZooKeeper::connect(&servers, SESSION, |_e: WatchedEvent| {}).unwrap();
+    other.wait_connected(WAIT).unwrap();
+    let root = unique_root("drop_after_failed_close");
+    zkutil::create_with_parents(&zkw, &root).unwrap();
+    let node = format!("{root}/eph");
+    zkw.recoverable_zookeeper()
+        .create(&node, b"", Acl::open_unsafe(), CreateMode::Ephemeral)
+        .unwrap();
+    let (tx, gone) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    assert!(other
+        .exists_w(&node, move |e: WatchedEvent| {
+            if e.event_type == EventType::NodeDeleted {
+                let _ = tx.lock().unwrap().send(());
+            }
+        })
+        .unwrap()
+        .is_some());
+
+    proxy.stall();
+    let stalled = Instant::now();
+    let e = zkw
+        .close()
+        .expect_err("close() without the server's answer");
+    assert_eq!(e.code(), Some(ZkError::ConnectionLoss), "{e}");
+    assert!(
+        other.exists(&node, false).unwrap().is_some(),
+        "the session lives on"
+    );
+    let t = Instant::now();
+    drop(zkw);
+    let took = t.elapsed();
+    assert!(
+        took < ms(300),
+        "dropping the watcher after a failed close took {took:?}"
+    );
+    proxy.reset();
+    gone.recv_timeout(WAIT)
+        .expect("the background retry closed the session");
+    // The server alone holds the session 10 s after the last ping it heard.
+    let after = stalled.elapsed();
+    assert!(
+        after < Duration::from_secs(7),
+        "the node went {after:?} after the stall: by the server's expiry, not the retried close"
+    );
+    let _ = zkutil::delete_node_recursively(&common::watcher(), &root);
+    other.close().unwrap();
+}
+
 /// Dropping the last handle never waits on the network: during a blackhole
 /// (closeSession unanswered, up to 2 s before) the drop of a watcher and of a
 /// raw client returns at once; the session still closes, in the background.

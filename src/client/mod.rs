@@ -37,8 +37,10 @@
 //!   sessions), so the connection thread keeps trying, in the background for up
 //!   to one more session timeout, to reconnect with the old id and password only
 //!   to send closeSession: the session's ephemeral nodes go as soon as a server
-//!   is reachable. No event is delivered for it and `close()`/drop end it at
-//!   once.
+//!   is reachable. No event is delivered for it. `close()` takes it over: it
+//!   sends closeSession itself, within its bound, and says `Ok` only when a
+//!   server confirmed the session gone (a drop does the same in the
+//!   background).
 //! - **Every call is bounded**: while disconnected, a call waits for the reconnect up
 //!   to the connect wait (default: the session timeout), then fails with
 //!   `ConnectionLoss`; a sent request waits for its reply at most the request timeout
@@ -200,15 +202,28 @@ fn join_threads(threads: Option<session::Threads>) {
 }
 
 impl Drop for Handle {
-    /// The last handle is gone: the session is closed in the background, on a
-    /// short-lived thread (`zklock-close`), because closeSession waits up to
-    /// 2 s for the server's answer (more for a watcher still running) and
-    /// `Drop` never waits on the network. `close()` is the synchronous form.
+    /// The last handle is gone: the session is closed in the background
+    /// (see [`Handle::close_in_background`]). `close()` is the synchronous
+    /// form.
     fn drop(&mut self) {
+        self.close_in_background();
+    }
+}
+
+impl Handle {
+    /// Closes the session on a short-lived thread (`zklock-close`) unless
+    /// nothing is left to do (the threads joined, and the session known gone
+    /// on the server or its close already under way in the background):
+    /// closeSession waits up to the close bound (2 s) for the server's answer
+    /// (more for a watcher still running), and `Drop` never waits on the
+    /// network. A close that failed (no server answered within its bound) is
+    /// tried once more this way, as `close()` would.
+    fn close_in_background(&self) {
         let shared = self.shared();
         let threads = self.threads.lock().take();
-        if threads.is_none() && shared.state().is_terminal() {
-            return; // closed already: nothing can block
+        let close = shared.close_in_background();
+        if threads.is_none() && !close {
+            return;
         }
         crate::util::run_in_background("zklock-close", move || {
             if let Err(e) = close_session(shared, threads) {
@@ -576,9 +591,16 @@ impl ZooKeeper {
         let (shared, threads) = session::start(settings, old.default_watcher.clone())?;
         *self.handle.shared.write() = shared;
         // Ends the old connection thread's attempt to close the expired session
-        // on the server (it would outlive the handle's threads otherwise);
-        // expired, so nothing to confirm.
-        let _ = old.close();
+        // on the server (it would outlive the handle's threads otherwise). On
+        // a short-lived thread: this runs on the event thread, and after an
+        // expiry the client declared itself the close asks the server, up to
+        // the close bound (the server may still hold the old session and its
+        // ephemeral nodes).
+        crate::util::run_in_background("zklock-close", move || {
+            if let Err(e) = old.close() {
+                log::debug!("closing the expired session after a renewal: {e}");
+            }
+        });
         // The old threads end by themselves (the connection thread has, the
         // event thread may be the one running this): not joined.
         *self.handle.threads.lock() = Some(threads);
@@ -805,14 +827,19 @@ impl ZooKeeper {
     ///
     /// `Ok` means the session is gone on the server: it answered closeSession,
     /// or said the session had expired (or the handle had ended already: by
-    /// expiry, told by a server or declared by the client after a whole
-    /// session timeout without one, when the server must have expired it; by a
-    /// refused authentication; or it never got a session). When the
-    /// answer does not come (the connection drops, e.g. because another handle
-    /// resumed the session and the server closed this connection, or the
-    /// server is cut off), closeSession is sent again on a new connection with
-    /// the session's id and password, until 2/3 of the session timeout (at
-    /// most 2 s) has passed since the call. So HBase's way of expiring a
+    /// an expiry a server told; by a refused authentication; or it never got
+    /// a session). When the answer does not come (the connection drops, e.g.
+    /// because another handle resumed the session and the server closed this
+    /// connection, or the server is cut off), closeSession is sent again on a
+    /// new connection with the session's id and password, until 2/3 of the
+    /// session timeout (at most 2 s) has passed since the call. The same after
+    /// an expiry the client declared itself (no server heard for a whole
+    /// session timeout): the server may still hold the session and its
+    /// ephemeral nodes (in a one-way partition it still hears the client, and
+    /// keeps the session up to about 2/3 of a timeout longer), so `close()`
+    /// sends closeSession on a new connection and returns `Ok` only on the
+    /// server's answer: closed, or a reconnect answered with the session
+    /// expired. So HBase's way of expiring a
     /// session in tests (`HBaseTestingUtility.expireSession`: a second handle
     /// on the same session id and password, then its `close()`) expires it
     /// when `close()` returns `Ok`. Java's `close()` returns normally in every
@@ -827,6 +854,14 @@ impl ZooKeeper {
     /// timeout), and its ephemeral nodes with it. The handle is closed anyway.
     pub fn close(&self) -> Result<()> {
         self.handle.close()
+    }
+
+    /// [`close`](Self::close) without waiting: on a short-lived thread, unless
+    /// nothing is left to do (the session known gone on the server, or its
+    /// background close already under way). What a `Drop` that ends the
+    /// session calls: `Drop` never waits on the network.
+    pub(crate) fn close_in_background(&self) {
+        self.handle.close_in_background()
     }
 
     /// Wakes `wake` when this session ends or is closed, from the thread that

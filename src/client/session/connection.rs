@@ -243,6 +243,7 @@ impl SessionShared {
                     "no server heard from for {silence:?}, the session timeout: the session has expired; not reconnecting"
                 );
                 expired_here = true;
+                self.declared_expired.store(true, Ordering::SeqCst);
                 break Terminal::Expired;
             }
             let host = &hosts[next % hosts.len()];
@@ -389,6 +390,7 @@ impl SessionShared {
             match self.close_remote(host, id, &password, until, true) {
                 Ok(gone) => {
                     info!("session {id:#x}: {gone} on {host}");
+                    self.close_confirmed.store(true, Ordering::SeqCst);
                     return;
                 }
                 Err(CloseFailure::Final(e)) => {

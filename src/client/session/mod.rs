@@ -135,10 +135,20 @@ pub(crate) struct SessionShared {
     /// Set by `close()`: the connection thread stops whatever it still does
     /// after the session's end (closing an expired session on the server).
     abandon: AtomicBool,
-    /// Set when a `close()` saw the session end on the server (its answer to
-    /// closeSession, or a server saying the session expired): a later
-    /// `close()` returns `Ok` at once.
+    /// Set when the session was seen to end on the server (its answer to
+    /// closeSession, or a server saying the session expired), by a `close()`
+    /// or by the connection thread's close of a session it declared expired:
+    /// a later `close()` returns `Ok` at once.
     close_confirmed: AtomicBool,
+    /// Set when the client declared the session expired itself (no server
+    /// heard for a whole session timeout), not told by a server: the server
+    /// may still hold it (a one-way partition), so `close()` has to hear the
+    /// server before it says the session is gone.
+    declared_expired: AtomicBool,
+    /// Set when a drop handed the session's close to the background (see
+    /// [`close_in_background`](Self::close_in_background)): one such close
+    /// per session, however many drops follow.
+    background_close: AtomicBool,
     /// The connection's stream, for writing; `None` while not connected.
     writer: Mutex<Option<Link>>,
     /// The connection's read side, taken by whoever reads: a caller waiting
@@ -252,6 +262,8 @@ pub(crate) fn start(
         last_zxid: AtomicI64::new(0),
         abandon: AtomicBool::new(false),
         close_confirmed: AtomicBool::new(false),
+        declared_expired: AtomicBool::new(false),
+        background_close: AtomicBool::new(false),
         queue_warned: AtomicBool::new(false),
         writer: Mutex::new(None),
         reader: Mutex::new(None),
@@ -539,12 +551,15 @@ impl SessionShared {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// `Some(silence)` when the session must have expired: it exists (an id), and
-    /// no server has been heard from for a whole negotiated session timeout. The
-    /// server expires a session it has not heard from for that long, so waiting
-    /// longer only lets a lock holder believe in a lock another process may hold
-    /// now. (The Java client keeps trying and learns of the expiry only on
-    /// reconnect; Curator simulates the expiry the same way.)
+    /// `Some(silence)` when the client declares the session expired: it exists
+    /// (an id), and no server has been heard from for a whole negotiated
+    /// session timeout. A server that has not heard the client for that long
+    /// has expired it, so waiting longer only lets a lock holder believe in a
+    /// lock another process may hold now. The server may still hold it (a
+    /// one-way partition: it hears the client's pings), which is why `close()`
+    /// asks the server after such an expiry. (The Java client keeps trying
+    /// and learns of the expiry only on reconnect; Curator simulates the
+    /// expiry the same way.)
     fn surely_expired(&self) -> Option<Duration> {
         let (silence, negotiated) = self.session_silence()?;
         (silence >= negotiated).then_some(silence)
@@ -579,15 +594,17 @@ impl SessionShared {
 
     /// Ends the session: closeSession when connected, then stops the
     /// connection thread; joining is the handle's job. `Ok` only when the
-    /// session is known to be gone on the server: the server answered
+    /// session is known to be gone on the server
+    /// ([`ended_on_server`](Self::ended_on_server)): the server answered
     /// closeSession, or said the session had expired (or the handle had ended
-    /// already by expiry or a refused authentication, or never had a session).
-    /// A closeSession whose answer did not come (the connection dropped, e.g.
+    /// already by a refused authentication, or never had a session). A
+    /// closeSession whose answer did not come (the connection dropped, e.g.
     /// because another handle took the session over, or the server is cut
-    /// off) is sent again on a fresh connection with the session's id and
-    /// password, right behind the ConnectRequest, until the close bound
-    /// ([`close_bound`](Self::close_bound)); then `ConnectionLoss`. A later
-    /// call tries again the same way.
+    /// off), and a session the client declared expired itself (the server may
+    /// still hold it), are closed on a fresh connection with the session's id
+    /// and password, closeSession right behind the ConnectRequest, until the
+    /// close bound ([`close_bound`](Self::close_bound)); then
+    /// `ConnectionLoss`. A later call tries again the same way.
     pub(crate) fn close(&self) -> Result<(), Error> {
         self.abandon.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + self.close_bound();
@@ -604,10 +621,7 @@ impl SessionShared {
             // the state becomes Closed.
             self.wake_end_waits();
         }
-        let gone = matches!(state, State::Expired | State::AuthFailed)
-            || id == 0
-            || self.close_confirmed.load(Ordering::SeqCst);
-        let mut outcome = if gone {
+        let mut outcome = if self.ended_on_server() {
             Ok(())
         } else if first && state == State::Connected {
             self.close_on_connection(deadline)
@@ -625,6 +639,29 @@ impl SessionShared {
             self.close_confirmed.store(true, Ordering::SeqCst);
         }
         outcome
+    }
+
+    /// Whether the session is known to be gone on the server, so that a
+    /// close needs no network: a server said so (it answered closeSession,
+    /// or said the session had expired), the server refused the
+    /// authentication, or there never was a session. A session the client
+    /// declared expired itself is not gone until a server says so.
+    pub(crate) fn ended_on_server(&self) -> bool {
+        if self.close_confirmed.load(Ordering::SeqCst) {
+            return true;
+        }
+        let s = self.session.lock();
+        s.id == 0
+            || s.state == State::AuthFailed
+            || (s.state == State::Expired && !self.declared_expired.load(Ordering::SeqCst))
+    }
+
+    /// Whether a drop should close the session in the background: the
+    /// first time it is asked for a session not known gone on the server
+    /// ([`ended_on_server`](Self::ended_on_server)); a drop after that finds
+    /// the close done or under way.
+    pub(crate) fn close_in_background(&self) -> bool {
+        !self.ended_on_server() && !self.background_close.swap(true, Ordering::SeqCst)
     }
 
     /// How long `close()` tries to have the session closed on the server:
