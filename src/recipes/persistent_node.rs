@@ -15,7 +15,10 @@
 //! (never a call there). Nothing is looked at periodically:
 //!
 //! - a call that fails on a lost connection is tried again once the
-//!   connection is back (a one-shot reconnect hook wakes the thread); one
+//!   connection is back (a one-shot reconnect hook wakes the thread; a
+//!   round woken while the client is disconnected makes no call, it waits
+//!   for that hook: a close is not held up by a call waiting for the
+//!   connection); one
 //!   that fails because the session ended (a renewal may come) is tried
 //!   again once a session connects (the thread's session hook, told every
 //!   connect, wakes it);
@@ -143,6 +146,9 @@ struct Shared {
     /// every write of the node (the application's and the thread's), so the
     /// thread never takes one of them for someone else's.
     ours: Mutex<Option<Held>>,
+    /// Whether `ours` holds a node, readable without waiting for a write
+    /// under way ([`PersistentNode::is_created`]).
+    created: AtomicBool,
     /// The node's actual path, once created (the sequence is the server's).
     actual: Mutex<Option<String>>,
     /// This incarnation's mark (see the module docs), and once a create with
@@ -297,6 +303,7 @@ impl PersistentNode {
             remove_on_close,
             data: Mutex::new((data.to_vec(), 0)),
             ours: Mutex::new(None),
+            created: AtomicBool::new(false),
             actual: Mutex::new(None),
             mark: Mutex::new((OwnerMark::new(), None)),
             closed: AtomicBool::new(false),
@@ -340,15 +347,19 @@ impl PersistentNode {
         rx
     }
 
-    /// Whether the recipe holds the node now (as far as it knows).
+    /// Whether the recipe holds the node now (as far as it knows). Never
+    /// waits for a write under way.
     pub fn is_created(&self) -> bool {
-        self.shared.ours.lock().is_some()
+        self.shared.created.load(Ordering::SeqCst)
     }
 
     /// Waits until the node is created: `true`, or `false` after `timeout`.
     /// A wait through the wait engine, not bound to one session (the node
     /// outlives sessions: after an expiry it is created again on the renewed
-    /// session); woken by each change the node's thread makes.
+    /// session); woken by each change the node's thread makes. The node is
+    /// created or adopted then; when its create carried older data than
+    /// the last [`set_data`](Self::set_data), that data is written just
+    /// after (see there).
     pub fn wait_created(&self, timeout: Duration) -> bool {
         let deadline = Deadline::after(timeout);
         self.shared
@@ -588,6 +599,7 @@ impl Shared {
     /// incarnation under a new mark.
     fn forget(&self) {
         *self.ours.lock() = None;
+        self.created.store(false, Ordering::SeqCst);
         *self.actual.lock() = None;
         *self.mark.lock() = (OwnerMark::new(), None);
     }
@@ -638,6 +650,7 @@ impl Shared {
             generation,
             pending: None,
         });
+        self.created.store(true, Ordering::SeqCst);
         *self.actual.lock() = Some(path);
         *self.foreign.lock() = None;
         self.tell(PersistentNodeEvent::Created(stat));
@@ -850,6 +863,7 @@ impl Shared {
         #[cfg(feature = "testing")]
         self.hook.call(PersistentNodeStep::Removing, &self.path);
         let held = self.ours.lock().take();
+        self.created.store(false, Ordering::SeqCst);
         let actual = self.actual.lock().take();
         let (mark, sent) = self.mark.lock().clone();
         if !self.remove_on_close {
