@@ -37,7 +37,9 @@
 //! and recovers a lost reply itself, within the
 //! [`RecoverableZooKeeper`]'s retries. A caller that keeps its own loop (the
 //! persistent node's thread) uses [`create_once`] and asks
-//! [`OwnerMark::find`] or [`OwnerMark::is_marked`] afterwards.
+//! [`OwnerMark::find`] or [`OwnerMark::is_marked`] afterwards; one that
+//! stops while such a create is unsettled removes its node with
+//! [`OwnerMark::remove_if_created`] (find, then [`Removal`]).
 //! Every delete of a caller's node goes through the one removal API,
 //! [`Removal`]: guarded ([`Guard::Created`] deletes the node only while it
 //! is the same node, its creation zxid, at the version read) or not,
@@ -211,6 +213,35 @@ impl OwnerMark {
             }
         }
         Ok(None)
+    }
+
+    /// Settles a create of `path` in `mode` under this mark whose outcome is
+    /// unknown (its reply lost, the client maybe still disconnected) by
+    /// removing its node if it made one: waits for the reconnect and finds
+    /// the node ([`find`](Self::find)) within `rzk`'s retries and deadline
+    /// (a call made while disconnected waits for the connection), then
+    /// deletes it guarded by its creation zxid ([`Removal`] with
+    /// [`Guard::Created`]). `Ok(true)` removed; `Ok(false)` there is none
+    /// (the create never landed, an ephemeral one went with its session, or
+    /// another node has the name).
+    ///
+    /// # Errors
+    /// `ConnectionLoss` when the connection is not back by `rzk`'s deadline;
+    /// as [`Removal::run`] otherwise.
+    pub(crate) fn remove_if_created(
+        &self,
+        rzk: &RecoverableZooKeeper,
+        path: &str,
+        mode: CreateMode,
+    ) -> Result<bool> {
+        let found = rzk.retrying("find", path, |_| self.find(rzk.zookeeper(), path, mode))?;
+        match found {
+            Some((found, stat)) => {
+                debug!("{found}: removing the node of a create whose outcome was unknown");
+                Removal::new(found, Guard::Created(stat.czxid)).run(rzk)
+            }
+            None => Ok(false),
+        }
     }
 }
 

@@ -8,11 +8,15 @@
 mod common;
 
 use common::{force_expiry, init_log};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zklock::client::CreateMode;
 use zklock::client::{ReplyKind, WatchedEvent, ZooKeeper};
-use zklock::recipes::persistent_node::{PersistentNode, PersistentNodeEvent, PersistentTtlNode};
+use zklock::recipes::persistent_node::{
+    PersistentNode, PersistentNodeEvent, PersistentNodeStep, PersistentTtlNode,
+};
 use zklock::testing::{eventually, shared_server, unique_root, FaultProxy};
 use zklock::{RetryConfig, ZooKeeperWatcher};
 
@@ -523,4 +527,257 @@ fn a_node_whose_session_ended_waits_without_polling() {
     let closing = Instant::now();
     node.close();
     assert!(closing.elapsed() < LONG);
+}
+
+/// `start` (or `start_ttl`) with the step hook `hook`, its first create
+/// sent to the server with its reply held by `proxy.stall_downstream()`: a
+/// create in flight. A sequential node's thread creates first thing: the
+/// stall is set before `start`. A fixed name's thread looks first (its
+/// `exists`, whose reply the stall holds until the hook is set): the hook
+/// sets the stall again at the first `Creating` step.
+fn start_with_the_create_held(
+    zkw: &ZooKeeperWatcher,
+    proxy: &Arc<FaultProxy>,
+    path: &str,
+    mode: CreateMode,
+    data: &[u8],
+    hook: impl Fn(PersistentNodeStep, &str) + Send + Sync + 'static,
+) -> PersistentNode {
+    let held = AtomicBool::new(false);
+    let stall = proxy.clone();
+    let hook = move |step, path: &str| {
+        if step == PersistentNodeStep::Creating && !held.swap(true, Ordering::SeqCst) {
+            stall.stall_downstream();
+        }
+        hook(step, path);
+    };
+    proxy.stall_downstream();
+    let node = if mode.is_ttl() {
+        PersistentNode::start_ttl(zkw, path, mode, LONG, data)
+    } else {
+        PersistentNode::start(zkw, path, mode, data)
+    }
+    .unwrap()
+    .with_step_hook(hook);
+    if !mode.is_sequential() {
+        proxy.pass();
+    }
+    node
+}
+
+/// A node whose first create the server applied while its reply is held
+/// ([`start_with_the_create_held`]), then the connection cut behind a
+/// stalled proxy: the client is disconnected and stays so until
+/// `proxy.reset()`, and the create's outcome is unknown to the node. The
+/// node (with `hook`) and the path of the node the server made.
+fn node_with_an_unsettled_create(
+    zkw: &ZooKeeperWatcher,
+    proxy: &Arc<FaultProxy>,
+    dir: &str,
+    mode: CreateMode,
+    data: &[u8],
+    hook: impl Fn(PersistentNodeStep, &str) + Send + Sync + 'static,
+) -> (PersistentNode, String) {
+    zklock::zkutil::create_with_parents(zkw, dir).unwrap();
+    let observer = connect(&common::local(), false);
+    let path = format!("{dir}/svc");
+    let node = start_with_the_create_held(zkw, proxy, &path, mode, data, hook);
+    let children = || observer.zookeeper().get_children(dir, false).unwrap();
+    assert!(
+        eventually(LONG, || children().len() == 1),
+        "{mode:?}: the server applied the create"
+    );
+    proxy.stall();
+    proxy.cut();
+    assert!(eventually(LONG, || zkw.zookeeper().state()
+        != zklock::client::State::Connected));
+    assert!(
+        !node.is_created(),
+        "{mode:?}: the create's outcome is unknown"
+    );
+    (node, format!("{dir}/{}", children()[0]))
+}
+
+/// Issue 50 item 1: a node closed (or dropped) while the create whose reply
+/// was lost is unsettled, the client still disconnected, is removed: the
+/// node's thread waits for the reconnect (the proxy passes only once it is
+/// removing), finds the node by its mark and deletes it. In every mode.
+/// (Before: `close` returned at once, "no recorded node", and the node
+/// stayed: a persistent or TTL one for good.)
+#[test]
+fn a_node_closed_while_its_lost_create_is_unsettled_is_removed() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let observer = connect(&servers, false);
+    let root = unique_root("pnode-close-unsettled");
+    for (mode, by_drop) in [
+        (CreateMode::Persistent, false),
+        (CreateMode::PersistentWithTtl, false),
+        (CreateMode::Ephemeral, false),
+        (CreateMode::PersistentSequential, false),
+        (CreateMode::EphemeralSequential, false),
+        (CreateMode::Persistent, true),
+    ] {
+        let proxy = Arc::new(FaultProxy::start(servers.as_str()).unwrap());
+        let zkw = connect(&proxy.connect_string(), false);
+        let (removing, rx) = std::sync::mpsc::channel();
+        let removing = std::sync::Mutex::new(removing);
+        let dir = format!("{root}/{mode:?}-{by_drop}");
+        let (node, made) =
+            node_with_an_unsettled_create(&zkw, &proxy, &dir, mode, b"x", move |step, _| {
+                if step == PersistentNodeStep::Removing {
+                    let _ = removing.lock().unwrap().send(());
+                }
+            });
+        let closing = Instant::now();
+        std::thread::scope(|s| {
+            let proxy = &proxy;
+            s.spawn(move || {
+                // The connection comes back only once the node is removing.
+                let _ = rx.recv_timeout(Duration::from_secs(20));
+                proxy.reset();
+            });
+            if by_drop {
+                drop(node);
+            } else {
+                node.close();
+            }
+        });
+        let gone = || observer.zookeeper().exists(&made, false).unwrap().is_none();
+        if by_drop {
+            assert!(
+                eventually(Duration::from_secs(20), gone),
+                "{mode:?}: dropped while its create was unsettled: {made} is removed in the background"
+            );
+        } else {
+            println!("{mode:?}: closed in {:?}", closing.elapsed());
+            assert!(
+                gone(),
+                "{mode:?}: closed while its create was unsettled: {made} is removed on close"
+            );
+        }
+        zkw.close().unwrap();
+    }
+}
+
+/// Issue 50 item 2: `set_data` while the create is on its way (its reply
+/// held) or unsettled after a lost reply (the client disconnected) returns
+/// `NoNode`, and the node then holds that data: the create carried older
+/// data, so the node's thread writes it after the create or the adoption.
+/// (Before: the node kept the create's data, `"old"`, for good.)
+#[test]
+fn set_data_while_the_create_is_in_flight_or_unsettled_is_written() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let observer = connect(&servers, false);
+    let root = unique_root("pnode-data-unsettled");
+    let data_of = |path: &str| observer.zookeeper().get_data(path, false).map(|(d, _)| d);
+
+    // In flight: the reply is held, then delivered.
+    let proxy = Arc::new(FaultProxy::start(servers.as_str()).unwrap());
+    let zkw = connect(&proxy.connect_string(), false);
+    let dir = format!("{root}/in-flight");
+    zklock::zkutil::create_with_parents(&zkw, &dir).unwrap();
+    let path = format!("{dir}/svc");
+    let node = start_with_the_create_held(
+        &zkw,
+        &proxy,
+        &path,
+        CreateMode::Persistent,
+        b"old",
+        |_, _| {},
+    );
+    assert!(eventually(LONG, || data_of(&path).is_ok()), "created");
+    let e = node.set_data(b"new").unwrap_err();
+    assert!(e.is(zklock::ZkError::NoNode), "{e}");
+    proxy.pass();
+    assert!(node.wait_created(LONG));
+    assert!(
+        eventually(Duration::from_secs(10), || data_of(&path).unwrap()
+            == b"new"),
+        "set_data during the create in flight is written: the node holds {:?}",
+        String::from_utf8_lossy(&data_of(&path).unwrap())
+    );
+    node.close();
+    zkw.close().unwrap();
+
+    // Unsettled: the reply is lost and the client disconnected.
+    for mode in [CreateMode::Persistent, CreateMode::EphemeralSequential] {
+        let proxy = Arc::new(FaultProxy::start(servers.as_str()).unwrap());
+        let zkw = connect(&proxy.connect_string(), false);
+        let dir = format!("{root}/{mode:?}");
+        let (node, made) =
+            node_with_an_unsettled_create(&zkw, &proxy, &dir, mode, b"old", |_, _| {});
+        let e = node.set_data(b"new").unwrap_err();
+        assert!(e.is(zklock::ZkError::NoNode), "{mode:?}: {e}");
+        proxy.reset();
+        assert!(node.wait_created(LONG), "{mode:?}: adopted by its mark");
+        assert_eq!(node.actual_path(), Some(made.clone()), "{mode:?}: adopted");
+        assert!(
+            eventually(Duration::from_secs(10), || data_of(&made).unwrap()
+                == b"new"),
+            "{mode:?}: set_data during the unsettled create is written: the node holds {:?}",
+            String::from_utf8_lossy(&data_of(&made).unwrap())
+        );
+        node.close();
+        assert!(data_of(&made).is_err(), "{mode:?}: removed on close");
+        zkw.close().unwrap();
+    }
+}
+
+/// Issue 50 item 4: the node's own `set_data` whose reply is lost (the
+/// server applied it) is not reported as `ChangedByOther` once the node's
+/// thread looks at the node after the reconnect; a foreign write still is.
+/// (Before: `ChangedByOther(b"mine", ..)`.)
+#[test]
+fn its_own_write_whose_reply_is_lost_is_not_reported_as_someone_elses() {
+    init_log();
+    let servers = shared_server().connect_string();
+    let zkw = connect(&servers, false);
+    let observer = connect(&servers, false);
+    let path = format!("{}/svc", unique_root("pnode-own-write"));
+    let (looked, looks) = std::sync::mpsc::channel();
+    let looked = std::sync::Mutex::new(looked);
+    let node = PersistentNode::start(&zkw, &path, CreateMode::Ephemeral, b"first")
+        .unwrap()
+        .with_step_hook(move |step, _| {
+            if let PersistentNodeStep::Looked { mzxid } = step {
+                let _ = looked.lock().unwrap().send(mzxid);
+            }
+        });
+    let events = node.events();
+    assert!(node.wait_created(LONG));
+
+    zkw.zookeeper().lose_next_reply(ReplyKind::SetData);
+    let e = node.set_data(b"mine").unwrap_err();
+    assert!(e.is_retryable(), "its reply is lost: {e}");
+    let (data, written) = observer.zookeeper().get_data(&path, false).unwrap();
+    assert_eq!(data, b"mine", "the server applied it");
+    // The node's thread looks at the node as written (after the reconnect).
+    while looks.recv_timeout(LONG).unwrap() < written.mzxid {}
+    let reported: Vec<_> = events
+        .try_iter()
+        .filter(|e| matches!(e, PersistentNodeEvent::ChangedByOther(..)))
+        .collect();
+    assert!(
+        reported.is_empty(),
+        "its own write is not reported as someone else's: {reported:?}"
+    );
+
+    // Someone else's write still is, and the node's next write is not.
+    observer
+        .zookeeper()
+        .set_data(&path, b"theirs", None)
+        .unwrap();
+    match events.recv_timeout(LONG).unwrap() {
+        PersistentNodeEvent::ChangedByOther(d, _) => assert_eq!(d, b"theirs"),
+        e => panic!("{e:?}"),
+    }
+    node.set_data(b"again").unwrap();
+    let written = observer.zookeeper().exists(&path, false).unwrap().unwrap();
+    while looks.recv_timeout(LONG).unwrap() < written.mzxid {}
+    let seen: Vec<_> = events.try_iter().collect();
+    assert!(seen.is_empty(), "{seen:?}");
+    node.close();
+    assert!(observer.zookeeper().exists(&path, false).unwrap().is_none());
 }

@@ -1,7 +1,9 @@
 //! A node that stays created (Curator's `PersistentNode`, how services
 //! register themselves): created with its data, re-created after the session
 //! that held it expired (on the session `with_session_renewal` opens) or after
-//! someone deleted it, and removed on close.
+//! someone deleted it, holding the data the application gave last
+//! ([`PersistentNode::set_data`]), and removed on close (with the node of a
+//! create whose outcome is still unknown: [`PersistentNode::close`]).
 //!
 //! # How
 //! One background thread per node (named `zklock-persistent-node`) makes
@@ -13,7 +15,10 @@
 //! (never a call there). Nothing is looked at periodically:
 //!
 //! - a call that fails on a lost connection is tried again once the
-//!   connection is back (a one-shot reconnect hook wakes the thread); one
+//!   connection is back (a one-shot reconnect hook wakes the thread; a
+//!   round woken while the client is disconnected makes no call, it waits
+//!   for that hook: a close is not held up by a call waiting for the
+//!   connection); one
 //!   that fails because the session ended (a renewal may come) is tried
 //!   again once a session connects (the thread's session hook, told every
 //!   connect, wakes it);
@@ -64,9 +69,20 @@
 //! node lives while its owner does and goes (child by TTL, then the empty
 //! container) within about a TTL plus the reaper's interval once it stops.
 //!
+//! # Data
+//! The data the application gave last (each [`PersistentNode::set_data`] is
+//! one more generation of it) is what every create carries; after every
+//! create or adoption whose node holds an older generation (a create that
+//! was on its way, or whose reply was lost, when `set_data` ran) the node's
+//! thread writes it at the node's version (as Curator's writes its data
+//! into a node it finds existing; here only into its own, see above).
+//!
 //! # Foreign changes
 //! A change of the node's data by someone else is reported
-//! ([`PersistentNodeEvent::ChangedByOther`]) and left as it is; a foreign
+//! ([`PersistentNodeEvent::ChangedByOther`]) and left as it is (it counts as
+//! the latest data); this recipe's own writes never are, not even one whose
+//! reply was lost (it is pending until a look shows the node: written with
+//! its data, it is this recipe's); a foreign
 //! node of the same name (another session's ephemeral) is reported
 //! ([`PersistentNodeEvent::Foreign`], or
 //! [`PersistentNodeEvent::ForeignUnreadable`] when this session may not read
@@ -123,14 +139,22 @@ struct Shared {
     /// Whether close removes the node (not for [`PersistentTtlNode`]'s
     /// container, which its TTL child's expiry removes).
     remove_on_close: bool,
-    data: Mutex<Vec<u8>>,
-    /// The node as this recipe last created or wrote it: (session, czxid, mzxid).
-    ours: Mutex<Option<(i64, i64, i64)>>,
+    /// The data the application gave last, and its generation (one more at
+    /// each [`PersistentNode::set_data`]).
+    data: Mutex<(Vec<u8>, u64)>,
+    /// The node as this recipe last created, adopted or wrote it. Held by
+    /// every write of the node (the application's and the thread's), so the
+    /// thread never takes one of them for someone else's.
+    ours: Mutex<Option<Held>>,
+    /// Whether `ours` holds a node, readable without waiting for a write
+    /// under way ([`PersistentNode::is_created`]).
+    created: AtomicBool,
     /// The node's actual path, once created (the sequence is the server's).
     actual: Mutex<Option<String>>,
-    /// This incarnation's mark (see the module docs), and whether a create
-    /// with it was sent (its outcome may be unknown: look for it first).
-    mark: Mutex<(OwnerMark, bool)>,
+    /// This incarnation's mark (see the module docs), and once a create with
+    /// it was sent (its outcome may be unknown: look for it first), the
+    /// generation of the data it carried.
+    mark: Mutex<(OwnerMark, Option<u64>)>,
     closed: AtomicBool,
     /// The thread's wake-up and the one watcher of its watches.
     waiter: Waiter,
@@ -138,10 +162,54 @@ struct Shared {
     /// [`PersistentNode::rounds`]).
     #[cfg(feature = "testing")]
     rounds: std::sync::atomic::AtomicU64,
+    /// The test hook told each [`PersistentNodeStep`] (feature `testing`).
+    #[cfg(feature = "testing")]
+    hook: crate::wait::StepHook<PersistentNodeStep>,
     events: Mutex<Vec<mpsc::Sender<PersistentNodeEvent>>>,
     /// The foreign node last reported at the name (its creation zxid;
     /// `None`: one this session may not read), so each one is told once.
     foreign: Mutex<Option<Option<i64>>>,
+}
+
+/// The node as a [`PersistentNode`] last created, adopted or wrote it.
+#[derive(Debug, Clone)]
+struct Held {
+    /// The session it was created or adopted in.
+    session: i64,
+    czxid: i64,
+    /// Its `mzxid` as this recipe last saw it (its own write, or a look).
+    mzxid: i64,
+    /// The generation of the data it holds as far as this recipe knows (a
+    /// foreign write counts as the latest: it is left as it is).
+    generation: u64,
+    /// A write of this recipe's whose answer is not in (its reply lost):
+    /// its generation and data. The first look that shows the node written
+    /// tells whether it was this one (the data it shows) or someone else's.
+    pending: Option<(u64, Vec<u8>)>,
+}
+
+/// A step of a [`PersistentNode`]'s thread, told to a test hook (feature
+/// `testing`, [`PersistentNode::with_step_hook`]); the hook runs on the
+/// node's thread.
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PersistentNodeStep {
+    /// The thread is about to send a create of the node (under its mark,
+    /// with the application's data as it is now). Path: the path given to
+    /// `start`. A hook that holds the reply here (a proxy's one-way stall)
+    /// makes a create in flight, or one whose outcome stays unknown.
+    Creating,
+    /// A round looked at the node it holds and has done what that look
+    /// called for (a report, a write of the application's data); the node's
+    /// `mzxid` as that look saw it. Path: the node's actual path.
+    Looked {
+        /// The node's `mzxid` in the look.
+        mzxid: i64,
+    },
+    /// The thread stopped keeping the node (closed or dropped) and is about
+    /// to remove it. Path: the path given to `start`.
+    Removing,
 }
 
 /// A node kept created (see the module docs). Dropping it removes the node
@@ -233,14 +301,17 @@ impl PersistentNode {
             mode,
             ttl,
             remove_on_close,
-            data: Mutex::new(data.to_vec()),
+            data: Mutex::new((data.to_vec(), 0)),
             ours: Mutex::new(None),
+            created: AtomicBool::new(false),
             actual: Mutex::new(None),
-            mark: Mutex::new((OwnerMark::new(), false)),
+            mark: Mutex::new((OwnerMark::new(), None)),
             closed: AtomicBool::new(false),
             waiter: Waiter::default(),
             #[cfg(feature = "testing")]
             rounds: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(feature = "testing")]
+            hook: crate::wait::StepHook::default(),
             events: Mutex::new(Vec::new()),
             foreign: Mutex::new(None),
         });
@@ -276,15 +347,19 @@ impl PersistentNode {
         rx
     }
 
-    /// Whether the recipe holds the node now (as far as it knows).
+    /// Whether the recipe holds the node now (as far as it knows). Never
+    /// waits for a write under way.
     pub fn is_created(&self) -> bool {
-        self.shared.ours.lock().is_some()
+        self.shared.created.load(Ordering::SeqCst)
     }
 
     /// Waits until the node is created: `true`, or `false` after `timeout`.
     /// A wait through the wait engine, not bound to one session (the node
     /// outlives sessions: after an expiry it is created again on the renewed
-    /// session); woken by each change the node's thread makes.
+    /// session); woken by each change the node's thread makes. The node is
+    /// created or adopted then; when its create carried older data than
+    /// the last [`set_data`](Self::set_data), that data is written just
+    /// after (see there).
     pub fn wait_created(&self, timeout: Duration) -> bool {
         let deadline = Deadline::after(timeout);
         self.shared
@@ -302,30 +377,96 @@ impl PersistentNode {
         self.shared.rounds.load(Ordering::SeqCst)
     }
 
-    /// Sets the node's data (kept for every later re-create).
-    ///
-    /// # Errors
-    /// The session's errors; `NoNode` while the node is not created (the
-    /// data is kept and written by the next create).
-    pub fn set_data(&self, data: &[u8]) -> Result<()> {
-        *self.shared.data.lock() = data.to_vec();
-        let zk = self.shared.zkw.zookeeper().clone();
-        // Held across the write: the node's thread, woken by its watch, must
-        // not take this write for someone else's.
-        let mut ours = self.shared.ours.lock();
-        let Some(path) = self.shared.actual.lock().clone() else {
-            return Err(Error::zk(ZkError::NoNode, self.shared.path.clone()));
-        };
-        let stat = zk.set_data(&path, data, None)?;
-        if let Some(o) = ours.as_mut() {
-            if o.1 == stat.czxid {
-                o.2 = stat.mzxid;
-            }
-        }
-        Ok(())
+    /// Calls `hook` at each [`PersistentNodeStep`] of the node's thread
+    /// (feature `testing`); it runs on that thread.
+    #[cfg(feature = "testing")]
+    pub fn with_step_hook(
+        self,
+        hook: impl Fn(PersistentNodeStep, &str) + Send + Sync + 'static,
+    ) -> Self {
+        self.shared.hook.set(hook);
+        self
     }
 
-    /// Removes the node and stops keeping it, waiting for the node's thread.
+    /// Sets the node's data (Curator's `setData`): the data the node holds
+    /// from now on, in this incarnation and every later one.
+    ///
+    /// What is guaranteed: the node comes to hold the data given last,
+    /// unless someone else writes it afterwards (their write is reported as
+    /// [`ChangedByOther`](PersistentNodeEvent::ChangedByOther) and left as
+    /// it is); and this recipe's own writes are never reported as someone
+    /// else's.
+    /// - While the node is created, the data is written now (at any
+    ///   version, as Curator's).
+    /// - While it is not (before the first create, while it is gone, while
+    ///   a create is on its way, or unsettled after a lost reply), the data
+    ///   is kept and `NoNode` returned: the node's thread writes it into the
+    ///   node it creates or adopts next (a create that carried older data,
+    ///   or a lost one's node found by its mark, is followed by a write of
+    ///   this data at the node's version).
+    /// - When the write fails on the connection (`ConnectionLoss`,
+    ///   `OperationTimeout`), it stays this recipe's write until the node's
+    ///   thread looks at the node once connected: a node written since
+    ///   holding this data is this write (not reported); one still holding
+    ///   the older data gets this data written again. (A foreign write of
+    ///   exactly this data in that window is taken for this one.)
+    ///
+    /// # Errors
+    /// `NoNode` as above; the session's errors (`ConnectionLoss`,
+    /// `OperationTimeout`: the data is written by the node's thread as
+    /// above; `SessionExpired`: with a renewal, the node of the next
+    /// session is created with it).
+    pub fn set_data(&self, data: &[u8]) -> Result<()> {
+        // Held across the write: the node's thread, woken by its watch, must
+        // not take this write for someone else's, nor write older data after
+        // it.
+        let mut ours = self.shared.ours.lock();
+        let generation = {
+            let mut kept = self.shared.data.lock();
+            kept.1 += 1;
+            kept.0 = data.to_vec();
+            kept.1
+        };
+        let path = self.shared.actual.lock().clone();
+        let (Some(held), Some(path)) = (ours.as_mut(), path) else {
+            return Err(Error::zk(ZkError::NoNode, self.shared.path.clone()));
+        };
+        let zk = self.shared.zkw.zookeeper().clone();
+        let before = held.pending.replace((generation, data.to_vec()));
+        match zk.set_data(&path, data, None) {
+            Ok(stat) => {
+                held.pending = None;
+                if held.czxid == stat.czxid {
+                    held.mzxid = stat.mzxid;
+                    held.generation = generation;
+                }
+                Ok(())
+            }
+            // Its answer lost: pending until the thread's next look.
+            Err(e) if e.is_retryable() => Err(e),
+            // Not written.
+            Err(e) => {
+                held.pending = before;
+                Err(e)
+            }
+        }
+    }
+
+    /// Stops keeping the node and removes it, waiting for the node's thread
+    /// (Curator's `close`).
+    ///
+    /// What is guaranteed: once it returns, the node this recipe created or
+    /// adopted is deleted (guarded by its creation zxid: a node that took
+    /// its name since is left alone), and so is the node of a create whose
+    /// outcome was unknown (its reply lost, the client maybe still
+    /// disconnected): the thread waits for the reconnect, finds that node by
+    /// its mark and deletes it. Both within the removal's bound, one session
+    /// timeout (after the round under way, if any, ends): when the
+    /// connection is not back by then, or the session ended without a
+    /// renewal, the node is left (an ephemeral one goes with its session)
+    /// and a warning logged. Not deleted: a container that still has
+    /// children, and a [`PersistentTtlNode`]'s container (its TTL does).
+    /// Dropping the node does the same on the node's thread, not waited for.
     pub fn close(mut self) {
         self.shared.stop();
         if let Some(t) = self.thread.take() {
@@ -378,6 +519,13 @@ impl Shared {
         #[cfg(feature = "testing")]
         self.rounds.fetch_add(1, Ordering::SeqCst);
         let zk = self.zkw.zookeeper().clone();
+        // Disconnected: no call now (one would wait for the connection, and
+        // a close meanwhile for it); again once the connection is back.
+        if zk.state() == crate::client::State::Connecting {
+            let wake = self.waiter.counter().clone();
+            on_reconnect(&self.zkw.downgrade(), move |_| wake.wake());
+            return false;
+        }
         match self.keep(&zk, watcher) {
             Ok(()) => false,
             Err(e) if self.zkw.state() == crate::client::State::Closed => {
@@ -426,11 +574,16 @@ impl Shared {
         if self.mode.is_ephemeral() && stat.ephemeral_owner != zk.session_id() {
             return Ok(false);
         }
-        if self.ours.lock().is_some_and(|o| o.1 == stat.czxid) {
+        if self
+            .ours
+            .lock()
+            .as_ref()
+            .is_some_and(|held| held.czxid == stat.czxid)
+        {
             return Ok(true);
         }
         let (mark, sent) = self.mark.lock().clone();
-        if !sent {
+        if sent.is_none() {
             return Ok(false);
         }
         if self.mode.is_sequential() {
@@ -446,18 +599,22 @@ impl Shared {
     /// incarnation under a new mark.
     fn forget(&self) {
         *self.ours.lock() = None;
+        self.created.store(false, Ordering::SeqCst);
         *self.actual.lock() = None;
-        *self.mark.lock() = (OwnerMark::new(), false);
+        *self.mark.lock() = (OwnerMark::new(), None);
     }
 
     /// Creates the node (and its parents when they are missing) under this
-    /// incarnation's mark; the actual path and `Stat`.
+    /// incarnation's mark, with the application's data; the actual path and
+    /// `Stat`.
     fn create(&self) -> Result<(String, Stat)> {
-        let data = self.data.lock().clone();
+        let (data, generation) = self.data.lock().clone();
         let rzk = self.zkw.recoverable_zookeeper();
         let mark = {
             let mut m = self.mark.lock();
-            m.1 = true;
+            // Two creates under one mark (the first's outcome unknown): the
+            // node may carry the older data.
+            m.1 = Some(m.1.map_or(generation, |sent| sent.min(generation)));
             m.0.clone()
         };
         let spec = NodeSpec {
@@ -468,40 +625,114 @@ impl Shared {
             ttl: self.ttl,
             parents: Parents::Persistent,
         };
+        #[cfg(feature = "testing")]
+        self.hook.call(PersistentNodeStep::Creating, &self.path);
         create_once(rzk, &spec, &mark)
     }
 
-    /// Records a node this recipe created (or adopted) and tells it.
+    /// Records a node this recipe created (or adopted) and tells it. The
+    /// round's next look writes the application's data into it when the
+    /// create carried older data ([`still_ours`](Self::still_ours)).
     fn created(&self, zk: &ZooKeeper, path: String, stat: Stat) {
-        *self.ours.lock() = Some((zk.session_id(), stat.czxid, stat.mzxid));
+        let sent = self.mark.lock().1;
+        let generation = match sent {
+            // Made by this incarnation's create and not written since: it
+            // holds the data that create carried.
+            Some(generation) if stat.mzxid == stat.czxid => generation,
+            // Not made by this recipe's create (a shared container), or
+            // written since by someone else: its data is left as it is.
+            _ => self.data.lock().1,
+        };
+        *self.ours.lock() = Some(Held {
+            session: zk.session_id(),
+            czxid: stat.czxid,
+            mzxid: stat.mzxid,
+            generation,
+            pending: None,
+        });
+        self.created.store(true, Ordering::SeqCst);
         *self.actual.lock() = Some(path);
         *self.foreign.lock() = None;
         self.tell(PersistentNodeEvent::Created(stat));
         self.waiter.counter().wake();
     }
 
-    /// The node is ours and exists (`stat`): reports a foreign write, or
-    /// adopts a node whose create reply was lost.
-    fn still_ours(&self, zk: &ZooKeeper, path: &str, stat: Stat) {
+    /// The node is ours and exists (`stat`, the round's look): adopts a node
+    /// whose create reply was lost, tells a write since the last look that
+    /// was not this recipe's, and writes the application's data when the
+    /// node holds older data (at the version looked at).
+    fn still_ours(&self, zk: &ZooKeeper, path: &str, mut stat: Stat) -> Result<()> {
+        let adopted = self
+            .ours
+            .lock()
+            .as_ref()
+            .is_some_and(|held| held.czxid == stat.czxid);
+        if !adopted {
+            debug!("{path}: adopting this recipe's node (its mark)");
+            self.created(zk, path.to_string(), stat);
+        }
+        // Held across the reads and the write (see `set_data`).
         let mut ours = self.ours.lock();
-        match *ours {
-            Some((_, czxid, mzxid)) if czxid == stat.czxid => {
-                if stat.mzxid != mzxid {
-                    *ours = Some((zk.session_id(), czxid, stat.mzxid));
-                    drop(ours);
-                    let data = zk.get_data(path, false).map(|(d, _)| d);
-                    self.tell(PersistentNodeEvent::ChangedByOther(
-                        data.unwrap_or_default(),
-                        stat,
-                    ));
+        let Some(held) = ours.as_mut().filter(|held| held.czxid == stat.czxid) else {
+            return Ok(());
+        };
+        // A look from before a write of this recipe's that was answered
+        // since: the watch this round set fires for that write.
+        if stat.mzxid < held.mzxid {
+            return Ok(());
+        }
+        let mut report = None;
+        if stat.mzxid > held.mzxid {
+            // Written since the last look: by this recipe (a write whose
+            // answer was lost: its data shows) or by someone else.
+            let (data, now) = match zk.get_data(path, false) {
+                Ok(read) => read,
+                // Gone meanwhile: the watch wakes the next round.
+                Err(e) if e.is(ZkError::NoNode) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            if now.czxid != held.czxid {
+                return Ok(()); // replaced meanwhile: the watch tells
+            }
+            held.mzxid = now.mzxid;
+            match held.pending.take() {
+                Some((generation, mine)) if mine == data => held.generation = generation,
+                _ => {
+                    // Someone else's data is the latest: left as it is.
+                    held.generation = self.data.lock().1;
+                    report = Some(PersistentNodeEvent::ChangedByOther(data, now));
                 }
             }
-            _ => {
-                debug!("{path}: adopting this recipe's node (its mark)");
-                drop(ours);
-                self.created(zk, path.to_string(), stat);
+            stat = now;
+        }
+        let (data, generation) = self.data.lock().clone();
+        let mut written = Ok(());
+        if held.generation != generation {
+            held.pending = Some((generation, data.clone()));
+            match zk.set_data(path, &data, Some(stat.version)) {
+                Ok(now) => {
+                    held.pending = None;
+                    held.mzxid = now.mzxid;
+                    held.generation = generation;
+                }
+                // Written since the look: by a write of this recipe's whose
+                // answer was lost (still pending), or by someone else (their
+                // data is the latest); the watch wakes the next round, whose
+                // look tells which. Or gone: the next round creates it again
+                // with this data.
+                Err(e) if e.is(ZkError::BadVersion) || e.is(ZkError::NoNode) => {}
+                // Its answer lost (pending until the next look), or refused.
+                Err(e) => written = Err(e),
             }
         }
+        drop(ours);
+        if let Some(report) = report {
+            self.tell(report);
+        }
+        #[cfg(feature = "testing")]
+        self.hook
+            .call(PersistentNodeStep::Looked { mzxid: stat.mzxid }, path);
+        written
     }
 
     /// One look at a sequential node: keeps a watch on the created node, or
@@ -513,8 +744,7 @@ impl Shared {
             if let Some(actual) = actual {
                 match zk.exists_watch(&actual, watcher.clone())? {
                     Some(stat) if self.is_ours(zk, &actual, &stat)? => {
-                        self.still_ours(zk, &actual, stat);
-                        return Ok(());
+                        return self.still_ours(zk, &actual, stat);
                     }
                     // Gone (or an ended session's ephemeral, going with
                     // it): the next incarnation, under a new uuid.
@@ -523,7 +753,7 @@ impl Shared {
                 continue;
             }
             let (mark, sent) = self.mark.lock().clone();
-            if sent {
+            if sent.is_some() {
                 if let Some((found, stat)) = mark.find(zk, &self.path, self.mode)? {
                     debug!("{found}: adopting the node of a lost create");
                     self.created(zk, found, stat);
@@ -566,10 +796,7 @@ impl Shared {
                 None => false,
             };
             match found {
-                Some(stat) if ours => {
-                    self.still_ours(zk, &self.path, stat);
-                    return Ok(());
-                }
+                Some(stat) if ours => return self.still_ours(zk, &self.path, stat),
                 Some(stat) => {
                     self.forget();
                     return self.foreign(zk, watcher, Some(stat));
@@ -628,27 +855,46 @@ impl Shared {
         Ok(())
     }
 
-    /// Removes the node when it is ours (on close or drop, on this thread).
+    /// Removes the node when it is ours (on close or drop, on this thread;
+    /// see [`PersistentNode::close`]): the node it holds, or the node of a
+    /// create whose outcome is unknown, found by its mark once connected;
+    /// within one session timeout.
     fn remove(&self) {
-        let Some((session, czxid, _)) = self.ours.lock().take() else {
-            return;
-        };
-        let Some(path) = self.actual.lock().take() else {
-            return;
-        };
-        let zk = self.zkw.zookeeper().clone();
-        if !self.remove_on_close || (zk.session_id() != session && self.mode.is_ephemeral()) {
-            return; // left to its TTL child, or went with its session
+        #[cfg(feature = "testing")]
+        self.hook.call(PersistentNodeStep::Removing, &self.path);
+        let held = self.ours.lock().take();
+        self.created.store(false, Ordering::SeqCst);
+        let actual = self.actual.lock().take();
+        let (mark, sent) = self.mark.lock().clone();
+        if !self.remove_on_close {
+            return; // left to its TTL child
         }
+        let zk = self.zkw.zookeeper().clone();
         let rzk = self
             .zkw
             .recoverable_zookeeper()
             .with_deadline(Deadline::after(zk.session_timeout()));
-        match Removal::new(path.as_str(), Guard::Created(czxid)).run(&rzk) {
+        let removed = match (held, actual) {
+            (Some(held), Some(path)) => {
+                if zk.session_id() != held.session && self.mode.is_ephemeral() {
+                    return; // went with its session
+                }
+                Removal::new(path.as_str(), Guard::Created(held.czxid)).run(&rzk)
+            }
+            // No node recorded, but a create under this incarnation's mark
+            // was sent: its outcome is unknown (its reply lost, the client
+            // maybe still disconnected). Settled now: its node, if any, is
+            // found by the mark after the reconnect and removed.
+            _ if sent.is_some() => mark.remove_if_created(&rzk, &self.path, self.mode),
+            _ => return,
+        };
+        match removed {
             Ok(_) => {}
             // A shared container still in use stays.
             Err(e) if e.is(ZkError::NotEmpty) && self.mode == CreateMode::Container => {}
-            Err(e) => warn!("removing {path}: {e}"),
+            // The session ended without a renewal: nothing can be done.
+            Err(e) if e.is_fatal() => debug!("removing {}: {e}", self.path),
+            Err(e) => warn!("removing {}: {e}; the node is left", self.path),
         }
     }
 }
