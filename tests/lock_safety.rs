@@ -818,3 +818,177 @@ fn expiry_ends_a_waiter_even_while_a_listener_holds_the_event_thread() {
     )
     .is_empty()));
 }
+
+// ---------------------------------------------------------------------------
+// Issue 44, item 2: a withdrawal while `acquire` makes its node
+// ---------------------------------------------------------------------------
+
+/// A hook that holds the acquiring thread the first time `step` comes: it
+/// sends the node's path on the first channel, then waits for the second.
+#[allow(clippy::type_complexity)]
+fn hold_at(
+    step: LockStep,
+) -> (
+    impl Fn(LockStep, &str) + Send + Sync + 'static,
+    crossbeam_channel::Receiver<String>,
+    crossbeam_channel::Sender<()>,
+) {
+    let (made_tx, made) = crossbeam_channel::bounded(1);
+    let (go, go_rx) = crossbeam_channel::bounded::<()>(1);
+    let done = AtomicBool::new(false);
+    let hook = move |s, path: &str| {
+        if s == step && !done.swap(true, Ordering::SeqCst) {
+            made_tx.send(path.to_string()).unwrap();
+            go_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        }
+    };
+    (hook, made, go)
+}
+
+/// What another thread does to the instance while its `acquire` is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Withdrawal {
+    Cancel,
+    Close,
+    Release,
+    SecondAcquire,
+}
+
+/// Runs `acquire` on a write lock held at `step`, does `withdrawal` from
+/// this thread meanwhile, lets it go: the acquire's outcome, the node it
+/// made, the lock.
+fn withdrawn_at(
+    step: LockStep,
+    withdrawal: Withdrawal,
+    root: &str,
+) -> (
+    Result<(), Error>,
+    String,
+    Arc<ZkInterProcessWriteLock>,
+    common::LockEvents,
+) {
+    let session = zkw();
+    let (hook, made, go) = hold_at(step);
+    let (events, listener) = recorder();
+    let lock = Arc::new(
+        ZkInterProcessWriteLock::new(&session, root, b"w", None)
+            .unwrap()
+            .with_lock_listener(listener)
+            .with_step_hook(hook),
+    );
+    let l = lock.clone();
+    let acquiring = thread::spawn(move || l.acquire());
+    let node = made.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        children(&raw(), root).len(),
+        1,
+        "{withdrawal:?} at {step:?}"
+    );
+    match withdrawal {
+        Withdrawal::Cancel => lock.cancel(),
+        Withdrawal::Close => session.close().unwrap(),
+        // Not held yet: nothing to release, and the acquire goes on.
+        Withdrawal::Release => {
+            assert!(matches!(lock.release(), Err(Error::LockNotHeld { .. })));
+            lock.release_in_background();
+        }
+        // One would-be holder per instance: refused at once, nothing made.
+        Withdrawal::SecondAcquire => {
+            assert!(matches!(lock.acquire(), Err(Error::LockBusy { .. })));
+            assert!(matches!(
+                lock.try_acquire(Duration::ZERO),
+                Err(Error::LockBusy { .. })
+            ));
+            assert_eq!(children(&raw(), root).len(), 1);
+        }
+    }
+    go.send(()).unwrap();
+    (acquiring.join().unwrap(), node, lock, events)
+}
+
+/// A cancel, or the session's close, from another thread while `acquire`
+/// is between its create and its record (the node made, not yet the
+/// instance's: at `Created`, and after the grant was listed and watched, at
+/// `Granted`): the acquire ends with `Cancelled` / `Closed` and its node is
+/// removed (no `Lost` told: it was never held). At `Created` the attempt's
+/// next round looked (so before too); at `Granted` nothing looked again
+/// before, and the acquire returned holding the lock after the cancel (or
+/// the close) had returned. At `Held`, after the grant's last look, the
+/// lock is held: a cancel leaves it held, a close is a loss.
+#[test]
+fn a_cancel_or_close_while_acquire_makes_its_node_ends_it_and_leaves_no_node() {
+    let zk = raw();
+    for step in [LockStep::Created, LockStep::Granted] {
+        for withdrawal in [Withdrawal::Cancel, Withdrawal::Close] {
+            let root = unique_root("withdraw-made");
+            let (r, node, lock, events) = withdrawn_at(step, withdrawal, &root);
+            match withdrawal {
+                Withdrawal::Cancel => assert!(
+                    matches!(r, Err(Error::Cancelled { .. })),
+                    "{withdrawal:?} at {step:?}: {r:?}"
+                ),
+                _ => assert!(
+                    matches!(&r, Err(e) if e.is_fatal()),
+                    "{withdrawal:?} at {step:?}: {r:?}"
+                ),
+            }
+            assert!(events.lock().unwrap().is_empty(), "{step:?}: {events:?}");
+            assert!(!lock.is_held());
+            assert!(lock.acquired_lock().is_none());
+            assert!(
+                eventually(Duration::from_secs(5), || children(&zk, &root).is_empty()),
+                "{withdrawal:?} at {step:?}: {node} left: {:?}",
+                children(&zk, &root)
+            );
+        }
+    }
+    // After the last look: held.
+    let root = unique_root("withdraw-held");
+    let (r, node, lock, events) = withdrawn_at(LockStep::Held, Withdrawal::Cancel, &root);
+    r.unwrap();
+    assert!(lock.is_held());
+    assert_eq!(lock.acquired_lock().unwrap().path, node);
+    lock.release().unwrap();
+    assert!(events.lock().unwrap().is_empty());
+    assert!(children(&zk, &root).is_empty());
+    let root = unique_root("withdraw-held-close");
+    let (r, _, lock, events) = withdrawn_at(LockStep::Held, Withdrawal::Close, &root);
+    r.unwrap();
+    assert!(!lock.is_held());
+    assert!(eventually(Duration::from_secs(5), || *events
+        .lock()
+        .unwrap()
+        == [LockEvent::Lost]));
+    assert!(eventually(Duration::from_secs(5), || children(&zk, &root).is_empty()));
+}
+
+/// A release (synchronous or in the background) or a second `acquire` of
+/// the same instance from another thread while the first `acquire` is
+/// between its create and its record: the release finds nothing held
+/// (`LockNotHeld`, nothing deleted), the second acquire is refused at once
+/// (`LockBusy`, nothing created: the instance is one would-be holder), and
+/// the first acquire goes on to hold the lock with the one node it made.
+/// A regression guard: right before issue 44 too.
+#[test]
+fn a_release_or_second_acquire_while_acquire_makes_its_node_leaves_one_recorded_node() {
+    let zk = raw();
+    for step in [LockStep::Created, LockStep::Granted, LockStep::Held] {
+        for withdrawal in [Withdrawal::Release, Withdrawal::SecondAcquire] {
+            let root = unique_root("withdraw-made-held");
+            let (r, node, lock, events) = withdrawn_at(step, withdrawal, &root);
+            r.unwrap();
+            assert!(events.lock().unwrap().is_empty(), "{step:?}: {events:?}");
+            assert_eq!(lock.acquired_lock().unwrap().path, node);
+            assert_eq!(
+                children(&zk, &root),
+                [node.rsplit('/').next().unwrap().to_string()],
+                "{withdrawal:?} at {step:?}"
+            );
+            lock.release().unwrap();
+            assert!(
+                children(&zk, &root).is_empty(),
+                "{withdrawal:?} at {step:?}"
+            );
+        }
+    }
+}

@@ -961,3 +961,138 @@ fn two_layouts_starting_at_once_on_a_new_path_grant_one() {
         .is_none());
     held.release().unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Issue 44, item 2: a withdrawal while `acquire` makes its lease node
+// ---------------------------------------------------------------------------
+
+/// A hook holding the acquiring thread the first time `at` comes: it sends
+/// the node's path, then waits for `go`.
+#[allow(clippy::type_complexity)]
+fn hold_sem_at(
+    at: SemaphoreStep,
+) -> (
+    impl Fn(SemaphoreStep, &str) + Send + Sync + 'static,
+    crossbeam_channel::Receiver<String>,
+    crossbeam_channel::Sender<()>,
+) {
+    let (made_tx, made) = crossbeam_channel::bounded(1);
+    let (go, go_rx) = crossbeam_channel::bounded::<()>(1);
+    let once = AtomicBool::new(false);
+    let hook = move |step: SemaphoreStep, path: &str| {
+        if step == at && !once.swap(true, Ordering::SeqCst) {
+            made_tx.send(path.to_string()).unwrap();
+            go_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        }
+    };
+    (hook, made, go)
+}
+
+/// A cancel, or the session's close, from another thread while `acquire`
+/// holds its lease node made but not yet returned (at `Created`), in each
+/// layout: the acquire ends with `Cancelled` / `Closed`, no lease and no
+/// mutex node is left, and the lock listener hears nothing (never held).
+/// Before, kazoo's layout (which makes its lease node only once it has
+/// room, and lists nothing after) returned the lease after the cancel had
+/// returned. At `Granted`, after the attempt's last look, the lease is held:
+/// a cancel leaves it held (the instance stays cancelled).
+#[test]
+fn a_cancel_or_close_while_acquire_makes_its_lease_ends_it_and_leaves_no_node() {
+    for dialect in [Dialect::HBase, Dialect::Curator, Dialect::Kazoo] {
+        for close in [false, true] {
+            let root = unique_root("sem-withdraw-made");
+            let session = zkw();
+            let (hook, made, go) = hold_sem_at(SemaphoreStep::Created);
+            let (events, listener) = lock_recorder();
+            let sem = Arc::new(
+                ZkSemaphore::in_dialect(&session, &root, dialect, 2, b"w")
+                    .unwrap()
+                    .with_lock_listener(listener)
+                    .with_step_hook(hook),
+            );
+            let s = sem.clone();
+            let acquiring = thread::spawn(move || s.acquire());
+            let node = made.recv_timeout(Duration::from_secs(10)).unwrap();
+            assert!(raw().exists(&node, false).unwrap().is_some());
+            if close {
+                session.close().unwrap();
+            } else {
+                sem.cancel();
+            }
+            go.send(()).unwrap();
+            match acquiring.join().unwrap() {
+                Err(Error::Cancelled { .. }) if !close => {}
+                Err(e) if close && e.is_fatal() => {}
+                other => panic!("{dialect:?}, close {close}: {other:?}"),
+            }
+            assert!(events.lock().unwrap().is_empty(), "{dialect:?}: {events:?}");
+            assert_no_nodes_in(&root, dialect);
+        }
+    }
+    // After the last look: held.
+    let root = unique_root("sem-withdraw-granted");
+    let (hook, made, go) = hold_sem_at(SemaphoreStep::Granted);
+    let sem = Arc::new(
+        ZkSemaphore::new(&zkw(), &root, 1, b"w")
+            .unwrap()
+            .with_step_hook(hook),
+    );
+    let s = sem.clone();
+    let acquiring = thread::spawn(move || s.acquire());
+    made.recv_timeout(Duration::from_secs(10)).unwrap();
+    sem.cancel();
+    go.send(()).unwrap();
+    let lease = acquiring.join().unwrap().unwrap();
+    assert!(lease.is_held());
+    assert!(matches!(
+        sem.try_acquire(Duration::ZERO),
+        Err(Error::Cancelled { .. })
+    ));
+    lease.release().unwrap();
+    assert_no_nodes_in(&root, Dialect::HBase);
+}
+
+/// Two threads calling `acquire` on one semaphore instance at once, the
+/// first held between its lease's create and its return: a lease is per
+/// call (Curator's `InterProcessSemaphoreV2`), so each gets its own lease
+/// node (the second queues on the internal mutex meanwhile); neither
+/// replaces the other, and releasing both leaves nothing. A regression
+/// guard: right before issue 44 too.
+#[test]
+fn two_acquires_on_one_semaphore_instance_each_get_their_own_lease() {
+    for dialect in [Dialect::HBase, Dialect::Kazoo] {
+        let root = unique_root("sem-two-calls");
+        let (hook, made, go) = hold_sem_at(SemaphoreStep::Created);
+        let sem = Arc::new(
+            ZkSemaphore::in_dialect(&zkw(), &root, dialect, 2, b"w")
+                .unwrap()
+                .with_step_hook(hook),
+        );
+        let s = sem.clone();
+        let first = thread::spawn(move || s.acquire());
+        let first_node = made.recv_timeout(Duration::from_secs(10)).unwrap();
+        let s = sem.clone();
+        let second = thread::spawn(move || s.acquire());
+        // The second waits for the first's mutex.
+        wait_children(&locks_of(&root, dialect), 2);
+        go.send(()).unwrap();
+        let first = first.join().unwrap().unwrap();
+        let second = second.join().unwrap().unwrap();
+        assert_eq!(first.path(), first_node, "{dialect:?}");
+        assert_ne!(first.path(), second.path(), "{dialect:?}");
+        let mut leases: Vec<String> = children(&raw(), &leases_of(&root, dialect))
+            .into_iter()
+            .filter(|c| !c.is_empty())
+            .collect();
+        leases.sort();
+        let mut expected: Vec<String> = [first.path(), second.path()]
+            .iter()
+            .map(|p| p.rsplit('/').next().unwrap().to_string())
+            .collect();
+        expected.sort();
+        assert_eq!(leases, expected, "{dialect:?}");
+        first.release().unwrap();
+        second.release().unwrap();
+        assert_no_nodes_in(&root, dialect);
+    }
+}

@@ -15,8 +15,9 @@ use zklock::lock::{
     ZkInterProcessWriteLock,
 };
 use zklock::recipes::revocable::{
-    attempt_revoke, attempt_revoke_with_grace, lock_holders, RevocableReadLock,
-    RevocableReadWriteLock, RevocableWriteLock, RevocationReply, RevokeOutcome, REVOKE_DATA,
+    attempt_revoke, attempt_revoke_with_grace, attempt_revoke_with_grace_hooked, lock_holders,
+    RevocableReadLock, RevocableReadWriteLock, RevocableWriteLock, RevocationReply, RevokeOutcome,
+    RevokeStep, REVOKE_DATA,
 };
 use zklock::testing::{eventually, unique_root};
 use zklock::Error;
@@ -384,4 +385,96 @@ fn a_request_written_while_the_holder_is_cut_off_is_seen_after_the_reconnect() {
         "orphan nodes: {:?}",
         children(&zk, &root)
     );
+}
+
+/// Issue 44, item 1: a cooperative holder (its listener answers `Release`)
+/// and two revokers asking at once: the holder releases on the first request
+/// it hears, and neither revoker forces it or finds nothing to revoke. Both
+/// looked at the node while it was there (each held at its `Read` step until
+/// both read), so both report `Released`, whichever request the holder heard
+/// and whether the other's write came before or after the release. Before,
+/// the second write finding the node released made it `AlreadyGone` (1 round
+/// in 80 under load, without the hold at `Read`; the next test forces it).
+#[test]
+fn a_cooperative_holder_and_two_revokers_both_see_it_released() {
+    for round in 0..5 {
+        let root = unique_root("revocable-two-revokers");
+        let (holder_s, a_s, b_s) = (zkw(), zkw(), zkw());
+        let (paths, listener) = asked(RevocationReply::Release);
+        let reader = RevocableReadLock::new(&holder_s, &root, b"cooperative", None)
+            .unwrap()
+            .with_revocation_listener(listener);
+        reader.acquire().unwrap();
+        let node = reader.acquired_lock().unwrap().path;
+        let both_read = Arc::new(std::sync::Barrier::new(2));
+        let revokers: Vec<_> = [a_s, b_s]
+            .into_iter()
+            .map(|s| {
+                let (node, both_read) = (node.clone(), both_read.clone());
+                thread::spawn(move || {
+                    let hook = move |step, _: &str| {
+                        if step == RevokeStep::Read {
+                            both_read.wait();
+                        }
+                    };
+                    attempt_revoke_with_grace_hooked(&s, &node, Duration::from_secs(10), hook)
+                        .unwrap()
+                })
+            })
+            .collect();
+        let outcomes: Vec<_> = revokers.into_iter().map(|r| r.join().unwrap()).collect();
+        assert_eq!(
+            outcomes,
+            [RevokeOutcome::Released, RevokeOutcome::Released],
+            "round {round}"
+        );
+        assert_eq!(*paths.lock().unwrap(), std::slice::from_ref(&node));
+        assert!(eventually(Duration::from_secs(5), || !reader.is_held()));
+        assert_no_orphans(&root);
+    }
+}
+
+/// The interleaving of the flake, forced: revoker B has read the holder's
+/// node (it exists) and is held before its request while revoker A's request
+/// makes the cooperative holder release. B's request then finds no node: the
+/// holder released within B's grace, `Released` (before: `AlreadyGone`,
+/// "the node did not exist when asked", every run). A revoker that reads the
+/// node after the release is `AlreadyGone`, as before.
+#[test]
+fn a_revoker_whose_request_finds_the_node_released_by_another_reports_released() {
+    let root = unique_root("revocable-released-between");
+    let (holder_s, a_s, b_s) = (zkw(), zkw(), zkw());
+    let (paths, listener) = asked(RevocationReply::Release);
+    let reader = RevocableReadLock::new(&holder_s, &root, b"cooperative", None)
+        .unwrap()
+        .with_revocation_listener(listener);
+    reader.acquire().unwrap();
+    let node = reader.acquired_lock().unwrap().path;
+    let (read_tx, read_rx) = crossbeam_channel::bounded::<()>(1);
+    let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(1);
+    let n = node.clone();
+    let b = thread::spawn(move || {
+        attempt_revoke_with_grace_hooked(&b_s, &n, Duration::from_secs(10), move |step, _| {
+            if step == RevokeStep::Read {
+                read_tx.send(()).unwrap();
+                go_rx.recv_timeout(Duration::from_secs(20)).unwrap();
+            }
+        })
+        .unwrap()
+    });
+    read_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        attempt_revoke_with_grace(&a_s, &node, Duration::from_secs(10)).unwrap(),
+        RevokeOutcome::Released
+    );
+    assert!(raw().exists(&node, false).unwrap().is_none());
+    go_tx.send(()).unwrap();
+    assert_eq!(b.join().unwrap(), RevokeOutcome::Released);
+    assert_eq!(*paths.lock().unwrap(), std::slice::from_ref(&node));
+    // Read after the release: nothing to revoke.
+    assert_eq!(
+        attempt_revoke_with_grace(&zkw(), &node, Duration::from_secs(1)).unwrap(),
+        RevokeOutcome::AlreadyGone
+    );
+    assert_no_orphans(&root);
 }

@@ -95,6 +95,28 @@ enum Waited {
 /// is one would-be holder: share it between threads only to hand the lock over
 /// (it is not reentrant); give each thread its own instance to contend.
 ///
+/// # Threads sharing an instance
+/// The methods take `&self`; what one thread's call does to another's
+/// `acquire`/`try_acquire` in progress (its node made or being made, not yet
+/// the instance's):
+/// - A second `acquire`/`try_acquire` fails at once with
+///   [`Error::LockBusy`], creating nothing, as it does while the instance
+///   holds. Curator's `InterProcessMutex` is re-entrant per thread (the
+///   owning thread counts up, another thread queues); zklock's locks are
+///   neither: one attempt and one node per instance, never a second node in
+///   place of a recorded one.
+/// - [`release`](InterProcessLock::release) finds nothing held
+///   ([`Error::LockNotHeld`], Curator's "You do not own the lock") and
+///   [`release_in_background`](InterProcessLock::release_in_background) does
+///   nothing; the acquire goes on.
+/// - [`cancel`](Self::cancel) and the session's [`close`](ZooKeeperWatcher::close)
+///   end it with [`Error::Cancelled`] / [`Error::Closed`], its node removed (a
+///   closed session's ephemeral node goes with it): the attempt looks at
+///   each round and once more after its grant's last network call (the
+///   held node's watch), just before the grant is recorded. Only a
+///   withdrawal after that look finds the lock held (a close then is a
+///   loss: `is_held()` false, a listener told `Lost`).
+///
 /// # Costs
 /// An uncontended `acquire` + `release` is 3 ZooKeeper requests (create, get
 /// children, delete) in two round trips: the create and the first listing of
@@ -180,7 +202,10 @@ impl LockCanceller {
     /// Ends the instance's `acquire`/`try_acquire` in progress with
     /// [`Error::Cancelled`] (its node removed), and every later one: a cancelled
     /// instance stays cancelled (make a new instance to acquire again). A lock
-    /// already held stays held.
+    /// already held stays held; an `acquire` whose node is made but not yet
+    /// the instance's (its create in flight, its grant being listed or
+    /// watched) is still in progress: it ends with `Cancelled` (see "Threads
+    /// sharing an instance" on [`ZkInterProcessLockBase`]).
     pub fn cancel(&self) {
         if !self.shared.cancelled.swap(true, Ordering::SeqCst) {
             info!("acquiring lock {} cancelled", self.lock);
@@ -459,6 +484,18 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             }
             None => None,
         };
+        // The grant's last look, after its last network call: a cancel or
+        // the session's end from another thread since the last round (while
+        // the grant was listed or watched) ends the attempt (its node
+        // removed), as one during the create does at the round after it.
+        // Only a withdrawal after this look finds the lock held.
+        if let Err(e) = at.check() {
+            if let Some(w) = &watch {
+                w.release(); // our own delete: no `Lost`
+            }
+            info!("acquiring {} withdrawn at its grant", self.parent);
+            return Err(e);
+        }
         if let Some(w) = &watch {
             at.hold(w, path)?;
         }

@@ -21,7 +21,9 @@ use crate::watcher::ZooKeeperWatcher;
 /// another dialect's nodes.
 ///
 /// Not reentrant (Curator's mutex is, per thread): a second `acquire` on a
-/// holding instance fails with `LockBusy`.
+/// holding instance, or while another thread's `acquire` of it is in
+/// progress, fails with `LockBusy` and creates nothing (see "Threads sharing
+/// an instance" on [`ZkInterProcessLockBase`](super::ZkInterProcessLockBase)).
 ///
 /// ```no_run
 /// use zklock::lock::{Dialect, InterProcessLock, ZkInterProcessMutex};

@@ -120,7 +120,16 @@ pub enum SemaphoreStep {
 /// held (the acquire does not wait for that round trip).
 ///
 /// One instance may be shared between threads (`Arc`): each `acquire` is its
-/// own attempt and returns its own lease.
+/// own attempt and returns its own lease (a lease is per call, as Curator's
+/// `InterProcessSemaphoreV2`'s): two threads acquiring at once make two lease
+/// nodes, one after the other (the second queues on the internal mutex), and
+/// neither touches the other's. [`cancel`](Self::cancel) and the session's
+/// [`close`](ZooKeeperWatcher::close) end every attempt in progress with
+/// `Cancelled` / `Closed` and remove its nodes, also one whose lease node is
+/// made but not yet returned: the attempt looks once more after its last
+/// network call, just before it returns the lease. Only a withdrawal after
+/// that look finds the lease held. A semaphore has no `release` of its own:
+/// a lease is released through its [`SemaphoreLease`].
 ///
 /// # Guarantees (the locks')
 /// - Herd-free: a released lease wakes one waiter; idle waiters cost no
@@ -978,20 +987,37 @@ impl ZkSemaphore {
         Ok(woken)
     }
 
-    /// The lease's own state, watched when a listener is set.
+    /// The lease's own state, watched when a listener is set. The attempt's
+    /// last look is here, after its last network call: a cancel or the
+    /// session's end from another thread while the lease node was made (or
+    /// watched) ends the attempt (the caller removes the node), so an
+    /// `acquire` in progress at a cancel never returns a lease. (kazoo's
+    /// layout lists nothing after its create: before, a cancel during it
+    /// was not seen.)
     fn grant(
         &self,
         at: &LockWait<'_>,
         path: &str,
     ) -> Result<(Arc<LockShared>, Option<Arc<NodeWatch>>)> {
         let shared = Arc::new(LockShared::default());
-        let Some(listener) = &self.listener else {
-            return Ok((shared, None));
+        let watch = match &self.listener {
+            Some(listener) => {
+                *shared.listener.write() = Some(listener.clone());
+                Some(at.watch_node(path, &shared, &self.zkw)?)
+            }
+            None => None,
         };
-        *shared.listener.write() = Some(listener.clone());
-        let watch = at.watch_node(path, &shared, &self.zkw)?;
-        at.hold(&watch, path)?;
-        Ok((shared, Some(watch)))
+        if let Err(e) = at.check() {
+            if let Some(w) = &watch {
+                w.release(); // our own delete: no `Lost`
+            }
+            info!("acquiring semaphore {} withdrawn at its grant", self.path);
+            return Err(e);
+        }
+        if let Some(w) = &watch {
+            at.hold(w, path)?;
+        }
+        Ok((shared, watch))
     }
 }
 

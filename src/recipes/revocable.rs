@@ -71,6 +71,7 @@ use crate::lock::{
 };
 use crate::owned::{Guard, Removal};
 use crate::path;
+use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{EventType, Stat, WatchedEvent, Watcher};
 use crate::wait::{Bounds, Waiter};
 use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
@@ -495,15 +496,40 @@ impl InterProcessReadWriteLock for RevocableReadWriteLock {
 }
 
 /// Revocable Shared Locks: how a revocation with a grace period ended.
+///
+/// Decided by two points of the call, never by how the holder's release and
+/// other revokers' requests interleave with this one's request: the call's
+/// first read of the node (absent: [`AlreadyGone`](Self::AlreadyGone)) and,
+/// once the grace ran out, its own delete (it removed the node:
+/// [`Forced`](Self::Forced)). A node seen at the first read and gone
+/// otherwise is [`Released`](Self::Released).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RevokeOutcome {
-    /// The node did not exist when asked: nothing to revoke.
+    /// The node did not exist when the call first read it: nothing to revoke.
     AlreadyGone,
-    /// The holder released within the grace period.
+    /// The node existed when the call first read it, and the holder released
+    /// it within the grace period: because of this request, another
+    /// revoker's, or of its own accord (also when that came before this
+    /// call's request was written: the request then finds no node).
     Released,
     /// The holder kept the lock past the grace period: its node was deleted
-    /// (the holder is told it lost the lock).
+    /// by this call (the holder is told it lost the lock).
     Forced,
+}
+
+/// A step of [`attempt_revoke_with_grace`], told to a test hook (see
+/// [`attempt_revoke_with_grace_hooked`]) with the node's path: how tests put
+/// another revoker's request or the holder's release at an exact point of
+/// the revocation instead of hoping for a race (feature `testing`).
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RevokeStep {
+    /// The node was read and exists (the outcome is no longer
+    /// `AlreadyGone`); the request is written next.
+    Read,
+    /// The request was written; the wait for the holder starts.
+    Requested,
 }
 
 /// Revocable Shared Locks: asks the holder of the lock node `node` to release
@@ -511,17 +537,24 @@ pub enum RevokeOutcome {
 /// `Ok(false)` when the node does not exist (already released or never there).
 ///
 /// Returns once the request is written; whether the holder agrees is up to it
-/// (see [`attempt_revoke_with_grace`] to force it).
+/// (see [`attempt_revoke_with_grace`] to force it). Curator's `attemptRevoke`
+/// ignores a missing node and tells nothing; `Ok(false)` tells it, but only
+/// about the write: a write whose reply was lost and whose retry found the node
+/// gone (the holder released it on this very request) is `Ok(false)` too.
+/// [`attempt_revoke_with_grace`] tells a holder's release apart from a node
+/// that was never there.
 ///
 /// # Errors
 /// `BadArguments` for an invalid path; ZooKeeper errors after retries
 /// (`NoAuth`, `SessionExpired`, ...).
 pub fn attempt_revoke(zkw: &ZooKeeperWatcher, node: &str) -> Result<bool> {
     path::validate(node)?;
-    match zkw
-        .recoverable_zookeeper()
-        .set_data(node, REVOKE_DATA, None)
-    {
+    request(zkw.recoverable_zookeeper(), node)
+}
+
+/// Writes the request: `Ok(false)` when the node is gone.
+fn request(rzk: &RecoverableZooKeeper, node: &str) -> Result<bool> {
+    match rzk.set_data(node, REVOKE_DATA, None) {
         Ok(_) => {
             info!("asked the holder of {node} to release it");
             Ok(true)
@@ -541,8 +574,15 @@ pub fn attempt_revoke(zkw: &ZooKeeperWatcher, node: &str) -> Result<bool> {
 /// that does not look may still act on the lock for a moment: hand the lock's
 /// [fencing token](AcquiredLock::fencing_token) to the resource it guards.
 ///
+/// The outcome is decided as [`RevokeOutcome`] says: `AlreadyGone` only when
+/// the first read finds no node. Several revokers of one node each get
+/// `Released` from a cooperative holder, whichever request it heard: a
+/// revoker whose request finds the node already released by another's is no
+/// less answered (before, it reported `AlreadyGone`, by the timing of its
+/// write against the holder's release).
+///
 /// The wait is a per-watch data watch on `node` (`getData`, woken by its
-/// deletion); the ZooKeeper calls of the wait are bounded by `grace` +
+/// deletion); the ZooKeeper calls of the revocation are bounded by `grace` +
 /// [`DEFAULT_CALL_GRACE`]. It needs `READ` on `node` on every server
 /// version (servers from 3.7 on do not deliver a node's events to a session
 /// without `READ` on it, so the wait would last the whole grace): `node` is
@@ -559,19 +599,64 @@ pub fn attempt_revoke_with_grace(
     node: &str,
     grace: Duration,
 ) -> Result<RevokeOutcome> {
+    revoke_with_grace(
+        zkw,
+        node,
+        grace,
+        #[cfg(feature = "testing")]
+        None,
+    )
+}
+
+/// [`attempt_revoke_with_grace`], calling `hook` at each [`RevokeStep`] on
+/// the calling thread (feature `testing`).
+///
+/// # Errors
+/// As [`attempt_revoke_with_grace`].
+#[cfg(feature = "testing")]
+pub fn attempt_revoke_with_grace_hooked(
+    zkw: &ZooKeeperWatcher,
+    node: &str,
+    grace: Duration,
+    hook: impl Fn(RevokeStep, &str) + Send + Sync + 'static,
+) -> Result<RevokeOutcome> {
+    let hook: crate::wait::StepFn<RevokeStep> = Arc::new(hook);
+    revoke_with_grace(zkw, node, grace, Some(hook))
+}
+
+fn revoke_with_grace(
+    zkw: &ZooKeeperWatcher,
+    node: &str,
+    grace: Duration,
+    #[cfg(feature = "testing")] step_hook: Option<crate::wait::StepFn<RevokeStep>>,
+) -> Result<RevokeOutcome> {
     path::validate(node)?;
     let bounds = Bounds::with_grace(Some(grace), DEFAULT_CALL_GRACE);
     let call = CallSession::begin(zkw)?;
     let rzk = call.rzk().with_deadline(bounds.calls);
-    // The wait needs `READ` on the node (see below): without it, fail at
-    // once, before the request is written.
+    // The one read that may make it `AlreadyGone`. It also checks `READ` on
+    // the node, which the wait needs (see above): without it, fail at once,
+    // before the request is written.
     match rzk.get_data(node, false) {
         Err(e) if e.is(ZkError::NoNode) => return Ok(RevokeOutcome::AlreadyGone),
         Err(e) => return Err(e),
         Ok(_) => {}
     }
-    if !attempt_revoke(zkw, node)? {
-        return Ok(RevokeOutcome::AlreadyGone);
+    #[cfg(feature = "testing")]
+    if let Some(hook) = &step_hook {
+        hook(RevokeStep::Read, node);
+    }
+    // The node was there: from here on, gone without this call's delete is
+    // `Released` (its holder let go since the read: on another revoker's
+    // request, on its own, or on ours with the reply lost and the retry
+    // finding no node).
+    if !request(&rzk, node)? {
+        debug!("{node} released before this request was written");
+        return Ok(RevokeOutcome::Released);
+    }
+    #[cfg(feature = "testing")]
+    if let Some(hook) = &step_hook {
+        hook(RevokeStep::Requested, node);
     }
     let waiter = Waiter::default();
     loop {
