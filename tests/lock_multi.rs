@@ -168,3 +168,60 @@ fn two_members_on_one_znode_are_refused() {
     fine.release().unwrap();
     assert!(children(&zk, &z).is_empty() && children(&zk, &y).is_empty());
 }
+
+/// Entry points are atomic (issue 44): a `release` from another thread while
+/// the multi-lock's acquire is under way (member `a` held, member `b`'s node
+/// being made: held at its `Created` step) is `LockNotHeld` and touches no
+/// member; before, it released `a`, and the acquire then returned holding
+/// `b` only while believing it held both. A second acquire meanwhile is
+/// `LockBusy` and makes nothing. Afterwards the multi-lock is held whole and
+/// releases whole.
+#[test]
+fn a_release_or_second_acquire_while_acquiring_touches_no_member() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use zklock::lock::LockStep;
+    init_log();
+    let root = unique_root("multi-release-while-acquiring");
+    let (a, b) = (format!("{root}/a"), format!("{root}/b"));
+    let zk = local_raw();
+    let session = lock_watcher(&local(), Duration::from_secs(6));
+    let (created_tx, created_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (created_tx, go_rx) = (
+        parking_lot::Mutex::new(created_tx),
+        parking_lot::Mutex::new(go_rx),
+    );
+    let once = AtomicBool::new(true);
+    let la: Arc<dyn OrderedLock> =
+        Arc::new(ZkInterProcessWriteLock::new(&session, &a, b"a", None).unwrap());
+    let lb: Arc<dyn OrderedLock> = Arc::new(
+        ZkInterProcessWriteLock::new(&session, &b, b"b", None)
+            .unwrap()
+            .with_step_hook(move |step, _| {
+                if step == LockStep::Created && once.swap(false, Ordering::SeqCst) {
+                    created_tx.lock().send(()).unwrap();
+                    go_rx.lock().recv_timeout(Duration::from_secs(60)).unwrap();
+                }
+            }),
+    );
+    let multi = Arc::new(MultiLock::new(vec![la, lb]).unwrap());
+    let m2 = multi.clone();
+    let acquiring = std::thread::spawn(move || m2.acquire());
+    created_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let released = multi.release();
+    assert!(
+        matches!(released, Err(Error::LockNotHeld { .. })),
+        "{released:?}"
+    );
+    assert_eq!(children(&zk, &a).len(), 1, "member a was released");
+    let second = multi.try_acquire(Duration::from_millis(100));
+    assert!(matches!(second, Err(Error::LockBusy { .. })), "{second:?}");
+    go_tx.send(()).unwrap();
+    acquiring.join().unwrap().unwrap();
+    assert!(multi.is_held());
+    assert_eq!((children(&zk, &a).len(), children(&zk, &b).len()), (1, 1));
+    multi.release().unwrap();
+    assert!(children(&zk, &a).is_empty() && children(&zk, &b).is_empty());
+    assert!(matches!(multi.release(), Err(Error::LockNotHeld { .. })));
+}

@@ -100,6 +100,18 @@ impl OrderedLock for super::ZkInterProcessMutex {
 pub struct MultiLock {
     /// In the global order.
     locks: Vec<Arc<dyn OrderedLock>>,
+    /// Whether the multi-lock is idle, being acquired or held: one acquire
+    /// at a time, and a release from another thread touches the members only
+    /// once they are all held.
+    state: parking_lot::Mutex<MultiState>,
+}
+
+/// See [`MultiLock`]'s `state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MultiState {
+    Idle,
+    Acquiring,
+    Held,
 }
 
 impl std::fmt::Debug for MultiLock {
@@ -145,7 +157,10 @@ impl MultiLock {
                 twice.lock_znode()
             )));
         }
-        Ok(MultiLock { locks })
+        Ok(MultiLock {
+            locks,
+            state: parking_lot::Mutex::new(MultiState::Idle),
+        })
     }
 
     /// The members, in the order they are taken.
@@ -153,9 +168,34 @@ impl MultiLock {
         &self.locks
     }
 
+    /// The multi-lock's name in errors: its members' znodes, in order.
+    fn name(&self) -> String {
+        let znodes: Vec<&str> = self.locks.iter().map(|l| l.lock_znode()).collect();
+        format!("multi-lock [{}]", znodes.join(", "))
+    }
+
+    /// Takes every member in order (one acquire of the multi-lock at a time:
+    /// a second one is `LockBusy`, as a member's); held only when all are.
+    fn acquire_all(&self, deadline: Option<Deadline>) -> Result<bool> {
+        {
+            let mut state = self.state.lock();
+            if *state != MultiState::Idle {
+                return Err(Error::LockBusy { lock: self.name() });
+            }
+            *state = MultiState::Acquiring;
+        }
+        let got = self.acquire_members(deadline);
+        *self.state.lock() = if matches!(got, Ok(true)) {
+            MultiState::Held
+        } else {
+            MultiState::Idle
+        };
+        got
+    }
+
     /// Takes every member in order, each within what is left of `deadline`;
     /// on any failure releases the members taken (the last first).
-    fn acquire_all(&self, deadline: Option<Deadline>) -> Result<bool> {
+    fn acquire_members(&self, deadline: Option<Deadline>) -> Result<bool> {
         for (i, lock) in self.locks.iter().enumerate() {
             let got = match deadline {
                 None => lock.acquire().map(|()| true),
@@ -199,8 +239,18 @@ impl InterProcessLock for MultiLock {
     }
 
     /// Releases every member, the last first, and returns the first error
-    /// (the others are released all the same).
+    /// (the others are released all the same). `LockNotHeld`, touching no
+    /// member, unless every member is held: a release from another thread
+    /// while an acquire is under way never strips the members it took (that
+    /// acquire would return holding some of them only).
     fn release(&self) -> Result<()> {
+        {
+            let mut state = self.state.lock();
+            if *state != MultiState::Held {
+                return Err(Error::LockNotHeld { lock: self.name() });
+            }
+            *state = MultiState::Idle;
+        }
         let mut first = None;
         for lock in self.locks.iter().rev() {
             if let Err(e) = lock.release() {
@@ -211,6 +261,13 @@ impl InterProcessLock for MultiLock {
     }
 
     fn release_in_background(&self) {
+        {
+            let mut state = self.state.lock();
+            if *state != MultiState::Held {
+                return;
+            }
+            *state = MultiState::Idle;
+        }
         for lock in self.locks.iter().rev() {
             lock.release_in_background();
         }
