@@ -238,3 +238,21 @@ fn a_tree_cache() {
     s.drop_during_a_stall("a TreeCache", cache, || true);
     s.finish();
 }
+
+/// A distributed queue whose consumer holds a receipt (made by its first
+/// claim): dropping it removes the receipt in the background.
+#[test]
+fn a_queue_with_its_receipt() {
+    use zklock::recipes::queue::DistributedQueue;
+    let s = setup("drop-queue");
+    let dir = format!("{}/q", s.root);
+    let queue = DistributedQueue::new(&s.zkw, &dir).unwrap();
+    queue.offer(b"item").unwrap();
+    assert_eq!(queue.poll().unwrap().as_deref(), Some(&b"item"[..]));
+    let receipts = format!("{dir}-receipts");
+    assert_eq!(s.children(&receipts).len(), 1, "the consumer's receipt");
+    s.drop_during_a_stall("a DistributedQueue with its receipt", queue, || {
+        s.children(&receipts).is_empty()
+    });
+    s.finish();
+}
