@@ -274,6 +274,11 @@ pub(crate) enum Parents {
     /// see [`create_container_parents`]): the server removes one once its
     /// last child is gone.
     Container,
+    /// None: a missing parent is the caller's answer (`NoNode` returned as
+    /// it is), for a node that must not bring a deleted parent back (a
+    /// two-phase commit's site joining a transaction the coordinator
+    /// deleted).
+    None,
 }
 
 impl Parents {
@@ -297,6 +302,8 @@ impl Parents {
                 None => Ok(()),
             },
             Parents::Container => create_container_parents(rzk, node),
+            // Never asked: `with_parents_then` returns the `NoNode`.
+            Parents::None => Ok(()),
         }
     }
 }
@@ -392,7 +399,7 @@ pub(crate) fn with_parents_then<T>(
     again: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
     match first() {
-        Err(e) if e.is(ZkError::NoNode) => {
+        Err(e) if e.is(ZkError::NoNode) && parents != Parents::None => {
             parents.create_for(rzk, path)?;
             again()
         }

@@ -2254,3 +2254,40 @@ fn another_threads_round_never_swallows_a_wake_up_on_a_shared_instance() {
     // The group's node stays (persistent, as Curator's and kazoo's do).
     assert_tree_then_clean(&root, &["group"]);
 }
+
+/// A site joining a transaction the coordinator deleted gets `NoNode` about
+/// the transaction path and creates nothing (issue 44: the join used to
+/// recreate `<path>` and `<path>/<site>` as persistent nodes, forever).
+#[test]
+fn two_phase_commit_join_after_delete_is_no_node_and_creates_nothing() {
+    let coordinator = session();
+    let site = session();
+    let observer = session();
+    let root = unique_root("2pc-join-deleted");
+    let path = format!("{root}/tx");
+    let tx = TwoPhaseCommit::create(&coordinator, &path, &["s1", "s2"]).unwrap();
+    let s1 = TwoPhaseCommit::open(&site, &path).unwrap();
+    tx.delete().unwrap();
+    let r = s1.join("s1");
+    assert!(
+        matches!(&r, Err(Error::Zk { code: ZkError::NoNode, path: Some(p), .. }) if *p == path),
+        "{r:?}"
+    );
+    let zk = observer.zookeeper();
+    assert_eq!(zk.exists(&path, false).unwrap(), None, "{path} recreated");
+    assert_eq!(zk.exists(&format!("{path}/s1"), false).unwrap(), None);
+    // The site's node alone gone (the transaction still there): the same.
+    let tx = TwoPhaseCommit::create(&coordinator, &path, &["s1", "s2"]).unwrap();
+    let s2 = TwoPhaseCommit::open(&site, &path).unwrap();
+    zk.delete(&format!("{path}/s2"), None).unwrap();
+    let r = s2.join("s2");
+    assert!(matches!(&r, Err(e) if e.is(ZkError::NoNode)), "{r:?}");
+    assert_eq!(zk.exists(&format!("{path}/s2"), false).unwrap(), None);
+    // A live transaction is joined as before.
+    s2.join("s1").unwrap();
+    tx.delete().unwrap();
+    zklock::zkutil::delete_node_recursively(&observer, &root).unwrap();
+    for w in [coordinator, site, observer] {
+        w.close().unwrap();
+    }
+}

@@ -794,3 +794,49 @@ fn latch_waiting_across_an_expiry_never_continues_in_the_renewed_session() {
     zkw.close().unwrap();
     other.close().unwrap();
 }
+
+/// A `cancel` while `run_requeued`'s leader function runs ends
+/// `run_requeued` with `Cancelled` once the function returns (it asked to
+/// requeue), instead of queuing again with a new, uncancelled lock (issue
+/// 44); no node is left. A `run` called after the cancel queues again.
+#[test]
+fn selector_cancel_while_leading_stops_run_requeued() {
+    use std::sync::mpsc;
+    use zklock::lock::Dialect;
+    use zklock::recipes::leader_selector::{LeaderSelector, Leadership};
+    init_log();
+    let zk = local_raw();
+    let zkw = local_zkw();
+    let path = format!("{}/election", unique_root("selector-cancel"));
+    let sel = Arc::new(LeaderSelector::new(&zkw, &path, Dialect::Kazoo, "z").unwrap());
+    let (leads, leading) = mpsc::channel::<()>();
+    let (go, gone) = mpsc::channel::<()>();
+    let (done, finished) = mpsc::channel();
+    let s = sel.clone();
+    thread::spawn(move || {
+        let mut turns = 0;
+        let r = s.run_requeued(|_: &Leadership| {
+            turns += 1;
+            leads.send(()).unwrap();
+            gone.recv().unwrap();
+            true
+        });
+        done.send((r, turns)).unwrap();
+    });
+    leading.recv_timeout(ANSWER).unwrap();
+    assert_eq!(children(&zk, &path).len(), 1);
+    sel.cancel();
+    go.send(()).unwrap();
+    let (r, turns) = finished
+        .recv_timeout(ANSWER)
+        .expect("run_requeued queued again after cancel");
+    assert!(matches!(r, Err(Error::Cancelled { .. })), "{r:?}");
+    assert_eq!(turns, 1);
+    assert!(eventually(ANSWER, || children(&zk, &path).is_empty()));
+    assert!(leading.try_recv().is_err());
+    // A fresh `run` after the cancel queues and leads again.
+    assert_eq!(sel.run(|_: &Leadership| 7).unwrap(), 7);
+    assert!(children(&zk, &path).is_empty());
+    zkutil::delete_node_recursively(&zkw, zkutil::get_parent(&path).unwrap()).unwrap();
+    zkw.close().unwrap();
+}

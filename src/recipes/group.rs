@@ -7,6 +7,7 @@ use super::layout::PARTY_PREFIX;
 use super::node::{children_or_none, Look, NodeWaiter, SessionNode};
 use crate::call::CallSession;
 use crate::error::{Result, ZkError};
+use crate::owned::Parents;
 use crate::types::CreateMode;
 use crate::wait::Bounds;
 use crate::watcher::ZooKeeperWatcher;
@@ -90,7 +91,13 @@ impl Group {
             )));
         }
         let call = CallSession::begin(&self.waiter.zkw)?;
-        let node = SessionNode::create(&call, &node, data, CreateMode::Ephemeral)?;
+        let node = SessionNode::create(
+            &call,
+            &node,
+            data,
+            CreateMode::Ephemeral,
+            Parents::Persistent,
+        )?;
         Ok(Member { node: Some(node) })
     }
 
@@ -103,7 +110,13 @@ impl Group {
     pub fn join_party(&self, data: &[u8]) -> Result<Member> {
         let call = CallSession::begin(&self.waiter.zkw)?;
         let prefix = zkutil::join_znode(self.path(), PARTY_PREFIX);
-        let node = SessionNode::create(&call, &prefix, data, CreateMode::EphemeralSequential)?;
+        let node = SessionNode::create(
+            &call,
+            &prefix,
+            data,
+            CreateMode::EphemeralSequential,
+            Parents::Persistent,
+        )?;
         Ok(Member { node: Some(node) })
     }
 

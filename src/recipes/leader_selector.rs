@@ -75,6 +75,16 @@ impl Leadership {
     }
 }
 
+/// The selector's attempt now and its count of cancels, under one lock: a
+/// `run` notes the count when it starts, and an attempt it makes after a
+/// `cancel` (between `run_requeued`'s turns, or before the first attempt
+/// is recorded) ends with `Cancelled` instead of queuing.
+#[derive(Debug, Default)]
+struct Slot {
+    attempt: Option<Attempt>,
+    cancels: u64,
+}
+
 /// One attempt: its lock and the signal its leader function reads.
 #[derive(Debug)]
 struct Attempt {
@@ -118,7 +128,7 @@ pub struct LeaderSelector {
     path: String,
     id: String,
     dialect: Dialect,
-    current: Mutex<Option<Attempt>>,
+    current: Mutex<Slot>,
 }
 
 impl LeaderSelector {
@@ -143,7 +153,7 @@ impl LeaderSelector {
             path: path.to_string(),
             id: id.to_string(),
             dialect,
-            current: Mutex::new(None),
+            current: Mutex::new(Slot::default()),
         })
     }
 
@@ -157,8 +167,17 @@ impl LeaderSelector {
         &self.path
     }
 
-    /// A new attempt (a new lock instance: a cancelled one stays cancelled).
-    fn attempt(&self) -> Result<(Arc<ZkInterProcessMutex>, Arc<LeadershipSignal>)> {
+    /// The count of cancels now: a `run` started now ends with `Cancelled`
+    /// once it changes.
+    fn cancels(&self) -> u64 {
+        self.current.lock().cancels
+    }
+
+    /// A new attempt (a new lock instance: a cancelled one stays cancelled),
+    /// or `Cancelled` when [`cancel`](Self::cancel) came after the caller's
+    /// `run` noted `cancels`: decided under the lock `cancel` takes, before
+    /// any node exists.
+    fn attempt(&self, cancels: u64) -> Result<(Arc<ZkInterProcessMutex>, Arc<LeadershipSignal>)> {
         let signal = Arc::new(LeadershipSignal::default());
         let told = signal.clone();
         let mutex = Arc::new(
@@ -166,13 +185,18 @@ impl LeaderSelector {
                 .with_lock_listener(move |_: &str, e: LockEvent| told.tell(leadership_event(e))),
         );
         let mut current = self.current.lock();
-        if current.is_some() {
+        if current.cancels != cancels {
+            return Err(Error::Cancelled {
+                lock: self.path.clone(),
+            });
+        }
+        if current.attempt.is_some() {
             return Err(Error::BadArguments(format!(
                 "{}: this participant is already queued or leading",
                 self.path
             )));
         }
-        *current = Some(Attempt {
+        current.attempt = Some(Attempt {
             mutex: mutex.clone(),
             signal: signal.clone(),
         });
@@ -191,7 +215,7 @@ impl LeaderSelector {
     /// `MixedDialect`; `BadArguments` when this participant is queued already
     /// (on another thread); ZooKeeper errors after retries.
     pub fn run<R>(&self, leader: impl FnOnce(&Leadership) -> R) -> Result<R> {
-        self.try_run(None, leader)
+        self.try_run(self.cancels(), None, leader)
             .map(|r| r.expect("an unbounded wait only ends leading or with an error"))
     }
 
@@ -205,17 +229,19 @@ impl LeaderSelector {
         timeout: Duration,
         leader: impl FnOnce(&Leadership) -> R,
     ) -> Result<Option<R>> {
-        self.try_run(Some(timeout), leader)
+        self.try_run(self.cancels(), Some(timeout), leader)
     }
 
+    /// One attempt of a `run` that noted `cancels` when it started.
     fn try_run<R>(
         &self,
+        cancels: u64,
         timeout: Option<Duration>,
         leader: impl FnOnce(&Leadership) -> R,
     ) -> Result<Option<R>> {
-        let (mutex, signal) = self.attempt()?;
+        let (mutex, signal) = self.attempt(cancels)?;
         let outcome = self.lead(&mutex, signal, timeout, leader);
-        *self.current.lock() = None;
+        self.current.lock().attempt = None;
         outcome
     }
 
@@ -251,21 +277,32 @@ impl LeaderSelector {
 
     /// Curator's `autoRequeue`: runs `leader` each time this participant
     /// leads, queueing again after each turn, until it returns `false` (then
-    /// `Ok(())`) or an attempt fails.
+    /// `Ok(())`) or an attempt fails. A [`cancel`](Self::cancel) ends it for
+    /// good (Curator's `close()`: no requeue after it): while queued at once,
+    /// while `leader` runs once that turn returns; either way with
+    /// `Cancelled`, no node left.
     ///
     /// # Errors
     /// As [`run`](Self::run).
     pub fn run_requeued(&self, mut leader: impl FnMut(&Leadership) -> bool) -> Result<()> {
-        while self.run(&mut leader)? {}
+        let cancels = self.cancels();
+        while self
+            .try_run(cancels, None, &mut leader)?
+            .expect("an unbounded wait only ends leading or with an error")
+        {}
         Ok(())
     }
 
     /// kazoo's `Election.cancel()`, Curator's `close()` of a queued selector:
     /// ends this participant's wait in [`run`](Self::run) (with `Cancelled`,
-    /// its node removed). A leader function already running is not
-    /// interrupted (as kazoo's); a later `run` queues again.
+    /// its node removed), also a `run` started but not yet queued, and stops
+    /// [`run_requeued`](Self::run_requeued) from queuing again. A leader
+    /// function already running is not interrupted (as kazoo's); a `run`
+    /// called after `cancel` queues again.
     pub fn cancel(&self) {
-        if let Some(a) = self.current.lock().as_ref() {
+        let mut current = self.current.lock();
+        current.cancels += 1;
+        if let Some(a) = current.attempt.as_ref() {
             a.mutex.cancel();
         }
     }
@@ -275,6 +312,7 @@ impl LeaderSelector {
     pub fn has_leadership(&self) -> bool {
         self.current
             .lock()
+            .attempt
             .as_ref()
             .is_some_and(|a| a.mutex.is_held() && a.signal.leads())
     }

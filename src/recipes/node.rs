@@ -206,8 +206,14 @@ impl Receipts {
             &self.parent,
             &format!("{RECEIPT_PREFIX}{:016x}-{}", call.session_id(), self.tag),
         );
-        let (node, stat) =
-            SessionNode::create_marked(call, &path, &[], CreateMode::Ephemeral, &self.mark)?;
+        let (node, stat) = SessionNode::create_marked(
+            call,
+            &path,
+            &[],
+            CreateMode::Ephemeral,
+            Parents::Persistent,
+            &self.mark,
+        )?;
         Ok(Receipt {
             node,
             version: stat.version,
@@ -568,13 +574,16 @@ impl SessionNode {
         path: &str,
         data: &[u8],
         mode: CreateMode,
+        parents: Parents,
     ) -> Result<SessionNode> {
-        Self::create_marked(call, path, data, mode, &OwnerMark::new()).map(|(node, _)| node)
+        Self::create_marked(call, path, data, mode, parents, &OwnerMark::new())
+            .map(|(node, _)| node)
     }
 
     /// Creates `path` (`mode`) in `call`'s session, `data` with the handle's
     /// metadata prefix (as every write through `RecoverableZooKeeper`), the
-    /// parent (persistent) when missing; returns the node and its `Stat`.
+    /// missing parents made as `parents` says ([`Parents::None`]: none, the
+    /// `NoNode` returned); returns the node and its `Stat`.
     /// After a lost reply the node is found again by a mark only this
     /// creator wrote: a fixed name by `mark` (the crate's one way to own a
     /// node, `owned.rs`), also when the create finds `NodeExists` (a node
@@ -590,11 +599,12 @@ impl SessionNode {
         path: &str,
         data: &[u8],
         mode: CreateMode,
+        parents: Parents,
         mark: &OwnerMark,
     ) -> Result<(SessionNode, Stat)> {
         let rzk = call.rzk();
         let (path, stat) = if mode.is_sequential() {
-            with_parents(rzk, path, Parents::Persistent, || {
+            with_parents(rzk, path, parents, || {
                 rzk.create2(path, data, rzk.acl_for(path), mode)
             })?
         } else {
@@ -605,7 +615,7 @@ impl SessionNode {
                 acl: rzk.acl_for(path),
                 mode,
                 ttl: None,
-                parents: Parents::Persistent,
+                parents,
             };
             create_owned(rzk, &spec, mark)?
         };

@@ -178,13 +178,24 @@ impl TwoPhaseCommit {
     /// session's end before it votes aborts the transaction. The site is bound
     /// to this session (see [`vote`](Self::vote)).
     ///
+    /// Only the `alive` node is created: a transaction the coordinator
+    /// deleted (or never created) is not brought back by a late join.
+    ///
     /// # Errors
-    /// `BadArguments` for an unknown site; `NodeExists` when it already joined;
-    /// session errors.
+    /// `BadArguments` for an unknown site; `NoNode` about the transaction
+    /// path when the transaction (or the site's node) is gone: deleted by
+    /// the coordinator, nothing created; `NodeExists` when it already
+    /// joined; session errors.
     pub fn join(&self, site: &str) -> Result<()> {
         let node = zkutil::join_znode(&self.site_node(site)?, ALIVE_NODE);
         let call = CallSession::begin(&self.zkw)?;
-        let alive = SessionNode::create(&call, &node, &[], CreateMode::Ephemeral)?;
+        let alive =
+            match SessionNode::create(&call, &node, &[], CreateMode::Ephemeral, Parents::None) {
+                Err(e) if e.is(ZkError::NoNode) => {
+                    return Err(Error::zk(ZkError::NoNode, &self.path))
+                }
+                other => other?,
+            };
         self.joined.lock().push((site.to_string(), alive));
         Ok(())
     }
