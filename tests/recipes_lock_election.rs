@@ -509,26 +509,52 @@ fn a_second_start_or_lock_while_the_first_makes_its_node_makes_nothing() {
     other.stop().unwrap();
     assert!(children(&zk, &root).is_empty());
 
+    // WriteLock: the second `lock` waits while the first makes the node,
+    // then joins it; held at `Joining` until the first is owner, its round
+    // runs on an owner (before: that round's answer was dropped, and the
+    // second `lock` waited for good: a make test hang).
     let dir = unique_root("wl-double-lock");
     let (hold, made, go) = hold_at_the_made_step();
+    let (making_tx, making_rx) = mpsc::channel::<()>();
+    let (joined_tx, joined_rx) = mpsc::channel::<()>();
+    let (go2_tx, go2_rx) = mpsc::channel::<()>();
+    let (making_tx, joined_tx, go2_rx) = (
+        parking_lot::Mutex::new(making_tx),
+        parking_lot::Mutex::new(joined_tx),
+        parking_lot::Mutex::new(go2_rx),
+    );
+    let makers = AtomicUsize::new(0);
     let w = Arc::new(
         WriteLock::new(&session, &dir, Acl::open_unsafe())
             .unwrap()
-            .with_step_hook(move |step, path| {
-                if step == WriteLockStep::NodeMade {
-                    hold(path);
+            .with_step_hook(move |step, path| match step {
+                WriteLockStep::NodeMade => hold(path),
+                WriteLockStep::Making if makers.fetch_add(1, Ordering::SeqCst) == 1 => {
+                    making_tx.lock().send(()).unwrap();
                 }
+                WriteLockStep::Joining => {
+                    joined_tx.lock().send(()).unwrap();
+                    go2_rx.lock().recv_timeout(Duration::from_secs(60)).unwrap();
+                }
+                _ => {}
             }),
     );
     let (w1, w2) = (w.clone(), w.clone());
     let first = thread::spawn(move || w1.lock());
     let node = made.recv_timeout(Duration::from_secs(60)).unwrap();
-    let second = thread::spawn(move || w2.lock());
-    thread::sleep(Duration::from_millis(300));
+    let (done_tx, done_rx) = mpsc::channel();
+    thread::spawn(move || done_tx.send(w2.lock()).unwrap());
+    // The second is past its owner check, at (or in) the one-at-a-time lock.
+    making_rx.recv_timeout(Duration::from_secs(60)).unwrap();
     assert_eq!(children(&zk, &dir).len(), 1, "a second node was made");
     go.send(()).unwrap();
     assert!(first.join().unwrap().unwrap());
-    assert!(second.join().unwrap().unwrap());
+    joined_rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    go2_tx.send(()).unwrap();
+    let second = done_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the second lock never returned");
+    assert!(second.unwrap());
     assert_eq!(w.id().as_deref(), Some(node.as_str()));
     assert_eq!(children(&zk, &dir).len(), 1);
     w.unlock().unwrap();

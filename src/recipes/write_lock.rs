@@ -49,6 +49,12 @@ pub enum WriteLockStep {
     /// bound it to the instance: a hook calling `close` from another thread
     /// here forces the race of a close during the create.
     NodeMade,
+    /// `lock` found the instance not owner and is about to make its node,
+    /// or join the one being made (path: empty).
+    Making,
+    /// `lock` found the instance's node bound (made by another `lock` of
+    /// the instance) and is about to join its round (path: the node).
+    Joining,
 }
 
 /// A [`WriteLock`]'s own state beside its [`RoundEngine`]'s.
@@ -162,7 +168,9 @@ impl WriteLockCore {
             return;
         };
         if self.engine.state().recipe.owner {
-            return;
+            // Owner already (another caller's round decided it): this round's
+            // outcome too; its waiter must hear it, or it waits for good.
+            return self.engine.round_done(generation);
         }
         let my_name = zkutil::get_node_name(&id).to_string();
         if !children.contains(&my_name) {
@@ -195,8 +203,13 @@ impl WriteLockCore {
     fn become_owner(&self, generation: u64) {
         let path = {
             let mut st = self.engine.state();
-            if st.generation != generation || st.recipe.owner || st.failed.is_some() {
+            if st.generation != generation || st.failed.is_some() {
                 return;
+            }
+            if st.recipe.owner {
+                // Another round decided it first: this one's waiter hears it.
+                drop(st);
+                return self.engine.round_done(generation);
             }
             st.recipe.owner = true;
             st.node.clone().unwrap_or_default()
@@ -334,13 +347,22 @@ impl WriteLock {
             // One maker at a time: a concurrent `lock` of this instance waits
             // here, then finds the node bound and joins its round (an
             // `unlock`/`close` from another thread never waits for it).
+            #[cfg(feature = "testing")]
+            self.rounds.core.hook.call(WriteLockStep::Making, "");
             let _one_at_a_time = self.making.lock();
-            if self.rounds.engine().state().node.is_none() {
-                let generation = self.rounds.engine().generation();
-                let (id, session) = self.find_or_create()?;
+            let bound = self.rounds.engine().state().node.clone();
+            match bound {
+                None => {
+                    let generation = self.rounds.engine().generation();
+                    let (id, session) = self.find_or_create()?;
+                    #[cfg(feature = "testing")]
+                    self.rounds.core.hook.call(WriteLockStep::NodeMade, &id);
+                    self.rounds.engine().bind(id, session, generation)?;
+                }
                 #[cfg(feature = "testing")]
-                self.rounds.core.hook.call(WriteLockStep::NodeMade, &id);
-                self.rounds.engine().bind(id, session, generation)?;
+                Some(node) => self.rounds.core.hook.call(WriteLockStep::Joining, &node),
+                #[cfg(not(feature = "testing"))]
+                Some(_) => {}
             }
         }
         // Wait for this round's outcome: bounded by the session (a round cut by
