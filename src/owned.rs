@@ -62,7 +62,7 @@ use crate::background::on_reconnect;
 use crate::client::{Acl, CreateMode, CreatedAndListed, Id, Perms, Stat, ZooKeeper};
 use crate::error::{Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::watcher::WeakZooKeeperWatcher;
+use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// Curator's protected-name prefix (`_c_`, `ProtectedUtils`): the one
 /// definition is `layout::CURATOR_PROTECTED_PREFIX`, in the leaf module below
@@ -242,6 +242,34 @@ impl OwnerMark {
             }
             None => Ok(false),
         }
+    }
+}
+
+impl OwnerMark {
+    /// A create of `path` in `mode` under this mark, made in `session`, gave
+    /// up with its outcome unknown: the node it may have made is found by
+    /// the mark and removed once the connection is back ([`Unsettled`]).
+    /// Only for a mark no later create reuses (a fresh one per attempt):
+    /// nothing then can have claimed the node meanwhile.
+    pub(crate) fn unsettled(
+        self,
+        path: &str,
+        mode: CreateMode,
+        session: i64,
+        zkw: &ZooKeeperWatcher,
+    ) {
+        let zk = zkw.zookeeper().pinned();
+        if zk.session_id() != session {
+            return; // the session ended: an ephemeral node went with it
+        }
+        let path = path.to_string();
+        Unsettled::new(path.clone(), move |zk, zkw| {
+            if let Some((found, stat)) = self.find(zk, &path, mode)? {
+                remove_found(zk, zkw, &found, &stat);
+            }
+            Ok(())
+        })
+        .in_background(&zk, &zkw.downgrade());
     }
 }
 
@@ -709,6 +737,103 @@ impl Removal {
             then();
         }
     }
+}
+
+/// What a failed attempt left behind: its node, or (when the create's reply was
+/// lost) the tagged prefix its node carries (`RecoverableZooKeeper`'s
+/// per-call tag, `<path><tag>-<sequence>`). Removed without blocking:
+/// asynchronous calls answered on the event thread, finished after a
+/// reconnect when the connection is lost first (Curator's "guaranteed
+/// delete"), through the watcher's session hooks (held weakly, never the
+/// user's listener registry).
+#[derive(Debug, Clone)]
+pub(crate) enum Attempt {
+    Node(String),
+    Tag(String),
+}
+
+/// Looks for a lost create's tagged node again once the connection is back,
+/// when listing failed with a recoverable error (Curator's "guaranteed
+/// delete"); nothing when the session ends first (its ephemeral node goes with
+/// it).
+fn sweep_after_reconnect(zkw: &WeakZooKeeperWatcher, attempt: Attempt) {
+    info!("will remove {attempt:?} when the connection is back");
+    let again = zkw.clone();
+    on_reconnect(zkw, move |connected| {
+        if connected {
+            let (done, _) = crossbeam_channel::bounded(1);
+            remove_async(&again, attempt, done);
+        }
+    });
+}
+
+/// Removes an attempt's node without blocking (async calls, answered on the event
+/// thread); when the connection is lost first, it is removed after the
+/// reconnect. `done` is told once the removal is settled here.
+fn remove_async(zkw: &WeakZooKeeperWatcher, attempt: Attempt, done: crossbeam_channel::Sender<()>) {
+    let Some(zk) = zkw.zookeeper() else {
+        let _ = done.send(());
+        return;
+    };
+    let zkw = zkw.clone();
+    match attempt.clone() {
+        // The one removal API (any version: the node carries this
+        // attempt's tag; retried after a reconnect).
+        Attempt::Node(path) => Removal::new(path, Guard::Any)
+            .then(move || {
+                let _ = done.send(());
+            })
+            .in_background(&zkw),
+        Attempt::Tag(prefix) => {
+            let (parent, name_prefix) = match prefix.rfind('/') {
+                Some(i) => (prefix[..i.max(1)].to_string(), prefix[i + 1..].to_string()),
+                None => return,
+            };
+            zk.get_children_async(&parent.clone(), None, move |r| match r {
+                Ok(children) => {
+                    // One node at most carries the tag; remove whatever does.
+                    let tagged: Vec<&String> = children
+                        .iter()
+                        .filter(|c| c.starts_with(&name_prefix))
+                        .collect();
+                    if tagged.is_empty() {
+                        let _ = done.send(());
+                    }
+                    for c in tagged {
+                        let node = Attempt::Node(crate::path::join_znode(&parent, c));
+                        remove_async(&zkw, node, done.clone());
+                    }
+                }
+                Err(e) => {
+                    if e.is_retryable() {
+                        sweep_after_reconnect(&zkw, attempt);
+                    }
+                    let _ = done.send(());
+                }
+            })
+        }
+    }
+}
+
+/// Removes `attempt`'s node: waits up to [`REMOVAL_WAIT`] for it, then lets it
+/// finish in the background (or after the reconnect). Never waits on the network
+/// past that bound.
+pub(crate) fn remove_and_wait(zkw: &ZooKeeperWatcher, attempt: Attempt) {
+    if zkw.state().is_terminal() {
+        return; // ephemeral: gone with the session
+    }
+    let (done, removed) = crossbeam_channel::bounded(1);
+    remove_async(&zkw.downgrade(), attempt, done);
+    let _ = removed.recv_timeout(REMOVAL_WAIT);
+}
+
+/// Removes `attempt`'s node in the background: returns at once.
+pub(crate) fn remove_in_background(zkw: &ZooKeeperWatcher, attempt: Attempt) {
+    if zkw.state().is_terminal() {
+        return;
+    }
+    let (done, _) = crossbeam_channel::bounded(1);
+    remove_async(&zkw.downgrade(), attempt, done);
 }
 
 /// How a settle finds and removes what an unsettled create left: runs on

@@ -561,59 +561,6 @@ fn a_second_start_or_lock_while_the_first_makes_its_node_makes_nothing() {
     assert!(children(&zk, &dir).is_empty());
 }
 
-/// A session through `proxy` that gives up fast while the link is down: a
-/// short wait for the connection and two retries, its session long enough
-/// to outlive the cut.
-fn giving_up(proxy: &FaultProxy) -> ZooKeeperWatcher {
-    init_log();
-    ZooKeeperWatcher::builder(&proxy.connect_string())
-        .with_identifier("recipes-test")
-        .with_session_timeout(Duration::from_secs(12))
-        .with_connect_wait(Duration::from_millis(300))
-        .with_retry(
-            RetryConfig::default()
-                .with_max_attempts(2)
-                .with_sleep_interval(Duration::from_millis(20)),
-        )
-        .connect()
-        .expect("connect")
-}
-
-/// Runs `attempt` through `proxy` so that its create reaches the server and
-/// its reply never comes back, and no later request of the call gets an
-/// answer either (replies held from the create on, then the connection cut,
-/// every reconnect's handshake held): the call must give up with a recoverable error while
-/// the node it made is on the server (`made` tells, from `zk`). Then the
-/// link heals: the node must go (the unsettled create settled after the
-/// reconnect), where before it stayed in the queue for the session's life.
-fn gives_up_after_its_create<T: std::fmt::Debug + Send + 'static>(
-    proxy: &FaultProxy,
-    attempt: impl FnOnce() -> zklock::Result<T> + Send + 'static,
-    made: impl Fn() -> bool,
-) {
-    proxy.set_mode_after(
-        &[1, 15, 19, 21],
-        zklock::testing::ProxyMode::StallDownstream,
-    );
-    let h = thread::spawn(attempt);
-    assert!(
-        eventually(Duration::from_secs(20), &made),
-        "the create never reached the server"
-    );
-    proxy.cut();
-    let r = h.join().unwrap();
-    assert!(
-        matches!(&r, Err(e) if e.is_retryable()),
-        "expected a recoverable error: {r:?}"
-    );
-    assert!(made(), "the node is there after the call gave up");
-    proxy.pass();
-    assert!(
-        eventually(Duration::from_secs(20), || !made()),
-        "the node of a call that gave up was left behind"
-    );
-}
-
 /// Issue 44, item 2: a leadership call that gives up after the server made
 /// its node (a lost reply, then every lookup failing on the link) leaves
 /// nothing: the election's offer, the latch's node, the leader manager's
@@ -627,13 +574,13 @@ fn a_leadership_call_that_gives_up_after_its_create_leaves_nothing() {
     let other = zkw();
 
     let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
-    let session = giving_up(&proxy);
+    let session = common::giving_up(&proxy);
     // The directories exist: the first create is the node's.
     let root = unique_root("election-gives-up");
     zklock::zkutil::create_with_parents(&other, &root).unwrap();
     let c = Arc::new(LeaderElectionSupport::new(&session, &root, "gives-up").unwrap());
     let c2 = c.clone();
-    gives_up_after_its_create(
+    common::gives_up_after_its_create(
         &proxy,
         move || c2.start(),
         || !children(&zk, &root).is_empty(),
@@ -659,7 +606,7 @@ fn a_leadership_call_that_gives_up_after_its_create_leaves_nothing() {
     zklock::zkutil::create_with_parents(&other, &path).unwrap();
     let latch = Arc::new(LeaderLatch::new(&session, &path, "gives-up").unwrap());
     let l2 = latch.clone();
-    gives_up_after_its_create(
+    common::gives_up_after_its_create(
         &proxy,
         move || l2.start(),
         || !children(&zk, &path).is_empty(),
@@ -674,7 +621,7 @@ fn a_leadership_call_that_gives_up_after_its_create_leaves_nothing() {
     let m = Arc::new(ZkLeaderManager::new(&session, &znode, "gives-up"));
     m.start().unwrap();
     let m2 = m.clone();
-    gives_up_after_its_create(
+    common::gives_up_after_its_create(
         &proxy,
         move || m2.wait_to_become_leader(),
         || zk.exists(&znode, false).unwrap().is_some(),

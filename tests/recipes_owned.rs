@@ -198,3 +198,66 @@ fn a_queue_consumers_receipt_whose_create_reply_is_lost_is_its_own() {
         zkw.close().unwrap();
     }
 }
+
+/// Issue 44, item 2, for every other caller that makes a node of its session:
+/// a group join (fixed name, found by its owner mark), a party join
+/// (sequential, found by its tag), a two-phase commit's join (its `alive`
+/// node) and a double barrier's enter (its member node, which the other
+/// members would count). Each call's create reaches the server, its reply and
+/// every later one are held, the link is cut and every retry fails: the call
+/// gives up with a recoverable error, and once the link heals the node it
+/// made goes (before: it stayed for the session's life).
+#[test]
+fn a_join_or_enter_that_gives_up_after_its_create_leaves_nothing() {
+    use std::sync::Arc;
+    use zklock::recipes::double_barrier::DoubleBarrier;
+    use zklock::recipes::two_phase_commit::TwoPhaseCommit;
+    use zklock::testing::FaultProxy;
+    let zk = common::raw();
+    let children = |p: &str| common::children(&zk, p);
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let session = common::giving_up(&proxy);
+    let other = common::zkw();
+
+    let path = unique_root("group-gives-up");
+    zklock::zkutil::create_with_parents(&other, &path).unwrap();
+    let group = Arc::new(Group::new(&session, &path).unwrap());
+    let g = group.clone();
+    common::gives_up_after_its_create(
+        &proxy,
+        move || g.join("m", b""),
+        || !children(&path).is_empty(),
+    );
+    let g = group.clone();
+    common::gives_up_after_its_create(
+        &proxy,
+        move || g.join_party(b""),
+        || !children(&path).is_empty(),
+    );
+    drop(group);
+
+    let tx = format!("{}/tx", unique_root("2pc-gives-up"));
+    let coordinator = TwoPhaseCommit::create(&other, &tx, &["s1"]).unwrap();
+    let site = Arc::new(TwoPhaseCommit::open(&session, &tx).unwrap());
+    let s = site.clone();
+    let alive = format!("{tx}/s1");
+    common::gives_up_after_its_create(
+        &proxy,
+        move || s.join("s1"),
+        || !children(&alive).is_empty(),
+    );
+    drop(site);
+    coordinator.delete().unwrap();
+
+    let barrier = format!("{}/b", unique_root("dbarrier-gives-up"));
+    zklock::zkutil::create_with_parents(&other, &barrier).unwrap();
+    let member = Arc::new(DoubleBarrier::new(&session, &barrier, 2).unwrap());
+    let m = member.clone();
+    common::gives_up_after_its_create(
+        &proxy,
+        move || m.enter(Duration::from_secs(30)),
+        || !children(&barrier).is_empty(),
+    );
+    drop(member);
+    session.close().unwrap();
+}

@@ -141,16 +141,11 @@ impl Offer<'_> {
         let what = zkutil::join_znode(&root, &name);
         let unsettled = match &self.mark {
             OfferMark::Owner(mark) => {
-                let mark = mark.clone();
-                Unsettled::new(what, move |zk, zkw| {
-                    let node = zkutil::join_znode(&root, &name);
-                    if let Some((path, stat)) =
-                        mark.find(zk, &node, CreateMode::EphemeralSequential)?
-                    {
-                        remove_found(zk, zkw, &path, &stat);
-                    }
-                    Ok(())
-                })
+                // A mark of this attempt only.
+                let node = zkutil::join_znode(&root, &name);
+                mark.clone()
+                    .unsettled(&node, CreateMode::EphemeralSequential, session, zkw);
+                return;
             }
             OfferMark::Serial => {
                 pending().lock().insert((session, root.clone()), floor);

@@ -12,7 +12,7 @@ use super::node::{delete_if_present, SessionNode};
 use crate::call::CallSession;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{create_tagged, Parents};
+use crate::owned::{create_tagged, remove_and_wait, Attempt, Parents};
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::sequence_of;
 use crate::types::{CreateMode, Op};
@@ -292,8 +292,11 @@ impl DoubleBarrier {
         let me = match created {
             Ok(made) => SessionNode::adopt(&call, made.path, &made.stat),
             Err(e) => {
+                // The server may have made the node (a lost reply, then every
+                // lookup failing): found by its tag and removed, after the
+                // reconnect if need be, so no orphan member is ever counted.
                 if e.is_retryable() {
-                    self.remove_tagged(&call, &tagged);
+                    remove_and_wait(&self.zkw, Attempt::Tag(tagged));
                 }
                 return Err(e);
             }
@@ -736,17 +739,6 @@ impl DoubleBarrier {
                 me.path()
             );
             me.remove_in_background();
-        }
-    }
-
-    /// Removes the node a lost create may have made (found by its tag).
-    fn remove_tagged(&self, call: &CallSession, tagged: &str) {
-        let rzk = call.rzk().with_deadline(Deadline::after(WITHDRAW));
-        let name = zkutil::get_node_name(tagged);
-        if let Ok(children) = rzk.get_children(&self.path, false) {
-            for c in children.iter().filter(|c| c.starts_with(name)) {
-                let _ = delete_if_present(&rzk, &zkutil::join_znode(&self.path, c));
-            }
         }
     }
 }

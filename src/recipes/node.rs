@@ -21,7 +21,11 @@ use crate::client::CreateMode;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
-use crate::owned::{create_owned, with_parents, Guard, NodeSpec, OwnerMark, Parents, Removal};
+use crate::owned::{
+    create_owned, create_tagged, remove_in_background, with_parents, Attempt, Guard, NodeSpec,
+    OwnerMark, Parents, Removal,
+};
+use crate::recoverable::tagged_prefix;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{Op, Stat, Watcher};
 use crate::wait::{Bounds, Waiter};
@@ -567,8 +571,13 @@ pub(super) struct SessionNode {
 }
 
 impl SessionNode {
-    /// Creates `path` (`mode`, with a fresh [`OwnerMark`]) in `call`'s
-    /// session; see [`create_marked`](Self::create_marked).
+    /// Creates `path` (`mode`, with a fresh [`OwnerMark`]; a sequential
+    /// name with a fresh tag, `<path><tag>-<sequence>`) in `call`'s session;
+    /// see [`create_marked`](Self::create_marked). A create that gives up
+    /// with its outcome unknown (a lost reply, then every lookup failing on
+    /// the connection) leaves nothing: the node the server may have made is
+    /// found by its mark or tag and removed once the connection is back
+    /// (both are this call's alone, so no later create is taken for it).
     pub(super) fn create(
         call: &CallSession,
         path: &str,
@@ -576,8 +585,26 @@ impl SessionNode {
         mode: CreateMode,
         parents: Parents,
     ) -> Result<SessionNode> {
-        Self::create_marked(call, path, data, mode, parents, &OwnerMark::new())
-            .map(|(node, _)| node)
+        let zkw = call.watcher();
+        if mode.is_sequential() {
+            let rzk = call.rzk();
+            let tagged = tagged_prefix(path);
+            return match create_tagged(rzk, &tagged, data, mode, parents, None) {
+                Ok(made) => Ok(SessionNode::adopt(call, made.path, &made.stat)),
+                Err(e) => {
+                    if e.is_retryable() {
+                        remove_in_background(zkw, Attempt::Tag(tagged));
+                    }
+                    Err(e)
+                }
+            };
+        }
+        let mark = OwnerMark::new();
+        let made = Self::create_marked(call, path, data, mode, parents, &mark);
+        if made.as_ref().is_err_and(|e| e.is_retryable()) {
+            mark.unsettled(path, mode, call.session_id(), zkw);
+        }
+        made.map(|(node, _)| node)
     }
 
     /// Creates `path` (`mode`) in `call`'s session, `data` with the handle's

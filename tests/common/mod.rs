@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use zklock::client::{Acl, CreateMode, EventType, WatchedEvent, ZooKeeper};
 use zklock::lock::LockEvent;
-use zklock::testing::{shared_server, test_servers, unique_root, wait_until, ZkEnsemble};
+use zklock::testing::{
+    eventually, shared_server, test_servers, unique_root, wait_until, FaultProxy, ZkEnsemble,
+};
 use zklock::{zkutil, Abortable, Error, RetryConfig, ZkError, ZooKeeperListener, ZooKeeperWatcher};
 
 /// Bound for every wait on an event.
@@ -431,4 +433,57 @@ pub fn server_version() -> (u32, u32, u32) {
 pub fn exists_checks_read_acl() -> bool {
     let v = server_version();
     v >= (3, 9, 2) || ((3, 8, 4)..(3, 9, 0)).contains(&v)
+}
+
+/// A session through `proxy` that gives up fast while the link is down: a
+/// short wait for the connection and two retries, its session long enough
+/// to outlive the cut.
+pub fn giving_up(proxy: &FaultProxy) -> ZooKeeperWatcher {
+    init_log();
+    ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_identifier("recipes-test")
+        .with_session_timeout(Duration::from_secs(12))
+        .with_connect_wait(Duration::from_millis(300))
+        .with_retry(
+            RetryConfig::default()
+                .with_max_attempts(2)
+                .with_sleep_interval(Duration::from_millis(20)),
+        )
+        .connect()
+        .expect("connect")
+}
+
+/// Runs `attempt` through `proxy` so that its create reaches the server and
+/// its reply never comes back, and no later request of the call gets an
+/// answer either (replies held from the create on, then the connection cut,
+/// every reconnect's handshake held): the call must give up with a recoverable error while
+/// the node it made is on the server (`made` tells, from `zk`). Then the
+/// link heals: the node must go (the unsettled create settled after the
+/// reconnect), where before it stayed in the queue for the session's life.
+pub fn gives_up_after_its_create<T: std::fmt::Debug + Send + 'static>(
+    proxy: &FaultProxy,
+    attempt: impl FnOnce() -> zklock::Result<T> + Send + 'static,
+    made: impl Fn() -> bool,
+) {
+    proxy.set_mode_after(
+        &[1, 15, 19, 21],
+        zklock::testing::ProxyMode::StallDownstream,
+    );
+    let h = std::thread::spawn(attempt);
+    assert!(
+        eventually(Duration::from_secs(20), &made),
+        "the create never reached the server"
+    );
+    proxy.cut();
+    let r = h.join().unwrap();
+    assert!(
+        matches!(&r, Err(e) if e.is_retryable()),
+        "expected a recoverable error: {r:?}"
+    );
+    assert!(made(), "the node is there after the call gave up");
+    proxy.pass();
+    assert!(
+        eventually(Duration::from_secs(20), || !made()),
+        "the node of a call that gave up was left behind"
+    );
 }
