@@ -992,3 +992,43 @@ fn a_release_or_second_acquire_while_acquire_makes_its_node_leaves_one_recorded_
         }
     }
 }
+
+/// Issue 44, item 2, for the locks and the semaphore (a regression guard:
+/// they settled a lost create by its tag before this issue): an acquire whose
+/// create reaches the server, whose reply and every later one are held, and
+/// whose retries all fail on the cut link, gives up with a recoverable error;
+/// once the link heals, the node it made goes.
+#[test]
+fn an_acquire_that_gives_up_after_its_create_leaves_nothing() {
+    use zklock::lock::ZkSemaphore;
+    let zk = common::raw();
+    let children = |p: &str| common::children(&zk, p);
+    let proxy =
+        FaultProxy::start(zklock::testing::shared_server().connect_string().as_str()).unwrap();
+    let session = common::giving_up(&proxy);
+    let other = common::zkw();
+
+    let path = format!("{}/lock", unique_root("lock-gives-up"));
+    zklock::zkutil::create_with_parents(&other, &path).unwrap();
+    let lock = Arc::new(ZkInterProcessWriteLock::new(&session, &path, b"", None).unwrap());
+    let l = lock.clone();
+    common::gives_up_after_its_create(
+        &proxy,
+        move || l.try_acquire(Duration::from_secs(30)),
+        || !children(&path).is_empty(),
+    );
+    assert!(!lock.is_held());
+
+    let sem_path = format!("{}/sem", unique_root("semaphore-gives-up"));
+    let leases = format!("{sem_path}/leases");
+    zklock::zkutil::create_with_parents(&other, &leases).unwrap();
+    zklock::zkutil::create_with_parents(&other, &format!("{sem_path}/locks")).unwrap();
+    let sem = Arc::new(ZkSemaphore::new(&session, &sem_path, 1, b"").unwrap());
+    let s = sem.clone();
+    common::gives_up_after_its_create(
+        &proxy,
+        move || s.try_acquire(Duration::from_secs(30)),
+        || !children(&leases).is_empty() || !children(&format!("{sem_path}/locks")).is_empty(),
+    );
+    session.close().unwrap();
+}
