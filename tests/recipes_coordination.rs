@@ -2255,6 +2255,47 @@ fn another_threads_round_never_swallows_a_wake_up_on_a_shared_instance() {
     assert_tree_then_clean(&root, &["group"]);
 }
 
+/// Entry points are atomic (issue 44): two threads joining one site of one
+/// transaction through one instance: one joins, the other gets `NodeExists`
+/// (the `alive` node carries the first's mark), and one `alive` node exists.
+#[test]
+fn two_joins_of_one_site_make_one_alive_node() {
+    let coordinator = session();
+    let site = session();
+    let root = unique_root("2pc-two-joins");
+    let path = format!("{root}/tx");
+    let tx = TwoPhaseCommit::create(&coordinator, &path, &["s1"]).unwrap();
+    let s1 = Arc::new(TwoPhaseCommit::open(&site, &path).unwrap());
+    let joins: Vec<_> = (0..2)
+        .map(|_| {
+            let s1 = s1.clone();
+            thread::spawn(move || s1.join("s1"))
+        })
+        .collect();
+    let results: Vec<_> = joins.into_iter().map(|j| j.join().unwrap()).collect();
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|r| matches!(r, Err(e) if e.is(ZkError::NodeExists))),
+        "{results:?}"
+    );
+    let zk = coordinator.zookeeper();
+    assert_eq!(
+        zk.get_children(&format!("{path}/s1"), false).unwrap(),
+        ["alive"]
+    );
+    drop(s1);
+    site.close().unwrap(); // the ephemeral alive node goes with the session
+    tx.delete().unwrap();
+    zklock::zkutil::delete_node_recursively(&coordinator, &root).unwrap();
+    coordinator.close().unwrap();
+}
+
 /// A site joining a transaction the coordinator deleted gets `NoNode` about
 /// the transaction path and creates nothing (issue 44: the join used to
 /// recreate `<path>` and `<path>/<site>` as persistent nodes, forever).

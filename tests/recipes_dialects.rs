@@ -795,6 +795,71 @@ fn latch_waiting_across_an_expiry_never_continues_in_the_renewed_session() {
     other.close().unwrap();
 }
 
+/// Entry points are atomic (issue 44): a second `run` of one selector while
+/// the first is leading refuses (`BadArguments`) and makes no second node;
+/// a second `start` of one leader latch while the first is making its node
+/// (held at `NodeMade`) refuses, making nothing.
+#[test]
+fn a_second_run_or_latch_start_while_the_first_is_under_way_makes_nothing() {
+    use std::sync::mpsc;
+    use zklock::lock::Dialect;
+    use zklock::recipes::leader_latch::LatchStep;
+    use zklock::recipes::leader_selector::{LeaderSelector, Leadership};
+    init_log();
+    let zk = local_raw();
+    let zkw = local_zkw();
+
+    let path = format!("{}/election", unique_root("selector-twice"));
+    let sel = Arc::new(LeaderSelector::new(&zkw, &path, Dialect::Curator, "s").unwrap());
+    let (leads, leading) = mpsc::channel::<()>();
+    let (go, gone) = mpsc::channel::<()>();
+    let s = sel.clone();
+    let first = thread::spawn(move || {
+        s.run(|_: &Leadership| {
+            leads.send(()).unwrap();
+            gone.recv().unwrap();
+        })
+    });
+    leading.recv_timeout(ANSWER).unwrap();
+    let second = sel.run(|_: &Leadership| ());
+    assert!(matches!(second, Err(Error::BadArguments(_))), "{second:?}");
+    assert_eq!(children(&zk, &path).len(), 1, "a second node was made");
+    go.send(()).unwrap();
+    first.join().unwrap().unwrap();
+    assert!(eventually(ANSWER, || children(&zk, &path).is_empty()));
+
+    let latch_path = unique_root("latch-twice");
+    let (made_tx, made_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (made_tx, go_rx) = (Mutex::new(made_tx), Mutex::new(go_rx));
+    let latch = Arc::new(
+        LeaderLatch::new(&zkw, &latch_path, "l")
+            .unwrap()
+            .with_step_hook(move |step, _| {
+                if step == LatchStep::NodeMade {
+                    made_tx.lock().unwrap().send(()).unwrap();
+                    go_rx.lock().unwrap().recv_timeout(ANSWER).unwrap();
+                }
+            }),
+    );
+    let l = latch.clone();
+    let first = thread::spawn(move || l.start());
+    made_rx.recv_timeout(ANSWER).unwrap();
+    let second = latch.start();
+    assert!(matches!(second, Err(Error::BadArguments(_))), "{second:?}");
+    assert_eq!(
+        children(&zk, &latch_path).len(),
+        1,
+        "a second node was made"
+    );
+    go_tx.send(()).unwrap();
+    first.join().unwrap().unwrap();
+    assert!(latch.has_leadership());
+    latch.close().unwrap();
+    assert!(children(&zk, &latch_path).is_empty());
+    zkw.close().unwrap();
+}
+
 /// A `cancel` while `run_requeued`'s leader function runs ends
 /// `run_requeued` with `Cancelled` once the function returns (it asked to
 /// requeue), instead of queuing again with a new, uncancelled lock (issue

@@ -2697,3 +2697,32 @@ fn election_lost_create_on_a_lagging_follower_finds_its_offer_after_a_sync() {
     )
     .is_empty()));
 }
+
+/// Entry points are atomic (issue 44): two threads waiting to lead on one
+/// leader manager share one claim (its making lock: the second adopts the
+/// znode the first made, by its mark); one znode, both waits `Ok(true)`.
+#[test]
+fn two_waits_of_one_leader_manager_share_one_claim() {
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    let znode = format!("{}/leader", unique_root("manager-two-waits"));
+    let session = zkw();
+    let m = Arc::new(ZkLeaderManager::new(&session, &znode, "one"));
+    m.start().unwrap();
+    let waits: Vec<_> = (0..2)
+        .map(|_| {
+            let m = m.clone();
+            thread::spawn(move || m.wait_to_become_leader())
+        })
+        .collect();
+    for w in waits {
+        assert!(w.join().unwrap().unwrap());
+    }
+    assert!(m.has_leadership());
+    let zk = raw();
+    assert_eq!(
+        children(&zk, zklock::zkutil::get_parent(&znode).unwrap()),
+        ["leader"]
+    );
+    m.stop().unwrap();
+    assert!(zk.exists(&znode, false).unwrap().is_none());
+}
