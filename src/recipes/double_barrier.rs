@@ -246,7 +246,10 @@ impl DoubleBarrier {
     /// `Closed`; `ConnectionLoss` when the connection stays down for a session
     /// timeout; [`Error::NoReadPermission`] naming a member this one may not
     /// read (`check`, as it fills the round) or a `ready` it may not read
-    /// (see the type's docs). The member's node is deleted on every error.
+    /// (see the type's docs). The member's node is deleted on every error,
+    /// also one the server made for a create whose reply was lost (found by
+    /// its tag, after the reconnect if the link is down): no member that
+    /// gave up is ever counted.
     pub fn enter(&self, timeout: Duration) -> Result<bool> {
         let _started = crate::metrics::Timer::start();
         let entered = self.enter_within(timeout);

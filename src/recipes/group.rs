@@ -81,7 +81,9 @@ impl Group {
     ///
     /// # Errors
     /// `NodeExists` when a live member already has `name`; `BadArguments` for a
-    /// name with a `/`; session errors.
+    /// name with a `/`; session errors. A join that fails leaves
+    /// nothing: a node the server may have made for a create whose reply
+    /// was lost is found by its mark and removed once the connection is back.
     pub fn join(&self, name: &str, data: &[u8]) -> Result<Member> {
         let node = zkutil::join_znode(self.path(), name);
         crate::path::validate(&node)?;
@@ -106,7 +108,9 @@ impl Group {
     /// [`Member::node`]'s last segment.
     ///
     /// # Errors
-    /// Session errors.
+    /// Session errors. A join that fails leaves
+    /// nothing: a node the server may have made for a create whose reply
+    /// was lost is found by its tag and removed once the connection is back.
     pub fn join_party(&self, data: &[u8]) -> Result<Member> {
         let call = CallSession::begin(&self.waiter.zkw)?;
         let prefix = zkutil::join_znode(self.path(), PARTY_PREFIX);

@@ -185,7 +185,9 @@ impl TwoPhaseCommit {
     /// `BadArguments` for an unknown site; `NoNode` about the transaction
     /// path when the transaction (or the site's node) is gone: deleted by
     /// the coordinator, nothing created; `NodeExists` when it already
-    /// joined; session errors.
+    /// joined; session errors. A join that fails leaves
+    /// nothing: a node the server may have made for a create whose reply
+    /// was lost is found by its mark and removed once the connection is back.
     pub fn join(&self, site: &str) -> Result<()> {
         let node = zkutil::join_znode(&self.site_node(site)?, ALIVE_NODE);
         let call = CallSession::begin(&self.zkw)?;
