@@ -28,7 +28,7 @@ PYTHON3       ?= python3
 KAZOO_VERSION := 2.11.0
 KAZOO_VENV    := target/kazoo-venv
 
-.PHONY: help zookeeper curator kazoo kerberos zookeeper-versions test test-versions check fmt clippy doc demo cli bench bench-metrics chaos loom loom-build
+.PHONY: help zookeeper curator kazoo kerberos zookeeper-versions test test-versions check fmt clippy doc demo cli bench bench-metrics chaos loom loom-build package
 
 help:
 	@echo "make demo | make test | make check | make bench | make chaos | make cli | make zookeeper"
@@ -187,8 +187,20 @@ fmt:
 clippy: kerberos
 	$(CARGO) clippy --quiet --all-targets --all-features -- -D warnings
 
+# rustdoc as docs.rs builds it ([package.metadata.docs.rs]: every feature,
+# `--cfg docsrs`, so each feature-gated item shows its feature through
+# `doc_cfg`; RUSTC_BOOTSTRAP lets the stable toolchain take that nightly
+# attribute, which docs.rs' nightly has), and a check that it shows. In its own
+# target directory: build scripts that read RUSTC_BOOTSTRAP would otherwise be
+# run again, and their crates rebuilt, by every build without it.
+DOC_TARGET = $${CARGO_TARGET_DIR:-target}/docsrs
 doc: kerberos
-	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --quiet --no-deps --all-features
+	CARGO_TARGET_DIR=$(DOC_TARGET) RUSTC_BOOTSTRAP=1 RUSTDOCFLAGS="-Dwarnings --cfg docsrs" \
+	  $(CARGO) doc --quiet --no-deps --all-features
+	@grep -q 'Available on <strong>crate feature <code>tls</code>' \
+	  $(DOC_TARGET)/doc/zklock/client/struct.TlsConfig.html || \
+	  { echo "make doc: feature-gated items do not show their feature" >&2; exit 1; }
+	@echo "make doc: $(DOC_TARGET)/doc/zklock/index.html (as docs.rs renders it)"
 
 check: fmt clippy doc
 
@@ -286,6 +298,17 @@ test: zookeeper curator kazoo kerberos
 	$(versions_in_background)
 	$(MAKE) --no-print-directory fmt clippy
 	$(call run_tests,$(OTHER_VERSIONS),$(VERSION_TESTS))
+	$(MAKE) --no-print-directory package
+
+# What a user gets from the registry: `cargo package --list` (only the crate's
+# sources, README, LICENSE, CHANGELOG) and `cargo publish --dry-run`, which
+# builds the packaged crate on its own.
+package:
+	@files=$$($(CARGO) package --list --allow-dirty 2>/dev/null); \
+	bad=$$(printf '%s\n' "$$files" | grep -Ev '^(src/.*\.rs|README\.md|LICENSE|CHANGELOG\.md|Cargo\.(toml|toml\.orig|lock)|\.cargo_vcs_info\.json)$$' || true); \
+	[ -z "$$bad" ] || { echo "make package: the package holds files a user does not need:" >&2; echo "$$bad" >&2; exit 1; }; \
+	echo "make package: $$(printf '%s\n' "$$files" | wc -l) files"
+	$(CARGO) publish --dry-run --allow-dirty --quiet
 
 # Every test binary on Debian's 3.8, then again on each of OTHER_VERSIONS.
 test-versions: zookeeper curator kazoo kerberos

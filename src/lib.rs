@@ -109,13 +109,27 @@
 //!
 //! ## Features
 //!
+//! None is on by default; the library alone needs no C toolchain.
+//!
+//! - `tls`: TLS for the client's connection ([`client::TlsConfig`]: rustls
+//!   with the `ring` provider, PEM files), and x509 identities.
+//! - `kerberos`: SASL GSSAPI for the client (`client::SaslConfig::kerberos`,
+//!   MIT's `libgssapi_krb5`; its build needs `libkrb5-dev` and `libclang`).
+//!   SASL DIGEST-MD5 needs no feature.
 //! - `metrics`: counts, latencies and signals through the `metrics` facade
 //!   ([`metrics`]; every name in `docs/observability.md`); the application
 //!   installs the exporter. Off: nothing is built or measured.
+//! - `cli`: the `zklock` command (`cargo install zklock --features cli`):
+//!   `flock(1)`-like locking, `ls`, `stat`, `watch`, elections and a
+//!   throwaway `server`.
 //! - `testing`: the real-ZooKeeper harness ([`testing`]: `ZkServer`,
-//!   `ZkEnsemble`, `FaultProxy`) used by zklock's tests, examples and benchmarks.
+//!   `ZkEnsemble`, `FaultProxy`) used by zklock's tests, examples and
+//!   benchmarks; not part of the stable API.
+//!
+//! On docs.rs each item behind a feature says which.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod background;
 mod call;
