@@ -47,12 +47,18 @@
 //! after a reconnect, in a pinned session), or waiting a bounded time for
 //! the answer.
 //!
+//! # A failed call leaves nothing
 //! A caller that gives up while a create's outcome is unknown (its reply
 //! lost, then every lookup failing on the connection) returns its error and
-//! leaves the create [`Unsettled`]: once the connection is back, in the
-//! create's session, the node is found by its mark and removed (or kept,
-//! when the caller bound it meanwhile), on a short-lived thread of its own.
-//! So a failed call leaves nothing.
+//! hands the create over to be settled once the connection is back, in the
+//! create's session, by the mark it carries:
+//!
+//! | the create's mark | settled by | callers |
+//! |---|---|---|
+//! | a tag in a sequential name (`<path><tag>-<sequence>`) | [`Attempt::Tag`] through [`remove_and_wait`] / [`remove_in_background`]: the parent listed, the tagged child removed, asynchronously (no thread), again after each reconnect | the locks, the semaphore, the double barrier, a group's party |
+//! | an [`OwnerMark`] no later create reuses | [`OwnerMark::unsettled`]: found by the mark, removed ([`Unsettled`]) | the latch's offers, a group's member, a 2PC site's `alive` |
+//! | anything a caller decides on (its own lock, a claim to keep) | [`Unsettled::new`] with the caller's settle, run on a short-lived thread (the find blocks), under the caller's making lock | the election's serial offers, the leader manager's znode |
+//! | the persistent node's own mark | [`OwnerMark::remove_if_created`] on its own thread at close | `PersistentNode` |
 
 use std::time::Duration;
 
