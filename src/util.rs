@@ -6,13 +6,34 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+/// `N` bytes from the operating system's CSPRNG (`getrandom`): nonces and
+/// owner marks, which another party must not guess. Should the OS refuse
+/// (it does not on any supported platform), the bytes come from std's
+/// per-process random hash keys mixed with the time, with a warning.
+pub(crate) fn os_random<const N: usize>() -> [u8; N] {
+    let mut out = [0u8; N];
+    if let Err(e) = getrandom::getrandom(&mut out) {
+        log::warn!("the OS random source failed ({e}); using std's random hash keys");
+        for chunk in out.chunks_mut(8) {
+            let bytes = random_u64().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+    }
+    out
+}
+
 /// A process-random, never-repeating 64-bit value: a bijective mix of a random
-/// per-process seed plus a counter.
+/// per-process seed (from the OS's CSPRNG) plus a counter. For tags and
+/// jitter; a secret comes from [`os_random`].
 pub(crate) fn random_u64() -> u64 {
     static SEED: OnceLock<u64> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let seed = *SEED.get_or_init(|| {
-        // RandomState's keys come from the OS's random source.
+        let mut seed = [0u8; 8];
+        if getrandom::getrandom(&mut seed).is_ok() {
+            return u64::from_le_bytes(seed);
+        }
+        // RandomState's keys come from the OS's random source too.
         let mut hasher = RandomState::new().build_hasher();
         hasher.write_u32(std::process::id());
         if let Ok(since_epoch) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)
@@ -62,8 +83,12 @@ pub(crate) fn shuffle<T>(v: &mut [T]) {
 /// Python's `str(uuid.uuid4())` write it (Curator's protected names, kazoo's
 /// lock nodes).
 pub(crate) fn random_uuid() -> String {
-    let hi = (random_u64() & !0xF000) | 0x4000;
-    let lo = (random_u64() & !(0xC000 << 48)) | (0x8000 << 48);
+    let bytes = os_random::<16>();
+    let (hi, lo) = bytes.split_at(8);
+    let hi = u64::from_le_bytes(hi.try_into().unwrap_or_default());
+    let lo = u64::from_le_bytes(lo.try_into().unwrap_or_default());
+    let hi = (hi & !0xF000) | 0x4000;
+    let lo = (lo & !(0xC000 << 48)) | (0x8000 << 48);
     format!(
         "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
         hi >> 32,

@@ -576,27 +576,12 @@ fn quote(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
-/// A client nonce: 128 random bits (std's per-process random hash keys,
-/// mixed with the time and a counter), hex.
+/// A client nonce: 128 bits from the OS's CSPRNG, hex.
 fn cnonce() -> String {
-    use std::collections::hash_map::RandomState;
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let mut out = String::new();
-    for i in 0..2u8 {
-        let mut h = RandomState::new().build_hasher();
-        h.write_u128(now);
-        h.write_u64(n);
-        h.write_u8(i);
-        out.push_str(&format!("{:016x}", h.finish()));
-    }
-    out
+    crate::util::os_random::<16>()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// `name=value` / `name="quoted value"` pairs, comma-separated (RFC 2831's
@@ -680,6 +665,15 @@ fn directives(s: &str) -> Result<Vec<(String, String)>, SaslFailure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 128 bits from the OS's CSPRNG, as 32 hex digits, never the same.
+    #[test]
+    fn a_cnonce_is_128_random_bits_in_hex() {
+        let (a, b) = (cnonce(), cnonce());
+        assert_eq!(a.len(), 32, "{a}");
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
+        assert_ne!(a, b);
+    }
 
     /// RFC 2831 section 4's example (IMAP, chris / secret).
     #[test]
