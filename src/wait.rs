@@ -319,6 +319,7 @@ macro_rules! with_wait_hook {
         /// Calls `hook` at each [`WaitStep`](crate::recipes::WaitStep) of this
         /// instance's waits, on the waiting thread (feature `testing`: how the
         /// tests force a race between threads sharing the instance).
+        #[must_use]
         #[cfg(feature = "testing")]
         pub fn with_wait_hook(
             self,

@@ -353,12 +353,14 @@ impl std::fmt::Debug for ZooKeeperWatcherBuilder {
 
 impl ZooKeeperWatcherBuilder {
     /// The identifier prefix (HBase's `identifier` argument). Default `zklock`.
+    #[must_use]
     pub fn with_identifier(mut self, prefix: &str) -> Self {
         self.prefix = prefix.to_string();
         self
     }
 
     /// Who is told when the session expires. Default: a [`LoggingAbortable`].
+    #[must_use]
     pub fn with_abortable(mut self, abortable: Arc<dyn Abortable>) -> Self {
         self.abortable = Some(abortable);
         self
@@ -366,18 +368,21 @@ impl ZooKeeperWatcherBuilder {
 
     /// The requested session timeout. Default 30 s (HBase's
     /// `zookeeper.session.timeout` is 90 s; ZooKeeper caps at 20 ticks by default).
+    #[must_use]
     pub fn with_session_timeout(self, timeout: Duration) -> Self {
         self.with_client(|c| c.with_session_timeout(timeout))
     }
 
     /// How long `connect` (and a call while disconnected) waits for a
     /// connection. Default: the session timeout.
+    #[must_use]
     pub fn with_connect_wait(self, wait: Duration) -> Self {
         self.with_client(|c| c.with_connect_wait(wait))
     }
 
     /// How long a sent request waits for its reply (see
     /// [`ZooKeeperBuilder::with_request_timeout`]).
+    #[must_use]
     pub fn with_request_timeout(self, timeout: Duration) -> Self {
         self.with_client(|c| c.with_request_timeout(timeout))
     }
@@ -393,6 +398,7 @@ impl ZooKeeperWatcherBuilder {
     ///     .connect()?;
     /// # Ok::<(), zklock::Error>(())
     /// ```
+    #[must_use]
     pub fn with_client(mut self, f: impl FnOnce(ZooKeeperBuilder) -> ZooKeeperBuilder) -> Self {
         self.client = f(self.client);
         self
@@ -400,12 +406,14 @@ impl ZooKeeperWatcherBuilder {
 
     /// `RecoverableZooKeeper`'s retries. Default [`RetryConfig::default`]
     /// (HBase's: 3 retries, 1 s, exponential).
+    #[must_use]
     pub fn with_retry(mut self, retry: RetryConfig) -> Self {
         self.retry = retry;
         self
     }
 
     /// The base znode. Default [`DEFAULT_BASE_ZNODE`] (`/zklock`).
+    #[must_use]
     pub fn with_base_znode(mut self, base: &str) -> Self {
         self.base_znode = base.to_string();
         self
@@ -433,6 +441,7 @@ impl ZooKeeperWatcherBuilder {
     /// assert_eq!(zkw.znode_paths().table_lock_znode, "/hbase-unsecure/table-lock");
     /// # Ok::<(), zklock::Error>(())
     /// ```
+    #[must_use]
     pub fn with_hbase_conf<K: AsRef<str>, V: AsRef<str>>(
         mut self,
         conf: impl IntoIterator<Item = (K, V)>,
@@ -456,6 +465,7 @@ impl ZooKeeperWatcherBuilder {
     /// `true`, as HBase, whose retry rules need it). `false` stores the data as
     /// given, for plain readers; what that costs the `create` / `set_data`
     /// retry rules is in [`RecoverableZooKeeper`'s docs](RecoverableZooKeeper#data-format).
+    #[must_use]
     pub fn with_metadata_prefix(mut self, on: bool) -> Self {
         self.metadata = on;
         self
@@ -488,6 +498,7 @@ impl ZooKeeperWatcherBuilder {
     /// fleet `AclPolicy::hbase(..)` (or [`AclPolicy::creator_all`]) with
     /// [`with_grant`](AclPolicy::with_grant) for each member's id, or create
     /// the shared directories up front with an ACL of your own.
+    #[must_use]
     pub fn with_acl_policy(mut self, policy: AclPolicy) -> Self {
         self.acl = Some(policy);
         self
@@ -495,6 +506,7 @@ impl ZooKeeperWatcherBuilder {
 
     /// HBase's znode layout with HBase's defaults: [`with_hbase_conf`](Self::with_hbase_conf)
     /// with no entries (base znode `/hbase`).
+    #[must_use]
     pub fn with_hbase_layout(self) -> Self {
         self.with_hbase_conf(std::iter::empty::<(&str, &str)>())
     }
@@ -503,6 +515,7 @@ impl ZooKeeperWatcherBuilder {
     /// [`with_hbase_conf`](Self::with_hbase_conf) HBase's `createBaseZNodes`
     /// children ([`ZNodePaths::base_children`]; the assignment znode unless
     /// `hbase.assignment.usezk` is `false`). Default false.
+    #[must_use]
     pub fn with_create_base_znodes(mut self, create: bool) -> Self {
         self.create_base = create;
         self
@@ -517,6 +530,7 @@ impl ZooKeeperWatcherBuilder {
     /// from this watcher work on the new session; a lock held before the expiry
     /// is never re-held silently: its `release()` returns `LockLost`, then it
     /// can be acquired anew. Node trackers read their node again.
+    #[must_use]
     pub fn with_session_renewal(mut self, renew: bool) -> Self {
         self.renew = renew;
         self

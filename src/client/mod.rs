@@ -328,6 +328,7 @@ impl ZooKeeperBuilder {
     /// `AuthFailed`). Unlike Java, `SyncConnected` is told only after the
     /// exchange succeeded (then `SaslAuthenticated`, as Java): no request can
     /// reach a SASL-only server unauthenticated.
+    #[must_use]
     pub fn with_sasl(mut self, sasl: SaslConfig) -> Self {
         self.sasl = Some(sasl);
         self
@@ -343,6 +344,7 @@ impl ZooKeeperBuilder {
     /// `connect` and waiting calls fail at once with
     /// [`Error::Tls`] instead of waiting for
     /// `ConnectionLoss`.
+    #[must_use]
     #[cfg(feature = "tls")]
     pub fn with_tls(mut self, tls: TlsConfig) -> Self {
         self.tls = Some(tls);
@@ -364,6 +366,7 @@ impl ZooKeeperBuilder {
     /// bound, until one succeeds: a server slower than this bound is still
     /// reached, where fixed attempts would each end a moment before its
     /// answer. Java waits its whole per-attempt bound on every attempt.
+    #[must_use]
     pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
         self.handshake_timeout = Some(timeout);
         self
@@ -376,6 +379,7 @@ impl ZooKeeperBuilder {
     /// (0xfffff, ZooKeeper's default); raise it together with the servers'
     /// `jute.maxbuffer` for larger replies (e.g. huge `get_children`). At most
     /// about this much plus 64 KB is buffered per connection.
+    #[must_use]
     pub fn with_max_buffer(mut self, bytes: usize) -> Self {
         self.max_buffer = bytes.clamp(64, i32::MAX as usize);
         self
@@ -383,6 +387,7 @@ impl ZooKeeperBuilder {
 
     /// The requested session timeout; the server negotiates it into its
     /// `[minSessionTimeout, maxSessionTimeout]`. Default 10 s.
+    #[must_use]
     pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
         self.session_timeout = timeout;
         self
@@ -392,6 +397,7 @@ impl ZooKeeperBuilder {
     /// connection before failing with `ConnectionLoss`. Default: the session
     /// timeout the server granted (the requested one until then). Before a first session, every server refusing the connection
     /// ends the wait at once (see [`connect`](Self::connect)).
+    #[must_use]
     pub fn with_connect_wait(mut self, wait: Duration) -> Self {
         self.connect_wait = Some(wait);
         self
@@ -400,6 +406,7 @@ impl ZooKeeperBuilder {
     /// How long a sent request waits for its reply before `OperationTimeout`.
     /// Default: twice the session timeout the server granted (the requested
     /// one until then; a dead connection fails calls sooner).
+    #[must_use]
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = Some(timeout);
         self
@@ -411,6 +418,7 @@ impl ZooKeeperBuilder {
     }
 
     /// Resumes an existing session (Java's `ZooKeeper(.., sessionId, passwd)`).
+    #[must_use]
     pub fn with_session(mut self, session_id: i64, password: &[u8]) -> Self {
         self.session = Some((session_id, password.to_vec()));
         self

@@ -149,6 +149,7 @@ pub struct TlsConfigBuilder {
 impl TlsConfigBuilder {
     /// Trusts the CA certificates in this PEM file (Java's trust store);
     /// may be given more than once. At least one CA is required.
+    #[must_use]
     pub fn with_ca_file(mut self, path: impl AsRef<Path>) -> Self {
         self.ca_files.push(path.as_ref().to_path_buf());
         self
@@ -158,6 +159,7 @@ impl TlsConfigBuilder {
     /// with its private key (PEM: PKCS#8, PKCS#1 or SEC1) to the server:
     /// mutual TLS, what `ssl.clientAuth=need` requires (Java's key store). Its
     /// subject becomes the session's `x509` ACL id.
+    #[must_use]
     pub fn with_client_cert(
         mut self,
         cert_pem: impl AsRef<Path>,
@@ -174,6 +176,7 @@ impl TlsConfigBuilder {
     /// connects to (as given in the connect string: a DNS name or an IP
     /// address). On by default, as Java's `zookeeper.ssl.hostnameVerification`;
     /// off, the certificate chain is still verified against the CAs.
+    #[must_use]
     pub fn with_hostname_verification(mut self, on: bool) -> Self {
         self.hostname_verification = on;
         self
@@ -181,6 +184,7 @@ impl TlsConfigBuilder {
 
     /// The protocol versions offered (Java's `zookeeper.ssl.enabledProtocols`);
     /// default both. An empty list is refused by [`build`](Self::build).
+    #[must_use]
     pub fn with_protocols(mut self, versions: &[TlsVersion]) -> Self {
         self.protocols = versions.to_vec();
         self
@@ -189,6 +193,7 @@ impl TlsConfigBuilder {
     /// Checks the server's certificate against the certificate revocation
     /// lists in this PEM file (Java's `zookeeper.ssl.crl`); may be given more
     /// than once.
+    #[must_use]
     pub fn with_crl_file(mut self, path: impl AsRef<Path>) -> Self {
         self.crl_files.push(path.as_ref().to_path_buf());
         self

@@ -276,6 +276,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// its `Lock` does, so it also excludes `Lock` holders). For Curator's
     /// `InterProcessMutex` / kazoo's `Lock`, use [`ZkInterProcessMutex`](super::ZkInterProcessMutex).
     /// The node carries `dialect`'s data for the metadata given to `new`.
+    #[must_use]
     pub fn with_dialect(self, dialect: Dialect) -> Self {
         self.with_layout(Layout::new(dialect, role_of::<K>()))
     }
@@ -291,6 +292,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// watch on its node while a listener is set). Called on the client's event
     /// thread (or, for a change that came before `acquire` returned, on the
     /// acquiring thread), in order: keep it short.
+    #[must_use]
     pub fn with_lock_listener(self, listener: impl LockListener + 'static) -> Self {
         *self.shared.listener.write() = Some(Arc::new(listener));
         self
@@ -299,6 +301,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// How long past its timeout a [`try_acquire`](InterProcessLock::try_acquire)
     /// lets the ZooKeeper calls of its attempt run (default
     /// [`DEFAULT_CALL_GRACE`]). See `try_acquire` for the bound it makes.
+    #[must_use]
     pub fn with_call_grace(mut self, grace: Duration) -> Self {
         self.call_grace = grace;
         self
@@ -306,6 +309,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
 
     /// Calls `hook` at each [`LockStep`] of an attempt, on the acquiring thread
     /// (feature `testing`).
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_step_hook(mut self, hook: impl Fn(LockStep, &str) + Send + Sync + 'static) -> Self {
         self.step_hook = Some(Arc::new(hook));
@@ -316,6 +320,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// children, as before the two were sent together: two round trips to take
     /// a free lock instead of one, the same requests (feature `testing`; the
     /// lock benchmark compares the two).
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_sequential_acquire(mut self) -> Self {
         self.pipelined = false;
@@ -326,6 +331,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// watcher sent it on the event: the same requests, one round trip and one
     /// thread hand-off more on a contended hand-off (feature `testing`; the
     /// lock benchmark compares the two).
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_listing_after_wake(mut self) -> Self {
         self.listing_on_wake = false;

@@ -58,6 +58,7 @@ impl ZkInterProcessMutex {
     }
 
     /// See [`ZkInterProcessLockBase::with_lock_listener`](super::ZkInterProcessLockBase::with_lock_listener).
+    #[must_use]
     pub fn with_lock_listener(self, listener: impl LockListener + 'static) -> Self {
         ZkInterProcessMutex {
             lock: self.lock.with_lock_listener(listener),
@@ -65,6 +66,7 @@ impl ZkInterProcessMutex {
     }
 
     /// See [`ZkInterProcessLockBase::with_call_grace`](super::ZkInterProcessLockBase::with_call_grace).
+    #[must_use]
     pub fn with_call_grace(self, grace: Duration) -> Self {
         ZkInterProcessMutex {
             lock: self.lock.with_call_grace(grace),
@@ -73,6 +75,7 @@ impl ZkInterProcessMutex {
 
     /// See [`ZkInterProcessLockBase::with_step_hook`](super::ZkInterProcessLockBase::with_step_hook)
     /// (feature `testing`).
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_step_hook(
         self,
@@ -87,6 +90,7 @@ impl ZkInterProcessMutex {
 impl ZkInterProcessMutex {
     /// See [`ZkInterProcessLockBase::with_sequential_acquire`](super::ZkInterProcessLockBase::with_sequential_acquire)
     /// (feature `testing`).
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_sequential_acquire(self) -> Self {
         ZkInterProcessMutex {

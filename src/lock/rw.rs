@@ -62,6 +62,7 @@ impl ZkInterProcessReadWriteLock {
 
     /// Every lock made from here tells `listener` what happens while it is held
     /// (see [`ZkInterProcessLockBase::with_lock_listener`](super::ZkInterProcessLockBase::with_lock_listener)).
+    #[must_use]
     pub fn with_lock_listener(mut self, listener: impl LockListener + 'static) -> Self {
         self.listener = Some(Arc::new(listener));
         self
@@ -84,6 +85,7 @@ impl ZkInterProcessReadWriteLock {
     /// read.release()?;
     /// # Ok::<(), zklock::Error>(())
     /// ```
+    #[must_use]
     pub fn with_dialect(mut self, dialect: Dialect) -> Self {
         self.dialect = dialect;
         self

@@ -365,6 +365,7 @@ impl ZkSemaphore {
     /// on session expiry or close, or when its node is deleted (a lease keeps
     /// a watch on its node while a listener is set). As
     /// [`ZkInterProcessLockBase::with_lock_listener`](super::ZkInterProcessLockBase::with_lock_listener).
+    #[must_use]
     pub fn with_lock_listener(mut self, listener: impl LockListener + 'static) -> Self {
         self.listener = Some(Arc::new(listener));
         self
@@ -372,6 +373,7 @@ impl ZkSemaphore {
 
     /// How long past its timeout a [`try_acquire`](Self::try_acquire) lets
     /// the ZooKeeper calls of its attempt run (default [`DEFAULT_CALL_GRACE`]).
+    #[must_use]
     pub fn with_call_grace(mut self, grace: Duration) -> Self {
         self.call_grace = grace;
         self
@@ -379,6 +381,7 @@ impl ZkSemaphore {
 
     /// Calls `hook` at each [`SemaphoreStep`] of an attempt, on the acquiring
     /// thread (feature `testing`).
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_step_hook(
         mut self,

@@ -392,6 +392,7 @@ impl<T: CounterValue> Counter<T> {
     }
 
     /// Tries a change at most `tries` times (at least 1).
+    #[must_use]
     pub fn with_max_tries(mut self, tries: u32) -> Self {
         self.tries = tries.max(1);
         self

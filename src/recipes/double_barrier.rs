@@ -213,6 +213,7 @@ impl DoubleBarrier {
 
     /// Calls `hook` at each [`BarrierStep`] of `enter` and `leave`, on the calling thread
     /// (feature `testing`: how the tests force a race).
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_step_hook(mut self, hook: impl Fn(BarrierStep) + Send + Sync + 'static) -> Self {
         self.step_hook = Some(Arc::new(hook));

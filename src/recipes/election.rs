@@ -452,6 +452,7 @@ impl LeaderElectionSupport {
 
     /// Calls `hook` at each [`ElectionStep`] (feature `testing`); it runs on
     /// the thread that does the step (the event thread after a wake-up).
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_step_hook(self, hook: impl Fn(ElectionStep, &str) + Send + Sync + 'static) -> Self {
         self.rounds.core.hook.set(hook);

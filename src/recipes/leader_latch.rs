@@ -387,6 +387,7 @@ impl LeaderLatch {
 
     /// Calls `hook` at each [`LatchStep`] (feature `testing`); it runs on the
     /// thread that does the step.
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_step_hook(self, hook: impl Fn(LatchStep, &str) + Send + Sync + 'static) -> Self {
         self.rounds.core.hook.set(hook);

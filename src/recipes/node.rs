@@ -100,6 +100,7 @@ macro_rules! queue_methods {
         /// Runs `hook` with the item's path in every claim of this instance just
         /// before the claim's commit (the `multi`) is sent: for tests, to put a
         /// fault exactly there (a lost reply). Call before sharing the queue.
+        #[must_use]
         pub fn with_claim_hook(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
             let hook: super::node::ClaimHook = std::sync::Arc::new(hook);
             self.receipts.set_hook(hook);

@@ -379,6 +379,7 @@ impl PersistentNode {
 
     /// Calls `hook` at each [`PersistentNodeStep`] of the node's thread
     /// (feature `testing`); it runs on that thread.
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_step_hook(
         self,

@@ -328,6 +328,7 @@ impl<K: LockKind> RevocableLock<K> {
 
     /// Revocable Shared Locks: the holder's revocation callback (see
     /// [`RevocationListener`]).
+    #[must_use]
     pub fn with_revocation_listener(self, listener: impl RevocationListener + 'static) -> Self {
         *self.shared.listener.write() = Some(Arc::new(listener));
         self
@@ -335,6 +336,7 @@ impl<K: LockKind> RevocableLock<K> {
 
     /// Revocable Shared Locks: release at once on every request, whatever the
     /// listener answers (default `false`). The listener, if any, is still told.
+    #[must_use]
     pub fn with_auto_release(self, auto_release: bool) -> Self {
         self.shared
             .auto_release
@@ -345,6 +347,7 @@ impl<K: LockKind> RevocableLock<K> {
     /// Revocable Shared Locks: tells `listener` what happens to the held lock
     /// (see [`ZkInterProcessLockBase::with_lock_listener`]); a forced revocation
     /// is [`LockEvent::Lost`].
+    #[must_use]
     pub fn with_lock_listener(self, listener: impl LockListener + 'static) -> Self {
         *self.shared.lock_listener.write() = Some(Arc::new(listener));
         self

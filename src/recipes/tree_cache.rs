@@ -252,6 +252,7 @@ impl std::fmt::Debug for TreeCacheBuilder {
 
 impl TreeCacheBuilder {
     /// How deep the cache follows its root (default: [`CacheDepth::Subtree`]).
+    #[must_use]
     pub fn depth(mut self, depth: CacheDepth) -> Self {
         self.depth = depth;
         self
@@ -259,6 +260,7 @@ impl TreeCacheBuilder {
 
     /// The most reads the cache has outstanding at once (default 64; at
     /// least 1).
+    #[must_use]
     pub fn max_in_flight(mut self, n: usize) -> Self {
         self.max_in_flight = n.max(1);
         self
@@ -270,6 +272,7 @@ impl TreeCacheBuilder {
     /// `TreeCache`). Default `false`. Every change then costs the re-read
     /// that re-arms the watch, as with the recursive watch, plus a listing of
     /// the parent for a creation or deletion.
+    #[must_use]
     pub fn one_shot_watches(mut self, one_shot: bool) -> Self {
         self.one_shot = one_shot;
         self
@@ -280,6 +283,7 @@ impl TreeCacheBuilder {
     /// [`start`](Self::start), which it may hold) and
     /// [`CacheStep::EventApplied`] (on the client's event thread; it must not
     /// block), from the start on.
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_step_hook(
         mut self,

@@ -279,12 +279,14 @@ impl WriteLock {
     }
 
     /// Java's `new WriteLock(zookeeper, dir, acl, callback)`.
+    #[must_use]
     pub fn with_lock_listener(self, listener: impl LockListener + 'static) -> Self {
         *self.rounds.core.listener.lock() = Some(Arc::new(listener));
         self
     }
 
     /// The data of the lock node (Java's `data` field, empty by default).
+    #[must_use]
     pub fn with_data(mut self, data: &[u8]) -> Self {
         self.data = data.to_vec();
         self
@@ -292,6 +294,7 @@ impl WriteLock {
 
     /// Calls `hook` at each [`WriteLockStep`] (feature `testing`); it runs on
     /// the thread that does the step (the event thread after a wake-up).
+    #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_step_hook(
         self,

@@ -47,6 +47,7 @@ impl Event {
     }
 
     /// Adds a field; spaces in the value become `_`.
+    #[must_use]
     pub fn with(mut self, key: &str, value: impl fmt::Display) -> Event {
         let v = value.to_string().replace(char::is_whitespace, "_");
         self.fields.insert(key.to_string(), v);
