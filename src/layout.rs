@@ -145,6 +145,7 @@ pub(crate) fn sequence_of_child(name: &str, prefix: &str) -> Option<i32> {
 /// check: a zklock participant already holding in a directory that such a
 /// client of another dialect joins keeps holding.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Dialect {
     /// HBase's `read-`/`write-` layout (zklock's own).
     #[default]

@@ -37,6 +37,7 @@ use std::time::Duration;
 /// assert_eq!(BackoffPolicy::Exponential.backoff_time(&config, u32::MAX), Duration::MAX);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BackoffPolicy {
     /// HBase's base `BackoffPolicy`: always `sleep_interval`.
     Fixed,

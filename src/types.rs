@@ -431,6 +431,7 @@ impl fmt::Display for Acl {
 
 /// How to create a node: Java's `CreateMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CreateMode {
     /// Stays until deleted.
     Persistent,
@@ -492,6 +493,7 @@ impl CreateMode {
 
 /// The type of a [`WatchedEvent`]: Java's `Watcher.Event.EventType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EventType {
     /// A connection-state change; see [`WatchedEvent::keeper_state`].
     None,
@@ -531,6 +533,7 @@ impl EventType {
 /// The connection state carried by a [`WatchedEvent`]: Java's
 /// `Watcher.Event.KeeperState`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum KeeperState {
     /// The client lost its connection; it is reconnecting, the session may live on.
     Disconnected,
@@ -628,6 +631,7 @@ impl<W: Watcher + ?Sized> Watcher for Arc<W> {
 
 /// The handle's connection state: Java's `ZooKeeper.States`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum State {
     /// Not connected; (re)connecting.
     Connecting,
@@ -651,6 +655,7 @@ impl State {
 /// The mode of [`ZooKeeper::add_watch`](crate::client::ZooKeeper::add_watch): Java's
 /// `AddWatchMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AddWatchMode {
     /// Fires on data changes, creation and deletion of the node, and changes of its
     /// children list, until removed.
@@ -673,6 +678,7 @@ impl AddWatchMode {
 /// Which watches [`ZooKeeper::remove_watches`](crate::client::ZooKeeper::remove_watches)
 /// removes: Java's `Watcher.WatcherType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum WatcherType {
     /// Child watches.
     Children,
@@ -701,6 +707,7 @@ impl WatcherType {
 
 /// One operation of a [`multi`](crate::client::ZooKeeper::multi): Java's `Op`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Op {
     /// Create a node (any mode but the TTL ones).
     Create {
@@ -787,6 +794,7 @@ impl Op {
 
 /// The result of one operation of a `multi`: Java's `OpResult`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OpResult {
     /// A create succeeded: the created path (client-side) and, when the server
     /// returned it, the new node's `Stat`.

@@ -6,6 +6,7 @@ use super::*;
 /// One read of a [`ZooKeeper::multi_read`]: Java's `Op.getData(path)` and
 /// `Op.getChildren(path)`. Neither sets a watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReadOp {
     /// The node's data and `Stat`.
     GetData {
@@ -41,6 +42,7 @@ impl ReadOp {
 /// The answer to one [`ReadOp`]: Java's `OpResult.GetDataResult`,
 /// `GetChildrenResult`, `ErrorResult`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReadResult {
     /// A `GetData`'s answer.
     Data {

@@ -60,6 +60,7 @@ impl std::fmt::Debug for LockState {
 /// the attempt instead of hoping for a race.
 #[cfg(feature = "testing")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LockStep {
     /// Before the attempt's node is created.
     Creating,

@@ -244,6 +244,7 @@ impl AcquiredLock {
 /// [`ZkInterProcessLockBase::with_lock_listener`]). Not in HBase, Curator or kazoo
 /// in this form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LockEvent {
     /// The connection dropped: the lock is held only while the session lives;
     /// stop acting on it until `Restored`.

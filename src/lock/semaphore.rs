@@ -42,6 +42,7 @@ pub use super::dialect::{LEASE_PREFIX, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
 /// it exists; the mutex's node for [`SemaphoreStep::Mutex`]).
 #[cfg(feature = "testing")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SemaphoreStep {
     /// A step of the internal mutex's attempt.
     Mutex(LockStep),

@@ -272,6 +272,7 @@ impl Drop for SerialGuard {
 /// leader selector's [`Leadership`](super::leader_selector::Leadership) and
 /// the leader manager's `is_in_doubt`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LeadershipEvent {
     /// The leader's connection dropped: it leads only while its session
     /// lives, so it stops acting as leader now, before the server can expire

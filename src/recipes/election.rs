@@ -22,6 +22,7 @@ use crate::zkutil;
 /// Java's `LeaderElectionSupport.EventType`, told to [`LeaderElectionAware`]
 /// listeners in Java's order, plus three zklock events for the leader's session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ElectionEventType {
     /// `START`: `start()` began.
     Start,
@@ -107,6 +108,7 @@ pub enum ElectionState {
 /// A step of an election round, told to a test hook (feature `testing`).
 #[cfg(feature = "testing")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ElectionStep {
     /// The offers were listed; this candidate is not first. The path given is
     /// the offer ahead, about to be watched: a hook stopping that candidate

@@ -23,6 +23,7 @@ pub use super::node::Participant;
 /// What a [`LeaderLatch`] tells its listeners: Curator's `LeaderLatchListener`
 /// (`isLeader`, `notLeader`) and zklock's lost signal around them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LatchEvent {
     /// Curator's `isLeader()`: this latch leads now (its node is the lowest
     /// and its connection is up).

@@ -112,6 +112,7 @@ use crate::watcher::{SessionHook, ZooKeeperWatcher};
 
 /// What a [`PersistentNode`] reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PersistentNodeEvent {
     /// The node was created (the first time, or again), with the `Stat` of
     /// the create.

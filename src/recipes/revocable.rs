@@ -507,6 +507,7 @@ impl InterProcessReadWriteLock for RevocableReadWriteLock {
 /// [`Forced`](Self::Forced)). A node seen at the first read and gone
 /// otherwise is [`Released`](Self::Released).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RevokeOutcome {
     /// The node did not exist when the call first read it: nothing to revoke.
     AlreadyGone,

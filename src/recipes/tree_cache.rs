@@ -109,6 +109,7 @@ pub struct ChildData {
 
 /// What a [`TreeCache`] tells its listeners.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CacheEvent {
     /// A node entered the cache (also during the initial load).
     Added(String, ChildData),

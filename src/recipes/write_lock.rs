@@ -38,6 +38,7 @@ pub trait LockListener: Send + Sync {
 /// A step of a [`WriteLock`] round, told to a test hook (feature `testing`).
 #[cfg(feature = "testing")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum WriteLockStep {
     /// The directory was listed; the instance is not first. The path given is
     /// the predecessor about to be watched: a hook deleting it here forces the

@@ -482,6 +482,12 @@ fn hold_and_run(
                 eprintln!("zklock: lost {what}; sending SIGTERM to the command");
                 Verdict::Stop(EXIT_LOST)
             }
+            // A signal a later zklock adds (LockEvent is non-exhaustive): told,
+            // and the lock is still held until Lost says otherwise.
+            other => {
+                eprintln!("zklock: {what}: {other:?}");
+                Verdict::Continue
+            }
         },
     )?;
     match ended {
