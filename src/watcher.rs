@@ -319,6 +319,16 @@ impl std::fmt::Debug for ZooKeeperWatcher {
 ///     .connect()?;
 /// # Ok::<(), zklock::Error>(())
 /// ```
+///
+/// Each `with_*` returns the builder and is `#[must_use]`: a setting whose
+/// result is dropped is a compile-time warning (here an error), not a
+/// silently ignored setting.
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// let builder = zklock::ZooKeeperWatcher::builder("127.0.0.1:2181");
+/// builder.clone().with_identifier("worker"); // dropped: nothing configured
+/// ```
 #[derive(Clone)]
 pub struct ZooKeeperWatcherBuilder {
     /// The client's settings (connect string, timeouts, buffer limit).

@@ -11,7 +11,22 @@ pub use crate::layout::{READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
 /// names that do not parse (or are not `read-`/`write-` children) are ignored.
 /// This is HBase's layout; a lock in another [`Dialect`](crate::lock::Dialect)
 /// names, orders and watches as that dialect does.
-pub trait LockKind: Send + Sync + 'static {
+///
+/// **Sealed**: the lock's layout (its [`Dialect`](crate::lock::Dialect) and
+/// its role, read or write, which the kind names) decides what a waiter
+/// watches, so a kind of one's own could not change it; the trait cannot be
+/// implemented outside zklock. Its methods are HBase's rule, for reading and
+/// for tests.
+///
+/// ```compile_fail
+/// struct MyKind;
+/// impl zklock::lock::LockKind for MyKind {
+///     const PREFIX: &'static str = "mine-";
+///     fn get_lock_path(_: &str, _: &[String]) -> Option<String> { None }
+///     fn lock_holder(_: &str, _: &[String]) -> Option<String> { None }
+/// }
+/// ```
+pub trait LockKind: sealed::Sealed + Send + Sync + 'static {
     /// The child-name prefix: `read-` or `write-`.
     const PREFIX: &'static str;
 
@@ -56,6 +71,14 @@ impl LockKind for WriteLockKind {
     fn lock_holder(my_node: &str, children: &[String]) -> Option<String> {
         Layout::new(Dialect::HBase, Role::Write).lock_holder(my_node, children)
     }
+}
+
+mod sealed {
+    /// Implemented by zklock's two lock kinds only (see [`LockKind`](super::LockKind)).
+    #[allow(unreachable_pub)]
+    pub trait Sealed {}
+    impl Sealed for super::ReadLockKind {}
+    impl Sealed for super::WriteLockKind {}
 }
 
 /// The role of `K` in its read/write lock.
