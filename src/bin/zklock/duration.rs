@@ -1,28 +1,41 @@
-//! Durations on the command line: `500ms`, `2s`, `1.5s`, `1m`, `1h`; a bare
-//! number is seconds.
+//! Durations on the command line: `humantime`'s (`500ms`, `2s`, `1m`,
+//! `1h30m`, `2min 30s`), a decimal with one unit (`1.5s`, `0.5m`), and a bare
+//! number, which is seconds (as flock's `-w`, fractions too: `0.5`).
 
 use std::time::Duration;
 
 /// Parses a duration (clap value parser).
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let bad = || format!("invalid duration {text:?} (use e.g. 500ms, 2s, 1.5s, 1m, 1h)");
-    if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
-        return Err(bad());
+    let bad = || format!("invalid duration {text:?} (use e.g. 500ms, 2s, 1.5s, 1m, 1h30m)");
+    if !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
+        return decimal(t, "").ok_or_else(bad);
     }
-    let value: f64 = number.parse().map_err(|_| bad())?;
-    let seconds_per_unit = match unit.trim() {
+    humantime::parse_duration(t)
+        .ok()
+        .or_else(|| {
+            let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+            let (number, unit) = t.split_at(split);
+            decimal(number, unit.trim())
+        })
+        .ok_or_else(bad)
+}
+
+/// `number` (digits with at most one inner `.`) of `unit` (`ms`, `s` or
+/// none, `m`/`min`, `h`).
+fn decimal(number: &str, unit: &str) -> Option<Duration> {
+    if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
+        return None;
+    }
+    let value: f64 = number.parse().ok()?;
+    let seconds_per_unit = match unit {
         "ms" => 0.001,
         "" | "s" => 1.0,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        _ => return Err(bad()),
+        _ => return None,
     };
-    Duration::try_from_secs_f64(value * seconds_per_unit).map_err(|_| bad())
+    Duration::try_from_secs_f64(value * seconds_per_unit).ok()
 }
 
 /// A duration for people: `850ms`, `2.3s`, `4m05s`.
@@ -52,12 +65,28 @@ mod tests {
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("2min 30s"), Ok(Duration::from_secs(150)));
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(
+            parse_duration("2 weeks"),
+            Ok(Duration::from_secs(14 * 86400))
+        );
     }
 
     #[test]
     fn rejects_garbage() {
         for bad in [
-            "", "s", "-1s", "1.s", ".5s", "2 weeks", "1x", "1e9999s", "ms",
+            "",
+            "s",
+            "-1s",
+            "1.s",
+            ".5s",
+            "2 fortnights",
+            "1x",
+            "1e9999s",
+            "ms",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }

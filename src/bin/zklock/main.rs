@@ -357,7 +357,7 @@ pub(crate) struct LockArgs {
     /// The lock znode, e.g. /locks/nightly-backup
     #[arg(value_parser = parse_znode)]
     znode: String,
-    /// Give up after D (e.g. 500ms, 2s, 1m; 0 = try once) with exit code 75
+    /// Give up after D (e.g. 500ms, 2s, 1h30m; 0 = try once) with exit code 75
     #[arg(long, short = 't', visible_short_alias = 'w', value_parser = parse_duration, value_name = "D")]
     timeout: Option<Duration>,
     /// Do not wait: fail at once (75, or -E) when the lock is taken (= -t 0)
