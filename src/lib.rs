@@ -119,12 +119,17 @@
 //! - `metrics`: counts, latencies and signals through the `metrics` facade
 //!   ([`metrics`]; every name in `docs/observability.md`); the application
 //!   installs the exporter. Off: nothing is built or measured.
-//! - `cli`: the `zklock` command (`cargo install zklock --features cli`):
-//!   `flock(1)`-like locking, `ls`, `stat`, `watch`, elections and a
-//!   throwaway `server`.
-//! - `testing`: the real-ZooKeeper harness ([`testing`]: `ZkServer`,
-//!   `ZkEnsemble`, `FaultProxy`) used by zklock's tests, examples and
-//!   benchmarks; not part of the stable API.
+//! - `cli`: the `zklock` command (`cargo install zklock --features cli`
+//!   installs that one binary): `flock(1)`-like locking, `ls`, `stat`,
+//!   `watch`, elections and a throwaway `server`. Built without the test
+//!   harness.
+//! - `server`: a throwaway local ZooKeeper ([`testing::ZkServer`]: the
+//!   server's jars, a temp directory, free ports; stopped on drop), for
+//!   scripts and demos; what `zklock server` runs.
+//! - `testing` (implies `server`): the real-ZooKeeper harness ([`testing`]:
+//!   `ZkEnsemble`, `FaultProxy`, TLS stores, a KDC, the chaos suite, step
+//!   hooks) used by zklock's tests, examples and benchmarks; not part of the
+//!   stable API.
 //!
 //! On docs.rs each item behind a feature says which.
 
@@ -149,7 +154,7 @@ mod recoverable;
 mod retry;
 mod sequence;
 mod shared_count;
-#[cfg(feature = "testing")]
+#[cfg(feature = "server")]
 pub mod testing;
 mod tracker;
 mod types;

@@ -99,24 +99,40 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
+// The harness proper (feature `testing`); the throwaway server alone
+// (feature `server`, the `zklock server` command) needs none of it.
+#[cfg(feature = "testing")]
 pub mod chaos;
+#[cfg(feature = "testing")]
 mod ensemble;
+#[cfg(feature = "testing")]
 mod expire;
+#[cfg(feature = "testing")]
 mod kdc;
+// Keys and stores for a TLS server: built with the server, exported with
+// the harness.
+#[cfg_attr(not(feature = "testing"), allow(dead_code, unreachable_pub))]
 mod pki;
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 mod process;
+#[cfg(feature = "testing")]
 mod proxy;
 mod scratch;
 mod server;
 mod version;
 
+#[cfg(feature = "testing")]
 pub use ensemble::ZkEnsemble;
+#[cfg(feature = "testing")]
 pub use expire::{close_session, expire_session};
+#[cfg(feature = "testing")]
 pub use kdc::{TestKdc, TEST_REALM};
+#[cfg(feature = "testing")]
 pub use pki::{ClientCert, TestPki, STORE_PASSWORD};
 pub use process::pid_alive;
-#[cfg(feature = "tls")]
+#[cfg(all(feature = "testing", feature = "tls"))]
 pub use proxy::TlsFront;
+#[cfg(feature = "testing")]
 pub use proxy::{FaultProxy, ProxyMode, QuorumCounts};
 pub use scratch::{remove_at_exit, ScratchDir};
 pub use server::{ZkServer, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT, TICK_TIME};
@@ -316,6 +332,7 @@ pub fn wait_until(timeout: std::time::Duration, what: &str, condition: impl FnMu
 /// thread: read it on the waiting thread before and after a wait to count
 /// how often that wait woke up (an idle waiter: never, until what it waits
 /// for happens).
+#[cfg(feature = "testing")]
 pub fn engine_wake_ups() -> u64 {
     crate::wake::wake_ups_on_this_thread()
 }

@@ -95,6 +95,7 @@ impl ZkServer {
         ZkServer::start_with(None)
     }
 
+    #[cfg(feature = "testing")]
     /// Starts a server configured for TLS the way operators do: the Netty
     /// server factory (`serverCnxnFactory=...NettyServerCnxnFactory`), a
     /// `secureClientPort` on 127.0.0.1 ([`secure_connect_string`](Self::secure_connect_string))
@@ -130,6 +131,7 @@ impl ZkServer {
         ZkServer::start_with_sasl(None, Some((jaas, SASL_CONFIG.to_string(), None)))
     }
 
+    #[cfg(feature = "testing")]
     /// Starts a server that requires both TLS and SASL: the TLS port of
     /// [`start_tls`](Self::start_tls) (TLS 1.2, a client certificate from
     /// `pki` required) and the SASL settings of [`start_sasl`](Self::start_sasl)
@@ -147,6 +149,7 @@ impl ZkServer {
         )
     }
 
+    #[cfg(feature = "testing")]
     /// Starts a server that requires SASL with Kerberos, configured the way
     /// operators do: a JAAS `Server` section with Java's `Krb5LoginModule`
     /// and the keytab of `zookeeper/localhost` from `kdc` (which must hold

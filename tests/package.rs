@@ -1,3 +1,10 @@
+//! What a user of the crate gets, checked from Cargo's own resolution of the
+//! committed lock file (`cargo metadata`, offline).
+//!
+//! `cargo install zklock --features cli` installs exactly the `zklock`
+//! binary, built without the test harness (the `testing` feature: fault
+//! proxy, ensembles, chaos, step hooks).
+//!
 //! The minimum supported Rust version, as far as it can be checked without
 //! an older toolchain (none can be installed here: only the registries are
 //! reachable). `Cargo.toml`'s `rust-version` must be at least the
@@ -20,6 +27,12 @@ fn version(v: &str) -> Vec<u32> {
 /// The highest `rust-version` among the crates `zklock` builds with
 /// `features` (normal and build dependencies, no dev ones), and its crate.
 fn highest(features: &str) -> (String, String) {
+    let m = metadata(features);
+    highest_in(&m)
+}
+
+/// `cargo metadata` of zklock with `features`, offline, from the lock file.
+fn metadata(features: &str) -> serde_json::Value {
     let mut cmd = Command::new(env!("CARGO"));
     cmd.args(["metadata", "--format-version", "1", "--offline", "--locked"])
         .current_dir(env!("CARGO_MANIFEST_DIR"));
@@ -32,7 +45,11 @@ fn highest(features: &str) -> (String, String) {
         "cargo metadata: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The highest `rust-version` in `m`'s build of zklock (see [`highest`]).
+fn highest_in(m: &serde_json::Value) -> (String, String) {
     let packages: HashMap<&str, &serde_json::Value> = m["packages"]
         .as_array()
         .unwrap()
@@ -97,4 +114,63 @@ fn every_crate_of_the_build_supports_the_declared_rust_version() {
         version(&rv) <= version(KERBEROS_MSRV),
         "feature kerberos: {krate} needs Rust {rv}, above the README's {KERBEROS_MSRV}"
     );
+}
+
+/// What `cargo install --features <features>` builds: the package's
+/// binaries whose required features are on, and the features on, expanded
+/// through the package's `[features]` table as Cargo does for an install
+/// (no dev-dependencies: `cargo metadata`'s resolution unifies the tests'
+/// self-dependency with the `testing` feature, an install does not).
+fn installed(features: &str) -> (Vec<String>, Vec<String>) {
+    let m = metadata("");
+    let root = m["resolve"]["root"].as_str().unwrap();
+    let package = m["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == root)
+        .unwrap();
+    let table = package["features"].as_object().unwrap();
+    let mut on: Vec<String> = Vec::new();
+    let mut todo: Vec<String> = features.split(',').map(str::to_string).collect();
+    while let Some(f) = todo.pop() {
+        if f.starts_with("dep:") || on.contains(&f) {
+            continue;
+        }
+        if let Some(implied) = table.get(&f).and_then(|v| v.as_array()) {
+            todo.extend(implied.iter().map(|i| i.as_str().unwrap().to_string()));
+        }
+        on.push(f);
+    }
+    let bins = package["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin"))
+        .filter(|t| {
+            t["required-features"]
+                .as_array()
+                .map_or(true, |r| r.iter().all(|f| on.iter().any(|o| f == o)))
+        })
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    (bins, on)
+}
+
+#[test]
+fn installing_the_command_gives_one_binary_without_the_test_harness() {
+    let (bins, features) = installed("cli");
+    assert_eq!(
+        bins,
+        ["zklock"],
+        "cargo install --features cli would install {bins:?}"
+    );
+    assert!(
+        !features.iter().any(|f| f == "testing"),
+        "the command is built with the test harness: {features:?}"
+    );
+    assert!(features.iter().any(|f| f == "server"), "{features:?}");
+    // The harness, for zklock's own tests, brings its chaos worker.
+    let (bins, _) = installed("testing");
+    assert!(bins.iter().any(|b| b == "zklock-chaos-worker"), "{bins:?}");
 }
