@@ -309,6 +309,10 @@ package:
 	[ -z "$$bad" ] || { echo "make package: the package holds files a user does not need:" >&2; echo "$$bad" >&2; exit 1; }; \
 	echo "make package: $$(printf '%s\n' "$$files" | wc -l) files"
 	$(CARGO) publish --dry-run --allow-dirty --quiet
+	@# What `cargo install --features cli` builds (the command without the
+	@# test harness), and the throwaway server alone, warning-free.
+	$(CARGO) clippy --quiet --features cli --lib --bin zklock -- -D warnings
+	$(CARGO) clippy --quiet --features server --lib -- -D warnings
 
 # Every test binary on Debian's 3.8, then again on each of OTHER_VERSIONS.
 test-versions: zookeeper curator kazoo kerberos
