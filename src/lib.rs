@@ -127,7 +127,7 @@
 //!   server's jars, a temp directory, free ports; stopped on drop), for
 //!   scripts and demos; what `zklock server` runs.
 //! - `testing` (implies `server`): the real-ZooKeeper harness ([`testing`]:
-//!   `ZkEnsemble`, `FaultProxy`, TLS stores, a KDC, the chaos suite, step
+//!   `ZkEnsemble`, `FaultProxy`, TLS stores, a KDC, step
 //!   hooks) used by zklock's tests, examples and benchmarks; not part of the
 //!   stable API.
 //!

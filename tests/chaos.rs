@@ -2,7 +2,7 @@
 //! processes take read/write locks and do fenced writes on a three-server
 //! ensemble while a nemesis kills, pauses and partitions; the checker proves
 //! exclusion, fencing, the counter, the `try_acquire` bounds, liveness and no
-//! orphans. See `zklock::testing::chaos`.
+//! orphans. The harness is `tests/chaos/harness/` (test code, not part of the crate).
 //!
 //! - `checker_*`: the checker on synthetic logs (no servers): it must find each
 //!   kind of violation, and excuse an overlap whose holder was SIGSTOPped.
@@ -24,9 +24,10 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use zklock::testing::chaos::{
-    check, check_queue, run, ChaosConfig, CheckConfig, Event, Fault, Recipe, Report,
-};
+#[path = "chaos/harness/mod.rs"]
+mod harness;
+
+use harness::{check, check_queue, run, ChaosConfig, CheckConfig, Event, Fault, Recipe, Report};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_zklock-chaos-worker");
 

@@ -102,8 +102,6 @@ use std::time::Duration;
 // The harness proper (feature `testing`); the throwaway server alone
 // (feature `server`, the `zklock server` command) needs none of it.
 #[cfg(feature = "testing")]
-pub mod chaos;
-#[cfg(feature = "testing")]
 mod ensemble;
 #[cfg(feature = "testing")]
 mod expire;

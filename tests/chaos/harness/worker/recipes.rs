@@ -8,11 +8,11 @@ use std::thread;
 use std::time::Duration;
 
 use super::{lock_path, Belief, Worker};
-use crate::client::ReplyKind;
-use crate::recipes::election::{ElectionEventType, ElectionState, LeaderElectionSupport};
-use crate::recipes::queue::DistributedQueue;
-use crate::testing::chaos::event::{now_us, Rng};
-use crate::{Error, ZooKeeperWatcher};
+use crate::harness::event::{now_us, Rng};
+use zklock::client::ReplyKind;
+use zklock::recipes::election::{ElectionEventType, ElectionState, LeaderElectionSupport};
+use zklock::recipes::queue::DistributedQueue;
+use zklock::{Error, ZooKeeperWatcher};
 
 /// The queue's directory under a run's `root`.
 pub(crate) fn queue_path(root: &str) -> String {

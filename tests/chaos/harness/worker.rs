@@ -14,11 +14,11 @@ pub(crate) use recipes::queue_path;
 
 use super::event::{now_us, Logger, Rng};
 use super::Recipe;
-use crate::client::{Op, OpResult, WatchedEvent, ZooKeeper};
-use crate::lock::{
+use zklock::client::{Op, OpResult, WatchedEvent, ZooKeeper};
+use zklock::lock::{
     InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
 };
-use crate::{Error, RetryConfig, ZooKeeperWatcher};
+use zklock::{Error, RetryConfig, ZooKeeperWatcher};
 
 /// The lock znode number `i` under `root`.
 pub(crate) fn lock_path(root: &str, i: u64) -> String {
@@ -269,6 +269,8 @@ impl Worker {
                 LockEvent::InDoubt => ("indoubt", Belief::InDoubt),
                 LockEvent::Restored => ("restored", Belief::Valid),
                 LockEvent::Lost => ("lost", Belief::Lost),
+                // A signal a later zklock adds: no writes until it is known.
+                _ => ("unknown", Belief::InDoubt),
             };
             let mut beliefs = w.beliefs.lock().unwrap();
             beliefs.insert(path.to_string(), belief);

@@ -1,5 +1,6 @@
-//! A chaos suite for the locks, in the spirit of Jepsen's ZooKeeper checks
-//! (feature `testing`).
+//! A chaos suite for the locks, in the spirit of Jepsen's ZooKeeper checks:
+//! test code (shared by `tests/chaos.rs` and the `zklock-chaos-worker`
+//! binary), built on the `testing` feature's harness; not part of the crate.
 //!
 //! [`run`] starts a three-server [`ZkEnsemble`] and a number
 //! of worker **processes** (the `zklock-chaos-worker` binary, see
@@ -23,19 +24,21 @@
 //!
 //! The same run exercises the recipes ([`ChaosConfig::recipe`]):
 //! [`Recipe::Election`] makes every worker thread a candidate of one
-//! [`LeaderElectionSupport`](crate::recipes::election::LeaderElectionSupport)
+//! [`LeaderElectionSupport`](zklock::recipes::election::LeaderElectionSupport)
 //! election whose leader does the fenced writes with its offer as the fence
 //! and stops after a few (so leadership rotates); leadership is checked as a
 //! write lock is: never two leaders unless the earlier was told `InDoubt` or
 //! `Lost` first, every candidate leads again after the heal.
 //! [`Recipe::Queue`] has even worker threads offer unique items to one
-//! [`DistributedQueue`](crate::recipes::queue::DistributedQueue) and odd ones
+//! [`DistributedQueue`](zklock::recipes::queue::DistributedQueue) and odd ones
 //! take them; the controller drains what is left at the end, and
 //! [`check_queue`] proves every item taken exactly once and none lost.
 //!
 //! The broken worker mode ([`ChaosConfig::broken_worker`]) writes unfenced and
 //! goes on writing after `Lost`: a run with it must fail the checks (the
 //! checker's own test).
+
+#![allow(dead_code, unreachable_pub, unused_imports)]
 
 mod check;
 mod event;
@@ -55,10 +58,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use super::{FaultProxy, ZkEnsemble};
-use crate::client::{Acl, CreateMode, WatchedEvent, ZooKeeper};
-use crate::ZkError;
 use worker::{lock_path, parse_resource, queue_path, resource_path};
+use zklock::client::{Acl, CreateMode, WatchedEvent, ZooKeeper};
+use zklock::testing::{FaultProxy, ZkEnsemble};
+use zklock::ZkError;
 
 /// What a chaos run exercises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -122,7 +125,7 @@ pub enum Fault {
     /// kill -9 of a worker (one holding a lock, if any within 3 s); restarted.
     KillWorker,
     /// A worker's session closed by a second handle with its id and password
-    /// ([`close_session`](super::close_session), confirmed by the server),
+    /// ([`close_session`](zklock::testing::close_session), confirmed by the server),
     /// the worker's proxies stalled meanwhile so that it cannot take the
     /// session back, then reset.
     Expire,
@@ -334,7 +337,7 @@ impl Run {
         lock(&self.seen).events.push(event);
     }
 
-    fn admin(&self) -> crate::Result<ZooKeeper> {
+    fn admin(&self) -> zklock::Result<ZooKeeper> {
         ZooKeeper::connect(
             &self.ensemble.connect_string(),
             Duration::from_secs(10),
@@ -342,7 +345,7 @@ impl Run {
         )
     }
 
-    fn setup(&self) -> crate::Result<()> {
+    fn setup(&self) -> zklock::Result<()> {
         let zk = self.admin()?;
         let mut path = String::new();
         for part in self.root.split('/').filter(|p| !p.is_empty()) {
@@ -501,7 +504,7 @@ impl Run {
     fn wait_all_granted(&self, timeout: Duration) {
         let since = now_us();
         let progress = self.cfg.recipe.progress();
-        super::eventually(timeout, || {
+        zklock::testing::eventually(timeout, || {
             let s = lock(&self.seen);
             (1..=self.cfg.workers).all(|w| {
                 s.events
@@ -522,7 +525,7 @@ impl Run {
 
     /// Waits (up to 3 s) until worker `w` holds a lock.
     fn wait_holding(&self, w: u32) -> bool {
-        super::eventually(Duration::from_secs(3), || {
+        zklock::testing::eventually(Duration::from_secs(3), || {
             lock(&self.seen).holds.get(&w).copied().unwrap_or(0) > 0
         })
     }
@@ -695,7 +698,8 @@ impl Run {
                     }
                     self.record(Event::now(CONTROLLER, "expire_cut").with("w", w));
                     let servers = self.ensemble.connect_string();
-                    let closed = super::close_session(&servers, id, &pwd, self.cfg.session);
+                    let closed =
+                        zklock::testing::close_session(&servers, id, &pwd, self.cfg.session);
                     self.record(
                         Event::now(CONTROLLER, "expire_closed")
                             .with("w", w)
@@ -788,7 +792,7 @@ impl Run {
         for i in 0..u64::from(self.cfg.locks) {
             let l = lock_path(&self.root, i);
             let mut n = usize::MAX;
-            super::eventually(wait, || {
+            zklock::testing::eventually(wait, || {
                 n = zk.get_children(&l, false).map_or(usize::MAX, |c| c.len());
                 n == 0
             });

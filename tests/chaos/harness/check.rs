@@ -16,10 +16,10 @@ pub struct CheckConfig {
 }
 
 impl Default for CheckConfig {
-    /// [`DEFAULT_CALL_GRACE`](crate::lock::DEFAULT_CALL_GRACE) + 250 ms + 1 s.
+    /// [`DEFAULT_CALL_GRACE`](zklock::lock::DEFAULT_CALL_GRACE) + 250 ms + 1 s.
     fn default() -> CheckConfig {
         CheckConfig {
-            try_extra: crate::lock::DEFAULT_CALL_GRACE + Duration::from_millis(1250),
+            try_extra: zklock::lock::DEFAULT_CALL_GRACE + Duration::from_millis(1250),
         }
     }
 }
