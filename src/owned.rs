@@ -249,9 +249,7 @@ impl OwnerMark {
             None => Ok(false),
         }
     }
-}
 
-impl OwnerMark {
     /// A create of `path` in `mode` under this mark, made in `session`, gave
     /// up with its outcome unknown: the node it may have made is found by
     /// the mark and removed once the connection is back ([`Unsettled`]).
@@ -264,10 +262,6 @@ impl OwnerMark {
         session: i64,
         zkw: &ZooKeeperWatcher,
     ) {
-        let zk = zkw.zookeeper().pinned();
-        if zk.session_id() != session {
-            return; // the session ended: an ephemeral node went with it
-        }
         let path = path.to_string();
         Unsettled::new(path.clone(), move |zk, zkw| {
             if let Some((found, stat)) = self.find(zk, &path, mode)? {
@@ -275,7 +269,7 @@ impl OwnerMark {
             }
             Ok(())
         })
-        .in_background(&zk, &zkw.downgrade());
+        .in_session(zkw, session);
     }
 }
 
@@ -880,10 +874,19 @@ impl Unsettled {
         }
     }
 
-    /// Settles in the background in `zk`'s session (pin it:
-    /// `ZooKeeper::pinned`): at the next reconnect, or at once when
-    /// connected now; dropped when the session ends first.
-    pub(crate) fn in_background(self, zk: &ZooKeeper, zkw: &WeakZooKeeperWatcher) {
+    /// Settles in the background in `session`, the create's: at the next
+    /// reconnect, or at once when connected now; dropped when that session
+    /// ends first (nothing to do when it has ended, or been replaced,
+    /// already: an ephemeral node went with it).
+    pub(crate) fn in_session(self, zkw: &ZooKeeperWatcher, session: i64) {
+        let zk = zkw.zookeeper().pinned();
+        if zk.session_id() == session {
+            self.in_background(&zk, &zkw.downgrade());
+        }
+    }
+
+    /// [`in_session`](Self::in_session) with the session's pinned handle.
+    fn in_background(self, zk: &ZooKeeper, zkw: &WeakZooKeeperWatcher) {
         info!(
             "will settle the create of {} when the connection is back",
             self.what
@@ -894,6 +897,8 @@ impl Unsettled {
                 return; // the session ended: its ephemeral node went with it
             }
             let what = self.what.clone();
+            // Not util::run_in_background: its fallback runs the closure
+            // here, on the event thread, which the find must never block.
             let spawned = std::thread::Builder::new()
                 .name("zklock-settle".into())
                 .spawn(move || self.settle_now(&zk, &again));

@@ -80,17 +80,8 @@ impl Offer<'_> {
                 let guard = SerialGuard::take(session, self.root);
                 // An earlier offer's unsettled create goes first (its find
                 // would take this offer for its own otherwise).
-                if let Some(floor) = pending().lock().remove(&guard.0) {
-                    let zk = zkw.zookeeper().pinned();
-                    if let Err(e) =
-                        settle_serial(&zk, &zkw.downgrade(), self.root, &self.name, floor)
-                    {
-                        if e.is_retryable() {
-                            pending().lock().insert(guard.0.clone(), floor);
-                        }
-                        return Err(e);
-                    }
-                }
+                let zk = zkw.zookeeper().pinned();
+                guard.settle_pending(&zk, &zkw.downgrade(), &self.name)?;
                 Some(guard)
             }
             OfferMark::Owner(_) => None,
@@ -133,36 +124,22 @@ impl Offer<'_> {
     /// session on the root (the next offer there settles it first, if it
     /// comes before the reconnect).
     fn unsettled(&self, zkw: &ZooKeeperWatcher, session: i64, floor: i64) {
-        let zk = zkw.zookeeper().pinned();
-        if zk.session_id() != session {
-            return; // the session ended: the ephemeral node went with it
-        }
-        let (root, name) = (self.root.to_string(), self.name.clone());
-        let what = zkutil::join_znode(&root, &name);
-        let unsettled = match &self.mark {
+        let node = zkutil::join_znode(self.root, &self.name);
+        match &self.mark {
+            // A mark of this attempt only.
             OfferMark::Owner(mark) => {
-                // A mark of this attempt only.
-                let node = zkutil::join_znode(&root, &name);
                 mark.clone()
                     .unsettled(&node, CreateMode::EphemeralSequential, session, zkw);
-                return;
             }
             OfferMark::Serial => {
+                let (root, name) = (self.root.to_string(), self.name.clone());
                 pending().lock().insert((session, root.clone()), floor);
-                Unsettled::new(what, move |zk, zkw| {
-                    let guard = SerialGuard::take(session, &root);
-                    let Some(floor) = pending().lock().remove(&guard.0) else {
-                        return Ok(()); // the next offer settled it
-                    };
-                    let settled = settle_serial(zk, zkw, &root, &name, floor);
-                    if settled.as_ref().is_err_and(|e| e.is_retryable()) {
-                        pending().lock().insert(guard.0.clone(), floor);
-                    }
-                    settled
+                Unsettled::new(node, move |zk, zkw| {
+                    SerialGuard::take(session, &root).settle_pending(zk, zkw, &name)
                 })
+                .in_session(zkw, session);
             }
-        };
-        unsettled.in_background(&zk, &zkw.downgrade());
+        }
     }
 
     /// The node an earlier try made, if any: `sync` first, then the listing.
@@ -173,21 +150,6 @@ impl Offer<'_> {
         }
         find_serial(zk, self.root, &self.name, floor)
     }
-}
-
-/// A serial offer's unsettled create, settled under the offers' one-at-a-time
-/// hold: its node (if the server made it) is found and removed.
-fn settle_serial(
-    zk: &ZooKeeper,
-    zkw: &WeakZooKeeperWatcher,
-    root: &str,
-    name: &str,
-    floor: i64,
-) -> Result<()> {
-    if let Some((path, stat)) = find_serial(zk, root, name, floor)? {
-        remove_found(zk, zkw, &path, &stat);
-    }
-    Ok(())
 }
 
 /// The serial offer of this session on `root` created after `floor`, if any
@@ -246,6 +208,27 @@ fn pending() -> &'static Mutex<HashMap<(i64, String), i64>> {
 struct SerialGuard((i64, String));
 
 impl SerialGuard {
+    /// Settles the serial offer's create that gave up on this (session,
+    /// root), if one is pending ([`pending`]): under this hold, so its find
+    /// (this session's node named `name` above the recorded floor) can take
+    /// no later offer for it; the node is removed. A recoverable failure
+    /// leaves it pending (for the settle thread or the next offer).
+    fn settle_pending(&self, zk: &ZooKeeper, zkw: &WeakZooKeeperWatcher, name: &str) -> Result<()> {
+        let (session, root) = &self.0;
+        let Some(floor) = pending().lock().remove(&self.0) else {
+            return Ok(()); // none, or settled already
+        };
+        let settled = find_serial(zk, root, name, floor).map(|found| {
+            if let Some((path, stat)) = found {
+                remove_found(zk, zkw, &path, &stat);
+            }
+        });
+        if settled.as_ref().is_err_and(|e| e.is_retryable()) {
+            pending().lock().insert((*session, root.clone()), floor);
+        }
+        settled
+    }
+
     fn take(session: i64, root: &str) -> SerialGuard {
         let key = (session, root.to_string());
         let (set, changed) = making();

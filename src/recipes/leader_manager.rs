@@ -351,10 +351,6 @@ impl ZkLeaderManager {
     /// made it) is removed, unless a later wait has claimed it meanwhile
     /// (decided under the making lock, so no wait claims it in between).
     fn unsettled(&self, session: i64) {
-        let zk = self.zkw.zookeeper().pinned();
-        if zk.session_id() != session {
-            return; // the session ended: its ephemeral znode went with it
-        }
         let shared = Arc::downgrade(&self.shared);
         let (znode, mark) = (self.shared.znode.clone(), self.shared.mark.clone());
         Unsettled::new(znode.clone(), move |zk, zkw| {
@@ -370,7 +366,7 @@ impl ZkLeaderManager {
             remove_found(zk, zkw, &path, &stat);
             Ok(())
         })
-        .in_background(&zk, &self.zkw.downgrade());
+        .in_session(&self.zkw, session);
     }
 
     /// After a create of the leader znode in `session`: records the claim and
