@@ -491,21 +491,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             }
             None => None,
         };
-        // The grant's last look, after its last network call: a cancel or
-        // the session's end from another thread since the last round (while
-        // the grant was listed or watched) ends the attempt (its node
-        // removed), as one during the create does at the round after it.
-        // Only a withdrawal after this look finds the lock held.
-        if let Err(e) = at.check() {
-            if let Some(w) = &watch {
-                w.release(); // our own delete: no `Lost`
-            }
-            info!("acquiring {} withdrawn at its grant", self.parent);
-            return Err(e);
-        }
-        if let Some(w) = &watch {
-            at.hold(w, path)?;
-        }
+        at.hold_grant(watch.as_deref(), path)?;
         Ok(Some(watch))
     }
 

@@ -1011,16 +1011,7 @@ impl ZkSemaphore {
             }
             None => None,
         };
-        if let Err(e) = at.check() {
-            if let Some(w) = &watch {
-                w.release(); // our own delete: no `Lost`
-            }
-            info!("acquiring semaphore {} withdrawn at its grant", self.path);
-            return Err(e);
-        }
-        if let Some(w) = &watch {
-            at.hold(w, path)?;
-        }
+        at.hold_grant(watch.as_deref(), path)?;
         Ok((shared, watch))
     }
 }

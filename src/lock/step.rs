@@ -113,6 +113,26 @@ impl<'a> LockWait<'a> {
         watch.catch_up(self.call.rzk().state());
         Ok(())
     }
+
+    /// The grant's last look, after its last network call, then the grant
+    /// held by `watch` (if it is watched): a cancel or the session's end from
+    /// another thread since the last round (while the grant was listed or
+    /// watched) ends the attempt (the caller removes its node), as one
+    /// during the create does at the round after it. Only a withdrawal after
+    /// this look finds the lock (or lease) held.
+    pub(super) fn hold_grant(&self, watch: Option<&NodeWatch>, path: &str) -> Result<()> {
+        if let Err(e) = self.check() {
+            if let Some(w) = watch {
+                w.release(); // our own delete: no `Lost`
+            }
+            log::info!("acquiring {} withdrawn at its grant", self.znode);
+            return Err(e);
+        }
+        match watch {
+            Some(w) => self.hold(w, path),
+            None => Ok(()),
+        }
+    }
 }
 
 /// `Cancelled` about `znode` when the instance whose state is `shared` was
