@@ -90,6 +90,7 @@ impl SharedCount {
     /// # Errors
     /// `ConnectionLoss` when the reply was lost (the outcome is in doubt);
     /// the session's errors.
+    #[must_use = "`Ok(false)` means the count was not set (it changed meanwhile)"]
     pub fn try_set(&self, previous: VersionedValue<i32>, value: i32) -> Result<bool> {
         match self.zkw.zookeeper().set_data(
             &self.path,

@@ -74,6 +74,7 @@ impl OwnedLockGuard {
     ///
     /// # Errors
     /// As [`InterProcessLock::acquire`].
+    #[must_use = "`Ok(None)` means neither lock was acquired; dropping the guard releases it"]
     pub fn try_acquire(
         lock: Arc<dyn InterProcessLock>,
         timeout: Duration,

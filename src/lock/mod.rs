@@ -289,8 +289,24 @@ pub trait InterProcessLock: Send + Sync {
     /// Waits at most `timeout`; `Ok(false)` when it ran out (the attempt's node is
     /// deleted).
     ///
+    /// The `bool` is the whole answer, so the call is `#[must_use]` with a
+    /// message saying so. Rust's lint checks only a call whose value is
+    /// dropped whole: `lock.try_acquire(t)?;` and `lock.try_acquire(t).unwrap();`
+    /// drop the `bool` without a warning. Where that risk matters, use
+    /// [`try_lock_for`](InterProcessLock::try_lock_for): its guard is the
+    /// proof of the lock, and `None` cannot be mistaken for it.
+    ///
+    /// ```compile_fail
+    /// #![deny(unused_must_use)]
+    /// use zklock::lock::{InterProcessLock, ZkInterProcessWriteLock};
+    /// # fn f(lock: &ZkInterProcessWriteLock) {
+    /// lock.try_acquire(std::time::Duration::from_secs(1)); // refused: the answer is dropped
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// As [`acquire`](InterProcessLock::acquire).
+    #[must_use = "`Ok(false)` means the lock was not acquired (`try_lock_for` returns a guard instead)"]
     fn try_acquire(&self, timeout: Duration) -> Result<bool>;
 
     /// Releases the lock (deletes the node at its version).
@@ -366,6 +382,7 @@ pub trait InterProcessLock: Send + Sync {
     ///
     /// # Errors
     /// As [`acquire`](InterProcessLock::acquire).
+    #[must_use = "`Ok(None)` means the lock was not acquired; dropping the guard releases it"]
     fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard<'_>>>
     where
         Self: Sized,
@@ -392,6 +409,7 @@ pub trait InterProcessLock: Send + Sync {
     ///
     /// # Errors
     /// As [`acquire`](InterProcessLock::acquire).
+    #[must_use = "`Ok(None)` means the lock was not acquired; dropping the guard releases it"]
     fn try_lock_owned_for(self: Arc<Self>, timeout: Duration) -> Result<Option<OwnedLockGuard>>
     where
         Self: Sized + 'static,

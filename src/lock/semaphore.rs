@@ -435,6 +435,7 @@ impl ZkSemaphore {
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
+    #[must_use = "`Ok(None)` means no lease was acquired; dropping the lease returns it"]
     pub fn try_acquire(&self, timeout: Duration) -> Result<Option<SemaphoreLease>> {
         self.attempt(Bounds::with_grace(Some(timeout), self.call_grace))
     }

@@ -88,6 +88,7 @@ impl Barrier {
     /// # Errors
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout.
+    #[must_use = "`Ok(false)` means the barrier was still set when the time ran out"]
     pub fn wait_on_barrier(&self, timeout: Duration) -> Result<bool> {
         self.wait_within(Bounds::new(Some(timeout)))
     }

@@ -472,6 +472,7 @@ impl<T: CounterValue> Counter<T> {
     /// `ConnectionLoss` when the reply was lost (the outcome is in doubt);
     /// `BadArguments` when `value` does not fit the layout; the session's
     /// errors.
+    #[must_use = "`Ok(false)` means the value was not set (it changed meanwhile)"]
     pub fn try_set(&self, previous: VersionedValue<T>, value: T) -> Result<bool> {
         let data = self.encode(value)?;
         match self

@@ -251,6 +251,7 @@ impl DoubleBarrier {
     /// also one the server made for a create whose reply was lost (found by
     /// its tag, after the reconnect if the link is down): no member that
     /// gave up is ever counted.
+    #[must_use = "`Ok(false)` means the barrier was not entered (time ran out)"]
     pub fn enter(&self, timeout: Duration) -> Result<bool> {
         let _started = crate::metrics::Timer::start();
         let entered = self.enter_within(timeout);
@@ -579,6 +580,7 @@ impl DoubleBarrier {
     /// `BadArguments` when this instance has not entered; `SessionExpired`,
     /// `Closed`; `ConnectionLoss` when the connection stays down for a session
     /// timeout. The member's node is deleted on every error.
+    #[must_use = "`Ok(false)` means the barrier was not left by all members in time"]
     pub fn leave(&self, timeout: Duration) -> Result<bool> {
         let _started = crate::metrics::Timer::start();
         let left = self.leave_within(timeout);

@@ -646,6 +646,7 @@ impl LeaderElectionSupport {
     /// (Curator: `EOFException`); the candidacy's failure (`SessionExpired`
     /// when its session ended, also with session renewal; `NoNode` when its
     /// offer was deleted).
+    #[must_use = "`Ok(false)` means this candidate does not lead"]
     pub fn await_leadership(&self, timeout: Duration) -> Result<bool> {
         self.rounds.await_leadership(timeout)
     }

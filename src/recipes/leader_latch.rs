@@ -562,6 +562,7 @@ impl LeaderLatch {
     /// returns false, its `await()` throws `EOFException`); the latch's
     /// failure (`SessionExpired` when its session ended, also with session
     /// renewal; `NoNode` when its node was deleted).
+    #[must_use = "`Ok(false)` means this latch does not lead"]
     pub fn await_leadership(&self, timeout: Duration) -> Result<bool> {
         self.rounds.await_leadership(timeout)
     }

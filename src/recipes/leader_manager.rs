@@ -231,6 +231,7 @@ impl ZkLeaderManager {
     /// znode: one the server may have made for a create whose reply was lost
     /// is found by its mark and removed once the connection is back, unless
     /// a later wait of this manager has claimed it).
+    #[must_use = "`Ok(false)` means this manager was stopped before it led"]
     pub fn wait_to_become_leader(&self) -> Result<bool> {
         crate::path::validate(&self.shared.znode)?;
         let zk = self.zkw.zookeeper();

@@ -551,6 +551,7 @@ pub enum RevokeStep {
 /// # Errors
 /// `BadArguments` for an invalid path; ZooKeeper errors after retries
 /// (`NoAuth`, `SessionExpired`, ...).
+#[must_use = "`Ok(false)` means no request was written (no such node)"]
 pub fn attempt_revoke(zkw: &ZooKeeperWatcher, node: &str) -> Result<bool> {
     path::validate(node)?;
     request(zkw.recoverable_zookeeper(), node)

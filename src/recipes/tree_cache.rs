@@ -505,6 +505,7 @@ impl TreeCache {
     /// this session no `READ`): the cache then lacks that node, it is not
     /// told as current. Curator's `TreeCache` hands such errors to its
     /// unhandled-error listeners and initializes anyway.
+    #[must_use = "`Ok(false)` means the cache did not load in time"]
     pub fn wait_synced(&self, timeout: Duration) -> Result<bool> {
         let deadline = Deadline::after(timeout);
         let inner: &Inner = &self.inner;

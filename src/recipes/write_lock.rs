@@ -336,6 +336,7 @@ impl WriteLock {
     /// `SessionExpired`/`Closed`; `NoNode` when the node was deleted under the
     /// instance (call `unlock` then `lock` to start over); ZooKeeper errors after
     /// retries.
+    #[must_use = "`Ok(false)` means the lock is not held yet"]
     pub fn lock(&self) -> Result<bool> {
         {
             let st = self.rounds.engine().state();
@@ -380,6 +381,7 @@ impl WriteLock {
     ///
     /// # Errors
     /// As [`lock`](Self::lock); the node is removed on every error.
+    #[must_use = "`Ok(false)` means the lock was not acquired"]
     pub fn lock_blocking(&self, timeout: Duration) -> Result<bool> {
         let deadline = Instant::now() + timeout;
         let result = match self.lock() {
