@@ -141,6 +141,7 @@ mod call;
 pub mod client;
 mod deadline;
 mod error;
+mod hook;
 mod layout;
 mod listener;
 pub mod lock;

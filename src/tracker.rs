@@ -68,6 +68,7 @@ use parking_lot::{Mutex, ReentrantMutex};
 use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError, ZkResultExt};
+use crate::hook::{hook, OnceHook};
 use crate::listener::{Abortable, ZooKeeperListener};
 use crate::metadata::remove_metadata;
 use crate::recoverable::RecoverableZooKeeper;
@@ -325,8 +326,7 @@ struct TrackerShared {
     /// (the session is over) may run a callback that sends again.
     send_order: ReentrantMutex<()>,
     /// Run once on the refreshing thread before its next read is sent (tests).
-    #[cfg(feature = "testing")]
-    before_refresh_send: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    before_refresh_send: OnceHook,
 }
 
 #[derive(Default)]
@@ -442,8 +442,7 @@ impl ZooKeeperNodeTracker {
             state: Mutex::new(TrackerState::default()),
             wake: Arc::new(Wake::default()),
             send_order: ReentrantMutex::new(()),
-            #[cfg(feature = "testing")]
-            before_refresh_send: Mutex::new(None),
+            before_refresh_send: OnceHook::default(),
         });
         let hook = weak.add_path_hook(Arc::downgrade(&shared) as Weak<dyn SessionHook>, node);
         ZooKeeperNodeTracker { shared, hook }
@@ -642,7 +641,7 @@ impl ZooKeeperNodeTracker {
     #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn before_next_refresh_send(&self, hook: impl FnOnce() + Send + 'static) {
-        *self.shared.before_refresh_send.lock() = Some(Box::new(hook));
+        self.shared.before_refresh_send.set(hook);
     }
 
     /// `ZooKeeperNodeTracker.getNode`: the tracked path.
@@ -872,10 +871,7 @@ impl TrackerShared {
         rzk.retrying(what, &self.node, |_| {
             zk.wait_connected(deadline.cap(zk.connect_wait()))
                 .and_then(|()| {
-                    #[cfg(feature = "testing")]
-                    if let Some(hook) = self.before_refresh_send.lock().take() {
-                        hook();
-                    }
+                    hook!(once self.before_refresh_send);
                     // A tracker that heard nothing yet has not noted its
                     // session's event thread: the client knows it.
                     let here = self.state.lock().on_event_thread() || zk.is_event_thread();

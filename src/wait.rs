@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
+use crate::hook::{hook, Hook};
 use crate::types::{EventType, KeeperState, WatchedEvent, Watcher};
 pub(crate) use crate::wake::Wake;
 
@@ -257,8 +258,7 @@ pub(crate) fn wait_unbound<T>(
 pub(crate) struct Waiter {
     wake: Arc<Wake>,
     watcher: Arc<dyn Watcher>,
-    #[cfg(feature = "testing")]
-    hook: StepHook<WaitStep>,
+    hook: Hook<WaitStep>,
 }
 
 impl Default for Waiter {
@@ -267,8 +267,7 @@ impl Default for Waiter {
         Waiter {
             watcher: Arc::new(WaitWatcher::new(wake.clone(), StateEvents::All)),
             wake,
-            #[cfg(feature = "testing")]
-            hook: StepHook::default(),
+            hook: Hook::default(),
         }
     }
 }
@@ -284,7 +283,7 @@ impl std::fmt::Debug for Waiter {
 /// A point of a recipe's wait where a test can hold the waiting thread
 /// (feature `testing`; see for example
 /// [`Barrier::with_wait_hook`](crate::recipes::barrier::Barrier::with_wait_hook)).
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WaitStep {
@@ -332,38 +331,6 @@ macro_rules! with_wait_hook {
 }
 pub(crate) use with_wait_hook;
 
-/// Test hooks called at a recipe's steps (feature `testing`): the rounds'
-/// (election, WriteLock) and the waits' one mechanism.
-#[cfg(feature = "testing")]
-pub(crate) struct StepHook<T>(parking_lot::Mutex<Option<StepFn<T>>>);
-
-/// A test hook told a recipe's step and the path it concerns.
-#[cfg(feature = "testing")]
-pub(crate) type StepFn<T> = Arc<dyn Fn(T, &str) + Send + Sync>;
-
-#[cfg(feature = "testing")]
-impl<T> Default for StepHook<T> {
-    fn default() -> Self {
-        StepHook(parking_lot::Mutex::new(None))
-    }
-}
-
-#[cfg(feature = "testing")]
-impl<T> StepHook<T> {
-    /// Calls `hook` at each step from now on.
-    pub(crate) fn set(&self, hook: impl Fn(T, &str) + Send + Sync + 'static) {
-        *self.0.lock() = Some(Arc::new(hook));
-    }
-
-    /// Tells the hook (if any) of `step` on `path`.
-    pub(crate) fn call(&self, step: T, path: &str) {
-        let hook = self.0.lock().clone();
-        if let Some(hook) = hook {
-            hook(step, path);
-        }
-    }
-}
-
 /// A round of a [`Waiter`]: the generation read before its watch was set.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Round(u64);
@@ -405,8 +372,7 @@ impl Waiter {
         until: Deadline,
         what: &str,
     ) -> Result<()> {
-        #[cfg(feature = "testing")]
-        self.hook.call(WaitStep::BackingOff, what);
+        hook!(self.hook, WaitStep::BackingOff, what);
         pause(session, Deadline::after(length).min(until), what)
     }
 
@@ -420,8 +386,7 @@ impl Waiter {
         deadline: Deadline,
         what: &str,
     ) -> Result<bool> {
-        #[cfg(feature = "testing")]
-        self.hook.call(WaitStep::Watching, what);
+        hook!(self.hook, WaitStep::Watching, what);
         wait(
             &self.wake,
             round.0,

@@ -47,6 +47,5 @@ pub mod two_phase_commit;
 pub mod write_lock;
 
 /// Where a test can hold a recipe's waiting thread (feature `testing`).
-#[cfg(feature = "testing")]
 pub use crate::wait::WaitStep;
 pub use candidate::LeadershipEvent;

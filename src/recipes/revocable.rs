@@ -64,6 +64,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::background::on_reconnect;
 use crate::call::CallSession;
 use crate::error::{Result, ZkError};
+use crate::hook::{hook, Hook};
 use crate::lock::{
     AcquiredLock, InterProcessLock, InterProcessReadWriteLock, LockEvent, LockKind, LockListener,
     MetadataHandler, ReadLockKind, WriteLockKind, ZkInterProcessLockBase, DEFAULT_CALL_GRACE,
@@ -525,7 +526,7 @@ pub enum RevokeOutcome {
 /// [`attempt_revoke_with_grace_hooked`]) with the node's path: how tests put
 /// another revoker's request or the holder's release at an exact point of
 /// the revocation instead of hoping for a race (feature `testing`).
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RevokeStep {
@@ -603,13 +604,7 @@ pub fn attempt_revoke_with_grace(
     node: &str,
     grace: Duration,
 ) -> Result<RevokeOutcome> {
-    revoke_with_grace(
-        zkw,
-        node,
-        grace,
-        #[cfg(feature = "testing")]
-        None,
-    )
+    revoke_with_grace(zkw, node, grace, &Hook::default())
 }
 
 /// [`attempt_revoke_with_grace`], calling `hook` at each [`RevokeStep`] on
@@ -624,15 +619,16 @@ pub fn attempt_revoke_with_grace_hooked(
     grace: Duration,
     hook: impl Fn(RevokeStep, &str) + Send + Sync + 'static,
 ) -> Result<RevokeOutcome> {
-    let hook: crate::wait::StepFn<RevokeStep> = Arc::new(hook);
-    revoke_with_grace(zkw, node, grace, Some(hook))
+    let step_hook = Hook::default();
+    step_hook.set(hook);
+    revoke_with_grace(zkw, node, grace, &step_hook)
 }
 
 fn revoke_with_grace(
     zkw: &ZooKeeperWatcher,
     node: &str,
     grace: Duration,
-    #[cfg(feature = "testing")] step_hook: Option<crate::wait::StepFn<RevokeStep>>,
+    step_hook: &Hook<RevokeStep>,
 ) -> Result<RevokeOutcome> {
     path::validate(node)?;
     let bounds = Bounds::with_grace(Some(grace), DEFAULT_CALL_GRACE);
@@ -646,10 +642,7 @@ fn revoke_with_grace(
         Err(e) => return Err(e),
         Ok(_) => {}
     }
-    #[cfg(feature = "testing")]
-    if let Some(hook) = &step_hook {
-        hook(RevokeStep::Read, node);
-    }
+    hook!(step_hook, RevokeStep::Read, node);
     // The node was there: from here on, gone without this call's delete is
     // `Released` (its holder let go since the read: on another revoker's
     // request, on its own, or on ours with the reply lost and the retry
@@ -658,10 +651,7 @@ fn revoke_with_grace(
         debug!("{node} released before this request was written");
         return Ok(RevokeOutcome::Released);
     }
-    #[cfg(feature = "testing")]
-    if let Some(hook) = &step_hook {
-        hook(RevokeStep::Requested, node);
-    }
+    hook!(step_hook, RevokeStep::Requested, node);
     let waiter = Waiter::default();
     loop {
         call.check()?;

@@ -986,11 +986,6 @@ pub(crate) fn create_in_session(
     }
 }
 
-/// Test hooks called at a recipe's steps (feature `testing`): the one in
-/// [`crate::wait`], shared by every recipe.
-#[cfg(feature = "testing")]
-pub(crate) use crate::wait::StepHook;
-
 /// A round's listing placed: the attempt's node just listed, with what
 /// continues it (as [`RoundEngine::proceed`] gives them).
 pub(crate) struct Placed<R> {
