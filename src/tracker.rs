@@ -67,12 +67,12 @@ use parking_lot::{Mutex, ReentrantMutex};
 
 use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
+use crate::engine::hook::{hook, OnceHook};
+use crate::engine::wait::{self, EndRegistration, WaitSession, Wake, WhenDown};
 use crate::error::{Error, Result, ZkError, ZkResultExt};
-use crate::hook::{hook, OnceHook};
 use crate::listener::{Abortable, ZooKeeperListener};
 use crate::metadata::remove_metadata;
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::{self, EndRegistration, WaitSession, Wake, WhenDown};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 

@@ -17,16 +17,16 @@ use super::step::{check_cancelled, lost, LockWait};
 use super::step::{kind_label, outcome};
 use super::watch::{wait_watcher, LockShared, NodeWatch};
 use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
-use crate::call::CallSession;
 use crate::client::CreatedAndListed;
+use crate::engine::call::CallSession;
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::{create_tagged, Guard, Parents, Removal};
+use crate::engine::wait::{Bounds, DEFAULT_CALL_GRACE};
 use crate::error::{Error, Result, ZkError};
-use crate::hook::{hook, Hook};
 use crate::metrics::{metric, Timer};
-use crate::owned::{create_tagged, Guard, Parents, Removal};
 use crate::path;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Watcher};
-use crate::wait::{Bounds, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
 /// The state of one lock instance.

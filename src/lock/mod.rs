@@ -163,7 +163,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::wait::DEFAULT_CALL_GRACE;
+pub use crate::engine::wait::DEFAULT_CALL_GRACE;
 pub use base::{LockCanceller, LockStep, ZkInterProcessLockBase};
 pub use dialect::{lock_nodes, Dialect, LockNode};
 pub use guarded::{guarded_multi, guarded_multi_all};

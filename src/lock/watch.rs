@@ -16,10 +16,10 @@ use log::{debug, info, warn};
 use parking_lot::{Mutex, RwLock};
 
 use super::{LockEvent, LockListener};
-use crate::background::on_reconnect;
+use crate::engine::background::on_reconnect;
+use crate::engine::wait::{NodeEventStep, StateEvents, WaitWatcher, Wake};
 use crate::metrics::{metric, Flag};
 use crate::types::{EventType, KeeperState, State as ClientState, WatchedEvent, Watcher};
-use crate::wait::{NodeEventStep, StateEvents, WaitWatcher, Wake};
 use crate::watcher::WeakZooKeeperWatcher;
 
 /// What one lock instance shares with its watchers (no `ZooKeeperWatcher`

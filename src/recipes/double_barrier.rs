@@ -7,15 +7,15 @@ use parking_lot::Mutex;
 
 use super::layout::{MEMBER_PREFIX, READY_NODE};
 use super::node::{delete_if_present, SessionNode};
-use crate::call::CallSession;
 use crate::deadline::Deadline;
+use crate::engine::call::CallSession;
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::{create_tagged, remove_and_wait, Attempt, Parents};
+use crate::engine::wait::{Bounds, Round, Waiter};
 use crate::error::{Error, Result, ZkError};
-use crate::hook::{hook, Hook};
-use crate::owned::{create_tagged, remove_and_wait, Attempt, Parents};
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::sequence_of;
 use crate::types::{CreateMode, Op};
-use crate::wait::{Bounds, Round, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 

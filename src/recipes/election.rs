@@ -10,9 +10,9 @@ use super::node::read_participants;
 use super::rounds::{
     listener_trait, Listeners, Placed, RoundEngine, RoundHandle, RoundRecipe, Taken,
 };
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::Parents;
 use crate::error::{Error, Result, ZkError};
-use crate::hook::{hook, Hook};
-use crate::owned::Parents;
 use crate::sequence::number_after_last;
 use crate::types::{EventType, WatchedEvent};
 use crate::watcher::ZooKeeperWatcher;

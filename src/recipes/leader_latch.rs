@@ -12,10 +12,10 @@ use super::node::read_participants;
 use super::rounds::{
     listener_trait, Listeners, Placed, RoundEngine, RoundHandle, RoundRecipe, Taken,
 };
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::{OwnerMark, Parents};
 use crate::error::{Error, Result, ZkError};
-use crate::hook::{hook, Hook};
 use crate::lock::Dialect;
-use crate::owned::{OwnerMark, Parents};
 use crate::types::{EventType, WatchedEvent};
 use crate::watcher::ZooKeeperWatcher;
 

@@ -9,14 +9,14 @@ use parking_lot::Mutex;
 
 use super::candidate::LeadershipEvent;
 use super::rounds::Listeners;
-use crate::background::on_reconnect;
 use crate::client::{CreateMode, EventType, KeeperState};
 use crate::deadline::Deadline;
-use crate::error::{Error, Result, ZkError, ZkResultExt};
-use crate::owned::{
+use crate::engine::background::on_reconnect;
+use crate::engine::owned::{
     create_owned, remove_found, Guard, NodeSpec, OwnerMark, Parents, Removal, Unsettled,
 };
-use crate::wait::{EndRegistration, WaitSession, Wake, WhenDown};
+use crate::engine::wait::{EndRegistration, WaitSession, Wake, WhenDown};
+use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// HBase's `ZKLeaderManager`: the first candidate to create the ephemeral
@@ -335,7 +335,7 @@ impl ZkLeaderManager {
             // was set, so an event since then is not lost. A wait of the wait
             // engine, bound to the session the call began in: its end wakes
             // the wait directly (and ends it with its error).
-            crate::wait::wait(
+            crate::engine::wait::wait(
                 &self.shared.wake,
                 round,
                 &began,

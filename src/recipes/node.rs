@@ -16,19 +16,19 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::layout::{RECEIPTS_SUFFIX, RECEIPT_PREFIX, TAKERS_SUFFIX};
-use crate::call::CallSession;
 use crate::client::CreateMode;
 use crate::deadline::Deadline;
-use crate::error::{Error, Result, ZkError};
-use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
-use crate::owned::{
+use crate::engine::call::CallSession;
+use crate::engine::owned::{
     create_owned, create_tagged, remove_in_background, with_parents, Attempt, Guard, NodeSpec,
     OwnerMark, Parents, Removal,
 };
+use crate::engine::wait::{Bounds, Waiter};
+use crate::error::{Error, Result, ZkError};
+use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
 use crate::recoverable::tagged_prefix;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{Op, Stat, Watcher};
-use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -107,7 +107,7 @@ macro_rules! queue_methods {
             self
         }
 
-        crate::wait::with_wait_hook!();
+        crate::engine::wait::with_wait_hook!();
 
         /// The queue's directory.
         pub fn dir(&self) -> &str {
@@ -614,7 +614,7 @@ impl SessionNode {
     /// `NoNode` returned); returns the node and its `Stat`.
     /// After a lost reply the node is found again by a mark only this
     /// creator wrote: a fixed name by `mark` (the crate's one way to own a
-    /// node, `owned.rs`), also when the create finds `NodeExists` (a node
+    /// node, `engine/owned.rs`), also when the create finds `NodeExists` (a node
     /// with the mark is adopted as it is now: its `Stat` may show later
     /// writes); a sequential name by `RecoverableZooKeeper`'s tag, unique to
     /// the call (`<path><tag>-<sequence>`, HBase's layout kept).
@@ -787,7 +787,7 @@ impl NodeWaiter {
     #[cfg(feature = "testing")]
     pub(super) fn set_hook(
         &self,
-        hook: impl Fn(crate::wait::WaitStep, &str) + Send + Sync + 'static,
+        hook: impl Fn(crate::engine::wait::WaitStep, &str) + Send + Sync + 'static,
     ) {
         self.waiter.set_hook(hook);
     }

@@ -31,7 +31,7 @@
 //!
 //! # Protection against the lost-create duplicate
 //! Every create carries a mark only this node can have written, one fresh
-//! uuid per incarnation (the crate's one way to own a node, `owned.rs`), so
+//! uuid per incarnation (the crate's one way to own a node, `engine/owned.rs`), so
 //! a create whose reply was lost finds its node again in every mode, and
 //! never takes a stranger's node for its own (not even one of the same
 //! session with equal data):
@@ -99,16 +99,16 @@ use std::time::Duration;
 use log::{debug, warn};
 use parking_lot::Mutex;
 
-use crate::background::on_reconnect;
 use crate::client::{CreateMode, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
+use crate::engine::background::on_reconnect;
+use crate::engine::hook::{hook, Counter, Hook};
+use crate::engine::owned::{create_once, Guard, NodeSpec, OwnerMark, Parents, Removal};
+use crate::engine::wait::{Waiter, Wake};
 use crate::error::{Error, Result, ZkError};
-use crate::hook::{hook, Counter, Hook};
-use crate::owned::{create_once, Guard, NodeSpec, OwnerMark, Parents, Removal};
 use crate::recipes::layout::TTL_TOUCH_NODE;
 use crate::types::KeeperState;
 use crate::types::Stat;
-use crate::wait::{Waiter, Wake};
 use crate::watcher::{SessionHook, ZooKeeperWatcher};
 
 /// What a [`PersistentNode`] reports.
@@ -1014,7 +1014,7 @@ fn touch_thread(zkw: &ZooKeeperWatcher, touching: &Arc<Touching>, child: &str, t
         }
     });
     loop {
-        crate::wait::wait_unbound(&touching.wake, next, || {
+        crate::engine::wait::wait_unbound(&touching.wake, next, || {
             let stop = touching.stop.load(Ordering::SeqCst);
             (stop || touching.back.swap(false, Ordering::SeqCst)).then_some(())
         });

@@ -6,12 +6,12 @@ use super::layout::PRIORITY_PREFIX;
 use super::node::{
     children_or_none, claim, create_item, peek_first, queue_parts, Contention, Receipts, TakeQueue,
 };
-use crate::call::CallSession;
 use crate::deadline::Deadline;
+use crate::engine::call::CallSession;
+use crate::engine::wait::Waiter;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::sequence::sequence_of;
-use crate::wait::Waiter;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 

@@ -11,12 +11,12 @@ use super::node::{
     children_or_none, claim, create_item, ordered_items, peek_first, queue_parts, Contention,
     Receipts, TakeQueue,
 };
-use crate::call::CallSession;
 use crate::client::{CreateMode, ReadOp, ReadResult};
 use crate::deadline::Deadline;
+use crate::engine::call::CallSession;
+use crate::engine::wait::Waiter;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::Waiter;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 

@@ -61,20 +61,20 @@ use std::time::Duration;
 use log::{debug, info, warn};
 use parking_lot::{Mutex, RwLock};
 
-use crate::background::on_reconnect;
-use crate::call::CallSession;
+use crate::engine::background::on_reconnect;
+use crate::engine::call::CallSession;
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::{Guard, Removal};
+use crate::engine::wait::{Bounds, Waiter};
 use crate::error::{Result, ZkError};
-use crate::hook::{hook, Hook};
 use crate::lock::{
     AcquiredLock, InterProcessLock, InterProcessReadWriteLock, LockEvent, LockKind, LockListener,
     MetadataHandler, ReadLockKind, WriteLockKind, ZkInterProcessLockBase, DEFAULT_CALL_GRACE,
     READ_LOCK_PREFIX, WRITE_LOCK_PREFIX,
 };
-use crate::owned::{Guard, Removal};
 use crate::path;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{EventType, Stat, WatchedEvent, Watcher};
-use crate::wait::{Bounds, Waiter};
 use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// Revocable Shared Locks: the data a revoker writes into a holder's node to

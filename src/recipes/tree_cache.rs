@@ -70,10 +70,10 @@ use crate::client::{
     AddWatchMode, EventType, KeeperState, WatchedEvent, Watcher, WatcherType, ZooKeeper,
 };
 use crate::deadline::Deadline;
+use crate::engine::hook::{hook, Hold, Hook, Kept};
+use crate::engine::wait::{EndRegistration, WaitSession, Wake, WhenDown};
 use crate::error::{Error, Result, ZkError};
-use crate::hook::{hook, Hold, Hook, Kept};
 use crate::types::Stat;
-use crate::wait::{EndRegistration, WaitSession, Wake, WhenDown};
 use crate::watcher::ZooKeeperWatcher;
 
 /// How deep a [`TreeCache`] follows its root.
@@ -500,7 +500,7 @@ impl TreeCache {
                     return Ok(true);
                 }
             }
-            if !crate::wait::wait(
+            if !crate::engine::wait::wait(
                 &inner.wake,
                 seen,
                 inner,

@@ -6,12 +6,12 @@ use parking_lot::Mutex;
 
 use super::layout::ALIVE_NODE;
 use super::node::{delete_if_present, SessionNode};
-use crate::call::CallSession;
+use crate::engine::call::CallSession;
+use crate::engine::owned::{with_parents, Parents};
+use crate::engine::wait::{Bounds, Waiter};
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{with_parents, Parents};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Op, Stat};
-use crate::wait::{Bounds, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -152,7 +152,7 @@ impl TwoPhaseCommit {
         })
     }
 
-    crate::wait::with_wait_hook!();
+    crate::engine::wait::with_wait_hook!();
 
     /// The transaction node.
     pub fn path(&self) -> &str {

@@ -8,9 +8,9 @@ use log::{debug, info};
 use parking_lot::Mutex;
 
 use super::rounds::{create_in_session, RoundEngine, RoundHandle, RoundRecipe, Taken};
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::{Guard, Removal, REMOVAL_WAIT};
 use crate::error::{Result, ZkError};
-use crate::hook::{hook, Hook};
-use crate::owned::{Guard, Removal, REMOVAL_WAIT};
 use crate::sequence::number_after_last;
 use crate::types::{Acl, CreateMode, EventType, WatchedEvent};
 use crate::watcher::ZooKeeperWatcher;

@@ -6,7 +6,7 @@
 //!   a wake-up can never be lost, whatever other threads sharing the counter
 //!   do (a shared boolean re-armed by one thread would swallow another's).
 //! - [`WaitSession`]: the session a blocking call began in, as the wait sees
-//!   it (implemented by [`CallSession`](crate::call::CallSession), in the
+//!   it (implemented by [`CallSession`](crate::engine::call::CallSession), in the
 //!   module above, which holds the watcher; the engine needs no client, so its
 //!   loom model runs the real [`wait`]). Every ZooKeeper call of the wait
 //!   goes to that session only (a handle pinned to it), and the wait ends
@@ -30,10 +30,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::deadline::Deadline;
+use crate::engine::hook::{hook, Hook};
+pub(crate) use crate::engine::wake::Wake;
 use crate::error::{Error, Result, ZkError};
-use crate::hook::{hook, Hook};
 use crate::types::{EventType, KeeperState, WatchedEvent, Watcher};
-pub(crate) use crate::wake::Wake;
 
 /// How long past its timeout a `try_acquire` (or a recipe's timed call) lets
 /// the ZooKeeper calls of its attempt run: the create and each listing. The
@@ -41,7 +41,7 @@ pub(crate) use crate::wake::Wake;
 pub const DEFAULT_CALL_GRACE: Duration = Duration::from_secs(2);
 
 /// What the engine's [`wait`] needs of the session a blocking call began in
-/// ([`CallSession`](crate::call::CallSession) over the client; the loom model's
+/// ([`CallSession`](crate::engine::call::CallSession) over the client; the loom model's
 /// session in the tests): whether it has ended, whether its connection is up,
 /// its timeout, and a wake-up at its end.
 pub(crate) trait WaitSession {
@@ -322,7 +322,7 @@ macro_rules! with_wait_hook {
         #[cfg(feature = "testing")]
         pub fn with_wait_hook(
             self,
-            hook: impl Fn(crate::wait::WaitStep, &str) + Send + Sync + 'static,
+            hook: impl Fn(crate::engine::wait::WaitStep, &str) + Send + Sync + 'static,
         ) -> Self {
             self.waiter.set_hook(hook);
             self
@@ -572,8 +572,8 @@ mod loom_tests {
     // table, with a model session and a model server (an atomic "check and
     // set the watch", as ZooKeeper's exists/getChildren with a watch). ----
 
+    use crate::engine::wake::EndWakes;
     use crate::error::ZkError;
-    use crate::wake::EndWakes;
     use loom::sync::Mutex;
 
     /// The model's session: an ended flag (set before the end table is woken,

@@ -193,7 +193,7 @@ mod on {
     }
 
     /// How many times the calling thread has come back from blocking in a
-    /// [`Wake::wait`](crate::wake::Wake::wait) (feature `testing`): each
+    /// [`Wake::wait`](crate::engine::wake::Wake::wait) (feature `testing`): each
     /// wake-up, deadline or spurious return of the condition variable counts
     /// one; a wait that finds its wake-up already there, without blocking,
     /// counts none. Exposed as `zklock::testing::engine_wake_ups`.

@@ -64,8 +64,8 @@ use std::time::Duration;
 
 use log::{debug, info, warn};
 
-use crate::background::on_reconnect;
 use crate::client::{Acl, CreateMode, CreatedAndListed, Id, Perms, Stat, ZooKeeper};
+use crate::engine::background::on_reconnect;
 use crate::error::{Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};

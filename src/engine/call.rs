@@ -1,5 +1,5 @@
 //! The session a blocking call began in ([`CallSession`]): the glue between
-//! the wait engine ([`wait`](crate::wait), which waits on the client's
+//! the wait engine ([`wait`](crate::engine::wait), which waits on the client's
 //! events) and the watcher a lock or a recipe was made on. Above the engine,
 //! the recoverable handle and the watcher; below the locks and the recipes.
 
@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::State;
+use crate::engine::wait::{EndRegistration, WaitSession};
+use crate::engine::wake::Wake;
 use crate::error::{Error, Result};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::{EndRegistration, WaitSession};
-use crate::wake::Wake;
 use crate::watcher::ZooKeeperWatcher;
 
 /// The session a blocking call (an acquire, a take, a barrier's enter) began

@@ -1,5 +1,5 @@
 //! A waiting thread's wake-up counter, the core of the wait engine
-//! ([`wait`](crate::wait)): a leaf module, so that the client can wake a
+//! ([`wait`](crate::engine::wait)): a leaf module, so that the client can wake a
 //! wait when its session ends without importing the engine.
 
 use std::collections::HashMap;
@@ -15,7 +15,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// A waiting thread's wake-up counter: bumped by watchers (on the event
 /// thread), by a cancel and by the session's end; waited for by the thread
-/// that makes the calls. See the [`wait`](crate::wait) module docs.
+/// that makes the calls. See the [`wait`](crate::engine::wait) module docs.
 #[derive(Debug, Default)]
 pub(crate) struct Wake {
     generation: Mutex<u64>,
@@ -57,7 +57,7 @@ impl Wake {
                     g = wait_timeout(&self.cv, g, left);
                 }
             }
-            crate::hook::note_wake_up();
+            crate::engine::hook::note_wake_up();
         }
         true
     }
