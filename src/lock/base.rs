@@ -11,7 +11,6 @@ use parking_lot::Mutex;
 
 use super::dialect::{Dialect, Layout};
 use super::kind::{role_of, LockKind};
-use super::removal::{remove_and_wait, remove_in_background, Attempt};
 use super::step::{check_cancelled, lost, LockWait};
 #[cfg(feature = "metrics")]
 use super::step::{kind_label, outcome};
@@ -20,7 +19,9 @@ use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
 use crate::client::CreatedAndListed;
 use crate::engine::call::CallSession;
 use crate::engine::hook::{hook, Hook};
-use crate::engine::owned::{create_tagged, Guard, Parents, Removal};
+use crate::engine::owned::{
+    create_tagged, remove_and_wait, remove_in_background, Attempt, Guard, Parents, Removal,
+};
 use crate::engine::wait::{Bounds, DEFAULT_CALL_GRACE};
 use crate::error::{Error, Result, ZkError};
 use crate::metrics::{metric, Timer};

@@ -153,7 +153,6 @@ mod guarded;
 mod kind;
 mod multi;
 mod mutex;
-mod removal;
 mod rw;
 mod semaphore;
 mod step;

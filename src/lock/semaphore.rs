@@ -10,7 +10,6 @@ use log::{debug, info};
 use parking_lot::Mutex;
 
 use super::dialect::{semaphore_foreign, Dialect, Layout, Role, KAZOO_SEMAPHORE_LOCK};
-use super::removal::{abandon, remove_and_wait, remove_in_background, Attempt};
 #[cfg(feature = "metrics")]
 use super::step::outcome;
 use super::step::{check_cancelled, lost, LockWait};
@@ -20,7 +19,10 @@ use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInter
 use crate::client::CreatedAndListed;
 use crate::engine::call::CallSession;
 use crate::engine::hook::{hook, Hook};
-use crate::engine::owned::{create_tagged, with_parents, Guard, OwnerMark, Parents, Removal};
+use crate::engine::owned::{
+    abandon, create_tagged, remove_and_wait, remove_in_background, with_parents, Attempt, Guard,
+    OwnerMark, Parents, Removal,
+};
 use crate::engine::wait::{Bounds, DEFAULT_CALL_GRACE};
 use crate::error::{Error, Result, ZkError};
 use crate::metrics::{metric, Timer};
