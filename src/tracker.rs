@@ -67,8 +67,9 @@ use parking_lot::{Mutex, ReentrantMutex};
 
 use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
+use crate::engine::call::Pinned;
 use crate::engine::hook::{hook, OnceHook};
-use crate::engine::wait::{self, EndRegistration, WaitSession, Wake, WhenDown};
+use crate::engine::wait::{self, Wake, WhenDown};
 use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::listener::{Abortable, ZooKeeperListener};
 use crate::metadata::remove_metadata;
@@ -148,7 +149,9 @@ impl WaitingIn {
     }
 }
 
-impl WaitSession for WaitingIn {
+impl WaitingIn {
+    /// An error once the session can no longer be used (ended, or the
+    /// watcher's session is no longer usable).
     fn check(&self) -> Result<()> {
         if let Some(e) = Error::for_ended_session(self.zk.state()) {
             return Err(e);
@@ -156,16 +159,9 @@ impl WaitSession for WaitingIn {
         self.zkw.check_session()
     }
 
-    fn connected(&self) -> bool {
-        self.zk.state() == State::Connected
-    }
-
-    fn session_timeout(&self) -> Duration {
-        self.zk.session_timeout()
-    }
-
-    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
-        EndRegistration::new(self.zk.wake_at_end(wake))
+    /// The session as a wait sees it.
+    fn pinned(&self) -> Pinned<'_, impl Fn() -> Result<()> + '_> {
+        Pinned::new(&self.zk, || self.check())
     }
 }
 
@@ -580,7 +576,7 @@ impl ZooKeeperNodeTracker {
             let woken = wait::wait(
                 wake,
                 seen,
-                &session,
+                &session.pinned(),
                 deadline,
                 WhenDown::Wait,
                 &self.shared.node,
@@ -772,8 +768,14 @@ impl TrackerShared {
                 }
             }
             let woken = match session {
-                Some(s) => match wait::wait(&self.wake, seen, s, until, WhenDown::Wait, &self.node)
-                {
+                Some(s) => match wait::wait(
+                    &self.wake,
+                    seen,
+                    &s.pinned(),
+                    until,
+                    WhenDown::Wait,
+                    &self.node,
+                ) {
                     Ok(woken) => woken,
                     // The session ended: nothing more will be answered.
                     Err(_) => return,
@@ -1279,7 +1281,7 @@ impl DeletionListener {
                     match wait::wait(
                         wake,
                         seen,
-                        s,
+                        &s.pinned(),
                         deadline,
                         WhenDown::Wait,
                         self.path_to_watch(),

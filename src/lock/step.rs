@@ -80,7 +80,7 @@ impl<'a> LockWait<'a> {
         wait::wait(
             &self.shared.wake,
             round,
-            self.call,
+            &self.call.pinned(),
             self.bounds.wait,
             WhenDown::Wait,
             self.znode,

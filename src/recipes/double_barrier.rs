@@ -477,7 +477,7 @@ impl DoubleBarrier {
             hook!(self.step_hook, BarrierStep::Waiting, &self.path);
             if !self
                 .waiter
-                .wait(call, this_round, bounds.wait, &self.path)?
+                .wait(&call.pinned(), this_round, bounds.wait, &self.path)?
             {
                 return Ok(false);
             }
@@ -654,7 +654,10 @@ impl DoubleBarrier {
                 Err(e) => return Err(e),
             }
             // 6.
-            if !self.waiter.wait(call, round, bounds.wait, &self.path)? {
+            if !self
+                .waiter
+                .wait(&call.pinned(), round, bounds.wait, &self.path)?
+            {
                 return Ok(false);
             }
         }

@@ -369,7 +369,7 @@ impl Contention {
             .saturating_mul(1 << self.lost.min(LOST_CLAIM_DOUBLINGS))
             .min(LOST_CLAIM_BACKOFF_MAX);
         self.lost += 1;
-        waiter.back_off(call, crate::util::jitter(d), until, dir)?;
+        waiter.back_off(&call.pinned(), crate::util::jitter(d), until, dir)?;
         Ok(!until.is_past())
     }
 }
@@ -553,7 +553,7 @@ fn take_loop<Q: TakeQueue>(q: &Q, bounds: Bounds) -> Result<Option<Q::Item>> {
                 }
                 Err(e) => return Err(e),
             }
-            if !waiter.wait(&call, round, bounds.wait, dir)? {
+            if !waiter.wait(&call.pinned(), round, bounds.wait, dir)? {
                 return Ok(None);
             }
         }
@@ -828,7 +828,10 @@ impl NodeWaiter {
                 Look::Again => continue,
                 Look::Wait => {}
             }
-            if !self.waiter.wait(&call, round, bounds.wait, &self.path)? {
+            if !self
+                .waiter
+                .wait(&call.pinned(), round, bounds.wait, &self.path)?
+            {
                 return Ok(None);
             }
         }

@@ -662,7 +662,7 @@ fn revoke_with_grace(
             Err(e) if e.is_retryable() && bounds.wait.is_past() => break,
             Err(e) => return Err(e),
         }
-        if !waiter.wait(&call, round, bounds.wait, node)? {
+        if !waiter.wait(&call.pinned(), round, bounds.wait, node)? {
             break;
         }
     }

@@ -975,7 +975,11 @@ pub(crate) fn create_in_session(
                     retries.attempt_times(),
                     retries.max_attempts()
                 );
-                crate::engine::wait::pause(&call, Deadline::after(pause), "making a node")?;
+                crate::engine::wait::pause(
+                    &call.pinned(),
+                    Deadline::after(pause),
+                    "making a node",
+                )?;
                 zkw.check_session()?;
                 if !same(zk) {
                     return Err(Error::zk_code(ZkError::SessionExpired));

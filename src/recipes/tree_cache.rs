@@ -70,8 +70,9 @@ use crate::client::{
     AddWatchMode, EventType, KeeperState, WatchedEvent, Watcher, WatcherType, ZooKeeper,
 };
 use crate::deadline::Deadline;
+use crate::engine::call::Pinned;
 use crate::engine::hook::{hook, Hold, Hook, Kept};
-use crate::engine::wait::{EndRegistration, WaitSession, Wake, WhenDown};
+use crate::engine::wait::{Wake, WhenDown};
 use crate::error::{Error, Result, ZkError};
 use crate::types::Stat;
 use crate::watcher::ZooKeeperWatcher;
@@ -503,7 +504,7 @@ impl TreeCache {
             if !crate::engine::wait::wait(
                 &inner.wake,
                 seen,
-                inner,
+                &Pinned::new(&inner.zk, || inner.ended()),
                 deadline,
                 WhenDown::Wait,
                 &inner.root,
@@ -551,8 +552,10 @@ impl TreeCache {
 }
 
 /// The cache's session as the wait engine sees it ([`TreeCache::wait_synced`]).
-impl WaitSession for Inner {
-    fn check(&self) -> Result<()> {
+impl Inner {
+    /// An error once `wait_synced` can wait no more: the cache closed or
+    /// lost, or its session ended.
+    fn ended(&self) -> Result<()> {
         let s = self.state.lock();
         if s.closed {
             return Err(Error::Closed);
@@ -561,18 +564,6 @@ impl WaitSession for Inner {
             return Err(Error::zk(ZkError::SessionExpired, self.root.clone()));
         }
         Ok(())
-    }
-
-    fn connected(&self) -> bool {
-        self.zk.state() == crate::client::State::Connected
-    }
-
-    fn session_timeout(&self) -> Duration {
-        self.zk.session_timeout()
-    }
-
-    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
-        EndRegistration::new(self.zk.wake_at_end(wake))
     }
 }
 

@@ -283,7 +283,10 @@ impl TwoPhaseCommit {
             if let Some(o) = self.decide(&rzk, true)? {
                 return Ok(Some(o));
             }
-            if !self.waiter.wait(&call, round, bounds.wait, &self.path)? {
+            if !self
+                .waiter
+                .wait(&call.pinned(), round, bounds.wait, &self.path)?
+            {
                 return Ok(None);
             }
         }
