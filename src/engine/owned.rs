@@ -74,7 +74,7 @@ use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 /// definition is `layout::CURATOR_PROTECTED_PREFIX`, in the leaf module below
 /// the error type (the `Dialect` reads it), re-exported as
 /// `recipes::layout::CURATOR_PROTECTED_PREFIX`.
-pub(crate) const PROTECTED_PREFIX: &str = crate::layout::CURATOR_PROTECTED_PREFIX;
+pub(crate) const PROTECTED_PREFIX: &str = crate::names::CURATOR_PROTECTED_PREFIX;
 
 /// The part after the `:` of an owner mark's `digest` id
 /// (`_c_<uuid>:owner`; the server wants two parts, and masks the second).

@@ -12,11 +12,11 @@ use std::sync::OnceLock;
 
 use crate::engine::owned::OwnerMark;
 use crate::error::{Error, Result};
-use crate::layout::{
+use crate::names::{
     sequence_of_child, CURATOR_LOCK, CURATOR_READ, CURATOR_WRITE, HBASE_READ, HBASE_WRITE,
     KAZOO_LOCK, KAZOO_READ,
 };
-pub use crate::layout::{Dialect, LEASE_PREFIX};
+pub use crate::names::{Dialect, LEASE_PREFIX};
 use crate::path;
 use crate::recoverable::tagged_prefix;
 use crate::sequence::parse_sequence;
@@ -144,7 +144,9 @@ struct Ahead<'a> {
     blocks: bool,
 }
 
-/// One lock instance's layout: a dialect and a role in it.
+/// One lock instance's layout (how its nodes are named and ordered, the one
+/// meaning of "layout" in zklock): a dialect and a role in it. The names are
+/// in `src/names.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Layout {
     pub(crate) dialect: Dialect,
