@@ -10,11 +10,13 @@
 //! | `call.rs` | the session a blocking call began in, pinned (what a wait is told) |
 //! | `background.rs` | reconnect hooks and work run after a reconnect, in the same session |
 //! | `owned.rs` | one way to own and remove a node: create under a mark, find it after a lost reply, remove by name or by tag |
+//! | `session_node.rs` | a node a recipe creates for its caller, bound to the session that created it: its writes and deletes reach that session only, guarded by its creation zxid |
 //! | `hook.rs` | the test-hook seam (zero cost without the feature `testing`) |
 
 pub(crate) mod background;
 pub(crate) mod call;
 pub(crate) mod hook;
 pub(crate) mod owned;
+pub(crate) mod session_node;
 pub(crate) mod wait;
 pub(crate) mod wake;

@@ -6,11 +6,12 @@ use log::debug;
 use parking_lot::Mutex;
 
 use super::layout::{MEMBER_PREFIX, READY_NODE};
-use super::node::{delete_if_present, SessionNode};
+use super::node::delete_if_present;
 use crate::deadline::Deadline;
 use crate::engine::call::CallSession;
 use crate::engine::hook::{hook, Hook};
 use crate::engine::owned::{create_tagged, remove_and_wait, Attempt, Parents};
+use crate::engine::session_node::SessionNode;
 use crate::engine::wait::{Bounds, Round, Waiter};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};

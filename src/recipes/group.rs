@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use super::layout::PARTY_PREFIX;
-use super::node::{children_or_none, Look, NodeWaiter, SessionNode};
+use super::node::{children_or_none, Look, NodeWaiter};
 use crate::engine::call::CallSession;
 use crate::engine::owned::Parents;
+use crate::engine::session_node::SessionNode;
 use crate::engine::wait::Bounds;
 use crate::error::{Result, ZkError};
 use crate::types::CreateMode;

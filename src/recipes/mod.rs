@@ -27,6 +27,7 @@
 mod candidate;
 mod node;
 mod rounds;
+mod take;
 
 pub mod barrier;
 pub mod counter;

@@ -3,9 +3,8 @@
 use std::time::{Duration, Instant};
 
 use super::layout::PRIORITY_PREFIX;
-use super::node::{
-    children_or_none, claim, create_item, peek_first, queue_parts, Contention, Receipts, TakeQueue,
-};
+use super::node::children_or_none;
+use super::take::{claim, create_item, peek_first, queue_parts, Contention, Receipts, TakeQueue};
 use crate::deadline::Deadline;
 use crate::engine::call::CallSession;
 use crate::engine::wait::Waiter;
@@ -85,7 +84,7 @@ impl DistributedPriorityQueue {
         })
     }
 
-    super::node::queue_methods!();
+    super::take::queue_methods!();
 
     /// Adds an item with `priority` (lower comes out first); returns its node.
     ///

@@ -5,9 +5,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::layout::ALIVE_NODE;
-use super::node::{delete_if_present, SessionNode};
+use super::node::delete_if_present;
 use crate::engine::call::CallSession;
 use crate::engine::owned::{with_parents, Parents};
+use crate::engine::session_node::SessionNode;
 use crate::engine::wait::{Bounds, Waiter};
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
