@@ -61,12 +61,13 @@ use std::time::Duration;
 use log::{debug, info, warn};
 use parking_lot::{Mutex, RwLock};
 
-use crate::engine::background::on_reconnect;
+use crate::client::ZooKeeper;
 use crate::engine::call::CallSession;
+use crate::engine::held::{self, Done, HeldWatch};
 use crate::engine::hook::{hook, Hook};
 use crate::engine::owned::{Guard, Removal};
 use crate::engine::wait::{Bounds, Waiter};
-use crate::error::{Result, ZkError};
+use crate::error::{Error, Result, ZkError};
 use crate::lock::{
     AcquiredLock, InterProcessLock, InterProcessReadWriteLock, LockEvent, LockKind, LockListener,
     MetadataHandler, ReadLockKind, WriteLockKind, ZkInterProcessLockBase, DEFAULT_CALL_GRACE,
@@ -168,39 +169,16 @@ struct GrantWatch {
 impl GrantWatch {
     /// Reads the node and sets the data watch, without blocking: the answer
     /// comes back on the event thread. A request written before the read is in
-    /// the data; one written after fires the watch.
+    /// the data; one written after fires the watch. The engine's one held
+    /// watch ([`held::arm`]): after a lost connection, armed again once it is
+    /// back.
     fn arm(&self) {
         if !self.active.load(Ordering::SeqCst) {
             return;
         }
-        let (Some(zk), Some(me)) = (self.zkw.zookeeper(), self.me.upgrade()) else {
-            return;
-        };
-        let watcher: Arc<dyn Watcher> = me.clone();
-        debug!("watching {} for revocation requests", self.path);
-        zk.get_data_async(&self.path, Some(watcher), move |r| match r {
-            Ok((data, stat)) => {
-                if is_request(&data, &stat) {
-                    me.requested();
-                }
-            }
-            // Gone: the lock tells Lost (or it was our own release).
-            Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => {
-                me.active.store(false, Ordering::SeqCst);
-            }
-            Err(e) => {
-                debug!(
-                    "revocation watch on {}: again after the reconnect ({e})",
-                    me.path
-                );
-                let again = me.clone();
-                on_reconnect(&me.zkw, move |connected| {
-                    if connected {
-                        again.arm();
-                    }
-                });
-            }
-        });
+        if let Some(me) = self.me.upgrade() {
+            held::arm(&me);
+        }
     }
 
     /// A request for this grant: ask the listener, release when it (or
@@ -244,6 +222,46 @@ impl GrantWatch {
             lock.release_in_background();
         }
         drop(slot);
+    }
+}
+
+/// The grant's revocation watch: a data read of the held node; its reactions
+/// are the revocation's.
+impl HeldWatch for GrantWatch {
+    type Answer = (Vec<u8>, Stat);
+
+    fn watcher(&self) -> &WeakZooKeeperWatcher {
+        &self.zkw
+    }
+
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<(Vec<u8>, Stat)>) {
+        // A grant that ended meanwhile (also before a re-arm after a
+        // reconnect) watches no more.
+        if !self.active.load(Ordering::SeqCst) {
+            return;
+        }
+        let watcher: Arc<dyn Watcher> = self.clone();
+        debug!("watching {} for revocation requests", self.path);
+        zk.get_data_async(&self.path, Some(watcher), done);
+    }
+
+    fn on_answer(&self, (data, stat): (Vec<u8>, Stat)) {
+        if is_request(&data, &stat) {
+            self.requested();
+        }
+    }
+
+    /// Gone: the lock tells Lost (or it was our own release).
+    fn on_gone(&self) {
+        self.active.store(false, Ordering::SeqCst);
+    }
+
+    fn on_ended(&self, _: &Error) {
+        self.active.store(false, Ordering::SeqCst);
     }
 }
 
