@@ -212,6 +212,37 @@ mod on {
         };
     }
     pub(crate) use hook;
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_hook_is_told_each_step() {
+            let told = Arc::new(Mutex::new(Vec::new()));
+            let hook: Hook<u64> = Hook::default();
+            hook!(hook, 1, "/before");
+            let t = told.clone();
+            hook.set(move |step, path| t.lock().push((step, path.to_string())));
+            hook!(hook, 2, "/p");
+            let inner: Hook<u32> = hook.map(u64::from);
+            hook!(inner, 3, "/inner");
+            assert_eq!(
+                *told.lock(),
+                vec![(2, "/p".to_string()), (3, "/inner".to_string())]
+            );
+        }
+
+        #[test]
+        fn a_held_reply_waits_for_its_release() {
+            let held: Hold<u8> = Hold::default();
+            assert_eq!(held.hold("/a", 1), Some(1));
+            held.arm("/a");
+            assert_eq!(held.hold("/a", 2), None);
+            assert_eq!(held.release("/b"), None);
+            assert_eq!(held.release("/a"), Some(("/a".to_string(), 2)));
+        }
+    }
 }
 
 #[cfg(not(feature = "testing"))]
@@ -314,6 +345,16 @@ mod off {
         }};
     }
     pub(crate) use hook;
+
+    // The seam costs nothing: checked by every build without the feature
+    // (`cargo build --lib`, the CLI's build; the tests turn `testing` on).
+    const _: () = {
+        assert!(std::mem::size_of::<Hook<u64>>() == 0);
+        assert!(std::mem::size_of::<OnceHook>() == 0);
+        assert!(std::mem::size_of::<Counter>() == 0);
+        assert!(std::mem::size_of::<Hold<Vec<u8>>>() == 0);
+        assert!(std::mem::size_of::<Kept<String>>() == 0);
+    };
 }
 
 #[cfg(feature = "testing")]
