@@ -614,7 +614,7 @@ fn request(rzk: &RecoverableZooKeeper, node: &str) -> Result<bool> {
 /// which only writes the request: one `getData` more.
 ///
 /// # Errors
-/// As [`attempt_revoke`]; [`Error::NoReadPermission`](crate::Error::NoReadPermission)
+/// As [`attempt_revoke`]; [`Error::NoReadPermission`]
 /// (`getData`) when this session may not read `node` (nothing written);
 /// `SessionExpired`/`Closed` when the revoker's session ends while waiting.
 pub fn attempt_revoke_with_grace(
