@@ -320,7 +320,7 @@ test-versions: zookeeper curator kazoo kerberos
 	$(MAKE) --no-print-directory fmt clippy
 	$(call run_tests,$(OTHER_VERSIONS),all)
 
-# The wait engine's core (src/wait.rs: generation, wake, session end, cancel)
+# The wait engine's core (src/engine/wait.rs: generation, wake, session end, cancel)
 # under every thread interleaving, with loom (a dev-dependency built only
 # with --cfg zklock_loom, in its own target directory).
 LOOM := RUSTFLAGS="--cfg zklock_loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release --lib

@@ -125,7 +125,7 @@
 //! between the two 10,000 rows is the kernel's default; 1b's ratio is the
 //! library's own flatness. A waiting lock has nothing to do until its node's
 //! watch fires: the session's end wakes it directly, and its safety-net
-//! recheck is every 10 s (`LOCK_RECHECK`, `src/wait.rs`), so the idle CPU and
+//! recheck is every 10 s (`LOCK_RECHECK`, `src/engine/wait.rs`), so the idle CPU and
 //! context switches with N waiting stay near zero.
 //!
 //! Everything started is stopped: waiter and worker threads are joined, worker

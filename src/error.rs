@@ -342,7 +342,7 @@ pub enum Error {
         /// The foreign node's path (the lock's znode is its parent).
         path: String,
         /// The dialect that node is of.
-        found: crate::layout::Dialect,
+        found: crate::names::Dialect,
     },
     /// The handle was closed.
     Closed,

@@ -136,17 +136,15 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod background;
-mod call;
 pub mod client;
 mod deadline;
+mod engine;
 mod error;
-mod layout;
 mod listener;
 pub mod lock;
 mod metadata;
 pub mod metrics;
-mod owned;
+mod names;
 mod path;
 mod pending;
 pub mod recipes;
@@ -159,8 +157,6 @@ pub mod testing;
 mod tracker;
 mod types;
 mod util;
-mod wait;
-mod wake;
 mod watcher;
 pub mod zkutil;
 mod znodes;

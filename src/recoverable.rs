@@ -183,7 +183,7 @@ impl RecoverableZooKeeper {
 
     /// This handle with every call made in the session that is current now,
     /// and only in it: after a session renewal they fail with
-    /// `SessionExpired` (see `crate::call::CallSession`).
+    /// `SessionExpired` (see `crate::engine::call::CallSession`).
     pub(crate) fn pinned(&self) -> RecoverableZooKeeper {
         RecoverableZooKeeper {
             inner: self.inner.clone(),

@@ -5,8 +5,8 @@
 //! make their node.
 
 use crate::client::{CreateMode, ZooKeeper};
+use crate::engine::owned::{with_parents, Parents};
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{with_parents, Parents};
 use crate::watcher::ZooKeeperWatcher;
 
 /// A value with the node version it was read at (Curator's `VersionedValue`).

@@ -67,11 +67,13 @@ use parking_lot::{Mutex, ReentrantMutex};
 
 use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
+use crate::engine::call::Pinned;
+use crate::engine::hook::{hook, OnceHook};
+use crate::engine::wait::{self, Wake, WhenDown};
 use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::listener::{Abortable, ZooKeeperListener};
 use crate::metadata::remove_metadata;
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::{self, EndRegistration, WaitSession, Wake, WhenDown};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
 
@@ -147,7 +149,9 @@ impl WaitingIn {
     }
 }
 
-impl WaitSession for WaitingIn {
+impl WaitingIn {
+    /// An error once the session can no longer be used (ended, or the
+    /// watcher's session is no longer usable).
     fn check(&self) -> Result<()> {
         if let Some(e) = Error::for_ended_session(self.zk.state()) {
             return Err(e);
@@ -155,16 +159,9 @@ impl WaitSession for WaitingIn {
         self.zkw.check_session()
     }
 
-    fn connected(&self) -> bool {
-        self.zk.state() == State::Connected
-    }
-
-    fn session_timeout(&self) -> Duration {
-        self.zk.session_timeout()
-    }
-
-    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
-        EndRegistration::new(self.zk.wake_at_end(wake))
+    /// The session as a wait sees it.
+    fn pinned(&self) -> Pinned<'_, impl Fn() -> Result<()> + '_> {
+        Pinned::new(&self.zk, || self.check())
     }
 }
 
@@ -325,8 +322,7 @@ struct TrackerShared {
     /// (the session is over) may run a callback that sends again.
     send_order: ReentrantMutex<()>,
     /// Run once on the refreshing thread before its next read is sent (tests).
-    #[cfg(feature = "testing")]
-    before_refresh_send: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    before_refresh_send: OnceHook,
 }
 
 #[derive(Default)]
@@ -442,8 +438,7 @@ impl ZooKeeperNodeTracker {
             state: Mutex::new(TrackerState::default()),
             wake: Arc::new(Wake::default()),
             send_order: ReentrantMutex::new(()),
-            #[cfg(feature = "testing")]
-            before_refresh_send: Mutex::new(None),
+            before_refresh_send: OnceHook::default(),
         });
         let hook = weak.add_path_hook(Arc::downgrade(&shared) as Weak<dyn SessionHook>, node);
         ZooKeeperNodeTracker { shared, hook }
@@ -581,7 +576,7 @@ impl ZooKeeperNodeTracker {
             let woken = wait::wait(
                 wake,
                 seen,
-                &session,
+                &session.pinned(),
                 deadline,
                 WhenDown::Wait,
                 &self.shared.node,
@@ -642,7 +637,7 @@ impl ZooKeeperNodeTracker {
     #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn before_next_refresh_send(&self, hook: impl FnOnce() + Send + 'static) {
-        *self.shared.before_refresh_send.lock() = Some(Box::new(hook));
+        self.shared.before_refresh_send.set(hook);
     }
 
     /// `ZooKeeperNodeTracker.getNode`: the tracked path.
@@ -773,8 +768,14 @@ impl TrackerShared {
                 }
             }
             let woken = match session {
-                Some(s) => match wait::wait(&self.wake, seen, s, until, WhenDown::Wait, &self.node)
-                {
+                Some(s) => match wait::wait(
+                    &self.wake,
+                    seen,
+                    &s.pinned(),
+                    until,
+                    WhenDown::Wait,
+                    &self.node,
+                ) {
                     Ok(woken) => woken,
                     // The session ended: nothing more will be answered.
                     Err(_) => return,
@@ -872,10 +873,7 @@ impl TrackerShared {
         rzk.retrying(what, &self.node, |_| {
             zk.wait_connected(deadline.cap(zk.connect_wait()))
                 .and_then(|()| {
-                    #[cfg(feature = "testing")]
-                    if let Some(hook) = self.before_refresh_send.lock().take() {
-                        hook();
-                    }
+                    hook!(once self.before_refresh_send);
                     // A tracker that heard nothing yet has not noted its
                     // session's event thread: the client knows it.
                     let here = self.state.lock().on_event_thread() || zk.is_event_thread();
@@ -1283,7 +1281,7 @@ impl DeletionListener {
                     match wait::wait(
                         wake,
                         seen,
-                        s,
+                        &s.pinned(),
                         deadline,
                         WhenDown::Wait,
                         self.path_to_watch(),

@@ -138,7 +138,7 @@ struct WatcherInner {
     /// A new session was opened after an expiry; announced at its SyncConnected.
     renewing: AtomicBool,
     /// Connection generation: bumped on every state event (what `connect`
-    /// waits for; the library's waits use `crate::wait`).
+    /// waits for; the library's waits use `crate::engine::wait`).
     state_seq: AtomicI64,
     state_lock: Mutex<KeeperState>,
     state_cv: Condvar,

@@ -877,7 +877,7 @@ impl ZooKeeper {
     /// until the returned registration is dropped; at once if it has ended.
     /// The library's waits use it instead of looking at the session
     /// periodically.
-    pub(crate) fn wake_at_end(&self, wake: &Arc<crate::wake::Wake>) -> EndWake {
+    pub(crate) fn wake_at_end(&self, wake: &Arc<crate::engine::wake::Wake>) -> EndWake {
         let shared = self.shared();
         let id = shared.wake_at_end(wake);
         EndWake { shared, id }

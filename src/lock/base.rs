@@ -11,23 +11,23 @@ use parking_lot::Mutex;
 
 use super::dialect::{Dialect, Layout};
 use super::kind::{role_of, LockKind};
-use super::removal::{remove_and_wait, remove_in_background, Attempt};
 use super::step::{check_cancelled, lost, LockWait};
 #[cfg(feature = "metrics")]
 use super::step::{kind_label, outcome};
 use super::watch::{wait_watcher, LockShared, NodeWatch};
 use super::{AcquiredLock, InterProcessLock, LockListener, MetadataHandler};
-use crate::call::CallSession;
 use crate::client::CreatedAndListed;
+use crate::engine::call::CallSession;
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::{
+    create_tagged, remove_and_wait, remove_in_background, Attempt, Guard, Parents, Removal,
+};
+use crate::engine::wait::{Bounds, DEFAULT_CALL_GRACE};
 use crate::error::{Error, Result, ZkError};
 use crate::metrics::{metric, Timer};
-use crate::owned::{create_tagged, Guard, Parents, Removal};
 use crate::path;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{CreateMode, Watcher};
-#[cfg(feature = "testing")]
-use crate::wait::StepFn;
-use crate::wait::{Bounds, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
 
 /// The state of one lock instance.
@@ -58,7 +58,7 @@ impl std::fmt::Debug for LockState {
 /// [`ZkInterProcessLockBase::with_step_hook`]) with the attempt's node path (empty
 /// before it exists): how tests put a fault or a deletion at an exact point of
 /// the attempt instead of hoping for a race.
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LockStep {
@@ -175,8 +175,7 @@ pub struct ZkInterProcessLockBase<K: LockKind> {
     /// Whether the wait watcher sends the woken waiter's listing (see
     /// [`wait_watcher`]); off only for benchmarks comparing the two.
     listing_on_wake: bool,
-    #[cfg(feature = "testing")]
-    step_hook: Option<StepFn<LockStep>>,
+    step_hook: Hook<LockStep>,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -256,8 +255,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             call_grace: DEFAULT_CALL_GRACE,
             pipelined: true,
             listing_on_wake: true,
-            #[cfg(feature = "testing")]
-            step_hook: None,
+            step_hook: Hook::default(),
             _kind: PhantomData,
         })
     }
@@ -312,8 +310,15 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
     /// (feature `testing`).
     #[must_use]
     #[cfg(feature = "testing")]
-    pub fn with_step_hook(mut self, hook: impl Fn(LockStep, &str) + Send + Sync + 'static) -> Self {
-        self.step_hook = Some(Arc::new(hook));
+    pub fn with_step_hook(self, hook: impl Fn(LockStep, &str) + Send + Sync + 'static) -> Self {
+        self.step_hook.set(hook);
+        self
+    }
+
+    /// Tells `hook` each [`LockStep`] of an attempt (an inner lock's hook,
+    /// such as the semaphore's mutex's).
+    pub(crate) fn with_hook(mut self, hook: Hook<LockStep>) -> Self {
+        self.step_hook = hook;
         self
     }
 
@@ -418,7 +423,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         self.check_cancelled()?;
         let rzk = call.rzk().with_deadline(bounds.calls);
         let tagged = self.layout.tagged_prefix(&self.parent);
-        step!(self, LockStep::Creating, "");
+        hook!(self.step_hook, LockStep::Creating, "");
         let CreatedAndListed { path, stat, listed } = match self.create_lock_znode(&rzk, &tagged) {
             Ok(created) => created,
             Err(e) => {
@@ -434,7 +439,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 };
             }
         };
-        step!(self, LockStep::Created, &path);
+        hook!(self.step_hook, LockStep::Created, &path);
         let at = LockWait::new(&call, &rzk, bounds, &self.shared, &self.parent);
         match self.grant(&at, &path, listed) {
             Ok(Some(watch)) => {
@@ -442,7 +447,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                     .layout
                     .sequence(path::get_node_name(&path))
                     .unwrap_or(0);
-                step!(self, LockStep::Held, &path);
+                hook!(self.step_hook, LockStep::Held, &path);
                 Ok(Some((
                     AcquiredLock {
                         path,
@@ -481,7 +486,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             Waited::TimedOut => return Ok(None),
             Waited::Held(own) => own,
         };
-        step!(self, LockStep::Granted, path);
+        hook!(self.step_hook, LockStep::Granted, path);
         let watch = match own {
             Some(own) => Some(own),
             // Watch the held node so that a deletion (reaping) is told as
@@ -550,7 +555,7 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                     Err(e) => return Err(e),
                 },
             };
-            step!(self, LockStep::Listed, my_path);
+            hook!(self.step_hook, LockStep::Listed, my_path);
             if !children.iter().any(|c| c == my_node) || own.as_ref().is_some_and(|o| o.is_gone()) {
                 return Err(lost(my_path));
             }
@@ -603,10 +608,10 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             // Armed once the watch is set: the listing it sends on the event
             // is newer than the round's watch.
             let armed = self.listing_on_wake.then(|| self.shared.arm(round));
-            step!(self, LockStep::Watching, my_path);
+            hook!(self.step_hook, LockStep::Watching, my_path);
             let woken = at.wait(round)?;
             at.cancelled()?;
-            step!(self, LockStep::Woken, my_path);
+            hook!(self.step_hook, LockStep::Woken, my_path);
             if !woken {
                 return Ok(Waited::TimedOut);
             }

@@ -5,18 +5,18 @@
 //! Everything that differs between the layouts lives here: the node names, how
 //! a name is parsed and the queue ordered, which node a waiter watches, what
 //! the node carries and how the lock's parents are created. The lock engine
-//! (`base.rs`, the wait of `wait.rs` and `watch.rs`) is the same for all.
+//! (`base.rs`, the wait of `engine/wait.rs` and `watch.rs`) is the same for all.
 
 use std::str::FromStr;
 use std::sync::OnceLock;
 
+use crate::engine::owned::OwnerMark;
 use crate::error::{Error, Result};
-use crate::layout::{
+use crate::names::{
     sequence_of_child, CURATOR_LOCK, CURATOR_READ, CURATOR_WRITE, HBASE_READ, HBASE_WRITE,
     KAZOO_LOCK, KAZOO_READ,
 };
-pub use crate::layout::{Dialect, LEASE_PREFIX};
-use crate::owned::OwnerMark;
+pub use crate::names::{Dialect, LEASE_PREFIX};
 use crate::path;
 use crate::recoverable::tagged_prefix;
 use crate::sequence::parse_sequence;
@@ -144,7 +144,9 @@ struct Ahead<'a> {
     blocks: bool,
 }
 
-/// One lock instance's layout: a dialect and a role in it.
+/// One lock instance's layout (how its nodes are named and ordered, the one
+/// meaning of "layout" in zklock): a dialect and a role in it. The names are
+/// in `src/names.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Layout {
     pub(crate) dialect: Dialect,

@@ -1,7 +1,7 @@
 //! The two lock kinds: which child a waiter watches (HBase's `getLockPath`).
 
 use super::dialect::{Dialect, Layout, Role};
-pub use crate::layout::{READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
+pub use crate::names::{READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
 
 /// The strategy of [`ZkInterProcessLockBase`](crate::lock::ZkInterProcessLockBase):
 /// HBase's abstract `getLockPath` of `ZKInterProcessLockBase`, implemented by

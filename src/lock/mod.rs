@@ -85,18 +85,6 @@
 //! # Ok::<(), zklock::Error>(())
 //! ```
 
-/// Calls an instance's test hook (its `step_hook` field) with `step` and
-/// `path`, when the `testing` feature is on and a hook is set:
-/// `step!(self, LockStep::Created, &path)`.
-macro_rules! step {
-    ($self:expr, $step:expr, $path:expr) => {
-        #[cfg(feature = "testing")]
-        if let Some(hook) = &$self.step_hook {
-            hook($step, $path);
-        }
-    };
-}
-
 /// The [`InterProcessLock`] methods a type that wraps a lock passes on as
 /// they are, written once for every wrapper: inside its `impl
 /// InterProcessLock`, `forward_lock!(field)` forwards reaping, visiting,
@@ -165,7 +153,6 @@ mod guarded;
 mod kind;
 mod multi;
 mod mutex;
-mod removal;
 mod rw;
 mod semaphore;
 mod step;
@@ -175,19 +162,17 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::wait::DEFAULT_CALL_GRACE;
-#[cfg(feature = "testing")]
-pub use base::LockStep;
-pub use base::{LockCanceller, ZkInterProcessLockBase};
+pub use crate::engine::wait::DEFAULT_CALL_GRACE;
+pub use base::{LockCanceller, LockStep, ZkInterProcessLockBase};
 pub use dialect::{lock_nodes, Dialect, LockNode};
 pub use guarded::{guarded_multi, guarded_multi_all};
 pub use kind::{LockKind, ReadLockKind, WriteLockKind, READ_LOCK_PREFIX, WRITE_LOCK_PREFIX};
 pub use multi::{MultiLock, OrderedLock};
 pub use mutex::ZkInterProcessMutex;
 pub use rw::ZkInterProcessReadWriteLock;
-#[cfg(feature = "testing")]
-pub use semaphore::SemaphoreStep;
-pub use semaphore::{SemaphoreLease, ZkSemaphore, LEASE_PREFIX, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
+pub use semaphore::{
+    SemaphoreLease, SemaphoreStep, ZkSemaphore, LEASE_PREFIX, SEMAPHORE_LEASES, SEMAPHORE_LOCKS,
+};
 
 use crate::error::Result;
 

@@ -10,37 +10,36 @@ use log::{debug, info};
 use parking_lot::Mutex;
 
 use super::dialect::{semaphore_foreign, Dialect, Layout, Role, KAZOO_SEMAPHORE_LOCK};
-use super::removal::{abandon, remove_and_wait, remove_in_background, Attempt};
 #[cfg(feature = "metrics")]
 use super::step::outcome;
 use super::step::{check_cancelled, lost, LockWait};
 use super::watch::{wait_watcher, LockShared, NodeWatch};
+use super::LockStep;
 use super::{AcquiredLock, InterProcessLock, LockCanceller, LockListener, ZkInterProcessWriteLock};
-use crate::call::CallSession;
 use crate::client::CreatedAndListed;
+use crate::engine::call::CallSession;
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::{
+    abandon, create_tagged, remove_and_wait, remove_in_background, with_parents, Attempt, Guard,
+    OwnerMark, Parents, Removal,
+};
+use crate::engine::wait::{Bounds, DEFAULT_CALL_GRACE};
 use crate::error::{Error, Result, ZkError};
 use crate::metrics::{metric, Timer};
-use crate::owned::{create_tagged, with_parents, Guard, OwnerMark, Parents, Removal};
 use crate::path;
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::{number_after_last, tagged_sequence};
 use crate::shared_count::SharedCount;
 use crate::types::{CreateMode, Op, OpResult, Stat, Watcher};
 use crate::util::random_uuid;
-#[cfg(feature = "testing")]
-use crate::wait::StepFn;
-use crate::wait::{Bounds, DEFAULT_CALL_GRACE};
 use crate::watcher::ZooKeeperWatcher;
-
-#[cfg(feature = "testing")]
-use super::LockStep;
 
 pub use super::dialect::{LEASE_PREFIX, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
 
 /// A step of a semaphore attempt, told to a test hook (see
 /// [`ZkSemaphore::with_step_hook`]) with the lease node's path (empty before
 /// it exists; the mutex's node for [`SemaphoreStep::Mutex`]).
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SemaphoreStep {
@@ -186,8 +185,7 @@ pub struct ZkSemaphore {
     /// The internal mutexes of the attempts in progress (a cancel cancels them).
     mutexes: Mutex<HashMap<u64, LockCanceller>>,
     next_attempt: AtomicU64,
-    #[cfg(feature = "testing")]
-    step_hook: Option<StepFn<SemaphoreStep>>,
+    step_hook: Hook<SemaphoreStep>,
 }
 
 impl std::fmt::Debug for ZkSemaphore {
@@ -356,8 +354,7 @@ impl ZkSemaphore {
             call_grace: DEFAULT_CALL_GRACE,
             mutexes: Mutex::new(HashMap::new()),
             next_attempt: AtomicU64::new(0),
-            #[cfg(feature = "testing")]
-            step_hook: None,
+            step_hook: Hook::default(),
         })
     }
 
@@ -385,10 +382,10 @@ impl ZkSemaphore {
     #[must_use]
     #[cfg(feature = "testing")]
     pub fn with_step_hook(
-        mut self,
+        self,
         hook: impl Fn(SemaphoreStep, &str) + Send + Sync + 'static,
     ) -> Self {
-        self.step_hook = Some(Arc::new(hook));
+        self.step_hook.set(hook);
         self
     }
 
@@ -476,15 +473,10 @@ impl ZkSemaphore {
 
     /// The attempt's internal mutex, registered for a cancel.
     fn mutex(&self) -> Result<(ZkInterProcessWriteLock, Registered<'_>)> {
-        #[allow(unused_mut)]
-        let mut mutex =
-            ZkInterProcessWriteLock::new(&self.zkw, &self.locks, &self.mutex_data, None)?
-                .with_layout(Layout::new(self.dialect, Role::Mutex))
-                .with_call_grace(self.call_grace);
-        #[cfg(feature = "testing")]
-        if let Some(hook) = self.step_hook.clone() {
-            mutex = mutex.with_step_hook(move |s, p| hook(SemaphoreStep::Mutex(s), p));
-        }
+        let mutex = ZkInterProcessWriteLock::new(&self.zkw, &self.locks, &self.mutex_data, None)?
+            .with_layout(Layout::new(self.dialect, Role::Mutex))
+            .with_call_grace(self.call_grace)
+            .with_hook(self.step_hook.map(SemaphoreStep::Mutex));
         let id = self.next_attempt.fetch_add(1, Ordering::Relaxed);
         self.mutexes.lock().insert(id, mutex.canceller());
         // A cancel before the registration: seen here.
@@ -609,7 +601,7 @@ impl ZkSemaphore {
         };
         match self.grant(&at, &path) {
             Ok((shared, watch)) => {
-                step!(self, SemaphoreStep::Granted, &path);
+                hook!(self.step_hook, SemaphoreStep::Granted, &path);
                 let name = path::get_node_name(&path);
                 let sequence = match self.dialect {
                     Dialect::HBase => tagged_sequence(name, LEASE_PREFIX),
@@ -668,7 +660,7 @@ impl ZkSemaphore {
                 return abandon(&self.zkw, Attempt::Tag(tagged), Err(e), &bounds, lost);
             }
         };
-        step!(self, SemaphoreStep::Created, &path);
+        hook!(self.step_hook, SemaphoreStep::Created, &path);
         if look_again {
             if let Err(e) = self.look_again(rzk) {
                 return abandon(&self.zkw, Attempt::Node(path), Err(e), &bounds, true);
@@ -697,7 +689,7 @@ impl ZkSemaphore {
             let children = rzk.get_children_watch(&self.leases, &self.waiter)?;
             self.refuse_foreign(&children)?;
             if children.len() < self.max_leases()? as usize {
-                step!(self, SemaphoreStep::Room, &path);
+                hook!(self.step_hook, SemaphoreStep::Room, &path);
                 let (_, stat) = rzk.create2(
                     &path,
                     &self.lease_data,
@@ -705,7 +697,7 @@ impl ZkSemaphore {
                     CreateMode::Ephemeral,
                 )?;
                 made = true;
-                step!(self, SemaphoreStep::Created, &path);
+                hook!(self.step_hook, SemaphoreStep::Created, &path);
                 if look_again {
                     self.look_again(rzk)?;
                 }
@@ -985,9 +977,9 @@ impl ZkSemaphore {
     /// session's end and a cancel wake it directly; nothing periodic.
     fn wait_round(&self, at: &LockWait<'_>, round: u64, path: &str) -> Result<bool> {
         debug!("{path} waits for a lease of {}", self.path);
-        step!(self, SemaphoreStep::Waiting, path);
+        hook!(self.step_hook, SemaphoreStep::Waiting, path);
         let woken = at.wait(round)?;
-        step!(self, SemaphoreStep::Woken, path);
+        hook!(self.step_hook, SemaphoreStep::Woken, path);
         at.cancelled()?;
         Ok(woken)
     }

@@ -9,10 +9,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::watch::{LockShared, NodeWatch};
-use crate::call::CallSession;
+use crate::engine::call::CallSession;
+use crate::engine::wait::{self, Bounds, WhenDown};
 use crate::error::{Error, Result};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::{self, Bounds, WhenDown};
 use crate::watcher::ZooKeeperWatcher;
 
 /// One attempt of a lock or a semaphore while it waits: its session, its
@@ -73,14 +73,14 @@ impl<'a> LockWait<'a> {
     /// step), and so does the end of the attempt's session, from the client
     /// thread that ends it (`close()` included): never through the event
     /// thread, which a listener may hold up. Nothing is looked at
-    /// periodically (the engine's [`wait`](crate::wait::wait)): an idle
+    /// periodically (the engine's [`wait`](crate::engine::wait::wait)): an idle
     /// waiter costs no wake-up.
     pub(super) fn wait(&self, round: u64) -> Result<bool> {
         self.shared.waited.set();
         wait::wait(
             &self.shared.wake,
             round,
-            self.call,
+            &self.call.pinned(),
             self.bounds.wait,
             WhenDown::Wait,
             self.znode,

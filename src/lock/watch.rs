@@ -16,10 +16,12 @@ use log::{debug, info, warn};
 use parking_lot::{Mutex, RwLock};
 
 use super::{LockEvent, LockListener};
-use crate::background::on_reconnect;
+use crate::client::ZooKeeper;
+use crate::engine::held::{self, Done, HeldWatch};
+use crate::engine::wait::{NodeEventStep, StateEvents, WaitWatcher, Wake};
+use crate::error::Error;
 use crate::metrics::{metric, Flag};
-use crate::types::{EventType, KeeperState, State as ClientState, WatchedEvent, Watcher};
-use crate::wait::{NodeEventStep, StateEvents, WaitWatcher, Wake};
+use crate::types::{EventType, KeeperState, Stat, State as ClientState, WatchedEvent, Watcher};
 use crate::watcher::WeakZooKeeperWatcher;
 
 /// What one lock instance shares with its watchers (no `ZooKeeperWatcher`
@@ -332,33 +334,12 @@ impl NodeWatch {
     /// A write to our node spent the one-shot watch: set it again, without
     /// blocking (the answer comes back on the event thread); when the connection
     /// is lost first, again after the reconnect (the watch missed the changes of
-    /// the gap, so the answer tells whether the node is still there).
+    /// the gap, so the answer tells whether the node is still there): the
+    /// engine's one held watch ([`held::arm`]).
     fn rearm(&self) {
-        let (Some(zk), Some(me)) = (self.zkw.zookeeper(), self.me.upgrade()) else {
-            return;
-        };
-        let watcher: Arc<dyn Watcher> = me.clone();
-        zk.exists_async(&self.path, Some(watcher), move |r| match r {
-            Ok(Some(_)) => {}
-            Ok(None) => me.gone("its node was deleted"),
-            Err(e) if e.is_fatal() => me.connection(KeeperState::Expired),
-            Err(e) => {
-                debug!(
-                    "lock node {}: watching it again after the reconnect ({e})",
-                    me.path
-                );
-                // Not in the client's table now: no event reaches it until then.
-                let again = me.clone();
-                on_reconnect(&me.zkw, move |connected| {
-                    if connected {
-                        again.connection(KeeperState::SyncConnected);
-                        again.rearm();
-                    } else {
-                        again.connection(KeeperState::Expired);
-                    }
-                });
-            }
-        });
+        if let Some(me) = self.me.upgrade() {
+            held::arm(&me);
+        }
     }
 
     fn connection(&self, ks: KeeperState) {
@@ -408,6 +389,46 @@ impl Watcher for NodeWatch {
             EventType::None => self.connection(event.keeper_state),
             _ => {}
         }
+    }
+}
+
+/// The held node's watch: an `exists` on it; its reactions are the lock's.
+impl HeldWatch for NodeWatch {
+    type Answer = Option<Stat>;
+
+    fn watcher(&self) -> &WeakZooKeeperWatcher {
+        &self.zkw
+    }
+
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<Option<Stat>>) {
+        let watcher: Arc<dyn Watcher> = self.clone();
+        zk.exists_async(&self.path, Some(watcher), done);
+    }
+
+    fn on_answer(&self, stat: Option<Stat>) {
+        if stat.is_none() {
+            self.gone("its node was deleted");
+        }
+    }
+
+    fn on_gone(&self) {
+        self.gone("its node was deleted");
+    }
+
+    fn on_ended(&self, _: &Error) {
+        self.connection(KeeperState::Expired);
+    }
+
+    fn on_reconnected(&self) {
+        self.connection(KeeperState::SyncConnected);
+    }
+
+    fn on_lost(&self) {
+        self.connection(KeeperState::Expired);
     }
 }
 

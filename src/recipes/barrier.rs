@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use super::node::{Look, NodeWaiter};
+use crate::engine::owned::{Guard, Removal};
+use crate::engine::wait::Bounds;
 use crate::error::{Result, ZkError};
-use crate::owned::{Guard, Removal};
-use crate::wait::Bounds;
 use crate::watcher::ZooKeeperWatcher;
 
 /// A barrier: the "Barriers" recipe of ZooKeeper's recipes page (Curator's
@@ -40,7 +40,7 @@ impl Barrier {
         Ok(Barrier { waiter })
     }
 
-    crate::wait::with_wait_hook!();
+    crate::engine::wait::with_wait_hook!();
 
     /// The barrier's node.
     pub fn path(&self) -> &str {

@@ -26,8 +26,10 @@ use parking_lot::{Condvar, Mutex};
 
 use super::rounds::create_in_session;
 use crate::client::{Stat, ZooKeeper};
+use crate::engine::owned::{
+    remove_found, synced_children, with_parents, OwnerMark, Parents, Unsettled,
+};
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{remove_found, synced_children, with_parents, OwnerMark, Parents, Unsettled};
 use crate::types::CreateMode;
 use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 use crate::zkutil;
@@ -270,12 +272,12 @@ pub enum LeadershipEvent {
 }
 
 /// A leadership's state as [`LeadershipEvent`]s told it, on the one wait
-/// engine ([`Wake`](crate::wait::Wake)): what a leader function reads and
+/// engine ([`Wake`](crate::engine::wait::Wake)): what a leader function reads and
 /// waits on.
 #[derive(Debug, Default)]
 pub(crate) struct LeadershipSignal {
     state: Mutex<SignalState>,
-    changed: crate::wait::Wake,
+    changed: crate::engine::wait::Wake,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -320,7 +322,7 @@ impl LeadershipSignal {
         // The wait engine's wait for a state not bound to one session:
         // whoever tells the signal an event wakes it.
         let deadline = crate::deadline::Deadline::after(timeout);
-        crate::wait::wait_unbound(&self.changed, deadline, || (!self.leads()).then_some(()))
+        crate::engine::wait::wait_unbound(&self.changed, deadline, || (!self.leads()).then_some(()))
             .is_some()
             || !self.leads()
     }

@@ -18,9 +18,9 @@ use std::time::Duration;
 use log::debug;
 
 use crate::client::CreateMode;
+use crate::engine::owned::{with_parents, Parents};
 use crate::error::{Error, Result, ZkError};
 use crate::lock::{InterProcessLock, ZkInterProcessWriteLock};
-use crate::owned::{with_parents, Parents};
 use crate::types::Stat;
 use crate::watcher::ZooKeeperWatcher;
 

@@ -1,28 +1,28 @@
 //! `DoubleBarrier`: the "Double Barriers" recipe.
 
-#[cfg(feature = "testing")]
-use std::sync::Arc;
 use std::time::Duration;
 
 use log::debug;
 use parking_lot::Mutex;
 
 use super::layout::{MEMBER_PREFIX, READY_NODE};
-use super::node::{delete_if_present, SessionNode};
-use crate::call::CallSession;
+use super::node::delete_if_present;
 use crate::deadline::Deadline;
+use crate::engine::call::CallSession;
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::{create_tagged, remove_and_wait, Attempt, Parents};
+use crate::engine::session_node::SessionNode;
+use crate::engine::wait::{Bounds, Round, Waiter};
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{create_tagged, remove_and_wait, Attempt, Parents};
 use crate::recoverable::{tagged_prefix, RecoverableZooKeeper};
 use crate::sequence::sequence_of;
 use crate::types::{CreateMode, Op};
-use crate::wait::{Bounds, Round, Waiter};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
 /// A point of [`DoubleBarrier::enter`] (or `leave`) where a test can hold the member
 /// (feature `testing`; see [`DoubleBarrier::with_step_hook`]).
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BarrierStep {
@@ -44,9 +44,6 @@ pub enum BarrierStep {
     /// its round's `ready` (only while `ready` is still its round's).
     Emptied,
 }
-
-#[cfg(feature = "testing")]
-type StepHook = Arc<dyn Fn(BarrierStep) + Send + Sync>;
 
 /// A double barrier: the "Double Barriers" recipe of ZooKeeper's recipes page
 /// (Curator's `DistributedDoubleBarrier`). `member_count` processes
@@ -113,8 +110,7 @@ pub struct DoubleBarrier {
     /// at once, making nothing.
     entering: Mutex<()>,
     waiter: Waiter,
-    #[cfg(feature = "testing")]
-    step_hook: Option<StepHook>,
+    step_hook: Hook<BarrierStep>,
 }
 
 impl std::fmt::Debug for DoubleBarrier {
@@ -206,8 +202,7 @@ impl DoubleBarrier {
             round: Mutex::new(None),
             entering: Mutex::new(()),
             waiter: Waiter::default(),
-            #[cfg(feature = "testing")]
-            step_hook: None,
+            step_hook: Hook::default(),
         })
     }
 
@@ -215,16 +210,9 @@ impl DoubleBarrier {
     /// (feature `testing`: how the tests force a race).
     #[must_use]
     #[cfg(feature = "testing")]
-    pub fn with_step_hook(mut self, hook: impl Fn(BarrierStep) + Send + Sync + 'static) -> Self {
-        self.step_hook = Some(Arc::new(hook));
+    pub fn with_step_hook(self, hook: impl Fn(BarrierStep) + Send + Sync + 'static) -> Self {
+        self.step_hook.set(move |step, _| hook(step));
         self
-    }
-
-    #[cfg(feature = "testing")]
-    fn step(&self, step: BarrierStep) {
-        if let Some(hook) = &self.step_hook {
-            hook(step);
-        }
     }
 
     /// The barrier's node.
@@ -288,8 +276,7 @@ impl DoubleBarrier {
         // 2. the watch on `ready` comes before our node.
         let round = self.waiter.round();
         rzk.exists_watch(&ready, self.waiter.watcher())?;
-        #[cfg(feature = "testing")]
-        self.step(BarrierStep::Joining);
+        hook!(self.step_hook, BarrierStep::Joining, &self.path);
         // 1, 3. our node.
         let tagged = tagged_prefix(&zkutil::join_znode(&self.path, MEMBER_PREFIX));
         let mode = CreateMode::EphemeralSequential;
@@ -315,8 +302,7 @@ impl DoubleBarrier {
         match result {
             Ok(true) => Ok(true),
             Ok(false) => {
-                #[cfg(feature = "testing")]
-                self.step(BarrierStep::TimedOut);
+                hook!(self.step_hook, BarrierStep::TimedOut, &self.path);
                 self.withdraw_or_enter(&call, &ready, &my_path)
             }
             Err(e) => {
@@ -361,8 +347,7 @@ impl DoubleBarrier {
             else {
                 return Ok(true);
             };
-            #[cfg(feature = "testing")]
-            self.step(BarrierStep::Withdrawing);
+            hook!(self.step_hook, BarrierStep::Withdrawing, &self.path);
             let mut ops = vec![Op::check(self.path.clone(), Some(barrier_version))];
             if stale {
                 ops.push(Op::Delete {
@@ -484,19 +469,17 @@ impl DoubleBarrier {
                 return Ok(true);
             };
             if counted.len() >= self.member_count {
-                #[cfg(feature = "testing")]
-                self.step(BarrierStep::Counted);
+                hook!(self.step_hook, BarrierStep::Counted, &self.path);
                 if self.create_ready(rzk, ready, &counted, barrier_version, stale)? {
                     return Ok(true);
                 }
                 // A counted member left, or `ready` changed, meanwhile: again.
                 continue;
             }
-            #[cfg(feature = "testing")]
-            self.step(BarrierStep::Waiting);
+            hook!(self.step_hook, BarrierStep::Waiting, &self.path);
             if !self
                 .waiter
-                .wait(call, this_round, bounds.wait, &self.path)?
+                .wait(&call.pinned(), this_round, bounds.wait, &self.path)?
             {
                 return Ok(false);
             }
@@ -649,8 +632,7 @@ impl DoubleBarrier {
                 if present {
                     delete_if_present(rzk, me)?;
                 }
-                #[cfg(feature = "testing")]
-                self.step(BarrierStep::Emptied);
+                hook!(self.step_hook, BarrierStep::Emptied, &self.path);
                 self.remove_own_ready(rzk, &ready)?;
                 return Ok(true);
             }
@@ -675,7 +657,10 @@ impl DoubleBarrier {
                 Err(e) => return Err(e),
             }
             // 6.
-            if !self.waiter.wait(call, round, bounds.wait, &self.path)? {
+            if !self
+                .waiter
+                .wait(&call.pinned(), round, bounds.wait, &self.path)?
+            {
                 return Ok(false);
             }
         }

@@ -7,13 +7,12 @@ use log::info;
 
 use super::candidate::{LeadershipEvent, Offer, OfferMark};
 use super::node::read_participants;
-#[cfg(feature = "testing")]
-use super::rounds::StepHook;
 use super::rounds::{
     listener_trait, Listeners, Placed, RoundEngine, RoundHandle, RoundRecipe, Taken,
 };
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::Parents;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::Parents;
 use crate::sequence::number_after_last;
 use crate::types::{EventType, WatchedEvent};
 use crate::watcher::ZooKeeperWatcher;
@@ -106,7 +105,7 @@ pub enum ElectionState {
 }
 
 /// A step of an election round, told to a test hook (feature `testing`).
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ElectionStep {
@@ -133,8 +132,7 @@ struct CandidateRound {
 struct Candidacy {
     engine: RoundEngine<Candidacy>,
     listeners: Listeners<dyn LeaderElectionAware>,
-    #[cfg(feature = "testing")]
-    hook: StepHook<ElectionStep>,
+    hook: Hook<ElectionStep>,
 }
 
 /// ZooKeeper's `org.apache.zookeeper.recipes.leader.LeaderElectionSupport`: a
@@ -337,8 +335,7 @@ impl Candidacy {
             // Watch our own offer: its deletion, and the connection events.
             return placed.watch_own(generation, Self::elected, Self::round);
         };
-        #[cfg(feature = "testing")]
-        self.hook.call(ElectionStep::Watching, &ahead);
+        hook!(self.hook, ElectionStep::Watching, &ahead);
         // The second ahead first, in the same round trip (see the type's
         // docs: the succession without a listing).
         placed.watch_second(generation);
@@ -438,8 +435,7 @@ impl LeaderElectionSupport {
         let rounds = RoundHandle::new(zkw, root, state, |engine| Candidacy {
             engine,
             listeners: Listeners::default(),
-            #[cfg(feature = "testing")]
-            hook: StepHook::default(),
+            hook: Hook::default(),
         })?;
         Ok(LeaderElectionSupport {
             rounds,
@@ -561,8 +557,7 @@ impl LeaderElectionSupport {
             }
         };
         c.dispatch(&[ElectionEventType::OfferComplete]);
-        #[cfg(feature = "testing")]
-        c.hook.call(ElectionStep::OfferMade, &node);
+        hook!(c.hook, ElectionStep::OfferMade, &node);
         c.engine.bind(node, session, generation)?;
         c.engine.run_round().map(|_| ())
     }

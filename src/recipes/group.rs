@@ -4,12 +4,13 @@
 use std::time::Duration;
 
 use super::layout::PARTY_PREFIX;
-use super::node::{children_or_none, Look, NodeWaiter, SessionNode};
-use crate::call::CallSession;
+use super::node::{children_or_none, Look, NodeWaiter};
+use crate::engine::call::CallSession;
+use crate::engine::owned::Parents;
+use crate::engine::session_node::SessionNode;
+use crate::engine::wait::Bounds;
 use crate::error::{Result, ZkError};
-use crate::owned::Parents;
 use crate::types::CreateMode;
-use crate::wait::Bounds;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -70,7 +71,7 @@ impl Group {
         Ok(Group { waiter })
     }
 
-    crate::wait::with_wait_hook!();
+    crate::engine::wait::with_wait_hook!();
 
     /// The group's node.
     pub fn path(&self) -> &str {

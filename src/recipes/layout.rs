@@ -22,12 +22,13 @@
 //! | [`PersistentNode`](super::persistent_node::PersistentNode) (sequential modes) | the node | `<parent>/_c_<uuid>-<name><10-digit sequence>` (Curator's protected name; the uuid finds the node of a create whose reply was lost) |
 //! | [`PersistentTtlNode`](super::persistent_node::PersistentTtlNode) | keeps the container alive | `<path>/touch`, a TTL node written every TTL / 2 (Curator's `PersistentTtlNode`) |
 //!
-//! The names are defined in a module below the locks and the recipes (the
-//! locks' dialects share Curator's protected prefix with the recipes) and
-//! re-exported here.
+//! The names are defined below the locks and the recipes, in the crate's
+//! one module of node names (`src/names.rs`: the locks' dialects share
+//! Curator's protected prefix with the recipes), and re-exported here. A
+//! lock's layout is decided in `lock/dialect.rs`.
 
-pub(crate) use crate::layout::sorted_by_sequence_after;
-pub use crate::layout::{
+pub(crate) use crate::names::sorted_by_sequence_after;
+pub use crate::names::{
     ALIVE_NODE, CURATOR_MUTEX_MARKER, CURATOR_PROTECTED_PREFIX, ITEM_PREFIX, KAZOO_LOCK_MARKER,
     LATCH_MARKER, MEMBER_PREFIX, PARTY_PREFIX, PRIORITY_PREFIX, READY_NODE, RECEIPTS_SUFFIX,
     RECEIPT_PREFIX, REVOKE_DATA, TAKERS_SUFFIX, TTL_TOUCH_NODE,

@@ -12,9 +12,10 @@ use super::node::read_participants;
 use super::rounds::{
     listener_trait, Listeners, Placed, RoundEngine, RoundHandle, RoundRecipe, Taken,
 };
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::{OwnerMark, Parents};
 use crate::error::{Error, Result, ZkError};
 use crate::lock::Dialect;
-use crate::owned::{OwnerMark, Parents};
 use crate::types::{EventType, WatchedEvent};
 use crate::watcher::ZooKeeperWatcher;
 
@@ -98,12 +99,11 @@ struct LatchRound {
 struct Latching {
     engine: RoundEngine<Latching>,
     listeners: Listeners<dyn LeaderLatchListener>,
-    #[cfg(feature = "testing")]
-    hook: super::rounds::StepHook<LatchStep>,
+    hook: Hook<LatchStep>,
 }
 
 /// A step of a [`LeaderLatch`], told to a test hook (feature `testing`).
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LatchStep {
@@ -377,8 +377,7 @@ impl LeaderLatch {
         let rounds = RoundHandle::new(zkw, path, state, |engine| Latching {
             engine,
             listeners: Listeners::default(),
-            #[cfg(feature = "testing")]
-            hook: super::rounds::StepHook::default(),
+            hook: Hook::default(),
         })?;
         Ok(LeaderLatch {
             rounds,
@@ -485,8 +484,7 @@ impl LeaderLatch {
                 return Err(e);
             }
         };
-        #[cfg(feature = "testing")]
-        self.rounds.core.hook.call(LatchStep::NodeMade, &node);
+        hook!(self.rounds.core.hook, LatchStep::NodeMade, &node);
         engine.bind(node, session, generation)?;
         engine.run_round().map(drop)
     }

@@ -9,14 +9,15 @@ use parking_lot::Mutex;
 
 use super::candidate::LeadershipEvent;
 use super::rounds::Listeners;
-use crate::background::on_reconnect;
 use crate::client::{CreateMode, EventType, KeeperState};
 use crate::deadline::Deadline;
-use crate::error::{Error, Result, ZkError, ZkResultExt};
-use crate::owned::{
+use crate::engine::background::on_reconnect;
+use crate::engine::call::Pinned;
+use crate::engine::owned::{
     create_owned, remove_found, Guard, NodeSpec, OwnerMark, Parents, Removal, Unsettled,
 };
-use crate::wait::{EndRegistration, WaitSession, Wake, WhenDown};
+use crate::engine::wait::{Wake, WhenDown};
+use crate::error::{Error, Result, ZkError, ZkResultExt};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// HBase's `ZKLeaderManager`: the first candidate to create the ephemeral
@@ -237,10 +238,8 @@ impl ZkLeaderManager {
         let zk = self.zkw.zookeeper();
         self.zkw.check_session()?;
         let session = zk.session_id();
-        let began = Began {
-            manager: self,
-            session,
-        };
+        // The session the wait began in, as the wait engine sees it.
+        let began = Pinned::new(zk, || self.check_session(session));
         let rzk = self.zkw.recoverable_zookeeper();
         let znode = self.shared.znode.as_str();
         loop {
@@ -336,7 +335,7 @@ impl ZkLeaderManager {
             // was set, so an event since then is not lost. A wait of the wait
             // engine, bound to the session the call began in: its end wakes
             // the wait directly (and ends it with its error).
-            crate::wait::wait(
+            crate::engine::wait::wait(
                 &self.shared.wake,
                 round,
                 &began,
@@ -512,31 +511,6 @@ impl ZkLeaderManager {
     /// HBase's `candidate.isStopped()`: whether [`stop`](Self::stop) was called.
     pub fn is_stopped(&self) -> bool {
         self.shared.state.lock().stopped
-    }
-}
-
-/// The session a [`ZkLeaderManager::wait_to_become_leader`] began in, as the
-/// wait engine sees it.
-struct Began<'a> {
-    manager: &'a ZkLeaderManager,
-    session: i64,
-}
-
-impl WaitSession for Began<'_> {
-    fn check(&self) -> Result<()> {
-        self.manager.check_session(self.session)
-    }
-
-    fn connected(&self) -> bool {
-        self.manager.zkw.zookeeper().state() == crate::client::State::Connected
-    }
-
-    fn session_timeout(&self) -> std::time::Duration {
-        self.manager.zkw.zookeeper().session_timeout()
-    }
-
-    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
-        EndRegistration::new(self.manager.zkw.zookeeper().wake_at_end(wake))
     }
 }
 

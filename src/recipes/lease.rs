@@ -22,8 +22,8 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::client::CreateMode;
+use crate::engine::owned::{with_parents, Parents};
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{with_parents, Parents};
 use crate::types::Stat;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;

@@ -6,7 +6,7 @@
 //! one directory.
 //!
 //! Every recipe waits as the [locks](crate::lock) do, on the one wait engine
-//! (`src/wait.rs`): the waiting thread makes the ZooKeeper calls; a watch
+//! (`src/engine/wait.rs`): the waiting thread makes the ZooKeeper calls; a watch
 //! wakes it through a per-watch watcher passed with the request (never the
 //! `ZooKeeperWatcher`'s listener registry, never a blocking call on the event
 //! thread); a wake-up is a generation counter, so no thread's wait can swallow
@@ -27,6 +27,7 @@
 mod candidate;
 mod node;
 mod rounds;
+mod take;
 
 pub mod barrier;
 pub mod counter;
@@ -47,6 +48,5 @@ pub mod two_phase_commit;
 pub mod write_lock;
 
 /// Where a test can hold a recipe's waiting thread (feature `testing`).
-#[cfg(feature = "testing")]
-pub use crate::wait::WaitStep;
+pub use crate::engine::wait::WaitStep;
 pub use candidate::LeadershipEvent;

@@ -31,7 +31,7 @@
 //!
 //! # Protection against the lost-create duplicate
 //! Every create carries a mark only this node can have written, one fresh
-//! uuid per incarnation (the crate's one way to own a node, `owned.rs`), so
+//! uuid per incarnation (the crate's one way to own a node, `engine/owned.rs`), so
 //! a create whose reply was lost finds its node again in every mode, and
 //! never takes a stranger's node for its own (not even one of the same
 //! session with equal data):
@@ -99,15 +99,16 @@ use std::time::Duration;
 use log::{debug, warn};
 use parking_lot::Mutex;
 
-use crate::background::on_reconnect;
 use crate::client::{CreateMode, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
+use crate::engine::background::on_reconnect;
+use crate::engine::hook::{hook, Counter, Hook};
+use crate::engine::owned::{create_once, Guard, NodeSpec, OwnerMark, Parents, Removal};
+use crate::engine::wait::{Waiter, Wake};
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{create_once, Guard, NodeSpec, OwnerMark, Parents, Removal};
 use crate::recipes::layout::TTL_TOUCH_NODE;
 use crate::types::KeeperState;
 use crate::types::Stat;
-use crate::wait::{Waiter, Wake};
 use crate::watcher::{SessionHook, ZooKeeperWatcher};
 
 /// What a [`PersistentNode`] reports.
@@ -161,11 +162,9 @@ struct Shared {
     waiter: Waiter,
     /// The rounds the thread made (feature `testing`: see
     /// [`PersistentNode::rounds`]).
-    #[cfg(feature = "testing")]
-    rounds: std::sync::atomic::AtomicU64,
+    rounds: Counter,
     /// The test hook told each [`PersistentNodeStep`] (feature `testing`).
-    #[cfg(feature = "testing")]
-    hook: crate::wait::StepHook<PersistentNodeStep>,
+    hook: Hook<PersistentNodeStep>,
     events: Mutex<Vec<mpsc::Sender<PersistentNodeEvent>>>,
     /// The foreign node last reported at the name (its creation zxid;
     /// `None`: one this session may not read), so each one is told once.
@@ -192,7 +191,7 @@ struct Held {
 /// A step of a [`PersistentNode`]'s thread, told to a test hook (feature
 /// `testing`, [`PersistentNode::with_step_hook`]); the hook runs on the
 /// node's thread.
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PersistentNodeStep {
@@ -309,10 +308,8 @@ impl PersistentNode {
             mark: Mutex::new((OwnerMark::new(), None)),
             closed: AtomicBool::new(false),
             waiter: Waiter::default(),
-            #[cfg(feature = "testing")]
-            rounds: std::sync::atomic::AtomicU64::new(0),
-            #[cfg(feature = "testing")]
-            hook: crate::wait::StepHook::default(),
+            rounds: Counter::default(),
+            hook: Hook::default(),
             events: Mutex::new(Vec::new()),
             foreign: Mutex::new(None),
         });
@@ -375,7 +372,7 @@ impl PersistentNode {
     /// a test checks that an idle node costs no wake-up.
     #[cfg(feature = "testing")]
     pub fn rounds(&self) -> u64 {
-        self.shared.rounds.load(Ordering::SeqCst)
+        self.shared.rounds.get()
     }
 
     /// Calls `hook` at each [`PersistentNodeStep`] of the node's thread
@@ -518,8 +515,7 @@ impl Shared {
     /// of the next round (nothing periodic). `true` when the thread ends (the
     /// watcher is closed).
     fn round(&self, watcher: &Arc<dyn Watcher>) -> bool {
-        #[cfg(feature = "testing")]
-        self.rounds.fetch_add(1, Ordering::SeqCst);
+        self.rounds.bump();
         let zk = self.zkw.zookeeper().clone();
         // Disconnected: no call now (one would wait for the connection, and
         // a close meanwhile for it); again once the connection is back.
@@ -627,8 +623,7 @@ impl Shared {
             ttl: self.ttl,
             parents: Parents::Persistent,
         };
-        #[cfg(feature = "testing")]
-        self.hook.call(PersistentNodeStep::Creating, &self.path);
+        hook!(self.hook, PersistentNodeStep::Creating, &self.path);
         create_once(rzk, &spec, &mark)
     }
 
@@ -731,9 +726,11 @@ impl Shared {
         if let Some(report) = report {
             self.tell(report);
         }
-        #[cfg(feature = "testing")]
-        self.hook
-            .call(PersistentNodeStep::Looked { mzxid: stat.mzxid }, path);
+        hook!(
+            self.hook,
+            PersistentNodeStep::Looked { mzxid: stat.mzxid },
+            path
+        );
         written
     }
 
@@ -862,8 +859,7 @@ impl Shared {
     /// create whose outcome is unknown, found by its mark once connected;
     /// within one session timeout.
     fn remove(&self) {
-        #[cfg(feature = "testing")]
-        self.hook.call(PersistentNodeStep::Removing, &self.path);
+        hook!(self.hook, PersistentNodeStep::Removing, &self.path);
         let held = self.ours.lock().take();
         self.created.store(false, Ordering::SeqCst);
         let actual = self.actual.lock().take();
@@ -1018,7 +1014,7 @@ fn touch_thread(zkw: &ZooKeeperWatcher, touching: &Arc<Touching>, child: &str, t
         }
     });
     loop {
-        crate::wait::wait_unbound(&touching.wake, next, || {
+        crate::engine::wait::wait_unbound(&touching.wake, next, || {
             let stop = touching.stop.load(Ordering::SeqCst);
             (stop || touching.back.swap(false, Ordering::SeqCst)).then_some(())
         });

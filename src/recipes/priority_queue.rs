@@ -3,15 +3,14 @@
 use std::time::{Duration, Instant};
 
 use super::layout::PRIORITY_PREFIX;
-use super::node::{
-    children_or_none, claim, create_item, peek_first, queue_parts, Contention, Receipts, TakeQueue,
-};
-use crate::call::CallSession;
+use super::node::children_or_none;
+use super::take::{claim, create_item, peek_first, queue_parts, Contention, Receipts, TakeQueue};
 use crate::deadline::Deadline;
+use crate::engine::call::CallSession;
+use crate::engine::wait::Waiter;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::sequence::sequence_of;
-use crate::wait::Waiter;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -85,7 +84,7 @@ impl DistributedPriorityQueue {
         })
     }
 
-    super::node::queue_methods!();
+    super::take::queue_methods!();
 
     /// Adds an item with `priority` (lower comes out first); returns its node.
     ///

@@ -7,16 +7,16 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::layout::ITEM_PREFIX;
-use super::node::{
-    children_or_none, claim, create_item, ordered_items, peek_first, queue_parts, Contention,
-    Receipts, TakeQueue,
+use super::node::children_or_none;
+use super::take::{
+    claim, create_item, ordered_items, peek_first, queue_parts, Contention, Receipts, TakeQueue,
 };
-use crate::call::CallSession;
 use crate::client::{CreateMode, ReadOp, ReadResult};
 use crate::deadline::Deadline;
+use crate::engine::call::CallSession;
+use crate::engine::wait::Waiter;
 use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::Waiter;
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -168,7 +168,7 @@ impl DistributedQueue {
         })
     }
 
-    super::node::queue_methods!();
+    super::take::queue_methods!();
 
     /// Java's `offer(data)`: appends an item (one request); returns its node's
     /// path.

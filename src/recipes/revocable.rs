@@ -61,19 +61,21 @@ use std::time::Duration;
 use log::{debug, info, warn};
 use parking_lot::{Mutex, RwLock};
 
-use crate::background::on_reconnect;
-use crate::call::CallSession;
-use crate::error::{Result, ZkError};
+use crate::client::ZooKeeper;
+use crate::engine::call::CallSession;
+use crate::engine::held::{self, Done, HeldWatch};
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::{Guard, Removal};
+use crate::engine::wait::{Bounds, Waiter};
+use crate::error::{Error, Result, ZkError};
 use crate::lock::{
     AcquiredLock, InterProcessLock, InterProcessReadWriteLock, LockEvent, LockKind, LockListener,
     MetadataHandler, ReadLockKind, WriteLockKind, ZkInterProcessLockBase, DEFAULT_CALL_GRACE,
     READ_LOCK_PREFIX, WRITE_LOCK_PREFIX,
 };
-use crate::owned::{Guard, Removal};
 use crate::path;
 use crate::recoverable::RecoverableZooKeeper;
 use crate::types::{EventType, Stat, WatchedEvent, Watcher};
-use crate::wait::{Bounds, Waiter};
 use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// Revocable Shared Locks: the data a revoker writes into a holder's node to
@@ -167,39 +169,16 @@ struct GrantWatch {
 impl GrantWatch {
     /// Reads the node and sets the data watch, without blocking: the answer
     /// comes back on the event thread. A request written before the read is in
-    /// the data; one written after fires the watch.
+    /// the data; one written after fires the watch. The engine's one held
+    /// watch ([`held::arm`]): after a lost connection, armed again once it is
+    /// back.
     fn arm(&self) {
         if !self.active.load(Ordering::SeqCst) {
             return;
         }
-        let (Some(zk), Some(me)) = (self.zkw.zookeeper(), self.me.upgrade()) else {
-            return;
-        };
-        let watcher: Arc<dyn Watcher> = me.clone();
-        debug!("watching {} for revocation requests", self.path);
-        zk.get_data_async(&self.path, Some(watcher), move |r| match r {
-            Ok((data, stat)) => {
-                if is_request(&data, &stat) {
-                    me.requested();
-                }
-            }
-            // Gone: the lock tells Lost (or it was our own release).
-            Err(e) if e.is(ZkError::NoNode) || e.is_fatal() => {
-                me.active.store(false, Ordering::SeqCst);
-            }
-            Err(e) => {
-                debug!(
-                    "revocation watch on {}: again after the reconnect ({e})",
-                    me.path
-                );
-                let again = me.clone();
-                on_reconnect(&me.zkw, move |connected| {
-                    if connected {
-                        again.arm();
-                    }
-                });
-            }
-        });
+        if let Some(me) = self.me.upgrade() {
+            held::arm(&me);
+        }
     }
 
     /// A request for this grant: ask the listener, release when it (or
@@ -243,6 +222,46 @@ impl GrantWatch {
             lock.release_in_background();
         }
         drop(slot);
+    }
+}
+
+/// The grant's revocation watch: a data read of the held node; its reactions
+/// are the revocation's.
+impl HeldWatch for GrantWatch {
+    type Answer = (Vec<u8>, Stat);
+
+    fn watcher(&self) -> &WeakZooKeeperWatcher {
+        &self.zkw
+    }
+
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<(Vec<u8>, Stat)>) {
+        // A grant that ended meanwhile (also before a re-arm after a
+        // reconnect) watches no more.
+        if !self.active.load(Ordering::SeqCst) {
+            return;
+        }
+        let watcher: Arc<dyn Watcher> = self.clone();
+        debug!("watching {} for revocation requests", self.path);
+        zk.get_data_async(&self.path, Some(watcher), done);
+    }
+
+    fn on_answer(&self, (data, stat): (Vec<u8>, Stat)) {
+        if is_request(&data, &stat) {
+            self.requested();
+        }
+    }
+
+    /// Gone: the lock tells Lost (or it was our own release).
+    fn on_gone(&self) {
+        self.active.store(false, Ordering::SeqCst);
+    }
+
+    fn on_ended(&self, _: &Error) {
+        self.active.store(false, Ordering::SeqCst);
     }
 }
 
@@ -525,7 +544,7 @@ pub enum RevokeOutcome {
 /// [`attempt_revoke_with_grace_hooked`]) with the node's path: how tests put
 /// another revoker's request or the holder's release at an exact point of
 /// the revocation instead of hoping for a race (feature `testing`).
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RevokeStep {
@@ -596,7 +615,7 @@ fn request(rzk: &RecoverableZooKeeper, node: &str) -> Result<bool> {
 /// which only writes the request: one `getData` more.
 ///
 /// # Errors
-/// As [`attempt_revoke`]; [`Error::NoReadPermission`](crate::Error::NoReadPermission)
+/// As [`attempt_revoke`]; [`Error::NoReadPermission`]
 /// (`getData`) when this session may not read `node` (nothing written);
 /// `SessionExpired`/`Closed` when the revoker's session ends while waiting.
 pub fn attempt_revoke_with_grace(
@@ -604,13 +623,7 @@ pub fn attempt_revoke_with_grace(
     node: &str,
     grace: Duration,
 ) -> Result<RevokeOutcome> {
-    revoke_with_grace(
-        zkw,
-        node,
-        grace,
-        #[cfg(feature = "testing")]
-        None,
-    )
+    revoke_with_grace(zkw, node, grace, &Hook::default())
 }
 
 /// [`attempt_revoke_with_grace`], calling `hook` at each [`RevokeStep`] on
@@ -625,15 +638,16 @@ pub fn attempt_revoke_with_grace_hooked(
     grace: Duration,
     hook: impl Fn(RevokeStep, &str) + Send + Sync + 'static,
 ) -> Result<RevokeOutcome> {
-    let hook: crate::wait::StepFn<RevokeStep> = Arc::new(hook);
-    revoke_with_grace(zkw, node, grace, Some(hook))
+    let step_hook = Hook::default();
+    step_hook.set(hook);
+    revoke_with_grace(zkw, node, grace, &step_hook)
 }
 
 fn revoke_with_grace(
     zkw: &ZooKeeperWatcher,
     node: &str,
     grace: Duration,
-    #[cfg(feature = "testing")] step_hook: Option<crate::wait::StepFn<RevokeStep>>,
+    step_hook: &Hook<RevokeStep>,
 ) -> Result<RevokeOutcome> {
     path::validate(node)?;
     let bounds = Bounds::with_grace(Some(grace), DEFAULT_CALL_GRACE);
@@ -647,10 +661,7 @@ fn revoke_with_grace(
         Err(e) => return Err(e),
         Ok(_) => {}
     }
-    #[cfg(feature = "testing")]
-    if let Some(hook) = &step_hook {
-        hook(RevokeStep::Read, node);
-    }
+    hook!(step_hook, RevokeStep::Read, node);
     // The node was there: from here on, gone without this call's delete is
     // `Released` (its holder let go since the read: on another revoker's
     // request, on its own, or on ours with the reply lost and the retry
@@ -659,10 +670,7 @@ fn revoke_with_grace(
         debug!("{node} released before this request was written");
         return Ok(RevokeOutcome::Released);
     }
-    #[cfg(feature = "testing")]
-    if let Some(hook) = &step_hook {
-        hook(RevokeStep::Requested, node);
-    }
+    hook!(step_hook, RevokeStep::Requested, node);
     let waiter = Waiter::default();
     loop {
         call.check()?;
@@ -673,7 +681,7 @@ fn revoke_with_grace(
             Err(e) if e.is_retryable() && bounds.wait.is_past() => break,
             Err(e) => return Err(e),
         }
-        if !waiter.wait(&call, round, bounds.wait, node)? {
+        if !waiter.wait(&call.pinned(), round, bounds.wait, node)? {
             break;
         }
     }

@@ -143,13 +143,13 @@ use std::time::{Duration, Instant};
 use log::debug;
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::background::on_reconnect;
 use crate::client::{State, ZooKeeper};
 use crate::deadline::Deadline;
+use crate::engine::background::on_reconnect;
+use crate::engine::owned::{Guard, Removal};
+use crate::engine::wait::Wake;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{Guard, Removal};
 use crate::types::{EventType, KeeperState, Stat, WatchedEvent, Watcher};
-use crate::wait::Wake;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// A recipe made of asynchronous rounds on a [`RoundEngine`].
@@ -817,7 +817,7 @@ impl<R: RoundRecipe> RoundEngine<R> {
             }
             None
         };
-        if let Some(found) = crate::wait::wait_unbound(&self.changed, deadline, look) {
+        if let Some(found) = crate::engine::wait::wait_unbound(&self.changed, deadline, look) {
             return found;
         }
         // The deadline: one last look.
@@ -959,7 +959,7 @@ pub(crate) fn create_in_session(
     zkw: &ZooKeeperWatcher,
     mut attempt: impl FnMut(&ZooKeeper, bool) -> Result<String>,
 ) -> Result<(String, i64)> {
-    let call = crate::call::CallSession::begin(zkw)?;
+    let call = crate::engine::call::CallSession::begin(zkw)?;
     let zk = zkw.zookeeper();
     let session = zk.session_id();
     let same = |zk: &ZooKeeper| session != 0 && zk.session_id() == session;
@@ -975,7 +975,11 @@ pub(crate) fn create_in_session(
                     retries.attempt_times(),
                     retries.max_attempts()
                 );
-                crate::wait::pause(&call, Deadline::after(pause), "making a node")?;
+                crate::engine::wait::pause(
+                    &call.pinned(),
+                    Deadline::after(pause),
+                    "making a node",
+                )?;
                 zkw.check_session()?;
                 if !same(zk) {
                     return Err(Error::zk_code(ZkError::SessionExpired));
@@ -985,11 +989,6 @@ pub(crate) fn create_in_session(
         }
     }
 }
-
-/// Test hooks called at a recipe's steps (feature `testing`): the one in
-/// [`crate::wait`], shared by every recipe.
-#[cfg(feature = "testing")]
-pub(crate) use crate::wait::StepHook;
 
 /// A round's listing placed: the attempt's node just listed, with what
 /// continues it (as [`RoundEngine::proceed`] gives them).

@@ -70,11 +70,11 @@ use crate::client::{
     AddWatchMode, EventType, KeeperState, WatchedEvent, Watcher, WatcherType, ZooKeeper,
 };
 use crate::deadline::Deadline;
+use crate::engine::call::Pinned;
+use crate::engine::hook::{hook, Hold, Hook, Kept};
+use crate::engine::wait::{Wake, WhenDown};
 use crate::error::{Error, Result, ZkError};
 use crate::types::Stat;
-#[cfg(feature = "testing")]
-use crate::wait::StepHook;
-use crate::wait::{EndRegistration, WaitSession, Wake, WhenDown};
 use crate::watcher::ZooKeeperWatcher;
 
 /// How deep a [`TreeCache`] follows its root.
@@ -189,15 +189,14 @@ struct Inner {
     requests: AtomicU64,
     live: Arc<dyn Watcher>,
     sentinel: Arc<dyn Watcher>,
-    #[cfg(feature = "testing")]
-    held: Mutex<HeldReply>,
-    #[cfg(feature = "testing")]
-    hook: StepHook<CacheStep>,
+    /// The reply [`TreeCache::hold_next_data_reply`] holds (feature `testing`).
+    held: Hold<DataReply>,
+    hook: Hook<CacheStep>,
 }
 
 /// A step of a [`TreeCache`]'s reply handling, told to the hook of
 /// [`TreeCache::hold_next_data_reply`] (feature `testing`).
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CacheStep {
@@ -215,18 +214,7 @@ pub enum CacheStep {
     EventApplied,
 }
 
-/// The state of [`TreeCache::hold_next_data_reply`].
-#[cfg(feature = "testing")]
-#[derive(Default)]
-struct HeldReply {
-    /// The path whose next getData reply is to be held.
-    armed: Option<String>,
-    /// The reply held, with its path.
-    reply: Option<(String, DataReply)>,
-}
-
 /// A getData reply.
-#[cfg(feature = "testing")]
 type DataReply = Result<(Vec<u8>, Stat)>;
 
 /// Starts a [`TreeCache`] with options.
@@ -236,8 +224,7 @@ pub struct TreeCacheBuilder {
     depth: CacheDepth,
     max_in_flight: usize,
     one_shot: bool,
-    #[cfg(feature = "testing")]
-    hook: Option<crate::wait::StepFn<CacheStep>>,
+    hook: Hook<CacheStep>,
 }
 
 impl std::fmt::Debug for TreeCacheBuilder {
@@ -286,11 +273,8 @@ impl TreeCacheBuilder {
     /// block), from the start on.
     #[must_use]
     #[cfg(feature = "testing")]
-    pub fn with_step_hook(
-        mut self,
-        hook: impl Fn(CacheStep, &str) + Send + Sync + 'static,
-    ) -> Self {
-        self.hook = Some(Arc::new(hook));
+    pub fn with_step_hook(self, hook: impl Fn(CacheStep, &str) + Send + Sync + 'static) -> Self {
+        self.hook.set(hook);
         self
     }
 
@@ -329,16 +313,10 @@ impl TreeCacheBuilder {
                         inner.on_event(e);
                     }
                 }),
-                #[cfg(feature = "testing")]
-                held: Mutex::new(HeldReply::default()),
-                #[cfg(feature = "testing")]
-                hook: StepHook::default(),
+                held: Hold::default(),
+                hook: self.hook.clone(),
             }
         });
-        #[cfg(feature = "testing")]
-        if let Some(hook) = self.hook.clone() {
-            inner.hook.set(move |step, path| hook(step, path));
-        }
         let added = if self.one_shot {
             Err(Error::zk(ZkError::Unimplemented, self.root.clone()))
         } else {
@@ -364,8 +342,7 @@ impl TreeCacheBuilder {
             }
             Err(e) => return Err(e),
         }
-        #[cfg(feature = "testing")]
-        inner.hook.call(CacheStep::WatchSet, &inner.root);
+        hook!(inner.hook, CacheStep::WatchSet, &inner.root);
         let mut issue = Vec::new();
         {
             let mut s = inner.state.lock();
@@ -411,8 +388,7 @@ impl TreeCache {
             depth: CacheDepth::Subtree,
             max_in_flight: 64,
             one_shot: false,
-            #[cfg(feature = "testing")]
-            hook: None,
+            hook: Hook::default(),
         }
     }
 
@@ -526,10 +502,10 @@ impl TreeCache {
                     return Ok(true);
                 }
             }
-            if !crate::wait::wait(
+            if !crate::engine::wait::wait(
                 &inner.wake,
                 seen,
-                inner,
+                &Pinned::new(&inner.zk, || inner.ended()),
                 deadline,
                 WhenDown::Wait,
                 &inner.root,
@@ -560,7 +536,7 @@ impl TreeCache {
         hook: impl Fn(CacheStep, &str) + Send + Sync + 'static,
     ) {
         self.inner.hook.set(hook);
-        self.inner.held.lock().armed = Some(path.to_string());
+        self.inner.held.arm(path);
     }
 
     /// Stops the cache: removes the recursive watch (waiting for the server)
@@ -577,8 +553,10 @@ impl TreeCache {
 }
 
 /// The cache's session as the wait engine sees it ([`TreeCache::wait_synced`]).
-impl WaitSession for Inner {
-    fn check(&self) -> Result<()> {
+impl Inner {
+    /// An error once `wait_synced` can wait no more: the cache closed or
+    /// lost, or its session ended.
+    fn ended(&self) -> Result<()> {
         let s = self.state.lock();
         if s.closed {
             return Err(Error::Closed);
@@ -587,18 +565,6 @@ impl WaitSession for Inner {
             return Err(Error::zk(ZkError::SessionExpired, self.root.clone()));
         }
         Ok(())
-    }
-
-    fn connected(&self) -> bool {
-        self.zk.state() == crate::client::State::Connected
-    }
-
-    fn session_timeout(&self) -> Duration {
-        self.zk.session_timeout()
-    }
-
-    fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
-        EndRegistration::new(self.zk.wake_at_end(wake))
     }
 }
 
@@ -917,39 +883,24 @@ impl Inner {
 
     /// Holds `r` when [`TreeCache::hold_next_data_reply`] asked for it
     /// (`None`: held).
-    #[cfg(feature = "testing")]
     fn hold(&self, path: &str, r: DataReply) -> Option<DataReply> {
-        {
-            let mut h = self.held.lock();
-            if h.armed.as_deref() != Some(path) {
-                return Some(r);
-            }
-            h.armed = None;
-            h.reply = Some((path.to_string(), r));
+        let r = self.held.hold(path, r);
+        if r.is_none() {
+            hook!(self.hook, CacheStep::ReplyHeld, path);
         }
-        self.hook.call(CacheStep::ReplyHeld, path);
-        None
+        r
     }
 
     /// Handles the held reply for `deleted`, now that its deletion was
     /// applied.
-    #[cfg(feature = "testing")]
     fn release_held(self: &Arc<Self>, deleted: &str) {
-        let held = {
-            let mut h = self.held.lock();
-            match &h.reply {
-                Some((p, _)) if p == deleted => h.reply.take(),
-                _ => None,
-            }
-        };
-        if let Some((path, r)) = held {
+        if let Some((path, r)) = self.held.release(deleted) {
             self.on_data(path.clone(), r);
-            self.hook.call(CacheStep::HeldReplyHandled, &path);
+            hook!(self.hook, CacheStep::HeldReplyHandled, &path);
         }
     }
 
     fn on_data(self: &Arc<Self>, path: String, r: Result<(Vec<u8>, Stat)>) {
-        #[cfg(feature = "testing")]
         let Some(r) = self.hold(&path, r) else {
             return;
         };
@@ -1042,13 +993,12 @@ impl Inner {
             self.root,
             self.zk.session_id()
         );
-        #[cfg(feature = "testing")]
-        let deleted = match (e.event_type, &e.path) {
+        // For the test hooks only (feature `testing`).
+        let deleted = Kept::new(|| match (e.event_type, &e.path) {
             (EventType::NodeDeleted, Some(p)) => Some(p.clone()),
             _ => None,
-        };
-        #[cfg(feature = "testing")]
-        let applied = e.path.clone();
+        });
+        let applied = Kept::new(|| e.path.clone());
         let mut s = self.state.lock();
         let (mut issue, mut events) = (Vec::new(), Vec::new());
         if s.closed || s.lost {
@@ -1112,13 +1062,11 @@ impl Inner {
             _ => {}
         }
         self.after(s, issue, events);
-        #[cfg(feature = "testing")]
-        if let Some(p) = deleted {
+        if let Some(p) = deleted.get().flatten() {
             self.release_held(&p);
         }
-        #[cfg(feature = "testing")]
-        if let Some(p) = applied {
-            self.hook.call(CacheStep::EventApplied, &p);
+        if let Some(p) = applied.get().flatten() {
+            hook!(self.hook, CacheStep::EventApplied, &p);
         }
     }
 }

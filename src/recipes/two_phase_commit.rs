@@ -1,17 +1,19 @@
 //! `TwoPhaseCommit`: the "Two-phased Commit" recipe.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use super::layout::ALIVE_NODE;
-use super::node::{delete_if_present, SessionNode};
-use crate::call::CallSession;
+use super::node::{delete_if_present, Look, NodeWaiter};
+use crate::engine::call::CallSession;
+use crate::engine::owned::{with_parents, Parents};
+use crate::engine::session_node::SessionNode;
+use crate::engine::wait::Bounds;
 use crate::error::{Error, Result, ZkError};
-use crate::owned::{with_parents, Parents};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::types::{CreateMode, Op, Stat};
-use crate::wait::{Bounds, Waiter};
+use crate::types::{CreateMode, Op, Stat, Watcher};
 use crate::watcher::ZooKeeperWatcher;
 use crate::zkutil;
 
@@ -88,18 +90,17 @@ fn site_state(data: &[u8], stat: &Stat) -> SiteState {
 ///   that session expired (also with `with_session_renewal`), `vote` returns
 ///   `SessionExpired`.
 pub struct TwoPhaseCommit {
-    zkw: ZooKeeperWatcher,
-    path: String,
+    /// The watcher, the transaction node and the waits on it.
+    waiter: NodeWaiter,
     sites: Vec<String>,
     /// The sites this instance joined, with their `alive` nodes.
     joined: Mutex<Vec<(String, SessionNode)>>,
-    waiter: Waiter,
 }
 
 impl std::fmt::Debug for TwoPhaseCommit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TwoPhaseCommit")
-            .field("path", &self.path)
+            .field("path", &self.waiter.path)
             .field("sites", &self.sites)
             .finish()
     }
@@ -113,7 +114,7 @@ impl TwoPhaseCommit {
     /// `NodeExists` when the transaction exists; `BadArguments` for bad names
     /// or no site; session errors.
     pub fn create(zkw: &ZooKeeperWatcher, path: &str, sites: &[&str]) -> Result<TwoPhaseCommit> {
-        crate::path::validate(path)?;
+        let waiter = NodeWaiter::new(zkw, path)?;
         if sites.is_empty() || sites.iter().any(|s| s.is_empty() || s.contains('/')) {
             return Err(Error::BadArguments(format!("bad site names: {sites:?}")));
         }
@@ -126,11 +127,9 @@ impl TwoPhaseCommit {
             rzk.create(&site, &[], rzk.acl_for(&site), CreateMode::Persistent)?;
         }
         Ok(TwoPhaseCommit {
-            zkw: zkw.clone(),
-            path: path.to_string(),
+            waiter,
             sites: sites.iter().map(|s| s.to_string()).collect(),
             joined: Mutex::new(Vec::new()),
-            waiter: Waiter::default(),
         })
     }
 
@@ -140,23 +139,21 @@ impl TwoPhaseCommit {
     /// # Errors
     /// `NoNode` when there is no such transaction; session errors.
     pub fn open(zkw: &ZooKeeperWatcher, path: &str) -> Result<TwoPhaseCommit> {
-        crate::path::validate(path)?;
+        let waiter = NodeWaiter::new(zkw, path)?;
         let mut sites = zkw.recoverable_zookeeper().get_children(path, false)?;
         sites.sort();
         Ok(TwoPhaseCommit {
-            zkw: zkw.clone(),
-            path: path.to_string(),
+            waiter,
             sites,
             joined: Mutex::new(Vec::new()),
-            waiter: Waiter::default(),
         })
     }
 
-    crate::wait::with_wait_hook!();
+    crate::engine::wait::with_wait_hook!();
 
     /// The transaction node.
     pub fn path(&self) -> &str {
-        &self.path
+        &self.waiter.path
     }
 
     /// The sites, sorted.
@@ -168,10 +165,10 @@ impl TwoPhaseCommit {
         if !self.sites.iter().any(|s| s == site) {
             return Err(Error::BadArguments(format!(
                 "{site} is not a site of {}",
-                self.path
+                self.waiter.path
             )));
         }
-        Ok(zkutil::join_znode(&self.path, site))
+        Ok(zkutil::join_znode(&self.waiter.path, site))
     }
 
     /// `site` takes part: an ephemeral `alive` node under its node, so that its
@@ -190,11 +187,11 @@ impl TwoPhaseCommit {
     /// was lost is found by its mark and removed once the connection is back.
     pub fn join(&self, site: &str) -> Result<()> {
         let node = zkutil::join_znode(&self.site_node(site)?, ALIVE_NODE);
-        let call = CallSession::begin(&self.zkw)?;
+        let call = CallSession::begin(&self.waiter.zkw)?;
         let alive =
             match SessionNode::create(&call, &node, &[], CreateMode::Ephemeral, Parents::None) {
                 Err(e) if e.is(ZkError::NoNode) => {
-                    return Err(Error::zk(ZkError::NoNode, &self.path))
+                    return Err(Error::zk(ZkError::NoNode, &self.waiter.path))
                 }
                 other => other?,
             };
@@ -222,7 +219,7 @@ impl TwoPhaseCommit {
                 None => {
                     return Err(Error::BadArguments(format!(
                         "{site} has not joined {} through this instance",
-                        self.path
+                        self.waiter.path
                     )))
                 }
             }
@@ -258,7 +255,7 @@ impl TwoPhaseCommit {
     /// # Errors
     /// Session errors.
     pub fn outcome(&self) -> Result<Option<Outcome>> {
-        self.decide(self.zkw.recoverable_zookeeper(), false)
+        self.decide(self.waiter.zkw.recoverable_zookeeper(), None)
     }
 
     /// Waits at most `timeout` for the outcome: `Ok(None)` undecided in time.
@@ -267,43 +264,34 @@ impl TwoPhaseCommit {
     /// `SessionExpired`, `Closed`; `ConnectionLoss` when the connection stays
     /// down for a session timeout; `NoNode` when the transaction was deleted.
     pub fn wait_outcome(&self, timeout: Duration) -> Result<Option<Outcome>> {
-        let bounds = Bounds::new(Some(timeout));
-        match self.wait_loop(bounds) {
-            Err(e) if bounds.cut_short(&e) => Ok(None),
-            other => other,
-        }
+        self.waiter
+            .wait_until(Bounds::new(Some(timeout)), |rzk, watcher| {
+                Ok(match self.decide(rzk, Some(watcher))? {
+                    Some(o) => Look::Done(o),
+                    None => Look::Wait,
+                })
+            })
     }
 
-    fn wait_loop(&self, bounds: Bounds) -> Result<Option<Outcome>> {
-        let call = CallSession::begin(&self.zkw)?;
-        let rzk = call.rzk().with_deadline(bounds.calls);
-        loop {
-            call.check()?;
-            let round = self.waiter.round();
-            if let Some(o) = self.decide(&rzk, true)? {
-                return Ok(Some(o));
-            }
-            if !self.waiter.wait(&call, round, bounds.wait, &self.path)? {
-                return Ok(None);
-            }
-        }
-    }
-
-    /// Reads every site (watching the undecided ones when `watch`): abort as
-    /// soon as one aborted or died, commit when all committed.
-    fn decide(&self, rzk: &RecoverableZooKeeper, watch: bool) -> Result<Option<Outcome>> {
+    /// Reads every site (watching the undecided ones with `watch`'s
+    /// watcher): abort as soon as one aborted or died, commit when all
+    /// committed.
+    fn decide(
+        &self,
+        rzk: &RecoverableZooKeeper,
+        watch: Option<&Arc<dyn Watcher>>,
+    ) -> Result<Option<Outcome>> {
         let mut all_commit = true;
         for s in &self.sites {
-            let node = zkutil::join_znode(&self.path, s);
-            let (data, mut stat) = if watch {
-                rzk.get_data_watch(&node, self.waiter.watcher())?
-            } else {
-                rzk.get_data(&node, false)?
+            let node = zkutil::join_znode(&self.waiter.path, s);
+            let (data, mut stat) = match watch {
+                Some(watcher) => rzk.get_data_watch(&node, watcher)?,
+                None => rzk.get_data(&node, false)?,
             };
             let mut state = site_state(&data, &stat);
-            if state == SiteState::Pending && watch {
+            if let (SiteState::Pending, Some(watcher)) = (state, watch) {
                 // The `alive` node's deletion is a child event of the site node.
-                rzk.get_children_watch(&node, self.waiter.watcher())?;
+                rzk.get_children_watch(&node, watcher)?;
                 let (data, now) = rzk.get_data(&node, false)?;
                 stat = now;
                 state = site_state(&data, &stat);
@@ -349,13 +337,13 @@ impl TwoPhaseCommit {
     /// # Errors
     /// Session errors; `NotEmpty` when a site joins meanwhile.
     pub fn delete(&self) -> Result<()> {
-        let rzk = self.zkw.recoverable_zookeeper();
+        let rzk = self.waiter.zkw.recoverable_zookeeper();
         for s in &self.sites {
-            let node = zkutil::join_znode(&self.path, s);
+            let node = zkutil::join_znode(&self.waiter.path, s);
             delete_if_present(rzk, &zkutil::join_znode(&node, ALIVE_NODE))?;
             delete_if_present(rzk, &node)?;
         }
-        delete_if_present(rzk, &self.path)
+        delete_if_present(rzk, &self.waiter.path)
     }
 }
 

@@ -7,11 +7,10 @@ use std::time::{Duration, Instant};
 use log::{debug, info};
 use parking_lot::Mutex;
 
-#[cfg(feature = "testing")]
-use super::rounds::StepHook;
 use super::rounds::{create_in_session, RoundEngine, RoundHandle, RoundRecipe, Taken};
+use crate::engine::hook::{hook, Hook};
+use crate::engine::owned::{Guard, Removal, REMOVAL_WAIT};
 use crate::error::{Result, ZkError};
-use crate::owned::{Guard, Removal, REMOVAL_WAIT};
 use crate::sequence::number_after_last;
 use crate::types::{Acl, CreateMode, EventType, WatchedEvent};
 use crate::watcher::ZooKeeperWatcher;
@@ -36,7 +35,7 @@ pub trait LockListener: Send + Sync {
 }
 
 /// A step of a [`WriteLock`] round, told to a test hook (feature `testing`).
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WriteLockStep {
@@ -68,8 +67,7 @@ struct WriteLockRound {
 struct WriteLockCore {
     engine: RoundEngine<WriteLockCore>,
     listener: Mutex<Option<Arc<dyn LockListener>>>,
-    #[cfg(feature = "testing")]
-    hook: StepHook<WriteLockStep>,
+    hook: Hook<WriteLockStep>,
 }
 
 /// ZooKeeper's `org.apache.zookeeper.recipes.lock.WriteLock`: an exclusive lock
@@ -184,8 +182,7 @@ impl WriteLockCore {
             return self.become_owner(generation);
         }
         let predecessor = zkutil::join_znode(self.engine.path(), sorted[pos - 1]);
-        #[cfg(feature = "testing")]
-        self.hook.call(WriteLockStep::Watching, &predecessor);
+        hook!(self.hook, WriteLockStep::Watching, &predecessor);
         let watcher = self.engine.watcher();
         zk.get_data_async(&predecessor.clone(), Some(watcher), move |r| match r {
             Ok(_) => {
@@ -218,8 +215,7 @@ impl WriteLockCore {
         self.engine.round_done(generation);
         info!("{}: {path} owns the lock", self.engine.path());
         self.watch_own(generation);
-        #[cfg(feature = "testing")]
-        self.hook.call(WriteLockStep::Owner, &path);
+        hook!(self.hook, WriteLockStep::Owner, &path);
         crate::metrics::metric!(leader_change("write_lock", self.engine.path(), true, false));
         let listener = self.listener.lock().clone();
         if let Some(l) = listener {
@@ -268,8 +264,7 @@ impl WriteLock {
         let rounds = RoundHandle::new(zkw, dir, state, |engine| WriteLockCore {
             engine,
             listener: Mutex::new(None),
-            #[cfg(feature = "testing")]
-            hook: StepHook::default(),
+            hook: Hook::default(),
         })?;
         Ok(WriteLock {
             rounds,
@@ -352,22 +347,17 @@ impl WriteLock {
             // One maker at a time: a concurrent `lock` of this instance waits
             // here, then finds the node bound and joins its round (an
             // `unlock`/`close` from another thread never waits for it).
-            #[cfg(feature = "testing")]
-            self.rounds.core.hook.call(WriteLockStep::Making, "");
+            hook!(self.rounds.core.hook, WriteLockStep::Making, "");
             let _one_at_a_time = self.making.lock();
             let bound = self.rounds.engine().state().node.clone();
             match bound {
                 None => {
                     let generation = self.rounds.engine().generation();
                     let (id, session) = self.find_or_create()?;
-                    #[cfg(feature = "testing")]
-                    self.rounds.core.hook.call(WriteLockStep::NodeMade, &id);
+                    hook!(self.rounds.core.hook, WriteLockStep::NodeMade, &id);
                     self.rounds.engine().bind(id, session, generation)?;
                 }
-                #[cfg(feature = "testing")]
-                Some(node) => self.rounds.core.hook.call(WriteLockStep::Joining, &node),
-                #[cfg(not(feature = "testing"))]
-                Some(_) => {}
+                Some(node) => hook!(self.rounds.core.hook, WriteLockStep::Joining, &node),
             }
         }
         // Wait for this round's outcome: bounded by the session (a round cut by

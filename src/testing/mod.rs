@@ -332,7 +332,7 @@ pub fn wait_until(timeout: std::time::Duration, what: &str, condition: impl FnMu
 /// for happens).
 #[cfg(feature = "testing")]
 pub fn engine_wake_ups() -> u64 {
-    crate::wake::wake_ups_on_this_thread()
+    crate::engine::hook::wake_ups_on_this_thread()
 }
 
 /// A root znode path no other test (in this or another process) uses:

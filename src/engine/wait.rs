@@ -6,7 +6,7 @@
 //!   a wake-up can never be lost, whatever other threads sharing the counter
 //!   do (a shared boolean re-armed by one thread would swallow another's).
 //! - [`WaitSession`]: the session a blocking call began in, as the wait sees
-//!   it (implemented by [`CallSession`](crate::call::CallSession), in the
+//!   it (implemented by [`CallSession`](crate::engine::call::CallSession), in the
 //!   module above, which holds the watcher; the engine needs no client, so its
 //!   loom model runs the real [`wait`]). Every ZooKeeper call of the wait
 //!   goes to that session only (a handle pinned to it), and the wait ends
@@ -30,9 +30,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::deadline::Deadline;
+use crate::engine::hook::{hook, Hook};
+pub(crate) use crate::engine::wake::Wake;
 use crate::error::{Error, Result, ZkError};
 use crate::types::{EventType, KeeperState, WatchedEvent, Watcher};
-pub(crate) use crate::wake::Wake;
 
 /// How long past its timeout a `try_acquire` (or a recipe's timed call) lets
 /// the ZooKeeper calls of its attempt run: the create and each listing. The
@@ -40,7 +41,7 @@ pub(crate) use crate::wake::Wake;
 pub const DEFAULT_CALL_GRACE: Duration = Duration::from_secs(2);
 
 /// What the engine's [`wait`] needs of the session a blocking call began in
-/// ([`CallSession`](crate::call::CallSession) over the client; the loom model's
+/// ([`CallSession`](crate::engine::call::CallSession) over the client; the loom model's
 /// session in the tests): whether it has ended, whether its connection is up,
 /// its timeout, and a wake-up at its end.
 pub(crate) trait WaitSession {
@@ -257,8 +258,7 @@ pub(crate) fn wait_unbound<T>(
 pub(crate) struct Waiter {
     wake: Arc<Wake>,
     watcher: Arc<dyn Watcher>,
-    #[cfg(feature = "testing")]
-    hook: StepHook<WaitStep>,
+    hook: Hook<WaitStep>,
 }
 
 impl Default for Waiter {
@@ -267,8 +267,7 @@ impl Default for Waiter {
         Waiter {
             watcher: Arc::new(WaitWatcher::new(wake.clone(), StateEvents::All)),
             wake,
-            #[cfg(feature = "testing")]
-            hook: StepHook::default(),
+            hook: Hook::default(),
         }
     }
 }
@@ -284,7 +283,7 @@ impl std::fmt::Debug for Waiter {
 /// A point of a recipe's wait where a test can hold the waiting thread
 /// (feature `testing`; see for example
 /// [`Barrier::with_wait_hook`](crate::recipes::barrier::Barrier::with_wait_hook)).
-#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "testing"), doc(hidden))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WaitStep {
@@ -323,7 +322,7 @@ macro_rules! with_wait_hook {
         #[cfg(feature = "testing")]
         pub fn with_wait_hook(
             self,
-            hook: impl Fn(crate::wait::WaitStep, &str) + Send + Sync + 'static,
+            hook: impl Fn(crate::engine::wait::WaitStep, &str) + Send + Sync + 'static,
         ) -> Self {
             self.waiter.set_hook(hook);
             self
@@ -331,38 +330,6 @@ macro_rules! with_wait_hook {
     };
 }
 pub(crate) use with_wait_hook;
-
-/// Test hooks called at a recipe's steps (feature `testing`): the rounds'
-/// (election, WriteLock) and the waits' one mechanism.
-#[cfg(feature = "testing")]
-pub(crate) struct StepHook<T>(parking_lot::Mutex<Option<StepFn<T>>>);
-
-/// A test hook told a recipe's step and the path it concerns.
-#[cfg(feature = "testing")]
-pub(crate) type StepFn<T> = Arc<dyn Fn(T, &str) + Send + Sync>;
-
-#[cfg(feature = "testing")]
-impl<T> Default for StepHook<T> {
-    fn default() -> Self {
-        StepHook(parking_lot::Mutex::new(None))
-    }
-}
-
-#[cfg(feature = "testing")]
-impl<T> StepHook<T> {
-    /// Calls `hook` at each step from now on.
-    pub(crate) fn set(&self, hook: impl Fn(T, &str) + Send + Sync + 'static) {
-        *self.0.lock() = Some(Arc::new(hook));
-    }
-
-    /// Tells the hook (if any) of `step` on `path`.
-    pub(crate) fn call(&self, step: T, path: &str) {
-        let hook = self.0.lock().clone();
-        if let Some(hook) = hook {
-            hook(step, path);
-        }
-    }
-}
 
 /// A round of a [`Waiter`]: the generation read before its watch was set.
 #[derive(Debug, Clone, Copy)]
@@ -405,8 +372,7 @@ impl Waiter {
         until: Deadline,
         what: &str,
     ) -> Result<()> {
-        #[cfg(feature = "testing")]
-        self.hook.call(WaitStep::BackingOff, what);
+        hook!(self.hook, WaitStep::BackingOff, what);
         pause(session, Deadline::after(length).min(until), what)
     }
 
@@ -420,8 +386,7 @@ impl Waiter {
         deadline: Deadline,
         what: &str,
     ) -> Result<bool> {
-        #[cfg(feature = "testing")]
-        self.hook.call(WaitStep::Watching, what);
+        hook!(self.hook, WaitStep::Watching, what);
         wait(
             &self.wake,
             round.0,
@@ -607,8 +572,8 @@ mod loom_tests {
     // table, with a model session and a model server (an atomic "check and
     // set the watch", as ZooKeeper's exists/getChildren with a watch). ----
 
+    use crate::engine::wake::EndWakes;
     use crate::error::ZkError;
-    use crate::wake::EndWakes;
     use loom::sync::Mutex;
 
     /// The model's session: an ended flag (set before the end table is woken,

@@ -1,9 +1,14 @@
-//! Node names of every layout zklock speaks, below the locks and the recipes
-//! that both use them: the recipes' names (re-exported as
-//! [`recipes::layout`](crate::recipes::layout), whose docs list them by
-//! recipe) and Curator's protected-name prefix, which the locks' dialects
-//! read too. A leaf module: it imports nothing of the crate but the
-//! sequence helpers and the uuid.
+//! The node names of every layout zklock speaks, and the lock dialects that
+//! choose among them: the words, below the locks and the recipes that both
+//! use them. A leaf module: it imports nothing of the crate but the sequence
+//! helpers and the uuid.
+//!
+//! "Layout" has one meaning in zklock: how a participant's nodes are named and
+//! ordered in a directory. A lock's layout (a [`Dialect`] and a role) is
+//! decided in one place, `lock/dialect.rs` (its `Layout`); the recipes'
+//! layouts are listed in [`recipes::layout`](crate::recipes::layout), which
+//! re-exports the recipes' names from here. This module holds only the names
+//! (and Curator's protected-name prefix, which the locks' dialects read too).
 
 use std::fmt;
 

@@ -1,16 +1,16 @@
 //! The session a blocking call began in ([`CallSession`]): the glue between
-//! the wait engine ([`wait`](crate::wait), which waits on the client's
+//! the wait engine ([`wait`](crate::engine::wait), which waits on the client's
 //! events) and the watcher a lock or a recipe was made on. Above the engine,
 //! the recoverable handle and the watcher; below the locks and the recipes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::State;
+use crate::client::{State, ZooKeeper};
+use crate::engine::wait::{EndRegistration, WaitSession};
+use crate::engine::wake::Wake;
 use crate::error::{Error, Result};
 use crate::recoverable::RecoverableZooKeeper;
-use crate::wait::{EndRegistration, WaitSession};
-use crate::wake::Wake;
 use crate::watcher::ZooKeeperWatcher;
 
 /// The session a blocking call (an acquire, a take, a barrier's enter) began
@@ -54,6 +54,12 @@ impl CallSession {
         self.rzk.session_id()
     }
 
+    /// This session as a wait sees it: ended when [`check`](Self::check)
+    /// fails.
+    pub(crate) fn pinned(&self) -> Pinned<'_, impl Fn() -> Result<()> + '_> {
+        Pinned::new(self.rzk.zookeeper(), move || self.check())
+    }
+
     /// An error when this session can no longer be used: `SessionExpired`
     /// once it expired (whether or not a new one replaced it), `AuthFailed`,
     /// `Closed`.
@@ -65,20 +71,39 @@ impl CallSession {
     }
 }
 
-impl WaitSession for CallSession {
+/// The session a wait began in, as the wait engine ([`wait`](crate::engine::wait::wait))
+/// sees it: the client whose state and end the wait follows (pinned to that
+/// session, or the watcher's), and `ends`, an error once the wait's session
+/// can no longer be used (the user's own ends too: a closed cache). The one
+/// [`WaitSession`] of the crate: a blocking call's ([`CallSession::pinned`]),
+/// a tracker's and a deletion listener's wait, the cache's `wait_synced`,
+/// the leader manager's wait.
+pub(crate) struct Pinned<'a, F> {
+    zk: &'a ZooKeeper,
+    ends: F,
+}
+
+impl<'a, F: Fn() -> Result<()>> Pinned<'a, F> {
+    /// The session of `zk`, ended when `ends` returns an error.
+    pub(crate) fn new(zk: &'a ZooKeeper, ends: F) -> Self {
+        Pinned { zk, ends }
+    }
+}
+
+impl<F: Fn() -> Result<()>> WaitSession for Pinned<'_, F> {
     fn check(&self) -> Result<()> {
-        CallSession::check(self)
+        (self.ends)()
     }
 
     fn connected(&self) -> bool {
-        self.rzk.zookeeper().state() == State::Connected
+        self.zk.state() == State::Connected
     }
 
     fn session_timeout(&self) -> Duration {
-        self.rzk.zookeeper().session_timeout()
+        self.zk.session_timeout()
     }
 
     fn wake_at_end(&self, wake: &Arc<Wake>) -> EndRegistration {
-        EndRegistration::new(self.rzk.zookeeper().wake_at_end(wake))
+        EndRegistration::new(self.zk.wake_at_end(wake))
     }
 }

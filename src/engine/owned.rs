@@ -55,7 +55,7 @@
 //!
 //! | the create's mark | settled by | callers |
 //! |---|---|---|
-//! | a tag in a sequential name (`<path><tag>-<sequence>`) | [`Attempt::Tag`] through [`remove_and_wait`] / [`remove_in_background`]: the parent listed, the tagged child removed, asynchronously (no thread), again after each reconnect | the locks, the semaphore, the double barrier, a group's party |
+//! | a tag in a sequential name (`<path><tag>-<sequence>`) | [`Attempt::Tag`] through [`remove_and_wait`] / [`remove_in_background`] (a lock's failed attempt: [`abandon`]): the parent listed, the tagged child removed, asynchronously (no thread), again after each reconnect | the locks, the semaphore, the double barrier, a group's party |
 //! | an [`OwnerMark`] no later create reuses | [`OwnerMark::unsettled`]: found by the mark, removed ([`Unsettled`]) | the latch's offers, a group's member, a 2PC site's `alive` |
 //! | anything a caller decides on (its own lock, a claim to keep) | [`Unsettled::new`] with the caller's settle, run on a short-lived thread (the find blocks), under the caller's making lock | the election's serial offers, the leader manager's znode |
 //! | the persistent node's own mark | [`OwnerMark::remove_if_created`] on its own thread at close | `PersistentNode` |
@@ -64,8 +64,8 @@ use std::time::Duration;
 
 use log::{debug, info, warn};
 
-use crate::background::on_reconnect;
 use crate::client::{Acl, CreateMode, CreatedAndListed, Id, Perms, Stat, ZooKeeper};
+use crate::engine::background::on_reconnect;
 use crate::error::{Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
@@ -74,7 +74,7 @@ use crate::watcher::{WeakZooKeeperWatcher, ZooKeeperWatcher};
 /// definition is `layout::CURATOR_PROTECTED_PREFIX`, in the leaf module below
 /// the error type (the `Dialect` reads it), re-exported as
 /// `recipes::layout::CURATOR_PROTECTED_PREFIX`.
-pub(crate) const PROTECTED_PREFIX: &str = crate::layout::CURATOR_PROTECTED_PREFIX;
+pub(crate) const PROTECTED_PREFIX: &str = crate::names::CURATOR_PROTECTED_PREFIX;
 
 /// The part after the `:` of an owner mark's `digest` id
 /// (`_c_<uuid>:owner`; the server wants two parts, and masks the second).
@@ -834,6 +834,28 @@ pub(crate) fn remove_in_background(zkw: &ZooKeeperWatcher, attempt: Attempt) {
     }
     let (done, _) = crossbeam_channel::bounded(1);
     remove_async(&zkw.downgrade(), attempt, done);
+}
+
+/// An attempt that ends without its grant (a lock's, a semaphore lease's):
+/// removes what it left (waiting up to [`REMOVAL_WAIT`]) and returns its
+/// outcome, an error that the attempt's call bound cut short made a timeout
+/// (`Ok(None)`). `ended` is `Ok(())` for a wait that ran out. `remove` false
+/// leaves the attempt alone (an error that cannot have left a node).
+pub(crate) fn abandon<T>(
+    zkw: &ZooKeeperWatcher,
+    attempt: Attempt,
+    ended: Result<()>,
+    bounds: &crate::engine::wait::Bounds,
+    remove: bool,
+) -> Result<Option<T>> {
+    if remove {
+        remove_and_wait(zkw, attempt);
+    }
+    match ended {
+        Ok(()) => Ok(None),
+        Err(e) if bounds.cut_short(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// How a settle finds and removes what an unsettled create left: runs on

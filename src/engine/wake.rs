@@ -1,5 +1,5 @@
 //! A waiting thread's wake-up counter, the core of the wait engine
-//! ([`wait`](crate::wait)): a leaf module, so that the client can wake a
+//! ([`wait`](crate::engine::wait)): a leaf module, so that the client can wake a
 //! wait when its session ends without importing the engine.
 
 use std::collections::HashMap;
@@ -15,7 +15,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// A waiting thread's wake-up counter: bumped by watchers (on the event
 /// thread), by a cancel and by the session's end; waited for by the thread
-/// that makes the calls. See the [`wait`](crate::wait) module docs.
+/// that makes the calls. See the [`wait`](crate::engine::wait) module docs.
 #[derive(Debug, Default)]
 pub(crate) struct Wake {
     generation: Mutex<u64>,
@@ -57,27 +57,10 @@ impl Wake {
                     g = wait_timeout(&self.cv, g, left);
                 }
             }
-            #[cfg(feature = "testing")]
-            WAKE_UPS.with(|n| n.set(n.get() + 1));
+            crate::engine::hook::note_wake_up();
         }
         true
     }
-}
-
-#[cfg(feature = "testing")]
-thread_local! {
-    /// See [`wake_ups_on_this_thread`].
-    static WAKE_UPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many times the calling thread has come back from blocking in a
-/// [`Wake::wait`] (feature `testing`): each wake-up, deadline or spurious
-/// return of the condition variable counts one; a wait that finds its wake-up
-/// already there, without blocking, counts none. Exposed as
-/// `zklock::testing::engine_wake_ups`.
-#[cfg(feature = "testing")]
-pub(crate) fn wake_ups_on_this_thread() -> u64 {
-    WAKE_UPS.with(std::cell::Cell::get)
 }
 
 /// The waits to wake when a session ends, by registration id: the client's
