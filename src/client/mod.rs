@@ -75,6 +75,7 @@
 //! connection thread drained the connection) may be answered just after
 //! `Disconnected`.
 
+pub(crate) mod config;
 mod connect;
 mod data;
 mod multi;
@@ -97,6 +98,7 @@ pub use crate::types::*;
 pub use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::path::validate_path;
+pub use config::{ClientConfig, QuorumServer, Reconfig, ServerRole};
 use connect::{prepend_chroot, strip_chroot, ConnectString};
 pub(crate) use data::CreatedAndListed;
 pub use multi::{ReadOp, ReadResult};

@@ -18,6 +18,12 @@ pub(crate) enum Kind {
     Child,
     Persistent,
     Recursive,
+    /// The ensemble's configuration (`get_config`'s watch): a one-shot data
+    /// watch on the server path `/zookeeper/config`, whatever the chroot
+    /// (Java's `ServerDataWatchRegistration`). Kept apart from the client
+    /// paths, so that a chroot never makes it collide with a node of the
+    /// same client path, nor adds itself in front of it on SetWatches.
+    Config,
 }
 
 pub(crate) use crate::util::same_arc as same;
@@ -35,6 +41,9 @@ pub(crate) struct WatchManager {
     child: HashMap<String, Vec<WatcherRef>>,
     persistent: HashMap<String, Vec<WatcherRef>>,
     recursive: HashMap<String, Vec<WatcherRef>>,
+    /// [`Kind::Config`]'s table: one key at most, the server path
+    /// `/zookeeper/config`.
+    config: HashMap<String, Vec<WatcherRef>>,
 }
 
 impl std::fmt::Debug for WatchManager {
@@ -45,6 +54,7 @@ impl std::fmt::Debug for WatchManager {
             .field("child", &self.child.len())
             .field("persistent", &self.persistent.len())
             .field("recursive", &self.recursive.len())
+            .field("config", &self.config.len())
             .finish()
     }
 }
@@ -57,7 +67,30 @@ impl WatchManager {
             Kind::Child => &mut self.child,
             Kind::Persistent => &mut self.persistent,
             Kind::Recursive => &mut self.recursive,
+            Kind::Config => &mut self.config,
         }
+    }
+
+    /// The watchers of [`Kind::Config`] an event on the server path
+    /// `/zookeeper/config` triggers (one-shot: removed).
+    pub(crate) fn materialize_config(&mut self, event_type: EventType) -> Vec<WatcherRef> {
+        let mut out = Vec::new();
+        if matches!(
+            event_type,
+            EventType::NodeCreated | EventType::NodeDataChanged | EventType::NodeDeleted
+        ) {
+            for (_, ws) in self.config.drain() {
+                for w in ws {
+                    push_unique(&mut out, w);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a [`Kind::Config`] watch is set (SetWatches sets it again).
+    pub(crate) fn config_watched(&self) -> bool {
+        self.config.values().any(|ws| !ws.is_empty())
     }
 
     pub(crate) fn add(&mut self, kind: Kind, path: &str, watcher: WatcherRef) {
@@ -150,6 +183,7 @@ impl WatchManager {
                 Kind::Data | Kind::Exist => EventType::DataWatchRemoved,
                 Kind::Child => EventType::ChildWatchRemoved,
                 Kind::Persistent | Kind::Recursive => EventType::PersistentWatchRemoved,
+                Kind::Config => EventType::DataWatchRemoved,
             };
             if let Some(ws) = self.table(kind).remove(path) {
                 for w in ws {
@@ -194,13 +228,7 @@ impl WatchManager {
         let mut out = Vec::new();
         // By address: linear in the number of registrations, however many.
         let mut seen = std::collections::HashSet::new();
-        for table in [
-            &self.data,
-            &self.exist,
-            &self.child,
-            &self.persistent,
-            &self.recursive,
-        ] {
+        for table in self.tables() {
             for ws in table.values() {
                 for w in ws {
                     if seen.insert(Arc::as_ptr(w).cast::<u8>() as usize) {
@@ -217,14 +245,15 @@ impl WatchManager {
         *self = WatchManager::default();
     }
 
-    /// The five tables.
-    fn tables(&self) -> [&HashMap<String, Vec<WatcherRef>>; 5] {
+    /// The six tables.
+    fn tables(&self) -> [&HashMap<String, Vec<WatcherRef>>; 6] {
         [
             &self.data,
             &self.exist,
             &self.child,
             &self.persistent,
             &self.recursive,
+            &self.config,
         ]
     }
 
@@ -298,5 +327,31 @@ mod tests {
         assert_eq!(removed.len(), 1);
         assert_eq!(removed[0].1, EventType::PersistentWatchRemoved);
         assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn the_config_watch_lives_apart() {
+        let mut m = WatchManager::default();
+        let d = w();
+        m.add(Kind::Data, "/zookeeper/config", d.clone());
+        // The configuration's watch lives apart: a node of the same client
+        // path (under a chroot) neither fires nor removes it.
+        let c = w();
+        m.add(Kind::Config, "/zookeeper/config", c.clone());
+        assert!(m.config_watched());
+        assert_eq!(m.all_watchers().len(), 2);
+        assert_eq!(
+            m.materialize(EventType::NodeDataChanged, "/zookeeper/config")
+                .len(),
+            1,
+            "the client path's watch only"
+        );
+        assert!(m
+            .materialize_config(EventType::NodeChildrenChanged)
+            .is_empty());
+        assert_eq!(m.all_watchers().len(), 1);
+        assert_eq!(m.materialize_config(EventType::NodeDataChanged).len(), 1);
+        assert!(!m.config_watched());
+        assert_eq!(m.len(), 0);
     }
 }

@@ -1057,7 +1057,7 @@ impl SessionShared {
                         let restore = match kind {
                             Kind::Data | Kind::Exist => persistent || recursive,
                             Kind::Child => persistent,
-                            Kind::Persistent | Kind::Recursive => false,
+                            Kind::Persistent | Kind::Recursive | Kind::Config => false,
                         };
                         drop(m);
                         if restore {
@@ -1105,12 +1105,39 @@ impl SessionShared {
             return;
         };
         let path = strip_chroot(self.settings.chroot.as_deref(), server_path);
-        let watchers = self.watches.lock().materialize(event_type, &path);
+        let keeper_state = KeeperState::from_code(state).unwrap_or(KeeperState::SyncConnected);
+        let (mut watchers, config) = {
+            let mut m = self.watches.lock();
+            let config = if server_path == CONFIG_NODE {
+                m.materialize_config(event_type)
+            } else {
+                Vec::new()
+            };
+            (m.materialize(event_type, &path), config)
+        };
+        // The configuration's watchers hear the server path (Java's
+        // `getConfig` watch ignores the chroot); without a chroot it is the
+        // same event, told once to each watcher.
+        if !config.is_empty() {
+            if path == server_path {
+                for w in config {
+                    if !watchers.iter().any(|x| same(x, &w)) {
+                        watchers.push(w);
+                    }
+                }
+            } else {
+                let event = WatchedEvent {
+                    event_type,
+                    keeper_state,
+                    path: Some(server_path.to_string()),
+                };
+                let _ = self.enqueue(EventMsg::Deliver(config, event));
+            }
+        }
         trace!("event {event_type:?} {path}: {} watcher(s)", watchers.len());
         if watchers.is_empty() {
             return;
         }
-        let keeper_state = KeeperState::from_code(state).unwrap_or(KeeperState::SyncConnected);
         let event = WatchedEvent {
             event_type,
             keeper_state,

@@ -63,6 +63,10 @@ use events::*;
 use link::*;
 use rewatch::*;
 
+/// The node holding the ensemble's configuration (Java's
+/// `ZooDefs.CONFIG_NODE`): a server path, never under the chroot.
+pub(crate) const CONFIG_NODE: &str = "/zookeeper/config";
+
 /// What a caller gets back: the reply body, or the failure.
 pub(crate) type Reply = Result<Vec<u8>, Error>;
 
