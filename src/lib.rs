@@ -140,6 +140,7 @@ mod background;
 mod call;
 pub mod client;
 mod deadline;
+mod ensemble;
 mod error;
 mod layout;
 mod listener;
@@ -190,6 +191,7 @@ mod guides {
 }
 
 pub use deadline::Deadline;
+pub use ensemble::EnsembleTracker;
 pub use error::{Error, Result, ZkError, ZkResultExt};
 pub use listener::{Abortable, LoggingAbortable, ZooKeeperListener};
 pub use metadata::{append_metadata, metadata_identifier, remove_metadata};

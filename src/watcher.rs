@@ -856,6 +856,16 @@ impl ZooKeeperWatcher {
         }
     }
 
+    /// Follows the ensemble's configuration and keeps this client's server
+    /// list in step with it, until the returned tracker is dropped
+    /// (Curator's `EnsembleTracker`; see [`EnsembleTracker`]). For an
+    /// ensemble that changes by `reconfig`: members added are used, clients
+    /// spread onto them, and a removed member's clients move, keeping their
+    /// session.
+    pub fn track_ensemble(&self) -> crate::EnsembleTracker {
+        crate::EnsembleTracker::start(self)
+    }
+
     /// A weak handle: reaches this session without keeping it open (see
     /// [`WeakZooKeeperWatcher`]).
     pub fn downgrade(&self) -> WeakZooKeeperWatcher {

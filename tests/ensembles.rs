@@ -9,13 +9,23 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
 use std::time::Duration;
 
 use common::client::*;
-use common::WAIT;
-use zklock::client::{ClientConfig, EventType, Reconfig, ReplyKind, ServerRole, ZooKeeper};
+use common::{lock_recorder, member_of, WAIT};
+use zklock::client::{
+    Acl, ClientConfig, CreateMode, EventType, Reconfig, ReplyKind, ServerOrder, ServerRole,
+    ZooKeeper,
+};
+use zklock::lock::{
+    InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
+};
+use zklock::recipes::leader_latch::{LatchEvent, LeaderLatch};
 use zklock::testing::{shared_server, ZkEnsemble, SUPER_AUTH};
-use zklock::{Error, ZkError};
+use zklock::{EnsembleTracker, Error, RetryConfig, ZkError, ZooKeeperWatcher};
 
 const SESSION: Duration = Duration::from_secs(10);
 
@@ -167,4 +177,370 @@ fn reconfig_surely(admin: &ZooKeeper, change: &Reconfig, from: i64) -> ClientCon
         }
     }
     panic!("reconfig {change:?} still lost after 10 tries");
+}
+
+/// Waits until `zk` is connected to one of `servers`, reading it from the
+/// client and checking it in that server's `cons` (the server's word).
+fn settled_on(zk: &ZooKeeper, servers: &[String]) -> String {
+    let mut on = None;
+    zklock::testing::wait_until(
+        Duration::from_secs(30),
+        "the client is connected to a listed server that lists its session",
+        || {
+            on = zk
+                .current_server()
+                .filter(|s| servers.contains(s))
+                .filter(|s| cons_sessions(s).contains(&zk.session_id()));
+            on.is_some()
+        },
+    );
+    on.unwrap()
+}
+
+/// `update_server_list` after the ensemble grew by `reconfig` moves the
+/// expected fraction of the clients (1 − 3/4) to the new server, and after
+/// a member left moves exactly its clients, to the members that stay; every
+/// session, with its ephemeral node, survives both.
+#[test]
+fn update_server_list_rebalances_clients_and_keeps_their_sessions() {
+    init_log();
+    let mut ensemble = ZkEnsemble::start_reconfigurable().expect("ensemble");
+    let admin = ZooKeeper::connect(&ensemble.connect_string(), SESSION, |_e| {}).unwrap();
+    admin.add_auth("digest", SUPER_AUTH).unwrap();
+    admin
+        .create("/clients", b"", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    const N: usize = 40;
+    let clients: Vec<(ZooKeeper, i64, String)> = (0..N)
+        .map(|c| {
+            let zk = ZooKeeper::connect(&ensemble.connect_string(), SESSION, |_e| {}).unwrap();
+            let node = zk
+                .create(
+                    &format!("/clients/c{c}"),
+                    b"",
+                    Acl::open_unsafe(),
+                    CreateMode::Ephemeral,
+                )
+                .unwrap();
+            let id = zk.session_id();
+            (zk, id, node)
+        })
+        .collect();
+    let sessions_kept = |clients: &[(ZooKeeper, i64, String)]| {
+        for (zk, id, node) in clients {
+            assert_eq!(zk.session_id(), *id);
+            let stat = zk
+                .exists(node, false)
+                .unwrap()
+                .expect("the ephemeral node stays");
+            assert_eq!(stat.ephemeral_owner, *id);
+        }
+    };
+
+    // Grow: 3 → 4.
+    let (config, _) = admin.get_config(false).unwrap();
+    let added = ensemble.add_member().unwrap();
+    let four = reconfig_surely(
+        &admin,
+        &Reconfig::incremental(&[ensemble.server_spec(added)], &[]),
+        config.version(),
+    );
+    let four_list: Vec<String> = four.connect_string().split(',').map(String::from).collect();
+    let before: Vec<String> = clients
+        .iter()
+        .map(|(zk, ..)| settled_on(zk, &four_list))
+        .collect();
+    let moved = clients
+        .iter()
+        .filter(|(zk, ..)| zk.update_server_list(&four.connect_string()).unwrap())
+        .count();
+    let after: Vec<String> = clients
+        .iter()
+        .map(|(zk, ..)| settled_on(zk, &four_list))
+        .collect();
+    let on_new = after
+        .iter()
+        .filter(|s| **s == ensemble.address(added))
+        .count();
+    // Binomial(40, 1/4): mean 10, sd 2.7; [2, 20] is beyond 3.5 sd.
+    assert!(
+        (2..=20).contains(&moved),
+        "{moved} of {N} clients moved; expected about {}",
+        N / 4
+    );
+    assert_eq!(
+        on_new, moved,
+        "every client that moved went to the new server"
+    );
+    let stayed = before.iter().zip(&after).filter(|(b, a)| b == a).count();
+    assert_eq!(stayed, N - moved, "the others kept their server");
+    sessions_kept(&clients);
+
+    // Shrink: member 0 leaves; its clients (only they) move to the others.
+    let leaving = ensemble.address(0);
+    let three = reconfig_surely(
+        &admin,
+        &Reconfig::incremental::<&str>(&[], &[ensemble.server_id(0)]),
+        four.version(),
+    );
+    let three_list: Vec<String> = three
+        .connect_string()
+        .split(',')
+        .map(String::from)
+        .collect();
+    assert!(!three_list.contains(&leaving));
+    let on_leaving = after.iter().filter(|s| **s == leaving).count();
+    let moved = clients
+        .iter()
+        .filter(|(zk, ..)| zk.update_server_list(&three.connect_string()).unwrap())
+        .count();
+    assert_eq!(
+        moved, on_leaving,
+        "exactly the leaving member's clients move"
+    );
+    for (zk, ..) in &clients {
+        settled_on(zk, &three_list);
+    }
+    ensemble.stop_removed(0).unwrap();
+    for (zk, ..) in &clients {
+        settled_on(zk, &three_list);
+    }
+    sessions_kept(&clients);
+    for (zk, ..) in clients {
+        zk.close().unwrap();
+    }
+    admin.close().unwrap();
+}
+
+/// `ServerOrder::Listed` tries the servers in the listed order: a dead
+/// first server is passed over for the second, and the list's order is
+/// kept (not shuffled).
+#[test]
+fn listed_server_order_falls_back_in_order() {
+    let live = shared_server().connect_string();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let cs = format!("{dead},{live}");
+    for _ in 0..5 {
+        let zk = ZooKeeper::builder(&cs)
+            .with_session_timeout(SESSION)
+            .with_server_order(ServerOrder::Listed)
+            .connect(|_e| {})
+            .unwrap();
+        assert_eq!(zk.server_list(), [dead.clone(), live.clone()]);
+        assert_eq!(zk.current_server().as_deref(), Some(live.as_str()));
+        // An update with another chroot is refused; the list stays.
+        let e = zk
+            .update_server_list(&format!("{live}/elsewhere"))
+            .unwrap_err();
+        assert!(matches!(e, Error::BadArguments(_)), "{e:?}");
+        // An update that keeps the current server moves nobody.
+        assert!(!zk.update_server_list(&format!("{live},{dead}")).unwrap());
+        assert_eq!(zk.server_list(), [live.clone(), dead.clone()]);
+        zk.close().unwrap();
+    }
+}
+
+/// A client of the "done when" test: a watcher that follows the ensemble.
+fn tracked(ensemble: &ZkEnsemble) -> (ZooKeeperWatcher, EnsembleTracker) {
+    let zkw = ZooKeeperWatcher::builder(&ensemble.connect_string())
+        .with_session_timeout(SESSION)
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(50)))
+        .connect()
+        .expect("connect");
+    let tracker = zkw.track_ensemble();
+    (zkw, tracker)
+}
+
+/// Issue 46's "done when": while a write lock is held, 4 waiters wait and a
+/// leader latch leads (another latch contending), a member is added and
+/// one removed by `reconfig` (the removed one is the lock holder's server,
+/// then stopped). Every client follows the configuration with its
+/// `EnsembleTracker`. No holder or leader is lost (a move is `InDoubt`,
+/// then `Restored`, never `Lost`), nothing overlaps, the waiters are granted
+/// in order, and every client ends on a member of the new configuration,
+/// with the session it had.
+#[test]
+fn locks_and_leadership_hold_through_reconfig_and_clients_follow_the_ensemble() {
+    init_log();
+    let mut ensemble = ZkEnsemble::start_reconfigurable().expect("ensemble");
+    let admin = ZooKeeper::connect(&ensemble.connect_string(), SESSION, |_e| {}).unwrap();
+    admin.add_auth("digest", SUPER_AUTH).unwrap();
+    let root = "/locks/reconfig";
+    let latch_path = "/latch/reconfig";
+
+    let (holder_zkw, holder_tracker) = tracked(&ensemble);
+    let (holder_events, record) = lock_recorder();
+    let holder = ZkInterProcessReadWriteLock::new(&holder_zkw, root, None)
+        .unwrap()
+        .with_lock_listener(record)
+        .write_lock(b"holder");
+    holder.acquire().unwrap();
+    let inside = Arc::new(AtomicUsize::new(1)); // the holder
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let granted = Arc::new(Mutex::new(Vec::new()));
+
+    // Four waiters, queued one after another (their order is their node's).
+    let mut clients = Vec::new();
+    let mut waiters = Vec::new();
+    for w in 0..4 {
+        let (zkw, tracker) = tracked(&ensemble);
+        let lock = ZkInterProcessReadWriteLock::new(&zkw, root, None)
+            .unwrap()
+            .write_lock(format!("waiter-{w}").as_bytes());
+        let (inside, overlaps, granted) = (inside.clone(), overlaps.clone(), granted.clone());
+        waiters.push(thread::spawn(move || {
+            assert!(
+                lock.try_acquire(Duration::from_secs(120)).unwrap(),
+                "waiter {w} granted"
+            );
+            if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            granted.lock().unwrap().push(w);
+            thread::sleep(Duration::from_millis(20));
+            inside.fetch_sub(1, Ordering::SeqCst);
+            lock.release().unwrap();
+        }));
+        zklock::testing::wait_until(WAIT, "the waiter queued", || {
+            admin.get_children(root, false).map_or(0, |c| c.len()) == w + 2
+        });
+        clients.push((zkw, tracker));
+    }
+
+    // A leader latch leads; another contends.
+    let (leader_zkw, leader_tracker) = tracked(&ensemble);
+    let leader = LeaderLatch::new(&leader_zkw, latch_path, "leader").unwrap();
+    let leader_events = Arc::new(Mutex::new(Vec::new()));
+    let e = leader_events.clone();
+    leader.add_listener(move |ev: LatchEvent| e.lock().unwrap().push(ev));
+    leader.start().unwrap();
+    assert!(leader.await_leadership(WAIT).unwrap());
+    let (other_zkw, other_tracker) = tracked(&ensemble);
+    let other = LeaderLatch::new(&other_zkw, latch_path, "other").unwrap();
+    let other_led = Arc::new(AtomicUsize::new(0));
+    let o = other_led.clone();
+    other.add_listener(move |ev: LatchEvent| {
+        if ev == LatchEvent::IsLeader {
+            o.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    other.start().unwrap();
+
+    let everyone: Vec<&ZooKeeperWatcher> = [&holder_zkw, &leader_zkw, &other_zkw]
+        .into_iter()
+        .chain(clients.iter().map(|(z, _)| z))
+        .collect();
+    let sessions: Vec<i64> = everyone
+        .iter()
+        .map(|z| z.zookeeper().session_id())
+        .collect();
+    for t in [&holder_tracker, &leader_tracker, &other_tracker]
+        .into_iter()
+        .chain(clients.iter().map(|(_, t)| t))
+    {
+        zklock::testing::wait_until(WAIT, "the tracker read the configuration", || {
+            t.config().is_some()
+        });
+    }
+
+    // Add a member: every tracker gives it to its client.
+    let (config, _) = admin.get_config(false).unwrap();
+    let added = ensemble.add_member().unwrap();
+    let four = reconfig_surely(
+        &admin,
+        &Reconfig::incremental(&[ensemble.server_spec(added)], &[]),
+        config.version(),
+    );
+    let new_member = ensemble.address(added);
+    for z in &everyone {
+        zklock::testing::wait_until(WAIT, "the client's list has the new member", || {
+            z.zookeeper().server_list().contains(&new_member)
+        });
+    }
+
+    let four_list: Vec<String> = four.connect_string().split(',').map(String::from).collect();
+    for z in &everyone {
+        settled_on(z.zookeeper(), &four_list);
+    }
+
+    // Remove the member the holder is on, then stop it.
+    let gone = member_of(&ensemble, holder_zkw.zookeeper().session_id());
+    let three = reconfig_surely(
+        &admin,
+        &Reconfig::incremental::<&str>(&[], &[ensemble.server_id(gone)]),
+        four.version(),
+    );
+    let three_list: Vec<String> = three
+        .connect_string()
+        .split(',')
+        .map(String::from)
+        .collect();
+    assert!(!three_list.contains(&ensemble.address(gone)));
+    for z in &everyone {
+        zklock::testing::wait_until(WAIT, "the client's list is the new configuration", || {
+            let mut list = z.zookeeper().server_list();
+            list.sort();
+            let mut want = three_list.clone();
+            want.sort();
+            list == want
+        });
+    }
+    ensemble.stop_removed(gone).unwrap();
+    for (z, id) in everyone.iter().zip(&sessions) {
+        let on = settled_on(z.zookeeper(), &three_list);
+        assert_ne!(on, ensemble.address(gone));
+        assert_eq!(z.zookeeper().session_id(), *id, "the session is the same");
+    }
+
+    // The holder and the leader kept their places.
+    assert!(holder.is_held(), "the holder still holds its lock");
+    // It did move: its server left (in doubt while it moved, then sure).
+    assert!(
+        holder_events.lock().unwrap().contains(&LockEvent::InDoubt),
+        "{:?}",
+        holder_events.lock().unwrap()
+    );
+    assert!(
+        !holder_events.lock().unwrap().contains(&LockEvent::Lost),
+        "{:?}",
+        holder_events.lock().unwrap()
+    );
+    assert!(
+        leader.await_leadership(WAIT).unwrap(),
+        "the leader leads again"
+    );
+    assert!(
+        !leader_events
+            .lock()
+            .unwrap()
+            .contains(&LatchEvent::LeadershipLost),
+        "{:?}",
+        leader_events.lock().unwrap()
+    );
+    assert_eq!(other_led.load(Ordering::SeqCst), 0, "two leaders");
+
+    // The waiters, in order, one at a time.
+    inside.fetch_sub(1, Ordering::SeqCst);
+    holder.release().unwrap();
+    for w in waiters {
+        w.join().unwrap();
+    }
+    assert_eq!(*granted.lock().unwrap(), [0, 1, 2, 3]);
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    // The contender first: once the leader closes, it would lead.
+    other.close().unwrap();
+    assert_eq!(other_led.load(Ordering::SeqCst), 0, "two leaders");
+    leader.close().unwrap();
+    drop((holder_tracker, leader_tracker, other_tracker));
+    for (zkw, tracker) in clients {
+        drop(tracker);
+        zkw.close().unwrap();
+    }
+    for z in [holder_zkw, leader_zkw, other_zkw] {
+        z.close().unwrap();
+    }
+    admin.close().unwrap();
 }

@@ -391,6 +391,34 @@ impl ZooKeeper {
         self.get_config_impl(Some(watcher))
     }
 
+    /// [`get_config`](Self::get_config) without waiting (Java's
+    /// `getConfig(watcher, DataCallback, ctx)`): `callback` gets the outcome
+    /// on the event thread (see [`delete_async`](Self::delete_async)); the
+    /// watch, if any, is registered with the reply. Never blocks: what a
+    /// watcher following the configuration calls.
+    pub fn get_config_async(
+        &self,
+        watcher: Option<Arc<dyn Watcher>>,
+        callback: impl FnOnce(Result<(ClientConfig, Stat)>) + Send + 'static,
+    ) {
+        let mut w = Writer::request(0, op::GET_DATA);
+        w.string(CONFIG_NODE).bool(watcher.is_some());
+        let reg = watch_reg(false, Kind::Config, CONFIG_NODE, watcher);
+        self.shared().call_async(
+            op::GET_DATA,
+            w.finish(),
+            reg,
+            Box::new(move |reply| {
+                callback(
+                    reply
+                        .map_err(|e| config_error("getConfig", e))
+                        .and_then(|body| read_data(&body).map_err(|_| marshalling(CONFIG_NODE)))
+                        .and_then(|(data, stat)| Ok((ClientConfig::parse(&data)?, stat))),
+                )
+            }),
+        );
+    }
+
     /// Changes the ensemble's membership: Java's
     /// `ZooKeeperAdmin.reconfigure` (opcode 16). `from_config`: the
     /// [version](ClientConfig::version) the change applies to, refused with
