@@ -13,9 +13,7 @@ use crate::watcher::{ListenerRegistration, ZooKeeperWatcher};
 /// Follows `/zookeeper/config` and gives each new configuration's client
 /// addresses to [`ZooKeeper::update_server_list`](crate::client::ZooKeeper::update_server_list):
 /// Curator's `EnsembleTracker` (HBase has none). Made by
-/// [`ZooKeeperWatcher::track_ensemble`] or the builder's
-/// [`with_ensemble_tracking`](crate::ZooKeeperWatcherBuilder::with_ensemble_tracking);
-/// it follows until dropped.
+/// [`ZooKeeperWatcher::track_ensemble`]; it follows until dropped.
 ///
 /// It reads the configuration with a watch, without blocking (its reads
 /// are asynchronous: the event thread never waits for them); each change

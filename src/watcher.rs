@@ -858,7 +858,7 @@ impl ZooKeeperWatcher {
 
     /// Follows the ensemble's configuration and keeps this client's server
     /// list in step with it, until the returned tracker is dropped
-    /// (Curator's `EnsembleTracker`; see [`EnsembleTracker`]). For an
+    /// (Curator's `EnsembleTracker`; see [`EnsembleTracker`](crate::EnsembleTracker)). For an
     /// ensemble that changes by `reconfig`: members added are used, clients
     /// spread onto them, and a removed member's clients move, keeping their
     /// session.
