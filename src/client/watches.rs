@@ -196,6 +196,56 @@ impl WatchManager {
         out
     }
 
+    /// Removes `watcher`'s watches of `watcher_type` on `path`, leaving the
+    /// other watchers' (Java's `removeWatches(path, watcher, type, local)`);
+    /// returns each removal with the event it is to be told, and whether the
+    /// removal left no watch of those tables on `path` (then the server's
+    /// watch can go too).
+    pub(crate) fn remove_one(
+        &mut self,
+        path: &str,
+        watcher_type: WatcherType,
+        watcher: &WatcherRef,
+    ) -> (Vec<(WatcherRef, EventType)>, bool) {
+        let kinds: &[Kind] = match watcher_type {
+            WatcherType::Children => &[Kind::Child],
+            WatcherType::Data => &[Kind::Data, Kind::Exist],
+            WatcherType::Any => &[
+                Kind::Data,
+                Kind::Exist,
+                Kind::Child,
+                Kind::Persistent,
+                Kind::Recursive,
+            ],
+            WatcherType::Persistent => &[Kind::Persistent],
+            WatcherType::PersistentRecursive => &[Kind::Recursive],
+        };
+        let mut out: Vec<(WatcherRef, EventType)> = Vec::new();
+        let mut last = true;
+        for &kind in kinds {
+            let ev = match kind {
+                Kind::Data | Kind::Exist | Kind::Config => EventType::DataWatchRemoved,
+                Kind::Child => EventType::ChildWatchRemoved,
+                Kind::Persistent | Kind::Recursive => EventType::PersistentWatchRemoved,
+            };
+            let table = self.table(kind);
+            if let Some(ws) = table.get_mut(path) {
+                if let Some(i) = ws.iter().position(|w| same(w, watcher)) {
+                    let w = ws.remove(i);
+                    if !out.iter().any(|(x, e)| *e == ev && same(x, &w)) {
+                        out.push((w, ev));
+                    }
+                }
+                if ws.is_empty() {
+                    table.remove(path);
+                } else {
+                    last = false;
+                }
+            }
+        }
+        (out, last)
+    }
+
     /// Whether a persistent and a persistent-recursive watch is set on `path`
     /// itself.
     pub(crate) fn persistent_on(&self, path: &str) -> (bool, bool) {
@@ -327,6 +377,29 @@ mod tests {
         assert_eq!(removed.len(), 1);
         assert_eq!(removed[0].1, EventType::PersistentWatchRemoved);
         assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn one_watcher_is_removed_and_the_others_stay() {
+        let mut m = WatchManager::default();
+        let (a, b) = (w(), w());
+        m.add(Kind::Data, "/x", a.clone());
+        m.add(Kind::Exist, "/x", a.clone());
+        m.add(Kind::Data, "/x", b.clone());
+        m.add(Kind::Child, "/x", a.clone());
+        let (removed, last) = m.remove_one("/x", WatcherType::Data, &a);
+        assert_eq!(removed.len(), 1, "told once");
+        assert_eq!(removed[0].1, EventType::DataWatchRemoved);
+        assert!(!last, "b still watches the data");
+        let fired = m.materialize(EventType::NodeDataChanged, "/x");
+        assert_eq!(fired.len(), 1);
+        assert!(same(&fired[0], &b));
+        // The child watch of `a` was of another type: still there.
+        let (removed, last) = m.remove_one("/x", WatcherType::Children, &a);
+        assert_eq!((removed.len(), last), (1, true));
+        let (removed, _) = m.remove_one("/x", WatcherType::Any, &a);
+        assert!(removed.is_empty());
+        assert_eq!(m.len(), 0);
     }
 
     #[test]
