@@ -57,6 +57,7 @@ pub(crate) mod op {
             MULTI => "multi",
             MULTI_READ => "multiRead",
             CREATE2 => "create2",
+            RECONFIG => "reconfig",
             REMOVE_WATCHES => "removeWatches",
             CREATE_CONTAINER => "createContainer",
             CREATE_TTL => "createTTL",
