@@ -354,11 +354,23 @@ fn tracked(ensemble: &ZkEnsemble) -> (ZooKeeperWatcher, EnsembleTracker) {
     (zkw, tracker)
 }
 
+/// A client that follows the ensemble for its whole life (the builder's
+/// opt-in).
+fn tracking(ensemble: &ZkEnsemble) -> ZooKeeperWatcher {
+    ZooKeeperWatcher::builder(&ensemble.connect_string())
+        .with_session_timeout(SESSION)
+        .with_retry(RetryConfig::default().with_sleep_interval(Duration::from_millis(50)))
+        .with_ensemble_tracking(true)
+        .connect()
+        .expect("connect")
+}
+
 /// Issue 46's "done when": while a write lock is held, 4 waiters wait and a
 /// leader latch leads (another latch contending), a member is added and
 /// one removed by `reconfig` (the removed one is the lock holder's server,
-/// then stopped). Every client follows the configuration with its
-/// `EnsembleTracker`. No holder or leader is lost (a move is `InDoubt`,
+/// then stopped). Every client follows the configuration with an
+/// `EnsembleTracker` (the waiters' kept by their watcher, the builder's
+/// `with_ensemble_tracking`). No holder or leader is lost (a move is `InDoubt`,
 /// then `Restored`, never `Lost`), nothing overlaps, the waiters are granted
 /// in order, and every client ends on a member of the new configuration,
 /// with the session it had.
@@ -386,7 +398,7 @@ fn locks_and_leadership_hold_through_reconfig_and_clients_follow_the_ensemble() 
     let mut clients = Vec::new();
     let mut waiters = Vec::new();
     for w in 0..4 {
-        let (zkw, tracker) = tracked(&ensemble);
+        let zkw = tracking(&ensemble);
         let lock = ZkInterProcessReadWriteLock::new(&zkw, root, None)
             .unwrap()
             .write_lock(format!("waiter-{w}").as_bytes());
@@ -407,7 +419,7 @@ fn locks_and_leadership_hold_through_reconfig_and_clients_follow_the_ensemble() 
         zklock::testing::wait_until(WAIT, "the waiter queued", || {
             admin.get_children(root, false).map_or(0, |c| c.len()) == w + 2
         });
-        clients.push((zkw, tracker));
+        clients.push(zkw);
     }
 
     // A leader latch leads; another contends.
@@ -431,18 +443,20 @@ fn locks_and_leadership_hold_through_reconfig_and_clients_follow_the_ensemble() 
 
     let everyone: Vec<&ZooKeeperWatcher> = [&holder_zkw, &leader_zkw, &other_zkw]
         .into_iter()
-        .chain(clients.iter().map(|(z, _)| z))
+        .chain(&clients)
         .collect();
     let sessions: Vec<i64> = everyone
         .iter()
         .map(|z| z.zookeeper().session_id())
         .collect();
-    for t in [&holder_tracker, &leader_tracker, &other_tracker]
-        .into_iter()
-        .chain(clients.iter().map(|(_, t)| t))
-    {
+    for t in [&holder_tracker, &leader_tracker, &other_tracker] {
         zklock::testing::wait_until(WAIT, "the tracker read the configuration", || {
             t.config().is_some()
+        });
+    }
+    for z in &clients {
+        zklock::testing::wait_until(WAIT, "the watcher's tracker read the configuration", || {
+            z.ensemble_config().is_some()
         });
     }
 
@@ -535,8 +549,7 @@ fn locks_and_leadership_hold_through_reconfig_and_clients_follow_the_ensemble() 
     assert_eq!(other_led.load(Ordering::SeqCst), 0, "two leaders");
     leader.close().unwrap();
     drop((holder_tracker, leader_tracker, other_tracker));
-    for (zkw, tracker) in clients {
-        drop(tracker);
+    for zkw in clients {
         zkw.close().unwrap();
     }
     for z in [holder_zkw, leader_zkw, other_zkw] {
