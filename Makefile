@@ -245,7 +245,7 @@ OTHER_VERSIONS ?= 3.6 3.9
 VERSION_TESTS ?= chaos=--exact,short_chaos_run \
   tls=java_client_connects,x509_identities,tls_12_and_13,client_certificate_refused,a_certificate_holders_lock \
   sasl lock_safety recipes_dialects recipes_cache lock_dialects lock_semaphore lock client server_versions \
-  acl_versions
+  acl_versions ensembles
 TEST_BINARIES := import sys, json; \
   arts = [m for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]]; \
   name = lambda m: m["target"]["name"] if m["target"]["kind"] == ["test"] else m["target"]["kind"][0] + "-" + m["target"]["name"]; \

@@ -362,7 +362,9 @@ pub enum Error {
     /// nodes without `zookeeper.extendedTypesEnabled=true`). Java throws a
     /// bare `UnimplementedException`; zklock names what is missing.
     /// [`code`](Error::code) is still `Some(ZkError::Unimplemented)`, so
-    /// `e.is(ZkError::Unimplemented)` holds.
+    /// `e.is(ZkError::Unimplemented)` holds; for a `reconfig` refused by
+    /// servers without `reconfigEnabled=true` it is
+    /// `Some(ZkError::ReconfigDisabled)`, the server's answer.
     ///
     /// A server older than the operation (not merely one with a setting off)
     /// also closes the connection after this answer (its
@@ -500,6 +502,11 @@ impl Error {
         match self {
             Error::Zk { code, .. } | Error::Multi { code, .. } | Error::Connect { code, .. } => {
                 Some(*code)
+            }
+            Error::Unsupported { needs, .. }
+                if *needs == crate::client::config::NEEDS_RECONFIG_ENABLED =>
+            {
+                Some(ZkError::ReconfigDisabled)
             }
             Error::Unsupported { .. } => Some(ZkError::Unimplemented),
             Error::NoReadPermission { .. } => Some(ZkError::NoAuth),

@@ -139,6 +139,7 @@
 pub mod client;
 mod deadline;
 mod engine;
+mod ensemble;
 mod error;
 mod listener;
 pub mod lock;
@@ -186,6 +187,7 @@ mod guides {
 }
 
 pub use deadline::Deadline;
+pub use ensemble::EnsembleTracker;
 pub use error::{Error, Result, ZkError, ZkResultExt};
 pub use listener::{Abortable, LoggingAbortable, ZooKeeperListener};
 pub use metadata::{append_metadata, metadata_identifier, remove_metadata};

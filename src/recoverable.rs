@@ -332,6 +332,21 @@ impl RecoverableZooKeeper {
         self.retrying("getChildren", path, |_| self.zk.get_children2(path, watch))
     }
 
+    /// The ensemble's configuration ([`ZooKeeper::get_config`]: it ignores
+    /// the chroot), retried on `ConnectionLoss` and `OperationTimeout`.
+    /// The data is the server's own (it carries no metadata prefix).
+    /// (`reconfig` is not retried here, a lost one may have been applied:
+    /// call it on [`zookeeper`](Self::zookeeper) with `from_config`.)
+    ///
+    /// # Errors
+    /// As [`ZooKeeper::get_config`], after the retries.
+    #[doc(alias = "getConfig")]
+    pub fn get_config(&self, watch: bool) -> Result<(crate::client::ClientConfig, Stat)> {
+        self.retrying("getConfig", "/zookeeper/config", |_| {
+            self.zk.get_config(watch)
+        })
+    }
+
     /// Data without the metadata prefix, and `Stat`.
     #[doc(alias = "getData")]
     pub fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {

@@ -150,6 +150,10 @@ struct WatcherInner {
     hooks: Mutex<Hooks>,
     /// Whether any hook subscribed to a path (see `has_path_hooks`).
     path_hooks: AtomicBool,
+    /// The ensemble tracker of
+    /// [`ZooKeeperWatcherBuilder::with_ensemble_tracking`] (it holds this
+    /// watcher weakly).
+    ensemble: Mutex<Option<crate::EnsembleTracker>>,
 }
 
 /// A library listener's subscription to connection events (type `None`). Called
@@ -339,6 +343,8 @@ pub struct ZooKeeperWatcherBuilder {
     base_znode: String,
     create_base: bool,
     renew: bool,
+    /// Follow the ensemble's configuration (`with_ensemble_tracking`).
+    track_ensemble: bool,
     /// HBase configuration entries for the znode layout (`with_hbase_conf`).
     hbase_conf: Option<Vec<(String, String)>>,
     /// Whether writes carry HBase's metadata prefix (`with_metadata_prefix`).
@@ -546,6 +552,18 @@ impl ZooKeeperWatcherBuilder {
         self
     }
 
+    /// Follows the ensemble's configuration for the watcher's whole life
+    /// (off by default): the [`EnsembleTracker`](crate::EnsembleTracker) of
+    /// [`ZooKeeperWatcher::track_ensemble`], started at `connect` and kept
+    /// by the watcher; [`ZooKeeperWatcher::ensemble_config`] reads what it
+    /// last saw. For an ensemble that changes by `reconfig` (see
+    /// `docs/ensembles.md`).
+    #[must_use]
+    pub fn with_ensemble_tracking(mut self, track: bool) -> Self {
+        self.track_ensemble = track;
+        self
+    }
+
     /// Connects and returns the watcher once the session is established and the
     /// watcher has handled its `SyncConnected` event: listeners registered
     /// afterwards are told only of later events.
@@ -588,6 +606,7 @@ impl ZooKeeperWatcherBuilder {
             path_hooks: AtomicBool::new(false),
             renew: self.renew,
             renewing: AtomicBool::new(false),
+            ensemble: Mutex::new(None),
         });
         let weak: Weak<dyn Watcher> = Arc::downgrade(&inner) as Weak<dyn Watcher>;
         pending.prepare(weak)?;
@@ -618,6 +637,9 @@ impl ZooKeeperWatcherBuilder {
             }
         }
         *zkw.inner.identifier.write() = format!("{}-0x{:x}", zkw.inner.prefix, zk.session_id());
+        if self.track_ensemble {
+            *zkw.inner.ensemble.lock() = Some(zkw.track_ensemble());
+        }
         if self.create_base {
             if let Err(e) = zkw
                 .inner
@@ -698,6 +720,7 @@ impl ZooKeeperWatcher {
             base_znode: DEFAULT_BASE_ZNODE.to_string(),
             create_base: false,
             renew: false,
+            track_ensemble: false,
             hbase_conf: None,
             metadata: true,
             acl: None,
@@ -854,6 +877,27 @@ impl ZooKeeperWatcher {
             watcher: Arc::downgrade(&self.inner),
             listener: Some(listener),
         }
+    }
+
+    /// Follows the ensemble's configuration and keeps this client's server
+    /// list in step with it, until the returned tracker is dropped
+    /// (Curator's `EnsembleTracker`; see [`EnsembleTracker`](crate::EnsembleTracker)). For an
+    /// ensemble that changes by `reconfig`: members added are used, clients
+    /// spread onto them, and a removed member's clients move, keeping their
+    /// session.
+    pub fn track_ensemble(&self) -> crate::EnsembleTracker {
+        crate::EnsembleTracker::start(self)
+    }
+
+    /// The configuration the tracker of
+    /// [`with_ensemble_tracking`](ZooKeeperWatcherBuilder::with_ensemble_tracking)
+    /// last read; `None` without it, or before its first answer.
+    pub fn ensemble_config(&self) -> Option<crate::client::ClientConfig> {
+        self.inner
+            .ensemble
+            .lock()
+            .as_ref()
+            .and_then(crate::EnsembleTracker::config)
     }
 
     /// A weak handle: reaches this session without keeping it open (see

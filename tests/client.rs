@@ -887,6 +887,54 @@ fn remove_watches_by_kind() {
     teardown(&zk, &root);
 }
 
+/// `remove_watcher` takes one watcher off a path and leaves the others
+/// (Java's `removeWatches(path, watcher, type, local)`); the server's watch
+/// goes only with the last one.
+#[test]
+fn remove_watcher_removes_one_watcher_only() {
+    let (zk, _events, root) = setup("remove-one");
+    let p = format!("{root}/p");
+    zk.create(&p, b"", open(), CreateMode::Persistent).unwrap();
+    let (a, b) = (Events::new(), Events::new());
+    let wa: Arc<dyn Watcher> = Arc::new(a.watcher());
+    let wb: Arc<dyn Watcher> = Arc::new(b.watcher());
+    zk.get_data_watch(&p, wa.clone()).unwrap();
+    zk.exists_watch(&p, wa.clone()).unwrap();
+    zk.get_data_watch(&p, wb.clone()).unwrap();
+    zk.get_children_watch(&p, wa.clone()).unwrap();
+    zk.remove_watcher(&p, &wa, WatcherType::Data).unwrap();
+    a.wait_node(EventType::DataWatchRemoved, &p, 1, WAIT);
+    assert_code(
+        zk.remove_watcher(&p, &wa, WatcherType::Data),
+        ZkError::NoWatcher,
+    );
+    // b still hears the change; a's data watch is gone, its child watch not.
+    zk.set_data(&p, b"x", None).unwrap();
+    b.wait_node(EventType::NodeDataChanged, &p, 1, WAIT);
+    zk.create(&format!("{p}/c"), b"", open(), CreateMode::Persistent)
+        .unwrap();
+    a.wait_node(EventType::NodeChildrenChanged, &p, 1, WAIT);
+    settle(&zk);
+    assert_eq!(
+        a.node_count(EventType::NodeDataChanged, &p),
+        0,
+        "{:?}",
+        a.nodes()
+    );
+    assert_eq!(a.node_count(EventType::DataWatchRemoved, &p), 1);
+    assert_eq!(b.nodes().len(), 1, "{:?}", b.nodes());
+    // The last watcher: the server's watch goes too.
+    zk.exists_watch(&p, wb.clone()).unwrap();
+    zk.remove_watcher(&p, &wb, WatcherType::Any).unwrap();
+    b.wait_node(EventType::DataWatchRemoved, &p, 1, WAIT);
+    assert_eq!(zk.watch_count(), 0);
+    let addr = shared_server().connect_string();
+    if test_servers() == addr {
+        assert!(wchc_paths(&addr, zk.session_id()).is_empty());
+    }
+    teardown(&zk, &root);
+}
+
 #[test]
 fn remove_watches_async_goes_before_the_next_request() {
     let (zk, _events, root) = setup("remove_async");

@@ -1471,3 +1471,89 @@ fn the_cli_says_the_server_refused_our_client_certificate() {
     );
     assert!(!err.contains("no ZooKeeper answer"), "{err}");
 }
+
+// ---------------------------------------------------------------------------
+// Rotated credentials (issue 46)
+// ---------------------------------------------------------------------------
+
+use zklock::client::ReplyKind;
+
+/// The x509 identity the server gives the session (its `whoAmI`).
+fn x509_of(zk: &ZooKeeper) -> String {
+    zk.who_am_i()
+        .unwrap()
+        .into_iter()
+        .find(|i| i.auth_scheme == "x509")
+        .map(|i| i.user)
+        .unwrap_or_default()
+}
+
+/// Ends the live connection (a lost reply); the session reconnects.
+fn reconnect(zk: &ZooKeeper) {
+    zk.lose_next_reply(ReplyKind::Exists);
+    assert!(zk.exists("/", false).unwrap_err().is_retryable());
+    zk.wait_connected(Duration::from_secs(20)).unwrap();
+}
+
+/// Certificate files replaced under a running client are used from its next
+/// connection on (the server's whoAmI names the new certificate), in the
+/// same session; a broken replacement is kept out with a clear error while
+/// the previous certificate serves, until a good one comes.
+#[test]
+fn rotated_certificate_files_are_used_at_the_next_reconnect() {
+    let (pki, server) = shared();
+    let (alice, bob) = (pki.client("alice").unwrap(), pki.client("bob").unwrap());
+    let dir = ScratchDir::new("tls-rotate").unwrap();
+    let (cert, key) = (dir.path().join("client.pem"), dir.path().join("client.key"));
+    let install = |c: &ClientCert| {
+        std::fs::copy(&c.cert_pem, &cert).unwrap();
+        std::fs::copy(&c.key_pem, &key).unwrap();
+    };
+    install(&alice);
+    let config = TlsConfig::builder()
+        .with_ca_file(pki.ca_pem())
+        .with_client_cert(&cert, &key)
+        .build()
+        .unwrap();
+    let zk = builder(&secure(server), Some(config.clone()))
+        .connect(|_e| {})
+        .unwrap();
+    let id = zk.session_id();
+    assert_eq!(x509_of(&zk), alice.acl_id);
+
+    install(&bob);
+    reconnect(&zk);
+    assert_eq!(
+        x509_of(&zk),
+        bob.acl_id,
+        "the new certificate at the reconnect"
+    );
+    assert_eq!(zk.session_id(), id);
+    assert_eq!(config.reload_error(), None);
+
+    // Half a rotation: alice's certificate with bob's key does not build.
+    std::fs::copy(&alice.cert_pem, &cert).unwrap();
+    reconnect(&zk);
+    assert_eq!(x509_of(&zk), bob.acl_id, "the previous certificate serves");
+    match config.reload_error() {
+        Some(TlsError::Config(why)) => assert!(why.contains("client certificate"), "{why}"),
+        other => panic!("expected the mismatched key's error, got {other:?}"),
+    }
+    // A truncated file: kept out too, naming the file.
+    std::fs::write(&cert, b"-----BEGIN CERTIFICATE-----\n").unwrap();
+    reconnect(&zk);
+    assert_eq!(x509_of(&zk), bob.acl_id);
+    assert!(
+        matches!(config.reload_error(), Some(TlsError::File { ref path, .. }) if *path == cert),
+        "{:?}",
+        config.reload_error()
+    );
+    // The rotation completes.
+    std::fs::copy(&alice.key_pem, &key).unwrap();
+    std::fs::copy(&alice.cert_pem, &cert).unwrap();
+    reconnect(&zk);
+    assert_eq!(x509_of(&zk), alice.acl_id);
+    assert_eq!(config.reload_error(), None);
+    assert_eq!(zk.session_id(), id, "one session throughout");
+    zk.close().unwrap();
+}

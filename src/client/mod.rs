@@ -75,6 +75,7 @@
 //! connection thread drained the connection) may be answered just after
 //! `Disconnected`.
 
+pub(crate) mod config;
 mod connect;
 mod data;
 mod multi;
@@ -97,11 +98,13 @@ pub use crate::types::*;
 pub use crate::deadline::Deadline;
 use crate::error::{Error, Result, ZkError};
 use crate::path::validate_path;
+pub use config::{ClientConfig, QuorumServer, Reconfig, ServerRole};
 use connect::{prepend_chroot, strip_chroot, ConnectString};
 pub(crate) use data::CreatedAndListed;
 pub use multi::{ReadOp, ReadResult};
 use proto::{op, Reader, Writer};
 pub use sasl::SaslConfig;
+pub use session::hosts::ServerOrder;
 use session::{SessionShared, Settings, WatchReg};
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsConfigBuilder, TlsError, TlsVersion};
@@ -293,6 +296,7 @@ pub struct ZooKeeperBuilder {
     #[cfg(feature = "tls")]
     tls: Option<TlsConfig>,
     sasl: Option<SaslConfig>,
+    server_order: ServerOrder,
 }
 
 impl fmt::Debug for ZooKeeperBuilder {
@@ -313,7 +317,9 @@ impl fmt::Debug for ZooKeeperBuilder {
             .field("handshake_timeout", &self.handshake_timeout);
         #[cfg(feature = "tls")]
         d.field("tls", &self.tls);
-        d.field("sasl", &self.sasl).finish()
+        d.field("sasl", &self.sasl)
+            .field("server_order", &self.server_order)
+            .finish()
     }
 }
 
@@ -369,6 +375,17 @@ impl ZooKeeperBuilder {
     #[must_use]
     pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
         self.handshake_timeout = Some(timeout);
+        self
+    }
+
+    /// The order the servers of the connect string are tried in: shuffled
+    /// (the default, as Java's, so that clients spread) or
+    /// [listed](ServerOrder::Listed), the first servers preferred and the
+    /// others a fallback (say the servers of the client's own zone first).
+    /// Applies to [`ZooKeeper::update_server_list`]'s lists too.
+    #[must_use]
+    pub fn with_server_order(mut self, order: ServerOrder) -> Self {
+        self.server_order = order;
         self
     }
 
@@ -493,6 +510,7 @@ impl ZooKeeperBuilder {
             #[cfg(feature = "tls")]
             tls: self.tls,
             sasl: self.sasl,
+            server_order: self.server_order,
         };
         let (shared, threads) = session::start(settings, Arc::new(watcher))?;
         Ok(ZooKeeper {
@@ -521,6 +539,7 @@ impl ZooKeeper {
             #[cfg(feature = "tls")]
             tls: None,
             sasl: None,
+            server_order: ServerOrder::Random,
         }
     }
 
@@ -594,6 +613,8 @@ impl ZooKeeper {
             ));
         }
         let mut settings = old.settings.clone();
+        // The servers as last updated, not as first given.
+        settings.hosts = old.server_list();
         settings.session_id = 0;
         settings.password = vec![0; 16];
         let (shared, threads) = session::start(settings, old.default_watcher.clone())?;
@@ -706,6 +727,68 @@ impl ZooKeeper {
     /// The last zxid this client has seen.
     pub fn last_zxid_seen(&self) -> i64 {
         self.shared().last_zxid()
+    }
+
+    /// Replaces the servers this client connects to: Java's
+    /// `ZooKeeper.updateServerList` (ZOOKEEPER-1355), for an ensemble that
+    /// changed ([`reconfig`](Self::reconfig); what
+    /// [`ClientConfig::connect_string`] gives). `connect_string`:
+    /// `host:port,...`, with no chroot or the handle's own.
+    ///
+    /// The session stays: a client whose server is in the new list keeps
+    /// its connection, unless the list grew and the load-balancing rule
+    /// picks it to move (with probability `1 - old / new`, so the new
+    /// servers end with their share of the clients); a client whose server
+    /// left moves, and with the probability that evens the load goes to a
+    /// server that was already in the list or a new one. A client that
+    /// moves ends its connection at once (without waiting here: safe on the
+    /// event thread, in a watcher) and reconnects with its session id and
+    /// password, so its ephemeral nodes and watches stay (its watcher sees
+    /// `Disconnected` then `SyncConnected`); calls in flight on the old
+    /// connection fail with `ConnectionLoss`, as on any reconnect. With
+    /// [`ServerOrder::Listed`] there is no balancing: the client moves only
+    /// when its server left, and then down the new list.
+    ///
+    /// Names are resolved again on every connect attempt (a name that moved
+    /// to new addresses is followed without an update). Servers are compared
+    /// as written: `localhost:2181` and `127.0.0.1:2181` are two servers here.
+    ///
+    /// Returns whether this client moves.
+    ///
+    /// # Errors
+    /// `BadArguments` for a bad connect string or another chroot.
+    #[doc(alias = "updateServerList")]
+    pub fn update_server_list(&self, connect_string: &str) -> Result<bool> {
+        let cs = ConnectString::parse(connect_string)?;
+        if cs.chroot.is_some() && cs.chroot.as_deref() != self.chroot() {
+            return Err(Error::BadArguments(format!(
+                "update_server_list: {connect_string:?} has another chroot than {:?}",
+                self.chroot()
+            )));
+        }
+        let moves = self.shared().update_server_list(cs.hosts);
+        log::info!(
+            "server list updated to {connect_string}{}",
+            if moves {
+                "; moving to another server"
+            } else {
+                ""
+            }
+        );
+        Ok(moves)
+    }
+
+    /// The servers this client connects to, as last given (connect string
+    /// or [`update_server_list`](Self::update_server_list)), in the order
+    /// they are tried.
+    pub fn server_list(&self) -> Vec<String> {
+        self.shared().server_list()
+    }
+
+    /// The server (`host:port`, as listed) of the live connection; `None`
+    /// while not connected.
+    pub fn current_server(&self) -> Option<String> {
+        self.shared().current_server()
     }
 
     /// The chroot of the connect string, if any.

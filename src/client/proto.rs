@@ -23,6 +23,7 @@ pub(crate) mod op {
     pub(crate) const MULTI: i32 = 14;
     pub(crate) const MULTI_READ: i32 = 22;
     pub(crate) const CREATE2: i32 = 15;
+    pub(crate) const RECONFIG: i32 = 16;
     pub(crate) const REMOVE_WATCHES: i32 = 18;
     pub(crate) const CREATE_CONTAINER: i32 = 19;
     pub(crate) const CREATE_TTL: i32 = 21;
@@ -56,6 +57,7 @@ pub(crate) mod op {
             MULTI => "multi",
             MULTI_READ => "multiRead",
             CREATE2 => "create2",
+            RECONFIG => "reconfig",
             REMOVE_WATCHES => "removeWatches",
             CREATE_CONTAINER => "createContainer",
             CREATE_TTL => "createTTL",
@@ -132,6 +134,14 @@ impl Writer {
 
     pub(crate) fn string(&mut self, v: &str) -> &mut Self {
         self.buffer(v.as_bytes())
+    }
+
+    /// A `ustring` that may be null (length −1): jute's `null`.
+    pub(crate) fn opt_string(&mut self, v: Option<&str>) -> &mut Self {
+        match v {
+            Some(v) => self.string(v),
+            None => self.i32(-1),
+        }
     }
 
     pub(crate) fn strings<S: AsRef<str>>(&mut self, v: &[S]) -> &mut Self {

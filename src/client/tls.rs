@@ -17,10 +17,20 @@
 //! lists TLS 1.3 suites; both work. The ZooKeeper protocol inside is unchanged,
 //! and the server's x509 provider gives the client the ACL id `x509:` + its
 //! certificate's subject (`CN=alice,OU=test,O=zklock`).
+//!
+//! **Rotated files are picked up**: every connect attempt compares the
+//! files' contents with those last read and, when they changed, builds the
+//! configuration again (kezhuw's client does the same; Java needs a
+//! restart). A changed set that does not build (a key that does not match
+//! its certificate yet, a truncated file) is kept out: the previous
+//! configuration serves, a warning is logged once per change, and
+//! [`TlsConfig::reload_error`] says why.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 pub use crate::error::TlsError;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -100,18 +110,32 @@ impl TlsError {
 ///     .connect(|_e| {})?;
 /// # Ok::<(), zklock::Error>(())
 /// ```
+///
+/// Clones share the configuration and its reloads.
 #[derive(Clone)]
 pub struct TlsConfig {
-    pub(crate) config: Arc<ClientConfig>,
+    inner: Arc<Reloading>,
+}
+
+/// The files and what was last built from them.
+struct Reloading {
+    builder: TlsConfigBuilder,
+    loaded: Mutex<Loaded>,
+}
+
+struct Loaded {
+    config: Arc<ClientConfig>,
+    /// The files' contents when last read (`None`: unreadable).
+    contents: Vec<Option<Vec<u8>>>,
+    /// Why the last change was kept out.
+    error: Option<TlsError>,
 }
 
 impl fmt::Debug for TlsConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TlsConfig")
-            .field(
-                "client_auth",
-                &self.config.client_auth_cert_resolver.has_certs(),
-            )
+            .field("client_auth", &self.has_client_cert())
+            .field("reload_error", &self.reload_error())
             .finish_non_exhaustive()
     }
 }
@@ -120,7 +144,43 @@ impl TlsConfig {
     /// Whether a client certificate is presented (its subject becomes the
     /// session's `x509` id on a server that asks for one).
     pub(crate) fn has_client_cert(&self) -> bool {
-        self.config.client_auth_cert_resolver.has_certs()
+        self.inner.builder.client.is_some()
+    }
+
+    /// The configuration for a new connection: built again first if the
+    /// files changed since last read (see the [module docs](self)); a
+    /// change that does not build is kept out, the previous configuration
+    /// serves.
+    pub(crate) fn client_config(&self) -> Arc<ClientConfig> {
+        let contents = self.inner.builder.contents();
+        let mut loaded = self.inner.loaded.lock();
+        if contents == loaded.contents {
+            return loaded.config.clone();
+        }
+        loaded.contents = contents;
+        match self.inner.builder.clone().client_config() {
+            Ok(config) => {
+                log::info!(
+                    "TLS: the certificate files changed; using them from this connection on"
+                );
+                loaded.config = Arc::new(config);
+                loaded.error = None;
+            }
+            Err(e) => {
+                log::warn!(
+                    "TLS: the certificate files changed but cannot be used ({e}); the previous ones serve"
+                );
+                loaded.error = Some(e);
+            }
+        }
+        loaded.config.clone()
+    }
+
+    /// Why the files' last change was kept out (the previous configuration
+    /// serves), or `None` when the files in use are the latest. Cleared by
+    /// a later change that builds.
+    pub fn reload_error(&self) -> Option<TlsError> {
+        self.inner.loaded.lock().error.clone()
     }
 
     /// A builder: no CA yet (one is required), hostname verification on, TLS
@@ -210,7 +270,35 @@ impl TlsConfigBuilder {
         self.build_tls().map_err(crate::Error::Tls)
     }
 
+    /// Every file's contents, in a fixed order (`None`: unreadable).
+    fn contents(&self) -> Vec<Option<Vec<u8>>> {
+        let client = self.client.iter().flat_map(|(c, k)| [c, k]);
+        self.ca_files
+            .iter()
+            .chain(&self.crl_files)
+            .chain(client)
+            .map(|p| std::fs::read(p).ok())
+            .collect()
+    }
+
     fn build_tls(self) -> Result<TlsConfig, TlsError> {
+        // Read before building: a change made meanwhile is seen at the next
+        // connect.
+        let contents = self.contents();
+        let config = self.clone().client_config()?;
+        Ok(TlsConfig {
+            inner: Arc::new(Reloading {
+                builder: self,
+                loaded: Mutex::new(Loaded {
+                    config: Arc::new(config),
+                    contents,
+                    error: None,
+                }),
+            }),
+        })
+    }
+
+    fn client_config(self) -> Result<ClientConfig, TlsError> {
         if self.ca_files.is_empty() {
             return Err(TlsError::Config(
                 "no CA: give the server's CA with with_ca_file".into(),
@@ -255,7 +343,7 @@ impl TlsConfigBuilder {
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyHostVerifier(webpki)))
         };
-        let config = match &self.client {
+        Ok(match &self.client {
             None => builder.with_no_client_auth(),
             Some((cert_path, key_path)) => {
                 let chain = read_certs(cert_path)?;
@@ -267,9 +355,6 @@ impl TlsConfigBuilder {
                     .with_client_auth_cert(chain, key)
                     .map_err(|e| TlsError::Config(format!("client certificate and key: {e}")))?
             }
-        };
-        Ok(TlsConfig {
-            config: Arc::new(config),
         })
     }
 }

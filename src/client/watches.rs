@@ -18,6 +18,12 @@ pub(crate) enum Kind {
     Child,
     Persistent,
     Recursive,
+    /// The ensemble's configuration (`get_config`'s watch): a one-shot data
+    /// watch on the server path `/zookeeper/config`, whatever the chroot
+    /// (Java's `ServerDataWatchRegistration`). Kept apart from the client
+    /// paths, so that a chroot never makes it collide with a node of the
+    /// same client path, nor adds itself in front of it on SetWatches.
+    Config,
 }
 
 pub(crate) use crate::util::same_arc as same;
@@ -35,6 +41,9 @@ pub(crate) struct WatchManager {
     child: HashMap<String, Vec<WatcherRef>>,
     persistent: HashMap<String, Vec<WatcherRef>>,
     recursive: HashMap<String, Vec<WatcherRef>>,
+    /// [`Kind::Config`]'s table: one key at most, the server path
+    /// `/zookeeper/config`.
+    config: HashMap<String, Vec<WatcherRef>>,
 }
 
 impl std::fmt::Debug for WatchManager {
@@ -45,6 +54,7 @@ impl std::fmt::Debug for WatchManager {
             .field("child", &self.child.len())
             .field("persistent", &self.persistent.len())
             .field("recursive", &self.recursive.len())
+            .field("config", &self.config.len())
             .finish()
     }
 }
@@ -57,7 +67,30 @@ impl WatchManager {
             Kind::Child => &mut self.child,
             Kind::Persistent => &mut self.persistent,
             Kind::Recursive => &mut self.recursive,
+            Kind::Config => &mut self.config,
         }
+    }
+
+    /// The watchers of [`Kind::Config`] an event on the server path
+    /// `/zookeeper/config` triggers (one-shot: removed).
+    pub(crate) fn materialize_config(&mut self, event_type: EventType) -> Vec<WatcherRef> {
+        let mut out = Vec::new();
+        if matches!(
+            event_type,
+            EventType::NodeCreated | EventType::NodeDataChanged | EventType::NodeDeleted
+        ) {
+            for (_, ws) in self.config.drain() {
+                for w in ws {
+                    push_unique(&mut out, w);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a [`Kind::Config`] watch is set (SetWatches sets it again).
+    pub(crate) fn config_watched(&self) -> bool {
+        self.config.values().any(|ws| !ws.is_empty())
     }
 
     pub(crate) fn add(&mut self, kind: Kind, path: &str, watcher: WatcherRef) {
@@ -150,6 +183,7 @@ impl WatchManager {
                 Kind::Data | Kind::Exist => EventType::DataWatchRemoved,
                 Kind::Child => EventType::ChildWatchRemoved,
                 Kind::Persistent | Kind::Recursive => EventType::PersistentWatchRemoved,
+                Kind::Config => EventType::DataWatchRemoved,
             };
             if let Some(ws) = self.table(kind).remove(path) {
                 for w in ws {
@@ -160,6 +194,56 @@ impl WatchManager {
             }
         }
         out
+    }
+
+    /// Removes `watcher`'s watches of `watcher_type` on `path`, leaving the
+    /// other watchers' (Java's `removeWatches(path, watcher, type, local)`);
+    /// returns each removal with the event it is to be told, and whether the
+    /// removal left no watch of those tables on `path` (then the server's
+    /// watch can go too).
+    pub(crate) fn remove_one(
+        &mut self,
+        path: &str,
+        watcher_type: WatcherType,
+        watcher: &WatcherRef,
+    ) -> (Vec<(WatcherRef, EventType)>, bool) {
+        let kinds: &[Kind] = match watcher_type {
+            WatcherType::Children => &[Kind::Child],
+            WatcherType::Data => &[Kind::Data, Kind::Exist],
+            WatcherType::Any => &[
+                Kind::Data,
+                Kind::Exist,
+                Kind::Child,
+                Kind::Persistent,
+                Kind::Recursive,
+            ],
+            WatcherType::Persistent => &[Kind::Persistent],
+            WatcherType::PersistentRecursive => &[Kind::Recursive],
+        };
+        let mut out: Vec<(WatcherRef, EventType)> = Vec::new();
+        let mut last = true;
+        for &kind in kinds {
+            let ev = match kind {
+                Kind::Data | Kind::Exist | Kind::Config => EventType::DataWatchRemoved,
+                Kind::Child => EventType::ChildWatchRemoved,
+                Kind::Persistent | Kind::Recursive => EventType::PersistentWatchRemoved,
+            };
+            let table = self.table(kind);
+            if let Some(ws) = table.get_mut(path) {
+                if let Some(i) = ws.iter().position(|w| same(w, watcher)) {
+                    let w = ws.remove(i);
+                    if !out.iter().any(|(x, e)| *e == ev && same(x, &w)) {
+                        out.push((w, ev));
+                    }
+                }
+                if ws.is_empty() {
+                    table.remove(path);
+                } else {
+                    last = false;
+                }
+            }
+        }
+        (out, last)
     }
 
     /// Whether a persistent and a persistent-recursive watch is set on `path`
@@ -194,13 +278,7 @@ impl WatchManager {
         let mut out = Vec::new();
         // By address: linear in the number of registrations, however many.
         let mut seen = std::collections::HashSet::new();
-        for table in [
-            &self.data,
-            &self.exist,
-            &self.child,
-            &self.persistent,
-            &self.recursive,
-        ] {
+        for table in self.tables() {
             for ws in table.values() {
                 for w in ws {
                     if seen.insert(Arc::as_ptr(w).cast::<u8>() as usize) {
@@ -217,14 +295,15 @@ impl WatchManager {
         *self = WatchManager::default();
     }
 
-    /// The five tables.
-    fn tables(&self) -> [&HashMap<String, Vec<WatcherRef>>; 5] {
+    /// The six tables.
+    fn tables(&self) -> [&HashMap<String, Vec<WatcherRef>>; 6] {
         [
             &self.data,
             &self.exist,
             &self.child,
             &self.persistent,
             &self.recursive,
+            &self.config,
         ]
     }
 
@@ -298,5 +377,54 @@ mod tests {
         assert_eq!(removed.len(), 1);
         assert_eq!(removed[0].1, EventType::PersistentWatchRemoved);
         assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn one_watcher_is_removed_and_the_others_stay() {
+        let mut m = WatchManager::default();
+        let (a, b) = (w(), w());
+        m.add(Kind::Data, "/x", a.clone());
+        m.add(Kind::Exist, "/x", a.clone());
+        m.add(Kind::Data, "/x", b.clone());
+        m.add(Kind::Child, "/x", a.clone());
+        let (removed, last) = m.remove_one("/x", WatcherType::Data, &a);
+        assert_eq!(removed.len(), 1, "told once");
+        assert_eq!(removed[0].1, EventType::DataWatchRemoved);
+        assert!(!last, "b still watches the data");
+        let fired = m.materialize(EventType::NodeDataChanged, "/x");
+        assert_eq!(fired.len(), 1);
+        assert!(same(&fired[0], &b));
+        // The child watch of `a` was of another type: still there.
+        let (removed, last) = m.remove_one("/x", WatcherType::Children, &a);
+        assert_eq!((removed.len(), last), (1, true));
+        let (removed, _) = m.remove_one("/x", WatcherType::Any, &a);
+        assert!(removed.is_empty());
+        assert_eq!(m.len(), 0);
+    }
+
+    #[test]
+    fn the_config_watch_lives_apart() {
+        let mut m = WatchManager::default();
+        let d = w();
+        m.add(Kind::Data, "/zookeeper/config", d.clone());
+        // The configuration's watch lives apart: a node of the same client
+        // path (under a chroot) neither fires nor removes it.
+        let c = w();
+        m.add(Kind::Config, "/zookeeper/config", c.clone());
+        assert!(m.config_watched());
+        assert_eq!(m.all_watchers().len(), 2);
+        assert_eq!(
+            m.materialize(EventType::NodeDataChanged, "/zookeeper/config")
+                .len(),
+            1,
+            "the client path's watch only"
+        );
+        assert!(m
+            .materialize_config(EventType::NodeChildrenChanged)
+            .is_empty());
+        assert_eq!(m.all_watchers().len(), 1);
+        assert_eq!(m.materialize_config(EventType::NodeDataChanged).len(), 1);
+        assert!(!m.config_watched());
+        assert_eq!(m.len(), 0);
     }
 }

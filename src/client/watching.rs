@@ -62,6 +62,52 @@ impl ZooKeeper {
         Ok(())
     }
 
+    /// Removes one watcher's watches of `watcher_type` on `path`, leaving
+    /// the other watchers' (Java's `removeWatches(path, watcher, type,
+    /// local = false)`): `watcher` is the `Arc` given to
+    /// [`get_data_watch`](Self::get_data_watch),
+    /// [`exists_watch`](Self::exists_watch) or
+    /// [`get_children_watch`](Self::get_children_watch) (the `*_w` forms
+    /// wrap theirs, which no caller holds). It is told the
+    /// `DataWatchRemoved` / `ChildWatchRemoved` / `PersistentWatchRemoved`
+    /// event; the others hear nothing and keep firing. When it was the last
+    /// watcher of those types on `path`, the server's watch is removed too
+    /// (one round trip); otherwise nothing is sent.
+    ///
+    /// # Errors
+    /// `NoWatcher` when `watcher` has no such watch on `path` here.
+    #[doc(alias = "removeWatches")]
+    pub fn remove_watcher(
+        &self,
+        path: &str,
+        watcher: &Arc<dyn Watcher>,
+        watcher_type: WatcherType,
+    ) -> Result<()> {
+        validate_path(path, false)?;
+        let (removed, last) = self
+            .shared()
+            .watches
+            .lock()
+            .remove_one(path, watcher_type, watcher);
+        if removed.is_empty() {
+            return Err(Error::zk(ZkError::NoWatcher, path));
+        }
+        let reply = if last {
+            let wire = match watcher_type {
+                WatcherType::Persistent | WatcherType::PersistentRecursive => WatcherType::Any,
+                t => t,
+            };
+            let mut w = Writer::request(0, op::REMOVE_WATCHES);
+            w.string(&self.server_path(path)).i32(wire.code());
+            self.shared()
+                .call_remove_watches(w.finish(), path, self.deadline)
+        } else {
+            Ok(Vec::new())
+        };
+        self.removed_watches(path, removed, reply);
+        Ok(())
+    }
+
     /// [`remove_watches`](Self::remove_watches) without waiting (Java's
     /// `removeAllWatches(path, type, local, VoidCallback, ctx)`, `local`
     /// false): the watches are removed here at once and the request sent;

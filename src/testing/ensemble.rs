@@ -21,6 +21,15 @@ use super::FOUR_LETTER_TIMEOUT;
 
 const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
 
+/// The `digest` credentials of the super user of an ensemble of
+/// [`ZkEnsemble::start_reconfigurable`] (`add_auth("digest", SUPER_AUTH)`):
+/// the user who may `reconfig`.
+pub const SUPER_AUTH: &[u8] = b"super:zklock";
+
+/// [`SUPER_AUTH`]'s digest, as the servers' `superDigest` setting names
+/// it (`base64(sha1("super:zklock"))`).
+pub const SUPER_DIGEST: &str = "super:GTvXID4KgrBNvIYRGOvRjN2lsFw=";
+
 /// How long [`ZkEnsemble::start`] waits for the first quorum. Three cold JVMs on a
 /// loaded two-core machine need a few seconds.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -66,11 +75,19 @@ pub struct ZkEnsemble {
     /// [`start_with_quorum_links`](ZkEnsemble::start_with_quorum_links));
     /// empty otherwise.
     links: Vec<Vec<Option<FaultProxy>>>,
+    /// Started by [`start_reconfigurable`](ZkEnsemble::start_reconfigurable):
+    /// dynamic configuration, `reconfigEnabled=true`.
+    reconfigurable: bool,
 }
 
 #[derive(Debug)]
 struct Member {
     client_port: u16,
+    /// Its quorum and election ports (the `server.N` line's).
+    quorum_port: u16,
+    election_port: u16,
+    /// Taken out of the ensemble by [`ZkEnsemble::stop_removed`].
+    removed: bool,
     /// The TLS port of a member of [`ZkEnsemble::start_tls`].
     secure_port: Option<u16>,
     dir: PathBuf,
@@ -80,6 +97,18 @@ struct Member {
 impl Member {
     fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.client_port)
+    }
+
+    /// Its `server.N` line's value for member index `i`, with its client
+    /// address (the dynamic-configuration form).
+    fn spec(&self, i: usize) -> String {
+        format!(
+            "server.{}=127.0.0.1:{}:{}:participant;127.0.0.1:{}",
+            i + 1,
+            self.quorum_port,
+            self.election_port,
+            self.client_port
+        )
     }
 
     fn log(&self) -> PathBuf {
@@ -212,6 +241,189 @@ impl ZkEnsemble {
 
     fn start_with(size: usize, tls: Option<&TestPki>) -> io::Result<ZkEnsemble> {
         ZkEnsemble::start_secured(size, tls, None, false)
+    }
+
+    /// Starts a three-server ensemble that can change by `reconfig`
+    /// (ZooKeeper 3.5 or later): `reconfigEnabled=true`,
+    /// `standaloneEnabled=false`, the members in a dynamic configuration
+    /// file (`server.N=127.0.0.1:quorum:election:participant;127.0.0.1:client`),
+    /// and [`SUPER_DIGEST`]'s user as the super user, who may reconfigure
+    /// (`add_auth("digest", SUPER_AUTH)`). [`add_member`](Self::add_member)
+    /// starts a server that a `reconfig` can add;
+    /// [`stop_removed`](Self::stop_removed) stops one a `reconfig` removed.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_reconfigurable() -> io::Result<ZkEnsemble> {
+        let mut last_error = None;
+        for _ in 0..3 {
+            let mut ensemble = ZkEnsemble::configure(3, None, None, false)?;
+            ensemble.reconfigurable = true;
+            for i in 0..3 {
+                ensemble.write_dynamic_config(i, &[0, 1, 2])?;
+            }
+            for i in 0..3 {
+                let dir = ensemble.dir.clone();
+                ensemble.members[i].spawn(&dir)?;
+            }
+            match ensemble.wait_for_quorum(START_TIMEOUT) {
+                Ok(()) if ensemble.members_are_ours() => {
+                    if ensemble.wait_for_election_listeners(START_TIMEOUT)? {
+                        return Ok(ensemble);
+                    }
+                    last_error = Some(io::Error::other(
+                        "another process took a member's election port",
+                    ));
+                }
+                Ok(()) => last_error = Some(io::Error::other("another server took a port")),
+                Err(e) => {
+                    let bind_failure = ensemble
+                        .members
+                        .iter()
+                        .any(|m| is_bind_failure(&log_since(&m.log(), 0)));
+                    if !bind_failure {
+                        let message = format!("{e}\n{}", ensemble.log_tails());
+                        ensemble.keep_dir_on_drop();
+                        return Err(io::Error::new(e.kind(), message));
+                    }
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| io::Error::other("ensemble did not start")))
+    }
+
+    /// Member `i`'s `server.N` line in the form `reconfig` takes for a
+    /// joining server (`server.N=127.0.0.1:Q:E:participant;127.0.0.1:C`),
+    /// for an ensemble of [`start_reconfigurable`](Self::start_reconfigurable).
+    ///
+    /// # Panics
+    /// If `i >= size()`.
+    pub fn server_spec(&self, i: usize) -> String {
+        self.members[i].spec(i)
+    }
+
+    /// The id `reconfig` knows member `i` by (ZooKeeper's `myid`): `i + 1`.
+    pub fn server_id(&self, i: usize) -> u64 {
+        i as u64 + 1
+    }
+
+    /// Starts one more server for an ensemble of
+    /// [`start_reconfigurable`](Self::start_reconfigurable), configured
+    /// with every member not [removed](Self::stop_removed) plus itself (the
+    /// way ZooKeeper's reconfiguration guide adds a server), and waits (up
+    /// to 60 s) until it follows the leader, not yet voting: a `reconfig`
+    /// joining [`server_spec(i)`](Self::server_spec) then makes it a member.
+    /// Returns its index.
+    ///
+    /// # Errors
+    /// `Unsupported` for an ensemble not started reconfigurable; when it does
+    /// not come up, the error has the tail of its log.
+    pub fn add_member(&mut self) -> io::Result<usize> {
+        if !self.reconfigurable {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "add_member needs an ensemble of ZkEnsemble::start_reconfigurable",
+            ));
+        }
+        let i = self.members.len();
+        let ports = free_ports(3)?;
+        let member_dir = self.dir.join(i.to_string());
+        let data = member_dir.join("data");
+        fs::create_dir_all(&data)?;
+        fs::write(data.join("myid"), format!("{}\n", i + 1))?;
+        fs::write(
+            member_dir.join("zoo.cfg"),
+            self.static_config(&data, SYNC_LIMIT),
+        )?;
+        self.members.push(Member {
+            client_port: ports[0],
+            quorum_port: ports[1],
+            election_port: ports[2],
+            removed: false,
+            secure_port: None,
+            dir: member_dir,
+            watchdog: None,
+        });
+        let view: Vec<usize> = (0..self.members.len())
+            .filter(|&m| !self.members[m].removed)
+            .collect();
+        self.write_dynamic_config(i, &view)?;
+        let root = self.dir.clone();
+        self.members[i].spawn(&root)?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if self.members[i].mode().as_deref() == Some("follower")
+                && self.members[i].election_listening(0) == Some(true)
+            {
+                return Ok(i);
+            }
+            if !self.members[i].running() || Instant::now() >= deadline {
+                let member = &mut self.members[i];
+                let tail = log_tail(&member.log(), 30);
+                let _ = member.kill();
+                return Err(io::Error::other(format!(
+                    "the added member {i} did not follow the leader on {}; {FIX_HINT}.\nLog:\n{tail}",
+                    member.addr()
+                )));
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Stops member `i`, which a `reconfig` removed from the ensemble (a
+    /// removed server stops serving, but its process stays), and leaves it
+    /// out of later [`add_member`](Self::add_member) configurations and of
+    /// [`wait_for_quorum`](Self::wait_for_quorum)'s majority.
+    pub fn stop_removed(&mut self, i: usize) -> io::Result<()> {
+        let member = self.member_mut(i)?;
+        member.removed = true;
+        member.kill()
+    }
+
+    /// A member's static `zoo.cfg` in a reconfigurable ensemble: no client
+    /// port (it is in the dynamic file), the dynamic file beside it.
+    fn static_config(&self, data: &Path, sync_limit: u32) -> String {
+        format!(
+            "tickTime={tick}\n\
+             initLimit={INIT_LIMIT}\n\
+             syncLimit={sync_limit}\n\
+             dataDir={data}\n\
+             minSessionTimeout={min}\n\
+             maxSessionTimeout={max}\n\
+             maxClientCnxns=0\n\
+             4lw.commands.whitelist=*\n\
+             admin.enableServer=false\n\
+             reconfigEnabled=true\n\
+             standaloneEnabled=false\n\
+             DigestAuthenticationProvider.superDigest={SUPER_DIGEST}\n\
+             dynamicConfigFile={dynamic}\n",
+            tick = TICK_TIME.as_millis(),
+            data = data.display(),
+            min = MIN_SESSION_TIMEOUT.as_millis(),
+            max = MAX_SESSION_TIMEOUT.as_millis(),
+            dynamic = data
+                .parent()
+                .unwrap_or(data)
+                .join("zoo.cfg.dynamic")
+                .display(),
+        )
+    }
+
+    /// Writes member `i`'s static `zoo.cfg` and its dynamic file naming
+    /// `view`'s members.
+    fn write_dynamic_config(&self, i: usize, view: &[usize]) -> io::Result<()> {
+        let member = &self.members[i];
+        let data = member.dir.join("data");
+        fs::write(
+            member.dir.join("zoo.cfg"),
+            self.static_config(&data, SYNC_LIMIT),
+        )?;
+        let mut dynamic = String::new();
+        for &m in view {
+            let _ = writeln!(dynamic, "{}", self.members[m].spec(m));
+        }
+        fs::write(member.dir.join("zoo.cfg.dynamic"), dynamic)
     }
 
     /// `jaas`: the JAAS file of a SASL ensemble; `links`: see
@@ -362,6 +574,9 @@ impl ZkEnsemble {
             fs::write(member_dir.join("zoo.cfg"), config)?;
             members.push(Member {
                 client_port: ports[3 * i],
+                quorum_port: ports[3 * i + 1],
+                election_port: ports[3 * i + 2],
+                removed: false,
                 secure_port,
                 dir: member_dir,
                 watchdog: None,
@@ -371,6 +586,7 @@ impl ZkEnsemble {
             dir,
             members,
             links: proxies,
+            reconfigurable: false,
         })
     }
 
@@ -544,7 +760,8 @@ impl ZkEnsemble {
                 .iter()
                 .filter(|m| m.as_deref() == Some("leader"))
                 .count();
-            if leaders == 1 && serving == running.len() && serving > self.size() / 2 {
+            let voters = self.members.iter().filter(|m| !m.removed).count();
+            if leaders == 1 && serving == running.len() && serving > voters / 2 {
                 return Ok(());
             }
             if Instant::now() >= deadline {

@@ -120,7 +120,7 @@ mod server;
 mod version;
 
 #[cfg(feature = "testing")]
-pub use ensemble::ZkEnsemble;
+pub use ensemble::{ZkEnsemble, SUPER_AUTH, SUPER_DIGEST};
 #[cfg(feature = "testing")]
 pub use expire::{close_session, expire_session};
 #[cfg(feature = "testing")]

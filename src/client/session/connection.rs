@@ -63,6 +63,8 @@ pub(super) enum ConnEnd {
     Protocol(String),
     AuthFailed,
     Closing,
+    /// A server-list update moved this client elsewhere.
+    Moved,
     #[cfg(feature = "testing")]
     Injected,
 }
@@ -78,6 +80,7 @@ impl ConnEnd {
             ConnEnd::Protocol(s) => ConnEnd::Protocol(s.clone()),
             ConnEnd::AuthFailed => ConnEnd::AuthFailed,
             ConnEnd::Closing => ConnEnd::Closing,
+            ConnEnd::Moved => ConnEnd::Moved,
             #[cfg(feature = "testing")]
             ConnEnd::Injected => ConnEnd::Injected,
         }
@@ -226,9 +229,6 @@ impl ReadSide {
 
 impl SessionShared {
     pub(super) fn run(self: Arc<Self>) {
-        let mut hosts = self.settings.hosts.clone();
-        shuffle(&mut hosts);
-        let mut next = 0usize;
         let mut failures = 0u32;
         // Attempts in a row that ran out of time on a server that accepted
         // them (see `handshake`).
@@ -246,12 +246,28 @@ impl SessionShared {
                 self.declared_expired.store(true, Ordering::SeqCst);
                 break Terminal::Expired;
             }
-            let host = &hosts[next % hosts.len()];
-            next = next.wrapping_add(1);
-            match self.handshake(host, hosts.len(), &mut slow) {
+            let (host, n_hosts, generation) = {
+                let mut hosts = self.hosts.lock();
+                (
+                    hosts.next(&mut unit_random),
+                    hosts.len(),
+                    hosts.generation(),
+                )
+            };
+            let host = &host;
+            match self.handshake(host, n_hosts, &mut slow) {
                 Ok(None) => break Terminal::Expired,
                 Ok(Some((stream, reconnect, pending))) => {
                     failures = 0;
+                    // A move asked before this attempt is done by it; one
+                    // asked during its handshake ends it (see
+                    // `HostList::connected`). Under the list's lock, so an
+                    // update that comes next sets its request after this.
+                    {
+                        let mut hosts = self.hosts.lock();
+                        let must_move = hosts.connected(host, generation);
+                        self.move_requested.store(must_move, Ordering::SeqCst);
+                    }
                     self.refused_hosts.lock().clear();
                     #[cfg(feature = "tls")]
                     self.tls_failed.lock().clear();
@@ -283,6 +299,9 @@ impl SessionShared {
                         ConnEnd::PingTimeout(d) => info!(
                             "a ping to {host} unanswered for {d:?}: closing the connection and reconnecting"
                         ),
+                        ConnEnd::Moved => info!(
+                            "the server list changed: leaving {host} for another server (the session moves with the client)"
+                        ),
                         e => info!("connection to {host} lost ({e:?}); reconnecting"),
                     }
                     // An auth failure ends the handle: no Disconnected before
@@ -291,6 +310,7 @@ impl SessionShared {
                         break Terminal::AuthFailed;
                     }
                     self.on_disconnected();
+                    self.hosts.lock().disconnected();
                     if let ConnEnd::Closing = end {
                         break Terminal::Closed;
                     }
@@ -330,7 +350,8 @@ impl SessionShared {
         };
         self.finish(terminal);
         if expired_here {
-            self.close_expired_session(&hosts, next);
+            let hosts = self.server_list();
+            self.close_expired_session(&hosts, 0);
         }
     }
 
@@ -861,6 +882,9 @@ impl SessionShared {
             if let Some(end) = self.read_end.lock().take() {
                 return end;
             }
+            if self.move_requested.swap(false, Ordering::SeqCst) {
+                return ConnEnd::Moved;
+            }
             if stream.is_shut() {
                 if self.session.lock().closing {
                     return ConnEnd::Closing;
@@ -1057,7 +1081,7 @@ impl SessionShared {
                         let restore = match kind {
                             Kind::Data | Kind::Exist => persistent || recursive,
                             Kind::Child => persistent,
-                            Kind::Persistent | Kind::Recursive => false,
+                            Kind::Persistent | Kind::Recursive | Kind::Config => false,
                         };
                         drop(m);
                         if restore {
@@ -1105,12 +1129,39 @@ impl SessionShared {
             return;
         };
         let path = strip_chroot(self.settings.chroot.as_deref(), server_path);
-        let watchers = self.watches.lock().materialize(event_type, &path);
+        let keeper_state = KeeperState::from_code(state).unwrap_or(KeeperState::SyncConnected);
+        let (mut watchers, config) = {
+            let mut m = self.watches.lock();
+            let config = if server_path == CONFIG_NODE {
+                m.materialize_config(event_type)
+            } else {
+                Vec::new()
+            };
+            (m.materialize(event_type, &path), config)
+        };
+        // The configuration's watchers hear the server path (Java's
+        // `getConfig` watch ignores the chroot); without a chroot it is the
+        // same event, told once to each watcher.
+        if !config.is_empty() {
+            if path == server_path {
+                for w in config {
+                    if !watchers.iter().any(|x| same(x, &w)) {
+                        watchers.push(w);
+                    }
+                }
+            } else {
+                let event = WatchedEvent {
+                    event_type,
+                    keeper_state,
+                    path: Some(server_path.to_string()),
+                };
+                let _ = self.enqueue(EventMsg::Deliver(config, event));
+            }
+        }
         trace!("event {event_type:?} {path}: {} watcher(s)", watchers.len());
         if watchers.is_empty() {
             return;
         }
-        let keeper_state = KeeperState::from_code(state).unwrap_or(KeeperState::SyncConnected);
         let event = WatchedEvent {
             event_type,
             keeper_state,

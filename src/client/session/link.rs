@@ -99,7 +99,7 @@ impl Link {
         deadline: Instant,
     ) -> io::Result<Link> {
         let name = crate::client::tls::server_name(host).map_err(TlsError::into_io)?;
-        let conn = rustls::ClientConnection::new(config.config.clone(), name)
+        let conn = rustls::ClientConnection::new(config.client_config(), name)
             .map_err(|e| TlsError::from_rustls(e, host).into_io())?;
         let link = Link(Arc::new(Inner {
             sock,

@@ -32,6 +32,7 @@
 mod connection;
 mod depot;
 mod events;
+pub(crate) mod hosts;
 mod link;
 mod rewatch;
 
@@ -44,7 +45,7 @@ use crate::engine::wake::{EndWakes, Wake};
 use crate::error::{Error, ZkError};
 use crate::metrics::{metric, Timer};
 use crate::types::{EventType, KeeperState, State, WatchedEvent};
-use crate::util::{jitter, random_u64, shuffle};
+use crate::util::{jitter, random_u64};
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, error, info, trace, warn};
 use parking_lot::{Condvar, Mutex, MutexGuard, ReentrantMutex};
@@ -60,8 +61,13 @@ use std::time::{Duration, Instant};
 use connection::*;
 use depot::*;
 use events::*;
+use hosts::{unit_random, HostList, ServerOrder};
 use link::*;
 use rewatch::*;
+
+/// The node holding the ensemble's configuration (Java's
+/// `ZooDefs.CONFIG_NODE`): a server path, never under the chroot.
+pub(crate) const CONFIG_NODE: &str = "/zookeeper/config";
 
 /// What a caller gets back: the reply body, or the failure.
 pub(crate) type Reply = Result<Vec<u8>, Error>;
@@ -121,6 +127,8 @@ pub(crate) struct Settings {
     pub(crate) tls: Option<super::TlsConfig>,
     /// SASL on every connection, after the ConnectResponse.
     pub(crate) sasl: Option<super::SaslConfig>,
+    /// The order `hosts` are tried in.
+    pub(crate) server_order: ServerOrder,
 }
 
 /// State shared by the handle, the connection thread and the event thread.
@@ -212,6 +220,12 @@ pub(crate) struct SessionShared {
     /// Why the handle ended with `AuthFailed` (the SASL mechanism's or the
     /// server's words), for the error `connect` returns.
     auth_failure: Mutex<Option<String>>,
+    /// The servers to connect to, and in which order: `settings.hosts` until
+    /// [`update_server_list`](SessionShared::update_server_list) replaces them.
+    hosts: Mutex<HostList>,
+    /// Set by an update that moves this client: the connection thread ends
+    /// the connection (the session reconnects elsewhere).
+    move_requested: AtomicBool,
     #[cfg(feature = "testing")]
     lose_replies: Mutex<Vec<i32>>,
     /// Run by the next caller that takes the read side, on its thread, before
@@ -224,7 +238,7 @@ impl std::fmt::Debug for SessionShared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = self.session.lock();
         f.debug_struct("SessionShared")
-            .field("hosts", &self.settings.hosts)
+            .field("hosts", &self.hosts.lock().hosts())
             .field("state", &s.state)
             .field("session_id", &format_args!("{:#x}", s.id))
             .finish_non_exhaustive()
@@ -254,7 +268,9 @@ pub(crate) fn start(
         closing: false,
         told: None,
     };
+    let hosts = Mutex::new(HostList::new(settings.hosts.clone(), settings.server_order));
     let shared = Arc::new(SessionShared {
+        hosts,
         settings,
         default_watcher,
         session: Mutex::new(session),
@@ -291,6 +307,7 @@ pub(crate) fn start(
         tls_failed: Mutex::new(std::collections::HashMap::new()),
         refused_hosts: Mutex::new(HashSet::new()),
         auth_failure: Mutex::new(None),
+        move_requested: AtomicBool::new(false),
         #[cfg(feature = "testing")]
         lose_replies: Mutex::new(Vec::new()),
         #[cfg(feature = "testing")]
@@ -703,7 +720,7 @@ impl SessionShared {
     /// closeSession or said the session had expired; else `ConnectionLoss`.
     fn close_remotely(&self, id: i64, deadline: Instant) -> Result<(), Error> {
         let password = self.session_password();
-        let hosts = &self.settings.hosts;
+        let hosts = &self.server_list();
         let mut next = usize::try_from(random_u64() % hosts.len().max(1) as u64).unwrap_or(0);
         let mut failures = 0u32;
         while !hosts.is_empty() && Instant::now() < deadline {
@@ -731,6 +748,41 @@ impl SessionShared {
         }
         warn!("session {id:#x}: no server confirmed its close; it may live until it expires");
         Err(Error::zk_code(ZkError::ConnectionLoss))
+    }
+
+    /// The servers, in the order they are tried.
+    pub(crate) fn server_list(&self) -> Vec<String> {
+        self.hosts.lock().hosts().to_vec()
+    }
+
+    /// The server of the live connection (`None` while not connected).
+    pub(crate) fn current_server(&self) -> Option<String> {
+        if self.state() != State::Connected {
+            return None;
+        }
+        self.hosts.lock().current().map(str::to_string)
+    }
+
+    /// Replaces the server list (see [`HostList::update`]); when this client
+    /// must move, its connection is ended by the connection thread (never
+    /// waiting here: a watcher may call this on the event thread) and the
+    /// session reconnects to the server the rule picks, keeping its id.
+    /// Whether it moves.
+    pub(crate) fn update_server_list(&self, hosts: Vec<String>) -> bool {
+        let moves = {
+            let mut list = self.hosts.lock();
+            let moves = list.update(hosts, &mut unit_random);
+            if moves {
+                // Read by the connection thread while serving; a handshake
+                // under way resets it when done (see `HostList::connected`).
+                self.move_requested.store(true, Ordering::SeqCst);
+            }
+            moves
+        };
+        if moves {
+            self.poke_conn();
+        }
+        moves
     }
 
     fn shutdown_socket(&self) {

@@ -89,8 +89,14 @@ impl SessionShared {
         let persistent_set: HashSet<&str> = persistent.iter().map(String::as_str).collect();
         let after_recursive = |p: &str| recursive_set.contains(p) && !persistent_set.contains(p);
         let any = |_: &str| true;
+        let mut data_paths = pick(&data, true, &any);
+        // The configuration's watch, on its server path (no chroot), with
+        // every full resend.
+        if path.is_none() && self.watches.lock().config_watched() {
+            data_paths.push(CONFIG_NODE.to_string());
+        }
         let first: [Vec<String>; 5] = [
-            pick(&data, true, &any),
+            data_paths,
             pick(&exist, true, &any),
             pick(&child, true, &|p| !after_recursive(p)),
             pick(&persistent, false, &any),
