@@ -666,6 +666,7 @@ fn connect_failed(g: &Global, servers: &str, e: zklock::Error) -> anyhow::Error 
         Error::Connect {
             code: ZkError::ConnectionLoss,
             reason,
+            ..
         } => {
             let line = format!("cannot connect to ZooKeeper at {servers}: {reason}");
             explained(e, line)
@@ -678,6 +679,7 @@ fn connect_failed(g: &Global, servers: &str, e: zklock::Error) -> anyhow::Error 
         Error::Connect {
             code: ZkError::AuthFailed,
             reason,
+            ..
         } => {
             let line = if g.kerberos_service.is_some() {
                 format!(
