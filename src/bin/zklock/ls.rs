@@ -411,9 +411,6 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     if a.show_acl {
         return show_acl(g, a);
     }
-    if a.watch {
-        return crate::watch::run(g, a);
-    }
     let zkw = connect(g)?;
     let listing = list(&zkw, &a.znode);
     let _ = zkw.close();

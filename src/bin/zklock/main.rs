@@ -794,6 +794,7 @@ fn run(cli: &Cli) -> anyhow::Result<i32> {
         Cmd::Lock(a) => lock::run(&cli.global, &a.lock, true, a.rw),
         Cmd::ReadLock(a) => lock::run(&cli.global, a, false, false),
         Cmd::Semaphore(a) => lock::run_semaphore(&cli.global, a),
+        Cmd::Ls(a) if a.watch => watch::run(&cli.global, a),
         Cmd::Ls(a) => ls::ls(&cli.global, a),
         Cmd::Stat(a) => stat::run(&cli.global, a),
         Cmd::Reap(a) => ls::reap(&cli.global, a),
