@@ -72,6 +72,8 @@ impl Demo {
         let mut child = Command::new(&self.bin)
             .arg("--zk")
             .arg(&self.servers)
+            // zklock is silent by default; the demo shows what it says.
+            .arg("--verbose")
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -395,20 +395,58 @@ pub enum Error {
     },
     /// Connecting failed with a ZooKeeper code, and the client knows why:
     /// [`code`](Error::code) is the code (so [`Error::is`], `is_retryable`
-    /// and `is_fatal` answer as for [`Error::Zk`]) and `reason` says what
-    /// happened. `AuthFailed` with the SASL mechanism's or the server's
-    /// reason (a stale keytab, an expired principal, an unknown service
-    /// principal, a refused DIGEST-MD5 password); `ConnectionLoss` when no
-    /// session was ever established and every server refused the TCP
-    /// connection (see
+    /// and `is_fatal` answer as for [`Error::Zk`]), `cause` is the cause as
+    /// a value and `reason` says it in words. `AuthFailed`
+    /// ([`ConnectCause::AuthFailed`]) with the SASL mechanism's or the
+    /// server's reason (a stale keytab, an expired principal, an unknown
+    /// service principal, a refused DIGEST-MD5 password); `ConnectionLoss`
+    /// when no session was ever established and every server failed in a
+    /// way another try within the connect wait would not mend: refused the
+    /// TCP connection, has a host name that does not resolve, or answered
+    /// with bytes that are not ZooKeeper's (see
     /// [`ZooKeeperBuilder::connect`](crate::client::ZooKeeperBuilder::connect)).
-    /// Calls on a dead handle still fail with the bare [`Error::Zk`] code.
+    /// These come at once, not after the connect wait. (A TLS failure is
+    /// [`Error::Tls`].) Calls on a dead handle still fail with the bare
+    /// [`Error::Zk`] code.
     Connect {
         /// The ZooKeeper code: `AuthFailed` or `ConnectionLoss`.
         code: ZkError,
-        /// Why, in words (a GSSAPI or KDC error, the servers that refused).
+        /// Why, as a value to match.
+        cause: ConnectCause,
+        /// Why, in words (a GSSAPI or KDC error, each server and its cause).
         reason: String,
     },
+}
+
+/// Why a first connection failed ([`Error::Connect`]'s `cause`), when the
+/// client knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConnectCause {
+    /// Every server refused the TCP connection: nothing listens there.
+    Refused,
+    /// No server's host name resolves to an address.
+    Unresolvable,
+    /// Every server answered, but not as ZooKeeper does (an HTTP or SSH
+    /// server on that port, say).
+    NotZooKeeper,
+    /// Every server failed in one of the ways above, not all the same one
+    /// (`reason` names each server's).
+    Several,
+    /// The authentication failed (SASL: DIGEST-MD5, Kerberos).
+    AuthFailed,
+}
+
+impl fmt::Display for ConnectCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConnectCause::Refused => "connection refused",
+            ConnectCause::Unresolvable => "cannot resolve the host name",
+            ConnectCause::NotZooKeeper => "not a ZooKeeper server",
+            ConnectCause::Several => "every server failed",
+            ConnectCause::AuthFailed => "authentication failed",
+        })
+    }
 }
 
 impl Error {
@@ -472,8 +510,13 @@ impl Clone for Error {
                 operation,
                 path: path.clone(),
             },
-            Error::Connect { code, reason } => Error::Connect {
+            Error::Connect {
+                code,
+                cause,
+                reason,
+            } => Error::Connect {
                 code: *code,
+                cause: *cause,
                 reason: reason.clone(),
             },
         }
@@ -577,7 +620,7 @@ impl fmt::Display for Error {
                 "not authorized: {operation} of {path} needs READ permission on it, which its \
                  ACL does not give this session"
             ),
-            Error::Connect { code, reason } => write!(f, "{code}: {reason}"),
+            Error::Connect { code, reason, .. } => write!(f, "{code}: {reason}"),
         }
     }
 }

@@ -188,7 +188,7 @@ mod guides {
 
 pub use deadline::Deadline;
 pub use ensemble::EnsembleTracker;
-pub use error::{Error, Result, ZkError, ZkResultExt};
+pub use error::{ConnectCause, Error, Result, ZkError, ZkResultExt};
 pub use listener::{Abortable, LoggingAbortable, ZooKeeperListener};
 pub use metadata::{append_metadata, metadata_identifier, remove_metadata};
 pub use pending::{InstancePending, PendingWatcher};

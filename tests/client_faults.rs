@@ -2105,6 +2105,76 @@ fn a_first_connect_every_server_refuses_fails_at_once_saying_refused() {
     assert!(took < Duration::from_secs(60), "failed after {took:?}");
 }
 
+/// A server that answers every connection at once with bytes that cannot
+/// begin a ZooKeeper answer (an HTTP server's), until the test ends.
+fn http_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    thread::spawn(move || {
+        for mut s in listener.incoming().map_while(Result::ok) {
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+        }
+    });
+    addr
+}
+
+/// The first connect's cause, as a value, at once: a host name that does
+/// not resolve is `ConnectCause::Unresolvable`, a server that answers but
+/// not as ZooKeeper `NotZooKeeper` (with its first bytes), refused
+/// `Refused`, and every server failing for one of these, not the same one,
+/// `Several` naming each (issue 48: these were a bare `ConnectionLoss`
+/// after the whole connect wait, but for the refusal).
+#[test]
+fn a_first_connect_names_its_cause_at_once() {
+    use zklock::ConnectCause;
+    let connect = |servers: &str| {
+        let started = Instant::now();
+        let r = ZooKeeper::builder(servers)
+            .with_session_timeout(Duration::from_secs(10))
+            .with_connect_wait(Duration::from_secs(120))
+            .connect(|_e: WatchedEvent| {});
+        let took = started.elapsed();
+        // Behaviour, not speed: the connect wait is two minutes.
+        assert!(
+            took < Duration::from_secs(60),
+            "{servers}: failed after {took:?}"
+        );
+        assert_code(r, ZkError::ConnectionLoss)
+    };
+    let cause = |e: &Error| match e {
+        Error::Connect { cause, .. } => *cause,
+        other => panic!("not Error::Connect: {other:?}"),
+    };
+    let e = connect("no-such-host.invalid:2181");
+    assert_eq!(cause(&e), ConnectCause::Unresolvable, "{e}");
+    assert!(
+        e.to_string().contains("cannot resolve the host name"),
+        "{e}"
+    );
+
+    let http = http_server();
+    let e = connect(&http);
+    assert_eq!(cause(&e), ConnectCause::NotZooKeeper, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&http) && text.contains("HTTP/1.1 400"),
+        "{text}"
+    );
+
+    let refused = refused_port();
+    let e = connect(&refused);
+    assert_eq!(cause(&e), ConnectCause::Refused, "{e}");
+
+    let e = connect(&format!("{refused},no-such-host.invalid:2181"));
+    assert_eq!(cause(&e), ConnectCause::Several, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("{refused}: connection refused"))
+            && text.contains("no-such-host.invalid:2181: cannot resolve"),
+        "{text}"
+    );
+}
+
 /// One server refusing while another is silent is no refusal of every
 /// server: the connect waits for its connect wait (plain `ConnectionLoss`).
 #[test]

@@ -1343,13 +1343,19 @@ fn the_cli_lock_of_a_certificate_holder_is_creator_only_and_acl_chooses() {
     let out = cli_as(pki, &alice, &cs, &["ls", &lock, "--show-acl", "--json"])
         .output()
         .unwrap();
-    let json = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        json.starts_with(&format!(
-            "[{{\"path\":\"{lock}\",\"acl\":[\"{alice_all}\"]}}"
-        )),
-        "{json}"
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The lock znode's object first (docs/cli.md, "JSON schema"), its ACL
+    // entries as {scheme, id, perms}.
+    assert_eq!(json[0]["path"], lock.as_str(), "{json}");
+    let entry = &json[0]["acl"][0];
+    let shown = format!(
+        "{}:{}:{}",
+        entry["scheme"].as_str().unwrap(),
+        entry["id"].as_str().unwrap(),
+        entry["perms"].as_str().unwrap()
     );
+    assert_eq!(shown, alice_all, "{json}");
+    assert_eq!(json[0]["acl"].as_array().unwrap().len(), 1, "{json}");
     common::assert_code(zb.delete(&node, None), ZkError::NoAuth);
     let out = cli_as(pki, &bob, &cs, &["lock", &lock, "-n", "--", "true"])
         .output()

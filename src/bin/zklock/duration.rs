@@ -8,6 +8,11 @@ use std::time::Duration;
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let bad = || format!("invalid duration {text:?} (use e.g. 500ms, 2s, 1.5s, 1m, 1h30m)");
+    if t.starts_with('-') {
+        return Err(format!(
+            "negative duration {text:?}: a duration is 0 or more (0 = try once)"
+        ));
+    }
     if !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
         return decimal(t, "").ok_or_else(bad);
     }
@@ -67,6 +72,7 @@ mod tests {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1h 30m 5s"), Ok(Duration::from_secs(5405)));
         assert_eq!(parse_duration("2min 30s"), Ok(Duration::from_secs(150)));
         assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
         assert_eq!(
@@ -89,6 +95,14 @@ mod tests {
             "ms",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn names_a_negative_duration() {
+        for negative in ["-1s", "-1", "-0.5", "-1h30m"] {
+            let e = parse_duration(negative).unwrap_err();
+            assert!(e.starts_with("negative duration"), "{negative:?}: {e}");
         }
     }
 

@@ -11,16 +11,25 @@ use zklock::{ZkError, ZooKeeperWatcher};
 use crate::supervise::{signal_name, spawn, supervise, Ended, SignalWatch, Verdict, Watchdog};
 use crate::{connect, ElectArgs, Global, LeaderArgs, EXIT_ERROR, EXIT_LOST};
 
+/// `zklock elect`. Silent unless `-v` (who leads while waiting, elected),
+/// as `lock`; a lost leadership is always told.
 pub(crate) fn run(g: &Global, a: &ElectArgs) -> anyhow::Result<i32> {
+    if a.run.argv().is_empty() {
+        // Only the locks hold without a command.
+        return Err(zklock::Error::BadArguments(
+            "elect needs a command: `zklock elect PATH -- CMD ARGS...` or -c 'CMD'".into(),
+        )
+        .into());
+    }
     let zkw = connect(g)?;
-    let result = lead_and_run(&zkw, a);
+    let result = lead_and_run(&zkw, a, g.verbose > 0);
     if let Err(e) = zkw.close() {
         log::warn!("closing the session: {e}");
     }
     result
 }
 
-fn lead_and_run(zkw: &ZooKeeperWatcher, a: &ElectArgs) -> anyhow::Result<i32> {
+fn lead_and_run(zkw: &ZooKeeperWatcher, a: &ElectArgs, talk: bool) -> anyhow::Result<i32> {
     let znode = a.znode.as_str();
     let name = a
         .name
@@ -46,13 +55,15 @@ fn lead_and_run(zkw: &ZooKeeperWatcher, a: &ElectArgs) -> anyhow::Result<i32> {
             recv(signals.signals()) -> sig => {
                 let sig = sig.unwrap_or(15);
                 let _ = candidate.stop();
-                eprintln!("zklock: {} while waiting to lead {znode}; withdrew", signal_name(sig));
+                if talk {
+                    eprintln!("zklock: {} while waiting to lead {znode}; withdrew", signal_name(sig));
+                }
                 return Ok(128 + sig);
             }
             recv(events) -> event => match event {
                 Ok(ElectionEventType::ReadyComplete) => {
                     let leader = candidate.get_leader_host_name().ok().flatten();
-                    if leader.is_some() && leader != shown {
+                    if talk && leader.is_some() && leader != shown {
                         eprintln!(
                             "zklock: {name} waiting to lead {znode}; the leader is {}",
                             leader.as_deref().unwrap_or("?")
@@ -83,7 +94,9 @@ fn lead_and_run(zkw: &ZooKeeperWatcher, a: &ElectArgs) -> anyhow::Result<i32> {
             return Err(anyhow::Error::new(e).context(format!("reading the offer {offer}")));
         }
     };
-    eprintln!("zklock: {name} is the leader of {znode}; starting the command");
+    if talk {
+        eprintln!("zklock: {name} is the leader of {znode}; starting the command");
+    }
     let env = [
         ("ZKLOCK_ELECTION", znode.to_string()),
         ("ZKLOCK_LEADER_NODE", offer),

@@ -33,7 +33,7 @@ pub(crate) fn run(g: &Global, a: &LockArgs, write: bool, rw: bool) -> anyhow::Re
         d => format!("the {d} {role} lock {}", a.znode),
     };
     let zkw = connect(g)?;
-    let result = hold_and_run(&zkw, a, &what, "held", |handler, events| {
+    let result = hold_and_run(&zkw, g, a, &what, "held", |handler, events| {
         let listener = move |_path: &str, event: LockEvent| {
             let _ = events.send(event);
         };
@@ -70,7 +70,7 @@ pub(crate) fn run_semaphore(g: &Global, a: &SemaphoreArgs) -> anyhow::Result<i32
     };
     let zkw = connect(g)?;
     let busy = format!("all {} leases held", a.limit);
-    let result = hold_and_run(&zkw, l, &what, &busy, |_handler, events| {
+    let result = hold_and_run(&zkw, g, l, &what, &busy, |_handler, events| {
         let sem = ZkSemaphore::in_dialect(
             &zkw,
             &l.znode,
@@ -84,7 +84,30 @@ pub(crate) fn run_semaphore(g: &Global, a: &SemaphoreArgs) -> anyhow::Result<i32
         Ok(Box::new(Arc::new(sem)))
     });
     close(zkw);
-    result
+    result.map_err(|e| other_limit(e, &l.znode, a.limit))
+}
+
+/// A `--limit` other than the one the semaphore's znode keeps (zklock's and
+/// kazoo's layouts): says which limit to give, instead of the library's
+/// (kazoo's) "inconsistent max leases: 3, expected: 2". A usage error (2).
+fn other_limit(e: anyhow::Error, znode: &str, limit: u32) -> anyhow::Error {
+    let stored = e.chain().find_map(|c| match c.downcast_ref::<Error>() {
+        Some(Error::BadArguments(m)) => m
+            .split_once("inconsistent max leases: ")
+            .and_then(|(_, rest)| rest.split(',').next())
+            .and_then(|n| n.trim().parse::<i64>().ok()),
+        _ => None,
+    });
+    match stored {
+        Some(stored) => {
+            let line = format!(
+                "the semaphore {znode} has a limit of {stored}, kept in its znode; --limit \
+                 {limit} disagrees (every participant must give the same): give --limit {stored}"
+            );
+            crate::explained(e, line)
+        }
+        None => e,
+    }
 }
 
 /// Closing the session removes anything of ours at once (not after the
@@ -216,7 +239,8 @@ struct Waiting {
     busy: String,
     holder: Mutex<Holder>,
     tty: bool,
-    /// `-t 0` / `-n`: one try, no "waiting" lines.
+    /// No "waiting" lines: not `-v` (flock's habit: silent unless asked),
+    /// or `-t 0` / `-n` (one try).
     quiet: bool,
     start: Instant,
     /// To tell a holder from a queued node (read on the acquiring thread).
@@ -321,25 +345,33 @@ impl Waiting {
     }
 }
 
-/// The default metadata: "pid <pid> on <host>: <command>".
+/// The default metadata: "pid <pid> on <host>: <command>" ("pid <pid> on
+/// <host>" for a hold without a command).
 pub(crate) fn default_metadata(command: &[std::ffi::OsString]) -> String {
     let cmd: Vec<String> = command
         .iter()
         .map(|s| s.to_string_lossy().into_owned())
         .collect();
-    format!(
-        "pid {} on {}: {}",
-        std::process::id(),
-        crate::host_name(),
-        cmd.join(" ")
-    )
+    let who = format!("pid {} on {}", std::process::id(), crate::host_name());
+    if cmd.is_empty() {
+        who
+    } else {
+        format!("{who}: {}", cmd.join(" "))
+    }
 }
 
 /// Takes the target `make` builds (with the waiting display's metadata
 /// handler and the channel of its lost-lock events), runs the command while
-/// holding it, gives it back: `lock`, `read-lock` and `semaphore` alike.
+/// holding it (or, with no command, holds it until a signal: [`hold`]),
+/// gives it back: `lock`, `read-lock` and `semaphore` alike.
+///
+/// Silent unless `-v` (flock's habit): the waiting lines, "got ... after",
+/// a lock taken at once (`-n`), a timeout and a signal while waiting are
+/// told by the exit code alone. Errors, a lost lock and a lock in doubt are
+/// always told.
 fn hold_and_run(
     zkw: &ZooKeeperWatcher,
+    g: &Global,
     a: &LockArgs,
     what: &str,
     busy: &str,
@@ -352,7 +384,9 @@ fn hold_and_run(
     } else {
         a.timeout
     };
-    let quiet = timeout == Some(Duration::ZERO);
+    let talk = g.verbose > 0;
+    let try_once = timeout == Some(Duration::ZERO);
+    let quiet = try_once || !talk;
     let waiting = Arc::new(Waiting {
         znode: znode.to_string(),
         what: what.to_string(),
@@ -373,7 +407,12 @@ fn hold_and_run(
     let signals = SignalWatch::start(move |_| cancel())?;
 
     // Ready before the lock is: starting the command is then one fork/exec.
-    let watchdog = Watchdog::start()?;
+    // (None to hold without a command.)
+    let watchdog = if argv.is_empty() {
+        None
+    } else {
+        Some(Watchdog::start()?)
+    };
 
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
     let ticker = waiting.tty.then(|| {
@@ -390,7 +429,9 @@ fn hold_and_run(
     let granted = match taken {
         Ok(Some(granted)) => granted,
         Ok(None) => {
-            if quiet {
+            if !talk {
+                // Silent, as flock: the exit code says it.
+            } else if try_once {
                 eprintln!(
                     "zklock: {what} is taken ({}); gave up at once (-n / -t 0)",
                     waiting.describe_now()
@@ -406,10 +447,12 @@ fn hold_and_run(
         }
         Err(Error::Cancelled { .. }) => {
             let sig = signals.received().unwrap_or(15);
-            eprintln!(
-                "zklock: {} while waiting for {what}; left the queue",
-                signal_name(sig)
-            );
+            if talk {
+                eprintln!(
+                    "zklock: {} while waiting for {what}; left the queue",
+                    signal_name(sig)
+                );
+            }
             return Ok(128 + sig);
         }
         Err(e @ Error::MixedDialect { .. }) => {
@@ -431,13 +474,15 @@ fn hold_and_run(
     if let Some(sig) = signals.received() {
         // The signal came as the lock was granted: give it back, run nothing.
         let _ = granted.release();
-        eprintln!(
-            "zklock: {} while acquiring {what}; released it",
-            signal_name(sig)
-        );
+        if talk {
+            eprintln!(
+                "zklock: {} while acquiring {what}; released it",
+                signal_name(sig)
+            );
+        }
         return Ok(128 + sig);
     }
-    if waited {
+    if waited && talk {
         eprintln!(
             "zklock: got {what} after {}",
             human(waiting.start.elapsed())
@@ -453,6 +498,12 @@ fn hold_and_run(
         ("ZKLOCK_LOCK_NODE", granted.node().to_string()),
         ("ZKLOCK_FENCING_TOKEN", granted.fencing_token().to_string()),
     ];
+    let Some(watchdog) = watchdog else {
+        let session = zkw.recoverable_zookeeper().session_id();
+        return hold(
+            granted, znode, what, a.json, session, talk, &signals, &events,
+        );
+    };
     let child = match spawn(watchdog, &argv, &env) {
         Ok(c) => c,
         Err((code, message)) => {
@@ -503,5 +554,82 @@ fn hold_and_run(
                 Ok(if code == 0 { EXIT_ERROR } else { code })
             }
         },
+    }
+}
+
+/// `zklock lock PATH` with no command: prints the held lock on stdout (its
+/// node and fencing token, or `--json`'s object) and holds it until SIGINT,
+/// SIGTERM or SIGHUP (then releases it: exit 0), or until it is lost (said
+/// on stderr: exit 3). A lock in doubt (connection lost) is told, and held
+/// again once reconnected.
+#[allow(clippy::too_many_arguments)]
+fn hold(
+    granted: Box<dyn Grant>,
+    znode: &str,
+    what: &str,
+    json: bool,
+    session: i64,
+    talk: bool,
+    signals: &SignalWatch,
+    events: &Receiver<LockEvent>,
+) -> anyhow::Result<i32> {
+    let line = if json {
+        serde_json::json!({
+            "lock": znode,
+            "node": granted.node(),
+            "fencing_token": granted.fencing_token(),
+            "session": format!("0x{session:x}"),
+        })
+        .to_string()
+    } else {
+        format!("{} {}", granted.node(), granted.fencing_token())
+    };
+    {
+        // A reader gone (a closed pipe) does not end the hold: the signal does.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
+    if talk {
+        eprintln!("zklock: holding {what} until SIGINT or SIGTERM");
+    }
+    let never = crossbeam_channel::never();
+    let mut events = events;
+    loop {
+        crossbeam_channel::select! {
+            recv(signals.signals()) -> sig => {
+                let sig = sig.unwrap_or(15);
+                return match granted.release() {
+                    Ok(()) => {
+                        if talk {
+                            eprintln!("zklock: {}: released {what}", signal_name(sig));
+                        }
+                        Ok(0)
+                    }
+                    Err(Error::LockLost { .. }) => {
+                        eprintln!("zklock: {what} was lost before {}", signal_name(sig));
+                        Ok(EXIT_LOST)
+                    }
+                    Err(e) => {
+                        eprintln!("zklock: releasing {what}: {e}");
+                        Ok(EXIT_ERROR)
+                    }
+                };
+            }
+            recv(events) -> event => match event {
+                Ok(LockEvent::Lost) => {
+                    eprintln!("zklock: lost {what}: no longer held");
+                    let _ = granted.release();
+                    return Ok(EXIT_LOST);
+                }
+                Ok(LockEvent::InDoubt) => eprintln!(
+                    "zklock: connection to ZooKeeper lost: {what} is in doubt (held only while \
+                     the session lives)"
+                ),
+                Ok(LockEvent::Restored) => eprintln!("zklock: reconnected: {what} is held again"),
+                Ok(other) => eprintln!("zklock: {what}: {other:?}"),
+                // No more events: only a signal ends the hold now.
+                Err(_) => events = &never,
+            },
+        }
     }
 }

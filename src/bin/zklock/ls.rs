@@ -3,6 +3,7 @@
 use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde_json::{json, Value};
 use zklock::lock::{lock_nodes, Dialect, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 
@@ -287,6 +288,7 @@ pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listin
     // Every node of a semaphore's mutex is a waiter for a lease.
     for w in &mut waiters.entries {
         w.state = "waiter";
+        w.kind = "lease";
     }
     out.entries
         .sort_by_key(|e| (e.kind == "lease", e.sequence, e.ctime_ms));
@@ -294,24 +296,6 @@ pub(crate) fn list(zkw: &ZooKeeperWatcher, znode: &str) -> anyhow::Result<Listin
     out.entries.append(&mut waiters.entries);
     out.mixed.append(&mut waiters.mixed);
     Ok(out)
-}
-
-pub(crate) fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// How long ago (by this machine's clock) a node created at `ctime_ms` (by
@@ -324,33 +308,55 @@ fn age(e: &Entry, now: i64) -> Duration {
     age_of(e.ctime_ms, now)
 }
 
-/// One entry as the JSON object documented in docs/cli.md ("JSON output").
-pub(crate) fn entry_json(e: &Entry, now: i64) -> String {
-    format!(
-        "{{\"state\":{},\"kind\":{},\"dialect\":{},\"node\":{},\"path\":{},\
-         \"sequence\":{},\"session\":\"0x{:x}\",\"ctime_ms\":{},\"age_ms\":{},\
-         \"fencing_token\":{},\"metadata\":{}}}",
-        json_string(e.state),
-        json_string(e.kind),
-        json_string(e.dialect),
-        json_string(&e.node),
-        json_string(&e.path),
-        e.sequence,
-        e.session,
-        e.ctime_ms,
-        age(e, now).as_millis(),
-        e.czxid,
-        json_string(&e.metadata)
-    )
+/// A session id as the JSON (and the table, and zkCli) show it: `"0x1000..."`.
+pub(crate) fn hex(session: i64) -> String {
+    format!("0x{session:x}")
+}
+
+/// One lock node as the JSON object documented in docs/cli.md ("JSON
+/// schema"), the one object of `ls --json`, `stat --json`'s holders and
+/// waiters and `ls --show-acl --json`.
+pub(crate) fn entry_json(e: &Entry, now: i64) -> Value {
+    json!({
+        "state": e.state,
+        "kind": e.kind,
+        "dialect": e.dialect,
+        "node": e.node,
+        "path": e.path,
+        "sequence": e.sequence,
+        "session": hex(e.session),
+        "ctime_ms": e.ctime_ms,
+        "age_ms": u64::try_from(age(e, now).as_millis()).unwrap_or(u64::MAX),
+        "fencing_token": e.czxid,
+        "metadata": e.metadata,
+    })
+}
+
+/// An ACL as JSON: `[{"scheme": "world", "id": "anyone", "perms": "cdrwa"}]`.
+pub(crate) fn acl_json(acl: &[zklock::client::Acl]) -> Value {
+    acl.iter()
+        .map(|a| json!({"scheme": a.id.scheme, "id": a.id.id, "perms": a.perms.to_string()}))
+        .collect()
+}
+
+/// Writes `value` and a newline: one line (`compact`) or, for an array, one
+/// element a line.
+pub(crate) fn write_json(out: &mut impl Write, value: &Value, compact: bool) -> io::Result<()> {
+    match value {
+        Value::Array(items) if !compact && !items.is_empty() => {
+            let items: Vec<String> = items.iter().map(Value::to_string).collect();
+            writeln!(out, "[{}]", items.join(",\n "))
+        }
+        v => writeln!(out, "{v}"),
+    }
 }
 
 /// `ls --json`: the entries as one array, one entry a line (`compact`: the
 /// whole array on one line, as `--watch` prints each document).
 fn print_json(out: &mut impl Write, entries: &[Entry], compact: bool) -> io::Result<()> {
     let now = now_ms();
-    let items: Vec<String> = entries.iter().map(|e| entry_json(e, now)).collect();
-    let sep = if compact { "," } else { ",\n " };
-    writeln!(out, "[{}]", items.join(sep))
+    let items: Vec<Value> = entries.iter().map(|e| entry_json(e, now)).collect();
+    write_json(out, &Value::Array(items), compact)
 }
 
 /// The table of `ls` (and, with `fencing`, of `stat`: a FENCING column).
@@ -411,16 +417,11 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     if a.show_acl {
         return show_acl(g, a);
     }
-    if a.watch {
-        return crate::watch::run(g, a);
-    }
     let zkw = connect(g)?;
     let listing = list(&zkw, &a.znode);
     let _ = zkw.close();
     let listing = listing?;
-    if listing.entries.is_empty() && listing.children.is_none() {
-        return Err(no_such_node(&a.znode));
-    }
+    check_is_a_lock(&a.znode, &listing, "ls")?;
     warn_mixed(&listing.mixed);
     let mut out = io::stdout().lock();
     let written = render(&mut out, &a.znode, &listing, a.json, false);
@@ -428,7 +429,21 @@ pub(crate) fn ls(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The error of `ls` and `stat` for a znode that does not exist (exit 1).
+/// Fails (exit 1) when `znode` does not exist, or holds other znodes but no
+/// lock nodes (a parent of locks: `command` names one to give instead):
+/// `ls`, `stat` and `reap` alike.
+pub(crate) fn check_is_a_lock(znode: &str, listing: &Listing, command: &str) -> anyhow::Result<()> {
+    if !listing.entries.is_empty() {
+        return Ok(());
+    }
+    match what_is(listing.children.clone()) {
+        What::Missing => Err(no_such_node(znode)),
+        What::Parent(children) => Err(anyhow::anyhow!(not_a_lock(znode, &children, command))),
+        What::Free => Ok(()),
+    }
+}
+
+/// The error of `ls`, `stat` and `reap` for a znode that does not exist (exit 1).
 pub(crate) fn no_such_node(znode: &str) -> anyhow::Error {
     let line = format!(
         "no such node: {znode} (no lock, semaphore or election was ever taken there; check the \
@@ -499,11 +514,11 @@ pub(crate) enum What {
 pub(crate) fn what_is(children: Option<Vec<String>>) -> What {
     match children {
         None => What::Missing,
-        // An idle semaphore keeps its two directories.
+        // An idle semaphore keeps its two directories (and nothing else:
+        // the root with a `/locks` is a parent of locks).
         Some(c)
-            if c.is_empty()
-                || c.iter()
-                    .any(|c| c == SEMAPHORE_LEASES || c == SEMAPHORE_LOCKS) =>
+            if c.iter()
+                .all(|c| c == SEMAPHORE_LEASES || c == SEMAPHORE_LOCKS) =>
         {
             What::Free
         }
@@ -515,45 +530,56 @@ pub(crate) fn what_is(children: Option<Vec<String>>) -> What {
 }
 
 /// `ls --show-acl`: the ACL of the znode and of each node `list` finds.
+/// With `--json`, one array: the znode's object (`path`, `acl`), then each
+/// node's `ls --json` object with its `acl`. A znode that does not exist
+/// fails as `ls` does.
 fn show_acl(g: &Global, a: &LsArgs) -> anyhow::Result<i32> {
     let zkw = connect(g)?;
     let acls = list(&zkw, &a.znode).and_then(|listing| {
         let rzk = zkw.recoverable_zookeeper();
-        let paths =
-            std::iter::once(a.znode.clone()).chain(listing.entries.into_iter().map(|e| e.path));
-        let mut acls = Vec::new();
-        for path in paths {
-            match rzk.get_acl(&path) {
-                Ok((acl, _)) => acls.push((path, acl)),
-                Err(e) if e.is(ZkError::NoNode) => {} // gone meanwhile
-                Err(e) => {
-                    return Err(anyhow::Error::new(e).context(format!("reading the ACL of {path}")))
+        let own = match rzk.get_acl(&a.znode) {
+            Ok((acl, _)) => acl,
+            Err(e) if e.is(ZkError::NoNode) => return Ok(None),
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("reading the ACL of {}", a.znode)))
+            }
+        };
+        let mut nodes = Vec::new();
+        for e in listing.entries {
+            match rzk.get_acl(&e.path) {
+                Ok((acl, _)) => nodes.push((e, acl)),
+                Err(err) if err.is(ZkError::NoNode) => {} // gone meanwhile
+                Err(err) => {
+                    let path = e.path;
+                    return Err(
+                        anyhow::Error::new(err).context(format!("reading the ACL of {path}"))
+                    );
                 }
             }
         }
-        Ok(acls)
+        Ok(Some((own, nodes)))
     });
     let _ = zkw.close();
-    let acls = acls?;
+    let Some((own, nodes)) = acls? else {
+        return Err(no_such_node(&a.znode));
+    };
     let mut out = io::stdout().lock();
     let written = if a.json {
-        let items: Vec<String> = acls
-            .iter()
-            .map(|(path, acl)| {
-                let acl: Vec<String> = acl.iter().map(|e| json_string(&e.to_string())).collect();
-                format!(
-                    "{{\"path\":{},\"acl\":[{}]}}",
-                    json_string(path),
-                    acl.join(",")
-                )
-            })
-            .collect();
-        writeln!(out, "[{}]", items.join(",\n "))
-    } else if acls.is_empty() {
-        writeln!(out, "{}: no such znode", a.znode)
+        let now = now_ms();
+        let mut items = vec![json!({"path": a.znode, "acl": acl_json(&own)})];
+        items.extend(nodes.iter().map(|(e, acl)| {
+            let mut item = entry_json(e, now);
+            item["acl"] = acl_json(acl);
+            item
+        }));
+        write_json(&mut out, &Value::Array(items), false)
     } else {
-        let width = acls.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
-        acls.iter().try_for_each(|(path, acl)| {
+        let rows: Vec<(&str, &[zklock::client::Acl])> =
+            std::iter::once((a.znode.as_str(), &own[..]))
+                .chain(nodes.iter().map(|(e, acl)| (e.path.as_str(), &acl[..])))
+                .collect();
+        let width = rows.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+        rows.iter().try_for_each(|(path, acl)| {
             let acl: Vec<String> = acl.iter().map(ToString::to_string).collect();
             writeln!(out, "{path:<width$}  {}", acl.join(" "))
         })
@@ -578,7 +604,9 @@ pub(crate) fn reap(g: &Global, a: &ReapArgs) -> anyhow::Result<i32> {
 /// every node, locks and elections alike. A reaped holder's zklock sees its
 /// lock lost and SIGTERMs its command (exit 3).
 fn reap_with(zkw: &ZooKeeperWatcher, a: &ReapArgs) -> anyhow::Result<i32> {
-    let before = list(zkw, &a.znode)?.entries;
+    let listing = list(zkw, &a.znode)?;
+    check_is_a_lock(&a.znode, &listing, "reap")?;
+    let before = listing.entries;
     let now = now_ms();
     let doomed: Vec<&Entry> = before
         .iter()

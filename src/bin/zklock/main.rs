@@ -5,6 +5,7 @@
 //! zklock lock /locks/nightly --timeout 30s -- ./backup.sh
 //! zklock lock -n /locks/nightly -c './backup.sh && ./prune.sh'
 //! zklock read-lock /locks/table -- ./report.sh
+//! zklock lock /locks/deploy            # no command: hold until SIGINT/SIGTERM
 //! zklock lock --dialect curator /locks/job -- ./job.sh   # with Curator services
 //! zklock semaphore /semaphores/db --limit 4 -- ./query.sh
 //! zklock ls /locks/nightly [--json] [--watch] [--show-acl]
@@ -14,6 +15,9 @@
 //! zklock leader /services/cron [--watch]
 //! zklock server [--port 2181] [--detach]   # a throwaway local ZooKeeper
 //! ```
+//!
+//! Silent unless `-v`, as flock(1): a taken lock or a timeout is told by the
+//! exit code alone; errors and a lost lock are always said.
 //!
 //! Built with the `cli` feature (`cargo install zklock --features cli`).
 
@@ -52,7 +56,8 @@ Exit codes:
   the command's own code (128 + N when it died of signal N)
   1    zklock failed (connection, ZooKeeper error)
   2    bad input (arguments, znode path, duration, connect string)
-  3    the lock or leadership was lost while the command ran (it got SIGTERM)
+  3    the lock or leadership was lost while the command ran (it got SIGTERM),
+       or while held without a command
   4    the lock's directory holds nodes of another dialect than --dialect
        (Curator, kazoo and zklock's own layouts do not see each other: two
        holders at once); nothing was run (`zklock ls PATH` shows them)
@@ -96,19 +101,29 @@ pub(crate) struct Cli {
     command: Cmd,
 }
 
-/// Options of every subcommand.
+/// Options of every subcommand: the connection, its security and the ACL of
+/// what zklock creates (their own help heading, after the subcommand's).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Connection options (every subcommand)")]
 pub(crate) struct Global {
     /// ZooKeeper connect string (host:port,...[/chroot]) [default: 127.0.0.1:2181]
     #[arg(long, global = true, env = "ZK_SERVERS", value_name = "SERVERS")]
     zk: Option<String>,
     /// Session timeout: how long after a crash of zklock its locks stay taken
-    #[arg(long, global = true, value_parser = parse_duration, default_value = "10s", value_name = "D")]
+    #[arg(long, global = true, value_parser = parse_duration, default_value = "10s", value_name = "D",
+          allow_hyphen_values = true)]
     session_timeout: Duration,
     /// How long to wait for a first connection to ZooKeeper
-    #[arg(long, global = true, value_parser = parse_duration, default_value = "5s", value_name = "D")]
+    #[arg(long, global = true, value_parser = parse_duration, default_value = "5s", value_name = "D",
+          allow_hyphen_values = true)]
     connect_timeout: Duration,
-    /// Log what zklock and its ZooKeeper client do (-v info, -vv debug)
+    /// Say what zklock does (waiting, got the lock, gave up); -vv also logs
+    /// the client (info), -vvv debug, -vvvv trace
+    ///
+    /// zklock is silent by default, as flock(1): a lock that is taken (-n),
+    /// a timeout (-t) or a signal while waiting is told by the exit code
+    /// alone, so cron mails nothing. Errors and a lost (or in doubt) lock
+    /// are always told on stderr.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
     /// Connect over TLS, verifying the servers with these CA certificates (PEM)
@@ -126,8 +141,10 @@ pub(crate) struct Global {
         requires = "tls_cert"
     )]
     tls_key: Option<std::path::PathBuf>,
-    /// Authenticate with SASL (DIGEST-MD5) as this user; the password comes from
-    /// --sasl-password-file or $ZKLOCK_SASL_PASSWORD, never from an argument
+    /// Authenticate with SASL (DIGEST-MD5) as this user
+    ///
+    /// The password comes from --sasl-password-file or $ZKLOCK_SASL_PASSWORD,
+    /// never from an argument.
     #[arg(long, global = true, env = "ZKLOCK_SASL_USER", value_name = "USER")]
     sasl_user: Option<String>,
     /// File whose first line is the SASL password
@@ -139,8 +156,9 @@ pub(crate) struct Global {
         requires = "sasl_user"
     )]
     sasl_password_file: Option<std::path::PathBuf>,
-    /// Authenticate with Kerberos (SASL GSSAPI) to servers whose principal is
-    /// this service/host (e.g. zookeeper/zk1.example.com)
+    /// Authenticate with Kerberos (SASL GSSAPI) to this service/host principal
+    ///
+    /// The servers' principal, e.g. zookeeper/zk1.example.com.
     #[arg(
         long,
         global = true,
@@ -167,11 +185,13 @@ pub(crate) struct Global {
         requires = "kerberos_service"
     )]
     keytab: Option<std::path::PathBuf>,
-    /// The ACL of the nodes zklock creates (lock, lease and election nodes and
-    /// the directories above them): auto (creator when the session has an
-    /// identity: --tls-cert, --sasl-user, Kerberos; else open), open (anyone
-    /// may do anything), creator (only this identity and the --acl-id ones),
-    /// creator-read (creator, and anyone may read)
+    /// The ACL of the nodes zklock creates
+    ///
+    /// Lock, lease and election nodes and the directories above them: auto
+    /// (creator when the session has an identity: --tls-cert, --sasl-user,
+    /// Kerberos; else open), open (anyone may do anything), creator (only
+    /// this identity and the --acl-id ones), creator-read (creator, and anyone
+    /// may read).
     #[arg(
         long,
         global = true,
@@ -181,9 +201,10 @@ pub(crate) struct Global {
         value_name = "ACL"
     )]
     acl: AclChoice,
-    /// Also give all permissions to this identity (SCHEME:ID, e.g.
-    /// x509:CN=host-b,O=example or sasl:bob; repeatable): fleet members holding
-    /// other identities can then share the lock, and delete its nodes
+    /// Also give all permissions to this identity (SCHEME:ID, repeatable)
+    ///
+    /// E.g. x509:CN=host-b,O=example or sasl:bob: fleet members holding other
+    /// identities can then share the lock, and delete its nodes.
     #[arg(long = "acl-id", global = true, value_name = "SCHEME:ID", value_parser = parse_acl_id)]
     acl_ids: Vec<zklock::client::Id>,
 }
@@ -292,32 +313,65 @@ fn sasl_config(g: &Global) -> anyhow::Result<Option<zklock::client::SaslConfig>>
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Take the write (exclusive) lock, run the command while holding it, release
+    ///
+    /// With no command, hold the lock until SIGINT or SIGTERM, printing its
+    /// node and fencing token on stdout once held (see HOLDING below).
+    #[command(after_long_help = HOLD_HELP)]
     Lock(LockCmdArgs),
     /// Take a read (shared) lock, run the command while holding it, release
+    ///
+    /// With no command, hold it until SIGINT or SIGTERM (as `lock`).
+    #[command(after_long_help = HOLD_HELP)]
     ReadLock(LockArgs),
-    /// Take one of --limit leases of a counting semaphore, run the command while
-    /// holding it, release
+    /// Take one of --limit leases of a counting semaphore, run the command
+    /// while holding it, release
+    ///
+    /// With no command, hold the lease until SIGINT or SIGTERM (as `lock`).
+    #[command(after_long_help = HOLD_HELP)]
     Semaphore(SemaphoreArgs),
-    /// List holders and waiters of a lock (or the candidates of an election), in order;
-    /// --watch follows them
+    /// List holders and waiters of a lock (or the candidates of an election), in order
+    ///
+    /// --watch follows them.
     Ls(LsArgs),
-    /// One lock's (semaphore's, election's) state: holders and waiters in order,
-    /// with their sessions, ages and fencing tokens, and the znode's stat
+    /// One lock's state: holders and waiters with sessions, ages, fencing tokens
+    ///
+    /// A lock's, semaphore's or election's holders and waiters in order, with
+    /// their sessions, ages and fencing tokens, and the znode's stat.
     Stat(StatArgs),
     /// Remove lock nodes left by others (e.g. a process that hangs holding a lock)
     Reap(ReapArgs),
     /// Run the command only while leader of an election
     Elect(ElectArgs),
-    /// Print the current leader of an election (without taking part); --watch follows it
+    /// Print the current leader of an election (without taking part)
+    ///
+    /// --watch follows it.
     Leader(LeaderArgs),
     /// Start a throwaway local ZooKeeper and print its connect string
     Server(ServerArgs),
-    /// Print the session's identities as the server knows them (scheme: user,
-    /// as zkCli's whoami; needs ZooKeeper 3.7 or later)
+    /// Print the session's identities as the server knows them
+    ///
+    /// As zkCli's whoami (scheme: user); needs ZooKeeper 3.7 or later.
     Whoami,
 }
 
-/// How the command is given and stopped: `lock`, `read-lock`, `elect`.
+/// `lock --help`, `read-lock --help`, `semaphore --help`: the form without a
+/// command.
+const HOLD_HELP: &str = "\
+Holding without a command:
+  With no command (nothing after --, no -c), zklock holds the lock until
+  SIGINT or SIGTERM, then releases it and exits 0. Once held it prints one
+  line on stdout: the holder's node and the fencing token (with --json, an
+  object: lock, node, fencing_token, session). If the lock is lost meanwhile
+  (session expired, node removed by `zklock reap`), it says so on stderr and
+  exits 3. In bash, across several steps:
+
+    coproc HOLD { exec zklock lock /locks/deploy -t 1m; }
+    read -r node token <&\"${HOLD[0]}\" || exit 75    # held (or gave up)
+    ./step1.sh \"$token\"; ./step2.sh \"$token\"
+    kill \"$HOLD_PID\"; wait \"$HOLD_PID\"              # release; 3 if it was lost";
+
+/// How the command is given and stopped: `lock`, `read-lock`, `semaphore`,
+/// `elect`.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// Run this string with `sh -c` instead of a command after --
@@ -328,21 +382,20 @@ pub(crate) struct RunArgs {
         conflicts_with = "command"
     )]
     shell: Option<String>,
-    /// How long the command has after SIGTERM (lost lock, leftovers) before SIGKILL (consul: 5 s)
-    #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "D")]
+    /// How long the command has after SIGTERM before SIGKILL (consul: 5 s)
+    ///
+    /// After a lost lock, or for what the command leaves running.
+    #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "D",
+          allow_hyphen_values = true)]
     kill_after: Duration,
-    /// The command to run (after --)
-    #[arg(
-        last = true,
-        required_unless_present = "shell",
-        num_args = 1..,
-        value_name = "COMMAND"
-    )]
+    /// The command to run (after --); none: hold until a signal
+    #[arg(last = true, num_args = 1.., value_name = "COMMAND")]
     command: Vec<OsString>,
 }
 
 impl RunArgs {
-    /// The command's argv: `sh -c SHELL` or the words after `--`.
+    /// The command's argv: `sh -c SHELL` or the words after `--`; empty
+    /// when none is given (hold until a signal).
     pub(crate) fn argv(&self) -> Vec<OsString> {
         match &self.shell {
             Some(s) => vec!["sh".into(), "-c".into(), s.into()],
@@ -357,26 +410,37 @@ pub(crate) struct LockArgs {
     /// The lock znode, e.g. /locks/nightly-backup
     #[arg(value_parser = parse_znode)]
     znode: String,
-    /// Give up after D (e.g. 500ms, 2s, 1h30m; 0 = try once) with exit code 75
-    #[arg(long, short = 't', visible_short_alias = 'w', value_parser = parse_duration, value_name = "D")]
+    /// Give up after D with exit code 75 (flock's -w)
+    ///
+    /// E.g. 500ms, 2s, 1h30m, or a bare number of seconds; 0 = try once.
+    #[arg(long, short = 't', visible_short_alias = 'w', value_parser = parse_duration,
+          value_name = "D", allow_hyphen_values = true)]
     timeout: Option<Duration>,
-    /// Do not wait: fail at once (75, or -E) when the lock is taken (= -t 0)
+    /// Do not wait: exit 75 (or -E) at once when the lock is taken (= -t 0)
     #[arg(long, short = 'n', conflicts_with = "timeout")]
     nonblock: bool,
     /// The exit code when the lock could not be taken in time [default: 75]
     #[arg(long, short = 'E', value_name = "N", value_parser = clap::value_parser!(u8))]
     conflict_exit_code: Option<u8>,
     /// Text stored in the lock node, shown to waiters and by `ls`
+    ///
     /// [default: "pid <pid> on <host>: <command>"]
     #[arg(long, short = 'm', value_name = "TEXT")]
     metadata: Option<String>,
-    /// The node layout, to share the lock with services of that library:
-    /// hbase (zklock's own), curator (Apache Curator: InterProcessMutex,
+    /// The node layout: hbase (zklock's), curator or kazoo
+    ///
+    /// To share the lock with services of that library: hbase (zklock's
+    /// own), curator (Apache Curator: InterProcessMutex,
     /// InterProcessReadWriteLock, InterProcessSemaphoreV2) or kazoo (Lock,
-    /// ReadLock/WriteLock, Semaphore)
+    /// ReadLock/WriteLock, Semaphore).
     #[arg(long, short = 'd', default_value = "hbase", value_name = "DIALECT",
           value_parser = parse_dialect)]
     dialect: zklock::lock::Dialect,
+    /// With no command: print the held lock as a JSON object
+    ///
+    /// {"lock", "node", "fencing_token", "session"} on one line (docs/cli.md).
+    #[arg(long, conflicts_with_all = ["shell", "command"])]
+    json: bool,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -395,10 +459,11 @@ impl LockArgs {
 pub(crate) struct LockCmdArgs {
     #[command(flatten)]
     lock: LockArgs,
-    /// With --dialect curator: the write side of Curator's
-    /// InterProcessReadWriteLock (`__WRIT__`, excludes `read-lock`), not its
-    /// InterProcessMutex (`lock-`, which readers do not see). The other
-    /// dialects' write lock is always both.
+    /// With --dialect curator: the write side of Curator's read/write lock
+    ///
+    /// The write side of Curator's InterProcessReadWriteLock (`__WRIT__`,
+    /// excludes `read-lock`), not its InterProcessMutex (`lock-`, which
+    /// readers do not see). The other dialects' write lock is always both.
     #[arg(long)]
     rw: bool,
 }
@@ -408,9 +473,11 @@ pub(crate) struct LockCmdArgs {
 pub(crate) struct SemaphoreArgs {
     #[command(flatten)]
     lock: LockArgs,
-    /// How many holders at once (zklock's and kazoo's layouts keep the limit
-    /// in the znode: a different one is refused; Curator's keeps none, so give
-    /// every participant the same)
+    /// How many holders at once
+    ///
+    /// zklock's and kazoo's layouts keep the limit in the znode: a different
+    /// one is refused; Curator's keeps none, so give every participant the
+    /// same.
     #[arg(long, short = 'l', value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     limit: u32,
@@ -425,22 +492,27 @@ fn parse_dialect(text: &str) -> Result<zklock::lock::Dialect, String> {
 #[derive(Debug, Args)]
 pub(crate) struct LsArgs {
     /// The lock (or election) znode
-    #[arg(value_parser = parse_znode)]
+    #[arg(value_parser = parse_any_znode)]
     znode: String,
-    /// One JSON array instead of a table, an object per node: state, kind,
-    /// dialect, node, path, sequence, session (hex), ctime_ms, age_ms,
-    /// fencing_token (the node's creation zxid), metadata (docs/cli.md)
+    /// One JSON array instead of a table, an object per node
+    ///
+    /// Each object: state, kind, dialect, node, path, sequence, session
+    /// (hex), ctime_ms, age_ms, fencing_token (the node's creation zxid),
+    /// metadata; with --show-acl, acl (docs/cli.md, "JSON output").
     #[arg(long)]
     json: bool,
-    /// Keep running and print the listing again each time the lock's nodes
-    /// change (ZooKeeper watches; with --json one array per line) until
+    /// Keep running and print the listing again at each change, until Ctrl-C
+    ///
+    /// Driven by ZooKeeper watches; with --json one array per line. Ends on
     /// Ctrl-C or SIGTERM (exit 0); after a reconnect or a session expiry
-    /// (then a new session is opened) the lock is read again
-    #[arg(long, short = 'w', conflicts_with = "show_acl")]
+    /// (then a new session is opened) the lock is read again. A path that
+    /// does not exist yet is watched until it appears.
+    #[arg(long, conflicts_with = "show_acl")]
     watch: bool,
-    /// Print the ACL of the znode and of each node listed instead
-    /// (SCHEME:ID:PERMS, perms as zkCli's cdrwa: create, delete, read, write,
-    /// admin); with --json, [{"path":..,"acl":[..]},..]
+    /// Print the ACL of the znode and of each node listed
+    ///
+    /// SCHEME:ID:PERMS, perms as zkCli's cdrwa (create, delete, read, write,
+    /// admin); with --json, the znode's object and each node's, with "acl".
     #[arg(long)]
     show_acl: bool,
 }
@@ -449,12 +521,14 @@ pub(crate) struct LsArgs {
 #[derive(Debug, Args)]
 pub(crate) struct StatArgs {
     /// The lock (semaphore, election) znode
-    #[arg(value_parser = parse_znode)]
+    #[arg(value_parser = parse_any_znode)]
     znode: String,
-    /// One JSON object instead of text: {"path", "stat": {czxid, mzxid, pzxid,
-    /// ctime_ms, mtime_ms, version, cversion, aversion, ephemeral_owner,
-    /// data_length, num_children}, "holders": [..], "waiters": [..], "mixed":
-    /// [..]}, holders and waiters as `ls --json`'s objects (docs/cli.md)
+    /// One JSON object instead of text
+    ///
+    /// {"path", "stat": {czxid, mzxid, pzxid, ctime_ms, mtime_ms, version,
+    /// cversion, aversion, ephemeral_owner, data_length, num_children},
+    /// "holders": [..], "waiters": [..], "mixed": [..]}, holders and waiters
+    /// as `ls --json`'s objects (docs/cli.md).
     #[arg(long)]
     json: bool,
 }
@@ -466,9 +540,10 @@ pub(crate) struct ReapArgs {
     /// The lock znode
     #[arg(value_parser = parse_znode)]
     znode: String,
-    /// Remove holders (and an election's leader) whose node is older than D
-    /// (by the server's clock); waiters stay unless --waiters
-    #[arg(long, value_parser = parse_duration, value_name = "D")]
+    /// Remove holders (and an election's leader) older than D
+    ///
+    /// By the server's clock; waiters stay unless --waiters.
+    #[arg(long, value_parser = parse_duration, value_name = "D", allow_hyphen_values = true)]
     older_than: Option<Duration>,
     /// With --older-than: waiters (and candidates) older than D go too
     #[arg(long, requires = "older_than")]
@@ -485,7 +560,9 @@ pub(crate) struct ElectArgs {
     #[arg(value_parser = parse_znode)]
     znode: String,
     /// This candidate's name, shown to the others and by `ls` [default: <host>-<pid>]
-    #[arg(long, short = 'n')]
+    ///
+    /// No short flag: `-n` is lock's "do not wait", one meaning per letter.
+    #[arg(long)]
     name: Option<String>,
     #[command(flatten)]
     run: RunArgs,
@@ -495,11 +572,12 @@ pub(crate) struct ElectArgs {
 #[derive(Debug, Args)]
 pub(crate) struct LeaderArgs {
     /// The election znode
-    #[arg(value_parser = parse_znode)]
+    #[arg(value_parser = parse_any_znode)]
     znode: String,
     /// Keep running and print the leader again each time it changes
-    /// ("(no leader)" while there is none)
-    #[arg(long, short = 'w')]
+    ///
+    /// "(no leader)" while there is none.
+    #[arg(long)]
     watch: bool,
 }
 
@@ -507,12 +585,15 @@ pub(crate) struct LeaderArgs {
 #[derive(Debug, Args)]
 #[command(after_help = SERVER_HELP)]
 pub(crate) struct ServerArgs {
-    /// Serve on this port of 127.0.0.1 [default: the port of --zk/ZK_SERVERS when it
-    /// names 127.0.0.1 or localhost, else a free one]
+    /// Serve on this port of 127.0.0.1
+    ///
+    /// [default: the port of --zk/ZK_SERVERS when it names 127.0.0.1 or
+    /// localhost, else a free one]
     #[arg(long)]
     port: Option<u16>,
-    /// Start in the background: print the connect string (stdout) and the PID
-    /// (stderr), then exit
+    /// Start in the background: print the connect string, then exit
+    ///
+    /// The connect string on stdout, the PID on stderr.
     #[arg(long, conflicts_with = "stop")]
     detach: bool,
     /// Stop a server started with --detach (its PID)
@@ -526,15 +607,28 @@ For scripts:
   zklock lock /locks/x -- true
   zklock server --stop <PID printed on stderr>";
 
+/// A lock's (semaphore's, election's) path, checked before connecting:
+/// [`parse_any_znode`], and not the root, where no lock can live (usage
+/// error, rc 2).
+fn parse_znode(text: &str) -> Result<String, String> {
+    if text == "/" {
+        return Err(format!(
+            "invalid znode path {text:?}: locks cannot live at the root"
+        ));
+    }
+    parse_any_znode(text)
+}
+
 /// A first check of a znode path, before connecting: everything ZooKeeper's
 /// `PathUtils.validatePath` refuses, with the reason (usage error, rc 2).
-fn parse_znode(text: &str) -> Result<String, String> {
+/// The root is a path: `ls /` and `stat /` read it (they say what it holds).
+fn parse_any_znode(text: &str) -> Result<String, String> {
     let bad = |why: &str| Err(format!("invalid znode path {text:?}: {why}"));
     if !text.starts_with('/') {
         return bad("it must start with /");
     }
     if text == "/" {
-        return bad("locks cannot live at the root");
+        return Ok(text.to_string());
     }
     if text.ends_with('/') {
         return bad("it must not end with /");
@@ -666,6 +760,7 @@ fn connect_failed(g: &Global, servers: &str, e: zklock::Error) -> anyhow::Error 
         Error::Connect {
             code: ZkError::ConnectionLoss,
             reason,
+            ..
         } => {
             let line = format!("cannot connect to ZooKeeper at {servers}: {reason}");
             explained(e, line)
@@ -678,6 +773,7 @@ fn connect_failed(g: &Global, servers: &str, e: zklock::Error) -> anyhow::Error 
         Error::Connect {
             code: ZkError::AuthFailed,
             reason,
+            ..
         } => {
             let line = if g.kerberos_service.is_some() {
                 format!(
@@ -792,6 +888,7 @@ fn run(cli: &Cli) -> anyhow::Result<i32> {
         Cmd::Lock(a) => lock::run(&cli.global, &a.lock, true, a.rw),
         Cmd::ReadLock(a) => lock::run(&cli.global, a, false, false),
         Cmd::Semaphore(a) => lock::run_semaphore(&cli.global, a),
+        Cmd::Ls(a) if a.watch => watch::run(&cli.global, a),
         Cmd::Ls(a) => ls::ls(&cli.global, a),
         Cmd::Stat(a) => stat::run(&cli.global, a),
         Cmd::Reap(a) => ls::reap(&cli.global, a),
@@ -835,26 +932,77 @@ fn one_line(e: &anyhow::Error) -> String {
     line
 }
 
-/// A hint when the command was given without `--` before it.
-fn dash_dash_hint(e: &clap::Error, line: &str) -> &'static str {
-    use clap::error::ErrorKind;
+/// clap's error in one line ("unexpected argument '--tiemout' found"),
+/// with clap's suggestion kept ("a similar argument exists: '--timeout'")
+/// and zklock's hint (see [`hint`]).
+fn usage_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let rendered = e.render().to_string();
+    let first: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let mut line = first.join(" ").trim_start_matches("error: ").to_string();
+    for (kind, what) in [
+        (ContextKind::SuggestedSubcommand, "subcommand"),
+        (ContextKind::SuggestedArg, "argument"),
+        (ContextKind::SuggestedValue, "value"),
+    ] {
+        let similar = match e.get(kind) {
+            Some(ContextValue::String(s)) => vec![s.clone()],
+            Some(ContextValue::Strings(s)) => s.clone(),
+            _ => continue,
+        };
+        if let [one] = similar.as_slice() {
+            line.push_str(&format!(" (a similar {what} exists: '{one}')"));
+        } else if !similar.is_empty() {
+            line.push_str(&format!(
+                " (similar {what}s exist: '{}')",
+                similar.join("', '")
+            ));
+        }
+    }
+    line.push_str(hint(e));
+    line
+}
+
+/// A hint for a usage error: flock's flags (`-s`, `-x`, `-e`, `-u`) say
+/// what zklock does instead, and a word that is not a flag, given to a
+/// subcommand that runs a command, is most likely the command without `--`
+/// before it. A mistyped flag gets clap's suggestion alone.
+fn hint(e: &clap::Error) -> &'static str {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return "";
+    }
     let runs_a_command = std::env::args()
         .skip(1)
         .any(|a| matches!(a.as_str(), "lock" | "read-lock" | "semaphore" | "elect"));
-    let missing_command =
-        e.kind() == ErrorKind::MissingRequiredArgument && line.contains("COMMAND");
-    let shared = e.kind() == ErrorKind::UnknownArgument
-        && matches!(
-            e.get(clap::error::ContextKind::InvalidArg),
-            Some(clap::error::ContextValue::String(a)) if a == "-s" || a == "--shared"
-        );
-    if shared {
-        " (flock's -s: for a shared lock use `zklock read-lock PATH -- CMD ARGS...`)"
-    } else if runs_a_command && (e.kind() == ErrorKind::UnknownArgument || missing_command) {
-        " (hint: put the command after --, as in `zklock lock /locks/x -- CMD ARGS...`, \
-         or give a shell string with -c 'CMD')"
-    } else {
-        ""
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return "";
+    };
+    match arg.as_str() {
+        "-s" | "--shared" => {
+            " (flock's -s: for a shared lock use `zklock read-lock PATH -- CMD ARGS...`)"
+        }
+        "-x" | "-e" | "--exclusive" => {
+            " (flock's -x: `zklock lock PATH -- CMD ARGS...` is exclusive already; \
+             `zklock read-lock` is the shared one)"
+        }
+        "-u" | "--unlock" => {
+            " (flock's -u: zklock releases when the command ends, or, holding without a \
+             command, on SIGINT or SIGTERM)"
+        }
+        "-n" if std::env::args().any(|a| a == "elect") => {
+            " (elect's candidate name is --name NAME; -n is lock's --nonblock)"
+        }
+        a if a.starts_with('-') => "",
+        _ if runs_a_command => {
+            " (hint: put the command after --, as in `zklock lock /locks/x -- CMD ARGS...`, \
+             or give a shell string with -c 'CMD')"
+        }
+        _ => "",
     }
 }
 
@@ -881,15 +1029,17 @@ fn kerberos_unavailable(g: &Global) -> Option<String> {
     ))
 }
 
+/// The log: off by default and with one `-v` (which makes zklock talk,
+/// not its client), then info, debug, trace.
 fn init_logging(verbose: u8) {
     let level = match verbose {
-        0 => "off",
-        1 => "info",
-        2 => "debug",
+        0 | 1 => "off",
+        2 => "info",
+        3 => "debug",
         _ => "trace",
     };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
-        .format_target(verbose > 1)
+        .format_target(verbose > 2)
         .init();
 }
 
@@ -899,15 +1049,7 @@ fn main() {
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version
         Err(e) => {
             // One line, not clap's usage block: "zklock: invalid value ...".
-            let rendered = e.render().to_string();
-            let first: Vec<&str> = rendered
-                .lines()
-                .take_while(|l| !l.trim().is_empty())
-                .map(str::trim)
-                .collect();
-            let line = first.join(" ");
-            let line = line.trim_start_matches("error: ");
-            eprintln!("zklock: {line}{}", dash_dash_hint(&e, line));
+            eprintln!("zklock: {}", usage_line(&e));
             std::process::exit(EXIT_USAGE);
         }
     };

@@ -40,20 +40,48 @@ fn port(g: &Global, a: &ServerArgs) -> anyhow::Result<Option<u16>> {
     }
 }
 
+/// Set in the environment of the background `zklock server` that
+/// `--detach` starts: it then says why it could not start on stdout, which
+/// `--detach` reads (its stderr goes nowhere).
+const DETACHED: &str = "ZKLOCK_SERVER_DETACHED";
+
 pub(crate) fn run(g: &Global, a: &ServerArgs) -> anyhow::Result<i32> {
     if let Some(pid) = a.stop {
         return stop(pid);
     }
     let port = port(g, a)?;
+    // The port of --zk/ZK_SERVERS (not --port) already serving ZooKeeper: a
+    // server of an earlier `export ZK_SERVERS=$(zklock server --detach)`.
+    // Said, and its connect string printed again, so that ZK_SERVERS keeps it.
+    if let (Some(p), None) = (port, a.port) {
+        if serves_zookeeper(p) {
+            println!("127.0.0.1:{p}");
+            let _ = std::io::stdout().flush();
+            eprintln!(
+                "zklock: ZooKeeper already serves at 127.0.0.1:{p} (the port of --zk/ZK_SERVERS): \
+                 not starting another (`zklock server --stop PID` stops one started with \
+                 --detach; unset ZK_SERVERS for a new one)"
+            );
+            return Ok(0);
+        }
+    }
     if a.detach {
         return detach(port);
     }
     let signals = SignalWatch::start(|_| {})?;
-    let server = match port {
+    let started = match port {
         Some(p) => ZkServer::start_on_port(p),
         None => ZkServer::start(),
     }
-    .context("cannot start ZooKeeper")?;
+    .context("cannot start ZooKeeper");
+    let server = match started {
+        Ok(s) => s,
+        Err(e) if std::env::var_os(DETACHED).is_some() => {
+            println!("error: {e:#}");
+            return Ok(crate::EXIT_ERROR);
+        }
+        Err(e) => return Err(e),
+    };
     // The connect string alone on stdout, for scripts.
     println!("{}", server.connect_string());
     let _ = std::io::stdout().flush();
@@ -91,6 +119,7 @@ fn detach(port: Option<u16>) -> anyhow::Result<i32> {
     }
     let mut child = std::os::unix::process::CommandExt::process_group(&mut cmd, 0)
         .env_remove("ZK_SERVERS")
+        .env(DETACHED, "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -101,6 +130,10 @@ fn detach(port: Option<u16>) -> anyhow::Result<i32> {
         BufReader::new(out).read_line(&mut line)?;
     }
     let connect = line.trim();
+    if let Some(why) = connect.strip_prefix("error: ") {
+        let _ = child.wait();
+        anyhow::bail!("the background server did not start: {why}");
+    }
     if connect.is_empty() {
         let status = child.wait()?;
         anyhow::bail!(
@@ -115,6 +148,29 @@ fn detach(port: Option<u16>) -> anyhow::Result<i32> {
         child.id()
     );
     Ok(0)
+}
+
+/// Whether a ZooKeeper answers on `port` of 127.0.0.1 (a session opens
+/// within 2 s; it is closed at once).
+fn serves_zookeeper(port: u16) -> bool {
+    if std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(500),
+    )
+    .is_err()
+    {
+        return false;
+    }
+    match zklock::ZooKeeperWatcher::builder(&format!("127.0.0.1:{port}"))
+        .with_connect_wait(Duration::from_secs(2))
+        .connect()
+    {
+        Ok(zkw) => {
+            let _ = zkw.close();
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// Stops a `zklock server` by PID (SIGTERM; it stops its ZooKeeper) and

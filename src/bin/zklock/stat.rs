@@ -6,9 +6,11 @@ use zklock::client::Stat;
 use zklock::{ZkError, ZooKeeperWatcher};
 
 use crate::duration::human;
+use serde_json::{json, Value};
+
 use crate::ls::{
-    age_of, entry_json, json_string, list, no_such_node, not_a_lock, now_ms, print_table,
-    quiet_on_broken_pipe, warn_mixed, what_is, Entry, Listing, What,
+    age_of, check_is_a_lock, entry_json, hex, list, no_such_node, now_ms, print_table,
+    quiet_on_broken_pipe, warn_mixed, write_json, Entry, Listing,
 };
 use crate::{connect, Global, StatArgs};
 
@@ -19,11 +21,7 @@ pub(crate) fn run(g: &Global, a: &StatArgs) -> anyhow::Result<i32> {
     let Some((stat, listing)) = read? else {
         return Err(no_such_node(&a.znode));
     };
-    if listing.entries.is_empty() {
-        if let What::Parent(children) = what_is(listing.children.clone()) {
-            anyhow::bail!(not_a_lock(&a.znode, &children, "stat"));
-        }
-    }
+    check_is_a_lock(&a.znode, &listing, "stat")?;
     warn_mixed(&listing.mixed);
     let (holders, waiters): (Vec<Entry>, Vec<Entry>) =
         listing.entries.iter().cloned().partition(Entry::is_head);
@@ -64,22 +62,23 @@ fn print_text(
         holders.len(),
         waiters.len()
     )?;
-    // zkCli's `stat` names, times with their age.
-    writeln!(out, "  cZxid = 0x{:x}", stat.czxid)?;
+    // zkCli's `stat` names; zxids in hex (as zkCli) and in decimal (as the
+    // FENCING column and $ZKLOCK_FENCING_TOKEN), times as dates with their age.
+    writeln!(out, "  cZxid = {}", zxid(stat.czxid))?;
     writeln!(
         out,
         "  ctime = {} ({} ago)",
-        stat.ctime,
+        date(stat.ctime),
         human(age_of(stat.ctime, now))
     )?;
-    writeln!(out, "  mZxid = 0x{:x}", stat.mzxid)?;
+    writeln!(out, "  mZxid = {}", zxid(stat.mzxid))?;
     writeln!(
         out,
         "  mtime = {} ({} ago)",
-        stat.mtime,
+        date(stat.mtime),
         human(age_of(stat.mtime, now))
     )?;
-    writeln!(out, "  pZxid = 0x{:x}", stat.pzxid)?;
+    writeln!(out, "  pZxid = {}", zxid(stat.pzxid))?;
     writeln!(out, "  cversion = {}", stat.cversion)?;
     writeln!(out, "  dataVersion = {}", stat.version)?;
     writeln!(out, "  aclVersion = {}", stat.aversion)?;
@@ -94,6 +93,19 @@ fn print_text(
     Ok(())
 }
 
+/// A zxid as zkCli prints it, and as a fencing token: `0x1a (26)`.
+fn zxid(z: i64) -> String {
+    format!("0x{z:x} ({z})")
+}
+
+/// A server time (ms since the epoch) as a UTC date, `2026-12-04T01:57:07.123Z`.
+pub(crate) fn date(ms: i64) -> String {
+    let at =
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// `stat --json`: the znode's object (docs/cli.md, "JSON schema").
 fn print_json(
     out: &mut impl Write,
     znode: &str,
@@ -103,42 +115,31 @@ fn print_json(
     listing: &Listing,
 ) -> io::Result<()> {
     let now = now_ms();
-    let array = |entries: &[Entry]| {
-        let items: Vec<String> = entries.iter().map(|e| entry_json(e, now)).collect();
-        format!("[{}]", items.join(","))
-    };
-    let mixed: Vec<String> = listing
+    let array =
+        |entries: &[Entry]| -> Value { entries.iter().map(|e| entry_json(e, now)).collect() };
+    let mixed: Vec<Value> = listing
         .mixed
         .iter()
-        .map(|(dir, dialects)| {
-            let dialects: Vec<String> = dialects.iter().map(|d| json_string(d)).collect();
-            format!(
-                "{{\"dir\":{},\"dialects\":[{}]}}",
-                json_string(dir),
-                dialects.join(",")
-            )
-        })
+        .map(|(dir, dialects)| json!({"dir": dir, "dialects": dialects}))
         .collect();
-    writeln!(
-        out,
-        "{{\"path\":{},\"stat\":{{\"czxid\":{},\"mzxid\":{},\"pzxid\":{},\"ctime_ms\":{},\
-         \"mtime_ms\":{},\"version\":{},\"cversion\":{},\"aversion\":{},\
-         \"ephemeral_owner\":\"0x{:x}\",\"data_length\":{},\"num_children\":{}}},\
-         \"holders\":{},\"waiters\":{},\"mixed\":[{}]}}",
-        json_string(znode),
-        stat.czxid,
-        stat.mzxid,
-        stat.pzxid,
-        stat.ctime,
-        stat.mtime,
-        stat.version,
-        stat.cversion,
-        stat.aversion,
-        stat.ephemeral_owner,
-        stat.data_length,
-        stat.num_children,
-        array(holders),
-        array(waiters),
-        mixed.join(",")
-    )
+    let doc = json!({
+        "path": znode,
+        "stat": {
+            "czxid": stat.czxid,
+            "mzxid": stat.mzxid,
+            "pzxid": stat.pzxid,
+            "ctime_ms": stat.ctime,
+            "mtime_ms": stat.mtime,
+            "version": stat.version,
+            "cversion": stat.cversion,
+            "aversion": stat.aversion,
+            "ephemeral_owner": hex(stat.ephemeral_owner),
+            "data_length": stat.data_length,
+            "num_children": stat.num_children,
+        },
+        "holders": array(holders),
+        "waiters": array(waiters),
+        "mixed": mixed,
+    });
+    write_json(out, &doc, true)
 }

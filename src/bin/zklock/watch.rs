@@ -7,7 +7,8 @@
 //! that no change between a read and the next watch is missed. A change is a
 //! node arriving or leaving; a printed listing equal to the last one (a
 //! watch that fired for nothing shown, a reconnect with no change) is not
-//! printed again.
+//! printed again. A path that does not exist (when the watch starts, or
+//! later) is shown so and watched until it comes.
 //!
 //! The session: a lost connection is told on stderr and the lock is read
 //! again once reconnected (changes meanwhile are shown then). An expired
@@ -24,7 +25,7 @@ use crossbeam_channel::{select, unbounded, Sender};
 use zklock::client::{EventType, KeeperState, State, WatchedEvent, Watcher};
 use zklock::{ZkError, ZooKeeperListener, ZooKeeperWatcher};
 
-use crate::ls::{list, no_such_node, render, warn_mixed, what_is, Listing};
+use crate::ls::{list, render, warn_mixed, what_is, Listing};
 use crate::supervise::SignalWatch;
 use crate::{connect_with, Global, LsArgs};
 
@@ -104,32 +105,9 @@ fn watch_and_list(
 
 /// This machine's time, `YYYY-MM-DD HH:MM:SS UTC`, for the table's heading.
 fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(i64::try_from(days).unwrap_or(0));
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    )
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    // humantime's RFC 3339 `2026-12-04T01:57:07Z`, as a heading reads it.
+    let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    format!("{} UTC", at.trim_end_matches('Z').replacen('T', " ", 1))
 }
 
 /// Whether `e` is a ZooKeeper error a reconnect (or a new session) ends.
@@ -157,7 +135,6 @@ fn follow(
     // What was printed last: the listing, its kind (no such node, idle,
     // parent of locks) and its warnings; ages are not compared.
     let mut shown = None;
-    let mut first = true;
     // Whether a read is due, and whether one can be made now; what stderr
     // said of the connection (the events': a read can fail before the
     // Disconnected event is handled).
@@ -170,10 +147,8 @@ fn follow(
                 Ok(listing) => {
                     due = false;
                     failures = 0;
-                    if first && listing.entries.is_empty() && listing.children.is_none() {
-                        return Err(no_such_node(znode));
-                    }
-                    first = false;
+                    // A path that does not exist (yet, or any more) is
+                    // shown so, and watched until it comes.
                     // A JSON document does not tell an idle lock from a
                     // missing one (both `[]`): compared as printed.
                     let key = (
@@ -270,13 +245,12 @@ fn follow(
 
 #[cfg(test)]
 mod tests {
-    use super::civil_from_days;
+    use super::utc_now;
 
     #[test]
-    fn days_become_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(59), (1970, 3, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(20_785), (2026, 11, 28));
+    fn the_heading_time_is_a_utc_date() {
+        let t = utc_now();
+        assert_eq!(t.len(), "2026-12-04 01:57:07 UTC".len(), "{t}");
+        assert!(t.ends_with(" UTC") && t.as_bytes()[10] == b' ', "{t}");
     }
 }

@@ -268,7 +268,7 @@ impl SessionShared {
                         let must_move = hosts.connected(host, generation);
                         self.move_requested.store(must_move, Ordering::SeqCst);
                     }
-                    self.refused_hosts.lock().clear();
+                    self.failed_hosts.lock().clear();
                     #[cfg(feature = "tls")]
                     self.tls_failed.lock().clear();
                     let end = match self.on_connected(&stream, reconnect, pending) {
@@ -325,7 +325,7 @@ impl SessionShared {
                 }
                 Err(e) => {
                     failures = failures.saturating_add(1);
-                    self.note_refused(host, &e);
+                    self.note_failure(host, &e);
                     // A TLS failure (a certificate, not the network) does not
                     // mend itself in milliseconds: straight to the longest wait.
                     #[cfg(feature = "tls")]
@@ -618,7 +618,16 @@ impl SessionShared {
             attempt = attempt.min(left.max(Duration::from_millis(10)));
         }
         let deadline = Instant::now() + attempt;
-        let addrs: Vec<SocketAddr> = host.to_socket_addrs()?.collect();
+        // A name that does not resolve: told at once (a lasting cause).
+        let addrs: Vec<SocketAddr> = host
+            .to_socket_addrs()
+            .map_err(|e| {
+                HostFailure::into_io(
+                    ConnectCause::Unresolvable,
+                    format!("cannot resolve the host name ({e})"),
+                )
+            })?
+            .collect();
         let mut last = io::Error::new(io::ErrorKind::NotFound, "host resolved to no address");
         let mut stream = None;
         // A host is refused only when every one of its addresses refused.
@@ -682,17 +691,20 @@ impl SessionShared {
         let mut pending = Vec::new();
         let mut len = [0u8; 4];
         stream.read_by(&mut len, &mut pending, deadline)?;
-        let len = i32::from_be_bytes(len);
-        if !(0..=4096).contains(&len) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("bad connect response length {len}"),
-            ));
+        let length = i32::from_be_bytes(len);
+        // Bytes that cannot begin a ConnectResponse (an HTTP or SSH server's
+        // text): not ZooKeeper, told at once (a lasting cause).
+        if !(0..=4096).contains(&length) {
+            return Err(not_zookeeper(&len, &pending));
         }
-        let mut body = vec![0u8; len as usize];
+        let mut body = vec![0u8; length as usize];
         stream.read_by(&mut body, &mut pending, deadline)?;
-        let resp = ConnectResponse::read(&mut Reader::new(&body))
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+        let resp = ConnectResponse::read(&mut Reader::new(&body)).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad connect response: {}", e.0),
+            )
+        })?;
         if resp.timeout_ms <= 0 {
             if id != 0 {
                 info!("session {id:#x} expired (told by {host})");
@@ -1248,6 +1260,21 @@ impl SessionShared {
         let _ = self.events.send(EventMsg::Stop);
         debug!("connection thread ends: {state:?}");
     }
+}
+
+/// The failure of an attempt whose server answered with bytes that cannot
+/// begin a ZooKeeper `ConnectResponse` (`first`, then what came with them),
+/// quoted for people: `answered, but not as ZooKeeper ("HTTP/1.1 400 Bad")`.
+fn not_zookeeper(first: &[u8], more: &[u8]) -> io::Error {
+    let bytes: Vec<u8> = first.iter().chain(more).copied().take(24).collect();
+    let shown: String = String::from_utf8_lossy(&bytes)
+        .chars()
+        .map(|c| if c.is_control() { '.' } else { c })
+        .collect();
+    HostFailure::into_io(
+        ConnectCause::NotZooKeeper,
+        format!("answered, but not as ZooKeeper (its first bytes: {shown:?})"),
+    )
 }
 
 #[cfg(test)]

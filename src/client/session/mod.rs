@@ -42,7 +42,7 @@ use super::sasl::SaslFailure;
 use super::watches::{same, Kind, WatchManager, WatcherRef};
 use crate::deadline::Deadline;
 use crate::engine::wake::{EndWakes, Wake};
-use crate::error::{Error, ZkError};
+use crate::error::{ConnectCause, Error, ZkError};
 use crate::metrics::{metric, Timer};
 use crate::types::{EventType, KeeperState, State, WatchedEvent};
 use crate::util::{jitter, random_u64};
@@ -213,10 +213,11 @@ pub(crate) struct SessionShared {
     /// [`SessionShared::tls_failure`]).
     #[cfg(feature = "tls")]
     tls_failed: Mutex<std::collections::HashMap<String, crate::client::TlsError>>,
-    /// The hosts whose last connect attempt was refused by every address
-    /// (nothing listens there), since the last connection (see
-    /// [`SessionShared::refused`]).
-    refused_hosts: Mutex<HashSet<String>>,
+    /// The hosts whose last connect attempt failed for a lasting cause
+    /// (refused by every address, a name that does not resolve, an answer
+    /// that is not ZooKeeper's), with it, since the last connection (see
+    /// [`SessionShared::known_failure`]).
+    failed_hosts: Mutex<std::collections::HashMap<String, HostFailure>>,
     /// Why the handle ended with `AuthFailed` (the SASL mechanism's or the
     /// server's words), for the error `connect` returns.
     auth_failure: Mutex<Option<String>>,
@@ -305,7 +306,7 @@ pub(crate) fn start(
         end_wakes: EndWakes::default(),
         #[cfg(feature = "tls")]
         tls_failed: Mutex::new(std::collections::HashMap::new()),
-        refused_hosts: Mutex::new(HashSet::new()),
+        failed_hosts: Mutex::new(std::collections::HashMap::new()),
         auth_failure: Mutex::new(None),
         move_requested: AtomicBool::new(false),
         #[cfg(feature = "testing")]
@@ -452,7 +453,7 @@ impl SessionShared {
             if let Some(e) = self.tls_refused(&s) {
                 return Err(Error::Tls(e));
             }
-            if let Some(e) = self.refused(&s) {
+            if let Some(e) = self.known_failure(&s) {
                 return Err(e);
             }
             if self.session_cv.wait_until(&mut s, deadline).timed_out() {
@@ -471,47 +472,71 @@ impl SessionShared {
         match (e.code(), self.auth_failure.lock().clone()) {
             (Some(ZkError::AuthFailed), Some(reason)) => Error::Connect {
                 code: ZkError::AuthFailed,
+                cause: ConnectCause::AuthFailed,
                 reason,
             },
             _ => e,
         }
     }
 
-    /// Records whether a failed connect attempt on `host` was refused by
-    /// every address of the host (nothing listens there), and wakes the
-    /// waits for a connection when it was.
-    fn note_refused(&self, host: &str, e: &io::Error) {
-        if e.kind() == io::ErrorKind::ConnectionRefused {
-            self.refused_hosts.lock().insert(host.to_string());
-            let _s = self.session.lock();
-            self.session_cv.notify_all();
-        } else {
-            self.refused_hosts.lock().remove(host);
+    /// Records why a failed connect attempt on `host` failed when the cause
+    /// lasts (see [`HostFailure::of`]), and wakes the waits for a
+    /// connection; forgets the host's cause on any other failure.
+    fn note_failure(&self, host: &str, e: &io::Error) {
+        match HostFailure::of(e) {
+            Some(failure) => {
+                self.failed_hosts.lock().insert(host.to_string(), failure);
+                let _s = self.session.lock();
+                self.session_cv.notify_all();
+            }
+            None => {
+                self.failed_hosts.lock().remove(host);
+            }
         }
     }
 
     /// The error `connect` and waiting calls fail with at once when no
-    /// session was ever established and the last attempt on every host was
-    /// refused: `ConnectionLoss` ([`Error::Connect`]) naming the servers.
-    /// A session that existed keeps retrying until it expires (as Java's).
-    fn refused(&self, s: &Session) -> Option<Error> {
+    /// session was ever established and the last attempt on every host
+    /// failed for a lasting cause: `ConnectionLoss` ([`Error::Connect`])
+    /// with the cause and each server's. A session that existed keeps
+    /// retrying until it expires (as Java's).
+    fn known_failure(&self, s: &Session) -> Option<Error> {
         if s.id != 0 {
             return None;
         }
-        let refused = self.refused_hosts.lock();
-        let hosts = &self.settings.hosts;
-        if !hosts.iter().all(|h| refused.contains(h.as_str())) {
-            return None;
-        }
-        let mut names: Vec<&str> = hosts.iter().map(String::as_str).collect();
-        names.dedup();
-        Some(Error::Connect {
-            code: ZkError::ConnectionLoss,
-            reason: format!(
+        // The list as it is now (`update_server_list` may have changed it),
+        // read before the failures are locked.
+        let current = self.hosts.lock().hosts().to_vec();
+        let failed = self.failed_hosts.lock();
+        let mut hosts: Vec<&str> = current.iter().map(String::as_str).collect();
+        hosts.dedup();
+        let each: Vec<(&str, &HostFailure)> = hosts
+            .iter()
+            .map(|h| failed.get(*h).map(|f| (*h, f)))
+            .collect::<Option<_>>()?;
+        let first = each.first()?.1.cause;
+        let cause = if each.iter().all(|(_, f)| f.cause == first) {
+            first
+        } else {
+            ConnectCause::Several
+        };
+        let reason = if cause == ConnectCause::Refused {
+            format!(
                 "connection refused by {} (nothing listens there: is ZooKeeper running, on \
                  that port?)",
-                names.join(", ")
-            ),
+                hosts.join(", ")
+            )
+        } else {
+            let each: Vec<String> = each
+                .iter()
+                .map(|(h, f)| format!("{h}: {}", f.text))
+                .collect();
+            each.join("; ")
+        };
+        Some(Error::Connect {
+            code: ZkError::ConnectionLoss,
+            cause,
+            reason,
         })
     }
 
@@ -852,3 +877,40 @@ fn reconnected(told: Option<KeeperState>, now: KeeperState) -> bool {
         )
     )
 }
+
+/// A connect attempt's failure whose cause lasts: another try within the
+/// connect wait would fail the same way ([`SessionShared::known_failure`]).
+#[derive(Debug, Clone)]
+pub(super) struct HostFailure {
+    cause: ConnectCause,
+    /// The cause in words, for [`Error::Connect`]'s reason.
+    text: String,
+}
+
+impl HostFailure {
+    /// `e` as an I/O error that [`HostFailure::of`] knows again.
+    pub(super) fn into_io(cause: ConnectCause, text: String) -> io::Error {
+        io::Error::other(HostFailure { cause, text })
+    }
+
+    /// The lasting cause of a failed attempt: refused by every address
+    /// (`ConnectionRefused`), or one [`into_io`](Self::into_io) made (a name
+    /// that does not resolve, bytes that are not ZooKeeper's).
+    fn of(e: &io::Error) -> Option<HostFailure> {
+        if e.kind() == io::ErrorKind::ConnectionRefused {
+            return Some(HostFailure {
+                cause: ConnectCause::Refused,
+                text: "connection refused".into(),
+            });
+        }
+        e.get_ref()?.downcast_ref::<HostFailure>().cloned()
+    }
+}
+
+impl std::fmt::Display for HostFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for HostFailure {}
