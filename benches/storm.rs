@@ -42,8 +42,8 @@
 //!   (median, p90, last; Java's client waits a random 0–1 s before each
 //!   reconnection attempt after the first);
 //! - safety: overlaps (a marker file per lock, created exclusively by each holder
-//!   on grant and removed before release: a grant that finds it broke mutual
-//!   exclusion) and orphans (lock nodes left once every client has had and
+//!   on grant and removed before release, or when the holder is told its lock
+//!   is lost: a grant that finds it broke mutual exclusion) and orphans (lock nodes left once every client has had and
 //!   released its lock, sessions still open).
 //!
 //! The storm fleets' line protocol is described in `CuratorStormFleet.java`;
@@ -288,6 +288,7 @@ fn hold(
     stop: &AtomicBool,
 ) -> Result<(), String> {
     let events = Mutex::new(tx.clone());
+    let lost_marker = marker.to_path_buf();
     let lock = ZkInterProcessWriteLock::new(zkw, path, format!("storm-{i}").as_bytes(), None)
         .map_err(|e| e.to_string())?
         .with_lock_listener(move |_path: &str, event: LockEvent| {
@@ -297,6 +298,10 @@ fn hold(
                 LockEvent::Lost => "lost",
                 _ => "other",
             };
+            if event == LockEvent::Lost {
+                // No longer the holder: the next one may be granted.
+                let _ = std::fs::remove_file(&lost_marker);
+            }
             let _ = events
                 .lock()
                 .unwrap()
@@ -1121,6 +1126,9 @@ fn main() {
     if env::args().any(|a| a == "--list") {
         return;
     }
+    // RUST_LOG=zklock=debug shows zklock's connections (nothing by default).
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("off"))
+        .try_init();
     let n = env_usize("ZK_STORM_CLIENTS", 50).max(1);
     let per_lock = env_usize("ZK_STORM_PER_LOCK", 5).max(1);
     let nodes = env_usize("ZK_STORM_NODES", 1000).max(DIRS * 2);

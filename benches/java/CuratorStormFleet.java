@@ -34,7 +34,8 @@
 //   lock <i> acquired|indoubt|restored|lost|released <t>
 //                                   what client i's holder is told (Curator's lock
 //                                   has no events of its own: a holder learns from
-//                                   the connection state)
+//                                   the connection state); a holder told lost
+//                                   removes its marker file
 //   current <i> <t>                 client i's cache and tracker are current
 //   overlap <i> <lock>              client i was granted a lock whose marker file
 //                                   another holder still had (mutual exclusion broken)
@@ -91,6 +92,7 @@ public class CuratorStormFleet {
         final CuratorCache cache;
         final CuratorCache tracker;
         final AtomicBoolean holding = new AtomicBoolean();
+        volatile File marker;
         volatile String[] reportedFor = null;
         Thread thread;
 
@@ -136,6 +138,10 @@ public class CuratorStormFleet {
                         say("conn " + id + " " + s + " " + t);
                         if (m.holding.get()) {
                             String e = s.equals("down") ? "indoubt" : s.equals("up") ? "restored" : "lost";
+                            if (e.equals("lost") && m.marker != null) {
+                                // No longer the holder: the next one may be granted.
+                                m.marker.delete();
+                            }
                             say("lock " + id + " " + e + " " + t);
                         }
                     });
@@ -177,6 +183,7 @@ public class CuratorStormFleet {
 
     static void hold(Member m, String lockPath, File marker, AtomicInteger released, int n) {
         try {
+            m.marker = marker;
             InterProcessMutex lock = new InterProcessReadWriteLock(m.client, lockPath).writeLock();
             lock.acquire();
             m.holding.set(true);

@@ -49,6 +49,7 @@ class Member(object):
         self.cache = None
         self.tracked = None
         self.holding = False
+        self.marker = None
         self.reported_for = None
 
 
@@ -115,12 +116,19 @@ class Fleet(object):
             say("conn %d %s %d" % (m.i, s, t))
             if m.holding:
                 e = {"down": "indoubt", "up": "restored", "lost": "lost"}[s]
+                if e == "lost" and m.marker is not None:
+                    # No longer the holder: the next one may be granted.
+                    try:
+                        os.unlink(m.marker)
+                    except OSError:
+                        pass
                 say("lock %d %s %d" % (m.i, e, t))
 
         return listener
 
     def hold(self, m, path, marker):
         try:
+            m.marker = marker
             lock = WriteLock(m.client, path, "storm-%d" % m.i)
             lock.acquire()
             m.holding = True
