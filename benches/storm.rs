@@ -17,6 +17,9 @@
 //!   the other two members at once (a refused connection fails fast for every
 //!   client alike; a blackhole would measure each client's connect timeout
 //!   instead of its storm).
+//! - **none**, the control: no fault, the same changes to the tree; what the
+//!   changes alone cost each client (a storm's figures less these are the
+//!   storm's own).
 //!
 //! Every client reaches the ensemble through one `FaultProxy` per member (the
 //! three proxies' addresses are the fleet's connect string), so that the
@@ -51,7 +54,7 @@
 //!
 //! Knobs: `ZK_STORM_CLIENTS` (50), `ZK_STORM_PER_LOCK` (5 clients per lock),
 //! `ZK_STORM_NODES` (1,000), `ZK_BENCH_ROUNDS` (3), `ZK_STORM_SCENARIOS`
-//! (`kill,cut`), `ZK_STORM_IMPLS` (`zklock,curator,kazoo`), `ZK_STORM_CUT_MS`
+//! (`kill,cut,none`), `ZK_STORM_IMPLS` (`zklock,curator,kazoo`), `ZK_STORM_CUT_MS`
 //! (1000), `ZK_COMPARE_PYTHON` (the python that imports kazoo).
 
 mod common;
@@ -552,6 +555,8 @@ impl Sampler {
 enum Scenario {
     Kill,
     Cut,
+    /// No fault: the changes alone (the control).
+    None,
 }
 
 impl Scenario {
@@ -559,6 +564,7 @@ impl Scenario {
         match self {
             Scenario::Kill => "kill the leader",
             Scenario::Cut => "cut and heal one member's clients",
+            Scenario::None => "no fault, the changes alone (control)",
         }
     }
 }
@@ -724,6 +730,7 @@ fn run(ctx: &mut Ctx, imp: usize, scenario: Scenario, round: usize) -> Result<Fi
     let sc = match scenario {
         Scenario::Kill => "kill",
         Scenario::Cut => "cut",
+        Scenario::None => "none",
     };
     let root = format!("/storm/{short}-{sc}-{round}");
     let n = ctx.n;
@@ -810,6 +817,7 @@ fn run(ctx: &mut Ctx, imp: usize, scenario: Scenario, round: usize) -> Result<Fi
             });
             ((0..ctx.ensemble.size()).collect(), None)
         }
+        Scenario::None => ((0..ctx.ensemble.size()).collect(), None),
     };
     if scenario == Scenario::Kill {
         ctx.ensemble
@@ -964,7 +972,11 @@ fn run(ctx: &mut Ctx, imp: usize, scenario: Scenario, round: usize) -> Result<Fi
         f.peak_reqs = f.peak_reqs.max(p / dt);
         f.peak_conns = f.peak_conns.max(c / dt);
     }
-    f.election = secs(t_quorum - t0);
+    f.election = if killed.is_some() {
+        secs(t_quorum - t0)
+    } else {
+        f64::NAN
+    };
     f.steady = secs(t_steady - t0);
     // Per client: first down, first up after it; holders told; caches current.
     let after = &log.said[said_before..];
@@ -1029,6 +1041,12 @@ fn run(ctx: &mut Ctx, imp: usize, scenario: Scenario, round: usize) -> Result<Fi
             }
             f.peak_reconnects_100ms = f.peak_reconnects_100ms.max(k - j + 1);
         }
+    } else {
+        // No reconnection (the control): left out of the table.
+        f.reconnect_first = f64::NAN;
+        f.reconnect_p50 = f64::NAN;
+        f.reconnect_p90 = f64::NAN;
+        f.reconnect_last = f64::NAN;
     }
 
     // Safety: release everything, count overlaps and orphans.
@@ -1125,11 +1143,12 @@ fn main() {
     let rounds = bench_rounds(3);
     let cut_for = Duration::from_millis(env_usize("ZK_STORM_CUT_MS", 1000) as u64);
     let scenarios: Vec<Scenario> = env::var("ZK_STORM_SCENARIOS")
-        .unwrap_or_else(|_| "kill,cut".into())
+        .unwrap_or_else(|_| "kill,cut,none".into())
         .split(',')
         .filter_map(|s| match s.trim() {
             "kill" => Some(Scenario::Kill),
             "cut" => Some(Scenario::Cut),
+            "none" => Some(Scenario::None),
             _ => None,
         })
         .collect();
