@@ -7,6 +7,7 @@
 #   make loom       the wait engine's model check (loom; part of make test)
 #   make bench      every benchmark, zklock side by side with Curator, kazoo and ZooKeeper's recipe
 #   make bench-metrics  the uncontended lock cycle built without and with the feature `metrics`
+#   make bench-storm    failover storms: zklock, Curator and kazoo fleets through a leader kill and a cut
 #   make chaos      the long chaos runs (CHAOS_SEEDS=1,2,3 CHAOS_SECS=180 by default)
 #   make zookeeper  install Apache ZooKeeper and a JRE if missing (Debian, as root)
 #   make curator    install Apache Curator if missing (Debian, as root; for make bench)
@@ -28,10 +29,10 @@ PYTHON3       ?= python3
 KAZOO_VERSION := 2.11.0
 KAZOO_VENV    := target/kazoo-venv
 
-.PHONY: help zookeeper curator kazoo kerberos zookeeper-versions test test-versions check fmt clippy doc demo cli bench bench-metrics chaos loom loom-build package
+.PHONY: help zookeeper curator kazoo kerberos zookeeper-versions test test-versions check fmt clippy doc demo cli bench bench-metrics bench-storm chaos loom loom-build package
 
 help:
-	@echo "make demo | make test | make check | make bench | make chaos | make cli | make zookeeper"
+	@echo "make demo | make test | make check | make bench | make bench-storm | make chaos | make cli | make zookeeper"
 
 # Debian's `zookeeper` package brings the server jars (libzookeeper-java),
 # slf4j (libslf4j-java) and Netty (libnetty-java, for the TLS tests); `openssl`
@@ -364,6 +365,17 @@ bench-metrics: zookeeper
 	  $(CARGO) bench -q --bench metrics 2>/dev/null | grep '^metrics'; \
 	  $(CARGO) bench -q --bench metrics --features metrics 2>/dev/null | grep '^metrics'; \
 	done
+
+# Failover storms (benches/storm.rs, docs/benchmarks.md): a fleet of
+# STORM_CLIENTS clients per implementation (zklock, Curator, kazoo), each with a
+# write lock, a tree cache of 1,000 nodes and a tracked node, on a three-member
+# ensemble, through a leader kill, a cut of one member's clients and, as the
+# control, the same changes without a fault; the tables have the median and
+# range over STORM_ROUNDS rounds (about 20 minutes for 50 clients, 3 rounds).
+STORM_CLIENTS ?= 50
+STORM_ROUNDS ?= 3
+bench-storm: zookeeper curator kazoo
+	ZK_STORM_CLIENTS=$(STORM_CLIENTS) ZK_BENCH_ROUNDS=$(STORM_ROUNDS) $(CARGO) bench --bench storm
 
 # The long chaos runs (tests/chaos.rs, `long_chaos_runs*`: the locks, the
 # election, the queue): a three-server ensemble, worker processes and a
