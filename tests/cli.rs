@@ -3048,3 +3048,57 @@ fn the_comparison_table_does_not_credit_etcdctl_lock_with_a_timeout() {
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
     assert!(!cells[3].contains("--timeout"), "etcdctl's cell: {row}");
 }
+
+/// `zklock config` prints the ensemble's configuration, as the server's text
+/// and as JSON, with the chroot of `--zk` not applying (ZooKeeper's
+/// getConfig); a standalone server's empty configuration is exit 1 and a
+/// sentence, not an empty line.
+#[test]
+fn config_prints_the_ensembles_members_and_version() {
+    let out = run(&["config"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("standalone"), "{out:?}");
+
+    let ensemble = zklock::testing::ZkEnsemble::start_reconfigurable().expect("ensemble");
+    let admin = ZooKeeper::connect(&ensemble.connect_string(), WAIT, |_e| {}).expect("connect");
+    for node in ["/some", "/some/chroot"] {
+        admin
+            .create(
+                node,
+                b"",
+                zklock::client::Acl::open_unsafe(),
+                zklock::client::CreateMode::Persistent,
+            )
+            .expect("create the chroot");
+    }
+    let zk = format!("{}/some/chroot", ensemble.connect_string());
+    let out = run(&["--zk", &zk, "config"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let plain = text(&out.stdout);
+    let members: Vec<&str> = plain.lines().filter(|l| l.starts_with("server.")).collect();
+    assert_eq!(members.len(), 3, "{plain}");
+    let version = plain
+        .lines()
+        .find_map(|l| l.strip_prefix("version="))
+        .unwrap_or_else(|| panic!("no version line: {plain}"));
+    let version = i64::from_str_radix(version.trim(), 16).expect("a hex version");
+
+    let out = run(&["--zk", &zk, "config", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(json["version"], version, "{json}");
+    let servers = json["servers"].as_array().expect("servers");
+    assert_eq!(servers.len(), 3, "{json}");
+    let clients: Vec<String> = servers
+        .iter()
+        .map(|s| s["client"].as_str().expect("a client address").to_string())
+        .collect();
+    for client in &clients {
+        assert!(
+            ensemble.connect_string().split(',').any(|c| c == client),
+            "{client} is not one of {}",
+            ensemble.connect_string()
+        );
+    }
+    assert_eq!(json["connect_string"], clients.join(","), "{json}");
+}

@@ -21,6 +21,7 @@
 //!
 //! Built with the `cli` feature (`cargo install zklock --features cli`).
 
+mod config;
 mod diagnose;
 mod duration;
 mod elect;
@@ -352,6 +353,22 @@ enum Cmd {
     ///
     /// As zkCli's whoami (scheme: user); needs ZooKeeper 3.7 or later.
     Whoami,
+    /// Print the ensemble's configuration (/zookeeper/config)
+    ///
+    /// As zkCli's config: the members and the config's version; needs
+    /// ZooKeeper 3.5 or later. The chroot of --zk does not apply.
+    Config(ConfigArgs),
+}
+
+/// `config`.
+#[derive(Debug, Args)]
+pub(crate) struct ConfigArgs {
+    /// One JSON object instead of the server's text
+    ///
+    /// {"version", "connect_string", "servers": [{"id", "host", "quorum_port",
+    /// "election_port", "role", "client"}]} (docs/cli.md).
+    #[arg(long)]
+    json: bool,
 }
 
 /// `lock --help`, `read-lock --help`, `semaphore --help`: the form without a
@@ -896,6 +913,7 @@ fn run(cli: &Cli) -> anyhow::Result<i32> {
         Cmd::Leader(a) => elect::leader(&cli.global, a),
         Cmd::Server(a) => server::run(&cli.global, a),
         Cmd::Whoami => whoami::run(&cli.global),
+        Cmd::Config(a) => config::run(&cli.global, a),
     }
 }
 
