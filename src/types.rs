@@ -568,7 +568,11 @@ impl KeeperState {
 }
 
 /// An event from ZooKeeper: Java's `WatchedEvent`.
+///
+/// `#[non_exhaustive]`: made by the client, or in tests by
+/// [`state`](Self::state) and [`node`](Self::node).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WatchedEvent {
     /// What happened.
     pub event_type: EventType,
@@ -576,6 +580,12 @@ pub struct WatchedEvent {
     pub keeper_state: KeeperState,
     /// The node, client-side (chroot removed); `None` for connection events.
     pub path: Option<String>,
+    /// The zxid of the change that fired a node event (Java's
+    /// `WatchedEvent.getZxid`): sent by ZooKeeper 3.9 and later
+    /// (ZOOKEEPER-4655); `None` from older servers, for connection events
+    /// and for the events the client makes itself (a watch removed, a
+    /// persistent watch's end).
+    pub zxid: Option<i64>,
 }
 
 impl WatchedEvent {
@@ -585,6 +595,7 @@ impl WatchedEvent {
             event_type: EventType::None,
             keeper_state,
             path: None,
+            zxid: None,
         }
     }
 
@@ -594,6 +605,7 @@ impl WatchedEvent {
             event_type,
             keeper_state: KeeperState::SyncConnected,
             path: Some(path.into()),
+            zxid: None,
         }
     }
 }

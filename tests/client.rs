@@ -669,6 +669,35 @@ fn one_shot_watches_fire_once_with_the_right_event() {
     teardown(&zk, &root);
 }
 
+/// A node event carries the zxid of the change that fired it on ZooKeeper 3.9
+/// (ZOOKEEPER-4655): the data change's `mzxid`, the creation's `czxid`, the
+/// deletion's own zxid; older servers send none, and a connection event has
+/// none.
+#[test]
+fn node_events_carry_the_zxid_of_their_change_on_3_9() {
+    let (zk, events, root) = setup("event-zxid");
+    let d = format!("{root}/d");
+    let data = Events::new();
+    assert_eq!(zk.exists_w(&d, data.watcher()).unwrap(), None);
+    let (_, created) = zk.create2(&d, b"", open(), CreateMode::Persistent).unwrap();
+    data.wait_node(EventType::NodeCreated, &d, 1, WAIT);
+    zk.get_data_w(&d, data.watcher()).unwrap();
+    let changed = zk.set_data(&d, b"1", None).unwrap();
+    data.wait_node(EventType::NodeDataChanged, &d, 1, WAIT);
+    let zxids: Vec<Option<i64>> = data.all().iter().map(|e| e.zxid).collect();
+    if zklock::testing::server_version().at_least(3, 9) {
+        assert_eq!(zxids, [Some(created.czxid), Some(changed.mzxid)]);
+    } else {
+        assert_eq!(zxids, [None, None], "a server before 3.9 sends no zxid");
+    }
+    assert!(
+        events.all().iter().all(|e| e.zxid.is_none()),
+        "connection events carry none: {:?}",
+        events.all()
+    );
+    teardown(&zk, &root);
+}
+
 #[test]
 fn a_watcher_registered_several_ways_is_called_once_per_trigger() {
     let (zk, events, root) = setup("once");

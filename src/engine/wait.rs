@@ -649,6 +649,7 @@ mod loom_tests {
             event_type: kind,
             keeper_state: KeeperState::SyncConnected,
             path: Some("/model".into()),
+            zxid: None,
         }
     }
 

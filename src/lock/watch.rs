@@ -451,6 +451,7 @@ mod tests {
             event_type: t,
             keeper_state: KeeperState::SyncConnected,
             path: Some("/l/write-0".into()),
+            zxid: None,
         }
     }
 

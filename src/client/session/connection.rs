@@ -1039,7 +1039,9 @@ impl SessionShared {
             xid::NOTIFICATION => {
                 let (t, state, server_path) = proto::read_watcher_event(&mut r)
                     .map_err(|e| ConnEnd::Protocol(format!("notification: {}", e.0)))?;
-                self.dispatch(t, state, &server_path);
+                // ZooKeeper 3.9 sends the zxid of the change (ZOOKEEPER-4655),
+                // older servers -1.
+                self.dispatch(t, state, &server_path, (hdr.zxid > 0).then_some(hdr.zxid));
                 Ok(false)
             }
             x => {
@@ -1135,7 +1137,7 @@ impl SessionShared {
         }
     }
 
-    pub(super) fn dispatch(&self, t: i32, state: i32, server_path: &str) {
+    pub(super) fn dispatch(&self, t: i32, state: i32, server_path: &str, zxid: Option<i64>) {
         let Some(event_type) = EventType::from_code(t) else {
             warn!("ignoring a notification of unknown type {t} on {server_path}");
             return;
@@ -1166,6 +1168,7 @@ impl SessionShared {
                     event_type,
                     keeper_state,
                     path: Some(server_path.to_string()),
+                    zxid,
                 };
                 let _ = self.enqueue(EventMsg::Deliver(config, event));
             }
@@ -1178,6 +1181,7 @@ impl SessionShared {
             event_type,
             keeper_state,
             path: Some(path),
+            zxid,
         };
         let _ = self.enqueue(EventMsg::Deliver(watchers, event));
     }
