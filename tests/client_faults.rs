@@ -2219,3 +2219,65 @@ fn an_established_session_keeps_retrying_a_refusing_server() {
     assert_eq!(zk.session_id(), id);
     zk.close().unwrap();
 }
+
+/// A server that takes a session's reconnect and closes it unanswered (up but
+/// not serving: a follower while the ensemble elects a leader) is tried again
+/// after Java's random pause of up to 1 s, not on the backoff's 10, 20, 40 ms
+/// steps, so a fleet dropped at once comes back spread over a second (issue
+/// 49's storm bench: zklock's reconnections bunched more than Java's). Ten
+/// clients, each on its own fake server: connection 0 serves the session and
+/// closes; 1 to 3 are accepted and closed unanswered; 4 serves the session
+/// again. On the backoff's steps, connections 1 to 4 of a client are at most
+/// 70 ms apart (plus scheduling); three draws of up to 1 s sum to less than
+/// 150 ms with a chance of 1 in 1,800, and the test takes the median of ten.
+#[test]
+fn a_reconnect_closed_unanswered_is_retried_after_javas_random_pause() {
+    const CLIENTS: usize = 10;
+    let mut runs = Vec::new();
+    for _ in 0..CLIENTS {
+        let times: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::default();
+        let seen = times.clone();
+        let fake = FakeServer::start(move |n, mut s| {
+            seen.lock().unwrap().push((n, Instant::now()));
+            match n {
+                0 => {
+                    let _ = fake_handshake(&mut s, FAKE_SESSION);
+                    thread::sleep(Duration::from_millis(200));
+                }
+                1..=3 => {
+                    let _ = read_frame(&mut s); // the ConnectRequest, unanswered
+                }
+                _ => {
+                    if fake_handshake(&mut s, FAKE_SESSION).is_ok() {
+                        fake_serve_well(s);
+                    }
+                }
+            }
+        });
+        let zk = ZooKeeper::builder(&fake.addr)
+            .with_session_timeout(Duration::from_secs(8))
+            .connect(|_e| {})
+            .unwrap();
+        runs.push((fake, zk, times));
+    }
+    let mut spans = Vec::new();
+    for (fake, zk, times) in &runs {
+        wait_until(WAIT, "the fifth connection serves the session", || {
+            fake.accepted() >= 5
+        });
+        assert_eq!(zk.exists("/x", false).unwrap().unwrap().version, 42);
+        assert_eq!(zk.session_id(), FAKE_SESSION, "the session is kept");
+        let times = times.lock().unwrap();
+        let at = |n: usize| times.iter().find(|(i, _)| *i == n).unwrap().1;
+        spans.push(at(4) - at(1));
+    }
+    spans.sort();
+    let median = spans[CLIENTS / 2];
+    assert!(
+        median > Duration::from_millis(150),
+        "retries after an unanswered close are not spread: median {median:?} of {spans:?}"
+    );
+    for (_, zk, _) in runs {
+        zk.close().unwrap();
+    }
+}

@@ -255,7 +255,8 @@ impl SessionShared {
                 )
             };
             let host = &host;
-            match self.handshake(host, n_hosts, &mut slow) {
+            let mut accepted = false;
+            match self.handshake(host, n_hosts, &mut slow, &mut accepted) {
                 Ok(None) => break Terminal::Expired,
                 Ok(Some((stream, reconnect, pending))) => {
                     failures = 0;
@@ -337,6 +338,19 @@ impl SessionShared {
                     let exp = failures.saturating_sub(1).min(7);
                     let mut delay =
                         jitter(Duration::from_millis(10 << exp).min(Duration::from_secs(1)));
+                    // A server that took the connection of a session and let it
+                    // go unanswered is up but not serving (electing a leader,
+                    // at its connection limit): the whole fleet it dropped is
+                    // knocking, so each waits Java's random 0-1 s, which
+                    // spreads their return over a second instead of bunching
+                    // it on the backoff's steps (the storm bench's "most
+                    // reconnections in any 100 ms"). A refused or silent
+                    // server, and a first connect, keep the short backoff.
+                    if accepted && not_serving(&e) {
+                        if let Some(pause) = self.reconnect_pause() {
+                            delay = pause;
+                        }
+                    }
                     if let Some(left) = self.until_surely_expired() {
                         delay = delay.min(left);
                     }
@@ -370,19 +384,26 @@ impl SessionShared {
     /// already orders the two handles, and a second more only eats the
     /// session's time.) Ends at once on `close()`.
     fn pause_before_reconnect(&self) {
+        let Some(pause) = self.reconnect_pause() else {
+            return;
+        };
+        debug!("reconnecting in {pause:?}");
+        let until = Instant::now() + pause;
+        let mut s = self.session.lock();
+        while !s.closing && !self.session_cv.wait_until(&mut s, until).timed_out() {}
+    }
+
+    /// The random pause of [`pause_before_reconnect`](Self::pause_before_reconnect):
+    /// up to Java's 1 s, a quarter of the negotiated session timeout and
+    /// half the time left before the session must have expired; `None`
+    /// before the first session (nothing negotiated yet).
+    fn reconnect_pause(&self) -> Option<Duration> {
         let mut max = RECONNECT_PAUSE.min(self.negotiated_timeout() / 4);
         if let Some(left) = self.until_surely_expired() {
             max = max.min(left / 2);
         }
         let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
-        if nanos == 0 {
-            return;
-        }
-        let pause = Duration::from_nanos(random_u64() % nanos);
-        debug!("reconnecting in {pause:?}");
-        let until = Instant::now() + pause;
-        let mut s = self.session.lock();
-        while !s.closing && !self.session_cv.wait_until(&mut s, until).timed_out() {}
+        (nanos > 0).then(|| Duration::from_nanos(random_u64() % nanos))
     }
 
     /// After declaring the session expired on its own (no server heard for a
@@ -605,6 +626,7 @@ impl SessionShared {
         host: &str,
         n_hosts: usize,
         slow: &mut u32,
+        accepted: &mut bool,
     ) -> io::Result<Option<Connected>> {
         let (id, password, negotiated) = {
             let s = self.session.lock();
@@ -657,6 +679,7 @@ impl SessionShared {
             last = io::Error::other(format!("{last} (on some addresses)"));
         }
         let stream = stream.ok_or(last)?;
+        *accepted = true;
         *self.handshaking.lock() = Some(stream.try_clone()?);
         // After publishing the socket: a close() before it is seen here, one
         // after it shuts the socket down.
@@ -1264,6 +1287,19 @@ impl SessionShared {
         let _ = self.events.send(EventMsg::Stop);
         debug!("connection thread ends: {state:?}");
     }
+}
+
+/// Whether a handshake's failure says the server closed or reset the
+/// connection it had accepted, without an answer (not serving now), rather
+/// than a timeout, a TLS or protocol failure.
+fn not_serving(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+    )
 }
 
 /// The failure of an attempt whose server answered with bytes that cannot
