@@ -395,6 +395,9 @@ impl Watcher for NodeWatch {
 /// The held node's watch: an `exists` on it; its reactions are the lock's.
 impl HeldWatch for NodeWatch {
     type Answer = Option<Stat>;
+    type Context = ();
+
+    fn context(&self) {}
 
     fn watcher(&self) -> &WeakZooKeeperWatcher {
         &self.zkw
@@ -409,17 +412,17 @@ impl HeldWatch for NodeWatch {
         zk.exists_async(&self.path, Some(watcher), done);
     }
 
-    fn on_answer(&self, stat: Option<Stat>) {
+    fn on_answer(&self, stat: Option<Stat>, (): ()) {
         if stat.is_none() {
             self.gone("its node was deleted");
         }
     }
 
-    fn on_gone(&self) {
+    fn on_gone(&self, (): ()) {
         self.gone("its node was deleted");
     }
 
-    fn on_ended(&self, _: &Error) {
+    fn on_ended(&self, _: &Error, (): ()) {
         self.connection(KeeperState::Expired);
     }
 

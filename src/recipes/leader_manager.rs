@@ -9,15 +9,16 @@ use parking_lot::Mutex;
 
 use super::candidate::LeadershipEvent;
 use super::rounds::Listeners;
-use crate::client::{CreateMode, EventType, KeeperState};
+use crate::client::{CreateMode, EventType, KeeperState, ZooKeeper};
 use crate::deadline::Deadline;
-use crate::engine::background::on_reconnect;
 use crate::engine::call::Pinned;
+use crate::engine::held::{self, Done, HeldWatch, Sorted};
 use crate::engine::owned::{
     create_owned, remove_found, Guard, NodeSpec, OwnerMark, Parents, Removal, Unsettled,
 };
 use crate::engine::wait::{Wake, WhenDown};
 use crate::error::{Error, Result, ZkError, ZkResultExt};
+use crate::types::Stat;
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 
 /// HBase's `ZKLeaderManager`: the first candidate to create the ephemeral
@@ -545,75 +546,67 @@ impl LeaderShared {
     /// with the default watch, whose answer sets `leader_exists` and ends a
     /// claim whose znode is gone. Only a claim made before the request was
     /// sent can be judged by its answer (a create answered before it was
-    /// applied before it); a newer claim is left alone.
+    /// applied before it); a newer claim is left alone. The engine's one held
+    /// watch ([`held::arm`]), with the claim at send time as its context.
     fn leader_changed(&self) {
-        let Some(me) = self.me.upgrade() else { return };
-        let Some(zk) = self.zkw.zookeeper() else {
-            return;
+        if let Some(me) = self.me.upgrade() {
+            held::arm(&me);
+        }
+    }
+
+    /// The check's answer (or the error that ends it), judged against the
+    /// claim when the request was sent.
+    fn checked(
+        &self,
+        claim_at_send: Option<Claim>,
+        answer: std::result::Result<Option<Stat>, &Error>,
+    ) {
+        let mut st = self.state.lock();
+        let same_claim = st.claim == claim_at_send;
+        let (had_claim, was_in_doubt) = (st.claim.is_some(), st.in_doubt);
+        match answer {
+            Ok(Some(stat)) => {
+                st.leader_exists = true;
+                if same_claim && st.claim.is_some_and(|c| c.czxid != stat.czxid) {
+                    info!("the leader znode {} is another's now", self.znode);
+                    st.claim = None;
+                }
+            }
+            Ok(None) => {
+                info!("leader change at {}, but no new leader found", self.znode);
+                st.leader_exists = false;
+                if same_claim {
+                    st.claim = None;
+                }
+            }
+            // Never logged and forgotten: without this answer a claim whose
+            // znode is gone would be kept, and no watch would be left to wake
+            // a waiting candidate. A request that cannot be retried ends the
+            // claim (a retryable one is checked again after the reconnect,
+            // the claim in doubt meanwhile: see `sort`).
+            Err(e) => {
+                info!(
+                    "checking the leader znode {}: {e}; the claim ends",
+                    self.znode
+                );
+                if same_claim {
+                    st.claim = None;
+                }
+            }
+        }
+        if same_claim {
+            st.in_doubt = false;
+        }
+        let told = match (had_claim && same_claim, st.claim.is_some()) {
+            (true, false) => Some(LeadershipEvent::Lost),
+            (true, true) if was_in_doubt => Some(LeadershipEvent::Restored),
+            _ => None,
         };
-        let claim_at_send = self.state.lock().claim;
-        zk.exists_async(&self.znode, Some(zk.default_watcher()), move |r| {
-            let mut st = me.state.lock();
-            let same_claim = st.claim == claim_at_send;
-            let (had_claim, was_in_doubt) = (st.claim.is_some(), st.in_doubt);
-            match r {
-                Ok(Some(stat)) => {
-                    st.leader_exists = true;
-                    if same_claim && st.claim.is_some_and(|c| c.czxid != stat.czxid) {
-                        info!("the leader znode {} is another's now", me.znode);
-                        st.claim = None;
-                    }
-                }
-                Ok(None) => {
-                    info!("leader change at {}, but no new leader found", me.znode);
-                    st.leader_exists = false;
-                    if same_claim {
-                        st.claim = None;
-                    }
-                }
-                // Never logged and forgotten: without this answer a claim
-                // whose znode is gone would be kept, and no watch would be
-                // left to wake a waiting candidate. Checked again after the
-                // reconnect (the claim in doubt meanwhile); a request that
-                // cannot be retried ends the claim.
-                Err(e) if e.is_retryable() => {
-                    debug!(
-                        "checking the leader znode {}: {e}; again after the reconnect",
-                        me.znode
-                    );
-                    drop(st);
-                    let again = me.clone();
-                    on_reconnect(&me.zkw, move |connected| {
-                        if connected {
-                            again.leader_changed();
-                        }
-                    });
-                    return;
-                }
-                Err(e) => {
-                    info!(
-                        "checking the leader znode {}: {e}; the claim ends",
-                        me.znode
-                    );
-                    if same_claim {
-                        st.claim = None;
-                    }
-                }
-            }
-            if same_claim {
-                st.in_doubt = false;
-            }
-            let told = match (had_claim && same_claim, st.claim.is_some()) {
-                (true, false) => Some(LeadershipEvent::Lost),
-                (true, true) if was_in_doubt => Some(LeadershipEvent::Restored),
-                _ => None,
-            };
-            drop(st);
-            me.wake.wake();
-            if let Some(event) = told {
-                me.tell(event);
-            }
-        });
+        drop(st);
+        self.wake.wake();
+        if let Some(event) = told {
+            self.tell(event);
+        }
     }
 
     /// Tells the listeners `event`.
@@ -625,6 +618,52 @@ impl LeaderShared {
             event == LeadershipEvent::Lost
         ));
         self.listeners.tell(&[event], |l, e| l(e));
+    }
+}
+
+/// The check of the leader znode: an `exists` with the default watch,
+/// judged against the claim when it was sent.
+impl HeldWatch for LeaderShared {
+    type Answer = Option<Stat>;
+    type Context = Option<Claim>;
+
+    fn context(&self) -> Option<Claim> {
+        self.state.lock().claim
+    }
+
+    fn watcher(&self) -> &WeakZooKeeperWatcher {
+        &self.zkw
+    }
+
+    fn path(&self) -> &str {
+        &self.znode
+    }
+
+    fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<Option<Stat>>) {
+        zk.exists_async(&self.znode, Some(zk.default_watcher()), done);
+    }
+
+    /// Only a retryable error is checked again after the reconnect; any
+    /// other (`NoNode` included) ends the claim.
+    fn sort(&self, e: &Error) -> Sorted {
+        if e.is_retryable() {
+            Sorted::Again
+        } else {
+            Sorted::Ended
+        }
+    }
+
+    fn on_answer(&self, stat: Option<Stat>, claim_at_send: Option<Claim>) {
+        self.checked(claim_at_send, Ok(stat));
+    }
+
+    /// Not reached (`sort` ends the claim on `NoNode`).
+    fn on_gone(&self, claim_at_send: Option<Claim>) {
+        self.checked(claim_at_send, Ok(None));
+    }
+
+    fn on_ended(&self, e: &Error, claim_at_send: Option<Claim>) {
+        self.checked(claim_at_send, Err(e));
     }
 }
 

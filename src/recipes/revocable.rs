@@ -229,6 +229,9 @@ impl GrantWatch {
 /// are the revocation's.
 impl HeldWatch for GrantWatch {
     type Answer = (Vec<u8>, Stat);
+    type Context = ();
+
+    fn context(&self) {}
 
     fn watcher(&self) -> &WeakZooKeeperWatcher {
         &self.zkw
@@ -249,18 +252,18 @@ impl HeldWatch for GrantWatch {
         zk.get_data_async(&self.path, Some(watcher), done);
     }
 
-    fn on_answer(&self, (data, stat): (Vec<u8>, Stat)) {
+    fn on_answer(&self, (data, stat): (Vec<u8>, Stat), (): ()) {
         if is_request(&data, &stat) {
             self.requested();
         }
     }
 
     /// Gone: the lock tells Lost (or it was our own release).
-    fn on_gone(&self) {
+    fn on_gone(&self, (): ()) {
         self.active.store(false, Ordering::SeqCst);
     }
 
-    fn on_ended(&self, _: &Error) {
+    fn on_ended(&self, _: &Error, (): ()) {
         self.active.store(false, Ordering::SeqCst);
     }
 }
