@@ -264,9 +264,11 @@ fn pending_watcher_delivers_events_from_before_prepare_after_it_in_order() {
         WatchedEvent::state(KeeperState::SyncConnected),
         WatchedEvent::node(EventType::NodeCreated, path.clone()),
     ];
+    // (The zxid a 3.9 server gives a node event is not compared.)
+    let seen = |e: &WatchedEvent| (e.event_type, e.keeper_state, e.path.clone());
     for want in expected {
         let (got, thread) = rx.recv_timeout(WAIT).expect("a held event");
-        assert_eq!(got, want);
+        assert_eq!(seen(&got), seen(&want));
         assert_eq!(thread.as_deref(), Some(EVENT_THREAD));
     }
     // Later events go straight through.
@@ -274,8 +276,8 @@ fn pending_watcher_delivers_events_from_before_prepare_after_it_in_order() {
     other.delete(&path, None).unwrap();
     let (got, _) = rx.recv_timeout(WAIT).unwrap();
     assert_eq!(
-        got,
-        WatchedEvent::node(EventType::NodeDeleted, path.clone())
+        seen(&got),
+        seen(&WatchedEvent::node(EventType::NodeDeleted, path.clone()))
     );
     zk.close().unwrap();
     let (got, _) = rx.recv_timeout(WAIT).unwrap();
