@@ -164,27 +164,10 @@ impl WatchManager {
         path: &str,
         watcher_type: WatcherType,
     ) -> Vec<(WatcherRef, EventType)> {
-        let kinds: &[Kind] = match watcher_type {
-            WatcherType::Children => &[Kind::Child],
-            WatcherType::Data => &[Kind::Data, Kind::Exist],
-            WatcherType::Any => &[
-                Kind::Data,
-                Kind::Exist,
-                Kind::Child,
-                Kind::Persistent,
-                Kind::Recursive,
-            ],
-            WatcherType::Persistent => &[Kind::Persistent],
-            WatcherType::PersistentRecursive => &[Kind::Recursive],
-        };
+        let kinds = kinds_of(watcher_type);
         let mut out: Vec<(WatcherRef, EventType)> = Vec::new();
         for &kind in kinds {
-            let ev = match kind {
-                Kind::Data | Kind::Exist => EventType::DataWatchRemoved,
-                Kind::Child => EventType::ChildWatchRemoved,
-                Kind::Persistent | Kind::Recursive => EventType::PersistentWatchRemoved,
-                Kind::Config => EventType::DataWatchRemoved,
-            };
+            let ev = removed_event(kind);
             if let Some(ws) = self.table(kind).remove(path) {
                 for w in ws {
                     if !out.iter().any(|(x, e)| *e == ev && same(x, &w)) {
@@ -207,27 +190,11 @@ impl WatchManager {
         watcher_type: WatcherType,
         watcher: &WatcherRef,
     ) -> (Vec<(WatcherRef, EventType)>, bool) {
-        let kinds: &[Kind] = match watcher_type {
-            WatcherType::Children => &[Kind::Child],
-            WatcherType::Data => &[Kind::Data, Kind::Exist],
-            WatcherType::Any => &[
-                Kind::Data,
-                Kind::Exist,
-                Kind::Child,
-                Kind::Persistent,
-                Kind::Recursive,
-            ],
-            WatcherType::Persistent => &[Kind::Persistent],
-            WatcherType::PersistentRecursive => &[Kind::Recursive],
-        };
+        let kinds = kinds_of(watcher_type);
         let mut out: Vec<(WatcherRef, EventType)> = Vec::new();
         let mut last = true;
         for &kind in kinds {
-            let ev = match kind {
-                Kind::Data | Kind::Exist | Kind::Config => EventType::DataWatchRemoved,
-                Kind::Child => EventType::ChildWatchRemoved,
-                Kind::Persistent | Kind::Recursive => EventType::PersistentWatchRemoved,
-            };
+            let ev = removed_event(kind);
             let table = self.table(kind);
             if let Some(ws) = table.get_mut(path) {
                 if let Some(i) = ws.iter().position(|w| same(w, watcher)) {
@@ -318,6 +285,32 @@ impl WatchManager {
             .iter()
             .map(|t| t.values().map(Vec::len).sum::<usize>())
             .sum()
+    }
+}
+
+/// The tables a removal of `watcher_type` clears.
+fn kinds_of(watcher_type: WatcherType) -> &'static [Kind] {
+    match watcher_type {
+        WatcherType::Children => &[Kind::Child],
+        WatcherType::Data => &[Kind::Data, Kind::Exist],
+        WatcherType::Any => &[
+            Kind::Data,
+            Kind::Exist,
+            Kind::Child,
+            Kind::Persistent,
+            Kind::Recursive,
+        ],
+        WatcherType::Persistent => &[Kind::Persistent],
+        WatcherType::PersistentRecursive => &[Kind::Recursive],
+    }
+}
+
+/// The event a watcher removed from a `kind` table is told.
+fn removed_event(kind: Kind) -> EventType {
+    match kind {
+        Kind::Data | Kind::Exist | Kind::Config => EventType::DataWatchRemoved,
+        Kind::Child => EventType::ChildWatchRemoved,
+        Kind::Persistent | Kind::Recursive => EventType::PersistentWatchRemoved,
     }
 }
 
