@@ -255,42 +255,13 @@ impl ZkEnsemble {
     /// # Errors
     /// As [`start`](Self::start).
     pub fn start_reconfigurable() -> io::Result<ZkEnsemble> {
-        let mut last_error = None;
-        for _ in 0..3 {
-            let mut ensemble = ZkEnsemble::configure(3, None, None, false)?;
+        ZkEnsemble::start_prepared(3, None, None, false, |ensemble| {
             ensemble.reconfigurable = true;
             for i in 0..3 {
                 ensemble.write_dynamic_config(i, &[0, 1, 2])?;
             }
-            for i in 0..3 {
-                let dir = ensemble.dir.clone();
-                ensemble.members[i].spawn(&dir)?;
-            }
-            match ensemble.wait_for_quorum(START_TIMEOUT) {
-                Ok(()) if ensemble.members_are_ours() => {
-                    if ensemble.wait_for_election_listeners(START_TIMEOUT)? {
-                        return Ok(ensemble);
-                    }
-                    last_error = Some(io::Error::other(
-                        "another process took a member's election port",
-                    ));
-                }
-                Ok(()) => last_error = Some(io::Error::other("another server took a port")),
-                Err(e) => {
-                    let bind_failure = ensemble
-                        .members
-                        .iter()
-                        .any(|m| is_bind_failure(&log_since(&m.log(), 0)));
-                    if !bind_failure {
-                        let message = format!("{e}\n{}", ensemble.log_tails());
-                        ensemble.keep_dir_on_drop();
-                        return Err(io::Error::new(e.kind(), message));
-                    }
-                    last_error = Some(e);
-                }
-            }
-        }
-        Err(last_error.unwrap_or_else(|| io::Error::other("ensemble did not start")))
+            Ok(())
+        })
     }
 
     /// Member `i`'s `server.N` line in the form `reconfig` takes for a
@@ -440,11 +411,26 @@ impl ZkEnsemble {
                 format!("ensemble size {size} is not in 1..=9"),
             ));
         }
+        ZkEnsemble::start_prepared(size, tls, jaas, links, |_| Ok(()))
+    }
+
+    /// Configures an ensemble, lets `prepare` finish its files, starts its
+    /// members and waits for the quorum and every election listener; starts
+    /// over with fresh ports (three times at most) when another process took
+    /// one.
+    fn start_prepared(
+        size: usize,
+        tls: Option<&TestPki>,
+        jaas: Option<&str>,
+        links: bool,
+        prepare: impl Fn(&mut ZkEnsemble) -> io::Result<()>,
+    ) -> io::Result<ZkEnsemble> {
         let mut last_error = None;
         // A port picked as free can be taken by another process before the JVM binds
         // it; then start over with fresh ports.
         for _ in 0..3 {
             let mut ensemble = ZkEnsemble::configure(size, tls, jaas, links)?;
+            prepare(&mut ensemble)?;
             for i in 0..size {
                 let dir = ensemble.dir.clone();
                 ensemble.members[i].spawn(&dir)?;
