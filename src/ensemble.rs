@@ -36,6 +36,7 @@ use crate::watcher::{ListenerRegistration, ZooKeeperWatcher};
 /// # Ok::<(), zklock::Error>(())
 /// ```
 #[derive(Debug)]
+#[must_use = "dropping the tracker stops it: keep it as long as the client should follow the ensemble"]
 pub struct EnsembleTracker {
     inner: Arc<Inner>,
     _registration: ListenerRegistration,
