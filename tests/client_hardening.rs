@@ -1248,3 +1248,68 @@ fn dropping_a_client_after_a_failed_close_retries_it_in_the_background() {
     rmr(&other, &root);
     no_client_panics();
 }
+
+/// A stale closer of the session, as a partition that heals releases it: a
+/// connection with the session's id and password, closeSession right behind
+/// the ConnectRequest, its answers read until the server ends it.
+fn raw_close(addr: &str, id: i64, password: &[u8]) {
+    let mut connect = Vec::new();
+    put_i32(&mut connect, 0); // protocol version
+    put_i64(&mut connect, 0); // last zxid seen
+    put_i32(&mut connect, 2000);
+    put_i64(&mut connect, id);
+    put_buffer(&mut connect, password);
+    let mut close = Vec::new();
+    put_i32(&mut close, 1); // xid
+    put_i32(&mut close, -11); // closeSession
+    let mut frames = frame(&connect);
+    frames.extend_from_slice(&frame(&close));
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return;
+    };
+    // Its own closeSession may be dropped unanswered too (see below).
+    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+    if s.write_all(&frames).is_ok() {
+        while read_frame(&mut s).is_ok() {}
+    }
+}
+
+/// ZooKeeper drops, without an answer, a request whose session is gone
+/// (`MissingSessionException`, "Dropping request"), and leaves its
+/// connection open: a closeSession sent on a connection that reopened the
+/// session just before another connection's closeSession ended it is never
+/// answered. close() must then ask again on a new connection, whose
+/// ConnectResponse says the session is gone, instead of waiting out its
+/// whole bound on the silent one and answering ConnectionLoss. Here other
+/// connections close the session at the same moment as close(), round after
+/// round; each close() must say Ok.
+#[test]
+fn close_racing_other_closers_of_its_session_is_confirmed() {
+    let addr = server();
+    for round in 0..30 {
+        let (zk, _events) = connect(&addr, Duration::from_secs(2));
+        let (id, password) = (zk.session_id(), zk.session_password());
+        let start = Arc::new(std::sync::Barrier::new(4));
+        let closers: Vec<_> = (0..3)
+            .map(|_| {
+                let (start, addr, password) = (start.clone(), addr.clone(), password.clone());
+                thread::spawn(move || {
+                    start.wait();
+                    raw_close(&addr, id, &password);
+                })
+            })
+            .collect();
+        start.wait();
+        let t = Instant::now();
+        let closed = zk.close();
+        for c in closers {
+            c.join().unwrap();
+        }
+        assert!(
+            closed.is_ok(),
+            "round {round}: close() said {closed:?} after {:?}",
+            t.elapsed()
+        );
+    }
+    no_client_panics();
+}

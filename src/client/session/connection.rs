@@ -471,11 +471,17 @@ impl SessionShared {
     /// connection, closeSession included (`SESSIONCLOSEDREQUIRESASLAUTH`), and
     /// the exchange needs the server's answers, so the close follows Java's
     /// order: ConnectResponse, the whole SASL exchange, then closeSession. An
-    /// attempt that hears no answer in time is the last one
+    /// attempt that hears no ConnectResponse in time is the last one
     /// ([`CloseFailure::Final`]): its ConnectRequest may have refreshed the
     /// session on a server whose answers are lost, and every further attempt
     /// would refresh it again without being able to close it. An attempt that
     /// reached no server (refused, reset, closed before answering) is retried.
+    ///
+    /// Once the ConnectResponse has come, an attempt waits at most half the
+    /// time left for the rest, then is retried (with or without SASL): the
+    /// server drops a request of a session that another close ended meanwhile
+    /// without answering it or closing the connection, and only a new
+    /// ConnectRequest gets its word.
     ///
     /// Only the server's word counts: its answer to closeSession, or a
     /// ConnectResponse (or a closeSession answer) saying the session expired.
@@ -505,6 +511,9 @@ impl SessionShared {
         *self.handshaking.lock() = Some(sock.try_clone().map_err(CloseFailure::Retry)?);
         let sasl = self.settings.sasl.as_ref();
         let mut requested = false;
+        // Set once the server has answered the ConnectRequest: from then on,
+        // silence is not a lost link but a request the server dropped.
+        let mut heard = false;
         let result = (|| {
             if background && self.abandon.load(Ordering::SeqCst) {
                 return Err(io::Error::new(io::ErrorKind::Interrupted, "closed"));
@@ -533,6 +542,18 @@ impl SessionShared {
                         "server answered with another session id",
                     ));
                 }
+                heard = true;
+                // ZooKeeper drops a request whose session is gone, unanswered,
+                // and leaves its connection open ("Dropping request",
+                // MissingSessionException): a closeSession (or a SASL packet)
+                // behind a reconnect that another close of the session
+                // overtook — a stale attempt released by a healed partition,
+                // another handle — is never answered. The server has just
+                // answered, so silence now means that: the attempt ends at
+                // half the time left, and the next one asks again on a new
+                // connection, whose ConnectResponse says the session is gone.
+                let deadline =
+                    deadline.min(Instant::now() + left_until(until).unwrap_or_default() / 2);
                 if let Some(sasl) = sasl {
                     self.authenticate(&link, sasl, &mut pending, deadline)?;
                     link.write_all(&close)?;
@@ -582,7 +603,7 @@ impl SessionShared {
             );
             // Refused (SASL, or the close itself): it would be refused again.
             let refused = e.kind() == io::ErrorKind::PermissionDenied;
-            if refused || (sasl.is_some() && requested && unanswered) {
+            if refused || (sasl.is_some() && requested && unanswered && !heard) {
                 CloseFailure::Final(e)
             } else {
                 CloseFailure::Retry(e)

@@ -642,11 +642,14 @@ impl SessionShared {
     /// already by a refused authentication, or never had a session). A
     /// closeSession whose answer did not come (the connection dropped, e.g.
     /// because another handle took the session over, or the server is cut
-    /// off), and a session the client declared expired itself (the server may
-    /// still hold it), are closed on a fresh connection with the session's id
-    /// and password, closeSession right behind the ConnectRequest, until the
-    /// close bound ([`close_bound`](Self::close_bound)); then
-    /// `ConnectionLoss`. A later call tries again the same way.
+    /// off, or the server dropped it because another close of the session
+    /// came first: it answers no request of a session that is gone), and a
+    /// session the client declared expired itself (the server may still hold
+    /// it), are closed on a fresh connection with the session's id and
+    /// password, closeSession right behind the ConnectRequest, until the close
+    /// bound ([`close_bound`](Self::close_bound)); then `ConnectionLoss`. The
+    /// live connection's answer is awaited for half the bound. A later call
+    /// tries again the same way.
     pub(crate) fn close(&self) -> Result<(), Error> {
         self.abandon.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + self.close_bound();
@@ -666,7 +669,10 @@ impl SessionShared {
         let mut outcome = if self.ended_on_server() {
             Ok(())
         } else if first && state == State::Connected {
-            self.close_on_connection(deadline)
+            // Half the bound: a closeSession the server dropped unanswered
+            // (its session ended by another close meanwhile; see
+            // `close_remote`) is asked again on a new connection in the rest.
+            self.close_on_connection(Instant::now() + self.close_bound() / 2)
         } else {
             Err(Error::zk_code(ZkError::ConnectionLoss))
         };
