@@ -99,13 +99,38 @@
 //!
 //! ## Guides
 //!
-//! The repository's `README.md` and `docs/` (their Rust code runs as doc tests in
-//! `make test`): `docs/hbase.md` (porting from HBase), `docs/dialects.md`
-//! (joining a Curator or kazoo fleet), `docs/recipes.md`, `docs/security.md`
-//! (TLS, SASL, ACLs), `docs/cli.md` (the `zklock` command), `docs/features.md`,
-//! `docs/client.md` (why its own client), `docs/architecture.md`,
-//! `docs/testing.md` (the harness) and `docs/benchmarks.md` (measured numbers and
-//! how to reproduce them).
+//! The `README.md` and the guides in `docs/`, shipped with the crate (their
+//! Rust code runs as doc tests in `make test`):
+//!
+//! - [`docs/hbase.md`][guide-hbase]: porting from HBase;
+//! - [`docs/dialects.md`][guide-dialects]: joining a Curator or kazoo fleet;
+//! - [`docs/recipes.md`][guide-recipes]: the recipes;
+//! - [`docs/security.md`][guide-security]: TLS, SASL, ACLs;
+//! - [`docs/ensembles.md`][guide-ensembles]: changing ensembles;
+//! - [`docs/cli.md`][guide-cli]: the `zklock` command;
+//! - [`docs/features.md`][guide-features]: what zklock has, beside its anchors;
+//! - [`docs/client.md`][guide-client]: why its own client;
+//! - [`docs/observability.md`][guide-observability]: logs and metrics;
+//! - [`docs/server-versions.md`][guide-server-versions]: ZooKeeper 3.6 to 3.9;
+//! - [`docs/architecture.md`][guide-architecture]: the map of the code;
+//! - [`docs/writing-a-recipe.md`][guide-writing-a-recipe]: a new recipe on the engine;
+//! - [`docs/testing.md`][guide-testing]: the real-server harness;
+//! - [`docs/benchmarks.md`][guide-benchmarks]: measured numbers and how to reproduce them.
+//!
+//! [guide-hbase]: https://docs.rs/crate/zklock/latest/source/docs/hbase.md
+//! [guide-dialects]: https://docs.rs/crate/zklock/latest/source/docs/dialects.md
+//! [guide-recipes]: https://docs.rs/crate/zklock/latest/source/docs/recipes.md
+//! [guide-security]: https://docs.rs/crate/zklock/latest/source/docs/security.md
+//! [guide-ensembles]: https://docs.rs/crate/zklock/latest/source/docs/ensembles.md
+//! [guide-cli]: https://docs.rs/crate/zklock/latest/source/docs/cli.md
+//! [guide-features]: https://docs.rs/crate/zklock/latest/source/docs/features.md
+//! [guide-client]: https://docs.rs/crate/zklock/latest/source/docs/client.md
+//! [guide-observability]: https://docs.rs/crate/zklock/latest/source/docs/observability.md
+//! [guide-server-versions]: https://docs.rs/crate/zklock/latest/source/docs/server-versions.md
+//! [guide-architecture]: https://docs.rs/crate/zklock/latest/source/docs/architecture.md
+//! [guide-writing-a-recipe]: https://docs.rs/crate/zklock/latest/source/docs/writing-a-recipe.md
+//! [guide-testing]: https://docs.rs/crate/zklock/latest/source/docs/testing.md
+//! [guide-benchmarks]: https://docs.rs/crate/zklock/latest/source/docs/benchmarks.md
 //!
 //! ## Features
 //!

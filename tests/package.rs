@@ -174,3 +174,67 @@ fn installing_the_command_gives_one_binary_without_the_test_harness() {
     let (bins, _) = installed("testing");
     assert!(bins.iter().any(|b| b == "zklock-chaos-worker"), "{bins:?}");
 }
+
+/// The links of what registries render (the README on crates.io, the crate
+/// docs on docs.rs) work there: none is relative (crates.io resolves those
+/// only against a `repository`, which zklock has not), and each link to a
+/// packaged file (`https://docs.rs/crate/zklock/latest/source/...`) names a
+/// file `cargo package` ships.
+#[test]
+fn rendered_links_are_absolute_and_name_packaged_files() {
+    const SOURCE: &str = "https://docs.rs/crate/zklock/latest/source/";
+    let out = Command::new(env!("CARGO"))
+        .args(["package", "--list", "--allow-dirty", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cargo package --list: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let packaged: HashSet<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{dir}/README.md")).unwrap();
+    let lib = std::fs::read_to_string(format!("{dir}/src/lib.rs")).unwrap();
+    let crate_docs: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut checked = 0;
+    for (name, text) in [("README.md", &readme), ("the crate docs", &crate_docs)] {
+        // Inline targets `](target)` and reference definitions `[label]: target`.
+        let inline = text.split("](").skip(1).filter_map(|t| t.split(')').next());
+        let defined = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with('['))
+            .filter_map(|l| l.split_once("]: ").map(|(_, t)| t.trim()));
+        for target in inline.chain(defined) {
+            if target.starts_with('#') || target.contains(' ') {
+                continue; // an anchor, or prose that holds "](": not a link
+            }
+            let rust_path = !target.contains('/') && !target.contains(".md");
+            if name != "README.md" && rust_path {
+                continue; // an intra-doc link (`Error::code`), resolved by rustdoc
+            }
+            assert!(
+                target.starts_with("https://") || target.starts_with("http://"),
+                "{name} links to {target:?}: relative links break on crates.io"
+            );
+            if let Some(file) = target.strip_prefix(SOURCE) {
+                let file = file.split('#').next().unwrap_or(file);
+                assert!(
+                    packaged.contains(file),
+                    "{name} links to {file}, which the package does not ship"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 20, "only {checked} links to packaged files");
+}
