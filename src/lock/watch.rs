@@ -17,7 +17,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::{LockEvent, LockListener};
 use crate::client::ZooKeeper;
-use crate::engine::held::{self, Done, HeldWatch};
+use crate::engine::held::{self, Done, Held, HeldWatch};
 use crate::engine::wait::{NodeEventStep, StateEvents, WaitWatcher, Wake};
 use crate::error::Error;
 use crate::metrics::{metric, Flag};
@@ -393,11 +393,8 @@ impl Watcher for NodeWatch {
 }
 
 /// The held node's watch: an `exists` on it; its reactions are the lock's.
-impl HeldWatch for NodeWatch {
-    type Answer = Option<Stat>;
+impl Held for NodeWatch {
     type Context = ();
-
-    fn context(&self) {}
 
     fn watcher(&self) -> &WeakZooKeeperWatcher {
         &self.zkw
@@ -407,15 +404,8 @@ impl HeldWatch for NodeWatch {
         &self.path
     }
 
-    fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<Option<Stat>>) {
-        let watcher: Arc<dyn Watcher> = self.clone();
-        zk.exists_async(&self.path, Some(watcher), done);
-    }
-
-    fn on_answer(&self, stat: Option<Stat>, (): ()) {
-        if stat.is_none() {
-            self.gone("its node was deleted");
-        }
+    fn resend(self: &Arc<Self>) {
+        held::arm(self);
     }
 
     fn on_gone(&self, (): ()) {
@@ -432,6 +422,23 @@ impl HeldWatch for NodeWatch {
 
     fn on_lost(&self) {
         self.connection(KeeperState::Expired);
+    }
+}
+
+impl HeldWatch for NodeWatch {
+    type Answer = Option<Stat>;
+
+    fn context(&self) {}
+
+    fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<Option<Stat>>) {
+        let watcher: Arc<dyn Watcher> = self.clone();
+        zk.exists_async(&self.path, Some(watcher), done);
+    }
+
+    fn on_answer(&self, stat: Option<Stat>, (): ()) {
+        if stat.is_none() {
+            self.gone("its node was deleted");
+        }
     }
 }
 

@@ -63,7 +63,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::client::ZooKeeper;
 use crate::engine::call::CallSession;
-use crate::engine::held::{self, Done, HeldWatch};
+use crate::engine::held::{self, Done, Held, HeldWatch};
 use crate::engine::hook::{hook, Hook};
 use crate::engine::owned::{Guard, Removal};
 use crate::engine::wait::{Bounds, Waiter};
@@ -227,11 +227,8 @@ impl GrantWatch {
 
 /// The grant's revocation watch: a data read of the held node; its reactions
 /// are the revocation's.
-impl HeldWatch for GrantWatch {
-    type Answer = (Vec<u8>, Stat);
+impl Held for GrantWatch {
     type Context = ();
-
-    fn context(&self) {}
 
     fn watcher(&self) -> &WeakZooKeeperWatcher {
         &self.zkw
@@ -240,6 +237,25 @@ impl HeldWatch for GrantWatch {
     fn path(&self) -> &str {
         &self.path
     }
+
+    fn resend(self: &Arc<Self>) {
+        held::arm(self);
+    }
+
+    /// Gone: the lock tells Lost (or it was our own release).
+    fn on_gone(&self, (): ()) {
+        self.active.store(false, Ordering::SeqCst);
+    }
+
+    fn on_ended(&self, _: &Error, (): ()) {
+        self.active.store(false, Ordering::SeqCst);
+    }
+}
+
+impl HeldWatch for GrantWatch {
+    type Answer = (Vec<u8>, Stat);
+
+    fn context(&self) {}
 
     fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<(Vec<u8>, Stat)>) {
         // A grant that ended meanwhile (also before a re-arm after a
@@ -256,15 +272,6 @@ impl HeldWatch for GrantWatch {
         if is_request(&data, &stat) {
             self.requested();
         }
-    }
-
-    /// Gone: the lock tells Lost (or it was our own release).
-    fn on_gone(&self, (): ()) {
-        self.active.store(false, Ordering::SeqCst);
-    }
-
-    fn on_ended(&self, _: &Error, (): ()) {
-        self.active.store(false, Ordering::SeqCst);
     }
 }
 
