@@ -68,7 +68,7 @@ use parking_lot::{Mutex, ReentrantMutex};
 use crate::client::{EventType, KeeperState, Stat, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::engine::call::Pinned;
-use crate::engine::held::{self, Budget, Done, Held, HeldWatch, Sorted};
+use crate::engine::held::{self, Budget, Done, Held, HeldWatch};
 use crate::engine::hook::{hook, OnceHook};
 use crate::engine::wait::{self, Wake, WhenDown};
 use crate::error::{Error, Result, ZkError, ZkResultExt};
@@ -1015,17 +1015,6 @@ impl Held for Reread {
         Some(&self.shared.budget)
     }
 
-    /// Only a lost connection is armed again (any other error ends it).
-    fn sort(&self, e: &Error) -> Sorted {
-        if e.is(ZkError::NoNode) {
-            Sorted::Gone
-        } else if e.is_retryable() {
-            Sorted::Again
-        } else {
-            Sorted::Ended
-        }
-    }
-
     fn resend(self: &Arc<Self>) {
         let go = {
             let st = self.shared.state.lock();
@@ -1398,17 +1387,6 @@ impl Held for DeletionShared {
 
     fn budget(&self) -> Option<&Budget> {
         Some(&self.budget)
-    }
-
-    /// Only a lost connection is armed again (any other error ends it).
-    fn sort(&self, e: &Error) -> Sorted {
-        if e.is(ZkError::NoNode) {
-            Sorted::Gone
-        } else if e.is_retryable() {
-            Sorted::Again
-        } else {
-            Sorted::Ended
-        }
     }
 
     fn resend(self: &Arc<Self>) {

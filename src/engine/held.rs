@@ -6,8 +6,14 @@
 //! |---|---|
 //! | the node's answer (an `exists`' `Stat` or its absence, the data) | [`on_answer`](HeldWatch::on_answer) |
 //! | `NoNode` | [`on_gone`](Held::on_gone) |
-//! | a fatal error (the session expired, closed, auth failed) | [`on_ended`](Held::on_ended): nothing is armed again |
-//! | any other error (the connection lost) | armed again after the reconnect, in the same session ([`on_reconnected`](Held::on_reconnected) first); [`on_lost`](Held::on_lost) when the session ends (or another replaced it) before |
+//! | a lost connection (`ConnectionLoss`, `OperationTimeout`: [`Error::is_retryable`]) | armed again after the reconnect, in the same session ([`on_reconnected`](Held::on_reconnected) first); [`on_lost`](Held::on_lost) when the session ends (or another replaced it) before |
+//! | any other error: fatal (the session expired, closed, auth failed) or permanent (`NoAuth`, a missing `READ`, ...) | [`on_ended`](Held::on_ended): nothing is armed again |
+//!
+//! **A permanent error is never "again".** Sent again, it fails again: the
+//! re-arm after the reconnect fires at once while connected, so a `NoAuth`
+//! re-armed would be a request sent without end (ZOOKEEPER-2590: `exists` on
+//! a node the client cannot read). Every user is told it ends instead, and
+//! reacts as it does to its other permanent errors.
 //!
 //! **The same session.** A watch is armed again only in the session it was
 //! held in: by default the one its request was sent in; a user names its
@@ -24,9 +30,8 @@
 //! waits for the reconnect (at once when connected now).
 //!
 //! A user sorts the errors its own way with [`sort`](Held::sort) (the
-//! table's sorting is its default): the leader manager's check, the rounds
-//! and the tracker arm again only after a lost connection (any other error
-//! ends them). Each reaction to an answer gets the user's
+//! table's sorting is its default): the leader manager's check ends its
+//! claim on `NoNode` too. Each reaction to an answer gets the user's
 //! [`Context`](Held::Context) as it was when the request was sent (the
 //! leader manager's claim then), on every path.
 //!
@@ -65,15 +70,15 @@ pub(crate) enum Sorted {
     Again,
 }
 
-/// The default sorting (the module docs' table): `NoNode` is gone, a fatal
-/// error ends the watch, any other is armed again.
+/// The default sorting (the module docs' table): `NoNode` is gone, a lost
+/// connection is armed again, any other error ends the watch.
 pub(crate) fn sort(e: &Error) -> Sorted {
     if e.is(ZkError::NoNode) {
         Sorted::Gone
-    } else if e.is_fatal() {
-        Sorted::Ended
-    } else {
+    } else if e.is_retryable() {
         Sorted::Again
+    } else {
+        Sorted::Ended
     }
 }
 

@@ -412,8 +412,20 @@ impl Held for NodeWatch {
         self.gone("its node was deleted");
     }
 
-    fn on_ended(&self, _: &Error, (): ()) {
-        self.connection(KeeperState::Expired);
+    /// The session's end is the lock's loss; so is a permanent error (a
+    /// `NoAuth`: the node can no longer be watched), as a node that cannot
+    /// be watched at the grant is no grant: logged, then `Lost` (the node
+    /// is removed at the release, which returns `LockLost`).
+    fn on_ended(&self, e: &Error, (): ()) {
+        if e.is_fatal() {
+            self.connection(KeeperState::Expired);
+        } else {
+            warn!(
+                "lock node {}: its watch cannot be set again: {e}",
+                self.path
+            );
+            self.gone("its watch cannot be set again");
+        }
     }
 
     fn on_reconnected(&self) {

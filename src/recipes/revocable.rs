@@ -247,8 +247,18 @@ impl Held for GrantWatch {
         self.active.store(false, Ordering::SeqCst);
     }
 
-    fn on_ended(&self, _: &Error, (): ()) {
-        self.active.store(false, Ordering::SeqCst);
+    /// The session's end (the lock tells Lost), or a permanent error (a
+    /// `NoAuth`: the node's ACL no longer lets this session read it): the
+    /// revocation watch ends, logged; the lock stays held, as the lock's
+    /// own permanent errors leave it (no request is heard from then on).
+    fn on_ended(&self, e: &Error, (): ()) {
+        if !self.active.swap(false, Ordering::SeqCst) || e.is_fatal() {
+            return;
+        }
+        warn!(
+            "revocation watch on {}: cannot be set again, requests are no longer heard: {e}",
+            self.path
+        );
     }
 }
 

@@ -145,7 +145,7 @@ use parking_lot::{Mutex, MutexGuard};
 
 use crate::client::{State, ZooKeeper};
 use crate::deadline::Deadline;
-use crate::engine::held::{self, Held, Sorted};
+use crate::engine::held::{self, Held};
 use crate::engine::owned::{Guard, Removal};
 use crate::engine::wait::Wake;
 use crate::error::{Error, Result, ZkError};
@@ -840,8 +840,8 @@ impl<R: RoundRecipe> RoundEngine<R> {
 /// A round's failed request as the engine's held watch sees it: keyed by
 /// the attempt's generation, armed again (its `again`, the round's chain of
 /// requests) only in the node's session, never in a renewed one. Only a lost
-/// connection is retried; any other error fails the attempt, a missing
-/// `READ` as it is.
+/// connection is retried (the engine's rule); any other error fails the
+/// attempt (`NoNode` as `NoNode`), a missing `READ` as it is.
 struct Resume<R: RoundRecipe> {
     recipe: Arc<R>,
     generation: u64,
@@ -864,14 +864,6 @@ impl<R: RoundRecipe> Held for Resume<R> {
         Some(self.recipe.engine().state().session)
     }
 
-    fn sort(&self, e: &Error) -> Sorted {
-        if e.is_retryable() {
-            Sorted::Again
-        } else {
-            Sorted::Ended
-        }
-    }
-
     fn resend(self: &Arc<Self>) {
         let again = self.again.lock().take();
         if let Some(again) = again {
@@ -879,7 +871,7 @@ impl<R: RoundRecipe> Held for Resume<R> {
         }
     }
 
-    /// Not reached (`sort` ends on `NoNode`).
+    /// The directory (or a node the request needed) is gone.
     fn on_gone(&self, (): ()) {
         self.recipe.engine().fail(self.generation, ZkError::NoNode);
     }
