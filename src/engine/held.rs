@@ -1,6 +1,6 @@
 //! One held watch: a watch armed with its request, whose failures are sorted
-//! and re-armed once, the same way for every user, so that each user keeps
-//! only its reaction.
+//! (and the watch armed again) here, the same way for every user, so that
+//! each user keeps only its reaction.
 //!
 //! | the request's answer | what the held watch does |
 //! |---|---|
