@@ -65,9 +65,10 @@ use std::time::Duration;
 use log::{debug, error, warn};
 use parking_lot::{Mutex, ReentrantMutex};
 
-use crate::client::{EventType, KeeperState, State, WatchedEvent, Watcher, ZooKeeper};
+use crate::client::{EventType, KeeperState, Stat, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::engine::call::Pinned;
+use crate::engine::held::{self, Budget, Done, Held, HeldWatch};
 use crate::engine::hook::{hook, OnceHook};
 use crate::engine::wait::{self, Wake, WhenDown};
 use crate::error::{Error, Result, ZkError, ZkResultExt};
@@ -85,46 +86,9 @@ fn ends_session(e: &Error) -> bool {
 /// How many times in a row an asynchronous read that failed with a recoverable
 /// error is issued again at once because the client says it is connected (the
 /// reconnect's `SyncConnected` may have come before the failure); beyond that it
-/// waits for the next `SyncConnected`.
+/// waits for the next `SyncConnected`: the retry budget of the engine's held
+/// watch ([`Budget`]).
 const IMMEDIATE_RETRIES: u32 = 3;
-
-/// The recoverable-error bookkeeping shared by both listeners: whether a re-arm
-/// waits for the next `SyncConnected`, and the immediate retries used.
-#[derive(Debug, Default)]
-struct Rearm {
-    pending: bool,
-    immediate: u32,
-}
-
-impl Rearm {
-    /// After a recoverable error: `true` to issue the read again now (the client
-    /// is connected and the budget allows), else it waits for `SyncConnected`.
-    fn failed(&mut self, connected: bool) -> bool {
-        if connected && self.immediate < IMMEDIATE_RETRIES {
-            self.immediate += 1;
-            self.pending = false;
-            true
-        } else {
-            self.pending = true;
-            false
-        }
-    }
-
-    /// On `SyncConnected`: whether a re-arm was waiting for it.
-    fn reconnected(&mut self) -> bool {
-        self.immediate = 0;
-        std::mem::take(&mut self.pending)
-    }
-
-    fn succeeded(&mut self) {
-        self.immediate = 0;
-    }
-}
-
-fn is_connected(zkw: &WeakZooKeeperWatcher) -> bool {
-    zkw.zookeeper()
-        .is_some_and(|zk| zk.state() == State::Connected)
-}
 
 /// The session a blocking wait of a tracker or a deletion listener began in,
 /// as the wait engine ([`wait::wait`]) sees it: the client pinned to that
@@ -209,19 +173,18 @@ pub trait NodeTrackerListener: Send + Sync {
 }
 
 /// Why the tracker reads its node asynchronously: the event it follows (for
-/// the [`NodeTrackerListener`]), or a reconnect / renewal.
+/// the [`NodeTrackerListener`]), or a renewal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cause {
     Created,
     DataChanged,
     Deleted,
-    Reconnect,
     Renewal,
 }
 
 impl Cause {
     /// Whether the read follows an event on the node (what the getters wait
-    /// for), not a reconnect or a renewal.
+    /// for), not a renewal.
     fn is_event(self) -> bool {
         matches!(self, Cause::Created | Cause::DataChanged | Cause::Deleted)
     }
@@ -231,7 +194,6 @@ impl Cause {
             Cause::Created => "nodeCreated",
             Cause::DataChanged => "nodeDataChanged",
             Cause::Deleted => "nodeDeleted",
-            Cause::Reconnect => "reconnect",
             Cause::Renewal => "session renewal",
         }
     }
@@ -323,6 +285,8 @@ struct TrackerShared {
     send_order: ReentrantMutex<()>,
     /// Run once on the refreshing thread before its next read is sent (tests).
     before_refresh_send: OnceHook,
+    /// The re-reads' retry budget (the engine's held watch re-arms them).
+    budget: Budget,
 }
 
 #[derive(Default)]
@@ -334,10 +298,6 @@ struct TrackerState {
     sent: u64,
     /// The number of the read whose result `data` is.
     stored: u64,
-    rearm: Rearm,
-    /// The event whose read waits for the reconnect (told to the listener with
-    /// its answer).
-    pending_cause: Option<Cause>,
     session_error: Option<Error>,
     /// The number of the re-read in flight that an event on the node made
     /// necessary (`nodeCreated`, `nodeDataChanged`, the check after
@@ -439,6 +399,7 @@ impl ZooKeeperNodeTracker {
             wake: Arc::new(Wake::default()),
             send_order: ReentrantMutex::new(()),
             before_refresh_send: OnceHook::default(),
+            budget: Budget::new(IMMEDIATE_RETRIES),
         });
         let hook = weak.add_path_hook(Arc::downgrade(&shared) as Weak<dyn SessionHook>, node);
         ZooKeeperNodeTracker { shared, hook }
@@ -953,11 +914,12 @@ impl TrackerShared {
             // already over answers on this thread, at once).
             self.state.lock().awaited = read;
         }
+        let sent_in = zk.session_id();
         if check_first {
             zk.exists_async(&self.node, Some(zk.default_watcher()), move |r| match r {
                 Ok(Some(_)) => me.read_async(what, false),
                 Ok(None) => me.found(read, None, what),
-                Err(e) => me.failed(read, what, e),
+                Err(e) => Reread::failed(me, read, what, sent_in, &e),
             });
         } else {
             zk.get_data_async(&self.node, Some(zk.default_watcher()), move |r| match r {
@@ -969,17 +931,14 @@ impl TrackerShared {
                     );
                     me.read_async(what, true)
                 }
-                Err(e) => me.failed(read, what, e),
+                Err(e) => Reread::failed(me, read, what, sent_in, &e),
             });
         }
     }
 
     fn found(&self, read: u64, data: Option<Vec<u8>>, cause: Cause) {
-        let before = {
-            let mut st = self.state.lock();
-            st.rearm.succeeded();
-            st.data.clone()
-        };
+        self.budget.answered();
+        let before = self.state.lock().data.clone();
         self.store(read, data);
         self.tell_listener(cause, before);
     }
@@ -1000,7 +959,6 @@ impl TrackerShared {
         };
         let node = self.node.as_str();
         let call = || match (cause, &now) {
-            (Cause::Reconnect, _) => {}
             (Cause::Renewal, _) if before == now => {}
             (_, None) => listener.node_deleted(node),
             (Cause::DataChanged, Some(d)) => listener.node_data_changed(node, d),
@@ -1014,54 +972,95 @@ impl TrackerShared {
             error!("the NodeTrackerListener of {node} panicked");
         }
     }
+}
 
-    /// Asynchronous read `read` failed (on the event thread).
-    fn failed(&self, read: u64, what: Cause, e: Error) {
-        if e.is_retryable() {
-            let connected = is_connected(&self.zkw);
-            let now = {
-                let mut st = self.state.lock();
-                if st.stopped {
-                    Self::unawait(&mut st, read, &self.wake);
-                    return;
-                }
-                let now = st.rearm.failed(connected);
-                if !now {
-                    // Read again at the reconnect; meanwhile the getters
-                    // answer with what the tracker held.
-                    Self::unawait(&mut st, read, &self.wake);
-                    if what != Cause::Reconnect {
-                        st.pending_cause = Some(what);
-                    }
-                }
-                now
-            };
-            debug!(
-                "tracker of {}: {e} handling {}; reading again {}",
-                self.node,
-                what.name(),
-                if now { "now" } else { "on reconnect" }
-            );
-            if now {
-                self.read_async(what, true);
-            }
-        } else if ends_session(&e) {
+/// A re-read of the tracker that failed (on the event thread), as the
+/// engine's held watch sees it: armed again (the read, `exists` first) at
+/// once within the tracker's budget while connected, else at the reconnect;
+/// a session's end is told to the waiters, any other error to the
+/// [`Abortable`]. Meanwhile the getters answer with what the tracker held.
+struct Reread {
+    shared: Arc<TrackerShared>,
+    /// The failed read's number.
+    read: u64,
+    /// What the read follows (told to the listener with its answer).
+    what: Cause,
+}
+
+impl Reread {
+    /// Read `read` of `shared`, sent in the session `sent_in`, failed with `e`.
+    fn failed(shared: Arc<TrackerShared>, read: u64, what: Cause, sent_in: i64, e: &Error) {
+        debug!("tracker of {}: {e} handling {}", shared.node, what.name());
+        held::failed(Arc::new(Reread { shared, read, what }), sent_in, e, ());
+    }
+
+    /// The read ended without an answer to store.
+    fn unawait(&self) {
+        TrackerShared::unawait(&mut self.shared.state.lock(), self.read, &self.shared.wake);
+    }
+}
+
+impl Held for Reread {
+    type Context = ();
+
+    fn watcher(&self) -> &WeakZooKeeperWatcher {
+        &self.shared.zkw
+    }
+
+    fn path(&self) -> &str {
+        &self.shared.node
+    }
+
+    fn budget(&self) -> Option<&Budget> {
+        Some(&self.shared.budget)
+    }
+
+    fn resend(self: &Arc<Self>) {
+        let go = {
+            let st = self.shared.state.lock();
+            st.started && !st.stopped
+        };
+        if go {
+            self.shared.read_async(self.what, true);
+        } else {
+            self.unawait();
+        }
+    }
+
+    /// Not reached (a read that finds no node answers it).
+    fn on_gone(&self, (): ()) {
+        self.shared.read_async(self.what, true);
+    }
+
+    fn on_ended(&self, e: &Error, (): ()) {
+        let shared = &self.shared;
+        if ends_session(e) {
             debug!(
                 "tracker of {}: session over handling {}: {e}",
-                self.node,
-                what.name()
+                shared.node,
+                self.what.name()
             );
-            let mut st = self.state.lock();
-            st.session_error.get_or_insert(e);
-            Self::unawait(&mut st, read, &self.wake);
-            self.wake.wake();
+            let mut st = shared.state.lock();
+            st.session_error.get_or_insert(e.clone());
+            TrackerShared::unawait(&mut st, self.read, &shared.wake);
+            shared.wake.wake();
         } else {
-            Self::unawait(&mut self.state.lock(), read, &self.wake);
-            self.abort(
-                &format!("unexpected exception handling {} event", what.name()),
-                e,
+            self.unawait();
+            shared.abort(
+                &format!("unexpected exception handling {} event", self.what.name()),
+                e.clone(),
             );
         }
+    }
+
+    /// Read again at the reconnect; meanwhile the getters answer with what
+    /// the tracker held.
+    fn on_waiting(&self) {
+        self.unawait();
+    }
+
+    fn on_lost(&self) {
+        self.unawait();
     }
 }
 
@@ -1084,10 +1083,10 @@ impl SessionHook for TrackerShared {
             let mut st = self.state.lock();
             st.event_thread = Some(thread::current().id());
             st.session_error = None;
-            st.rearm = Rearm::default();
-            st.pending_cause = None;
             st.started && !st.stopped
         };
+        // Nothing of the old session is read again: this read replaces it.
+        self.budget.reset();
         if go {
             debug!("tracker of {}: session renewed, reading again", self.node);
             self.read_async(Cause::Renewal, true);
@@ -1105,16 +1104,10 @@ impl SessionHook for TrackerShared {
             return;
         }
         if state == KeeperState::SyncConnected {
-            let go = {
-                let mut st = self.state.lock();
-                st.event_thread = Some(thread::current().id());
-                let cause = st.pending_cause.take().unwrap_or(Cause::Reconnect);
-                (st.rearm.reconnected() && st.started && !st.stopped).then_some(cause)
-            };
-            if let Some(cause) = go {
-                debug!("tracker of {}: reconnected, reading again", self.node);
-                self.read_async(cause, true);
-            }
+            // A read waiting for the reconnect is read again by the engine's
+            // held watch; the budget is whole again.
+            self.state.lock().event_thread = Some(thread::current().id());
+            self.budget.immediate_reset();
         }
     }
 }
@@ -1175,13 +1168,14 @@ struct DeletionShared {
     latch: Mutex<Latch>,
     /// Woken when the latch is released: the wait engine's wake-up counter.
     wake: Arc<Wake>,
+    /// The data watch's retry budget (the engine's held watch re-arms it).
+    budget: Budget,
 }
 
 #[derive(Default)]
 struct Latch {
     released: bool,
     exception: Option<Error>,
-    rearm: Rearm,
 }
 
 impl fmt::Debug for DeletionListener {
@@ -1217,6 +1211,7 @@ impl DeletionListener {
             path_to_watch: path_to_watch.to_string(),
             latch: Mutex::new(Latch::default()),
             wake: Arc::new(Wake::default()),
+            budget: Budget::new(IMMEDIATE_RETRIES),
         });
         DeletionListener { shared, hook: None }
     }
@@ -1344,54 +1339,20 @@ impl DeletionShared {
         self.release(None);
     }
 
-    /// Sets the data watch again, asynchronously (HBase: `ZKUtil.setWatchIfNodeExists` on a data change). Never
-    /// blocks.
+    /// Sets the data watch again, asynchronously (HBase:
+    /// `ZKUtil.setWatchIfNodeExists` on a data change), with the engine's
+    /// held watch (see [`Held`]). Never blocks.
     fn rearm(&self) {
         if self.latch.lock().released {
             return;
         }
-        let Some(me) = self.me.upgrade() else { return };
-        let Some(zk) = self.zkw.zookeeper() else {
+        if self.zkw.zookeeper().is_none() {
             self.release(Some(Error::Closed));
             return;
-        };
-        zk.get_data_async(
-            &self.path_to_watch,
-            Some(zk.default_watcher()),
-            move |r| match r {
-                Ok(_) => me.latch.lock().rearm.succeeded(),
-                Err(e) if e.is(ZkError::NoNode) => me.release(None),
-                Err(e) if e.is_retryable() => {
-                    let connected = is_connected(&me.zkw);
-                    let now = {
-                        let mut latch = me.latch.lock();
-                        !latch.released && latch.rearm.failed(connected)
-                    };
-                    debug!(
-                        "{e} re-setting the watch on {}; again {}",
-                        me.path_to_watch,
-                        if now { "now" } else { "on reconnect" }
-                    );
-                    if now {
-                        me.rearm();
-                    }
-                }
-                Err(e) => {
-                    if ends_session(&e) {
-                        debug!(
-                            "session over re-setting the watch on {}: {e}",
-                            me.path_to_watch
-                        );
-                    } else {
-                        error!(
-                            "error when re-setting the watch on {}: {e}",
-                            me.path_to_watch
-                        );
-                    }
-                    me.release(Some(e));
-                }
-            },
-        );
+        }
+        if let Some(me) = self.me.upgrade() {
+            held::arm(&me);
+        }
     }
 
     fn session_event(&self, state: KeeperState) {
@@ -1402,15 +1363,66 @@ impl DeletionShared {
             );
             self.release(Some(e));
         } else if state == KeeperState::SyncConnected {
-            let go = {
-                let mut latch = self.latch.lock();
-                latch.rearm.reconnected() && !latch.released
-            };
-            if go {
-                self.rearm();
-            }
+            // A watch waiting for the reconnect is armed again by the
+            // engine's held watch; the budget is whole again.
+            self.budget.immediate_reset();
         }
     }
+}
+
+/// The deletion's data watch, re-set after a data change: gone releases the
+/// latch; a lost connection sets it again (at once within the budget while
+/// connected, else at the reconnect); any other error is recorded and
+/// releases.
+impl Held for DeletionShared {
+    type Context = ();
+
+    fn watcher(&self) -> &WeakZooKeeperWatcher {
+        &self.zkw
+    }
+
+    fn path(&self) -> &str {
+        &self.path_to_watch
+    }
+
+    fn budget(&self) -> Option<&Budget> {
+        Some(&self.budget)
+    }
+
+    fn resend(self: &Arc<Self>) {
+        self.rearm();
+    }
+
+    fn on_gone(&self, (): ()) {
+        self.release(None);
+    }
+
+    fn on_ended(&self, e: &Error, (): ()) {
+        if ends_session(e) {
+            debug!(
+                "session over re-setting the watch on {}: {e}",
+                self.path_to_watch
+            );
+        } else {
+            error!(
+                "error when re-setting the watch on {}: {e}",
+                self.path_to_watch
+            );
+        }
+        self.release(Some(e.clone()));
+    }
+}
+
+impl HeldWatch for DeletionShared {
+    type Answer = (Vec<u8>, Stat);
+
+    fn context(&self) {}
+
+    fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<(Vec<u8>, Stat)>) {
+        zk.get_data_async(&self.path_to_watch, Some(zk.default_watcher()), done);
+    }
+
+    fn on_answer(&self, _: (Vec<u8>, Stat), (): ()) {}
 }
 
 impl SessionHook for DeletionShared {

@@ -979,3 +979,76 @@ fn the_pipelined_acquire_creates_a_missing_lock_znode() {
     lock.release().unwrap();
     zkw.close().unwrap();
 }
+
+/// Waits until `zkw`'s event thread has run the callbacks of every request
+/// sent before, twice over (a `getChildren`, counted apart from `exists` and
+/// `getData`): whatever those callbacks sent is then through the proxy.
+fn drain_event_thread(zkw: &ZooKeeperWatcher) {
+    for _ in 0..2 {
+        let (tx, rx) = std::sync::mpsc::channel();
+        zkw.zookeeper().get_children_async("/", None, move |_| {
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the event thread answers");
+    }
+}
+
+/// Issue 47 (ZOOKEEPER-2590): the held node's watch, set again after a write
+/// to it, on a node whose ACL no longer lets the holder read it: on a server
+/// that checks `READ` on `exists` (3.8.4+, 3.9.2+) its `exists` fails with
+/// `NoAuth`, a permanent error. It is not sent again (before, it was
+/// re-armed "after the reconnect", at once while connected: requests without
+/// end), and the lock is `Lost`, as a node that cannot be watched at the
+/// grant is no grant; the release removes it and says `LockLost`. On an
+/// older server the `exists` answers, and the lock stays held.
+#[test]
+fn a_held_node_the_holder_can_no_longer_read_is_not_watched_in_a_loop() {
+    use zklock::client::{Acl, Id, Perms};
+    init_log();
+    let proxy = FaultProxy::start(local().as_str()).unwrap();
+    let (events, listener) = lock_recorder();
+    let holder_zkw = lock_watcher(&proxy.connect_string(), Duration::from_secs(6));
+    let root = unique_root("lock-noauth");
+    let lock = ZkInterProcessWriteLock::new(&holder_zkw, &root, b"holder", None)
+        .unwrap()
+        .with_lock_listener(listener);
+    lock.acquire().unwrap();
+    let node = lock.acquired_lock().unwrap().path;
+    let admin = local_raw();
+    admin.add_auth("digest", b"admin:secret").unwrap();
+    let sent = proxy.requests(3);
+    // The write spends the holder's watch, and the holder hears it (it reads
+    // the node); its `exists` setting the watch again is held on the way
+    // until the node's ACL no longer lets it read the node (the server
+    // tells a watch's event only to a session that may read the node).
+    proxy.stall_upstream();
+    admin.set_data(&node, b"written", None).unwrap();
+    admin
+        .set_acl(
+            &node,
+            &[Acl::new(Perms::ALL, Id::digest("admin", "secret"))],
+            None,
+        )
+        .unwrap();
+    proxy.pass();
+    assert!(eventually(Duration::from_secs(10), || proxy.requests(3) > sent));
+    drain_event_thread(&holder_zkw);
+    let exists = proxy.requests(3) - sent;
+    assert_eq!(exists, 1, "the watch's exists, once: {exists} sent");
+    if common::exists_checks_read_acl() {
+        assert!(eventually(Duration::from_secs(10), || !lock.is_held()));
+        assert_eq!(*events.lock().unwrap(), [LockEvent::Lost]);
+        assert!(matches!(lock.release(), Err(Error::LockLost { .. })));
+    } else {
+        assert!(lock.is_held());
+        assert!(events.lock().unwrap().is_empty());
+        lock.release().unwrap();
+    }
+    assert!(
+        children(&admin, &root).is_empty(),
+        "the node is removed: {:?}",
+        children(&admin, &root)
+    );
+    holder_zkw.close().unwrap();
+}

@@ -478,3 +478,80 @@ fn a_revoker_whose_request_finds_the_node_released_by_another_reports_released()
     );
     assert_no_orphans(&root);
 }
+
+/// Issue 47: a revocation request written to a held node whose ACL no longer
+/// lets the holder read it. The revocation watch's `getData` fails with
+/// `NoAuth`, a permanent error: it is not sent again (before, it was
+/// re-armed "after the reconnect", at once while connected: requests without
+/// end), the revocation watch ends (logged) and the lock stays held, as the
+/// lock's permanent errors leave it; on a server that checks `READ` on
+/// `exists` (3.8.4+, 3.9.2+) the lock's own watch cannot be set again
+/// either, and the lock is `Lost`.
+#[test]
+fn a_request_the_holder_cannot_read_is_not_watched_in_a_loop() {
+    use zklock::client::{Acl, Id, Perms};
+    use zklock::testing::FaultProxy;
+    let proxy = FaultProxy::start(common::local().as_str()).unwrap();
+    let holder_s = common::lock_watcher(&proxy.connect_string(), Duration::from_secs(6));
+    let root = unique_root("revocable-noauth");
+    let (paths, listener) = asked(RevocationReply::Release);
+    let (events, recorder) = lock_recorder();
+    let reader = RevocableReadLock::new(&holder_s, &root, b"unreadable", None)
+        .unwrap()
+        .with_revocation_listener(listener)
+        .with_lock_listener(recorder);
+    reader.acquire().unwrap();
+    let node = reader.acquired_lock().unwrap().path;
+    let admin = common::local_raw();
+    admin.add_auth("digest", b"admin:secret").unwrap();
+    let sent = proxy.requests(4);
+    // The request fires the holder's watches (it may read the node: the
+    // server tells a watch's event only to a session that may); the
+    // `getData` setting the watch again is held on the way until the node's
+    // ACL no longer lets the holder read it.
+    proxy.stall_upstream();
+    admin.set_data(&node, REVOKE_DATA, None).unwrap();
+    admin
+        .set_acl(
+            &node,
+            &[Acl::new(Perms::ALL, Id::digest("admin", "secret"))],
+            None,
+        )
+        .unwrap();
+    proxy.pass();
+    assert!(eventually(Duration::from_secs(10), || proxy.requests(4) > sent));
+    // Twice over: whatever the answers' callbacks sent is through the proxy.
+    for _ in 0..2 {
+        let (tx, rx) = std::sync::mpsc::channel();
+        holder_s
+            .zookeeper()
+            .get_children_async("/", None, move |_| {
+                let _ = tx.send(());
+            });
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    }
+    let reads = proxy.requests(4) - sent;
+    assert_eq!(
+        reads, 1,
+        "the revocation watch's getData, once: {reads} sent"
+    );
+    assert!(
+        paths.lock().unwrap().is_empty(),
+        "the request cannot be read"
+    );
+    if common::exists_checks_read_acl() {
+        assert!(eventually(Duration::from_secs(10), || !reader.is_held()));
+        assert_eq!(*events.lock().unwrap(), [LockEvent::Lost]);
+        assert!(matches!(reader.release(), Err(Error::LockLost { .. })));
+    } else {
+        assert!(reader.is_held(), "the lock stays held");
+        assert!(events.lock().unwrap().is_empty());
+        reader.release().unwrap();
+    }
+    assert!(
+        children(&admin, &root).is_empty(),
+        "{:?}",
+        children(&admin, &root)
+    );
+    holder_s.close().unwrap();
+}

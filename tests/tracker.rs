@@ -1510,3 +1510,64 @@ fn a_listener_refreshing_a_tracker_on_the_event_thread_gets_the_new_data() {
     other.close().unwrap();
     zkw.close().unwrap();
 }
+
+/// Issue 47: a re-read that fails with the lost connection (the tracker's
+/// `getData` after `NodeDataChanged`, and the deletion listener's re-set
+/// watch, whose replies the partition held) is sent again after the
+/// reconnect by the engine's held watch: nothing else sets the watch again
+/// (the server dropped the watches of the closed connection; the client
+/// registers one with its reply only), so without it the tracker would keep
+/// the old data and the listener would never hear the deletion.
+#[test]
+fn a_re_read_lost_with_the_connection_is_sent_again_after_the_reconnect() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let proxy = FaultProxy::start(shared_server().connect_string()).unwrap();
+    let zkw = ZooKeeperWatcher::builder(&proxy.connect_string())
+        .with_session_timeout(Duration::from_secs(10))
+        .connect()
+        .unwrap();
+    let root = unique_root("tracker-rearm");
+    zkutil::create_with_parents(&zkw, &root).unwrap();
+    let node = format!("{root}/n");
+    let other = raw_session(&test_servers(), SESSION);
+    other
+        .create(&node, b"v1", Acl::open_unsafe(), CreateMode::Persistent)
+        .unwrap();
+    let abortable = Arc::new(CountingAbortable::default());
+    let tracker = ZooKeeperNodeTracker::new(&zkw, &node, abortable.clone());
+    tracker.start().unwrap();
+    assert_eq!(tracker.get_data(false).as_deref(), Some(&b"v1"[..]));
+    let listener = DeletionListener::new(&zkw, &node);
+    assert!(listener.set_watch_if_node_exists().unwrap());
+
+    // The change's re-reads reach the server; their replies are held.
+    let sent = proxy.requests(4);
+    proxy.set_mode_after(&[4], zklock::testing::ProxyMode::StallDownstream);
+    other.set_data(&node, b"v2", None).unwrap();
+    eventually("both re-reads are sent", || proxy.requests(4) >= sent + 2);
+    // The connection is lost with them: ConnectionLoss, then a reconnect.
+    proxy.reset();
+    eventually("the tracker reads again after the reconnect", || {
+        tracker.get_data(false).as_deref() == Some(&b"v2"[..])
+    });
+    other.set_data(&node, b"v3", None).unwrap();
+    eventually("the tracker's watch is set again", || {
+        tracker.get_data(false).as_deref() == Some(&b"v3"[..])
+    });
+    other.delete(&node, None).unwrap();
+    assert!(
+        listener.await_deletion(Some(WAIT)),
+        "the deletion listener's watch is set again after the reconnect"
+    );
+    assert!(!listener.has_exception(), "{listener:?}");
+    eventually("the tracker hears the deletion", || {
+        tracker.get_data(false).is_none()
+    });
+    assert!(!zkw.is_expired(), "one session throughout");
+    assert_eq!(abortable.calls(), 0, "nothing aborted");
+
+    tracker.stop();
+    zkutil::delete_node_recursively(&zkw, &root).unwrap();
+    other.close().unwrap();
+    zkw.close().unwrap();
+}

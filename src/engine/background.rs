@@ -17,6 +17,21 @@ type Reaction = Box<dyn FnOnce(bool) + Send>;
 /// once when connected now), `f(false)` when the session ends first. Held by
 /// the watcher's hook list, never by the user's listener registry.
 pub(crate) fn on_reconnect(zkw: &WeakZooKeeperWatcher, f: impl FnOnce(bool) + Send + 'static) {
+    reconnect_hook(zkw, true, f)
+}
+
+/// [`on_reconnect`] at the next `SyncConnected` only, also when connected now
+/// (a held watch whose retry budget is spent, see
+/// [`held`](crate::engine::held)).
+pub(crate) fn on_next_connect(zkw: &WeakZooKeeperWatcher, f: impl FnOnce(bool) + Send + 'static) {
+    reconnect_hook(zkw, false, f)
+}
+
+fn reconnect_hook(
+    zkw: &WeakZooKeeperWatcher,
+    at_once: bool,
+    f: impl FnOnce(bool) + Send + 'static,
+) {
     let hook = Arc::new_cyclic(|me| Once {
         f: Mutex::new(Some(Box::new(f))),
         zkw: zkw.clone(),
@@ -33,9 +48,10 @@ pub(crate) fn on_reconnect(zkw: &WeakZooKeeperWatcher, f: impl FnOnce(bool) + Se
         }
         return;
     }
-    if zkw
-        .zookeeper()
-        .is_some_and(|zk| zk.state() == ClientState::Connected)
+    if at_once
+        && zkw
+            .zookeeper()
+            .is_some_and(|zk| zk.state() == ClientState::Connected)
     {
         hook.fire(true);
     }

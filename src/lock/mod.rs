@@ -237,7 +237,10 @@ pub enum LockEvent {
     /// Reconnected within the session: the lock is held again for sure.
     Restored,
     /// The lock is lost (session expired or closed, or its node deleted, e.g.
-    /// reaped): `is_held()` is now false and `release` returns `LockLost`.
+    /// reaped, or its node can no longer be watched: setting the watch again
+    /// after a write to it failed with a permanent error, such as `NoAuth`
+    /// once its ACL no longer lets the session read it):
+    /// `is_held()` is now false and `release` returns `LockLost`.
     Lost,
 }
 

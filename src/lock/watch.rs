@@ -17,7 +17,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::{LockEvent, LockListener};
 use crate::client::ZooKeeper;
-use crate::engine::held::{self, Done, HeldWatch};
+use crate::engine::held::{self, Done, Held, HeldWatch};
 use crate::engine::wait::{NodeEventStep, StateEvents, WaitWatcher, Wake};
 use crate::error::Error;
 use crate::metrics::{metric, Flag};
@@ -393,11 +393,8 @@ impl Watcher for NodeWatch {
 }
 
 /// The held node's watch: an `exists` on it; its reactions are the lock's.
-impl HeldWatch for NodeWatch {
-    type Answer = Option<Stat>;
+impl Held for NodeWatch {
     type Context = ();
-
-    fn context(&self) {}
 
     fn watcher(&self) -> &WeakZooKeeperWatcher {
         &self.zkw
@@ -406,6 +403,44 @@ impl HeldWatch for NodeWatch {
     fn path(&self) -> &str {
         &self.path
     }
+
+    fn resend(self: &Arc<Self>) {
+        held::arm(self);
+    }
+
+    fn on_gone(&self, (): ()) {
+        self.gone("its node was deleted");
+    }
+
+    /// The session's end is the lock's loss; so is a permanent error (a
+    /// `NoAuth`: the node can no longer be watched), as a node that cannot
+    /// be watched at the grant is no grant: logged, then `Lost` (the node
+    /// is removed at the release, which returns `LockLost`).
+    fn on_ended(&self, e: &Error, (): ()) {
+        if e.is_fatal() {
+            self.connection(KeeperState::Expired);
+        } else {
+            warn!(
+                "lock node {}: its watch cannot be set again: {e}",
+                self.path
+            );
+            self.gone("its watch cannot be set again");
+        }
+    }
+
+    fn on_reconnected(&self) {
+        self.connection(KeeperState::SyncConnected);
+    }
+
+    fn on_lost(&self) {
+        self.connection(KeeperState::Expired);
+    }
+}
+
+impl HeldWatch for NodeWatch {
+    type Answer = Option<Stat>;
+
+    fn context(&self) {}
 
     fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<Option<Stat>>) {
         let watcher: Arc<dyn Watcher> = self.clone();
@@ -416,22 +451,6 @@ impl HeldWatch for NodeWatch {
         if stat.is_none() {
             self.gone("its node was deleted");
         }
-    }
-
-    fn on_gone(&self, (): ()) {
-        self.gone("its node was deleted");
-    }
-
-    fn on_ended(&self, _: &Error, (): ()) {
-        self.connection(KeeperState::Expired);
-    }
-
-    fn on_reconnected(&self) {
-        self.connection(KeeperState::SyncConnected);
-    }
-
-    fn on_lost(&self) {
-        self.connection(KeeperState::Expired);
     }
 }
 

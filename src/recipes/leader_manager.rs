@@ -12,7 +12,7 @@ use super::rounds::Listeners;
 use crate::client::{CreateMode, EventType, KeeperState, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::engine::call::Pinned;
-use crate::engine::held::{self, Done, HeldWatch, Sorted};
+use crate::engine::held::{self, Done, Held, HeldWatch, Sorted};
 use crate::engine::owned::{
     create_owned, remove_found, Guard, NodeSpec, OwnerMark, Parents, Removal, Unsettled,
 };
@@ -623,13 +623,8 @@ impl LeaderShared {
 
 /// The check of the leader znode: an `exists` with the default watch,
 /// judged against the claim when it was sent.
-impl HeldWatch for LeaderShared {
-    type Answer = Option<Stat>;
+impl Held for LeaderShared {
     type Context = Option<Claim>;
-
-    fn context(&self) -> Option<Claim> {
-        self.state.lock().claim
-    }
 
     fn watcher(&self) -> &WeakZooKeeperWatcher {
         &self.zkw
@@ -637,10 +632,6 @@ impl HeldWatch for LeaderShared {
 
     fn path(&self) -> &str {
         &self.znode
-    }
-
-    fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<Option<Stat>>) {
-        zk.exists_async(&self.znode, Some(zk.default_watcher()), done);
     }
 
     /// Only a retryable error is checked again after the reconnect; any
@@ -653,8 +644,8 @@ impl HeldWatch for LeaderShared {
         }
     }
 
-    fn on_answer(&self, stat: Option<Stat>, claim_at_send: Option<Claim>) {
-        self.checked(claim_at_send, Ok(stat));
+    fn resend(self: &Arc<Self>) {
+        held::arm(self);
     }
 
     /// Not reached (`sort` ends the claim on `NoNode`).
@@ -664,6 +655,22 @@ impl HeldWatch for LeaderShared {
 
     fn on_ended(&self, e: &Error, claim_at_send: Option<Claim>) {
         self.checked(claim_at_send, Err(e));
+    }
+}
+
+impl HeldWatch for LeaderShared {
+    type Answer = Option<Stat>;
+
+    fn context(&self) -> Option<Claim> {
+        self.state.lock().claim
+    }
+
+    fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<Option<Stat>>) {
+        zk.exists_async(&self.znode, Some(zk.default_watcher()), done);
+    }
+
+    fn on_answer(&self, stat: Option<Stat>, claim_at_send: Option<Claim>) {
+        self.checked(claim_at_send, Ok(stat));
     }
 }
 

@@ -63,7 +63,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::client::ZooKeeper;
 use crate::engine::call::CallSession;
-use crate::engine::held::{self, Done, HeldWatch};
+use crate::engine::held::{self, Done, Held, HeldWatch};
 use crate::engine::hook::{hook, Hook};
 use crate::engine::owned::{Guard, Removal};
 use crate::engine::wait::{Bounds, Waiter};
@@ -227,11 +227,8 @@ impl GrantWatch {
 
 /// The grant's revocation watch: a data read of the held node; its reactions
 /// are the revocation's.
-impl HeldWatch for GrantWatch {
-    type Answer = (Vec<u8>, Stat);
+impl Held for GrantWatch {
     type Context = ();
-
-    fn context(&self) {}
 
     fn watcher(&self) -> &WeakZooKeeperWatcher {
         &self.zkw
@@ -240,6 +237,35 @@ impl HeldWatch for GrantWatch {
     fn path(&self) -> &str {
         &self.path
     }
+
+    fn resend(self: &Arc<Self>) {
+        held::arm(self);
+    }
+
+    /// Gone: the lock tells Lost (or it was our own release).
+    fn on_gone(&self, (): ()) {
+        self.active.store(false, Ordering::SeqCst);
+    }
+
+    /// The session's end (the lock tells Lost), or a permanent error (a
+    /// `NoAuth`: the node's ACL no longer lets this session read it): the
+    /// revocation watch ends, logged; the lock stays held, as the lock's
+    /// own permanent errors leave it (no request is heard from then on).
+    fn on_ended(&self, e: &Error, (): ()) {
+        if !self.active.swap(false, Ordering::SeqCst) || e.is_fatal() {
+            return;
+        }
+        warn!(
+            "revocation watch on {}: cannot be set again, requests are no longer heard: {e}",
+            self.path
+        );
+    }
+}
+
+impl HeldWatch for GrantWatch {
+    type Answer = (Vec<u8>, Stat);
+
+    fn context(&self) {}
 
     fn request(self: &Arc<Self>, zk: &ZooKeeper, done: Done<(Vec<u8>, Stat)>) {
         // A grant that ended meanwhile (also before a re-arm after a
@@ -256,15 +282,6 @@ impl HeldWatch for GrantWatch {
         if is_request(&data, &stat) {
             self.requested();
         }
-    }
-
-    /// Gone: the lock tells Lost (or it was our own release).
-    fn on_gone(&self, (): ()) {
-        self.active.store(false, Ordering::SeqCst);
-    }
-
-    fn on_ended(&self, _: &Error, (): ()) {
-        self.active.store(false, Ordering::SeqCst);
     }
 }
 

@@ -145,12 +145,15 @@ use parking_lot::{Mutex, MutexGuard};
 
 use crate::client::{State, ZooKeeper};
 use crate::deadline::Deadline;
-use crate::engine::background::on_reconnect;
+use crate::engine::held::{self, Held};
 use crate::engine::owned::{Guard, Removal};
 use crate::engine::wait::Wake;
 use crate::error::{Error, Result, ZkError};
 use crate::types::{EventType, KeeperState, Stat, WatchedEvent, Watcher};
 use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
+
+/// What continues a round after its failed request (see [`Resume`]).
+type Again<R> = Box<dyn FnOnce(&R, u64) + Send>;
 
 /// A recipe made of asynchronous rounds on a [`RoundEngine`].
 pub(crate) trait RoundRecipe: Send + Sync + Sized + 'static {
@@ -586,49 +589,26 @@ impl<R: RoundRecipe> RoundEngine<R> {
         });
     }
 
-    /// Runs `again` after the reconnect when the node's session is still the
-    /// client's; fails the attempt with `SessionExpired` when it ended first
-    /// (or a renewed session replaced it).
-    pub(crate) fn after_reconnect(
-        &self,
-        generation: u64,
-        again: impl FnOnce(&R, u64) + Send + 'static,
-    ) {
-        let Some(recipe) = self.recipe.upgrade() else {
-            return;
-        };
-        on_reconnect(&self.zkw, move |connected| {
-            let engine = recipe.engine();
-            let session = engine.state().session;
-            let same = engine
-                .zkw
-                .zookeeper()
-                .is_some_and(|zk| zk.session_id() == session);
-            if connected && same {
-                again(&recipe, generation);
-            } else {
-                engine.fail(generation, ZkError::SessionExpired);
-            }
-        });
-    }
-
     /// Reacts to a failed request of the attempt `generation`: resumes with
-    /// `again` after a connection loss, fails the attempt otherwise.
+    /// `again` after a connection loss, in the node's session (the engine's
+    /// one held watch, [`held::failed`], re-runs `again`: the round's chain of
+    /// requests); fails the attempt otherwise (see [`Resume`]).
     pub(crate) fn request_failed(
         &self,
         generation: u64,
         e: &Error,
         again: impl FnOnce(&R, u64) + Send + 'static,
     ) {
-        if e.is_retryable() {
-            self.after_reconnect(generation, again);
-        } else if matches!(e, Error::NoReadPermission { .. }) {
-            // The node and the missing READ (e.g. ZOOKEEPER-2590's on
-            // `exists` of the node ahead) reach the caller as they are.
-            self.fail_with(generation, e.clone());
-        } else {
-            self.fail(generation, e.code().unwrap_or(ZkError::SystemError));
-        }
+        let Some(recipe) = self.recipe.upgrade() else {
+            return;
+        };
+        let session = self.state().session;
+        let resume = Resume {
+            recipe,
+            generation,
+            again: Mutex::new(Some(Box::new(again))),
+        };
+        held::failed(Arc::new(resume), session, e, ());
     }
 
     /// A round of `generation` reached its outcome: wakes the caller waiting
@@ -854,6 +834,63 @@ impl<R: RoundRecipe> RoundEngine<R> {
             led,
             watched,
         })
+    }
+}
+
+/// A round's failed request as the engine's held watch sees it: keyed by
+/// the attempt's generation, armed again (its `again`, the round's chain of
+/// requests) only in the node's session, never in a renewed one. Only a lost
+/// connection is retried (the engine's rule); any other error fails the
+/// attempt (`NoNode` as `NoNode`), a missing `READ` as it is.
+struct Resume<R: RoundRecipe> {
+    recipe: Arc<R>,
+    generation: u64,
+    again: Mutex<Option<Again<R>>>,
+}
+
+impl<R: RoundRecipe> Held for Resume<R> {
+    type Context = ();
+
+    fn watcher(&self) -> &WeakZooKeeperWatcher {
+        &self.recipe.engine().zkw
+    }
+
+    fn path(&self) -> &str {
+        &self.recipe.engine().path
+    }
+
+    /// The node's session (bound with it), not the request's.
+    fn session(&self) -> Option<i64> {
+        Some(self.recipe.engine().state().session)
+    }
+
+    fn resend(self: &Arc<Self>) {
+        let again = self.again.lock().take();
+        if let Some(again) = again {
+            again(&self.recipe, self.generation);
+        }
+    }
+
+    /// The directory (or a node the request needed) is gone.
+    fn on_gone(&self, (): ()) {
+        self.recipe.engine().fail(self.generation, ZkError::NoNode);
+    }
+
+    fn on_ended(&self, e: &Error, (): ()) {
+        let engine = self.recipe.engine();
+        if matches!(e, Error::NoReadPermission { .. }) {
+            // The node and the missing READ (e.g. ZOOKEEPER-2590's on
+            // `exists` of the node ahead) reach the caller as they are.
+            engine.fail_with(self.generation, e.clone());
+        } else {
+            engine.fail(self.generation, e.code().unwrap_or(ZkError::SystemError));
+        }
+    }
+
+    /// The node's session ended (or a renewed one replaced it) first.
+    fn on_lost(&self) {
+        let engine = self.recipe.engine();
+        engine.fail(self.generation, ZkError::SessionExpired);
     }
 }
 
