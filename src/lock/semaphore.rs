@@ -910,6 +910,8 @@ impl ZkSemaphore {
         loop {
             at.check()?;
             let round = at.round();
+            // Taken before the listing: a grant needs a read-write server's.
+            let before = at.connection();
             let (children, watched) = match listed.take() {
                 Some(c) => (c, false),
                 None => match rzk.get_children_watch(&self.leases, &self.waiter) {
@@ -923,7 +925,10 @@ impl ZkSemaphore {
             }
             self.refuse_foreign(&children)?;
             if children.len() <= self.max_leases()? as usize {
-                return Ok(true);
+                if at.proven(before)? {
+                    return Ok(true);
+                }
+                continue;
             }
             if !watched {
                 continue;

@@ -1,0 +1,270 @@
+//! Read-only mode (issue 46) against a real three-server ensemble started
+//! with `-Dreadonlymode.enabled=true` and `localSessionsEnabled=true`: a
+//! quorum lost (two members killed), a read-only-capable client reads
+//! through the member left, writes and locks fail with `NotReadOnly`, a lock
+//! held from before stays in doubt (never "held" again without proof), and
+//! both come back to read-write when the quorum heals.
+//!
+//! One ensemble of three JVMs per test: about 30–60 s on a loaded two-core
+//! machine. Run on another server version with `ZK_TEST_VERSION=3.6|3.9`.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::client::*;
+use common::lock_recorder;
+use zklock::client::{CreateMode, KeeperState, WatchedEvent, ZooKeeper};
+use zklock::lock::{
+    InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
+};
+use zklock::testing::{ServerVersion, ZkEnsemble};
+use zklock::{ZkError, ZooKeeperListener, ZooKeeperWatcher};
+
+/// Long enough for the whole outage (kill, read-only, restart, election):
+/// the holder's session must outlive it.
+const SESSION: Duration = Duration::from_secs(40);
+
+/// Waits up to `timeout` for `f`, polling (a test of a server's state, which
+/// no event tells).
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let until = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A listener recording connection states and renewals.
+#[derive(Default)]
+struct States(Mutex<Vec<String>>);
+
+impl ZooKeeperListener for States {
+    fn connection_event(&self, event: &WatchedEvent) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{:?}", event.keeper_state));
+    }
+    fn session_renewed(&self) {
+        self.0.lock().unwrap().push("renewed".into());
+    }
+}
+
+impl States {
+    fn seen(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn a_partitioned_client_reads_read_only_its_lock_stays_in_doubt_and_it_returns_to_read_write() {
+    init_log();
+    let mut ens = ZkEnsemble::start_read_only().expect("ensemble");
+    let cs = ens.connect_string();
+    let version = ServerVersion::from_srvr(&ens.four_letter(0, "srvr").unwrap()).unwrap();
+    let root = "/read-only";
+    {
+        let (zk, _ev) = connect(&cs, Duration::from_secs(10));
+        mkdirs(&zk, root);
+        zk.create(
+            &format!("{root}/data"),
+            b"v1",
+            zklock::client::Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+        zk.close().unwrap();
+    }
+
+    // A lock held before the outage, by a read-only-capable watcher.
+    let holder = ZooKeeperWatcher::builder(&cs)
+        .with_session_timeout(SESSION)
+        .with_read_only(true)
+        .connect()
+        .unwrap();
+    let holder_states = Arc::new(States::default());
+    holder.register_listener(holder_states.clone());
+    let (events, listener) = lock_recorder();
+    let rw = ZkInterProcessReadWriteLock::new(&holder, &format!("{root}/lock"), None)
+        .unwrap()
+        .with_lock_listener(listener);
+    let held = rw.write_lock(b"holder");
+    held.acquire().unwrap();
+    let holder_session = holder.zookeeper().session_id();
+
+    // The quorum lost: member 2 alone turns read-only.
+    ens.kill(0).unwrap();
+    ens.kill(1).unwrap();
+    wait_for("member 2 read-only", Duration::from_secs(30), || {
+        ens.four_letter(2, "isro").is_ok_and(|r| r.trim() == "ro")
+    });
+
+    // A client made during the outage reads through the read-only server.
+    let reader = ZooKeeperWatcher::builder(&cs)
+        .with_session_timeout(Duration::from_secs(10))
+        .with_read_only(true)
+        .with_client(|c| c.with_connect_wait(Duration::from_secs(30)))
+        .connect()
+        .unwrap();
+    let reader_states = Arc::new(States::default());
+    reader.register_listener(reader_states.clone());
+    assert!(reader.is_read_only());
+    let ro_session = reader.zookeeper().session_id();
+    let zk: &ZooKeeper = reader.zookeeper();
+    assert_eq!(
+        zk.get_data(&format!("{root}/data"), false).unwrap().0,
+        b"v1"
+    );
+    let e = zk
+        .set_data(&format!("{root}/data"), b"v2", None)
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ZkError::NotReadOnly), "{e:?}");
+    // Its lock is never held: the attempt cannot write its node.
+    let ro_lock = ZkInterProcessReadWriteLock::new(&reader, &format!("{root}/lock"), None)
+        .unwrap()
+        .write_lock(b"reader");
+    let e = ro_lock.try_acquire(Duration::from_secs(1)).unwrap_err();
+    assert_eq!(e.code(), Some(ZkError::NotReadOnly), "{e:?}");
+
+    // The holder's lock is in doubt, and stays so while read-only: 3.6
+    // resumes its session read-only; 3.7 and later refuse a session of the
+    // quorum (ZOOKEEPER-3863), so it stays disconnected.
+    wait_for("the holder in doubt", Duration::from_secs(10), || {
+        events.lock().unwrap().contains(&LockEvent::InDoubt)
+    });
+    if !version.at_least(3, 7) {
+        wait_for("the holder read-only", Duration::from_secs(20), || {
+            holder.is_read_only()
+        });
+        assert!(
+            holder_states
+                .seen()
+                .contains(&format!("{:?}", KeeperState::ConnectedReadOnly)),
+            "{:?}",
+            holder_states.seen()
+        );
+    }
+    // Time for a wrong "Restored" to come (a held watch re-armed read-only).
+    thread::sleep(Duration::from_secs(2));
+    assert_eq!(*events.lock().unwrap(), [LockEvent::InDoubt]);
+
+    // The quorum heals: both come back read-write.
+    ens.restart(0).unwrap();
+    ens.restart(1).unwrap();
+    ens.wait_for_quorum(Duration::from_secs(60)).unwrap();
+    wait_for("the reader read-write", Duration::from_secs(60), || {
+        reader.state() == zklock::client::State::Connected && !reader.is_read_only()
+    });
+    // A read-only server's session is not the quorum's: a new one.
+    assert_ne!(reader.zookeeper().session_id(), ro_session);
+    wait_for("the reader's renewal", Duration::from_secs(10), || {
+        reader_states.seen().contains(&"renewed".to_string())
+    });
+    reader
+        .zookeeper()
+        .set_data(&format!("{root}/data"), b"v2", None)
+        .unwrap();
+    wait_for("the holder restored", Duration::from_secs(60), || {
+        events.lock().unwrap().contains(&LockEvent::Restored)
+    });
+    assert_eq!(
+        *events.lock().unwrap(),
+        [LockEvent::InDoubt, LockEvent::Restored]
+    );
+    assert_eq!(holder.zookeeper().session_id(), holder_session);
+    held.release().unwrap();
+    reader.close().unwrap();
+    holder.close().unwrap();
+}
+
+/// Connected read-only, the client keeps looking for a read-write server
+/// (`isro`, as Java's) and moves to the first that answers `rw`, while the
+/// read-only server it is on never leaves read-only (frozen, so its
+/// connections stay open and silent): back long before the read timeout
+/// would have ended the connection. Meanwhile a node tracker and a tree
+/// cache keep serving what they read, stale; at the read-write server they
+/// catch up with a change made during the outage.
+#[test]
+fn a_read_only_client_finds_a_read_write_server_and_its_tracker_and_cache_catch_up() {
+    use zklock::recipes::tree_cache::TreeCache;
+    use zklock::{LoggingAbortable, ZooKeeperNodeTracker};
+    init_log();
+    let mut ens = ZkEnsemble::start_read_only().expect("ensemble");
+    let cs = ens.connect_string();
+    let root = "/read-only-move";
+    let data = format!("{root}/data");
+    {
+        let (zk, _ev) = connect(&cs, Duration::from_secs(10));
+        mkdirs(&zk, root);
+        zk.create(
+            &data,
+            b"v1",
+            zklock::client::Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+        .unwrap();
+        zk.close().unwrap();
+    }
+    ens.kill(0).unwrap();
+    ens.kill(1).unwrap();
+    wait_for("member 2 read-only", Duration::from_secs(30), || {
+        ens.four_letter(2, "isro").is_ok_and(|r| r.trim() == "ro")
+    });
+    // The longest session: a read timeout of 40 s, which a probe must beat.
+    let reader = ZooKeeperWatcher::builder(&cs)
+        .with_session_timeout(Duration::from_secs(60))
+        .with_read_only(true)
+        .with_client(|c| c.with_connect_wait(Duration::from_secs(30)))
+        .connect()
+        .unwrap();
+    assert!(reader.is_read_only());
+    let tracker = ZooKeeperNodeTracker::new(&reader, &data, Arc::new(LoggingAbortable::new()));
+    tracker.start().unwrap();
+    wait_for("the tracker's read", Duration::from_secs(10), || {
+        tracker.get_data(false).is_some()
+    });
+    assert_eq!(tracker.get_data(false).unwrap(), b"v1");
+    assert!(tracker.is_stale());
+    let cache = TreeCache::start(&reader, root).unwrap();
+    // No load from a read-only server: stale, nothing claimed.
+    thread::sleep(Duration::from_millis(500));
+    assert!(cache.is_stale() && !cache.is_initialized());
+
+    // The read-only server hangs (its connections stay open); the two
+    // others come back as a quorum, and a change is made there.
+    ens.pause(2).unwrap();
+    let paused = Instant::now();
+    ens.restart(0).unwrap();
+    ens.restart(1).unwrap();
+    wait_for("a read-write quorum", Duration::from_secs(60), || {
+        ens.four_letter(0, "isro").is_ok_and(|r| r.trim() == "rw")
+    });
+    {
+        let rw = format!("{},{}", ens.address(0), ens.address(1));
+        let (zk, _ev) = connect(&rw, Duration::from_secs(10));
+        zk.set_data(&data, b"v2", None).unwrap();
+        zk.close().unwrap();
+    }
+    wait_for("the reader read-write", Duration::from_secs(40), || {
+        reader.state() == zklock::client::State::Connected && !reader.is_read_only()
+    });
+    let back = paused.elapsed();
+    assert!(
+        back < Duration::from_secs(35),
+        "back to read-write after {back:?}: not by a probe (the read timeout is 40 s)"
+    );
+    wait_for("the tracker's new data", Duration::from_secs(10), || {
+        tracker.get_data(false).as_deref() == Some(b"v2".as_slice())
+    });
+    assert!(!tracker.is_stale());
+    assert!(cache.wait_synced(Duration::from_secs(10)).unwrap());
+    assert_eq!(cache.get(&data).unwrap().data, b"v2");
+    assert!(!cache.is_stale());
+    ens.resume(2).unwrap();
+    cache.close().unwrap();
+    tracker.stop();
+    reader.close().unwrap();
+}
