@@ -268,3 +268,107 @@ fn a_read_only_client_finds_a_read_write_server_and_its_tracker_and_cache_catch_
     tracker.stop();
     reader.close().unwrap();
 }
+
+/// A waiter whose turn comes while only a read-only server reaches it is
+/// never granted there: the holder released while the waiter was cut off,
+/// then the quorum was lost; the waiter comes back on the read-only member
+/// (ZooKeeper 3.6 resumes its session there; 3.7 and later refuse it, and it
+/// stays disconnected), whose data shows its turn. A read-only server's
+/// listing proves nothing (its data may lag the quorum's, and it cannot tell
+/// whether the session still lives): the acquire fails with `NotReadOnly`
+/// on 3.6, and holds nothing on any version.
+#[test]
+fn a_waiter_is_never_granted_on_a_read_only_server() {
+    use zklock::testing::FaultProxy;
+    init_log();
+    let mut ens = ZkEnsemble::start_read_only().expect("ensemble");
+    let version = ServerVersion::from_srvr(&ens.four_letter(0, "srvr").unwrap()).unwrap();
+    let cs = ens.connect_string();
+    let proxies: Vec<FaultProxy> = (0..3)
+        .map(|i| FaultProxy::start(ens.address(i)).unwrap())
+        .collect();
+    let proxied: Vec<String> = proxies.iter().map(|p| p.connect_string()).collect();
+    let root = "/read-only-waiter";
+    let holder = ZooKeeperWatcher::builder(&cs)
+        .with_session_timeout(Duration::from_secs(10))
+        .connect()
+        .unwrap();
+    let held = ZkInterProcessReadWriteLock::new(&holder, root, None)
+        .unwrap()
+        .write_lock(b"holder");
+    held.acquire().unwrap();
+    let waiter = ZooKeeperWatcher::builder(&proxied.join(","))
+        .with_session_timeout(SESSION)
+        .with_read_only(true)
+        .connect()
+        .unwrap();
+    let wanted = Arc::new(
+        ZkInterProcessReadWriteLock::new(&waiter, root, None)
+            .unwrap()
+            .write_lock(b"waiter"),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w = wanted.clone();
+    let acquiring = thread::spawn(move || {
+        let r = w.acquire();
+        let _ = tx.send(r.map_err(|e| e.code()));
+    });
+    let zk = holder.zookeeper();
+    wait_for("the waiter's node", Duration::from_secs(10), || {
+        zk.get_children(root, false).is_ok_and(|c| c.len() == 2)
+    });
+    // The waiter cut off (every attempt of its stalls), then the release.
+    for p in &proxies {
+        p.stall();
+        p.cut();
+    }
+    held.release().unwrap();
+    holder.close().unwrap();
+    // Member 2 has applied the release before the quorum goes.
+    {
+        let (direct, _ev) = connect(&ens.address(2), Duration::from_secs(10));
+        direct.sync(root).unwrap();
+        assert_eq!(direct.get_children(root, false).unwrap().len(), 1);
+        direct.close().unwrap();
+    }
+    ens.kill(0).unwrap();
+    ens.kill(1).unwrap();
+    wait_for("member 2 read-only", Duration::from_secs(30), || {
+        ens.four_letter(2, "isro").is_ok_and(|r| r.trim() == "ro")
+    });
+    for p in &proxies {
+        p.pass();
+    }
+    if !version.at_least(3, 7) {
+        wait_for("the waiter read-only", Duration::from_secs(20), || {
+            waiter.is_read_only()
+        });
+        let r = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("acquire ended");
+        assert_eq!(r, Err(Some(ZkError::NotReadOnly)));
+    } else {
+        // Refused by the read-only member: still waiting, or failed.
+        thread::sleep(Duration::from_secs(3));
+        if let Ok(r) = rx.try_recv() {
+            assert!(r.is_err(), "{r:?}");
+        }
+    }
+    assert!(!wanted.is_held());
+    ens.restart(0).unwrap();
+    ens.restart(1).unwrap();
+    ens.wait_for_quorum(Duration::from_secs(60)).unwrap();
+    if !version.at_least(3, 7) {
+        // Its node, refused removal by the read-only server, is removed at
+        // the first read-write one while its session lives: no orphan
+        // blocks the lock.
+        let (zk, _ev) = connect(&cs, Duration::from_secs(10));
+        wait_for("the waiter's node removed", Duration::from_secs(30), || {
+            zk.get_children(root, false).is_ok_and(|c| c.is_empty())
+        });
+        assert!(waiter.zookeeper().state() == zklock::client::State::Connected);
+        zk.close().unwrap();
+    }
+    let _ = waiter.close();
+    acquiring.join().unwrap();
+}
