@@ -347,6 +347,11 @@ fn a_waiter_is_never_granted_on_a_read_only_server() {
             .recv_timeout(Duration::from_secs(20))
             .expect("acquire ended");
         assert_eq!(r, Err(Some(ZkError::NotReadOnly)));
+        // Its node's removal, refused read-only, waits for a read-write
+        // server: not sent again and again to the read-only one.
+        thread::sleep(Duration::from_secs(1));
+        let deletes = proxies[2].requests(2);
+        assert!(deletes <= 2, "{deletes} deletes sent to the read-only server");
     } else {
         // Refused by the read-only member: still waiting, or failed.
         thread::sleep(Duration::from_secs(3));
