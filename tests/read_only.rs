@@ -20,6 +20,7 @@ use zklock::client::{CreateMode, KeeperState, WatchedEvent, ZooKeeper};
 use zklock::lock::{
     InterProcessLock, InterProcessReadWriteLock, LockEvent, ZkInterProcessReadWriteLock,
 };
+use zklock::recipes::leader_latch::LeaderLatch;
 use zklock::testing::{ServerVersion, ZkEnsemble};
 use zklock::{ZkError, ZooKeeperListener, ZooKeeperWatcher};
 
@@ -313,9 +314,19 @@ fn a_waiter_is_never_granted_on_a_read_only_server() {
         let r = w.acquire();
         let _ = tx.send(r.map_err(|e| e.code()));
     });
+    // A leader latch too: the holder leads, the waiter's is second.
+    let latch_path = "/read-only-waiter-latch";
+    let leader = LeaderLatch::new(&holder, latch_path, "holder").unwrap();
+    leader.start().unwrap();
+    assert!(leader.await_leadership(Duration::from_secs(10)).unwrap());
+    let second = LeaderLatch::new(&waiter, latch_path, "waiter").unwrap();
+    second.start().unwrap();
     let zk = holder.zookeeper();
-    wait_for("the waiter's node", Duration::from_secs(10), || {
+    wait_for("the waiter's nodes", Duration::from_secs(10), || {
         zk.get_children(root, false).is_ok_and(|c| c.len() == 2)
+            && zk
+                .get_children(latch_path, false)
+                .is_ok_and(|c| c.len() == 2)
     });
     // The waiter cut off (every attempt of its stalls), then the release.
     for p in &proxies {
@@ -329,6 +340,8 @@ fn a_waiter_is_never_granted_on_a_read_only_server() {
         let (direct, _ev) = connect(&ens.address(2), Duration::from_secs(10));
         direct.sync(root).unwrap();
         assert_eq!(direct.get_children(root, false).unwrap().len(), 1);
+        direct.sync(latch_path).unwrap();
+        assert_eq!(direct.get_children(latch_path, false).unwrap().len(), 1);
         direct.close().unwrap();
     }
     ens.kill(0).unwrap();
@@ -351,7 +364,12 @@ fn a_waiter_is_never_granted_on_a_read_only_server() {
         // server: not sent again and again to the read-only one.
         thread::sleep(Duration::from_secs(1));
         let deletes = proxies[2].requests(2);
-        assert!(deletes <= 2, "{deletes} deletes sent to the read-only server");
+        assert!(
+            deletes <= 2,
+            "{deletes} deletes sent to the read-only server"
+        );
+        // Its latch's turn shows there too; it does not lead on it.
+        assert!(!second.has_leadership());
     } else {
         // Refused by the read-only member: still waiting, or failed.
         thread::sleep(Duration::from_secs(3));
@@ -360,6 +378,7 @@ fn a_waiter_is_never_granted_on_a_read_only_server() {
         }
     }
     assert!(!wanted.is_held());
+    assert!(!second.has_leadership());
     ens.restart(0).unwrap();
     ens.restart(1).unwrap();
     ens.wait_for_quorum(Duration::from_secs(60)).unwrap();
@@ -374,6 +393,9 @@ fn a_waiter_is_never_granted_on_a_read_only_server() {
         assert!(waiter.zookeeper().state() == zklock::client::State::Connected);
         zk.close().unwrap();
     }
+    // Back on a read-write server, its turn is proven: it leads.
+    assert!(second.await_leadership(Duration::from_secs(30)).unwrap());
+    second.close().unwrap();
     let _ = waiter.close();
     acquiring.join().unwrap();
 }

@@ -160,6 +160,14 @@ pub enum SemaphoreStep {
 /// lease.release()?;
 /// # Ok::<(), zklock::Error>(())
 /// ```
+///
+/// # Read-only mode
+/// As the locks' (see [`InterProcessLock`](crate::lock::InterProcessLock)):
+/// a held lease stays in doubt while only a read-only server serves the
+/// session (it can prove neither the lease node nor the session), `Lost`
+/// only when the session ends; a lease is granted only on a read-write
+/// server's listing, and an acquire connected read-only fails with
+/// `NotReadOnly`.
 #[doc(alias = "InterProcessSemaphoreV2")]
 pub struct ZkSemaphore {
     zkw: ZooKeeperWatcher,
