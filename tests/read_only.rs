@@ -28,6 +28,14 @@ use zklock::{ZkError, ZooKeeperListener, ZooKeeperWatcher};
 /// the holder's session must outlive it.
 const SESSION: Duration = Duration::from_secs(40);
 
+/// One ensemble at a time: three JVMs each, and two of them killed and
+/// restarted, on a two-core machine.
+static ONE_ENSEMBLE: Mutex<()> = Mutex::new(());
+
+fn one_ensemble() -> std::sync::MutexGuard<'static, ()> {
+    ONE_ENSEMBLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Waits up to `timeout` for `f`, polling (a test of a server's state, which
 /// no event tells).
 fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
@@ -63,6 +71,7 @@ impl States {
 #[test]
 fn a_partitioned_client_reads_read_only_its_lock_stays_in_doubt_and_it_returns_to_read_write() {
     init_log();
+    let _one = one_ensemble();
     let mut ens = ZkEnsemble::start_read_only().expect("ensemble");
     let cs = ens.connect_string();
     let version = ServerVersion::from_srvr(&ens.four_letter(0, "srvr").unwrap()).unwrap();
@@ -140,12 +149,15 @@ fn a_partitioned_client_reads_read_only_its_lock_stays_in_doubt_and_it_returns_t
         wait_for("the holder read-only", Duration::from_secs(20), || {
             holder.is_read_only()
         });
-        assert!(
-            holder_states
-                .seen()
-                .contains(&format!("{:?}", KeeperState::ConnectedReadOnly)),
-            "{:?}",
-            holder_states.seen()
+        // Told to the listeners on the event thread, after the state.
+        wait_for(
+            "the holder's ConnectedReadOnly",
+            Duration::from_secs(10),
+            || {
+                holder_states
+                    .seen()
+                    .contains(&format!("{:?}", KeeperState::ConnectedReadOnly))
+            },
         );
     }
     // Time for a wrong "Restored" to come (a held watch re-armed read-only).
@@ -193,6 +205,7 @@ fn a_read_only_client_finds_a_read_write_server_and_its_tracker_and_cache_catch_
     use zklock::recipes::tree_cache::TreeCache;
     use zklock::{LoggingAbortable, ZooKeeperNodeTracker};
     init_log();
+    let _one = one_ensemble();
     let mut ens = ZkEnsemble::start_read_only().expect("ensemble");
     let cs = ens.connect_string();
     let root = "/read-only-move";
@@ -282,6 +295,7 @@ fn a_read_only_client_finds_a_read_write_server_and_its_tracker_and_cache_catch_
 fn a_waiter_is_never_granted_on_a_read_only_server() {
     use zklock::testing::FaultProxy;
     init_log();
+    let _one = one_ensemble();
     let mut ens = ZkEnsemble::start_read_only().expect("ensemble");
     let version = ServerVersion::from_srvr(&ens.four_letter(0, "srvr").unwrap()).unwrap();
     let cs = ens.connect_string();
