@@ -396,7 +396,7 @@ impl ZooKeeperBuilder {
     /// with `-Dreadonlymode.enabled=true` may serve this client's reads.
     ///
     /// Connected to such a server the client tells its watchers
-    /// [`KeeperState::ConnectedReadOnly`](crate::KeeperState::ConnectedReadOnly) instead of `SyncConnected`, and
+    /// [`KeeperState::ConnectedReadOnly`] instead of `SyncConnected`, and
     /// [`ZooKeeper::is_read_only`] is true: reads (and watches) work, every
     /// write fails with [`ZkError::NotReadOnly`]. Meanwhile the client keeps
     /// looking for a read-write server, as Java's: it asks the other servers

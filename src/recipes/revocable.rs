@@ -304,7 +304,7 @@ fn is_request(data: &[u8], stat: &Stat) -> bool {
 /// `is_held()` turns false at once.
 ///
 /// # Read-only mode
-/// As the locks' (see [`InterProcessLock`](crate::lock::InterProcessLock)):
+/// As the locks' (see [`InterProcessLock`]):
 /// in doubt while only a read-only server serves the session, never
 /// granted on a read-only server's listing.
 pub struct RevocableLock<K: LockKind> {
@@ -472,7 +472,7 @@ impl<K: LockKind> Drop for RevocableLock<K> {
 /// whose users it shares the znode with).
 ///
 /// # Read-only mode
-/// As the locks' (see [`InterProcessLock`](crate::lock::InterProcessLock)):
+/// As the locks' (see [`InterProcessLock`]):
 /// in doubt while only a read-only server serves the session, never
 /// granted on a read-only server's listing.
 #[derive(Clone)]
