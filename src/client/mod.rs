@@ -744,6 +744,13 @@ impl ZooKeeper {
         self.shared().read_write_connection()
     }
 
+    /// Whether read-only mode is on ([`ZooKeeperBuilder::with_read_only`]):
+    /// without it no server serves read-only, and nothing needs the proof
+    /// of [`read_write_connection`](Self::read_write_connection).
+    pub(crate) fn can_be_read_only(&self) -> bool {
+        self.shared().settings.read_only
+    }
+
     /// The session password (to resume the session from another handle).
     pub fn session_password(&self) -> Vec<u8> {
         self.shared().session_password()

@@ -71,6 +71,10 @@ impl<'a> LockWait<'a> {
     /// which cannot tell whether this session still lives: never a grant
     /// without proof (read-only mode).
     pub(super) fn proven(&self, before: Option<u64>) -> Result<bool> {
+        if !self.rzk.zookeeper().can_be_read_only() {
+            // Read-only mode off: every server that answers is read-write.
+            return Ok(true);
+        }
         match self.connection() {
             Some(now) => Ok(before == Some(now)),
             None if self.rzk.zookeeper().is_read_only() => {

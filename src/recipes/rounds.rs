@@ -1083,6 +1083,10 @@ fn from_read_write(
     before: Option<u64>,
     r: Result<Vec<String>>,
 ) -> Result<Vec<String>> {
+    if !zk.can_be_read_only() {
+        // Read-only mode off: every server that answers is read-write.
+        return r;
+    }
     match r {
         Ok(_) if before.is_none() || before != zk.read_write_connection() => {
             Err(Error::zk_code(ZkError::ConnectionLoss))
@@ -1256,7 +1260,7 @@ impl<R: RoundRecipe> RoundEngine<R> {
         };
         // Only a read-write server proves the node ahead is gone (read-only
         // mode): else a listing decides, which `from_read_write` checks.
-        if succession && zk.read_write_connection().is_some() {
+        if succession && (!zk.can_be_read_only() || zk.read_write_connection().is_some()) {
             debug!("{}: the node ahead left; {node} is first", self.path);
             let placed = Placed {
                 ahead: None,
