@@ -607,6 +607,21 @@ impl ZooKeeperNodeTracker {
         &self.shared.node
     }
 
+    /// Whether what the tracker holds may lag the quorum (not in HBase): the
+    /// session is not served by a read-write server now, disconnected or
+    /// connected to a read-only one (read-only mode,
+    /// [`ZooKeeperWatcherBuilder::with_read_only`](crate::ZooKeeperWatcherBuilder::with_read_only)),
+    /// or it has ended. Meanwhile [`get_data`](Self::get_data) keeps
+    /// answering with what the tracker held (a read-only server's reads, if
+    /// it read there); at the next read-write server its watch, set again by
+    /// the client, tells it of what changed (and a new session, as after a
+    /// read-only server's session, makes it read again).
+    pub fn is_stale(&self) -> bool {
+        self.shared.zkw.zookeeper().map_or(true, |zk| {
+            zk.state() != State::Connected || zk.is_read_only()
+        })
+    }
+
     /// `ZooKeeperNodeTracker.checkIfBaseNodeAvailable`: whether the watcher's
     /// base znode exists. A ZooKeeper error is passed to the `Abortable` and gives
     /// `false` (HBase answers `true` then; zklock does not claim what it could not

@@ -137,6 +137,10 @@ struct WatcherInner {
     renew: bool,
     /// A new session was opened after an expiry; announced at its SyncConnected.
     renewing: AtomicBool,
+    /// The id of the session last connected (0 before): a connection with
+    /// another id (the new session a read-write server gives a session that
+    /// a read-only server made) is announced as a renewal.
+    last_session: AtomicI64,
     /// Connection generation: bumped on every state event (what `connect`
     /// waits for; the library's waits use `crate::engine::wait`).
     state_seq: AtomicI64,
@@ -552,6 +556,32 @@ impl ZooKeeperWatcherBuilder {
         self
     }
 
+    /// Read-only mode (opt-in, off by default): the client's
+    /// [`ZooKeeperBuilder::with_read_only`] (Java's `canBeReadOnly`). A server
+    /// cut off from its quorum and started with
+    /// `-Dreadonlymode.enabled=true` may then serve this watcher's reads;
+    /// its state is [`KeeperState::ConnectedReadOnly`], told to every
+    /// listener as a connection event, and
+    /// [`ZooKeeperWatcher::is_read_only`] is true. Writes fail with
+    /// `NotReadOnly`.
+    ///
+    /// What the layers above do while read-only: a held lock, semaphore
+    /// lease or leadership stays **in doubt** (its `InDoubt` is not followed
+    /// by `Restored`: a read-only server can prove neither that its node is
+    /// the quorum's nor that its session lives) until a read-write server
+    /// serves the session again, and is `Lost` only when the session ends; a
+    /// new acquire fails with `NotReadOnly`. Node trackers and caches keep
+    /// serving what they hold and say they are stale (`is_stale`) until
+    /// read-write again, then read again. A session that only read-only
+    /// servers served gets a new id at its first read-write server (see
+    /// [`ZooKeeperBuilder::with_read_only`]): the watcher announces it as a
+    /// [session renewal](ZooKeeperListener::session_renewed), with or
+    /// without [`with_session_renewal`](Self::with_session_renewal).
+    #[must_use]
+    pub fn with_read_only(self, read_only: bool) -> Self {
+        self.with_client(|c| c.with_read_only(read_only))
+    }
+
     /// Follows the ensemble's configuration for the watcher's whole life
     /// (off by default): the [`EnsembleTracker`](crate::EnsembleTracker) of
     /// [`ZooKeeperWatcher::track_ensemble`], started at `connect` and kept
@@ -606,6 +636,7 @@ impl ZooKeeperWatcherBuilder {
             path_hooks: AtomicBool::new(false),
             renew: self.renew,
             renewing: AtomicBool::new(false),
+            last_session: AtomicI64::new(0),
             ensemble: Mutex::new(None),
         });
         let weak: Weak<dyn Watcher> = Arc::downgrade(&inner) as Weak<dyn Watcher>;
@@ -813,6 +844,12 @@ impl ZooKeeperWatcher {
     /// The client's connection state.
     pub fn state(&self) -> State {
         self.zookeeper().state()
+    }
+
+    /// Whether the client is connected to a read-only server (see
+    /// [`ZooKeeperWatcherBuilder::with_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.zookeeper().is_read_only()
     }
 
     /// Whether the session expired.
@@ -1248,10 +1285,26 @@ impl WatcherInner {
             self.end_told.store(true, Ordering::SeqCst);
         }
         let identifier = self.identifier.read().clone();
+        // Another session than the last one connected: a renewal, or the new
+        // session a read-write server gave a read-only server's session.
+        let mut swapped = false;
+        if matches!(
+            event.keeper_state,
+            KeeperState::SyncConnected | KeeperState::ConnectedReadOnly
+        ) {
+            let session = self.rzk.session_id();
+            let last = self.last_session.swap(session, Ordering::SeqCst);
+            swapped = last != 0 && last != session;
+        }
         match event.keeper_state {
             KeeperState::SyncConnected => {
                 let id = format!("{}-0x{:x}", self.prefix, self.rzk.session_id());
                 info!("{id} connected");
+                *self.identifier.write() = id;
+            }
+            KeeperState::ConnectedReadOnly => {
+                let id = format!("{}-0x{:x}", self.prefix, self.rzk.session_id());
+                info!("{id} connected to a read-only server");
                 *self.identifier.write() = id;
             }
             KeeperState::Disconnected => info!("{identifier} disconnected from ZooKeeper"),
@@ -1304,7 +1357,9 @@ impl WatcherInner {
                     }
                 }
             }
-            KeeperState::SyncConnected if self.renewing.swap(false, Ordering::SeqCst) => {
+            KeeperState::SyncConnected | KeeperState::ConnectedReadOnly
+                if self.renewing.swap(false, Ordering::SeqCst) || swapped =>
+            {
                 info!("{} is the renewed session", self.identifier.read());
                 let hooks = self.live_hooks();
                 for h in hooks {

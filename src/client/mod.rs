@@ -297,6 +297,7 @@ pub struct ZooKeeperBuilder {
     tls: Option<TlsConfig>,
     sasl: Option<SaslConfig>,
     server_order: ServerOrder,
+    read_only: bool,
 }
 
 impl fmt::Debug for ZooKeeperBuilder {
@@ -319,6 +320,7 @@ impl fmt::Debug for ZooKeeperBuilder {
         d.field("tls", &self.tls);
         d.field("sasl", &self.sasl)
             .field("server_order", &self.server_order)
+            .field("read_only", &self.read_only)
             .finish()
     }
 }
@@ -386,6 +388,35 @@ impl ZooKeeperBuilder {
     #[must_use]
     pub fn with_server_order(mut self, order: ServerOrder) -> Self {
         self.server_order = order;
+        self
+    }
+
+    /// Read-only mode (opt-in, off by default; Java's `canBeReadOnly`, kazoo's
+    /// `read_only=True`): a server cut off from its quorum that was started
+    /// with `-Dreadonlymode.enabled=true` may serve this client's reads.
+    ///
+    /// Connected to such a server the client tells its watchers
+    /// [`KeeperState::ConnectedReadOnly`] instead of `SyncConnected`, and
+    /// [`ZooKeeper::is_read_only`] is true: reads (and watches) work, every
+    /// write fails with [`ZkError::NotReadOnly`]. Meanwhile the client keeps
+    /// looking for a read-write server, as Java's: it asks the other servers
+    /// of its list with the `isro` four-letter word, first after 100 ms,
+    /// then at doubling intervals up to a minute; the first that answers
+    /// `rw` is where it reconnects (`Disconnected`, then `SyncConnected`).
+    ///
+    /// Sessions: a read-only server serves only sessions it made itself
+    /// (ZooKeeper 3.7 and later, ZOOKEEPER-3863: it refuses to resume a
+    /// session of the quorum, and needs `localSessionsEnabled=true`); 3.6
+    /// also resumes a session of the quorum. A session a read-only server
+    /// made is unknown to the quorum: at the first read-write server the
+    /// client gets a new session id (as Java's), its watches set again on it.
+    /// A [`ZooKeeperWatcher`](crate::ZooKeeperWatcher) announces that change
+    /// as a [session renewal](crate::ZooKeeperListener::session_renewed).
+    /// With this off (the default) the client behaves as before: a read-only
+    /// server refuses it.
+    #[must_use]
+    pub fn with_read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 
@@ -511,6 +542,7 @@ impl ZooKeeperBuilder {
             tls: self.tls,
             sasl: self.sasl,
             server_order: self.server_order,
+            read_only: self.read_only,
         };
         let (shared, threads) = session::start(settings, Arc::new(watcher))?;
         Ok(ZooKeeper {
@@ -540,6 +572,7 @@ impl ZooKeeper {
             tls: None,
             sasl: None,
             server_order: ServerOrder::Random,
+            read_only: false,
         }
     }
 
@@ -695,6 +728,27 @@ impl ZooKeeper {
     /// The session id.
     pub fn session_id(&self) -> i64 {
         self.shared().session_id()
+    }
+
+    /// Whether the client is connected to a read-only server (Java's
+    /// `States.CONNECTEDREADONLY`; see
+    /// [`ZooKeeperBuilder::with_read_only`]): [`state`](Self::state) is
+    /// `Connected`, reads are served, writes fail with
+    /// [`ZkError::NotReadOnly`].
+    pub fn is_read_only(&self) -> bool {
+        self.shared().is_read_only()
+    }
+
+    /// See [`SessionShared::read_write_connection`].
+    pub(crate) fn read_write_connection(&self) -> Option<u64> {
+        self.shared().read_write_connection()
+    }
+
+    /// Whether read-only mode is on ([`ZooKeeperBuilder::with_read_only`]):
+    /// without it no server serves read-only, and nothing needs the proof
+    /// of [`read_write_connection`](Self::read_write_connection).
+    pub(crate) fn can_be_read_only(&self) -> bool {
+        self.shared().settings.read_only
     }
 
     /// The session password (to resume the session from another handle).

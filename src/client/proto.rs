@@ -325,12 +325,14 @@ impl ReplyHeader {
     }
 }
 
-/// `ConnectRequest` + the trailing `readOnly` boolean, as a frame.
+/// `ConnectRequest` + the trailing `readOnly` boolean (Java's
+/// `canBeReadOnly`: a read-only server may serve this client), as a frame.
 pub(crate) fn connect_request(
     last_zxid: i64,
     timeout_ms: i32,
     session_id: i64,
     password: &[u8],
+    read_only: bool,
 ) -> Vec<u8> {
     let mut w = Writer::frame();
     w.i32(0)
@@ -338,7 +340,7 @@ pub(crate) fn connect_request(
         .i32(timeout_ms)
         .i64(session_id)
         .buffer(password)
-        .bool(false);
+        .bool(read_only);
     w.finish()
 }
 

@@ -14,7 +14,9 @@ use crate::watcher::{SessionHook, WeakZooKeeperWatcher};
 type Reaction = Box<dyn FnOnce(bool) + Send>;
 
 /// Runs `f(true)` once on the event thread at the next `SyncConnected` (or at
-/// once when connected now), `f(false)` when the session ends first. Held by
+/// once when connected now), `f(false)` when the session ends first. A
+/// read-only server (`ConnectedReadOnly`) is no reconnect here: what waits
+/// for one (a held node's watch, a removal) needs a server of the quorum. Held by
 /// the watcher's hook list, never by the user's listener registry.
 pub(crate) fn on_reconnect(zkw: &WeakZooKeeperWatcher, f: impl FnOnce(bool) + Send + 'static) {
     reconnect_hook(zkw, true, f)
@@ -51,7 +53,7 @@ fn reconnect_hook(
     if at_once
         && zkw
             .zookeeper()
-            .is_some_and(|zk| zk.state() == ClientState::Connected)
+            .is_some_and(|zk| zk.state() == ClientState::Connected && !zk.is_read_only())
     {
         hook.fire(true);
     }

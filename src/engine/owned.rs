@@ -708,10 +708,12 @@ impl Removal {
         });
     }
 
-    /// An error answered: retryable, sent again after the reconnect; gone or
-    /// the session ended, nothing to do; anything else, logged.
+    /// An error answered: retryable, or refused by a read-only server
+    /// (`NotReadOnly`), sent again after the reconnect (to a read-write
+    /// server: see [`on_reconnect`]); gone or the session ended, nothing to
+    /// do; anything else, logged.
     fn failed(mut self, zk: &ZooKeeper, zkw: &WeakZooKeeperWatcher, e: &crate::Error) {
-        if e.is_retryable() && self.retry {
+        if (e.is_retryable() || e.is(ZkError::NotReadOnly)) && self.retry {
             info!("will remove {} when the connection is back", self.path);
             let then = self.then.take();
             let (zk, again) = (zk.clone(), zkw.clone());

@@ -546,6 +546,8 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         let mut own: Option<Arc<NodeWatch>> = None;
         loop {
             at.check()?;
+            // Taken before the listing: a grant needs a read-write server's.
+            let before = at.connection();
             // The first round's listing came with the create, when it could.
             let children = match listed.take() {
                 Some(c) => c,
@@ -570,7 +572,10 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
                 });
             }
             let Some(to_watch) = self.layout.get_lock_path(my_node, &children) else {
-                return Ok(Waited::Held(own));
+                if at.proven(before)? {
+                    return Ok(Waited::Held(own));
+                }
+                continue;
             };
             if let Some(holder) = self.layout.lock_holder(my_node, &children) {
                 self.handle_lock_metadata(

@@ -232,7 +232,9 @@ impl AcquiredLock {
 #[non_exhaustive]
 pub enum LockEvent {
     /// The connection dropped: the lock is held only while the session lives;
-    /// stop acting on it until `Restored`.
+    /// stop acting on it until `Restored`. A read-only server
+    /// (`ConnectedReadOnly`, read-only mode) does not end the doubt: only a
+    /// read-write server can prove the node.
     InDoubt,
     /// Reconnected within the session: the lock is held again for sure.
     Restored,
@@ -265,6 +267,19 @@ impl<F: Fn(&str, LockEvent) + Send + Sync> LockListener for F {
 /// fails with [`Error::LockBusy`](crate::Error::LockBusy). The RAII forms
 /// [`lock`](InterProcessLock::lock) and [`try_lock_for`](InterProcessLock::try_lock_for)
 /// return a [`LockGuard`] that releases on drop.
+///
+/// # Read-only mode
+/// With [read-only mode](crate::ZooKeeperWatcherBuilder::with_read_only) on,
+/// a read-only server (`ConnectedReadOnly`) proves nothing about a lock: it
+/// cannot write a node, its data may lag the quorum's, and it cannot tell
+/// whether this session still lives. So a held lock stays **in doubt**
+/// ([`LockEvent::InDoubt`], told at the disconnect before it; `Restored` only
+/// once a read-write server has served the session again) and is `Lost`
+/// only when the session ends or its node goes; an `acquire` is granted only
+/// on a listing a read-write server answered: connected read-only it fails
+/// with `NotReadOnly` (its node, if it made one, removed at the next
+/// read-write server). Every lock kind of this module, and the
+/// [semaphore](crate::lock::ZkSemaphore), behaves so.
 pub trait InterProcessLock: Send + Sync {
     /// Blocks until the lock is held (or the session ends).
     ///

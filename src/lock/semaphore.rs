@@ -160,6 +160,14 @@ pub enum SemaphoreStep {
 /// lease.release()?;
 /// # Ok::<(), zklock::Error>(())
 /// ```
+///
+/// # Read-only mode
+/// As the locks' (see [`InterProcessLock`](crate::lock::InterProcessLock)):
+/// a held lease stays in doubt while only a read-only server serves the
+/// session (it can prove neither the lease node nor the session), `Lost`
+/// only when the session ends; a lease is granted only on a read-write
+/// server's listing, and an acquire connected read-only fails with
+/// `NotReadOnly`.
 #[doc(alias = "InterProcessSemaphoreV2")]
 pub struct ZkSemaphore {
     zkw: ZooKeeperWatcher,
@@ -910,6 +918,8 @@ impl ZkSemaphore {
         loop {
             at.check()?;
             let round = at.round();
+            // Taken before the listing: a grant needs a read-write server's.
+            let before = at.connection();
             let (children, watched) = match listed.take() {
                 Some(c) => (c, false),
                 None => match rzk.get_children_watch(&self.leases, &self.waiter) {
@@ -923,7 +933,10 @@ impl ZkSemaphore {
             }
             self.refuse_foreign(&children)?;
             if children.len() <= self.max_leases()? as usize {
-                return Ok(true);
+                if at.proven(before)? {
+                    return Ok(true);
+                }
+                continue;
             }
             if !watched {
                 continue;

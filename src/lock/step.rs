@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::watch::{LockShared, NodeWatch};
 use crate::engine::call::CallSession;
 use crate::engine::wait::{self, Bounds, WhenDown};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ZkError};
 use crate::recoverable::RecoverableZooKeeper;
 use crate::watcher::ZooKeeperWatcher;
 
@@ -54,6 +54,34 @@ impl<'a> LockWait<'a> {
     pub(super) fn check(&self) -> Result<()> {
         self.call.check()?;
         self.cancelled()
+    }
+
+    /// The read-write connection now (see [`proven`](Self::proven)): taken
+    /// before a listing that may grant.
+    pub(super) fn connection(&self) -> Option<u64> {
+        self.rzk.zookeeper().read_write_connection()
+    }
+
+    /// Whether a listing that grants, made since `before` (its
+    /// [`connection`](Self::connection)), proves the grant: `Ok(true)` when a
+    /// read-write server answered it (the same read-write connection before
+    /// and after); `Ok(false)` when it may have come from another connection
+    /// (list again); `NotReadOnly` when the client is connected to a
+    /// read-only server, whose data may lag the quorum's without bound and
+    /// which cannot tell whether this session still lives: never a grant
+    /// without proof (read-only mode).
+    pub(super) fn proven(&self, before: Option<u64>) -> Result<bool> {
+        if !self.rzk.zookeeper().can_be_read_only() {
+            // Read-only mode off: every server that answers is read-write.
+            return Ok(true);
+        }
+        match self.connection() {
+            Some(now) => Ok(before == Some(now)),
+            None if self.rzk.zookeeper().is_read_only() => {
+                Err(Error::zk(ZkError::NotReadOnly, self.znode))
+            }
+            None => Ok(false),
+        }
     }
 
     /// `Cancelled` when the instance was cancelled.

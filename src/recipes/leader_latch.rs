@@ -182,6 +182,16 @@ pub enum LatchStep {
 ///   answered on the event thread. [`close`](Self::close) is idempotent and
 ///   deletes the node before it returns; dropping a started latch removes
 ///   its node in the background.
+///
+/// # Read-only mode
+/// With [read-only mode](crate::ZooKeeperWatcherBuilder::with_read_only) on,
+/// a read-only server (`ConnectedReadOnly`) proves nothing: it cannot write,
+/// its data may lag the quorum's, and it cannot tell whether the session
+/// lives. A leadership had stays **in doubt** (`InDoubt`, told at the
+/// disconnect; restored only after a read-write server confirmed the node)
+/// and is lost only when the session ends or the node goes; no one is made
+/// leader on a read-only server's listing (the round resumes at the next
+/// read-write server); joining while read-only fails with `NotReadOnly`.
 pub struct LeaderLatch {
     rounds: RoundHandle<Latching>,
     id: String,

@@ -87,6 +87,15 @@ use crate::watcher::{SessionHook, WeakZooKeeperWatcher, ZooKeeperWatcher};
 /// }
 /// # Ok::<(), zklock::Error>(())
 /// ```
+///
+/// # Read-only mode
+/// With [read-only mode](crate::ZooKeeperWatcherBuilder::with_read_only) on,
+/// a read-only server (`ConnectedReadOnly`) proves nothing: it cannot write,
+/// its data may lag the quorum's, and it cannot tell whether the session
+/// lives. A leadership had stays **in doubt** (`InDoubt`, told at the
+/// disconnect; restored only after a read-write server confirmed the node)
+/// and is lost only when the session ends or the node goes; its claim (a
+/// node it must create) is never made on a read-only server.
 pub struct ZkLeaderManager {
     zkw: ZooKeeperWatcher,
     shared: Arc<LeaderShared>,

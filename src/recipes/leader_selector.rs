@@ -122,6 +122,16 @@ struct Attempt {
 /// - The participants are listed by the sequence after the lock name, parsed
 ///   (Curator and kazoo compare the 10-digit texts: the same order until the
 ///   sequence wraps).
+///
+/// # Read-only mode
+/// With [read-only mode](crate::ZooKeeperWatcherBuilder::with_read_only) on,
+/// a read-only server (`ConnectedReadOnly`) proves nothing: it cannot write,
+/// its data may lag the quorum's, and it cannot tell whether the session
+/// lives. A leadership had stays **in doubt** (`InDoubt`, told at the
+/// disconnect; restored only after a read-write server confirmed the node)
+/// and is lost only when the session ends or the node goes; no one is made
+/// leader on a read-only server's listing (the round resumes at the next
+/// read-write server); joining while read-only fails with `NotReadOnly`.
 #[derive(Debug)]
 pub struct LeaderSelector {
     zkw: ZooKeeperWatcher,

@@ -319,6 +319,11 @@ fn is_request(data: &[u8], stat: &Stat) -> bool {
 /// lock listener is set on it), so a forced revocation is told as
 /// [`LockEvent::Lost`] to [`with_lock_listener`](Self::with_lock_listener) and
 /// `is_held()` turns false at once.
+///
+/// # Read-only mode
+/// As the locks' (see [`InterProcessLock`]):
+/// in doubt while only a read-only server serves the session, never
+/// granted on a read-only server's listing.
 pub struct RevocableLock<K: LockKind> {
     zkw: ZooKeeperWatcher,
     lock: Arc<ZkInterProcessLockBase<K>>,
@@ -482,6 +487,11 @@ impl<K: LockKind> Drop for RevocableLock<K> {
 /// znode (the counterpart of
 /// [`ZkInterProcessReadWriteLock`](crate::lock::ZkInterProcessReadWriteLock),
 /// whose users it shares the znode with).
+///
+/// # Read-only mode
+/// As the locks' (see [`InterProcessLock`]):
+/// in doubt while only a read-only server serves the session, never
+/// granted on a read-only server's listing.
 #[derive(Clone)]
 pub struct RevocableReadWriteLock {
     zkw: ZooKeeperWatcher,

@@ -510,7 +510,11 @@ impl<R: RoundRecipe> RoundEngine<R> {
         let Some((_, zk, me)) = self.proceed(generation) else {
             return;
         };
-        zk.get_children_async(&self.path, None, move |r| then(&me, generation, r));
+        let before = zk.read_write_connection();
+        let zk2 = zk.clone();
+        zk.get_children_async(&self.path, None, move |r| {
+            then(&me, generation, from_read_write(&zk2, before, r))
+        });
     }
 
     /// The one in-doubt handling of the recipes on the engine: a leader whose
@@ -1105,6 +1109,29 @@ impl<R: RoundRecipe> Placed<R> {
     }
 }
 
+/// A round's listing `r`, sent when the read-write connection was `before`:
+/// as it came when a read-write server answered it (the same connection
+/// now); else a lost answer (`ConnectionLoss`: the round resumes at the next
+/// read-write connection). A read-only server's listing decides nothing: its
+/// data may lag the quorum's, and it cannot tell whether the session lives
+/// (read-only mode: a leadership is never had without proof).
+fn from_read_write(
+    zk: &ZooKeeper,
+    before: Option<u64>,
+    r: Result<Vec<String>>,
+) -> Result<Vec<String>> {
+    if !zk.can_be_read_only() {
+        // Read-only mode off: every server that answers is read-write.
+        return r;
+    }
+    match r {
+        Ok(_) if before.is_none() || before != zk.read_write_connection() => {
+            Err(Error::zk_code(ZkError::ConnectionLoss))
+        }
+        r => r,
+    }
+}
+
 /// What [`RoundEngine::list_placed`] sent together answers, whichever comes
 /// first waiting for the other.
 #[derive(Default)]
@@ -1268,7 +1295,9 @@ impl<R: RoundRecipe> RoundEngine<R> {
             let mut st = self.state();
             std::mem::take(&mut st.succession) && st.generation == generation
         };
-        if succession {
+        // Only a read-write server proves the node ahead is gone (read-only
+        // mode): else a listing decides, which `from_read_write` checks.
+        if succession && (!zk.can_be_read_only() || zk.read_write_connection().is_some()) {
             debug!("{}: the node ahead left; {node} is first", self.path);
             let placed = Placed {
                 ahead: None,
@@ -1281,8 +1310,11 @@ impl<R: RoundRecipe> RoundEngine<R> {
             };
             return then(&me, generation, placed);
         }
+        let before = zk.read_write_connection();
         if self.own_armed(generation) {
+            let zk2 = zk.clone();
             zk.get_children_async(&self.path, None, move |r| {
+                let r = from_read_write(&zk2, before, r);
                 let engine = me.engine();
                 if let Some(mut placed) = engine.placed(generation, r) {
                     // Still armed: it did not fire while the listing was made.
@@ -1296,7 +1328,9 @@ impl<R: RoundRecipe> RoundEngine<R> {
         }
         let joined: Arc<Mutex<Joined>> = Arc::default();
         let (me2, joined2) = (me.clone(), joined.clone());
+        let zk2 = zk.clone();
         zk.get_children_async(&self.path, None, move |r| {
+            let r = from_read_write(&zk2, before, r);
             let own = {
                 let mut j = joined.lock();
                 match j.own.take() {

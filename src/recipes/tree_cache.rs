@@ -50,6 +50,14 @@
 //! after every event the server fired for it, and every re-read it caused is
 //! answered): then [`CacheEvent::Resynced`].
 //!
+//! A read-only server (read-only mode,
+//! [`ZooKeeperWatcherBuilder::with_read_only`](crate::ZooKeeperWatcherBuilder::with_read_only):
+//! `ConnectedReadOnly`) counts as no connection: the cache keeps serving
+//! what it holds, stays stale and suspended, and sends no read (a server cut
+//! off from its quorum may lag it); it resyncs at the first read-write
+//! server, as after any reconnect. A cache started while read-only makes its
+//! initial load there.
+//!
 //! # Session
 //! A cache belongs to the session it was started in. When that session ends
 //! ([`CacheEvent::Lost`]) the cache stays stale for good; with
@@ -346,7 +354,8 @@ impl TreeCacheBuilder {
         let mut issue = Vec::new();
         {
             let mut s = inner.state.lock();
-            s.connected = zk.state() == crate::client::State::Connected;
+            // A read-only server is no connection here (see `# Staleness`).
+            s.connected = zk.state() == crate::client::State::Connected && !zk.is_read_only();
             s.stale = true;
             // Events can come as soon as the watch is set, before this: a
             // change the cache's member applied after the addWatch (a
@@ -772,7 +781,9 @@ impl Inner {
     /// an answer would only fail at once too (a burst of as many requests as
     /// the queue holds). The queue is sent after the reconnect.
     fn settle(&self, s: &mut State, issue: &mut Vec<Read>, events: &mut Vec<CacheEvent>) {
-        let up = s.connected && self.zk.state() == crate::client::State::Connected;
+        let up = s.connected
+            && self.zk.state() == crate::client::State::Connected
+            && !self.zk.is_read_only();
         while s.in_flight.len() < self.max_in_flight && up {
             let Some(read) = s.queue.pop_front() else {
                 break;

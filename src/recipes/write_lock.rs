@@ -106,6 +106,13 @@ struct WriteLockCore {
 /// # Dropping
 /// Dropping an instance with a node removes it in the background: the drop
 /// never waits on the network.
+///
+/// # Read-only mode
+/// With [read-only mode](crate::ZooKeeperWatcherBuilder::with_read_only) on,
+/// the lock is never granted on a read-only server's listing (its data may
+/// lag the quorum's, and it cannot tell whether the session lives): the
+/// round resumes at the next read-write server; joining while read-only
+/// fails with `NotReadOnly`.
 pub struct WriteLock {
     rounds: RoundHandle<WriteLockCore>,
     acl: Vec<Acl>,

@@ -264,6 +264,31 @@ impl ZkEnsemble {
         })
     }
 
+    /// Starts a three-server ensemble whose members can serve read-only
+    /// (`-Dreadonlymode.enabled=true`) and keep local sessions
+    /// (`localSessionsEnabled=true`, upgraded to global ones by the first
+    /// ephemeral node, which a read-only server of ZooKeeper
+    /// 3.7 and later needs to make a session, ZOOKEEPER-3863): a member cut
+    /// off from its quorum (say the two others [killed](Self::kill)) serves
+    /// reads, about 2 s later, to clients that
+    /// [connect read-only](crate::client::ZooKeeperBuilder::with_read_only),
+    /// and answers `isro` with `ro`.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_read_only() -> io::Result<ZkEnsemble> {
+        ZkEnsemble::start_prepared(3, None, None, false, |ensemble| {
+            for member in &ensemble.members {
+                let config = member.dir.join("zoo.cfg");
+                let mut text = fs::read_to_string(&config)?;
+                text.push_str("localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true\n");
+                fs::write(&config, text)?;
+                fs::write(member.dir.join(super::process::READ_ONLY_MARK), "")?;
+            }
+            Ok(())
+        })
+    }
+
     /// Member `i`'s `server.N` line in the form `reconfig` takes for a
     /// joining server (`server.N=127.0.0.1:Q:E:participant;127.0.0.1:C`),
     /// for an ensemble of [`start_reconfigurable`](Self::start_reconfigurable).

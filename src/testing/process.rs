@@ -84,8 +84,17 @@ fn jaas_option(config: &Path) -> Vec<String> {
     if krb5.exists() {
         options.push(format!("-Djava.security.krb5.conf={}", krb5.display()));
     }
+    // Read-only mode is a system property, not a `zoo.cfg` key (a key
+    // there becomes `zookeeper.readonlymode.enabled`, which nothing reads).
+    if config.with_file_name(READ_ONLY_MARK).exists() {
+        options.push("-Dreadonlymode.enabled=true".to_string());
+    }
     options
 }
+
+/// A file of this name beside a member's `zoo.cfg` starts it with
+/// `-Dreadonlymode.enabled=true` (see `ZkEnsemble::start_read_only`).
+pub(crate) const READ_ONLY_MARK: &str = "readonlymode.enabled";
 
 /// What a JVM is started with.
 #[derive(Debug, Clone)]

@@ -39,6 +39,62 @@ pub(super) fn attempt_bound(java: Duration, handshake_timeout: Duration, slow: u
 /// The most [`SessionShared::pause_before_reconnect`] waits: Java's 1 s.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 
+/// Connected read-only, the first look for a read-write server comes after
+/// this (Java's `minPingRwTimeout`); each later one after twice the wait
+/// before it, up to [`RW_PROBE_MAX`] (Java's `maxPingRwTimeout`).
+const RW_PROBE_FIRST: Duration = Duration::from_millis(100);
+const RW_PROBE_MAX: Duration = Duration::from_secs(60);
+/// The most one probe (`isro`) may take: Java's 1 s socket timeout, and at
+/// most a quarter of the read timeout (the connection thread probes, and its
+/// pings must keep their times).
+const RW_PROBE_BOUND: Duration = Duration::from_secs(1);
+
+/// Whether `host` answers the `isro` four-letter word with `rw` within
+/// `bound` (Java's `pingRwServer`). Plain TCP, as Java's: a server reached
+/// only over TLS is never found this way (the client comes back to
+/// read-write when the read-only server rejoins its quorum and closes its
+/// connections).
+fn answers_read_write(host: &str, bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    let Ok(addrs) = host.to_socket_addrs() else {
+        return false;
+    };
+    for addr in addrs {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let Ok(mut sock) = TcpStream::connect_timeout(&addr, left) else {
+            continue;
+        };
+        let mut answer = Vec::new();
+        let asked = (|| -> io::Result<()> {
+            use std::io::{Read, Write};
+            sock.set_write_timeout(Some(left))?;
+            sock.write_all(b"isro")?;
+            sock.shutdown(Shutdown::Write)?;
+            let mut chunk = [0u8; 16];
+            while answer.len() < 16 {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                sock.set_read_timeout(Some(left))?;
+                match sock.read(&mut chunk)? {
+                    0 => break,
+                    n => answer.extend_from_slice(&chunk[..n]),
+                }
+            }
+            Ok(())
+        })();
+        let _ = sock.shutdown(Shutdown::Both);
+        if asked.is_ok() || !answer.is_empty() {
+            return answer.starts_with(b"rw");
+        }
+    }
+    false
+}
+
 /// A connection made by [`SessionShared::handshake`]: the stream, whether the
 /// session existed before, and bytes read past the ConnectResponse.
 pub(super) type Connected = (Link, bool, Vec<u8>);
@@ -65,6 +121,9 @@ pub(super) enum ConnEnd {
     Closing,
     /// A server-list update moved this client elsewhere.
     Moved,
+    /// Connected read-only, a probe found this read-write server: the
+    /// client moves to it (Java's `RWServerFoundException`).
+    ReadWriteFound(String),
     #[cfg(feature = "testing")]
     Injected,
 }
@@ -81,6 +140,7 @@ impl ConnEnd {
             ConnEnd::AuthFailed => ConnEnd::AuthFailed,
             ConnEnd::Closing => ConnEnd::Closing,
             ConnEnd::Moved => ConnEnd::Moved,
+            ConnEnd::ReadWriteFound(h) => ConnEnd::ReadWriteFound(h.clone()),
             #[cfg(feature = "testing")]
             ConnEnd::Injected => ConnEnd::Injected,
         }
@@ -303,6 +363,9 @@ impl SessionShared {
                         ConnEnd::Moved => info!(
                             "the server list changed: leaving {host} for another server (the session moves with the client)"
                         ),
+                        ConnEnd::ReadWriteFound(rw) => info!(
+                            "leaving read-only {host} for read-write {rw}"
+                        ),
                         e => info!("connection to {host} lost ({e:?}); reconnecting"),
                     }
                     // An auth failure ends the handle: no Disconnected before
@@ -314,6 +377,12 @@ impl SessionShared {
                     self.hosts.lock().disconnected();
                     if let ConnEnd::Closing = end {
                         break Terminal::Closed;
+                    }
+                    if let ConnEnd::ReadWriteFound(rw) = end {
+                        // Straight to the server the probe found (Java's
+                        // `rwServerAddress`): no other handle contends here.
+                        self.hosts.lock().prefer(&rw);
+                        continue;
                     }
                     self.pause_before_reconnect();
                 }
@@ -522,7 +591,13 @@ impl SessionShared {
             let answer = (|| {
                 let timeout_ms =
                     i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
-                let mut frames = proto::connect_request(self.last_zxid(), timeout_ms, id, password);
+                let mut frames = proto::connect_request(
+                    self.last_zxid(),
+                    timeout_ms,
+                    id,
+                    password,
+                    self.settings.read_only,
+                );
                 let close = self.close_frames();
                 if sasl.is_none() {
                     frames.extend_from_slice(&close);
@@ -649,9 +724,18 @@ impl SessionShared {
         slow: &mut u32,
         accepted: &mut bool,
     ) -> io::Result<Option<Connected>> {
-        let (id, password, negotiated) = {
+        let (id, password, negotiated, seen_rw) = {
             let s = self.session.lock();
-            (s.id, s.password.clone(), s.negotiated)
+            (s.id, s.password.clone(), s.negotiated, s.seen_rw)
+        };
+        // A session only read-only servers ever served is local to the one
+        // that made it: a read-write server does not know it, so the client
+        // asks for a new session (Java's `seenRwServerBefore`), and every
+        // layer above learns of the new id as of a renewed session.
+        let (send_id, send_password) = if id != 0 && !seen_rw {
+            (0, vec![0; 16])
+        } else {
+            (id, password)
         };
         let n = u32::try_from(n_hosts).unwrap_or(u32::MAX).max(1);
         let mut attempt = attempt_bound(negotiated / n, self.settings.handshake_timeout, *slow);
@@ -707,7 +791,10 @@ impl SessionShared {
         let result = if self.session.lock().closing {
             Err(io::Error::new(io::ErrorKind::Interrupted, "closing"))
         } else {
-            self.exchange_connect(stream, host, id, &password, deadline)
+            self.exchange_connect(stream, host, send_id, &send_password, deadline)
+                // SetWatches on the new session too (Java sends them on
+                // every connection): the watches set on the old one survive.
+                .map(|c| c.map(|(link, reconnect, early)| (link, reconnect || id != 0, early)))
         };
         self.handshaking.lock().take();
         match &result {
@@ -730,7 +817,13 @@ impl SessionShared {
         let stream = self.open_link(sock, host, deadline)?;
         let requested =
             i32::try_from(self.settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
-        let frame = proto::connect_request(self.last_zxid(), requested, id, password);
+        let frame = proto::connect_request(
+            self.last_zxid(),
+            requested,
+            id,
+            password,
+            self.settings.read_only,
+        );
         stream.write_all(&frame)?;
         let mut pending = Vec::new();
         let mut len = [0u8; 4];
@@ -767,6 +860,16 @@ impl SessionShared {
         }
         self.touch_heard();
         let mut s = self.session.lock();
+        if s.id != 0 && s.id != resp.session_id {
+            info!(
+                "session {:#x} was a read-only server's; {host} gave session {:#x}",
+                s.id, resp.session_id
+            );
+        }
+        s.read_only = resp.read_only;
+        if !resp.read_only {
+            s.seen_rw = true;
+        }
         s.id = resp.session_id;
         s.password = resp.password;
         s.negotiated = Duration::from_millis(resp.timeout_ms as u64);
@@ -893,7 +996,13 @@ impl SessionShared {
             return Err(io::Error::new(io::ErrorKind::Interrupted, "closing"));
         }
         s.state = State::Connected;
-        self.tell_state(&mut s, KeeperState::SyncConnected);
+        s.connections = s.connections.wrapping_add(1);
+        let connected = if s.read_only {
+            KeeperState::ConnectedReadOnly
+        } else {
+            KeeperState::SyncConnected
+        };
+        self.tell_state(&mut s, connected);
         if self.settings.sasl.is_some() {
             // Java's order: SyncConnected, then SaslAuthenticated (here the
             // exchange is already over, see `authenticate`).
@@ -932,6 +1041,14 @@ impl SessionShared {
         let mut last_ping = Instant::now();
         let tick = self.read_tick();
         let ping = Writer::request(xid::PING, op::PING).finish();
+        // Connected read-only: look for a read-write server (Java's
+        // `pingRwServer`), first after 100 ms, then at doubling intervals up
+        // to a minute, each probe bounded so that the pings keep their times.
+        let read_only = self.session.lock().read_only;
+        let mut probe_every = RW_PROBE_FIRST;
+        let mut last_probe = Instant::now();
+        let mut probed = 0usize;
+        let probe_bound = (read_timeout / 4).clamp(Duration::from_millis(10), RW_PROBE_BOUND);
         loop {
             // Taken first: a poke after this look is not lost.
             let poked = *self.conn_poke.lock();
@@ -940,6 +1057,13 @@ impl SessionShared {
             }
             if self.move_requested.swap(false, Ordering::SeqCst) {
                 return ConnEnd::Moved;
+            }
+            if read_only && last_probe.elapsed() >= probe_every {
+                probe_every = (probe_every * 2).min(RW_PROBE_MAX);
+                if let Some(rw) = self.find_read_write(&mut probed, probe_bound) {
+                    return ConnEnd::ReadWriteFound(rw);
+                }
+                last_probe = Instant::now();
             }
             if stream.is_shut() {
                 if self.session.lock().closing {
@@ -1007,6 +1131,34 @@ impl SessionShared {
                 }
             }
         }
+    }
+
+    /// One look for a read-write server while connected read-only: the next
+    /// server of the list after the last one looked at (`probed`), the
+    /// connection's own left out (it answers through the connection: a
+    /// read-only server that rejoins its quorum closes it).
+    fn find_read_write(&self, probed: &mut usize, bound: Duration) -> Option<String> {
+        let candidates: Vec<String> = {
+            let hosts = self.hosts.lock();
+            let current = hosts.current().map(str::to_string);
+            hosts
+                .hosts()
+                .iter()
+                .filter(|h| Some(h.as_str()) != current.as_deref())
+                .cloned()
+                .collect()
+        };
+        if candidates.is_empty() {
+            return None;
+        }
+        let host = &candidates[*probed % candidates.len()];
+        *probed = probed.wrapping_add(1);
+        let rw = answers_read_write(host, bound);
+        debug!(
+            "read-only: {host} is {}",
+            if rw { "read-write" } else { "not read-write" }
+        );
+        rw.then(|| host.clone())
     }
 
     /// Whether this thread must read now (whether or not callers do): a

@@ -50,6 +50,8 @@ pub(crate) struct HostList {
     /// Counts the updates: a connection made to a server picked before the
     /// last update that moves this client must move too.
     generation: u64,
+    /// Tried next, once (see [`prefer`](Self::prefer)).
+    preferred: Option<String>,
 }
 
 /// A uniform random number in `[0, 1)`.
@@ -69,6 +71,7 @@ impl HostList {
             current: None,
             moving: None,
             generation: 0,
+            preferred: None,
         }
     }
 
@@ -91,8 +94,17 @@ impl HostList {
         self.current.as_deref()
     }
 
+    /// Makes `host` the next server tried, once (a read-write server found
+    /// while connected read-only); the round goes on after it as before.
+    pub(crate) fn prefer(&mut self, host: &str) {
+        self.preferred = Some(host.to_string());
+    }
+
     /// The next server to try.
     pub(crate) fn next(&mut self, random: &mut dyn FnMut() -> f64) -> String {
+        if let Some(host) = self.preferred.take() {
+            return host;
+        }
         if let Some(m) = &mut self.moving {
             let take_new = random() < m.p_new;
             let new_left = m.next_new < m.new.len();

@@ -101,6 +101,16 @@ struct Session {
     closing: bool,
     /// The last connection-state event delivered (each change is told once).
     told: Option<KeeperState>,
+    /// Whether a read-write server has ever served this session (Java's
+    /// `seenRwServerBefore`): a session a read-only server made (a local
+    /// session, never known to the quorum) is not resumed on a read-write
+    /// server; the client asks it for a new session instead.
+    seen_rw: bool,
+    /// Whether the live connection is to a read-only server.
+    read_only: bool,
+    /// Counts the connections made (see
+    /// [`SessionShared::read_write_connection`]).
+    connections: u64,
 }
 
 /// Settings fixed at connect time. No `Debug`: the session password is here.
@@ -129,6 +139,10 @@ pub(crate) struct Settings {
     pub(crate) sasl: Option<super::SaslConfig>,
     /// The order `hosts` are tried in.
     pub(crate) server_order: ServerOrder,
+    /// Java's `canBeReadOnly`: the ConnectRequest's `readOnly` flag, so that
+    /// a server cut off from its quorum (started with
+    /// `readonlymode.enabled=true`) may serve this client's reads.
+    pub(crate) read_only: bool,
 }
 
 /// State shared by the handle, the connection thread and the event thread.
@@ -268,6 +282,11 @@ pub(crate) fn start(
         negotiated,
         closing: false,
         told: None,
+        // A session given by the caller was made by some server: resumed as
+        // it is (Java: `seenRwServerBefore` starts true for a given id).
+        seen_rw: settings.session_id != 0,
+        read_only: false,
+        connections: 0,
     };
     let hosts = Mutex::new(HostList::new(settings.hosts.clone(), settings.server_order));
     let shared = Arc::new(SessionShared {
@@ -350,6 +369,24 @@ impl SessionShared {
 
     pub(crate) fn session_id(&self) -> i64 {
         self.session.lock().id
+    }
+
+    /// Whether the live connection is to a read-only server (Java's
+    /// `States.CONNECTEDREADONLY`): connected, reads served, writes failing
+    /// with `NotReadOnly`.
+    pub(crate) fn is_read_only(&self) -> bool {
+        let s = self.session.lock();
+        s.state == State::Connected && s.read_only
+    }
+
+    /// The live connection's number when it is to a read-write server
+    /// (`None` while not connected, or connected read-only). A reply read
+    /// between two calls that return the same number came over that
+    /// connection, from a read-write server: what a grant needs as proof
+    /// (a read-only server's data may lag the quorum's without bound).
+    pub(crate) fn read_write_connection(&self) -> Option<u64> {
+        let s = self.session.lock();
+        (s.state == State::Connected && !s.read_only).then_some(s.connections)
     }
 
     pub(crate) fn session_password(&self) -> Vec<u8> {
