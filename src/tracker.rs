@@ -65,7 +65,7 @@ use std::time::Duration;
 use log::{debug, error, warn};
 use parking_lot::{Mutex, ReentrantMutex};
 
-use crate::client::{EventType, KeeperState, Stat, WatchedEvent, Watcher, ZooKeeper};
+use crate::client::{EventType, KeeperState, Stat, State, WatchedEvent, Watcher, ZooKeeper};
 use crate::deadline::Deadline;
 use crate::engine::call::Pinned;
 use crate::engine::held::{self, Budget, Done, Held, HeldWatch};
