@@ -2794,3 +2794,38 @@ fn in_one_write_sends_the_requests_made_inside_in_one_write() {
     zk.pause_after_writes(Duration::ZERO);
     zk.delete(&root, None).unwrap();
 }
+
+/// The pairs the election engine sends together leave in one write, so each
+/// costs one round trip however loaded the server: a candidate behind
+/// another lists the directory and watches its own offer (getChildren 8 +
+/// exists 3), and a leader stepping down removes its offer's watch and
+/// deletes it (removeWatches 18 + delete 2). Each write of the candidate's
+/// session is followed by a pause, so a pair sent as two writes would reach
+/// the proxy in two reads.
+#[test]
+fn election_pairs_leave_in_one_write() {
+    let root = unique_root("election-one-write");
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let (wa, wb) = (zkw(), through(&proxy, Duration::from_secs(10)));
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, _) = candidate(&wb, &root, "b");
+    a.start().unwrap();
+    wb.zookeeper().pause_after_writes(Duration::from_millis(50));
+    proxy.record_reads();
+    b.start().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || read_together(&proxy, [8, 3])),
+        "the listing and the own offer's exists: {:?}",
+        proxy.request_reads()
+    );
+    a.stop().unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    proxy.record_reads();
+    b.stop().unwrap();
+    assert!(
+        read_together(&proxy, [18, 2]),
+        "the watch removal and the delete: {:?}",
+        proxy.request_reads()
+    );
+    assert!(children(&raw(), &root).is_empty());
+}
