@@ -76,8 +76,8 @@ const IMPLS: [&str; 3] = ["zklock", "Curator", "kazoo"];
 pub const JOB_ENV: &str = "ZKLOCK_SCALE_SIDE_JOB";
 /// Waiters started at once in part 6: the next ones start once these are
 /// queued (each waiter's first listing is of the whole directory, and the
-/// server holds every reply of a burst at once: 10,000 at once ran it out of
-/// memory and its sessions expired).
+/// server holds every reply of a burst at once: 10,000 at once overloaded it
+/// on a 2-core machine, and sessions expired).
 const QUEUE_BATCH: usize = 250;
 
 /// Whether the bench runs short (`ZK_SCALE_SHORT=1`): every part's sizes
@@ -605,37 +605,42 @@ pub fn directory(
                 .create(&znode, b"", Acl::open_unsafe(), CreateMode::Persistent)
                 .unwrap();
             let row = directory_anchor(a, m, admin, imp, servers, &znode, w, k);
+            if let Some(r) = &row {
+                println!("{}", directory_line(r));
+            }
             // The closed session's nodes go with it.
-            let zk = admin.zookeeper();
+            let rzk = admin.recoverable_zookeeper();
             let gone = Instant::now();
-            while zk.get_children(&znode, false).map_or(0, |c| c.len()) > 0 {
+            while rzk.get_children(&znode, false).map_or(1, |c| c.len()) > 0 {
                 assert!(
-                    gone.elapsed() < Duration::from_secs(120),
+                    gone.elapsed() < Duration::from_secs(300),
                     "{znode} not emptied"
                 );
-                thread::sleep(Duration::from_millis(50));
+                thread::sleep(Duration::from_millis(100));
             }
-            zk.delete(&znode, None).unwrap();
+            rzk.delete(&znode, None).expect("delete the lock znode");
             let Some(r) = row else { continue };
-            let line = format!(
-                "| {} waiters on one lock, {} hand-offs | {} | {:.1} s | {} | {:.0} µs | {:.0} µs | {:.0} µs | {:.2} | {} | {} |",
-                r.waiters,
-                r.handoffs,
-                IMPLS[r.imp],
-                r.queued_ms / 1e3,
-                fmt_bytes(r.before.bytes_per(&r.after, r.waiters)),
-                r.p50_us,
-                r.p99_us,
-                r.mean_us,
-                r.requests as f64 / r.handoffs as f64,
-                fmt_bytes(r.listing as f64),
-                loadavg()
-            );
-            println!("{line}");
-            rows.push(line);
+            rows.push(directory_line(&r));
         }
     }
     rows
+}
+
+fn directory_line(r: &DirectoryRow) -> String {
+    format!(
+        "| {} waiters on one lock, {} hand-offs | {} | {:.1} s | {} | {:.0} µs | {:.0} µs | {:.0} µs | {:.2} | {} | {} |",
+        r.waiters,
+        r.handoffs,
+        IMPLS[r.imp],
+        r.queued_ms / 1e3,
+        fmt_bytes(r.before.bytes_per(&r.after, r.waiters)),
+        r.p50_us,
+        r.p99_us,
+        r.mean_us,
+        r.requests as f64 / r.handoffs as f64,
+        fmt_bytes(r.listing as f64),
+        loadavg()
+    )
 }
 
 pub const DIRECTORY_HEADER: &str = "| lock directory | implementation | time to queue | RSS per waiter | hand-off p50 | p99 | mean | requests per hand-off | listing reply per hand-off | load average |\n|---|---|---|---|---|---|---|---|---|---|";
@@ -740,8 +745,10 @@ fn directory_job(servers: &str, w: usize, k: usize, znode: &str) {
     let stack = env_usize("ZK_BENCH_WAITER_STACK_KIB", 128) * 1024;
     let t = Instant::now();
     let mut threads = Vec::with_capacity(w);
+    let mut cancellers = Vec::with_capacity(w);
     for i in 0..w {
         let lock = ZkInterProcessWriteLock::new(&zkw, znode, b"waiter", None).expect("a lock");
+        cancellers.push(lock.canceller());
         let (at, granted, done_tx) = (at.clone(), granted.clone(), done_tx.clone());
         threads.push(
             thread::Builder::new()
@@ -791,13 +798,15 @@ fn directory_job(servers: &str, w: usize, k: usize, znode: &str) {
         us(percentile(&d, 0.99)),
     ));
     expect("exit");
-    // Every waiter's node goes with the session, and every deletion fires a
-    // watch of this session: on a loaded machine the close's answer may come
-    // after its time (then the server ends the session when the socket goes).
+    // The waiters withdraw newest first: a deletion then wakes nobody (its
+    // successor is gone already), where closing the session with them queued
+    // would fire every watch of the chain at once, each waking a listing of
+    // the whole directory.
+    for (c, t) in cancellers.iter().zip(threads).rev() {
+        c.cancel();
+        t.join().expect("a waiter thread");
+    }
     if let Err(e) = zkw.close() {
         eprintln!("note: zklock's directory job: close: {e}");
-    }
-    for t in threads {
-        t.join().expect("a waiter thread");
     }
 }
