@@ -23,7 +23,18 @@
 //!   raised (1b); `ZK_SCALE_FUTEX_SLOTS` (16384, a power of two): its size;
 //!   `ZK_SCALE_FUTEX_WAITERS` (1 and the largest of `ZK_SCALE_WAITERS`): its
 //!   numbers of waiters; `CC` (`gcc`): the compiler of its shim;
-//! - `ZK_SCALE_PARTS` (`waiters,contention`): the parts to run.
+//! - `ZK_SCALE_PARTS` (`waiters,contention,sessions,held,directory`): the
+//!   parts to run;
+//! - `ZK_SCALE_SESSIONS` (`100,1000`), `ZK_SCALE_HELD` (`10000`),
+//!   `ZK_SCALE_DIRECTORY` (`1000,10000`), `ZK_SCALE_HANDOFFS` (200): parts 4–6's
+//!   sizes (see `benches/scale_side/mod.rs`); `ZK_SCALE_IMPLS`
+//!   (`zklock,curator,kazoo`): the anchors beside zklock there;
+//!   `ZK_COMPARE_PYTHON`: the python that imports kazoo (default the venv of
+//!   `make kazoo`);
+//! - `ZK_SCALE_SHORT=1`: a smoke run, every size small (the knobs above not
+//!   set: 1 and 100 waiters, 20 samples, no futex pass, 2 processes × 50 locks
+//!   for 2 s, 10 and 50 sessions, 300 held locks, directories of 50 and 200
+//!   waiters with 20 hand-offs); about a minute.
 //!
 //! Sizes of the machine: 10,000 threads of 128 KiB stack reserve 1.3 GiB of
 //! address space and 20,000 memory maps (`vm.max_map_count`, 65,530 by
@@ -99,6 +110,10 @@
 //!    true holding; `CLOCK_REALTIME`, shared by the processes) is sent to the
 //!    parent, and no two intervals of one lock may overlap. At the end no lock
 //!    znode has a child left.
+//! 4. **Side by side with Curator and kazoo**, parts 4 to 6 (issue 49, in
+//!    `benches/scale_side/mod.rs`, which describes them): sessions per
+//!    process with their memory and threads; held locks in one session; a
+//!    lock directory with W waiters, its hand-off's latency and requests.
 //! 3. A summary table (markdown): date, kernel, cores, load average, and the
 //!    figures; part 1's rows for the kernel's default futex hash, then those of
 //!    1b (labelled `futex hash 16384 slots`), and a PASS or MISS for each (the
@@ -151,6 +166,21 @@ use zklock::{DeletionListener, ZkError, ZooKeeperListener, ZooKeeperWatcher};
 
 mod common;
 use common::*;
+#[path = "scale_side/mod.rs"]
+mod side;
+
+/// `ZK_SCALE_SHORT=1`: the sizes a smoke run uses, for the knobs not set.
+const SHORT_KNOBS: [(&str, &str); 9] = [
+    ("ZK_SCALE_WAITERS", "1,100"),
+    ("ZK_SCALE_SAMPLES", "20"),
+    ("ZK_SCALE_ONE_ROUNDS", "10"),
+    ("ZK_SCALE_IDLE_MS", "200"),
+    ("ZK_SCALE_FUTEX", "0"),
+    ("ZK_SCALE_PROCS", "2"),
+    ("ZK_SCALE_LOCKS", "50"),
+    ("ZK_SCALE_SECS", "2"),
+    ("ZK_SCALE_PER_LOCK", "2"),
+];
 
 /// The most a waiter may take to get its lock once its predecessor is gone.
 const WAKE_BOUND: Duration = Duration::from_secs(30);
@@ -1598,6 +1628,10 @@ fn kill_all(workers: &mut [Worker]) {
 // ---------------------------------------------------------------------------
 
 fn main() {
+    if env::var_os(side::JOB_ENV).is_some() {
+        side::zklock_job();
+        return;
+    }
     if let Ok(index) = env::var(WORKER_ENV) {
         let _ = env_logger::builder().is_test(true).try_init();
         worker(&index);
@@ -1609,8 +1643,17 @@ fn main() {
         return;
     }
     let _ = env_logger::builder().is_test(true).try_init();
+    if side::short() {
+        // Set before any worker starts: they read the same knobs.
+        for (name, value) in SHORT_KNOBS {
+            if env::var_os(name).is_none() {
+                env::set_var(name, value);
+            }
+        }
+    }
     let list = env_list("ZK_SCALE_WAITERS", "1,1000,10000");
-    let parts = env::var("ZK_SCALE_PARTS").unwrap_or_else(|_| "waiters,contention".into());
+    let parts = env::var("ZK_SCALE_PARTS")
+        .unwrap_or_else(|_| "waiters,contention,sessions,held,directory".into());
     let threads_start = threads();
 
     let (mut server, servers) = example_servers().expect("a ZooKeeper server");
@@ -1675,6 +1718,33 @@ fn main() {
             env_usize("ZK_SCALE_LOCKS", 1000)
         );
         contended = Some(contention(&m, &servers, &root));
+    }
+
+    let side_parts = ["sessions", "held", "directory"];
+    let mut side_tables = Vec::new();
+    if side_parts.iter().any(|p| parts.contains(p)) {
+        let anchors = side::Anchors::find();
+        if parts.contains("sessions") {
+            println!();
+            println!("4. Sessions per process, side by side");
+            println!("{}", side::SESSIONS_HEADER);
+            let rows = side::sessions(&anchors, &servers);
+            side_tables.push((side::SESSIONS_HEADER, rows));
+        }
+        if parts.contains("held") {
+            println!();
+            println!("5. Held locks in one session, side by side");
+            println!("{}", side::HELD_HEADER);
+            let rows = side::held(&anchors, &m, &admin, &servers, &root);
+            side_tables.push((side::HELD_HEADER, rows));
+        }
+        if parts.contains("directory") {
+            println!();
+            println!("6. A lock directory with W waiters (one session), side by side");
+            println!("{}", side::DIRECTORY_HEADER);
+            let rows = side::directory(&anchors, &m, &admin, &servers, &root);
+            side_tables.push((side::DIRECTORY_HEADER, rows));
+        }
     }
 
     // Nothing left behind.
@@ -1775,6 +1845,13 @@ fn main() {
             c.load,
             c.others
         );
+    }
+    for (header, rows) in &side_tables {
+        println!();
+        println!("{header}");
+        for r in rows {
+            println!("{r}");
+        }
     }
     if !verdicts.is_empty() {
         println!();

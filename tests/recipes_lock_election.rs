@@ -2726,3 +2726,106 @@ fn two_waits_of_one_leader_manager_share_one_claim() {
     m.stop().unwrap();
     assert!(zk.exists(&znode, false).unwrap().is_none());
 }
+
+// ------------------------------------- pairs in one write (issue 49)
+
+/// Whether some read `proxy` noted carried the requests `pair` (opcodes), one
+/// right after the other.
+fn read_together(proxy: &FaultProxy, pair: [i32; 2]) -> bool {
+    proxy
+        .request_reads()
+        .iter()
+        .any(|read| read.windows(2).any(|w| w == pair))
+}
+
+/// `ZooKeeper::in_one_write`: asynchronous requests made inside it leave
+/// together, in one write, in the order made, even with time between them
+/// (each write of the session is followed by a pause, so two writes would
+/// reach the proxy in two reads); and a blocking call inside it takes the
+/// held ones along in its own write.
+#[test]
+fn in_one_write_sends_the_requests_made_inside_in_one_write() {
+    let root = unique_root("one-write");
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let w = through(&proxy, Duration::from_secs(10));
+    let zk = w.zookeeper();
+    zklock::zkutil::create_with_parents(&w, &root).unwrap();
+    zk.pause_after_writes(Duration::from_millis(50));
+    proxy.record_reads();
+    let (tx, rx) = mpsc::channel();
+    let (tx2, tx3) = (tx.clone(), tx.clone());
+    let listed = zk.in_one_write(|| {
+        zk.get_children_async(&root, None, move |r| tx.send(("list", r.is_ok())).unwrap());
+        thread::sleep(Duration::from_millis(100));
+        zk.exists_async(&root, None, move |r| {
+            tx2.send(("exists", r.is_ok())).unwrap()
+        });
+        // Nothing left yet: held until the closure returns.
+        assert!(
+            proxy.request_reads().is_empty(),
+            "{:?}",
+            proxy.request_reads()
+        );
+        "done"
+    });
+    assert_eq!(listed, "done");
+    let answers: Vec<_> = (0..2)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .collect();
+    assert_eq!(
+        answers,
+        [("list", true), ("exists", true)],
+        "answered in order"
+    );
+    assert_eq!(proxy.request_reads(), [vec![8, 3]], "one read, in order");
+    // A blocking call inside takes the held request along.
+    proxy.record_reads();
+    zk.in_one_write(|| {
+        zk.exists_async(&root, None, move |r| {
+            tx3.send(("exists", r.is_ok())).unwrap()
+        });
+        zk.get_children(&root, false).unwrap()
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        ("exists", true)
+    );
+    assert_eq!(proxy.request_reads(), [vec![3, 8]], "one read, in order");
+    zk.pause_after_writes(Duration::ZERO);
+    zk.delete(&root, None).unwrap();
+}
+
+/// The pairs the election engine sends together leave in one write, so each
+/// costs one round trip however loaded the server: a candidate behind
+/// another lists the directory and watches its own offer (getChildren 8 +
+/// exists 3), and a leader stepping down removes its offer's watch and
+/// deletes it (removeWatches 18 + delete 2). Each write of the candidate's
+/// session is followed by a pause, so a pair sent as two writes would reach
+/// the proxy in two reads.
+#[test]
+fn election_pairs_leave_in_one_write() {
+    let root = unique_root("election-one-write");
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let (wa, wb) = (zkw(), through(&proxy, Duration::from_secs(10)));
+    let (a, _) = candidate(&wa, &root, "a");
+    let (b, _) = candidate(&wb, &root, "b");
+    a.start().unwrap();
+    wb.zookeeper().pause_after_writes(Duration::from_millis(50));
+    proxy.record_reads();
+    b.start().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || read_together(&proxy, [8, 3])),
+        "the listing and the own offer's exists: {:?}",
+        proxy.request_reads()
+    );
+    a.stop().unwrap();
+    assert!(b.await_leadership(Duration::from_secs(20)).unwrap());
+    proxy.record_reads();
+    b.stop().unwrap();
+    assert!(
+        read_together(&proxy, [18, 2]),
+        "the watch removal and the delete: {:?}",
+        proxy.request_reads()
+    );
+    assert!(children(&raw(), &root).is_empty());
+}

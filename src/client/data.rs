@@ -383,6 +383,37 @@ impl ZooKeeper {
         });
     }
 
+    /// Runs `f` and sends the asynchronous requests it makes on this
+    /// handle's session, from this thread (through this handle or a clone of
+    /// it), together: in the order made and in one socket write, when `f`
+    /// returns. The server reads them at once, so requests sent together cost
+    /// one round trip by construction (the server answers a session's
+    /// requests in order: a request sees the ones before it take effect),
+    /// where two writes may cost two on a loaded machine (the server answers
+    /// the first before it has read the second). Returns what `f` returns.
+    ///
+    /// Nothing waits: the requests are written as
+    /// [`delete_async`](Self::delete_async) writes one (when another thread
+    /// is writing, they are queued together and written together by it), and
+    /// their callbacks run as theirs do. A blocking call made inside `f`
+    /// takes the requests made before it along, in its own write. Nested
+    /// calls write once, when the outermost returns. Requests on another
+    /// session, or from another thread, are not held.
+    ///
+    /// ```no_run
+    /// # use zklock::client::ZooKeeper;
+    /// # fn pair(zk: &ZooKeeper) {
+    /// // The successor's listing and the watch on its own node: one write.
+    /// zk.in_one_write(|| {
+    ///     zk.get_children_async("/lock", None, |children| { let _ = children; });
+    ///     zk.exists_async("/lock/write-0000000001", None, |stat| { let _ = stat; });
+    /// });
+    /// # }
+    /// ```
+    pub fn in_one_write<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.shared().in_one_write(f)
+    }
+
     /// A read (`path` and a watch flag) sent without waiting: `decode` turns the
     /// reply into `callback`'s answer on the event thread; the watch is
     /// registered together with the reply.

@@ -1059,6 +1059,16 @@ impl ZooKeeper {
     pub fn on_next_caller_read(&self, hook: impl FnOnce() + Send + 'static) {
         self.shared().on_next_caller_read(Box::new(hook));
     }
+
+    /// Test hook: every request write of this session from now on is followed
+    /// by `pause` (on the writing thread, the writer held; zero: none), so two
+    /// writes reach the server `pause` apart and a proxy reads them apart
+    /// ([`FaultProxy::request_reads`](crate::testing::FaultProxy::request_reads)):
+    /// a test tells whether requests left in one write.
+    #[cfg(feature = "testing")]
+    pub fn pause_after_writes(&self, pause: Duration) {
+        self.shared().pause_after_writes(pause);
+    }
 }
 
 /// A registration of [`ZooKeeper::wake_at_end`]: unregistered on drop.

@@ -1329,26 +1329,29 @@ impl<R: RoundRecipe> RoundEngine<R> {
         let joined: Arc<Mutex<Joined>> = Arc::default();
         let (me2, joined2) = (me.clone(), joined.clone());
         let zk2 = zk.clone();
-        zk.get_children_async(&self.path, None, move |r| {
-            let r = from_read_write(&zk2, before, r);
-            let own = {
-                let mut j = joined.lock();
-                match j.own.take() {
-                    Some(own) => own,
-                    None => return j.listing = Some(r),
-                }
-            };
-            me.engine().joined(generation, r, own, then)
-        });
-        zk.exists_async(&node, Some(self.watcher()), move |r| {
-            let listing = {
-                let mut j = joined2.lock();
-                match j.listing.take() {
-                    Some(listing) => listing,
-                    None => return j.own = Some(r),
-                }
-            };
-            me2.engine().joined(generation, listing, r, then)
+        // The pair in one write: one round trip, however loaded the server.
+        zk.in_one_write(|| {
+            zk.get_children_async(&self.path, None, move |r| {
+                let r = from_read_write(&zk2, before, r);
+                let own = {
+                    let mut j = joined.lock();
+                    match j.own.take() {
+                        Some(own) => own,
+                        None => return j.listing = Some(r),
+                    }
+                };
+                me.engine().joined(generation, r, own, then)
+            });
+            zk.exists_async(&node, Some(self.watcher()), move |r| {
+                let listing = {
+                    let mut j = joined2.lock();
+                    match j.listing.take() {
+                        Some(listing) => listing,
+                        None => return j.own = Some(r),
+                    }
+                };
+                me2.engine().joined(generation, listing, r, then)
+            });
         });
     }
 
@@ -1542,16 +1545,19 @@ impl<R: RoundRecipe> RoundHandle<R> {
     /// are left, harmless). The removal is sent without waiting for its answer, the
     /// delete right after it: ZooKeeper answers a session's requests in
     /// order, so the watch is gone at the server before the delete, at no
-    /// round trip of its own.
+    /// round trip of its own: both go in the delete's write
+    /// ([`ZooKeeper::in_one_write`]).
     ///
     /// # Errors
     /// As [`Taken::withdraw`].
     pub(crate) fn step_down(&self, taken: Taken) -> Result<()> {
         let zk = self.zkw.zookeeper();
-        if taken.watched && zk.session_id() == taken.session {
-            zk.remove_watches_async(&taken.node, crate::types::WatcherType::Data, |_| {});
-        }
-        taken.withdraw(&self.zkw)
+        zk.in_one_write(|| {
+            if taken.watched && zk.session_id() == taken.session {
+                zk.remove_watches_async(&taken.node, crate::types::WatcherType::Data, |_| {});
+            }
+            taken.withdraw(&self.zkw)
+        })
     }
 }
 

@@ -688,8 +688,15 @@ impl Inner {
         self.touch(s, Read::Data(path.to_string()), issue);
     }
 
-    /// Sends `reads` (outside the lock: a call may answer at once).
+    /// Sends `reads` (outside the lock: a call may answer at once), in one
+    /// write ([`ZooKeeper::in_one_write`]): a node's listing and data, or a
+    /// resync's reads, cost one round trip.
     fn issue(self: &Arc<Self>, reads: Vec<Read>) {
+        self.zk.in_one_write(|| self.issue_each(reads));
+    }
+
+    /// [`issue`](Self::issue)'s requests, one by one.
+    fn issue_each(self: &Arc<Self>, reads: Vec<Read>) {
         for read in reads {
             self.requests.fetch_add(1, Ordering::Relaxed);
             let me = Arc::downgrade(self);

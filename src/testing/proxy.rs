@@ -141,6 +141,9 @@ struct Shared {
     /// See [`FaultProxy::set_mode_after`]: the opcodes whose next request
     /// switches the mode, and the mode.
     trip: Mutex<Option<(Vec<i32>, ProxyMode)>>,
+    /// See [`FaultProxy::request_reads`]: `Some` once
+    /// [`FaultProxy::record_reads`] was called.
+    reads: Mutex<Option<Vec<Vec<i32>>>>,
 }
 
 #[derive(Debug)]
@@ -448,6 +451,7 @@ impl FaultProxy {
             changed: Condvar::new(),
             round_trips: AtomicU64::new(0),
             requests: Mutex::new(HashMap::new()),
+            reads: Mutex::new(None),
             trip: Mutex::new(None),
         });
         let acceptor = {
@@ -703,6 +707,30 @@ impl FaultProxy {
             .get(&opcode)
             .copied()
             .unwrap_or(0)
+    }
+}
+
+impl FaultProxy {
+    /// Starts noting how the clients' requests arrive: from now on each read
+    /// the proxy makes from a client link that completes requests is noted,
+    /// with their opcodes (see [`request_reads`](Self::request_reads)).
+    /// Calling it again starts over.
+    pub fn record_reads(&self) {
+        *lock(&self.shared.reads) = Some(Vec::new());
+    }
+
+    /// The reads noted since [`record_reads`](Self::record_reads) (empty
+    /// before it), in the order forwarded: for each, the opcodes of the client
+    /// requests it completed (as [`requests`](Self::requests) counts them:
+    /// pings and connect requests left out), in order. Requests a client
+    /// wrote in one socket write come in one read (the proxy reads up to 16
+    /// KiB at a time, and a write on loopback arrives whole); requests written
+    /// apart come in separate reads unless the second write landed before the
+    /// proxy read the first (a test that must tell them apart makes the
+    /// writes wait, `ZooKeeper::pause_after_writes`). A test tells with it
+    /// whether related requests left in one write.
+    pub fn request_reads(&self) -> Vec<Vec<i32>> {
+        lock(&self.shared.reads).clone().unwrap_or_default()
     }
 }
 
@@ -1108,6 +1136,11 @@ fn write_loop(exit: &ThreadExit, to_upstream: bool, rx: &Receiver<Chunk>) {
                         // pass before the mode holds it.
                         shared.lock().mode = mode;
                         shared.changed.notify_all();
+                    }
+                    if to_upstream {
+                        if let Some(reads) = lock(&shared.reads).as_mut() {
+                            reads.push(opcodes.clone());
+                        }
                     }
                     let mut counts = lock(&shared.requests);
                     for op in opcodes {

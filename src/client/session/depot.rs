@@ -4,6 +4,7 @@
 //! what is pending or deferred when the connection or the session ends.
 
 use super::*;
+use std::cell::RefCell;
 
 /// The name of a failed reply's error, for the `code` label: the ZooKeeper
 /// code's name (`NoNode`), else the error's kind (`Closed`).
@@ -43,6 +44,16 @@ pub(super) struct Outgoing {
 pub(super) enum ReplyTo {
     Caller(Arc<Slot>),
     Callback(Callback),
+}
+
+/// Requests on their way out, in order, with where their replies go.
+type Batch = Vec<(Outgoing, ReplyTo)>;
+
+thread_local! {
+    /// This thread's asynchronous requests held by
+    /// [`SessionShared::in_one_write`], per session (its address, alive while
+    /// held: `in_one_write` holds an `Arc` of it), in the order sent.
+    static HELD: RefCell<Vec<(usize, Batch)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A blocked caller's reply: filled once by whichever thread reads the reply
@@ -309,17 +320,32 @@ impl SessionShared {
             rewatch,
         };
         let to = self.callback_to(callback);
+        let Some((req, to)) = self.hold((req, to)) else {
+            return;
+        };
+        self.write_without_waiting(vec![(req, to)]);
+    }
+
+    /// Writes asynchronous requests, in order and in one write, without
+    /// waiting for the writer lock: when another caller holds it (perhaps
+    /// blocked writing into a full socket), they join the deferred queue
+    /// together, which the writer's holder writes in one write before letting
+    /// it go (see [`release_writer`](Self::release_writer)). Not connected:
+    /// they are answered as unsent.
+    fn write_without_waiting(&self, batch: Vec<(Outgoing, ReplyTo)>) {
         match self.writer.try_lock() {
             Some(mut w) => {
                 // What waits in the deferred queue was asked for first.
                 self.flush_deferred(&mut w);
-                if let Err(back) = self.write_locked(&mut w, req, to) {
-                    self.answer(back.1, Err(self.unsent_error()));
+                if let Err(back) = self.write_batch_locked(&mut w, batch) {
+                    for (_, to) in back {
+                        self.answer(to, Err(self.unsent_error()));
+                    }
                 }
                 self.release_writer(w);
             }
             None => {
-                self.deferred.lock().push_back((req, to));
+                self.deferred.lock().extend(batch);
                 // The holder may have let the writer go meanwhile, after its
                 // last look at the queue: then it is this caller's to flush.
                 if let Some(w) = self.writer.try_lock() {
@@ -327,6 +353,81 @@ impl SessionShared {
                 }
             }
         }
+    }
+
+    /// This session's key in [`HELD`].
+    fn held_key(&self) -> usize {
+        self as *const SessionShared as usize
+    }
+
+    /// Runs `f`, holding the asynchronous requests this thread sends on this
+    /// session meanwhile; when `f` returns (or unwinds) they are written
+    /// together, in the order sent and in one socket write, without waiting
+    /// for the writer lock (as [`call_async`](Self::call_async)). A blocking
+    /// request this thread sends inside `f` takes the ones held before it
+    /// along, in its own write. Nested: the outermost call writes.
+    pub(crate) fn in_one_write<T>(&self, f: impl FnOnce() -> T) -> T {
+        let key = self.held_key();
+        let nested = HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            if h.iter().any(|(k, _)| *k == key) {
+                return true;
+            }
+            h.push((key, Vec::new()));
+            false
+        });
+        if nested {
+            return f();
+        }
+        /// Writes what was held when `f` is done, whichever way it ends.
+        struct Release<'a>(&'a SessionShared);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                let key = self.0.held_key();
+                let held = HELD
+                    .try_with(|h| {
+                        let mut h = h.borrow_mut();
+                        let at = h.iter().position(|(k, _)| *k == key)?;
+                        Some(h.swap_remove(at).1)
+                    })
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                if !held.is_empty() {
+                    self.0.write_without_waiting(held);
+                }
+            }
+        }
+        let _release = Release(self);
+        f()
+    }
+
+    /// Keeps `request` for [`in_one_write`](Self::in_one_write)'s write when
+    /// this thread holds this session's requests; hands it back otherwise.
+    fn hold(&self, request: (Outgoing, ReplyTo)) -> Option<(Outgoing, ReplyTo)> {
+        let key = self.held_key();
+        let mut request = Some(request);
+        let _ = HELD.try_with(|h| {
+            if let Some((_, held)) = h.borrow_mut().iter_mut().find(|(k, _)| *k == key) {
+                held.extend(request.take());
+            }
+        });
+        request
+    }
+
+    /// The requests this thread holds on this session (see
+    /// [`in_one_write`](Self::in_one_write)), taken to go out now.
+    fn take_held(&self) -> Vec<(Outgoing, ReplyTo)> {
+        let key = self.held_key();
+        HELD.try_with(|h| {
+            h.borrow_mut()
+                .iter_mut()
+                .find(|(k, _)| *k == key)
+                .map(|(_, held)| std::mem::take(held))
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_default()
     }
 
     /// Releases the writer lock after writing the deferred requests; what
@@ -353,16 +454,21 @@ impl SessionShared {
         }
     }
 
-    /// Writes the deferred requests, in the order they were asked for (the
-    /// writer lock is held). Not connected (or the connection fails on the
-    /// way): they are answered as pending ones would be.
+    /// Writes the deferred requests, in the order they were asked for and in
+    /// one write (the writer lock is held): requests deferred together (see
+    /// [`in_one_write`](Self::in_one_write)) stay together. Not connected (or
+    /// the connection fails on the way): they are answered as pending ones
+    /// would be.
     pub(super) fn flush_deferred(&self, w: &mut Option<Link>) {
         loop {
-            let Some((req, to)) = self.deferred.lock().pop_front() else {
+            let batch: Vec<_> = self.deferred.lock().drain(..).collect();
+            if batch.is_empty() {
                 return;
-            };
-            if let Err(back) = self.write_locked(w, req, to) {
-                self.answer(back.1, Err(self.unsent_error()));
+            }
+            if let Err(back) = self.write_batch_locked(w, batch) {
+                for (_, to) in back {
+                    self.answer(to, Err(self.unsent_error()));
+                }
             }
         }
     }
@@ -399,11 +505,33 @@ impl SessionShared {
         req: Outgoing,
         to: ReplyTo,
     ) -> Result<(), Box<(Outgoing, ReplyTo)>> {
-        self.write_batch_locked(slot, vec![(req, to)])
+        self.write_own_locked(slot, vec![(req, to)])
             .map_err(|mut back| match back.pop() {
                 Some(one) => Box::new(one),
                 None => unreachable!("a batch of one comes back whole"),
             })
+    }
+
+    /// A caller's requests written as by
+    /// [`write_batch_locked`](Self::write_batch_locked), after the ones this
+    /// thread holds on this session (see [`in_one_write`](Self::in_one_write)),
+    /// in the same write: they were sent first. No connection: hands the
+    /// caller's back, unsent (the held ones stay held).
+    fn write_own_locked(
+        &self,
+        slot: &mut Option<Link>,
+        batch: Vec<(Outgoing, ReplyTo)>,
+    ) -> Result<(), Vec<(Outgoing, ReplyTo)>> {
+        if slot.is_none() {
+            return Err(batch);
+        }
+        let held = self.take_held();
+        if held.is_empty() {
+            return self.write_batch_locked(slot, batch);
+        }
+        let n = held.len();
+        self.write_batch_locked(slot, held.into_iter().chain(batch).collect())
+            .map_err(|mut back| back.split_off(n))
     }
 
     /// A write on the connection in `slot` failed (the writer lock is held): shut
@@ -476,7 +604,7 @@ impl SessionShared {
             }
             let mut w = self.writer.lock();
             self.flush_deferred(&mut w);
-            let sent = self.write_batch_locked(&mut w, batch);
+            let sent = self.write_own_locked(&mut w, batch);
             self.release_writer(w);
             match sent {
                 Ok(()) => break receivers,
@@ -553,6 +681,13 @@ impl SessionShared {
             return Ok(());
         }
         self.touch_send();
+        #[cfg(feature = "testing")]
+        {
+            let pause = *self.write_pause.lock();
+            if !pause.is_zero() {
+                thread::sleep(pause);
+            }
+        }
         Ok(())
     }
 

@@ -247,6 +247,10 @@ pub(crate) struct SessionShared {
     /// it reads (see [`SessionShared::on_next_caller_read`]).
     #[cfg(feature = "testing")]
     caller_read_hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// How long each request write is followed by a pause, the writer held
+    /// (see [`SessionShared::pause_after_writes`]).
+    #[cfg(feature = "testing")]
+    write_pause: Mutex<Duration>,
 }
 
 impl std::fmt::Debug for SessionShared {
@@ -332,6 +336,8 @@ pub(crate) fn start(
         lose_replies: Mutex::new(Vec::new()),
         #[cfg(feature = "testing")]
         caller_read_hook: Mutex::new(None),
+        #[cfg(feature = "testing")]
+        write_pause: Mutex::new(Duration::ZERO),
     });
     let (done_tx, events_done) = crossbeam_channel::bounded(1);
     let events = thread::Builder::new()
@@ -881,6 +887,13 @@ impl SessionShared {
     #[cfg(feature = "testing")]
     pub(crate) fn on_next_caller_read(&self, hook: Box<dyn FnOnce() + Send>) {
         *self.caller_read_hook.lock() = Some(hook);
+    }
+
+    /// Every request write from now on is followed by `pause`, the writer
+    /// lock held, so that two writes reach the server `pause` apart.
+    #[cfg(feature = "testing")]
+    pub(crate) fn pause_after_writes(&self, pause: Duration) {
+        *self.write_pause.lock() = pause;
     }
 
     #[cfg(feature = "testing")]
