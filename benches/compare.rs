@@ -117,6 +117,12 @@
 //! lock znode must have no child left (checked and printed), and the root is
 //! removed.
 //!
+//! `ZK_BENCH_ENSEMBLE=1` runs every scenario on a three-member ensemble (every
+//! client of every library on one follower: writes go through the leader),
+//! `ZK_TEST_FORCE_SYNC=yes` with servers that fsync their log before
+//! answering a write (ZooKeeper's default; the harness's is not to); see
+//! `common::bench_servers` and `docs/benchmarks.md`.
+//!
 //! Sizes: `ZK_COMPARE_ROUNDS` (rounds per scenario, default 5),
 //! `ZK_COMPARE_CYCLES` (uncontended cycles per form per round, 400),
 //! `ZK_COMPARE_WARMUP` (uncontended warm-up cycles per library, 4000),
@@ -144,7 +150,6 @@ use std::time::{Duration, Instant};
 
 use zklock::client::ZooKeeper;
 use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
-use zklock::testing::example_servers;
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 
 mod common;
@@ -1153,12 +1158,13 @@ fn main() {
     let sizes = Sizes::from_env();
     let total = Instant::now();
 
-    let (_server, servers) = example_servers().expect("a ZooKeeper server");
+    let (bench_servers, servers) = bench_servers();
     let load_start = loadavg();
     let cores = thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "zklock vs Apache Curator and kazoo: lock benchmark against {servers} ({cores} CPUs, \
-         load {load_start})"
+        "zklock vs Apache Curator and kazoo: lock benchmark against {servers}: {} ({cores} \
+         CPUs, load {load_start})",
+        bench_servers.describe()
     );
 
     // The znodes: every lock znode of every library, made now. Each library
@@ -1220,12 +1226,16 @@ fn main() {
         .chain(BASE_JARS.iter())
         .copied()
         .collect();
-    let recipe_jar = sizes.recipe && Path::new(RECIPE_JAR).exists();
-    if recipe_jar {
+    // The Java source names the recipe's classes: the jar is on the
+    // classpath whenever it is there, `ZK_COMPARE_RECIPE=0` only leaves its
+    // rounds out.
+    let has_recipe_jar = Path::new(RECIPE_JAR).exists();
+    if has_recipe_jar {
         jars.push(RECIPE_JAR);
     } else if sizes.recipe {
         println!("(ZooKeeper's recipe lock skipped: {RECIPE_JAR} not found)");
     }
+    let recipe_jar = sizes.recipe && has_recipe_jar;
     let classes = match compile_java("compare", &["benches/java/CuratorLockBench.java"], &jars) {
         Ok(c) => Some(c),
         Err(e) => {
@@ -1560,9 +1570,10 @@ fn main() {
     println!();
     println!(
         "summary: {}; Linux {}; {cores} CPUs; load average {load_start} at start, {load_end} at \
-         end; ZooKeeper server {zk_version}; {}; {rounds} rounds per scenario; {:.0} s in all",
+         end; ZooKeeper server {zk_version}, {}; {}; {rounds} rounds per scenario; {:.0} s in all",
         utc_now(),
         kernel_release(),
+        bench_servers.describe(),
         versions.join("; "),
         total.elapsed().as_secs_f64()
     );
