@@ -155,6 +155,9 @@ use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 mod common;
 use common::*;
 
+/// What the rounds' lines call the perfect client (`PerfectLock`).
+const PERFECT_LABEL: &str = "perfect client (Java)";
+
 /// Set in a worker process of scenario 3: the lock znode it contends on.
 const WORKER_ENV: &str = "ZKLOCK_COMPARE_WORKER";
 /// The connect string of a worker process.
@@ -829,6 +832,10 @@ struct Uncontended {
     read: Figures,
     /// ZooKeeper's recipe `WriteLock` (on Curator's session).
     recipe: Samples,
+    /// The perfect client: the plain Java client of Curator's session making
+    /// zklock's write-lock requests with no lock logic (`PerfectLock` in the
+    /// Java bench).
+    perfect: Samples,
 }
 
 /// The peers' uncontended forms, in the order of `FORM_LABELS`.
@@ -855,6 +862,21 @@ fn uncontended(
     let some = (sizes.warmup / 4).max(1);
     zk_uncontended(&write, sizes.warmup);
     zk_uncontended(&read, some);
+    // The perfect client's form: the write lock's node name (before the
+    // sequence number) and data length.
+    let perfect_form = {
+        write.acquire().expect("acquire");
+        let held = children(zkw.zookeeper(), znode);
+        let [node] = held.as_slice() else {
+            panic!("one node under {znode} while held: {held:?}")
+        };
+        let (data, _) = zkw
+            .zookeeper()
+            .get_data(&format!("{znode}/{node}"), false)
+            .expect("get_data");
+        write.release().expect("release");
+        format!("perfect:{}:{}", &node[..node.len() - 10], data.len())
+    };
     for p in peers.iter_mut().flatten() {
         p.uncontended("mutex", sizes.warmup.max(1));
         p.uncontended("rw-write", some);
@@ -862,11 +884,15 @@ fn uncontended(
         if recipe && p.library == CURATOR {
             p.uncontended("zk-recipe", some);
         }
+        if p.library == CURATOR {
+            p.uncontended(&perfect_form, sizes.warmup.max(1));
+        }
     }
     // Each peer's samples of its forms (PEER_FORMS).
     let mut peer_samples: [[Samples; 3]; 2] = Default::default();
     let (mut zk_write, mut zk_read) = (Samples::default(), Samples::default());
     let mut recipe_samples = Samples::default();
+    let mut perfect = Samples::default();
     let report = |r: usize, name: &str, s: &Samples| {
         println!(
             "  round {r}: {name:<26} {:>8.0} cycles/s  p50 {:>7.1} µs",
@@ -898,6 +924,10 @@ fn uncontended(
                 peer_form(p, PEER_FORMS[f], &mut s[f]);
                 report(r, FORM_LABELS[p.library][f], &s[f]);
             }
+            if p.library == CURATOR {
+                peer_form(p, &perfect_form, &mut perfect);
+                report(r, PERFECT_LABEL, &perfect);
+            }
         }
         zk_form(&read, &mut zk_read);
         report(r, FORM_LABELS[ZKLOCK][2], &zk_read);
@@ -917,6 +947,7 @@ fn uncontended(
         rw_write: [zk_write, cu_write, kz_write],
         read: [zk_read, cu_read, kz_read],
         recipe: recipe_samples,
+        perfect,
     };
     // zklock's write lock once, then every other library's forms.
     let mut lines: Vec<(&str, &Samples)> = vec![
@@ -929,6 +960,7 @@ fn uncontended(
         lines.push((labels[2], &u.read[i]));
     }
     lines.push(("ZooKeeper recipe WriteLock", &u.recipe));
+    lines.push((PERFECT_LABEL, &u.perfect));
     for (name, s) in lines {
         if let (Some(rate), Some(p50)) = (s.rate(), s.p50()) {
             println!(
@@ -1183,6 +1215,7 @@ fn main() {
                 "uncontended-mutex",
                 "uncontended-rw",
                 "uncontended-recipe",
+                "uncontended-perfect",
                 "threads",
                 "processes",
                 "readers",
@@ -1586,6 +1619,32 @@ fn main() {
     );
     println!();
     t.print();
+    if !unc.perfect.rates.is_empty() {
+        let per_round: Vec<f64> = unc.exclusive[ZKLOCK]
+            .rates
+            .iter()
+            .zip(&unc.perfect.rates)
+            .map(|(z, p)| z / p)
+            .collect();
+        let (min, max) = per_round
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {
+                (lo.min(*r), hi.max(*r))
+            });
+        println!();
+        println!(
+            "uncontended write lock over the perfect client (the Java client making its \
+             requests with no lock logic, Curator's session): {:.0}% (per round {:.0}–{:.0}%; \
+             {} against {} cycles/s, p50 {} against {})",
+            100.0 * median_f64(per_round),
+            100.0 * min,
+            100.0 * max,
+            fmt_opt(unc.exclusive[ZKLOCK].rate(), 0, ""),
+            fmt_opt(unc.perfect.rate(), 0, ""),
+            fmt_opt(unc.exclusive[ZKLOCK].p50(), 0, " µs"),
+            fmt_opt(unc.perfect.p50(), 0, " µs"),
+        );
+    }
     assert!(leftover.is_empty(), "lock nodes left behind: {leftover:?}");
     assert!(gone, "{root} is still there");
 }
