@@ -12,7 +12,10 @@
 //         asynchronous create2 (EPHEMERAL_SEQUENTIAL) of <lock znode>/<node name>
 //         with <data bytes> bytes of data, getChildren(<lock znode>) right behind
 //         it, then delete of the created node once both are answered;
-//   plain the same with a create (opcode 1) of <lock znode>/n- with no data.
+//   plain the same with a create (opcode 1) of <lock znode>/n- with no data;
+//   sync  the lock's requests one at a time (create2, getChildren, delete, each
+//         waited for: three round trips, but no hand-off to the client's event
+//         thread for the create's callback).
 // The listing is not looked at: no lock logic at all.
 
 import java.io.BufferedReader;
@@ -27,6 +30,7 @@ import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.Watcher;
 import org.apache.zookeeper.ZooDefs;
 import org.apache.zookeeper.ZooKeeper;
+import org.apache.zookeeper.data.Stat;
 
 public class RawCycleBench {
     static ZooKeeper zk;
@@ -86,6 +90,13 @@ public class RawCycleBench {
 
     /// create (asynchronous) + getChildren right behind it, then delete.
     static void cycle(String form) throws Exception {
+        if (form.equals("sync")) {
+            String node = zk.create(lockName, data, ZooDefs.Ids.OPEN_ACL_UNSAFE,
+                    CreateMode.EPHEMERAL_SEQUENTIAL, new Stat());
+            zk.getChildren(dir, false);
+            zk.delete(node, -1);
+            return;
+        }
         if (form.equals("lock")) {
             zk.create(lockName, data, ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL_SEQUENTIAL,
                     (rc, path, ctx, name, stat) -> created.add(rc == 0 ? name
