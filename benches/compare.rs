@@ -117,6 +117,12 @@
 //! lock znode must have no child left (checked and printed), and the root is
 //! removed.
 //!
+//! `ZK_BENCH_ENSEMBLE=1` runs every scenario on a three-member ensemble (every
+//! client of every library on one follower: writes go through the leader),
+//! `ZK_TEST_FORCE_SYNC=yes` with servers that fsync their log before
+//! answering a write (ZooKeeper's default; the harness's is not to); see
+//! `common::bench_servers` and `docs/benchmarks.md`.
+//!
 //! Sizes: `ZK_COMPARE_ROUNDS` (rounds per scenario, default 5),
 //! `ZK_COMPARE_CYCLES` (uncontended cycles per form per round, 400),
 //! `ZK_COMPARE_WARMUP` (uncontended warm-up cycles per library, 4000),
@@ -144,11 +150,13 @@ use std::time::{Duration, Instant};
 
 use zklock::client::ZooKeeper;
 use zklock::lock::{InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadWriteLock};
-use zklock::testing::example_servers;
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
 
 mod common;
 use common::*;
+
+/// What the rounds' lines call the perfect client (`PerfectLock`).
+const PERFECT_LABEL: &str = "perfect client (Java)";
 
 /// Set in a worker process of scenario 3: the lock znode it contends on.
 const WORKER_ENV: &str = "ZKLOCK_COMPARE_WORKER";
@@ -824,6 +832,10 @@ struct Uncontended {
     read: Figures,
     /// ZooKeeper's recipe `WriteLock` (on Curator's session).
     recipe: Samples,
+    /// The perfect client: the plain Java client of Curator's session making
+    /// zklock's write-lock requests with no lock logic (`PerfectLock` in the
+    /// Java bench).
+    perfect: Samples,
 }
 
 /// The peers' uncontended forms, in the order of `FORM_LABELS`.
@@ -850,6 +862,21 @@ fn uncontended(
     let some = (sizes.warmup / 4).max(1);
     zk_uncontended(&write, sizes.warmup);
     zk_uncontended(&read, some);
+    // The perfect client's form: the write lock's node name (before the
+    // sequence number) and data length.
+    let perfect_form = {
+        write.acquire().expect("acquire");
+        let held = children(zkw.zookeeper(), znode);
+        let [node] = held.as_slice() else {
+            panic!("one node under {znode} while held: {held:?}")
+        };
+        let (data, _) = zkw
+            .zookeeper()
+            .get_data(&format!("{znode}/{node}"), false)
+            .expect("get_data");
+        write.release().expect("release");
+        format!("perfect:{}:{}", &node[..node.len() - 10], data.len())
+    };
     for p in peers.iter_mut().flatten() {
         p.uncontended("mutex", sizes.warmup.max(1));
         p.uncontended("rw-write", some);
@@ -857,11 +884,15 @@ fn uncontended(
         if recipe && p.library == CURATOR {
             p.uncontended("zk-recipe", some);
         }
+        if p.library == CURATOR {
+            p.uncontended(&perfect_form, sizes.warmup.max(1));
+        }
     }
     // Each peer's samples of its forms (PEER_FORMS).
     let mut peer_samples: [[Samples; 3]; 2] = Default::default();
     let (mut zk_write, mut zk_read) = (Samples::default(), Samples::default());
     let mut recipe_samples = Samples::default();
+    let mut perfect = Samples::default();
     let report = |r: usize, name: &str, s: &Samples| {
         println!(
             "  round {r}: {name:<26} {:>8.0} cycles/s  p50 {:>7.1} µs",
@@ -893,6 +924,10 @@ fn uncontended(
                 peer_form(p, PEER_FORMS[f], &mut s[f]);
                 report(r, FORM_LABELS[p.library][f], &s[f]);
             }
+            if p.library == CURATOR {
+                peer_form(p, &perfect_form, &mut perfect);
+                report(r, PERFECT_LABEL, &perfect);
+            }
         }
         zk_form(&read, &mut zk_read);
         report(r, FORM_LABELS[ZKLOCK][2], &zk_read);
@@ -912,6 +947,7 @@ fn uncontended(
         rw_write: [zk_write, cu_write, kz_write],
         read: [zk_read, cu_read, kz_read],
         recipe: recipe_samples,
+        perfect,
     };
     // zklock's write lock once, then every other library's forms.
     let mut lines: Vec<(&str, &Samples)> = vec![
@@ -924,6 +960,7 @@ fn uncontended(
         lines.push((labels[2], &u.read[i]));
     }
     lines.push(("ZooKeeper recipe WriteLock", &u.recipe));
+    lines.push((PERFECT_LABEL, &u.perfect));
     for (name, s) in lines {
         if let (Some(rate), Some(p50)) = (s.rate(), s.p50()) {
             println!(
@@ -1153,12 +1190,13 @@ fn main() {
     let sizes = Sizes::from_env();
     let total = Instant::now();
 
-    let (_server, servers) = example_servers().expect("a ZooKeeper server");
+    let (bench_servers, servers) = bench_servers();
     let load_start = loadavg();
     let cores = thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "zklock vs Apache Curator and kazoo: lock benchmark against {servers} ({cores} CPUs, \
-         load {load_start})"
+        "zklock vs Apache Curator and kazoo: lock benchmark against {servers}: {} ({cores} \
+         CPUs, load {load_start})",
+        bench_servers.describe()
     );
 
     // The znodes: every lock znode of every library, made now. Each library
@@ -1177,6 +1215,7 @@ fn main() {
                 "uncontended-mutex",
                 "uncontended-rw",
                 "uncontended-recipe",
+                "uncontended-perfect",
                 "threads",
                 "processes",
                 "readers",
@@ -1220,12 +1259,16 @@ fn main() {
         .chain(BASE_JARS.iter())
         .copied()
         .collect();
-    let recipe_jar = sizes.recipe && Path::new(RECIPE_JAR).exists();
-    if recipe_jar {
+    // The Java source names the recipe's classes: the jar is on the
+    // classpath whenever it is there, `ZK_COMPARE_RECIPE=0` only leaves its
+    // rounds out.
+    let has_recipe_jar = Path::new(RECIPE_JAR).exists();
+    if has_recipe_jar {
         jars.push(RECIPE_JAR);
     } else if sizes.recipe {
         println!("(ZooKeeper's recipe lock skipped: {RECIPE_JAR} not found)");
     }
+    let recipe_jar = sizes.recipe && has_recipe_jar;
     let classes = match compile_java("compare", &["benches/java/CuratorLockBench.java"], &jars) {
         Ok(c) => Some(c),
         Err(e) => {
@@ -1560,9 +1603,10 @@ fn main() {
     println!();
     println!(
         "summary: {}; Linux {}; {cores} CPUs; load average {load_start} at start, {load_end} at \
-         end; ZooKeeper server {zk_version}; {}; {rounds} rounds per scenario; {:.0} s in all",
+         end; ZooKeeper server {zk_version}, {}; {}; {rounds} rounds per scenario; {:.0} s in all",
         utc_now(),
         kernel_release(),
+        bench_servers.describe(),
         versions.join("; "),
         total.elapsed().as_secs_f64()
     );
@@ -1575,6 +1619,32 @@ fn main() {
     );
     println!();
     t.print();
+    if !unc.perfect.rates.is_empty() {
+        let per_round: Vec<f64> = unc.exclusive[ZKLOCK]
+            .rates
+            .iter()
+            .zip(&unc.perfect.rates)
+            .map(|(z, p)| z / p)
+            .collect();
+        let (min, max) = per_round
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {
+                (lo.min(*r), hi.max(*r))
+            });
+        println!();
+        println!(
+            "uncontended write lock over the perfect client (the Java client making its \
+             requests with no lock logic, Curator's session): {:.0}% (per round {:.0}–{:.0}%; \
+             {} against {} cycles/s, p50 {} against {})",
+            100.0 * median_f64(per_round),
+            100.0 * min,
+            100.0 * max,
+            fmt_opt(unc.exclusive[ZKLOCK].rate(), 0, ""),
+            fmt_opt(unc.perfect.rate(), 0, ""),
+            fmt_opt(unc.exclusive[ZKLOCK].p50(), 0, " µs"),
+            fmt_opt(unc.perfect.p50(), 0, " µs"),
+        );
+    }
     assert!(leftover.is_empty(), "lock nodes left behind: {leftover:?}");
     assert!(gone, "{root} is still there");
 }

@@ -8,6 +8,11 @@
 //! `ZK_BENCH_GRANTS` (per thread, 200). Many waiters on one watcher (1 to
 //! 10,000) and contention across processes: `benches/scale.rs`.
 //!
+//! `ZK_BENCH_ENSEMBLE=1` runs it on a three-member ensemble (every client on
+//! one follower, writes through the leader), `ZK_TEST_FORCE_SYNC=yes` with
+//! servers that fsync their log before answering a write (see
+//! `common::bench_servers`; `docs/benchmarks.md`).
+//!
 //! 1. **Uncontended** acquire + release of one lock, one thread, one session:
 //!    write lock (`acquire`/`release`), read lock, the RAII form
 //!    (`try_lock_for` + drop) of each, the write lock with the create and the
@@ -17,8 +22,22 @@
 //!    then `get_children` right behind it, then `delete`) and in three. Printed:
 //!    the gain of the one-round-trip acquire over the sequential one, and the
 //!    lock's median cycle over the raw two-round-trip floor (target: at most
-//!    1.05x). After a warm-up (the server's JIT), the forms run in 8
-//!    alternating rounds (the load of a shared machine drifts severalfold within
+//!    1.05x). Beside them, **the perfect client**: the Java client (ZooKeeper
+//!    3.8) making the lock's requests with no lock logic
+//!    (`benches/java/RawCycleBench.java`, its own process and session): an
+//!    asynchronous `create2` of a node with the write lock's name (before the
+//!    sequence number) and data length, `getChildren` right behind it, then
+//!    the `delete` — the same 3 requests in the same 2 round trips, byte for
+//!    byte in size — the same requests one at a time (three round trips, but
+//!    no hand-off to the Java client's event thread for the asynchronous
+//!    create's callback), and the pipelined form with a plain `create` of a
+//!    short name and no data. The bound in a round is the better of the two
+//!    forms with the lock's requests. Printed: each zklock form's cycles/s over the perfect client's,
+//!    round by round (median and min–max; target for the write lock: at least
+//!    95%). Each form's CPU per cycle is printed too: its client process's
+//!    (every thread, `schedstat`) and the server's. After a warm-up (the
+//!    server's JIT; the JVM gets as many cycles), the forms run in
+//!    `ZK_BENCH_UNC_ROUNDS` (8) alternating rounds (the load of a shared machine drifts severalfold within
 //!    seconds); each cycle is timed: cycles/s, median and p99. ZooKeeper requests per cycle come from the
 //!    server's `zk_packets_received` (summed over the servers of the connect
 //!    string), read before and after; the cost of the `mntr` reads themselves is
@@ -56,11 +75,61 @@ use zklock::lock::{
     InterProcessLock, InterProcessReadWriteLock, ZkInterProcessReadLock,
     ZkInterProcessReadWriteLock, ZkInterProcessWriteLock,
 };
-use zklock::testing::example_servers;
 
 mod common;
 use common::*;
 use zklock::{zkutil, ZkError, ZooKeeperWatcher};
+
+/// The perfect client's forms (see [`Form::Java`]).
+const JAVA_LOCK: &str = "Java client, lock's requests";
+const JAVA_PLAIN: &str = "Java client, plain create";
+const JAVA_SYNC: &str = "Java client, 3 round trips";
+
+/// `form`'s cycles/s over the perfect client's, round by round (the rounds
+/// alternate, so each pair ran under the same load): median, min, max. The
+/// perfect client's rate in a round is the best of its forms with the lock's
+/// requests (`perfect`: pipelined, or one at a time).
+fn of_perfect(form: &Uncontended, perfect: &[&Uncontended]) -> (f64, f64, f64) {
+    let ratios: Vec<f64> = form
+        .rates
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let best = perfect
+                .iter()
+                .filter_map(|p| p.rates.get(i))
+                .fold(0.0f64, |m, r| m.max(*r));
+            a / best
+        })
+        .collect();
+    spread(ratios)
+}
+
+/// The same by the rounds' median cycles: the perfect client's best median
+/// over `form`'s (above 1: `form`'s median cycle is shorter). Less swayed by a
+/// round's stalls than the rates.
+fn of_perfect_p50(form: &Uncontended, perfect: &[&Uncontended]) -> (f64, f64, f64) {
+    let ratios: Vec<f64> = form
+        .p50s
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let best = perfect
+                .iter()
+                .filter_map(|p| p.p50s.get(i))
+                .fold(f64::INFINITY, |m, r| m.min(*r));
+            best / a
+        })
+        .collect();
+    spread(ratios)
+}
+
+/// Median, min and max.
+fn spread(ratios: Vec<f64>) -> (f64, f64, f64) {
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ratios.iter().copied().fold(0.0, f64::max);
+    (median_f64(ratios), min, max)
+}
 
 /// Largest uncontended requests per cycle (the protocol's floor).
 const MAX_REQUESTS_PER_CYCLE: u64 = 3;
@@ -95,6 +164,11 @@ enum Form<'a> {
     /// waiting (`create_async`), the children listed right behind it, then the
     /// delete (raw client; two round trips, the protocol's floor).
     RawPipelined(&'a ZooKeeper, &'a str),
+    /// The perfect client: the Java client making the lock's requests with no
+    /// lock logic (`benches/java/RawCycleBench.java`), a whole round at a time
+    /// in its own process (`"lock"`: zklock's requests, byte for byte in size;
+    /// `"plain"`: a create with a short name and no data).
+    Java(&'a std::cell::RefCell<LineProcess>, &'static str),
 }
 
 /// One acquire + release cycle.
@@ -151,6 +225,59 @@ fn cycle(form: Form<'_>) {
                 .expect("raw create");
             zk.delete(&node, None).expect("raw delete");
         }
+        Form::Java(java, form) => {
+            java_round(&mut java.borrow_mut(), form, 1);
+        }
+    }
+}
+
+/// `cycles` cycles of the Java client's `form`: the round's time and each
+/// cycle's.
+fn java_round(java: &mut LineProcess, form: &str, cycles: usize) -> (Duration, Vec<Duration>) {
+    let line = java
+        .ask(&format!("run {form} {cycles}"), Duration::from_secs(300))
+        .unwrap_or_else(|e| panic!("the Java client: {e}"));
+    let mut words = line.split_whitespace();
+    let (Some("done"), Some(elapsed), Some(times)) = (words.next(), words.next(), words.next())
+    else {
+        panic!("the Java client said: {line}");
+    };
+    let ns = |v: &str| Duration::from_nanos(v.parse().expect("nanoseconds"));
+    (ns(elapsed), times.split(',').map(ns).collect())
+}
+
+/// The Java client of the perfect-client forms, connected, making its nodes
+/// under `znode` named `node` (a sequence number appended) with `data_len`
+/// bytes; `None` (with a note) without a JDK or ZooKeeper's jars.
+fn java_client(
+    servers: &str,
+    znode: &str,
+    node: &str,
+    data_len: usize,
+) -> Option<(JavaClasses, std::cell::RefCell<LineProcess>)> {
+    let classes = compile_java(
+        "lock",
+        &["benches/java/RawCycleBench.java"],
+        &[
+            "/usr/share/java/zookeeper.jar",
+            "/usr/share/java/zookeeper-jute.jar",
+            "/usr/share/java/slf4j-api.jar",
+            "/usr/share/java/slf4j-nop.jar",
+        ],
+    )
+    .map_err(|e| println!("  (the Java client's forms skipped: {e})"))
+    .ok()?;
+    let mut cmd = classes.java(&["-Xmx256m", "-XX:+UseSerialGC"], "RawCycleBench");
+    cmd.args([servers, znode, node, &data_len.to_string()]);
+    let java = LineProcess::spawn("RawCycleBench", cmd)
+        .map_err(|e| println!("  (the Java client's forms skipped: cannot run java: {e})"))
+        .ok()?;
+    match java.recv(Duration::from_secs(60)) {
+        Ok(l) if l == "ready" => Some((classes, std::cell::RefCell::new(java))),
+        other => {
+            println!("  (the Java client's forms skipped: {other:?})");
+            None
+        }
     }
 }
 
@@ -159,6 +286,13 @@ struct Uncontended {
     name: &'static str,
     times: Vec<Duration>,
     elapsed: Duration,
+    /// Cycles/s of each round.
+    rates: Vec<f64>,
+    /// The median cycle of each round, µs.
+    p50s: Vec<f64>,
+    /// CPU time of the client's process (all its threads) and of the server.
+    client_cpu: Duration,
+    server_cpu: Duration,
     requests: u64,
     ping_allowance: u64,
     max_outstanding: u64,
@@ -188,6 +322,7 @@ impl Uncontended {
 /// load (on a shared machine it drifts severalfold within seconds).
 fn uncontended(
     m: &Mntr,
+    servers: &[u32],
     forms: &[(&'static str, Form<'_>)],
     rounds: usize,
     per_round: usize,
@@ -198,6 +333,10 @@ fn uncontended(
             name,
             times: Vec::with_capacity(rounds * per_round),
             elapsed: Duration::ZERO,
+            rates: Vec::with_capacity(rounds),
+            p50s: Vec::with_capacity(rounds),
+            client_cpu: Duration::ZERO,
+            server_cpu: Duration::ZERO,
             requests: 0,
             ping_allowance: 0,
             max_outstanding: 0,
@@ -207,13 +346,37 @@ fn uncontended(
     for _ in 0..rounds {
         for ((_, form), acc) in forms.iter().zip(out.iter_mut()) {
             let window = Requests::start(m);
-            let started = Instant::now();
-            for _ in 0..per_round {
-                let t = Instant::now();
-                cycle(*form);
-                acc.times.push(t.elapsed());
-            }
-            acc.elapsed += started.elapsed();
+            let client = match form {
+                Form::Java(java, _) => Some(java.borrow().pid()),
+                _ => None,
+            };
+            let servers_cpu =
+                || -> Duration { servers.iter().map(|&p| process_threads_cpu(Some(p))).sum() };
+            let (client_before, server_before) = (process_threads_cpu(client), servers_cpu());
+            let elapsed = match form {
+                // The whole round in the Java process, each cycle timed there.
+                Form::Java(java, form) => {
+                    let (elapsed, times) = java_round(&mut java.borrow_mut(), form, per_round);
+                    acc.times.extend(times);
+                    elapsed
+                }
+                _ => {
+                    let started = Instant::now();
+                    for _ in 0..per_round {
+                        let t = Instant::now();
+                        cycle(*form);
+                        acc.times.push(t.elapsed());
+                    }
+                    started.elapsed()
+                }
+            };
+            acc.client_cpu += process_threads_cpu(client).saturating_sub(client_before);
+            acc.server_cpu += servers_cpu().saturating_sub(server_before);
+            acc.elapsed += elapsed;
+            acc.rates.push(per_round as f64 / elapsed.as_secs_f64());
+            let mut round = acc.times[acc.times.len().saturating_sub(per_round)..].to_vec();
+            round.sort();
+            acc.p50s.push(us(percentile(&round, 0.5)));
             let counted = window.stop(m);
             acc.requests += counted.requests;
             acc.ping_allowance += counted.ping_allowance;
@@ -224,12 +387,14 @@ fn uncontended(
     for u in &mut out {
         u.times.sort();
         println!(
-            "  {:<28} {:>7} {:>10.0} {:>10.1} {:>10.1} {:>9.3} {:>11} {:>6} {:>6}",
+            "  {:<28} {:>7} {:>10.0} {:>10.1} {:>10.1} {:>8.1} {:>8.1} {:>9.3} {:>11} {:>6} {:>6}",
             u.name,
             u.cycles(),
             u.per_second(),
             us(u.median()),
             us(u.p99()),
+            us(u.client_cpu) / u.cycles() as f64,
+            us(u.server_cpu) / u.cycles() as f64,
             u.per_cycle(),
             format!("{}/{}", u.requests, u.ping_allowance),
             u.max_outstanding,
@@ -479,10 +644,11 @@ fn main() {
     let threads_n = env_usize("ZK_BENCH_THREADS", 8);
     let grants = env_usize("ZK_BENCH_GRANTS", 200);
 
-    let (_server, servers) = example_servers().expect("a ZooKeeper server");
+    let (bench_servers, servers) = bench_servers();
     let load_start = loadavg();
     println!(
-        "zklock lock benchmark against {servers} ({} CPUs, load {load_start})",
+        "zklock lock benchmark against {servers}: {} ({} CPUs, load {load_start})",
+        bench_servers.describe(),
         thread::available_parallelism().map_or(0, |n| n.get())
     );
     let total = Instant::now();
@@ -499,7 +665,7 @@ fn main() {
         .unwrap();
 
     // 1. Uncontended.
-    let rounds = 8;
+    let rounds = env_usize("ZK_BENCH_UNC_ROUNDS", 8).max(1);
     let per_round = cycles_n.div_ceil(rounds);
     println!();
     println!(
@@ -507,12 +673,14 @@ fn main() {
          {rounds} alternating rounds of {per_round} cycles per form)"
     );
     println!(
-        "  {:<28} {:>7} {:>10} {:>10} {:>10} {:>9} {:>11} {:>6} {:>6}",
+        "  {:<28} {:>7} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9} {:>11} {:>6} {:>6}",
         "form",
         "cycles",
         "cycles/s",
         "median µs",
         "p99 µs",
+        "cli µs",
+        "srv µs",
         "req/cycle",
         "req/pings",
         "outst",
@@ -524,7 +692,7 @@ fn main() {
     let write = rw.write_lock(b"bench writer");
     let read = rw.read_lock(b"bench reader");
     let sequential = rw.write_lock(b"bench writer").with_sequential_acquire();
-    let forms: [(&'static str, Form<'_>); 7] = [
+    let mut forms: Vec<(&'static str, Form<'_>)> = vec![
         ("write acquire/release", Form::Explicit(&write)),
         ("read acquire/release", Form::Explicit(&read)),
         ("write try_lock_for + drop", Form::Guard(&write)),
@@ -546,9 +714,37 @@ fn main() {
             cycle(*form);
         }
     }
-    let unc = uncontended(&m, &forms, rounds, per_round);
+    // The perfect client: the Java client, the write lock's requests (its
+    // node's name before the sequence number, its data's length) with no lock
+    // logic, and the same with a short name and no data.
+    let (lock_node, lock_data) = {
+        write.acquire().unwrap();
+        let held = children(zkw.zookeeper(), &unc_znode);
+        let [node] = held.as_slice() else {
+            panic!("one node under {unc_znode} while held: {held:?}")
+        };
+        let (data, _) = zkw
+            .zookeeper()
+            .get_data(&format!("{unc_znode}/{node}"), false)
+            .unwrap();
+        write.release().unwrap();
+        (node[..node.len() - 10].to_string(), data.len())
+    };
+    let java = java_client(&servers, &unc_znode, &lock_node, lock_data);
+    if let Some((_, java)) = &java {
+        // The JIT: as many cycles as zklock's warm-up, on both forms.
+        java_round(&mut java.borrow_mut(), "lock", warmup);
+        java_round(&mut java.borrow_mut(), "plain", warmup / 2);
+        java_round(&mut java.borrow_mut(), "sync", warmup / 2);
+        forms.push((JAVA_LOCK, Form::Java(java, "lock")));
+        forms.push((JAVA_PLAIN, Form::Java(java, "plain")));
+        forms.push((JAVA_SYNC, Form::Java(java, "sync")));
+    }
+    let unc = uncontended(&m, &bench_servers.pids(), &forms, rounds, per_round);
     assert!(children(zkw.zookeeper(), &unc_znode).is_empty());
     drop((write, read, sequential));
+    let with_java = java.is_some();
+    drop(java);
     let by_name = |name: &str| unc.iter().find(|u| u.name == name).expect(name);
     let (pipelined, sequential) = (
         by_name("write acquire/release"),
@@ -571,6 +767,43 @@ fn main() {
         us(floor.median()),
         if floor_ratio <= 1.05 { "met" } else { "MISSED" }
     );
+    if with_java {
+        let perfect = [by_name(JAVA_LOCK), by_name(JAVA_SYNC)];
+        println!(
+            "  the perfect client (Java, the lock's requests, no lock logic): {:.0} cycles/s, \
+             median {:.0} µs in 2 round trips, {:.0} cycles/s one request at a time (each \
+             round's best is the bound); with a plain create: {:.0} cycles/s",
+            perfect[0].per_second(),
+            us(perfect[0].median()),
+            perfect[1].per_second(),
+            by_name(JAVA_PLAIN).per_second()
+        );
+        for name in [
+            "write acquire/release",
+            "write try_lock_for + drop",
+            "read acquire/release",
+            "raw, 2 round trips",
+        ] {
+            let (median, min, max) = of_perfect(by_name(name), &perfect);
+            let (p50, p50_min, p50_max) = of_perfect_p50(by_name(name), &perfect);
+            println!(
+                "  {name} over the perfect client, per round: cycles/s median {:.0}% \
+                 ({:.0}–{:.0}%); by median cycle {:.0}% ({:.0}–{:.0}%)",
+                100.0 * median,
+                100.0 * min,
+                100.0 * max,
+                100.0 * p50,
+                100.0 * p50_min,
+                100.0 * p50_max
+            );
+        }
+        let (median, _, _) = of_perfect(pipelined, &perfect);
+        println!(
+            "  zklock's uncontended cycle: {:.0}% of the perfect client (target >= 95%: {})",
+            100.0 * median,
+            if median >= 0.95 { "met" } else { "MISSED" }
+        );
+    }
 
     // 2. Contended.
     println!();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use zklock::testing::{
     four_letter, parse_mntr, shared_server, test_servers, wait_until, FaultProxy, ProxyMode,
-    ZkEnsemble, ZkServer, SERVERS_ENV,
+    ZkEnsemble, ZkServer, FORCE_SYNC_ENV, SERVERS_ENV,
 };
 
 // ---------------------------------------------------------------------------
@@ -342,6 +342,62 @@ fn shared_server_is_started_once() {
     }
     let mntr = parse_mntr(&a.four_letter("mntr").unwrap());
     assert_eq!(mntr["zk_server_state"], "standalone");
+}
+
+/// The fsync calls a server has timed (`zk_cnt_fsynctime`: ZooKeeper times
+/// its log's fsync only when it makes one) after a write.
+fn fsyncs_after_a_write(server: &ZkServer) -> u64 {
+    let mut session = RawSession::connect(&server.connect_string(), 10_000, None)
+        .unwrap()
+        .expect("a session");
+    assert_eq!(session.create("/fsync-probe", b"x").unwrap(), 0);
+    session.close().unwrap();
+    parse_mntr(&server.four_letter("mntr").unwrap())["zk_cnt_fsynctime"]
+        .parse()
+        .unwrap()
+}
+
+/// Runs in a child process (see `force_sync_env_makes_the_servers_fsync`):
+/// prints the fsyncs of a server started under the child's environment.
+#[test]
+#[ignore = "helper: runs only as a child process of force_sync_env_makes_the_servers_fsync"]
+fn force_sync_child() {
+    if std::env::var(CHILD_ENV).is_err() {
+        return;
+    }
+    let server = ZkServer::start().unwrap();
+    println!("FSYNCS {}", fsyncs_after_a_write(&server));
+}
+
+/// `ZK_TEST_FORCE_SYNC=yes` starts servers that fsync their log before
+/// answering a write (the benchmarks' fsync figures); by default they do not.
+#[test]
+fn force_sync_env_makes_the_servers_fsync() {
+    let fsyncs = |force: Option<&str>| -> u64 {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--ignored", "--exact", "force_sync_child", "--nocapture"])
+            .env(CHILD_ENV, "fsync")
+            .env_remove(FORCE_SYNC_ENV)
+            .stdin(Stdio::null());
+        if let Some(v) = force {
+            cmd.env(FORCE_SYNC_ENV, v);
+        }
+        let output = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("FSYNCS "))
+            .unwrap_or_else(|| {
+                panic!(
+                    "the child printed no count: {stdout}\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            })
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(fsyncs(None), 0, "no fsync by default");
+    assert!(fsyncs(Some("yes")) > 0, "{FORCE_SYNC_ENV}=yes: fsync");
 }
 
 /// Environment variable that turns `watchdog_child` into a real test body.

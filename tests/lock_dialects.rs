@@ -97,10 +97,23 @@ fn no_orphans(path: &str) {
     );
 }
 
-/// The one node under `path` not in `others`.
+/// The one node under `path` not in `others`, waited for: a participant's
+/// create lands when its library gets to it, which nothing it says marks (a
+/// Curator participant told to acquire behind a holder only goes silent;
+/// under load its create came more than 300 ms later).
 fn new_node(path: &str, others: &[String]) -> String {
-    let now = children(&raw(), path);
-    let mut new: Vec<String> = now.into_iter().filter(|c| !others.contains(c)).collect();
+    let zk = raw();
+    let fresh = || -> Vec<String> {
+        children(&zk, path)
+            .into_iter()
+            .filter(|c| !others.contains(c))
+            .collect()
+    };
+    assert!(
+        eventually(LONG, || !fresh().is_empty()),
+        "no new node under {path}"
+    );
+    let mut new = fresh();
     assert_eq!(new.len(), 1, "{new:?}");
     new.pop().unwrap()
 }

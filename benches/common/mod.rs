@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use zklock::client::{Acl, CreateMode, WatchedEvent, Watcher, ZooKeeper};
 use zklock::lock::{InterProcessLock, LockStep, ZkInterProcessWriteLock};
-use zklock::testing::{four_letter, parse_mntr, ScratchDir};
+use zklock::testing::{
+    example_servers, four_letter, parse_mntr, ScratchDir, ZkEnsemble, ZkServer, FORCE_SYNC_ENV,
+};
 use zklock::ZkError;
 use zklock::ZooKeeperWatcher;
 
@@ -39,6 +41,93 @@ pub fn connect(servers: &str, identifier: &str) -> ZooKeeperWatcher {
         .with_session_timeout(SESSION_TIMEOUT)
         .connect()
         .unwrap_or_else(|e| panic!("cannot connect to {servers}: {e}"))
+}
+
+/// `ZK_BENCH_ENSEMBLE=1`: the benches that take it run on a three-member
+/// ensemble instead of one standalone server (see [`bench_servers`]).
+pub const ENSEMBLE_ENV: &str = "ZK_BENCH_ENSEMBLE";
+
+/// What a bench runs against (see [`bench_servers`]); kept alive while it runs.
+pub enum BenchServers {
+    /// `$ZK_SERVERS`: servers the bench did not start.
+    Given,
+    /// One standalone server.
+    One(ZkServer),
+    /// A three-member ensemble; every client of the bench connects to
+    /// `follower`, whose writes go through the leader.
+    Ensemble {
+        ensemble: ZkEnsemble,
+        follower: usize,
+    },
+}
+
+impl BenchServers {
+    /// The PIDs of the servers (none for `$ZK_SERVERS`): their CPU time.
+    pub fn pids(&self) -> Vec<u32> {
+        match self {
+            BenchServers::Given => Vec::new(),
+            BenchServers::One(s) => s.pid().into_iter().collect(),
+            BenchServers::Ensemble { ensemble, .. } => (0..ensemble.size())
+                .filter_map(|i| ensemble.pid(i))
+                .collect(),
+        }
+    }
+
+    /// For the bench's heading: the servers and whether they fsync.
+    pub fn describe(&self) -> String {
+        let fsync = if zklock_force_sync() {
+            "forceSync=yes"
+        } else {
+            "forceSync=no"
+        };
+        match self {
+            BenchServers::Given => "$ZK_SERVERS".to_string(),
+            BenchServers::One(_) => format!("one standalone server, {fsync}"),
+            BenchServers::Ensemble { ensemble, follower } => format!(
+                "a {}-member ensemble, every client on follower {follower} (writes through the \
+                 leader, member {}), {fsync}",
+                ensemble.size(),
+                ensemble.leader().map_or("?".to_string(), |l| l.to_string())
+            ),
+        }
+    }
+}
+
+/// Whether the harness's servers fsync (`$ZK_TEST_FORCE_SYNC`, read as the
+/// harness reads it).
+fn zklock_force_sync() -> bool {
+    env::var(FORCE_SYNC_ENV)
+        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "yes" | "true" | "1"))
+}
+
+/// The servers of a bench and their connect string: `$ZK_SERVERS` if set;
+/// else, with `ZK_BENCH_ENSEMBLE=1`, a three-member ensemble (the connect
+/// string is one follower's, so that every client of the run, zklock's and
+/// the anchors', talks to the same member and writes go through the leader);
+/// else one standalone server. `ZK_TEST_FORCE_SYNC=yes` makes the started
+/// servers fsync their log before answering a write (the harness's default
+/// is not to).
+pub fn bench_servers() -> (BenchServers, String) {
+    let ensemble = env::var(ENSEMBLE_ENV).is_ok_and(|v| !matches!(v.trim(), "" | "0" | "no"));
+    let given = env::var("ZK_SERVERS").is_ok_and(|s| !s.trim().is_empty());
+    if given || !ensemble {
+        let (server, servers) = example_servers().expect("a ZooKeeper server");
+        return (
+            server.map_or(BenchServers::Given, BenchServers::One),
+            servers,
+        );
+    }
+    let ensemble = ZkEnsemble::start().expect("a ZooKeeper ensemble");
+    let leader = ensemble.leader().expect("an ensemble with a leader");
+    let follower = (0..ensemble.size())
+        .find(|&i| i != leader)
+        .expect("a follower");
+    let servers = ensemble.address(follower);
+    println!(
+        "started a throwaway {}-member ZooKeeper ensemble; the bench's clients use {servers}",
+        ensemble.size()
+    );
+    (BenchServers::Ensemble { ensemble, follower }, servers)
 }
 
 // ---------------------------------------------------------------------------
@@ -354,6 +443,31 @@ pub fn threads_cpu(prefix: &str) -> Duration {
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(0);
     }
+    Duration::from_nanos(ns)
+}
+
+/// CPU time the live threads of process `pid` (`None`: this process) have
+/// used so far, in nanoseconds from `/proc/<pid>/task/*/schedstat`: as exact
+/// as [`threads_cpu`], for spans in which none of its threads ends.
+pub fn process_threads_cpu(pid: Option<u32>) -> Duration {
+    let dir = pid.map_or_else(
+        || "/proc/self/task".to_string(),
+        |p| format!("/proc/{p}/task"),
+    );
+    let Ok(tasks) = fs::read_dir(dir) else {
+        return Duration::ZERO;
+    };
+    let ns: u64 = tasks
+        .flatten()
+        .filter_map(|task| {
+            fs::read_to_string(task.path().join("schedstat"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
     Duration::from_nanos(ns)
 }
 

@@ -16,6 +16,10 @@
 //     command creates a parent).
 //       uncontended <form> <cycles>  one thread, acquire + release in a loop;
 //                                    form: mutex | rw-write | rw-read | zk-recipe
+//                                    | perfect:<name>:<data bytes> (the perfect
+//                                    client: the plain ZooKeeper client of
+//                                    Curator's session making zklock's requests,
+//                                    no lock logic; see PerfectLock)
 //                                    -> ok cycles N elapsed_ns E p50_ns P p99_ns Q
 //       threads <n> <ms>             n threads, each its own InterProcessMutex on
 //                                    one lock znode, acquire + release until <ms>
@@ -71,6 +75,8 @@ import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.retry.RetryOneTime;
+import org.apache.zookeeper.CreateMode;
+import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.ZooDefs;
 import org.apache.zookeeper.ZooKeeper;
 import org.apache.zookeeper.recipes.lock.LockListener;
@@ -136,6 +142,50 @@ public class CuratorLockBench {
         }
     }
 
+    /**
+     * The perfect client (as benches/java/RawCycleBench.java): a lock's
+     * requests with no lock logic. acquire: an asynchronous create2 of an
+     * ephemeral sequential <dir>/<name> with <len> bytes, getChildren(dir)
+     * right behind it (the same 2 round trips as zklock's write lock, the same
+     * sizes), the listing not looked at; release: delete.
+     */
+    static class PerfectLock implements Lock {
+        final ZooKeeper zk;
+        final String dir;
+        final String prefix;
+        final byte[] data;
+        final BlockingQueue<Object> created = new LinkedBlockingQueue<>();
+        String node;
+
+        PerfectLock(ZooKeeper zk, String dir, String name, int len) {
+            this.zk = zk;
+            this.dir = dir;
+            this.prefix = dir + "/" + name;
+            this.data = new byte[len];
+            Arrays.fill(this.data, (byte) 'x');
+        }
+
+        public void acquire() throws Exception {
+            zk.create(prefix, data, ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL_SEQUENTIAL,
+                    (rc, path, ctx, name, stat) -> created.add(rc == 0 ? name
+                            : KeeperException.create(KeeperException.Code.get(rc), path)),
+                    null);
+            zk.getChildren(dir, false);
+            Object r = created.poll(60, TimeUnit.SECONDS);
+            if (r instanceof Exception) {
+                throw (Exception) r;
+            }
+            if (r == null) {
+                throw new IllegalStateException("create not answered within 60 s");
+            }
+            node = (String) r;
+        }
+
+        public void release() throws Exception {
+            zk.delete(node, -1);
+        }
+    }
+
     static CuratorFramework curatorClient(String connect) throws Exception {
         CuratorFramework c = CuratorFrameworkFactory.newClient(connect, SESSION_TIMEOUT_MS,
                 CONNECTION_TIMEOUT_MS, new RetryOneTime(100));
@@ -183,7 +233,12 @@ public class CuratorLockBench {
                         root + "/uncontended-recipe");
                 break;
             default:
-                throw new IllegalArgumentException("unknown form " + form);
+                String[] perfect = form.split(":");
+                if (perfect.length != 3 || !perfect[0].equals("perfect")) {
+                    throw new IllegalArgumentException("unknown form " + form);
+                }
+                l = new PerfectLock(client.getZookeeperClient().getZooKeeper(),
+                        root + "/uncontended-perfect", perfect[1], Integer.parseInt(perfect[2]));
         }
         uncontended.put(form, l);
         return l;

@@ -75,6 +75,14 @@
 //! `srvr` once); [`ZkServer::version`] asks one server. `docs/server-versions.md`
 //! lists what each version has and how it is tested.
 //!
+//! # fsync
+//!
+//! The harness's servers do not sync their transaction log to disk
+//! (`zookeeper.forceSync=no`): a killed server keeps its data, a power cut
+//! would not, and the tests run fast. `ZK_TEST_FORCE_SYNC=yes`
+//! ([`FORCE_SYNC_ENV`]) starts every server with ZooKeeper's default, fsync
+//! before each write is answered (the benchmarks' fsync figures).
+//!
 //! # Requirements and errors
 //!
 //! Java and Debian's `zookeeper` package (or `$ZK_TEST_CLASSPATH` naming the
@@ -127,7 +135,7 @@ pub use expire::{close_session, expire_session};
 pub use kdc::{TestKdc, TEST_REALM};
 #[cfg(feature = "testing")]
 pub use pki::{ClientCert, TestPki, STORE_PASSWORD};
-pub use process::pid_alive;
+pub use process::{pid_alive, FORCE_SYNC_ENV};
 #[cfg(all(feature = "testing", feature = "tls"))]
 pub use proxy::TlsFront;
 #[cfg(feature = "testing")]

@@ -369,6 +369,19 @@ fn classpath() -> io::Result<(String, bool)> {
     Ok((cp, has_netty))
 }
 
+/// `ZK_TEST_FORCE_SYNC=yes`: every server the harness starts from then on
+/// syncs its transaction log to disk before it answers a write
+/// (`zookeeper.forceSync=yes`, ZooKeeper's default), as in production; by
+/// default the harness's servers do not (`no`), which makes the tests fast.
+/// For the benchmarks' fsync figures (`docs/benchmarks.md`).
+pub const FORCE_SYNC_ENV: &str = "ZK_TEST_FORCE_SYNC";
+
+/// Whether [`FORCE_SYNC_ENV`] asks for fsync (`yes`, `true` or `1`).
+pub(crate) fn force_sync() -> bool {
+    std::env::var(FORCE_SYNC_ENV)
+        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "yes" | "true" | "1"))
+}
+
 fn java_binary() -> PathBuf {
     match std::env::var_os("JAVA_HOME") {
         Some(home) if !home.is_empty() => Path::new(&home).join("bin").join("java"),
@@ -378,8 +391,14 @@ fn java_binary() -> PathBuf {
 
 /// A light, quick-starting JVM, plus the system properties the tests need: TTL nodes
 /// (`extendedTypesEnabled`), containers reaped within a second, no fsync (data
-/// survives a killed process, only not a power cut), no admin HTTP server.
+/// survives a killed process, only not a power cut; `$ZK_TEST_FORCE_SYNC=yes`
+/// turns it on, see [`FORCE_SYNC_ENV`]), no admin HTTP server.
 fn jvm_options() -> Vec<&'static str> {
+    let force_sync = if force_sync() {
+        "-Dzookeeper.forceSync=yes"
+    } else {
+        "-Dzookeeper.forceSync=no"
+    };
     vec![
         "-Xmx256m",
         "-Xss512k",
@@ -389,7 +408,7 @@ fn jvm_options() -> Vec<&'static str> {
         "-Djava.net.preferIPv4Stack=true",
         "-Dzookeeper.extendedTypesEnabled=true",
         "-Dznode.container.checkIntervalMs=1000",
-        "-Dzookeeper.forceSync=no",
+        force_sync,
         "-Dzookeeper.admin.enableServer=false",
         "-Dorg.slf4j.simpleLogger.showDateTime=true",
         "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
