@@ -755,7 +755,7 @@ impl Run {
                         .with("member", victim)
                         .with("way", way_name[way as usize]),
                 );
-                let admin = match self.super_admin() {
+                let mut admin = match self.super_admin() {
                     Ok(zk) => zk,
                     Err(e) => {
                         self.trouble(format!("reconfig_admin:{e}"));
@@ -764,16 +764,16 @@ impl Run {
                 };
                 match way {
                     0 => {
-                        self.add_member(&admin, None)?;
-                        self.remove_member(&admin, victim)?;
+                        self.add_member(&mut admin, None)?;
+                        self.remove_member(&mut admin, victim)?;
                     }
                     1 => {
-                        self.remove_member(&admin, victim)?;
-                        self.add_member(&admin, None)?;
+                        self.remove_member(&mut admin, victim)?;
+                        self.add_member(&mut admin, None)?;
                     }
                     _ => {
-                        if self.remove_member(&admin, victim)? {
-                            self.add_member(&admin, Some(victim))?;
+                        if self.remove_member(&mut admin, victim)? {
+                            self.add_member(&mut admin, Some(victim))?;
                         }
                     }
                 }
@@ -852,14 +852,26 @@ impl Run {
     /// applied (the configuration, synced, says whether), one refused
     /// while another is in progress, or before the joining server synced,
     /// is sent again. Each try names the version it read (`fromConfig`).
+    /// A session of `admin` that ended (expired while the ensemble could
+    /// not serve it) is replaced by a new one.
     fn reconfig_until(
         &self,
-        admin: &ZooKeeper,
+        admin: &mut ZooKeeper,
         change: &Reconfig,
         done: impl Fn(&ClientConfig) -> bool,
     ) -> Result<ClientConfig, String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
+            if admin.state().is_terminal() {
+                match self.super_admin() {
+                    Ok(zk) => *admin = zk,
+                    Err(e) if Instant::now() >= deadline => return Err(e.to_string()),
+                    Err(_) => {
+                        thread::sleep(Duration::from_millis(200));
+                        continue;
+                    }
+                }
+            }
             let read = admin
                 .sync("/zookeeper/config")
                 .and_then(|()| admin.get_config(false));
@@ -890,7 +902,7 @@ impl Run {
 
     /// Removes member `m` by `reconfig`, stops it 0–2 s later, frees its
     /// place. Whether it was removed.
-    fn remove_member(&mut self, admin: &ZooKeeper, m: usize) -> io::Result<bool> {
+    fn remove_member(&mut self, admin: &mut ZooKeeper, m: usize) -> io::Result<bool> {
         let id = self.ensemble.server_id(m);
         let leave = Reconfig::incremental::<&str>(&[], &[id]);
         match self.reconfig_until(admin, &leave, |c| c.server(id).is_none()) {
@@ -926,7 +938,7 @@ impl Run {
     /// Starts a server, adds it by `reconfig` and puts it in a free place:
     /// a new one (a new member id), or `removed` again, under its own id
     /// with its data and ports.
-    fn add_member(&mut self, admin: &ZooKeeper, removed: Option<usize>) -> io::Result<()> {
+    fn add_member(&mut self, admin: &mut ZooKeeper, removed: Option<usize>) -> io::Result<()> {
         let Some(slot) = self.slots.iter().position(Option::is_none) else {
             self.trouble("reconfig_add:no_free_place".to_string());
             return Ok(());
