@@ -68,7 +68,8 @@ fn a_standalone_server_has_an_empty_config_and_refuses_reconfig() {
 /// server joins by an incremental `reconfig` (refused first for a stale
 /// `fromConfig` and without the super user's rights); the watch fires on
 /// `/zookeeper/config` whatever the chroot; a member leaves; a
-/// non-incremental `reconfig` names the whole membership.
+/// non-incremental `reconfig` names the whole membership; the member that
+/// left comes back under its own id.
 #[test]
 fn reconfig_adds_and_removes_members_and_get_config_follows() {
     init_log();
@@ -153,6 +154,39 @@ fn reconfig_adds_and_removes_members_and_get_config_follows() {
     let whole = reconfig_surely(&admin, &Reconfig::new_members(&members), three.version());
     assert_eq!(whole.servers().len(), 3, "{whole}");
     assert!(whole.version() > three.version());
+
+    // The removed member comes back under its own id, with its data and
+    // ports (the harness's rejoin_removed), and serves what was written
+    // while it was away.
+    admin
+        .create(
+            "/while-away",
+            b"x",
+            zklock::client::Acl::open_unsafe(),
+            zklock::client::CreateMode::Persistent,
+        )
+        .unwrap();
+    ensemble
+        .rejoin_removed(0)
+        .expect("the removed member starts again");
+    let back = reconfig_surely(
+        &admin,
+        &Reconfig::incremental(&[ensemble.server_spec(0)], &[]),
+        whole.version(),
+    );
+    assert_eq!(back.servers().len(), 4, "{back}");
+    assert_eq!(
+        back.server(leaving).unwrap().to_spec(),
+        ensemble.server_spec(0)
+    );
+    ensemble.wait_for_quorum(Duration::from_secs(60)).unwrap();
+    let (on_it, _ev) = connect(&ensemble.address(0), SESSION);
+    on_it.sync("/").unwrap();
+    assert_eq!(on_it.get_data("/while-away", false).unwrap().0, b"x");
+    // Only a removed member rejoins.
+    let e = ensemble.rejoin_removed(1).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    on_it.close().unwrap();
     zk.close().unwrap();
     admin.close().unwrap();
 }

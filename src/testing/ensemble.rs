@@ -345,21 +345,70 @@ impl ZkEnsemble {
             .filter(|&m| !self.members[m].removed)
             .collect();
         self.write_dynamic_config(i, &view)?;
+        self.spawn_following(i, "added")?;
+        Ok(i)
+    }
+
+    /// Starts member `i` again, which a `reconfig` removed and
+    /// [`stop_removed`](Self::stop_removed) stopped, so that a `reconfig`
+    /// can add it back under its own id, with its data and ports (a server
+    /// that comes back, as a Kubernetes pod on its volume): configured with
+    /// every member not removed plus itself, as
+    /// [`add_member`](Self::add_member) does, and waited for (up to 60 s)
+    /// until it follows the leader, not yet voting. A `reconfig` joining
+    /// [`server_spec(i)`](Self::server_spec) then makes it a member again.
+    ///
+    /// # Errors
+    /// `Unsupported` for an ensemble not started reconfigurable;
+    /// `InvalidInput` for a member not stopped by `stop_removed`; when it
+    /// does not come up (its ports taken meanwhile, for one), the error has
+    /// the tail of its log, and the member stays removed.
+    pub fn rejoin_removed(&mut self, i: usize) -> io::Result<()> {
+        if !self.reconfigurable {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "rejoin_removed needs an ensemble of ZkEnsemble::start_reconfigurable",
+            ));
+        }
+        if !self.member_mut(i)?.removed {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ensemble member {i} was not removed (stop_removed)"),
+            ));
+        }
+        self.members[i].removed = false;
+        let view: Vec<usize> = (0..self.members.len())
+            .filter(|&m| !self.members[m].removed)
+            .collect();
+        let started = self
+            .write_dynamic_config(i, &view)
+            .and_then(|()| self.spawn_following(i, "rejoining"));
+        if started.is_err() {
+            self.members[i].removed = true;
+        }
+        started
+    }
+
+    /// Starts member `i` and waits (up to 60 s) until it follows the leader
+    /// and holds its election port; kills it on failure. `what`: the
+    /// member's part, for the error.
+    fn spawn_following(&mut self, i: usize, what: &str) -> io::Result<()> {
         let root = self.dir.clone();
+        let log_start = log_len(&self.members[i].log());
         self.members[i].spawn(&root)?;
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             if self.members[i].mode().as_deref() == Some("follower")
-                && self.members[i].election_listening(0) == Some(true)
+                && self.members[i].election_listening(log_start) == Some(true)
             {
-                return Ok(i);
+                return Ok(());
             }
             if !self.members[i].running() || Instant::now() >= deadline {
                 let member = &mut self.members[i];
                 let tail = log_tail(&member.log(), 30);
                 let _ = member.kill();
                 return Err(io::Error::other(format!(
-                    "the added member {i} did not follow the leader on {}; {FIX_HINT}.\nLog:\n{tail}",
+                    "the {what} member {i} did not follow the leader on {}; {FIX_HINT}.\nLog:\n{tail}",
                     member.addr()
                 )));
             }
@@ -368,8 +417,10 @@ impl ZkEnsemble {
     }
 
     /// Stops member `i`, which a `reconfig` removed from the ensemble (a
-    /// removed server stops serving, but its process stays), and leaves it
-    /// out of later [`add_member`](Self::add_member) configurations and of
+    /// removed follower may go on following the leader without a vote, and
+    /// serving its clients, until it is stopped: 3.8's still answers `srvr`
+    /// as a follower seconds later), and leaves it out of later
+    /// [`add_member`](Self::add_member) configurations and of
     /// [`wait_for_quorum`](Self::wait_for_quorum)'s majority.
     pub fn stop_removed(&mut self, i: usize) -> io::Result<()> {
         let member = self.member_mut(i)?;

@@ -141,6 +141,26 @@ pub(super) fn counted<K: fmt::Display>(tally: &BTreeMap<K, u64>) -> String {
         .join(" ")
 }
 
+/// The controller's `reconfig` events: `added(rejoined)/removed` members
+/// (a member added back under its own id is added, and rejoined).
+pub(super) fn reconfigs<'a>(events: impl IntoIterator<Item = &'a Event>) -> String {
+    let (mut added, mut rejoined, mut removed) = (0, 0, 0);
+    for e in events {
+        if e.worker == CONTROLLER && e.kind == "reconfig" {
+            match e.get("op") {
+                Some("add") => added += 1,
+                Some("rejoin") => {
+                    added += 1;
+                    rejoined += 1;
+                }
+                Some("remove") => removed += 1,
+                _ => {}
+            }
+        }
+    }
+    format!("{added}({rejoined})/{removed}")
+}
+
 pub(super) fn w_of(e: &Event) -> u32 {
     e.num("w").unwrap_or(-1) as u32
 }
@@ -553,6 +573,10 @@ pub fn check(events: &[Event], config: &CheckConfig) -> Report {
     );
     report.fig("grants", count("granted"));
     report.fig("faults", counted(&faults));
+    report.fig(
+        "members added(rejoined)/removed by reconfig",
+        reconfigs(events.iter().copied()),
+    );
     report.fig("lock events (indoubt/restored/lost)", {
         format!(
             "{}/{}/{}",

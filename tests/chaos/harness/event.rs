@@ -29,7 +29,7 @@ pub struct Event {
     /// `released`, `write_ok`, `write_rejected`, `write_unknown`, `read`, `try`,
     /// `session`, `error`, `panic`, `start`, `exit`; the controller's `fault`,
     /// `worker_paused`, `worker_resumed`, `worker_killed`, `phase`, `final`,
-    /// `orphans`, `worker_exit`.
+    /// `orphans`, `worker_exit`, `reconfig` (a member added or removed), `trouble`.
     pub kind: String,
     /// The event's fields (values have no spaces).
     pub fields: BTreeMap<String, String>,

@@ -18,9 +18,11 @@
 //! of members (the leader too), SIGSTOP of a member, a worker's proxies stalled
 //! for less and for more than the session timeout, a one-way stall, cuts and
 //! resets, SIGSTOP of a worker longer than its session (a GC pause), kill -9 of
-//! a worker holding a lock, and expiry forced by a second handle with the
-//! worker's session id and password. Then a calm phase, a clean stop, and the
-//! [`check`]er: see there for the checks.
+//! a worker holding a lock, expiry forced by a second handle with the
+//! worker's session id and password, and the ensemble changed by `reconfig`
+//! (a member removed and stopped, a new one added: [`Fault::Reconfig`]).
+//! Then a calm phase, a clean stop, and the [`check`]er: see there for the
+//! checks.
 //!
 //! The same run exercises the recipes ([`ChaosConfig::recipe`]):
 //! [`Recipe::Election`] makes every worker thread a candidate of one
@@ -59,8 +61,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use worker::{lock_path, parse_resource, queue_path, resource_path};
-use zklock::client::{Acl, CreateMode, WatchedEvent, ZooKeeper};
-use zklock::testing::{FaultProxy, ZkEnsemble};
+use zklock::client::{Acl, ClientConfig, CreateMode, Reconfig, WatchedEvent, ZooKeeper};
+use zklock::testing::{FaultProxy, ZkEnsemble, SUPER_AUTH};
 use zklock::ZkError;
 
 /// What a chaos run exercises.
@@ -136,11 +138,24 @@ pub enum Fault {
     /// gone, racing the next leader's turn.
     /// Not in [`Fault::ALL`] (no other run has offers).
     DeleteOffer,
+    /// The ensemble changes by `reconfig`: a voting member (the leader half
+    /// the time) is removed and then stopped, and a server is added, in
+    /// three ways taken in turn: a new server (a new member id) added
+    /// first (through four members), or after the removal (through two),
+    /// or the removed one added back under its own id, with its data.
+    /// The ensemble is then started reconfigurable
+    /// ([`ZkEnsemble::start_reconfigurable`]) and every worker lists one
+    /// more proxy than there are members: the workers' connect string names
+    /// every place a member can be (as a deployment that names its members
+    /// by stable DNS names lists them all), and the added member takes the
+    /// free place (its name now points at it), the removed one's becomes
+    /// free (its name points nowhere).
+    Reconfig,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 12] = [
         Fault::KillMember,
         Fault::KillLeader,
         Fault::PauseMember,
@@ -152,6 +167,7 @@ impl Fault {
         Fault::PauseWorker,
         Fault::KillWorker,
         Fault::Expire,
+        Fault::Reconfig,
     ];
 
     /// The name in events and reports.
@@ -169,6 +185,7 @@ impl Fault {
             Fault::KillWorker => "kill_worker",
             Fault::Expire => "expire",
             Fault::DeleteOffer => "delete_offer",
+            Fault::Reconfig => "reconfig",
         }
     }
 }
@@ -198,6 +215,10 @@ pub struct ChaosConfig {
     /// The faults to draw from, in seeded rounds: each once per round, in a
     /// shuffled order.
     pub faults: Vec<Fault>,
+    /// Finish the round under way when `faults_for` ends (every fault of
+    /// the list then comes at least once, however long each takes; off by
+    /// default: the faults stop at `faults_for`).
+    pub whole_rounds: bool,
     /// A worker (1-based) run in the broken mode: unfenced writes, continued
     /// after `Lost`. Per-worker faults then target it.
     pub broken_worker: Option<u32>,
@@ -224,6 +245,7 @@ impl ChaosConfig {
             calm_for: Duration::from_secs(5),
             gap: (Duration::from_secs(1), Duration::from_secs(3)),
             faults: Fault::ALL.to_vec(),
+            whole_rounds: false,
             broken_worker: None,
             check: CheckConfig::default(),
             verbose: false,
@@ -241,6 +263,9 @@ pub struct RunOutcome {
     pub events: Vec<Event>,
     /// The workers' stderr lines (panics, logs), prefixed with the worker.
     pub stderr: Vec<String>,
+    /// Each member's server log (by member index), when the checks failed:
+    /// the ensemble's directory goes with the run.
+    pub server_logs: Vec<(usize, Vec<u8>)>,
 }
 
 #[derive(Debug, Default)]
@@ -269,7 +294,18 @@ struct Run {
     workers: Vec<WorkerProc>,
     seen: Shared,
     rng: Rng,
+    /// The places a member can be, in the order of every worker's proxies:
+    /// `slots[k]` is the member behind each worker's proxy `k` (`None`: a
+    /// free place, its proxies forwarding to [`NOWHERE`]). One per member,
+    /// and one free place with [`Fault::Reconfig`].
+    slots: Vec<Option<usize>>,
+    /// [`Fault::Reconfig`]s so far.
+    reconfigs: u64,
 }
+
+/// Where the proxies of a free place forward to: a port nothing listens on
+/// (connections refused, as a name that points nowhere).
+const NOWHERE: &str = "127.0.0.1:1";
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -287,9 +323,18 @@ fn unhex(s: &str) -> Vec<u8> {
 /// The harness failed (the ensemble did not start, a worker could not be
 /// spawned); the run's own failures are in the report.
 pub fn run(cfg: ChaosConfig) -> io::Result<RunOutcome> {
-    let ensemble = ZkEnsemble::start()?;
+    let reconfig = cfg.faults.contains(&Fault::Reconfig);
+    let ensemble = if reconfig {
+        ZkEnsemble::start_reconfigurable()?
+    } else {
+        ZkEnsemble::start()?
+    };
     ensemble.wait_for_quorum(Duration::from_secs(60))?;
     let root = format!("/zklock-chaos/run-{}-{}", std::process::id(), cfg.seed);
+    let mut slots: Vec<Option<usize>> = (0..ensemble.size()).map(Some).collect();
+    if reconfig {
+        slots.push(None);
+    }
     let mut run = Run {
         rng: Rng::new(cfg.seed),
         cfg,
@@ -297,11 +342,18 @@ pub fn run(cfg: ChaosConfig) -> io::Result<RunOutcome> {
         ensemble,
         workers: Vec::new(),
         seen: Shared::default(),
+        slots,
+        reconfigs: 0,
     };
     run.setup().map_err(io::Error::other)?;
     for id in 1..=run.cfg.workers {
-        let proxies = (0..run.ensemble.size())
-            .map(|i| FaultProxy::start(run.ensemble.address(i).as_str()))
+        let proxies = run
+            .slots
+            .iter()
+            .map(|slot| match slot {
+                Some(i) => FaultProxy::start(run.ensemble.address(*i).as_str()),
+                None => FaultProxy::start(NOWHERE),
+            })
             .collect::<io::Result<Vec<_>>>()?;
         let w = run.spawn(id, proxies)?;
         run.workers.push(w);
@@ -322,10 +374,18 @@ pub fn run(cfg: ChaosConfig) -> io::Result<RunOutcome> {
         Recipe::Queue => check_queue(&seen.events),
         Recipe::Locks | Recipe::Election => check(&seen.events, &run.cfg.check),
     };
+    let server_logs = if report.is_ok() {
+        Vec::new()
+    } else {
+        (0..run.ensemble.size())
+            .filter_map(|i| Some((i, std::fs::read(run.ensemble.log_path(i)?).ok()?)))
+            .collect()
+    };
     Ok(RunOutcome {
         report,
         events: seen.events,
         stderr: seen.stderr,
+        server_logs,
     })
 }
 
@@ -469,13 +529,20 @@ impl Run {
         self.record(Event::now(CONTROLLER, "phase").with("name", "faults"));
         let end = Instant::now() + self.cfg.faults_for;
         let mut round: Vec<Fault> = Vec::new();
-        while Instant::now() < end {
+        // Past `end`, a round begun is finished with `whole_rounds`.
+        let whole = self.cfg.whole_rounds;
+        let over = |round: &[Fault]| Instant::now() >= end && (round.is_empty() || !whole);
+        while !over(&round) {
             let (lo, hi) = self.cfg.gap;
             let gap = self
                 .rng
                 .millis(lo.as_millis() as u64, hi.as_millis() as u64);
-            thread::sleep(gap.min(end.saturating_duration_since(Instant::now())));
-            if Instant::now() >= end || self.cfg.faults.is_empty() {
+            if round.is_empty() || !whole {
+                thread::sleep(gap.min(end.saturating_duration_since(Instant::now())));
+            } else {
+                thread::sleep(gap);
+            }
+            if over(&round) || self.cfg.faults.is_empty() {
                 break;
             }
             if round.is_empty() {
@@ -540,7 +607,7 @@ impl Run {
             Fault::KillMember | Fault::KillLeader => {
                 let i = match (fault, self.ensemble.leader()) {
                     (Fault::KillLeader, Some(l)) => l,
-                    _ => self.rng.below(self.ensemble.size() as u64) as usize,
+                    _ => self.any_member(),
                 };
                 self.record(self.fault_event(fault).with("member", i));
                 self.ensemble.kill(i)?;
@@ -551,7 +618,7 @@ impl Run {
             Fault::PauseMember => {
                 let i = match self.ensemble.leader() {
                     Some(l) if self.rng.chance(0.5) => l,
-                    _ => self.rng.below(self.ensemble.size() as u64) as usize,
+                    _ => self.any_member(),
                 };
                 let d = self.rng.millis(session / 2, session * 2);
                 self.record(
@@ -671,6 +738,47 @@ impl Run {
                         .with("deleted", deleted.join(",")),
                 );
             }
+            Fault::Reconfig => {
+                let victim = match self.ensemble.leader() {
+                    Some(l) if self.rng.chance(0.5) => l,
+                    _ => self.any_member(),
+                };
+                // The three ways in turn, from a seeded start: a new
+                // member added then one removed (through four members);
+                // one removed then a new one added (through two); one
+                // removed then added back under its own id, with its data.
+                let way = (self.cfg.seed + self.reconfigs) % 3;
+                self.reconfigs += 1;
+                let way_name = ["add_then_remove", "remove_then_add", "remove_then_rejoin"];
+                self.record(
+                    self.fault_event(fault)
+                        .with("member", victim)
+                        .with("way", way_name[way as usize]),
+                );
+                let mut admin = match self.super_admin() {
+                    Ok(zk) => zk,
+                    Err(e) => {
+                        self.trouble(format!("reconfig_admin:{e}"));
+                        return Ok(());
+                    }
+                };
+                match way {
+                    0 => {
+                        self.add_member(&mut admin, None)?;
+                        self.remove_member(&mut admin, victim)?;
+                    }
+                    1 => {
+                        self.remove_member(&mut admin, victim)?;
+                        self.add_member(&mut admin, None)?;
+                    }
+                    _ => {
+                        if self.remove_member(&mut admin, victim)? {
+                            self.add_member(&mut admin, Some(victim))?;
+                        }
+                    }
+                }
+                let _ = admin.close();
+            }
             Fault::Expire => {
                 let w = self.target();
                 let held = self.wait_holding(w);
@@ -717,10 +825,170 @@ impl Run {
         Ok(())
     }
 
+    /// The members in place (voting), in the order of their places.
+    fn members(&self) -> Vec<usize> {
+        self.slots.iter().flatten().copied().collect()
+    }
+
+    /// A member in place, drawn by the seed.
+    fn any_member(&mut self) -> usize {
+        let members = self.members();
+        members[self.rng.below(members.len() as u64) as usize]
+    }
+
+    fn trouble(&self, what: String) {
+        self.record(Event::now(CONTROLLER, "trouble").with("what", what));
+    }
+
+    /// A session of the super user, who may `reconfig`.
+    fn super_admin(&self) -> zklock::Result<ZooKeeper> {
+        let zk = self.admin()?;
+        zk.add_auth("digest", SUPER_AUTH)?;
+        Ok(zk)
+    }
+
+    /// Applies `change` until the configuration shows it (`done`), for up
+    /// to 60 s: a `reconfig` lost to a connection loss may have been
+    /// applied (the configuration, synced, says whether), one refused
+    /// while another is in progress, or before the joining server synced,
+    /// is sent again. Each try names the version it read (`fromConfig`).
+    /// A session of `admin` that ended (expired while the ensemble could
+    /// not serve it) is replaced by a new one.
+    fn reconfig_until(
+        &self,
+        admin: &mut ZooKeeper,
+        change: &Reconfig,
+        done: impl Fn(&ClientConfig) -> bool,
+    ) -> Result<ClientConfig, String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if admin.state().is_terminal() {
+                match self.super_admin() {
+                    Ok(zk) => *admin = zk,
+                    Err(e) if Instant::now() >= deadline => return Err(e.to_string()),
+                    Err(_) => {
+                        thread::sleep(Duration::from_millis(200));
+                        continue;
+                    }
+                }
+            }
+            let read = admin
+                .sync("/zookeeper/config")
+                .and_then(|()| admin.get_config(false));
+            let error = match read {
+                Ok((config, _)) if done(&config) => return Ok(config),
+                Ok((config, _)) => match admin.reconfig(change, Some(config.version())) {
+                    Ok(config) if done(&config) => return Ok(config),
+                    Ok(config) => format!("applied, not shown: {config}"),
+                    Err(e) => e.to_string(),
+                },
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                return Err(error);
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Points every worker's proxy of place `slot` at `target`, for new
+    /// connections (the ones open keep theirs).
+    fn retarget(&self, slot: usize, target: &str) -> io::Result<()> {
+        for w in &self.workers {
+            w.proxies[slot].set_target(target)?;
+        }
+        Ok(())
+    }
+
+    /// Removes member `m` by `reconfig`, stops it 0–2 s later, frees its
+    /// place. Whether it was removed.
+    fn remove_member(&mut self, admin: &mut ZooKeeper, m: usize) -> io::Result<bool> {
+        let id = self.ensemble.server_id(m);
+        let leave = Reconfig::incremental::<&str>(&[], &[id]);
+        match self.reconfig_until(admin, &leave, |c| c.server(id).is_none()) {
+            Ok(config) => {
+                self.record(
+                    Event::now(CONTROLLER, "reconfig")
+                        .with("op", "remove")
+                        .with("member", m)
+                        .with("id", id)
+                        .with("version", format!("{:x}", config.version()))
+                        .with("servers", config.connect_string()),
+                );
+                // Stopped a moment later, as an operator would: its name
+                // still points at it meanwhile (a removed server serves no
+                // client).
+                thread::sleep(self.rng.millis(0, 2000));
+                self.ensemble.stop_removed(m)?;
+                self.record(Event::now(CONTROLLER, "member_stopped").with("member", m));
+                if let Some(slot) = self.slots.iter().position(|s| *s == Some(m)) {
+                    self.slots[slot] = None;
+                    self.retarget(slot, NOWHERE)?;
+                }
+                self.ensemble.wait_for_quorum(Duration::from_secs(60))?;
+                Ok(true)
+            }
+            Err(e) => {
+                self.trouble(format!("reconfig_remove_{m}:{e}"));
+                Ok(false)
+            }
+        }
+    }
+
+    /// Starts a server, adds it by `reconfig` and puts it in a free place:
+    /// a new one (a new member id), or `removed` again, under its own id
+    /// with its data and ports.
+    fn add_member(&mut self, admin: &mut ZooKeeper, removed: Option<usize>) -> io::Result<()> {
+        let Some(slot) = self.slots.iter().position(Option::is_none) else {
+            self.trouble("reconfig_add:no_free_place".to_string());
+            return Ok(());
+        };
+        let started = match removed {
+            Some(m) => self.ensemble.rejoin_removed(m).map(|()| m),
+            None => {
+                let before = self.ensemble.size();
+                let started = self.ensemble.add_member();
+                if started.is_err() && self.ensemble.size() > before {
+                    let _ = self.ensemble.stop_removed(before);
+                }
+                started
+            }
+        };
+        let n = match started {
+            Ok(n) => n,
+            Err(e) => {
+                self.trouble(format!("reconfig_add_start:{e}"));
+                return Ok(());
+            }
+        };
+        let id = self.ensemble.server_id(n);
+        let join = Reconfig::incremental(&[self.ensemble.server_spec(n)], &[]);
+        match self.reconfig_until(admin, &join, |c| c.server(id).is_some()) {
+            Ok(config) => {
+                self.slots[slot] = Some(n);
+                self.retarget(slot, &self.ensemble.address(n))?;
+                self.record(
+                    Event::now(CONTROLLER, "reconfig")
+                        .with("op", if removed.is_some() { "rejoin" } else { "add" })
+                        .with("member", n)
+                        .with("id", id)
+                        .with("version", format!("{:x}", config.version()))
+                        .with("servers", config.connect_string()),
+                );
+                self.ensemble.wait_for_quorum(Duration::from_secs(60))?;
+            }
+            Err(e) => {
+                self.ensemble.stop_removed(n)?;
+                self.trouble(format!("reconfig_add_{n}:{e}"));
+            }
+        }
+        Ok(())
+    }
+
     /// Ends every fault: members running and serving, proxies passing, workers
     /// running.
     fn heal(&mut self) -> io::Result<()> {
-        for i in 0..self.ensemble.size() {
+        for i in self.members() {
             if !self.ensemble.is_running(i) {
                 self.ensemble.restart(i)?;
             }

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::check::{counted, plain_violation, w_of, Report};
+use super::check::{counted, plain_violation, reconfigs, w_of, Report};
 use super::event::{Event, CONTROLLER};
 
 /// Checks a queue run's events (workers' and controller's, any order):
@@ -124,6 +124,10 @@ pub fn check_queue(events: &[Event]) -> Report {
     }
     let count = |k: &str| counts.get(k).copied().unwrap_or(0);
     report.fig("faults", counted(&faults));
+    report.fig(
+        "members added(rejoined)/removed by reconfig",
+        reconfigs(events.iter().copied()),
+    );
     report.fig("items offered (confirmed)", offered.len());
     report.fig(
         "offers in doubt / failed",

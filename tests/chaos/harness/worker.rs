@@ -137,6 +137,9 @@ pub fn worker_main(args: &[String]) -> i32 {
         }
     };
     let log = Logger::new(args.id);
+    if let Ok(level) = std::env::var("CHAOS_WORKER_LOG") {
+        StderrLog::install(&level);
+    }
     {
         let id = args.id;
         let previous = std::panic::take_hook();
@@ -203,6 +206,44 @@ pub fn worker_main(args: &[String]) -> i32 {
     }
     worker.log.log(worker.log.ev("exit").with("code", code));
     code
+}
+
+/// The client's own log on stderr, stamped as the events are (wall-clock
+/// microseconds), at the level `$CHAOS_WORKER_LOG` names (`debug`, ...):
+/// the controller keeps every worker's stderr, and writes it beside the
+/// event log of a failed run. (The worker is a binary: no dev-dependency
+/// logger.)
+struct StderrLog(log::LevelFilter);
+
+impl StderrLog {
+    fn install(level: &str) {
+        let level = level.parse().unwrap_or(log::LevelFilter::Debug);
+        if log::set_boxed_logger(Box::new(StderrLog(level))).is_ok() {
+            log::set_max_level(level);
+        }
+    }
+}
+
+impl log::Log for StderrLog {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= self.0
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            let thread = thread::current();
+            eprintln!(
+                "{} {} [{}] {}: {}",
+                now_us(),
+                record.level(),
+                thread.name().unwrap_or("?"),
+                record.target(),
+                record.args()
+            );
+        }
+    }
+
+    fn flush(&self) {}
 }
 
 /// Opens a session, retrying until it works or `stop`; logs its id and password.
