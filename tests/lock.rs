@@ -980,20 +980,6 @@ fn the_pipelined_acquire_creates_a_missing_lock_znode() {
     zkw.close().unwrap();
 }
 
-/// Waits until `zkw`'s event thread has run the callbacks of every request
-/// sent before, twice over (a `getChildren`, counted apart from `exists` and
-/// `getData`): whatever those callbacks sent is then through the proxy.
-fn drain_event_thread(zkw: &ZooKeeperWatcher) {
-    for _ in 0..2 {
-        let (tx, rx) = std::sync::mpsc::channel();
-        zkw.zookeeper().get_children_async("/", None, move |_| {
-            let _ = tx.send(());
-        });
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("the event thread answers");
-    }
-}
-
 /// Issue 47 (ZOOKEEPER-2590): the held node's watch, set again after a write
 /// to it, on a node whose ACL no longer lets the holder read it: on a server
 /// that checks `READ` on `exists` (3.8.4+, 3.9.2+) its `exists` fails with
@@ -1033,7 +1019,7 @@ fn a_held_node_the_holder_can_no_longer_read_is_not_watched_in_a_loop() {
         .unwrap();
     proxy.pass();
     assert!(eventually(Duration::from_secs(10), || proxy.requests(3) > sent));
-    drain_event_thread(&holder_zkw);
+    common::drain_event_thread(&holder_zkw, 2);
     let exists = proxy.requests(3) - sent;
     assert_eq!(exists, 1, "the watch's exists, once: {exists} sent");
     if common::exists_checks_read_acl() {

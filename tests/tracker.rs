@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{node_recorder, raw_session, setup, watcher, CountingAbortable, NodeRecorder, WAIT};
+use common::{
+    drain_event_thread, node_recorder, raw_session, setup, watcher, CountingAbortable,
+    NodeRecorder, WAIT,
+};
 use parking_lot::{Condvar, Mutex};
 use zklock::client::KeeperState;
 use zklock::client::{Acl, CreateMode, EventType, Op, WatchedEvent};
@@ -28,19 +31,6 @@ fn logging() -> Arc<dyn Abortable> {
 #[track_caller]
 fn eventually(what: &str, f: impl FnMut() -> bool) {
     zklock::testing::wait_until(WAIT, what, f);
-}
-
-/// Waits until `zkw`'s event thread has run the callbacks of every request
-/// sent before, `rounds` times over: a chain of asynchronous steps (a
-/// tracker's `getData` → `NoNode` → `exists`) needs one round per step.
-fn drain_event_thread(zkw: &ZooKeeperWatcher, rounds: usize) {
-    for _ in 0..rounds {
-        let (tx, rx) = std::sync::mpsc::channel();
-        zkw.zookeeper().exists_async("/", None, move |_| {
-            let _ = tx.send(());
-        });
-        rx.recv_timeout(WAIT).expect("the event thread answers");
-    }
 }
 
 /// A user listener for `zkw`'s default watcher ([`node_recorder`]). Registered
@@ -1406,7 +1396,7 @@ fn the_tracker_order_costs_no_request_beyond_the_re_read() {
     assert_eq!(tracker.get_data(false), None);
     drain_event_thread(&zkw, 1);
     let after = packets();
-    // `drain_event_thread`'s exists, the mntr connection's own (if counted).
+    // `drain_event_thread`'s getChildren, the mntr connection's own (if counted).
     let events = CHANGES as i64 + 2;
     let sent = after - before - 1;
     println!("{events} events: {sent} packets at the server (writes and re-reads)");

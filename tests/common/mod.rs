@@ -487,3 +487,19 @@ pub fn gives_up_after_its_create<T: std::fmt::Debug + Send + 'static>(
         "the node of a call that gave up was left behind"
     );
 }
+
+/// Waits until `zkw`'s event thread has run the callbacks of every request
+/// sent before, `rounds` times over (a chain of asynchronous steps, such as a
+/// tracker's `getData` → `NoNode` → `exists`, needs one round per step): a
+/// `getChildren` of `/` each round, which tests that count `exists` or
+/// `getData` at a proxy do not count.
+pub fn drain_event_thread(zkw: &ZooKeeperWatcher, rounds: usize) {
+    for _ in 0..rounds {
+        let (tx, rx) = std::sync::mpsc::channel();
+        zkw.zookeeper().get_children_async("/", None, move |_| {
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the event thread answers");
+    }
+}
