@@ -87,8 +87,6 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 const PHASE_BOUND: Duration = Duration::from_secs(180);
 /// Children of each of the tree's 10 directories: 10 + 10 × 99 = 1,000 nodes.
 const DIRS: usize = 10;
-const PYTHON_ENV: &str = "ZK_COMPARE_PYTHON";
-const KAZOO_VENV_PYTHON: &str = "target/kazoo-venv/bin/python";
 const KAZOO_SCRIPT: &str = "benches/python/kazoo_storm_fleet.py";
 /// ZooKeeper's opcodes, by name, for the per-opcode counts.
 const OPCODES: [(i32, &str); 21] = [
@@ -1183,23 +1181,7 @@ fn main() {
         None
     };
     let python = if impls.contains(&2) {
-        let p = match env::var_os(PYTHON_ENV) {
-            Some(p) if !p.is_empty() => PathBuf::from(p),
-            _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(KAZOO_VENV_PYTHON),
-        };
-        let ok = Command::new(&p)
-            .args(["-c", "import kazoo"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            Some(p)
-        } else {
-            println!(
-                "NOTE: kazoo skipped ({} cannot import kazoo); install it with `make kazoo`.",
-                p.display()
-            );
-            None
-        }
+        common::kazoo_python_if_installed()
     } else {
         None
     };

@@ -911,3 +911,29 @@ pub fn raw_handoff_rounds(zkw: &ZooKeeperWatcher, znode: &str, k: usize) -> (u64
         RawParty::release,
     )
 }
+
+/// The Python that runs the kazoo side of a comparison: `ZK_COMPARE_PYTHON`,
+/// else `make kazoo`'s venv (`target/kazoo-venv`).
+pub fn kazoo_python() -> PathBuf {
+    match env::var_os("ZK_COMPARE_PYTHON") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/kazoo-venv/bin/python"),
+    }
+}
+
+/// [`kazoo_python`] if it can import kazoo; otherwise `None`, with a note
+/// that the kazoo side is skipped.
+pub fn kazoo_python_if_installed() -> Option<PathBuf> {
+    let p = kazoo_python();
+    let ok = Command::new(&p)
+        .args(["-c", "import kazoo"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        println!(
+            "NOTE: kazoo skipped ({} cannot import kazoo); install it with `make kazoo`.",
+            p.display()
+        );
+    }
+    ok.then_some(p)
+}

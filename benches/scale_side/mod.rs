@@ -65,8 +65,6 @@ use crate::common::{
     CURATOR_JARS,
 };
 
-const PYTHON_ENV: &str = "ZK_COMPARE_PYTHON";
-const KAZOO_VENV_PYTHON: &str = "target/kazoo-venv/bin/python";
 const KAZOO_SCRIPT: &str = "benches/python/kazoo_scale_bench.py";
 /// The most one step of an anchor's job may take.
 const STEP_BOUND: Duration = Duration::from_secs(900);
@@ -126,23 +124,7 @@ impl Anchors {
             None
         };
         let python = if wants("kazoo") {
-            let p = match env::var_os(PYTHON_ENV) {
-                Some(p) if !p.is_empty() => PathBuf::from(p),
-                _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(KAZOO_VENV_PYTHON),
-            };
-            let ok = Command::new(&p)
-                .args(["-c", "import kazoo"])
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                Some(p)
-            } else {
-                println!(
-                    "NOTE: kazoo skipped ({} cannot import kazoo); install it with `make kazoo`.",
-                    p.display()
-                );
-                None
-            }
+            crate::common::kazoo_python_if_installed()
         } else {
             None
         };
