@@ -695,7 +695,9 @@ impl SessionShared {
     /// tries again the same way.
     pub(crate) fn close(&self) -> Result<(), Error> {
         self.abandon.store(true, Ordering::SeqCst);
-        let deadline = Instant::now() + self.close_bound();
+        let start = Instant::now();
+        let bound = self.close_bound();
+        let deadline = start + bound;
         let (first, state, id) = {
             let mut s = self.session.lock();
             let first = !s.closing && !s.state.is_terminal();
@@ -715,7 +717,7 @@ impl SessionShared {
             // Half the bound: a closeSession the server dropped unanswered
             // (its session ended by another close meanwhile; see
             // `close_remote`) is asked again on a new connection in the rest.
-            self.close_on_connection(Instant::now() + self.close_bound() / 2)
+            self.close_on_connection(start + bound / 2)
         } else {
             Err(Error::zk_code(ZkError::ConnectionLoss))
         };
