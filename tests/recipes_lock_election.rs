@@ -1636,6 +1636,44 @@ fn leader_manager_like_hbase_test_zk_leader_manager() {
     assert_eq!(zk.exists(&root, false).unwrap(), None);
 }
 
+/// A claim being confirmed (its create made, the `exists` that sets its watch
+/// not yet answered) is no leadership yet, and a stop in that window ends the
+/// wait with `Ok(false)` and removes the znode: a wait that says it was stopped
+/// before it led was never seen leading. (Found by CI: HBase's test above saw
+/// a manager lead, stopped it, and its wait returned `false`.)
+#[test]
+fn leader_manager_stopped_while_its_claim_is_confirmed_never_led() {
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    use zklock::testing::ProxyMode;
+    let (proxy, w) = proxied(false);
+    let znode = format!("{}/leader", unique_root("leader-manager-confirm"));
+    let m = Arc::new(ZkLeaderManager::new(&w, &znode, "a"));
+    m.start().unwrap();
+    // The reply to the claim's exists (and every later one) is held.
+    const EXISTS: i32 = 3;
+    proxy.set_mode_after(&[EXISTS], ProxyMode::StallDownstream);
+    let m2 = m.clone();
+    let waiting = thread::spawn(move || m2.wait_to_become_leader());
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(10), || zk
+        .exists(&znode, false)
+        .unwrap()
+        .is_some()));
+    thread::sleep(Duration::from_millis(200));
+    assert!(!m.has_leadership(), "leads before its claim was confirmed");
+    let m3 = m.clone();
+    let stopping = thread::spawn(move || m3.stop());
+    assert!(eventually(Duration::from_secs(5), || m.is_stopped()));
+    proxy.pass();
+    stopping.join().unwrap().unwrap();
+    assert!(
+        !waiting.join().unwrap().unwrap(),
+        "a stopped wait said it led"
+    );
+    assert!(!m.has_leadership());
+    assert_eq!(zk.exists(&znode, false).unwrap(), None);
+}
+
 // ---------------------------------------------------------------- sessions
 
 /// A watcher through its own proxy (so that an expiry can be forced without a

@@ -127,8 +127,15 @@ struct LeaderState {
     leader_exists: bool,
     /// HBase's `candidate.isStopped()`.
     stopped: bool,
-    /// The leader znode this manager created, if it still leads.
+    /// The leader znode this manager created, if it still leads (or is being
+    /// confirmed: see `confirmed`).
     claim: Option<Claim>,
+    /// The claim was confirmed (its watch set and the znode still this
+    /// claim's) and no stop came first: only then does this manager lead
+    /// ([`ZkLeaderManager::has_leadership`]), so a wait that returns
+    /// `Ok(false)` never led, and one that returns `Ok(true)` was seen
+    /// leading by no one before it returned.
+    confirmed: bool,
     /// The connection dropped while it held a claim; not confirmed since.
     in_doubt: bool,
 }
@@ -147,7 +154,7 @@ impl std::fmt::Debug for ZkLeaderManager {
             .field("znode", &self.shared.znode)
             .field("node_id", &String::from_utf8_lossy(&self.shared.node_id))
             .field("leader_exists", &st.leader_exists)
-            .field("leading", &st.claim.is_some())
+            .field("leading", &(st.claim.is_some() && st.confirmed))
             .field("in_doubt", &st.in_doubt)
             .field("stopped", &st.stopped)
             .finish()
@@ -381,30 +388,63 @@ impl ZkLeaderManager {
 
     /// After a create of the leader znode in `session`: records the claim and
     /// sets HBase's watch on it (`watchAndCheckExists`). `false` when it is gone
-    /// already (someone deleted it).
+    /// already (someone deleted it) or a [`stop`](Self::stop) came meanwhile
+    /// (the znode is then removed here or by the stop, whichever sees the
+    /// other: each writes its side under the state lock before it reads the
+    /// other's).
+    ///
+    /// The claim is recorded before the watch is set, so that the watch's
+    /// check judges it, but it leads only once confirmed: until then
+    /// [`has_leadership`](Self::has_leadership) is false, so no one sees it
+    /// lead in a wait that then says it was stopped first.
     fn claimed(&self, session: i64, czxid: i64) -> Result<bool> {
+        let claim = Claim { session, czxid };
         {
             let mut st = self.shared.state.lock();
             st.leader_exists = true;
-            st.claim = Some(Claim { session, czxid });
+            st.claim = Some(claim);
+            st.confirmed = false;
             st.in_doubt = false;
         }
         let rzk = self.zkw.recoverable_zookeeper();
-        match rzk.exists(&self.shared.znode, true)? {
-            Some(stat) if stat.czxid == czxid => {
-                crate::metrics::metric!(leader_change(
-                    "leader_manager",
-                    &self.shared.znode,
-                    true,
-                    false
-                ));
-                Ok(true)
+        let stat = match rzk.exists(&self.shared.znode, true) {
+            Ok(stat) => stat,
+            Err(e) => {
+                // Unconfirmed: no claim is kept, and the znode (if still
+                // there) is settled after the reconnect.
+                let mut st = self.shared.state.lock();
+                if st.claim == Some(claim) {
+                    st.claim = None;
+                }
+                drop(st);
+                if e.is_retryable() {
+                    self.unsettled(session);
+                }
+                return Err(e);
             }
-            _ => {
-                self.shared.state.lock().claim = None;
-                Ok(false)
+        };
+        let mut st = self.shared.state.lock();
+        let kept = st.claim == Some(claim) && stat.is_some_and(|s| s.czxid == czxid);
+        if !kept {
+            if st.claim == Some(claim) {
+                st.claim = None;
             }
+            return Ok(false);
         }
+        if st.stopped {
+            drop(st);
+            self.step_down_as_leader()?;
+            return Ok(false);
+        }
+        st.confirmed = true;
+        drop(st);
+        crate::metrics::metric!(leader_change(
+            "leader_manager",
+            &self.shared.znode,
+            true,
+            false
+        ));
+        Ok(true)
     }
 
     /// `SessionExpired` once the session `session` is over, even if a new one
@@ -483,7 +523,7 @@ impl ZkLeaderManager {
     pub fn has_leadership(&self) -> bool {
         let (claim, in_doubt) = {
             let st = self.shared.state.lock();
-            (st.claim, st.in_doubt)
+            (st.claim.filter(|_| st.confirmed), st.in_doubt)
         };
         !in_doubt
             && claim.is_some_and(|c| {
@@ -505,7 +545,8 @@ impl ZkLeaderManager {
 
     /// HBase's `candidate.stop(why)`: ends a
     /// [`wait_to_become_leader`](Self::wait_to_become_leader) (it returns
-    /// `Ok(false)`) and steps down if leading. Idempotent.
+    /// `Ok(false)`, also when its create was made and not yet confirmed: the
+    /// znode is removed) and steps down if leading. Idempotent.
     ///
     /// # Errors
     /// As [`step_down_as_leader`](Self::step_down_as_leader).
