@@ -140,7 +140,7 @@
 
 use std::env;
 use std::io::{self, BufRead, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -185,8 +185,6 @@ const FORM_LABELS: [[&str; 3]; 3] = [
 
 /// The python that runs kazoo's side, if not the venv's.
 const PYTHON_ENV: &str = "ZK_COMPARE_PYTHON";
-/// The venv's python (`make kazoo`), under the crate root.
-const KAZOO_VENV_PYTHON: &str = "target/kazoo-venv/bin/python";
 /// kazoo's side, under the crate root.
 const KAZOO_SCRIPT: &str = "benches/python/kazoo_lock_bench.py";
 
@@ -558,13 +556,6 @@ fn start_curator(classes: &JavaClasses, servers: &str, root: &str) -> Peer {
 
 /// The python that runs kazoo's side: `$ZK_COMPARE_PYTHON`, else the venv that
 /// `make kazoo` makes.
-fn kazoo_python() -> PathBuf {
-    match env::var_os(PYTHON_ENV) {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(KAZOO_VENV_PYTHON),
-    }
-}
-
 /// `<python> kazoo_lock_bench.py <args>`.
 fn kazoo_command(python: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(python);

@@ -42,7 +42,7 @@
 //! The peers speak the line protocol of `benches/java/RecipesBench.java` and
 //! `benches/python/kazoo_recipes_bench.py` (`common::LineProcess`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -71,9 +71,6 @@ const JARS: [&str; 10] = [
     "/usr/share/java/slf4j-nop.jar",
 ];
 const JVM_OPTIONS: [&str; 2] = ["-Xmx256m", "-XX:+UseSerialGC"];
-/// The python that runs kazoo's side, if not the venv's.
-const PYTHON_ENV: &str = "ZK_COMPARE_PYTHON";
-const KAZOO_VENV_PYTHON: &str = "target/kazoo-venv/bin/python";
 const KAZOO_SCRIPT: &str = "benches/python/kazoo_recipes_bench.py";
 /// The longest a peer may take to answer one command.
 const ANSWER_BOUND: Duration = Duration::from_secs(600);
@@ -444,13 +441,6 @@ fn zklock_succession(
     }
     times.sort();
     (k, Some(elapsed), Some(times[times.len() / 2]))
-}
-
-fn kazoo_python() -> PathBuf {
-    match std::env::var_os(PYTHON_ENV) {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(KAZOO_VENV_PYTHON),
-    }
 }
 
 /// A library's side: zklock in this process, or a peer's `impl_name` (curator,
