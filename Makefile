@@ -385,8 +385,12 @@ bench-storm: zookeeper curator kazoo
 # added, a new one or the removed one again); each seed's report is printed. Four runs of CHAOS_SECS each
 # per seed, plus about 20 s of start and calm each.
 # CHAOS_SEEDS (comma-separated) and CHAOS_SECS (seconds of faults per seed).
+# CHAOS_WORKER_LOG: the workers' client log level, kept in memory and written
+# beside a failed run's event log (debug, so that a rare failure explains itself).
 CHAOS_SEEDS ?= 1,2,3
 CHAOS_SECS ?= 180
+CHAOS_WORKER_LOG ?= debug
 chaos: zookeeper
-	CHAOS_SEEDS=$(CHAOS_SEEDS) CHAOS_SECS=$(CHAOS_SECS) $(CARGO) test --release --all-features \
+	CHAOS_SEEDS=$(CHAOS_SEEDS) CHAOS_SECS=$(CHAOS_SECS) CHAOS_WORKER_LOG=$(CHAOS_WORKER_LOG) \
+	  $(CARGO) test --release --all-features \
 	  --test chaos long_chaos_runs -- --ignored --nocapture
