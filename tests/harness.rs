@@ -605,7 +605,7 @@ fn ensemble_restart_waits_for_the_election_port() {
         .unwrap();
     let config =
         fs::read_to_string(ensemble.dir().join(victim.to_string()).join("zoo.cfg")).unwrap();
-    let line = format!("server.{}=", victim + 1);
+    let line = format!("server.{}=", ensemble.server_id(victim));
     let election_port: u16 = config
         .lines()
         .find_map(|l| l.strip_prefix(line.as_str()))
@@ -640,6 +640,45 @@ fn ensemble_restart_waits_for_the_election_port() {
     ensemble.wait_for_quorum(Duration::from_secs(60)).unwrap();
     assert!(ensemble.is_running(victim));
     assert_eq!(ensemble.mode(victim).as_deref(), Some("follower"));
+}
+
+/// Two ensembles live at once (as `make test`'s lanes start them, or two
+/// tests of one binary) run with disjoint server ids: a stopped member's
+/// ports taken by the other ensemble's member lead its peers to a server
+/// whose id none of them has, whose votes leader election ignores
+/// (issue 46: `tests/read_only.rs` once saw a second leader while three
+/// ensembles ran). Each server runs with the id `server_id` names (its
+/// `conf`), a member added later gets a free one too, and its `server.N`
+/// spec names it. Before, every ensemble used `1..=n`.
+#[test]
+fn live_ensembles_have_disjoint_server_ids() {
+    let first = ZkEnsemble::start().unwrap();
+    let mut second = ZkEnsemble::start_reconfigurable().unwrap();
+    let added = second.add_member().unwrap();
+    let ids = |e: &ZkEnsemble| (0..e.size()).map(|i| e.server_id(i)).collect::<Vec<u64>>();
+    let (a, b) = (ids(&first), ids(&second));
+    assert!(
+        a.iter().all(|id| !b.contains(id)),
+        "the ensembles share server ids: {a:?} and {b:?}"
+    );
+    for (e, ids) in [(&first, &a), (&second, &b)] {
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        assert!(ids.iter().all(|id| (1..=127).contains(id)), "{ids:?}");
+        for (i, id) in ids.iter().enumerate() {
+            let conf = e.four_letter(i, "conf").unwrap();
+            assert!(
+                conf.lines().any(|l| l.trim() == format!("serverId={id}")),
+                "member {i} does not run as server {id}:\n{conf}"
+            );
+        }
+    }
+    assert!(
+        second
+            .server_spec(added)
+            .starts_with(&format!("server.{}=", b[added])),
+        "{}",
+        second.server_spec(added)
+    );
 }
 
 /// An ensemble whose members reach each other's quorum port through link

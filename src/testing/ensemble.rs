@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::ids::{self, ServerId};
 use super::pki::TestPki;
 use super::process::{
     conf_names_dir, four_letter_timeout, free_ports, is_bind_failure, log_len, log_since, log_tail,
@@ -46,7 +47,15 @@ const SYNC_LIMIT: u32 = 10;
 /// and log, and the same settings as [`ZkServer`](super::ZkServer) (tick, session
 /// limits, four-letter words, TTL nodes).
 ///
-/// Members are numbered `0..size()` (ZooKeeper's `myid` is the index plus one).
+/// Members are numbered `0..size()`. Their ZooKeeper ids (`myid`,
+/// [`server_id`](Self::server_id)) are not the index plus one: each is
+/// reserved, for the ensemble's life, among every live ensemble of the
+/// machine (other test processes' too), and ascends with the index. A
+/// stopped member's freed ports may be bound by another ensemble's member;
+/// its peers, which still list the address, then reach a server whose id
+/// is none of theirs, whose votes leader election ignores, instead of one
+/// with the stopped member's id, which it would count.
+///
 /// Every JVM runs under the same watchdog as `ZkServer`, so none outlives the test
 /// process; dropping the ensemble kills all members and removes the directory
 /// (kept, and its path printed, when the thread is panicking).
@@ -92,6 +101,10 @@ struct Member {
     secure_port: Option<u16>,
     dir: PathBuf,
     watchdog: Option<Watchdog>,
+    /// Its id (`myid`, the `N` of its `server.N` line), held while the
+    /// member lives. Declared after `watchdog`, so dropped after it (whose
+    /// drop ends the JVM): an id is let go only once its server is gone.
+    id: ServerId,
 }
 
 impl Member {
@@ -99,12 +112,12 @@ impl Member {
         format!("127.0.0.1:{}", self.client_port)
     }
 
-    /// Its `server.N` line's value for member index `i`, with its client
-    /// address (the dynamic-configuration form).
-    fn spec(&self, i: usize) -> String {
+    /// Its `server.N` line, with its client address (the
+    /// dynamic-configuration form).
+    fn spec(&self) -> String {
         format!(
             "server.{}=127.0.0.1:{}:{}:participant;127.0.0.1:{}",
-            i + 1,
+            self.id.get(),
             self.quorum_port,
             self.election_port,
             self.client_port
@@ -296,12 +309,18 @@ impl ZkEnsemble {
     /// # Panics
     /// If `i >= size()`.
     pub fn server_spec(&self, i: usize) -> String {
-        self.members[i].spec(i)
+        self.members[i].spec()
     }
 
-    /// The id `reconfig` knows member `i` by (ZooKeeper's `myid`): `i + 1`.
+    /// The id member `i` runs with (ZooKeeper's `myid`, the `N` of its
+    /// `server.N` line), which `reconfig` and `/zookeeper/config` know it
+    /// by. Unique among the live ensembles of the machine (see
+    /// [`ZkEnsemble`]), in `1..=127`, ascending with `i`; not `i + 1`.
+    ///
+    /// # Panics
+    /// If `i >= size()`.
     pub fn server_id(&self, i: usize) -> u64 {
-        i as u64 + 1
+        self.members[i].id.get()
     }
 
     /// Starts one more server for an ensemble of
@@ -323,16 +342,18 @@ impl ZkEnsemble {
             ));
         }
         let i = self.members.len();
+        let id = ids::reserve(1)?.remove(0);
         let ports = free_ports(3)?;
         let member_dir = self.dir.join(i.to_string());
         let data = member_dir.join("data");
         fs::create_dir_all(&data)?;
-        fs::write(data.join("myid"), format!("{}\n", i + 1))?;
+        fs::write(data.join("myid"), format!("{}\n", id.get()))?;
         fs::write(
             member_dir.join("zoo.cfg"),
             self.static_config(&data, SYNC_LIMIT),
         )?;
         self.members.push(Member {
+            id,
             client_port: ports[0],
             quorum_port: ports[1],
             election_port: ports[2],
@@ -468,7 +489,7 @@ impl ZkEnsemble {
         )?;
         let mut dynamic = String::new();
         for &m in view {
-            let _ = writeln!(dynamic, "{}", self.members[m].spec(m));
+            let _ = writeln!(dynamic, "{}", self.members[m].spec());
         }
         fs::write(member.dir.join("zoo.cfg.dynamic"), dynamic)
     }
@@ -555,6 +576,8 @@ impl ZkEnsemble {
         jaas: Option<&str>,
         links: bool,
     ) -> io::Result<ZkEnsemble> {
+        let ids = ids::reserve(size)?;
+        let numbers: Vec<u64> = ids.iter().map(ServerId::get).collect();
         let dir = make_temp_dir("ensemble")?;
         // The link proxies bind their ports first, so that none takes a port
         // `free_ports` picks; their targets are set once the ports are known.
@@ -591,7 +614,7 @@ impl ZkEnsemble {
                 let _ = writeln!(
                     servers,
                     "server.{}=127.0.0.1:{}:{}",
-                    to + 1,
+                    numbers[to],
                     quorum_port,
                     ports[3 * to + 2]
                 );
@@ -600,12 +623,12 @@ impl ZkEnsemble {
         };
         let sync_limit = if links { INIT_LIMIT } else { SYNC_LIMIT };
         let mut members = Vec::with_capacity(size);
-        for i in 0..size {
+        for (i, id) in ids.into_iter().enumerate() {
             let servers = servers(i)?;
             let member_dir = dir.join(i.to_string());
             let data = member_dir.join("data");
             fs::create_dir_all(&data)?;
-            fs::write(data.join("myid"), format!("{}\n", i + 1))?;
+            fs::write(data.join("myid"), format!("{}\n", id.get()))?;
             let mut config = format!(
                 "tickTime={tick}\n\
                  initLimit={INIT_LIMIT}\n\
@@ -635,6 +658,7 @@ impl ZkEnsemble {
             }
             fs::write(member_dir.join("zoo.cfg"), config)?;
             members.push(Member {
+                id,
                 client_port: ports[3 * i],
                 quorum_port: ports[3 * i + 1],
                 election_port: ports[3 * i + 2],
