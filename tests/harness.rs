@@ -681,6 +681,149 @@ fn live_ensembles_have_disjoint_server_ids() {
     );
 }
 
+/// The cross-talk itself (issue 46), forced: ensemble A's leader `s` loses
+/// its two followers, whose election ports are then bound by forwarders to
+/// the election ports of ensemble B's members of the same index (as when
+/// B's members take A's freed ports), B's leader among them. `s`, looking
+/// for a quorum, reaches B's servers; were their ids A's (every ensemble
+/// used `1..=3`), B's leader and follower would be a quorum of A's voters
+/// agreeing on a leader, and `s` would follow it (`QuorumPeer - FOLLOWING`
+/// in its log) with no member of its own ensemble alive. With ids unique
+/// on the machine they are non-voters there, whose votes leader election
+/// ignores: `s` keeps looking. The forwarders must carry connections (else
+/// the test proves nothing). Static configurations: a reconfigurable
+/// ensemble's looking member would still adopt B's configuration were it
+/// newer (see `ZkEnsemble`).
+#[test]
+fn a_stopped_members_port_taken_by_another_ensemble_does_not_vote() {
+    let mut a = ZkEnsemble::start().unwrap();
+    let mut b = ZkEnsemble::start().unwrap();
+    let s = a.leader().expect("A has a leader");
+    // B's leader must be at another index than `s`: one of the forwarded.
+    if b.leader() == Some(s) {
+        b.kill(s).unwrap();
+        b.wait_for_quorum(Duration::from_secs(60)).unwrap();
+        b.restart(s).unwrap();
+        b.wait_for_quorum(Duration::from_secs(60)).unwrap();
+    }
+    let b_leader = b.leader().expect("B has a leader");
+    assert_ne!(b_leader, s);
+    let log = a.log_path(s).unwrap();
+    let log_len = || fs::metadata(&log).map_or(0, |m| m.len() as usize);
+    let since = |offset: usize| {
+        fs::read(&log)
+            .map(|b| String::from_utf8_lossy(&b[offset.min(b.len())..]).into_owned())
+            .unwrap_or_default()
+    };
+    let state_line = |text: &str, state: &str| {
+        text.lines()
+            .any(|l| l.trim_end().ends_with(&format!("QuorumPeer - {state}")))
+    };
+    let before_kills = log_len();
+    let others: Vec<usize> = (0..3).filter(|&i| i != s).collect();
+    for &i in &others {
+        a.kill(i).unwrap();
+    }
+    // `s` gives up leading without its followers.
+    wait_until(Duration::from_secs(60), "A's leader looks again", || {
+        state_line(&since(before_kills), "LOOKING")
+    });
+    let looking = log_len();
+    let forwarders: Vec<Forwarder> = others
+        .iter()
+        .map(|&i| Forwarder::start(election_port(&a, i), election_port(&b, i)))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        let text = since(looking);
+        assert!(
+            !state_line(&text, "FOLLOWING") && !state_line(&text, "LEADING"),
+            "A's member {s} (id {}), alone in A, left LOOKING through B's servers \
+             (A's ids {:?}, B's {:?}, B's leader {b_leader}):\n{text}",
+            a.server_id(s),
+            (0..3).map(|i| a.server_id(i)).collect::<Vec<_>>(),
+            (0..3).map(|i| b.server_id(i)).collect::<Vec<_>>(),
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+    let carried: u64 = forwarders.iter().map(Forwarder::accepted).sum();
+    assert!(carried > 0, "A's leader never reached the forwarders");
+    assert_eq!(a.mode(s), None, "A's member {s} serves without a quorum");
+}
+
+/// Member `i`'s election port, from its `zoo.cfg`'s `server.N` line.
+fn election_port(ensemble: &ZkEnsemble, i: usize) -> u16 {
+    let config = fs::read_to_string(ensemble.dir().join(i.to_string()).join("zoo.cfg")).unwrap();
+    let line = format!("server.{}=", ensemble.server_id(i));
+    config
+        .lines()
+        .find_map(|l| l.strip_prefix(line.as_str()))
+        .and_then(|rest| rest.rsplit(':').next())
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A TCP forwarder listening on a given loopback port (a server of another
+/// ensemble on a freed port), until dropped.
+struct Forwarder {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Forwarder {
+    fn start(port: u16, target: u16) -> Forwarder {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (stop2, accepted2) = (stop.clone(), accepted.clone());
+        let thread = thread::spawn(move || {
+            while !stop2.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((inbound, _)) => {
+                        accepted2.fetch_add(1, Ordering::SeqCst);
+                        inbound.set_nonblocking(false).unwrap();
+                        let Ok(outbound) = TcpStream::connect(("127.0.0.1", target)) else {
+                            continue;
+                        };
+                        for (mut from, mut to) in [
+                            (inbound.try_clone().unwrap(), outbound.try_clone().unwrap()),
+                            (outbound, inbound),
+                        ] {
+                            thread::spawn(move || {
+                                let _ = io::copy(&mut from, &mut to);
+                                let _ = to.shutdown(std::net::Shutdown::Both);
+                            });
+                        }
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        Forwarder {
+            stop,
+            accepted,
+            thread: Some(thread),
+        }
+    }
+
+    fn accepted(&self) -> u64 {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// An ensemble whose members reach each other's quorum port through link
 /// proxies: each follower's link to the leader carries its traffic, and
 /// holding both followers' votes keeps a write uncommitted (the leader does

@@ -54,7 +54,12 @@ const SYNC_LIMIT: u32 = 10;
 /// stopped member's freed ports may be bound by another ensemble's member;
 /// its peers, which still list the address, then reach a server whose id
 /// is none of theirs, whose votes leader election ignores, instead of one
-/// with the stopped member's id, which it would count.
+/// with the stopped member's id, which it would count. Not covered: members
+/// of [`start_reconfigurable`](Self::start_reconfigurable) ensembles
+/// (`reconfigEnabled=true`), a looking one of which adopts a newer
+/// configuration that any server reaching it sends, voter or not (leader
+/// election reads a notification's configuration before it checks the
+/// sender), and may then follow another ensemble's leader.
 ///
 /// Every JVM runs under the same watchdog as `ZkServer`, so none outlives the test
 /// process; dropping the ensemble kills all members and removes the directory
