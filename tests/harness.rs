@@ -603,20 +603,11 @@ fn ensemble_restart_waits_for_the_election_port() {
     let victim = (0..3)
         .find(|&i| ensemble.mode(i).as_deref() == Some("follower"))
         .unwrap();
-    let config =
-        fs::read_to_string(ensemble.dir().join(victim.to_string()).join("zoo.cfg")).unwrap();
-    let line = format!("server.{}=", ensemble.server_id(victim));
-    let election_port: u16 = config
-        .lines()
-        .find_map(|l| l.strip_prefix(line.as_str()))
-        .and_then(|rest| rest.rsplit(':').next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (host, election_port) = election_addr(&ensemble, victim);
     ensemble.kill(victim).unwrap();
     let log = ensemble.log_path(victim).unwrap();
     let offset = fs::metadata(&log).unwrap().len() as usize;
-    let squatter = std::net::TcpListener::bind(("127.0.0.1", election_port)).unwrap();
+    let squatter = std::net::TcpListener::bind((host.as_str(), election_port)).unwrap();
     let holder = thread::spawn(move || {
         wait_until(
             Duration::from_secs(60),
@@ -632,7 +623,7 @@ fn ensemble_restart_waits_for_the_election_port() {
     });
     ensemble.restart(victim).unwrap();
     holder.join().unwrap();
-    let taken = std::net::TcpListener::bind(("127.0.0.1", election_port));
+    let taken = std::net::TcpListener::bind((host.as_str(), election_port));
     assert!(
         taken.is_err(),
         "the restarted member does not hold its election port {election_port}"
@@ -662,7 +653,8 @@ fn live_ensembles_have_disjoint_server_ids() {
         "the ensembles share server ids: {a:?} and {b:?}"
     );
     for (e, ids) in [(&first, &a), (&second, &b)] {
-        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        // The started members' ascend (an added one's is any free id).
+        assert!(ids[..3].windows(2).all(|w| w[0] < w[1]), "{ids:?}");
         assert!(ids.iter().all(|id| (1..=127).contains(id)), "{ids:?}");
         for (i, id) in ids.iter().enumerate() {
             let conf = e.four_letter(i, "conf").unwrap();
@@ -670,6 +662,15 @@ fn live_ensembles_have_disjoint_server_ids() {
                 conf.lines().any(|l| l.trim() == format!("serverId={id}")),
                 "member {i} does not run as server {id}:\n{conf}"
             );
+            // Its election port on its own loopback address (Linux), where
+            // it listens: no other ensemble's server can bind it.
+            let (host, port) = election_addr(e, i);
+            if cfg!(target_os = "linux") {
+                assert_eq!(host, format!("127.0.{id}.1"));
+            }
+            if e.is_running(i) {
+                TcpStream::connect((host.as_str(), port)).unwrap();
+            }
         }
     }
     assert!(
@@ -682,9 +683,10 @@ fn live_ensembles_have_disjoint_server_ids() {
 }
 
 /// The cross-talk itself (issue 46), forced: ensemble A's leader `s` loses
-/// its two followers, whose election ports are then bound by forwarders to
-/// the election ports of ensemble B's members of the same index (as when
-/// B's members take A's freed ports), B's leader among them. `s`, looking
+/// its two followers, whose election addresses are then bound by forwarders
+/// to the election addresses of ensemble B's members of the same index (as
+/// when B's members took A's freed ports on 127.0.0.1, before each member
+/// had its own loopback address), B's leader among them. `s`, looking
 /// for a quorum, reaches B's servers; were their ids A's (every ensemble
 /// used `1..=3`), B's leader and follower would be a quorum of A's voters
 /// agreeing on a leader, and `s` would follow it (`QuorumPeer - FOLLOWING`
@@ -731,7 +733,7 @@ fn a_stopped_members_port_taken_by_another_ensemble_does_not_vote() {
     let looking = log_len();
     let forwarders: Vec<Forwarder> = others
         .iter()
-        .map(|&i| Forwarder::start(election_port(&a, i), election_port(&b, i)))
+        .map(|&i| Forwarder::start(election_addr(&a, i), election_addr(&b, i)))
         .collect();
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {
@@ -751,17 +753,22 @@ fn a_stopped_members_port_taken_by_another_ensemble_does_not_vote() {
     assert_eq!(a.mode(s), None, "A's member {s} serves without a quorum");
 }
 
-/// Member `i`'s election port, from its `zoo.cfg`'s `server.N` line.
-fn election_port(ensemble: &ZkEnsemble, i: usize) -> u16 {
-    let config = fs::read_to_string(ensemble.dir().join(i.to_string()).join("zoo.cfg")).unwrap();
+/// Member `i`'s election address (host and port), from the
+/// `server.N=host:quorum:election[...]` line of its `zoo.cfg` (or of its
+/// dynamic file, in a reconfigurable ensemble).
+fn election_addr(ensemble: &ZkEnsemble, i: usize) -> (String, u16) {
+    let dir = ensemble.dir().join(i.to_string());
+    let config = ["zoo.cfg", "zoo.cfg.dynamic"]
+        .iter()
+        .filter_map(|f| fs::read_to_string(dir.join(f)).ok())
+        .collect::<String>();
     let line = format!("server.{}=", ensemble.server_id(i));
-    config
+    let value = config
         .lines()
         .find_map(|l| l.strip_prefix(line.as_str()))
-        .and_then(|rest| rest.rsplit(':').next())
-        .unwrap()
-        .parse()
-        .unwrap()
+        .unwrap();
+    let parts: Vec<&str> = value.split(':').collect();
+    (parts[0].to_string(), parts[2].parse().unwrap())
 }
 
 /// A TCP forwarder listening on a given loopback port (a server of another
@@ -773,9 +780,9 @@ struct Forwarder {
 }
 
 impl Forwarder {
-    fn start(port: u16, target: u16) -> Forwarder {
+    fn start(addr: (String, u16), target: (String, u16)) -> Forwarder {
         use std::sync::atomic::Ordering;
-        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        let listener = std::net::TcpListener::bind((addr.0.as_str(), addr.1)).unwrap();
         listener.set_nonblocking(true).unwrap();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -786,7 +793,7 @@ impl Forwarder {
                     Ok((inbound, _)) => {
                         accepted2.fetch_add(1, Ordering::SeqCst);
                         inbound.set_nonblocking(false).unwrap();
-                        let Ok(outbound) = TcpStream::connect(("127.0.0.1", target)) else {
+                        let Ok(outbound) = TcpStream::connect((target.0.as_str(), target.1)) else {
                             continue;
                         };
                         for (mut from, mut to) in [

@@ -42,24 +42,26 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const INIT_LIMIT: u32 = 50;
 const SYNC_LIMIT: u32 = 10;
 
-/// A ZooKeeper ensemble of (by default) three `QuorumPeerMain` servers on 127.0.0.1,
+/// A ZooKeeper ensemble of (by default) three `QuorumPeerMain` servers on loopback,
 /// each with its own free client, peer and election ports, its own data directory
 /// and log, and the same settings as [`ZkServer`](super::ZkServer) (tick, session
-/// limits, four-letter words, TTL nodes).
+/// limits, four-letter words, TTL nodes). Clients reach them on 127.0.0.1.
 ///
 /// Members are numbered `0..size()`. Their ZooKeeper ids (`myid`,
 /// [`server_id`](Self::server_id)) are not the index plus one: each is
 /// reserved, for the ensemble's life, among every live ensemble of the
-/// machine (other test processes' too), and ascends with the index. A
-/// stopped member's freed ports may be bound by another ensemble's member;
-/// its peers, which still list the address, then reach a server whose id
-/// is none of theirs, whose votes leader election ignores, instead of one
-/// with the stopped member's id, which it would count. Not covered: members
-/// of [`start_reconfigurable`](Self::start_reconfigurable) ensembles
-/// (`reconfigEnabled=true`), a looking one of which adopts a newer
-/// configuration that any server reaching it sends, voter or not (leader
-/// election reads a notification's configuration before it checks the
-/// sender), and may then follow another ensemble's leader.
+/// machine (other test processes' too), and ascends with the index (but
+/// for a member [added](Self::add_member) later). On
+/// Linux a member's quorum and election ports are on its own loopback
+/// address, `127.0.<id>.1` (127.0.0.1 elsewhere, and in an ensemble of
+/// [quorum links](Self::start_with_quorum_links)), so that the ports a
+/// stopped member frees can be bound again by no other ensemble's server:
+/// its peers, which still list them, would reach a stranger, whose
+/// configuration a looking member of a [reconfigurable](Self::start_reconfigurable)
+/// ensemble adopts when it is newer (leader election reads a notification's
+/// configuration before it checks the sender) and whose votes it counts if
+/// the stranger has one of its ids. Where a stranger is reached all the same
+/// (127.0.0.1), unique ids keep its votes out, not its configuration.
 ///
 /// Every JVM runs under the same watchdog as `ZkServer`, so none outlives the test
 /// process; dropping the ensemble kills all members and removes the directory
@@ -97,6 +99,10 @@ pub struct ZkEnsemble {
 #[derive(Debug)]
 struct Member {
     client_port: u16,
+    /// The address its quorum and election ports are on (the `server.N`
+    /// line's host): its own ([`ids::peer_host`]), or `127.0.0.1` in an
+    /// ensemble of quorum links.
+    peer_host: String,
     /// Its quorum and election ports (the `server.N` line's).
     quorum_port: u16,
     election_port: u16,
@@ -121,8 +127,9 @@ impl Member {
     /// dynamic-configuration form).
     fn spec(&self) -> String {
         format!(
-            "server.{}=127.0.0.1:{}:{}:participant;127.0.0.1:{}",
+            "server.{}={}:{}:{}:participant;127.0.0.1:{}",
             self.id.get(),
+            self.peer_host,
             self.quorum_port,
             self.election_port,
             self.client_port
@@ -264,7 +271,8 @@ impl ZkEnsemble {
     /// Starts a three-server ensemble that can change by `reconfig`
     /// (ZooKeeper 3.5 or later): `reconfigEnabled=true`,
     /// `standaloneEnabled=false`, the members in a dynamic configuration
-    /// file (`server.N=127.0.0.1:quorum:election:participant;127.0.0.1:client`),
+    /// file (`server.N=host:quorum:election:participant;127.0.0.1:client`,
+    /// the host `127.0.<N>.1` on Linux, see [`ZkEnsemble`]),
     /// and [`SUPER_DIGEST`]'s user as the super user, who may reconfigure
     /// (`add_auth("digest", SUPER_AUTH)`). [`add_member`](Self::add_member)
     /// starts a server that a `reconfig` can add;
@@ -308,7 +316,8 @@ impl ZkEnsemble {
     }
 
     /// Member `i`'s `server.N` line in the form `reconfig` takes for a
-    /// joining server (`server.N=127.0.0.1:Q:E:participant;127.0.0.1:C`),
+    /// joining server (`server.N=127.0.<N>.1:Q:E:participant;127.0.0.1:C`
+    /// on Linux, see [`ZkEnsemble`]),
     /// for an ensemble of [`start_reconfigurable`](Self::start_reconfigurable).
     ///
     /// # Panics
@@ -320,7 +329,9 @@ impl ZkEnsemble {
     /// The id member `i` runs with (ZooKeeper's `myid`, the `N` of its
     /// `server.N` line), which `reconfig` and `/zookeeper/config` know it
     /// by. Unique among the live ensembles of the machine (see
-    /// [`ZkEnsemble`]), in `1..=127`, ascending with `i`; not `i + 1`.
+    /// [`ZkEnsemble`]), in `1..=127`, ascending with `i` among the members
+    /// started together (one [added](Self::add_member) later takes any free
+    /// id); not `i + 1`.
     ///
     /// # Panics
     /// If `i >= size()`.
@@ -358,6 +369,7 @@ impl ZkEnsemble {
             self.static_config(&data, SYNC_LIMIT),
         )?;
         self.members.push(Member {
+            peer_host: ids::peer_host(id.get()),
             id,
             client_port: ports[0],
             quorum_port: ports[1],
@@ -583,6 +595,19 @@ impl ZkEnsemble {
     ) -> io::Result<ZkEnsemble> {
         let ids = ids::reserve(size)?;
         let numbers: Vec<u64> = ids.iter().map(ServerId::get).collect();
+        // Each member's quorum and election ports on its own loopback
+        // address, but for quorum links: a `server.N` line has one host for
+        // both ports, and the links' proxies listen on 127.0.0.1.
+        let hosts: Vec<String> = numbers
+            .iter()
+            .map(|&id| {
+                if links {
+                    "127.0.0.1".to_string()
+                } else {
+                    ids::peer_host(id)
+                }
+            })
+            .collect();
         let dir = make_temp_dir("ensemble")?;
         // The link proxies bind their ports first, so that none takes a port
         // `free_ports` picks; their targets are set once the ports are known.
@@ -611,15 +636,16 @@ impl ZkEnsemble {
             for to in 0..size {
                 let quorum_port = match &proxies[from][to] {
                     Some(proxy) => {
-                        proxy.set_target(("127.0.0.1", ports[3 * to + 1]))?;
+                        proxy.set_target((hosts[to].as_str(), ports[3 * to + 1]))?;
                         proxy.addr().port()
                     }
                     None => ports[3 * to + 1],
                 };
                 let _ = writeln!(
                     servers,
-                    "server.{}=127.0.0.1:{}:{}",
+                    "server.{}={}:{}:{}",
                     numbers[to],
+                    hosts[to],
                     quorum_port,
                     ports[3 * to + 2]
                 );
@@ -664,6 +690,7 @@ impl ZkEnsemble {
             fs::write(member_dir.join("zoo.cfg"), config)?;
             members.push(Member {
                 id,
+                peer_host: hosts[i].clone(),
                 client_port: ports[3 * i],
                 quorum_port: ports[3 * i + 1],
                 election_port: ports[3 * i + 2],
