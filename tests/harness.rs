@@ -603,20 +603,11 @@ fn ensemble_restart_waits_for_the_election_port() {
     let victim = (0..3)
         .find(|&i| ensemble.mode(i).as_deref() == Some("follower"))
         .unwrap();
-    let config =
-        fs::read_to_string(ensemble.dir().join(victim.to_string()).join("zoo.cfg")).unwrap();
-    let line = format!("server.{}=", victim + 1);
-    let election_port: u16 = config
-        .lines()
-        .find_map(|l| l.strip_prefix(line.as_str()))
-        .and_then(|rest| rest.rsplit(':').next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (host, election_port) = election_addr(&ensemble, victim);
     ensemble.kill(victim).unwrap();
     let log = ensemble.log_path(victim).unwrap();
     let offset = fs::metadata(&log).unwrap().len() as usize;
-    let squatter = std::net::TcpListener::bind(("127.0.0.1", election_port)).unwrap();
+    let squatter = std::net::TcpListener::bind((host.as_str(), election_port)).unwrap();
     let holder = thread::spawn(move || {
         wait_until(
             Duration::from_secs(60),
@@ -632,7 +623,7 @@ fn ensemble_restart_waits_for_the_election_port() {
     });
     ensemble.restart(victim).unwrap();
     holder.join().unwrap();
-    let taken = std::net::TcpListener::bind(("127.0.0.1", election_port));
+    let taken = std::net::TcpListener::bind((host.as_str(), election_port));
     assert!(
         taken.is_err(),
         "the restarted member does not hold its election port {election_port}"
@@ -640,6 +631,204 @@ fn ensemble_restart_waits_for_the_election_port() {
     ensemble.wait_for_quorum(Duration::from_secs(60)).unwrap();
     assert!(ensemble.is_running(victim));
     assert_eq!(ensemble.mode(victim).as_deref(), Some("follower"));
+}
+
+/// Two ensembles live at once (as `make test`'s lanes start them, or two
+/// tests of one binary) run with disjoint server ids: a stopped member's
+/// ports taken by the other ensemble's member lead its peers to a server
+/// whose id none of them has, whose votes leader election ignores
+/// (issue 46: `tests/read_only.rs` once saw a second leader while three
+/// ensembles ran). Each server runs with the id `server_id` names (its
+/// `conf`), a member added later gets a free one too, and its `server.N`
+/// spec names it. Before, every ensemble used `1..=n`.
+#[test]
+fn live_ensembles_have_disjoint_server_ids() {
+    let first = ZkEnsemble::start().unwrap();
+    let mut second = ZkEnsemble::start_reconfigurable().unwrap();
+    let added = second.add_member().unwrap();
+    let ids = |e: &ZkEnsemble| (0..e.size()).map(|i| e.server_id(i)).collect::<Vec<u64>>();
+    let (a, b) = (ids(&first), ids(&second));
+    assert!(
+        a.iter().all(|id| !b.contains(id)),
+        "the ensembles share server ids: {a:?} and {b:?}"
+    );
+    for (e, ids) in [(&first, &a), (&second, &b)] {
+        // The started members' ascend (an added one's is any free id).
+        assert!(ids[..3].windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        assert!(ids.iter().all(|id| (1..=127).contains(id)), "{ids:?}");
+        for (i, id) in ids.iter().enumerate() {
+            let conf = e.four_letter(i, "conf").unwrap();
+            assert!(
+                conf.lines().any(|l| l.trim() == format!("serverId={id}")),
+                "member {i} does not run as server {id}:\n{conf}"
+            );
+            // Its election port on its own loopback address (Linux), where
+            // it listens: no other ensemble's server can bind it.
+            let (host, port) = election_addr(e, i);
+            if cfg!(target_os = "linux") {
+                assert_eq!(host, format!("127.0.{id}.1"));
+            }
+            if e.is_running(i) {
+                TcpStream::connect((host.as_str(), port)).unwrap();
+            }
+        }
+    }
+    assert!(
+        second
+            .server_spec(added)
+            .starts_with(&format!("server.{}=", b[added])),
+        "{}",
+        second.server_spec(added)
+    );
+}
+
+/// The cross-talk itself (issue 46), forced: ensemble A's leader `s` loses
+/// its two followers, whose election addresses are then bound by forwarders
+/// to the election addresses of ensemble B's members of the same index (as
+/// when B's members took A's freed ports on 127.0.0.1, before each member
+/// had its own loopback address), B's leader among them. `s`, looking
+/// for a quorum, reaches B's servers; were their ids A's (every ensemble
+/// used `1..=3`), B's leader and follower would be a quorum of A's voters
+/// agreeing on a leader, and `s` would follow it (`QuorumPeer - FOLLOWING`
+/// in its log) with no member of its own ensemble alive. With ids unique
+/// on the machine they are non-voters there, whose votes leader election
+/// ignores: `s` keeps looking. The forwarders must carry connections (else
+/// the test proves nothing). Static configurations: a reconfigurable
+/// ensemble's looking member would still adopt B's configuration were it
+/// newer (see `ZkEnsemble`).
+#[test]
+fn a_stopped_members_port_taken_by_another_ensemble_does_not_vote() {
+    let mut a = ZkEnsemble::start().unwrap();
+    let mut b = ZkEnsemble::start().unwrap();
+    let s = a.leader().expect("A has a leader");
+    // B's leader must be at another index than `s`: one of the forwarded.
+    if b.leader() == Some(s) {
+        b.kill(s).unwrap();
+        b.wait_for_quorum(Duration::from_secs(60)).unwrap();
+        b.restart(s).unwrap();
+        b.wait_for_quorum(Duration::from_secs(60)).unwrap();
+    }
+    let b_leader = b.leader().expect("B has a leader");
+    assert_ne!(b_leader, s);
+    let log = a.log_path(s).unwrap();
+    let log_len = || fs::metadata(&log).map_or(0, |m| m.len() as usize);
+    let since = |offset: usize| {
+        fs::read(&log)
+            .map(|b| String::from_utf8_lossy(&b[offset.min(b.len())..]).into_owned())
+            .unwrap_or_default()
+    };
+    let state_line = |text: &str, state: &str| {
+        text.lines()
+            .any(|l| l.trim_end().ends_with(&format!("QuorumPeer - {state}")))
+    };
+    let before_kills = log_len();
+    let others: Vec<usize> = (0..3).filter(|&i| i != s).collect();
+    for &i in &others {
+        a.kill(i).unwrap();
+    }
+    // `s` gives up leading without its followers.
+    wait_until(Duration::from_secs(60), "A's leader looks again", || {
+        state_line(&since(before_kills), "LOOKING")
+    });
+    let looking = log_len();
+    let forwarders: Vec<Forwarder> = others
+        .iter()
+        .map(|&i| Forwarder::start(election_addr(&a, i), election_addr(&b, i)))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        let text = since(looking);
+        assert!(
+            !state_line(&text, "FOLLOWING") && !state_line(&text, "LEADING"),
+            "A's member {s} (id {}), alone in A, left LOOKING through B's servers \
+             (A's ids {:?}, B's {:?}, B's leader {b_leader}):\n{text}",
+            a.server_id(s),
+            (0..3).map(|i| a.server_id(i)).collect::<Vec<_>>(),
+            (0..3).map(|i| b.server_id(i)).collect::<Vec<_>>(),
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+    let carried: u64 = forwarders.iter().map(Forwarder::accepted).sum();
+    assert!(carried > 0, "A's leader never reached the forwarders");
+    assert_eq!(a.mode(s), None, "A's member {s} serves without a quorum");
+}
+
+/// Member `i`'s election address (host and port), from the
+/// `server.N=host:quorum:election[...]` line of its `zoo.cfg` (or of its
+/// dynamic file, in a reconfigurable ensemble).
+fn election_addr(ensemble: &ZkEnsemble, i: usize) -> (String, u16) {
+    let dir = ensemble.dir().join(i.to_string());
+    let config = ["zoo.cfg", "zoo.cfg.dynamic"]
+        .iter()
+        .filter_map(|f| fs::read_to_string(dir.join(f)).ok())
+        .collect::<String>();
+    let line = format!("server.{}=", ensemble.server_id(i));
+    let value = config
+        .lines()
+        .find_map(|l| l.strip_prefix(line.as_str()))
+        .unwrap();
+    let parts: Vec<&str> = value.split(':').collect();
+    (parts[0].to_string(), parts[2].parse().unwrap())
+}
+
+/// A TCP forwarder listening on a given loopback port (a server of another
+/// ensemble on a freed port), until dropped.
+struct Forwarder {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Forwarder {
+    fn start(addr: (String, u16), target: (String, u16)) -> Forwarder {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind((addr.0.as_str(), addr.1)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (stop2, accepted2) = (stop.clone(), accepted.clone());
+        let thread = thread::spawn(move || {
+            while !stop2.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((inbound, _)) => {
+                        accepted2.fetch_add(1, Ordering::SeqCst);
+                        inbound.set_nonblocking(false).unwrap();
+                        let Ok(outbound) = TcpStream::connect((target.0.as_str(), target.1)) else {
+                            continue;
+                        };
+                        for (mut from, mut to) in [
+                            (inbound.try_clone().unwrap(), outbound.try_clone().unwrap()),
+                            (outbound, inbound),
+                        ] {
+                            thread::spawn(move || {
+                                let _ = io::copy(&mut from, &mut to);
+                                let _ = to.shutdown(std::net::Shutdown::Both);
+                            });
+                        }
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        Forwarder {
+            stop,
+            accepted,
+            thread: Some(thread),
+        }
+    }
+
+    fn accepted(&self) -> u64 {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// An ensemble whose members reach each other's quorum port through link

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::ids::{self, ServerId};
 use super::pki::TestPki;
 use super::process::{
     conf_names_dir, four_letter_timeout, free_ports, is_bind_failure, log_len, log_since, log_tail,
@@ -41,12 +42,27 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const INIT_LIMIT: u32 = 50;
 const SYNC_LIMIT: u32 = 10;
 
-/// A ZooKeeper ensemble of (by default) three `QuorumPeerMain` servers on 127.0.0.1,
+/// A ZooKeeper ensemble of (by default) three `QuorumPeerMain` servers on loopback,
 /// each with its own free client, peer and election ports, its own data directory
 /// and log, and the same settings as [`ZkServer`](super::ZkServer) (tick, session
-/// limits, four-letter words, TTL nodes).
+/// limits, four-letter words, TTL nodes). Clients reach them on 127.0.0.1.
 ///
-/// Members are numbered `0..size()` (ZooKeeper's `myid` is the index plus one).
+/// Members are numbered `0..size()`. Their ZooKeeper ids (`myid`,
+/// [`server_id`](Self::server_id)) are not the index plus one: each is
+/// reserved, for the ensemble's life, among every live ensemble of the
+/// machine (other test processes' too), and ascends with the index (but
+/// for a member [added](Self::add_member) later). On
+/// Linux a member's quorum and election ports are on its own loopback
+/// address, `127.0.<id>.1` (127.0.0.1 elsewhere, and in an ensemble of
+/// [quorum links](Self::start_with_quorum_links)), so that the ports a
+/// stopped member frees can be bound again by no other ensemble's server:
+/// its peers, which still list them, would reach a stranger, whose
+/// configuration a looking member of a [reconfigurable](Self::start_reconfigurable)
+/// ensemble adopts when it is newer (leader election reads a notification's
+/// configuration before it checks the sender) and whose votes it counts if
+/// the stranger has one of its ids. Where a stranger is reached all the same
+/// (127.0.0.1), unique ids keep its votes out, not its configuration.
+///
 /// Every JVM runs under the same watchdog as `ZkServer`, so none outlives the test
 /// process; dropping the ensemble kills all members and removes the directory
 /// (kept, and its path printed, when the thread is panicking).
@@ -83,6 +99,10 @@ pub struct ZkEnsemble {
 #[derive(Debug)]
 struct Member {
     client_port: u16,
+    /// The address its quorum and election ports are on (the `server.N`
+    /// line's host): its own ([`ids::peer_host`]), or `127.0.0.1` in an
+    /// ensemble of quorum links.
+    peer_host: String,
     /// Its quorum and election ports (the `server.N` line's).
     quorum_port: u16,
     election_port: u16,
@@ -92,6 +112,10 @@ struct Member {
     secure_port: Option<u16>,
     dir: PathBuf,
     watchdog: Option<Watchdog>,
+    /// Its id (`myid`, the `N` of its `server.N` line), held while the
+    /// member lives. Declared after `watchdog`, so dropped after it (whose
+    /// drop ends the JVM): an id is let go only once its server is gone.
+    id: ServerId,
 }
 
 impl Member {
@@ -99,12 +123,13 @@ impl Member {
         format!("127.0.0.1:{}", self.client_port)
     }
 
-    /// Its `server.N` line's value for member index `i`, with its client
-    /// address (the dynamic-configuration form).
-    fn spec(&self, i: usize) -> String {
+    /// Its `server.N` line, with its client address (the
+    /// dynamic-configuration form).
+    fn spec(&self) -> String {
         format!(
-            "server.{}=127.0.0.1:{}:{}:participant;127.0.0.1:{}",
-            i + 1,
+            "server.{}={}:{}:{}:participant;127.0.0.1:{}",
+            self.id.get(),
+            self.peer_host,
             self.quorum_port,
             self.election_port,
             self.client_port
@@ -246,7 +271,8 @@ impl ZkEnsemble {
     /// Starts a three-server ensemble that can change by `reconfig`
     /// (ZooKeeper 3.5 or later): `reconfigEnabled=true`,
     /// `standaloneEnabled=false`, the members in a dynamic configuration
-    /// file (`server.N=127.0.0.1:quorum:election:participant;127.0.0.1:client`),
+    /// file (`server.N=host:quorum:election:participant;127.0.0.1:client`,
+    /// the host `127.0.<N>.1` on Linux, see [`ZkEnsemble`]),
     /// and [`SUPER_DIGEST`]'s user as the super user, who may reconfigure
     /// (`add_auth("digest", SUPER_AUTH)`). [`add_member`](Self::add_member)
     /// starts a server that a `reconfig` can add;
@@ -290,18 +316,27 @@ impl ZkEnsemble {
     }
 
     /// Member `i`'s `server.N` line in the form `reconfig` takes for a
-    /// joining server (`server.N=127.0.0.1:Q:E:participant;127.0.0.1:C`),
+    /// joining server (`server.N=127.0.<N>.1:Q:E:participant;127.0.0.1:C`
+    /// on Linux, see [`ZkEnsemble`]),
     /// for an ensemble of [`start_reconfigurable`](Self::start_reconfigurable).
     ///
     /// # Panics
     /// If `i >= size()`.
     pub fn server_spec(&self, i: usize) -> String {
-        self.members[i].spec(i)
+        self.members[i].spec()
     }
 
-    /// The id `reconfig` knows member `i` by (ZooKeeper's `myid`): `i + 1`.
+    /// The id member `i` runs with (ZooKeeper's `myid`, the `N` of its
+    /// `server.N` line), which `reconfig` and `/zookeeper/config` know it
+    /// by. Unique among the live ensembles of the machine (see
+    /// [`ZkEnsemble`]), in `1..=127`, ascending with `i` among the members
+    /// started together (one [added](Self::add_member) later takes any free
+    /// id); not `i + 1`.
+    ///
+    /// # Panics
+    /// If `i >= size()`.
     pub fn server_id(&self, i: usize) -> u64 {
-        i as u64 + 1
+        self.members[i].id.get()
     }
 
     /// Starts one more server for an ensemble of
@@ -323,16 +358,19 @@ impl ZkEnsemble {
             ));
         }
         let i = self.members.len();
+        let id = ids::reserve(1)?.remove(0);
         let ports = free_ports(3)?;
         let member_dir = self.dir.join(i.to_string());
         let data = member_dir.join("data");
         fs::create_dir_all(&data)?;
-        fs::write(data.join("myid"), format!("{}\n", i + 1))?;
+        fs::write(data.join("myid"), format!("{}\n", id.get()))?;
         fs::write(
             member_dir.join("zoo.cfg"),
             self.static_config(&data, SYNC_LIMIT),
         )?;
         self.members.push(Member {
+            peer_host: ids::peer_host(id.get()),
+            id,
             client_port: ports[0],
             quorum_port: ports[1],
             election_port: ports[2],
@@ -468,7 +506,7 @@ impl ZkEnsemble {
         )?;
         let mut dynamic = String::new();
         for &m in view {
-            let _ = writeln!(dynamic, "{}", self.members[m].spec(m));
+            let _ = writeln!(dynamic, "{}", self.members[m].spec());
         }
         fs::write(member.dir.join("zoo.cfg.dynamic"), dynamic)
     }
@@ -555,6 +593,21 @@ impl ZkEnsemble {
         jaas: Option<&str>,
         links: bool,
     ) -> io::Result<ZkEnsemble> {
+        let ids = ids::reserve(size)?;
+        let numbers: Vec<u64> = ids.iter().map(ServerId::get).collect();
+        // Each member's quorum and election ports on its own loopback
+        // address, but for quorum links: a `server.N` line has one host for
+        // both ports, and the links' proxies listen on 127.0.0.1.
+        let hosts: Vec<String> = numbers
+            .iter()
+            .map(|&id| {
+                if links {
+                    "127.0.0.1".to_string()
+                } else {
+                    ids::peer_host(id)
+                }
+            })
+            .collect();
         let dir = make_temp_dir("ensemble")?;
         // The link proxies bind their ports first, so that none takes a port
         // `free_ports` picks; their targets are set once the ports are known.
@@ -583,15 +636,16 @@ impl ZkEnsemble {
             for to in 0..size {
                 let quorum_port = match &proxies[from][to] {
                     Some(proxy) => {
-                        proxy.set_target(("127.0.0.1", ports[3 * to + 1]))?;
+                        proxy.set_target((hosts[to].as_str(), ports[3 * to + 1]))?;
                         proxy.addr().port()
                     }
                     None => ports[3 * to + 1],
                 };
                 let _ = writeln!(
                     servers,
-                    "server.{}=127.0.0.1:{}:{}",
-                    to + 1,
+                    "server.{}={}:{}:{}",
+                    numbers[to],
+                    hosts[to],
                     quorum_port,
                     ports[3 * to + 2]
                 );
@@ -600,12 +654,12 @@ impl ZkEnsemble {
         };
         let sync_limit = if links { INIT_LIMIT } else { SYNC_LIMIT };
         let mut members = Vec::with_capacity(size);
-        for i in 0..size {
+        for (i, id) in ids.into_iter().enumerate() {
             let servers = servers(i)?;
             let member_dir = dir.join(i.to_string());
             let data = member_dir.join("data");
             fs::create_dir_all(&data)?;
-            fs::write(data.join("myid"), format!("{}\n", i + 1))?;
+            fs::write(data.join("myid"), format!("{}\n", id.get()))?;
             let mut config = format!(
                 "tickTime={tick}\n\
                  initLimit={INIT_LIMIT}\n\
@@ -635,6 +689,8 @@ impl ZkEnsemble {
             }
             fs::write(member_dir.join("zoo.cfg"), config)?;
             members.push(Member {
+                id,
+                peer_host: hosts[i].clone(),
                 client_port: ports[3 * i],
                 quorum_port: ports[3 * i + 1],
                 election_port: ports[3 * i + 2],

@@ -114,6 +114,8 @@ mod ensemble;
 #[cfg(feature = "testing")]
 mod expire;
 #[cfg(feature = "testing")]
+mod ids;
+#[cfg(feature = "testing")]
 mod kdc;
 // Keys and stores for a TLS server: built with the server, exported with
 // the harness.
