@@ -11,7 +11,7 @@ use super::ids::{self, ServerId};
 use super::pki::TestPki;
 use super::process::{
     conf_names_dir, four_letter_timeout, free_ports, is_bind_failure, log_len, log_since, log_tail,
-    make_temp_dir, parse_mode, JvmSpec, Watchdog, FIX_HINT,
+    make_temp_dir, parse_mode, JvmSpec, ReservedPort, Watchdog, FIX_HINT,
 };
 use super::proxy::FaultProxy;
 use super::server::{
@@ -116,6 +116,10 @@ struct Member {
     /// member lives. Declared after `watchdog`, so dropped after it (whose
     /// drop ends the JVM): an id is let go only once its server is gone.
     id: ServerId,
+    /// Its ports (client, quorum, election, TLS), reserved machine-wide while
+    /// the member lives, stopped or removed too (clients and peers still
+    /// name them): let go after the watchdog, as the id.
+    _ports: Vec<ReservedPort>,
 }
 
 impl Member {
@@ -359,7 +363,8 @@ impl ZkEnsemble {
         }
         let i = self.members.len();
         let id = ids::reserve(1)?.remove(0);
-        let ports = free_ports(3)?;
+        let reserved = free_ports(3)?;
+        let ports: Vec<u16> = reserved.iter().map(ReservedPort::get).collect();
         let member_dir = self.dir.join(i.to_string());
         let data = member_dir.join("data");
         fs::create_dir_all(&data)?;
@@ -378,6 +383,7 @@ impl ZkEnsemble {
             secure_port: None,
             dir: member_dir,
             watchdog: None,
+            _ports: reserved,
         });
         let view: Vec<usize> = (0..self.members.len())
             .filter(|&m| !self.members[m].removed)
@@ -624,11 +630,13 @@ impl ZkEnsemble {
             }
             proxies.push(row);
         }
-        let ports = free_ports(3 * size)?;
-        let secure_ports = match tls {
+        let mut reserved = free_ports(3 * size)?;
+        let ports: Vec<u16> = reserved.iter().map(ReservedPort::get).collect();
+        let mut secure_reserved = match tls {
             Some(_) => free_ports(size)?,
             None => Vec::new(),
         };
+        let secure_ports: Vec<u16> = secure_reserved.iter().map(ReservedPort::get).collect();
         // Member `from`'s view of the ensemble: the quorum ports of the
         // others are their link proxies when there are some.
         let servers = |from: usize| -> io::Result<String> {
@@ -688,6 +696,10 @@ impl ZkEnsemble {
                 fs::write(member_dir.join(JAAS_FILE), jaas)?;
             }
             fs::write(member_dir.join("zoo.cfg"), config)?;
+            let mut held: Vec<ReservedPort> = reserved.drain(..3).collect();
+            if !secure_reserved.is_empty() {
+                held.push(secure_reserved.remove(0));
+            }
             members.push(Member {
                 id,
                 peer_host: hosts[i].clone(),
@@ -698,6 +710,7 @@ impl ZkEnsemble {
                 secure_port,
                 dir: member_dir,
                 watchdog: None,
+                _ports: held,
             });
         }
         Ok(ZkEnsemble {

@@ -13,16 +13,14 @@
 //! a loopback address of its own ([`peer_host`]) that no other ensemble's
 //! server binds, so that none is reached at all.
 //!
-//! So each member's id is reserved for the life of its ensemble by binding
-//! a name only one socket of the machine's network namespace (the scope of
-//! the loopback ports it guards) can hold: on Linux, the abstract Unix
-//! socket `zklock-zk-server-id-<id>`, elsewhere the UDP port
-//! `127.0.0.1:<ID_PORT_BASE + id>`. The kernel frees it when the
-//! [`ServerId`] is dropped (after the ensemble killed its members) or the
-//! process dies, however it dies: no file to clean, no stale lock, no user
-//! that cannot take another user's freed name.
+//! So each member's id is reserved for the life of its ensemble, machine-wide
+//! ([`super::reserve`]: the one way the harness holds a name), and freed
+//! when the [`ServerId`] is dropped (after the ensemble killed its members)
+//! or the process dies.
 
 use std::io;
+
+use super::reserve::{self, Hold, Name};
 
 /// The highest id handed out. ZooKeeper puts the server id in the top byte
 /// of every session id (`SessionTrackerImpl.initializeNextSessionId`:
@@ -125,42 +123,9 @@ fn free_ids_error(count: usize, free: usize, max: u64) -> io::Error {
     )
 }
 
-/// What holds an id: a socket bound to its name.
-#[cfg(target_os = "linux")]
-type Hold = std::os::unix::net::UnixDatagram;
-
-#[cfg(not(target_os = "linux"))]
-type Hold = std::net::UdpSocket;
-
-/// The first UDP port minus one of the ids' names where there are no
-/// abstract Unix sockets (below the usual ephemeral ranges).
-#[cfg(not(target_os = "linux"))]
-const ID_PORT_BASE: u16 = 29_000;
-
-/// Binds id `id`'s name: `Ok(None)` when another socket holds it.
+/// Takes id `id`: `Ok(None)` when another ensemble holds it.
 fn hold(id: u64) -> io::Result<Option<Hold>> {
-    match bind(id) {
-        Ok(socket) => Ok(Some(socket)),
-        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn bind(id: u64) -> io::Result<Hold> {
-    use std::os::linux::net::SocketAddrExt;
-    use std::os::unix::net::{SocketAddr, UnixDatagram};
-    let name = SocketAddr::from_abstract_name(format!("zklock-zk-server-id-{id}"))?;
-    UnixDatagram::bind_addr(&name)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn bind(id: u64) -> io::Result<Hold> {
-    let port = u16::try_from(id)
-        .ok()
-        .and_then(|id| ID_PORT_BASE.checked_add(id))
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "server id out of range"))?;
-    std::net::UdpSocket::bind(("127.0.0.1", port))
+    reserve::hold(Name::ServerId(id))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::process::{free_ports, make_temp_dir, Watchdog};
+use super::process::{free_ports, make_temp_dir, ReservedPort, Watchdog};
 
 /// The test realm.
 pub const TEST_REALM: &str = "ZKLOCK.TEST";
@@ -22,6 +22,8 @@ pub struct TestKdc {
     dir: PathBuf,
     port: u16,
     watchdog: Option<Watchdog>,
+    /// Its port, reserved machine-wide while it lives (after the watchdog).
+    _port: ReservedPort,
 }
 
 impl TestKdc {
@@ -35,11 +37,13 @@ impl TestKdc {
     /// the KDC does not listen within 10 s.
     pub fn start(principals: &[&str]) -> io::Result<TestKdc> {
         let dir = make_temp_dir("kdc")?;
-        let port = free_ports(1)?[0];
+        let reserved = free_ports(1)?.remove(0);
+        let port = reserved.get();
         let mut kdc = TestKdc {
             dir,
             port,
             watchdog: None,
+            _port: reserved,
         };
         let d = kdc.dir.display().to_string();
         fs::write(

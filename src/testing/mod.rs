@@ -125,6 +125,8 @@ mod pki;
 mod process;
 #[cfg(feature = "testing")]
 mod proxy;
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+mod reserve;
 mod scratch;
 mod server;
 mod version;

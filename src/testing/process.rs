@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::reserve::{self, Hold, Name};
 use super::version::{DEFAULT_CLASSPATH, NETTY_CLASSPATH};
 
 /// How to install what is missing; ends every "cannot start" error.
@@ -438,8 +439,29 @@ pub(crate) fn make_temp_dir(kind: &str) -> io::Result<PathBuf> {
 /// The lowest port picked by [`free_ports`].
 const PICKED_PORTS_FLOOR: u16 = 10_000;
 
-/// `count` distinct free TCP ports on 127.0.0.1, all held until every one is found
-/// (the server binds them a moment later; a lost race is retried by the caller).
+/// A TCP port of 127.0.0.1 picked for a test server, reserved machine-wide
+/// ([`reserve`](super::reserve)) while this value lives: no test process of
+/// the machine picks it again meanwhile, also while its server is stopped
+/// or restarting. An owner keeps it as long as clients or peers may name
+/// the port (declared after the server's watchdog, so let go only once the
+/// server is gone).
+#[derive(Debug)]
+pub(crate) struct ReservedPort {
+    port: u16,
+    _hold: Hold,
+}
+
+impl ReservedPort {
+    /// The port.
+    pub(crate) fn get(&self) -> u16 {
+        self.port
+    }
+}
+
+/// `count` distinct free TCP ports on 127.0.0.1, each reserved machine-wide
+/// for as long as its [`ReservedPort`] lives (the server binds it a moment
+/// later; a lost race with a process outside the harness is retried by the
+/// caller).
 ///
 /// Picked at random **below the kernel's ephemeral range**
 /// (`/proc/sys/net/ipv4/ip_local_port_range`, from 10000 up), never from it:
@@ -448,29 +470,56 @@ const PICKED_PORTS_FLOOR: u16 = 10_000;
 /// under load the tests make thousands of those. One took a member's
 /// election port between this pick and the JVM's bind; the ensemble lost that
 /// member a moment later. The kernel never hands out a port below the range,
-/// so only a process binding that very port by number can race the JVM. Where
-/// the range leaves no room below it, ports come from the kernel as before.
-pub(crate) fn free_ports(count: usize) -> io::Result<Vec<u16>> {
+/// so only a process binding that very port by number can race the JVM, and
+/// the reservation keeps every test process of the machine from doing so
+/// while the port's owner lives: a restarted server's port was once taken by
+/// another lane's server in the seconds of its restart, and its client,
+/// reconnecting, was told by that stranger that its session had expired.
+/// Where the range leaves no room below it, ports come from the kernel as
+/// before (reserved too).
+pub(crate) fn free_ports(count: usize) -> io::Result<Vec<ReservedPort>> {
     let low = ephemeral_low();
-    let mut listeners: Vec<TcpListener> = Vec::with_capacity(count);
+    let mut picked: Vec<(ReservedPort, TcpListener)> = Vec::with_capacity(count);
     if low > PICKED_PORTS_FLOOR + 1_000 {
         let span = u64::from(low - PICKED_PORTS_FLOOR);
         let mut tries = 0;
-        while listeners.len() < count && tries < 64 * count {
+        while picked.len() < count && tries < 64 * count {
             tries += 1;
             let port = PICKED_PORTS_FLOOR + (crate::util::random_u64() % span) as u16;
-            if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
-                listeners.push(l);
+            if let Some(taken) = take_port(port)? {
+                picked.push(taken);
             }
         }
     }
-    while listeners.len() < count {
-        listeners.push(TcpListener::bind("127.0.0.1:0")?);
+    let mut tries = 0;
+    while picked.len() < count {
+        tries += 1;
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        let port = l.local_addr()?.port();
+        drop(l);
+        match take_port(port)? {
+            Some(taken) => picked.push(taken),
+            None if tries < 64 * count => {}
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("no {count} free ports on 127.0.0.1"),
+                ))
+            }
+        }
     }
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect()
+    Ok(picked.into_iter().map(|(port, _listener)| port).collect())
+}
+
+/// Reserves `port` and checks that it is free now: the reservation and a
+/// listener holding it until the caller has all it needs, or `None`.
+fn take_port(port: u16) -> io::Result<Option<(ReservedPort, TcpListener)>> {
+    let Some(hold) = reserve::hold(Name::Port(port))? else {
+        return Ok(None); // another test server's, stopped or not
+    };
+    Ok(TcpListener::bind(("127.0.0.1", port))
+        .ok()
+        .map(|l| (ReservedPort { port, _hold: hold }, l)))
 }
 
 /// The first port of the kernel's ephemeral range (Linux's default, 32768,
@@ -574,7 +623,8 @@ mod tests {
     #[test]
     fn free_ports_are_distinct_and_below_the_ephemeral_range() {
         let low = ephemeral_low();
-        let ports = free_ports(40).unwrap();
+        let reserved = free_ports(40).unwrap();
+        let ports: Vec<u16> = reserved.iter().map(ReservedPort::get).collect();
         let distinct: std::collections::HashSet<u16> = ports.iter().copied().collect();
         assert_eq!(distinct.len(), 40, "{ports:?}");
         if low > PICKED_PORTS_FLOOR + 1_000 {
@@ -585,9 +635,26 @@ mod tests {
                 "{ports:?} (ephemeral from {low})"
             );
         }
-        // Free: each binds once let go.
-        for p in ports {
+        // Free: each binds (its owner's server will)...
+        for &p in &ports {
             TcpListener::bind(("127.0.0.1", p)).unwrap();
+        }
+        // ...and none is picked again while reserved, the kernel's or not.
+        for _ in 0..50 {
+            for again in free_ports(40).unwrap() {
+                assert!(
+                    !distinct.contains(&again.get()),
+                    "{} picked twice",
+                    again.get()
+                );
+            }
+        }
+        for p in &ports {
+            assert!(reserve::hold(Name::Port(*p)).unwrap().is_none(), "{p}");
+        }
+        drop(reserved);
+        for p in &ports {
+            assert!(reserve::hold(Name::Port(*p)).unwrap().is_some(), "{p}");
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::pki::{TestPki, STORE_PASSWORD};
 use super::process::{
     conf_names_dir, four_letter_timeout, free_ports, is_bind_failure, log_len, log_since, log_tail,
-    make_temp_dir, parse_mode, JvmSpec, Watchdog, FIX_HINT,
+    make_temp_dir, parse_mode, JvmSpec, ReservedPort, Watchdog, FIX_HINT,
 };
 pub(crate) use super::process::{JAAS_FILE, KRB5_FILE};
 use super::{parse_mntr, FOUR_LETTER_TIMEOUT};
@@ -74,6 +74,10 @@ pub struct ZkServer {
     secure_port: Option<u16>,
     dir: PathBuf,
     watchdog: Option<Watchdog>,
+    /// Its ports, reserved machine-wide while it lives (stopped and
+    /// restarted too: its clients still name them); let go after the
+    /// watchdog, so only once the server is gone.
+    _ports: Vec<ReservedPort>,
 }
 
 /// Why one launch attempt failed.
@@ -216,9 +220,9 @@ impl ZkServer {
         }
         let mut last = 0;
         for _ in 0..PORT_ATTEMPTS {
-            let ports = free_ports(2)?;
-            let port = ports[0];
-            let secure = tls.map(|(pki, tls13)| (ports[1], pki, tls13));
+            let reserved = free_ports(2)?;
+            let port = reserved[0].get();
+            let secure = tls.map(|(pki, tls13)| (reserved[1].get(), pki, tls13));
             write_config(&dir, port, secure, sessions)?;
             if let Some((_, cfg, _)) = &sasl {
                 let mut f = fs::OpenOptions::new()
@@ -233,6 +237,7 @@ impl ZkServer {
                         secure_port: secure.map(|s| s.0),
                         dir,
                         watchdog: Some(watchdog),
+                        _ports: reserved,
                     })
                 }
                 Err(LaunchError::PortTaken) => {
@@ -269,6 +274,8 @@ impl ZkServer {
                 secure_port: None,
                 dir,
                 watchdog: Some(watchdog),
+                // The caller's port: not the harness's pick to reserve.
+                _ports: Vec::new(),
             }),
             Err(LaunchError::PortTaken) => {
                 let _ = fs::remove_dir_all(&dir);
