@@ -1674,6 +1674,76 @@ fn leader_manager_stopped_while_its_claim_is_confirmed_never_led() {
     assert_eq!(zk.exists(&znode, false).unwrap(), None);
 }
 
+/// A `close` from another thread right as a latch's `start` begins (the
+/// latch marked started, nothing made yet): before, `start` read the
+/// attempt's generation after the close had bumped it, so it made its node,
+/// bound it to the closed latch and returned `Ok`, and the node stayed in the
+/// queue (a closed latch ahead of every other participant) until the latch
+/// was dropped. Now `start` ends with `Closed`, makes nothing, and the latch
+/// stays closed. Then the same close with the start failing (a foreign
+/// dialect's node refused): before, the failure set the closed latch back to
+/// `Latent` (startable again). Forced with the `Starting` step.
+#[test]
+fn latch_closed_as_its_start_begins_makes_no_node_and_stays_closed() {
+    use std::sync::{OnceLock, Weak};
+    use zklock::recipes::leader_latch::{LatchState, LatchStep, LeaderLatch};
+    let session = zkw();
+    let zk = raw();
+    let closing_latch = |session: &ZooKeeperWatcher, path: &str| {
+        let me: Arc<OnceLock<Weak<LeaderLatch>>> = Arc::default();
+        let me2 = me.clone();
+        let latch = Arc::new(
+            LeaderLatch::new(session, path, "closed")
+                .unwrap()
+                .with_step_hook(move |step, _| {
+                    if step == LatchStep::Starting {
+                        let latch = me2.get().and_then(Weak::upgrade).unwrap();
+                        // Another thread's close, over before the start goes on.
+                        thread::spawn(move || latch.close())
+                            .join()
+                            .unwrap()
+                            .unwrap();
+                    }
+                }),
+        );
+        me.set(Arc::downgrade(&latch)).unwrap();
+        latch
+    };
+
+    let path = unique_root("latch-close-starting");
+    let latch = closing_latch(&session, &path);
+    let started = latch.start();
+    assert!(
+        matches!(started, Err(zklock::Error::Closed)),
+        "a start closed as it began returned {started:?}"
+    );
+    assert_eq!(latch.state(), LatchState::Closed);
+    assert!(!latch.has_leadership());
+    assert!(
+        children(&zk, &path).is_empty(),
+        "a closed latch left its node in the queue"
+    );
+    assert!(matches!(latch.start(), Err(zklock::Error::BadArguments(_))));
+    assert!(children(&zk, &path).is_empty());
+
+    // The start fails (a kazoo lock node in the path is refused) after the
+    // close: the latch stays closed.
+    let path = unique_root("latch-close-starting-fails");
+    zklock::zkutil::create_with_parents(&session, &format!("{path}/abc__lock__0000000001"))
+        .unwrap();
+    let latch = closing_latch(&session, &path);
+    let started = latch.start();
+    assert!(
+        matches!(started, Err(zklock::Error::MixedDialect { .. })),
+        "{started:?}"
+    );
+    assert_eq!(
+        latch.state(),
+        LatchState::Closed,
+        "a failed start reopened a closed latch"
+    );
+}
+
 // ---------------------------------------------------------------- sessions
 
 /// A watcher through its own proxy (so that an expiry can be forced without a
