@@ -1744,6 +1744,51 @@ fn latch_closed_as_its_start_begins_makes_no_node_and_stays_closed() {
     );
 }
 
+/// A `stop` from another thread while `start` tells its listeners `Start`
+/// (before the offer is made): before, `start` then set the state to `Offer`
+/// over the stop's `Stop`, its offer was refused at the bind (`Closed`), and
+/// the candidate stayed in `Offer` for good: every later `start` refused it
+/// as "already started". Now the stopped candidate stays stopped, and may
+/// start again. Forced with a listener that waits for the stop.
+#[test]
+fn election_stopped_while_its_start_begins_stays_stopped_and_may_start_again() {
+    use std::sync::{OnceLock, Weak};
+    use zklock::recipes::election::ElectionState;
+    let session = zkw();
+    let zk = raw();
+    let root = unique_root("election-stop-starting");
+    let c = Arc::new(LeaderElectionSupport::new(&session, &root, "stopped").unwrap());
+    let me: Arc<OnceLock<Weak<LeaderElectionSupport>>> = Arc::default();
+    me.set(Arc::downgrade(&c)).unwrap();
+    let stopping: Arc<parking_lot::Mutex<Option<thread::JoinHandle<()>>>> = Arc::default();
+    let (me2, stopping2) = (me.clone(), stopping.clone());
+    let once = Arc::new(AtomicBool::new(false));
+    c.add_listener(move |e: Ev| {
+        if e != Ev::Start || once.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let c = me2.get().and_then(Weak::upgrade).unwrap();
+        let c2 = c.clone();
+        // The stop's own events wait for this one to be told: wait for its
+        // state change only.
+        *stopping2.lock() = Some(thread::spawn(move || c2.stop().unwrap()));
+        assert!(eventually(Duration::from_secs(10), || c.state() == ElectionState::Stop));
+    });
+    let started = c.start();
+    assert!(matches!(started, Err(zklock::Error::Closed)), "{started:?}");
+    stopping.lock().take().unwrap().join().unwrap();
+    assert_eq!(
+        c.state(),
+        ElectionState::Stop,
+        "a stopped candidate is not stopped"
+    );
+    assert!(children(&zk, &root).is_empty());
+    c.start().expect("a stopped candidate starts again");
+    assert!(c.has_leadership());
+    c.stop().unwrap();
+    assert!(children(&zk, &root).is_empty());
+}
+
 // ---------------------------------------------------------------- sessions
 
 /// A watcher through its own proxy (so that an expiry can be forced without a

@@ -528,6 +528,10 @@ impl LeaderElectionSupport {
     /// the connection), the offer the server may have made is found and
     /// removed once the connection is back.
     ///
+    /// A [`stop`](Self::stop) from another thread during `start` ends it
+    /// with `Closed`, no offer left, and the candidate stays stopped (it may
+    /// `start` again).
+    ///
     /// # Errors
     /// `SessionExpired`/`Closed`; `NoNode` when the offer was deleted under the
     /// candidate; ZooKeeper errors (after `FAILED` is told, as Java's
@@ -556,13 +560,27 @@ impl LeaderElectionSupport {
             st.generation
         };
         c.dispatch(&[ElectionEventType::Start]);
-        c.engine.state().recipe.state = ElectionState::Offer;
+        // Each later step of the start's own state only while no `stop` came
+        // (it bumped the generation and set `Stop`: a stopped candidate stays
+        // stopped, and may start again).
+        let step = |state: ElectionState| {
+            let mut st = c.engine.state();
+            let current = st.generation == generation;
+            if current {
+                st.recipe.state = state;
+            }
+            current
+        };
+        if !step(ElectionState::Offer) {
+            return Err(Error::Closed);
+        }
         c.dispatch(&[ElectionEventType::OfferStart]);
         let (node, session) = match self.make_offer() {
             Ok(made) => made,
             Err(e) => {
-                c.engine.state().recipe.state = ElectionState::Failed;
-                c.dispatch(&[ElectionEventType::Failed]);
+                if step(ElectionState::Failed) {
+                    c.dispatch(&[ElectionEventType::Failed]);
+                }
                 return Err(e);
             }
         };
