@@ -329,6 +329,65 @@ fn write_lock_wakes_the_listener_and_close_while_waiting_leaves_no_node() {
     assert!(eventually(Duration::from_secs(5), || children(&zk, &dir).is_empty()));
 }
 
+/// An `unlock` from another thread as the instance becomes owner (decided,
+/// `lock_acquired` not yet told): the listener hears `lock_acquired` then
+/// `lock_released`, in the order the instance became owner and let go.
+/// Before, `lock_acquired` was told after the decision, unordered with the
+/// unlock's `lock_released`: the listener heard `released` then `acquired`
+/// and was left believing it owned an unlocked lock. Forced with the
+/// `Owner` step.
+#[test]
+fn write_lock_unlocked_as_it_becomes_owner_tells_acquired_then_released() {
+    use std::sync::{OnceLock, Weak};
+    struct Told(Arc<parking_lot::Mutex<Vec<&'static str>>>);
+    impl LockListener for Told {
+        fn lock_acquired(&self) {
+            self.0.lock().push("acquired");
+        }
+        fn lock_released(&self) {
+            self.0.lock().push("released");
+        }
+    }
+    let session = zkw();
+    let zk = raw();
+    let dir = unique_root("wl-unlock-owner");
+    let told: Arc<parking_lot::Mutex<Vec<&'static str>>> = Arc::default();
+    let me: Arc<OnceLock<Weak<WriteLock>>> = Arc::default();
+    let me2 = me.clone();
+    let once = AtomicBool::new(false);
+    let w = Arc::new(
+        WriteLock::new(&session, &dir, Acl::open_unsafe())
+            .unwrap()
+            .with_lock_listener(Told(told.clone()))
+            .with_step_hook(move |step, _| {
+                if step == WriteLockStep::Owner && !once.swap(true, Ordering::SeqCst) {
+                    let w = me2.get().and_then(Weak::upgrade).unwrap();
+                    // Another thread's unlock, over before the owner is told.
+                    thread::spawn(move || w.unlock()).join().unwrap().unwrap();
+                }
+            }),
+    );
+    me.set(Arc::downgrade(&w)).unwrap();
+    let _ = w.lock().unwrap();
+    assert!(eventually(Duration::from_secs(10), || told.lock().len() >= 2));
+    assert_eq!(
+        *told.lock(),
+        ["acquired", "released"],
+        "the listener's last word is not the lock's state"
+    );
+    assert!(!w.is_owner());
+    assert!(children(&zk, &dir).is_empty());
+    // The instance locks again, and is told so.
+    assert!(w.lock().unwrap());
+    w.unlock().unwrap();
+    // Told by the unlock, or by a thread telling the `acquired` meanwhile.
+    assert!(eventually(Duration::from_secs(10), || told.lock().len() >= 4));
+    assert_eq!(
+        *told.lock(),
+        ["acquired", "released", "acquired", "released"]
+    );
+}
+
 /// A `close` from another thread while `lock` is making the instance's node
 /// (made on the server, not yet the instance's): the close finds no node to
 /// remove, and before, the lock went on with its node and waited its whole

@@ -625,10 +625,8 @@ impl LeaderElectionSupport {
     /// ignored); the state becomes `Stop`.
     fn take(&self) -> Option<Taken> {
         self.rounds.engine().take(|c| {
-            let was_leader = c.state == ElectionState::Elected;
             c.state = ElectionState::Stop;
             c.ahead = None;
-            was_leader
         })
     }
 

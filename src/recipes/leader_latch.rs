@@ -570,11 +570,9 @@ impl LeaderLatch {
     /// ignored); the state becomes `state`.
     fn take(&self, state: LatchState) -> Option<Taken> {
         self.rounds.engine().take(|l| {
-            let led = l.lowest;
             l.state = state;
             l.lowest = false;
             l.told_leader = false;
-            led
         })
     }
 
