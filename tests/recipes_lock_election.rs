@@ -1848,6 +1848,72 @@ fn election_stopped_while_its_start_begins_stays_stopped_and_may_start_again() {
     assert!(children(&zk, &root).is_empty());
 }
 
+/// A `stop` from another thread as the candidate is elected (marked
+/// `Elected`, its listeners not told yet): they hear `ElectedComplete`
+/// before the stop's `StopStart`, so their last word is the stop. Before,
+/// the elected events were told after the decision, unordered with the
+/// stop's: a listener heard `StopComplete` then `ElectedComplete`, and
+/// believed a stopped candidate led. Forced with the `Elected` step, which
+/// gives the stop (its node taken) up to 2 s to tell its events.
+#[test]
+fn election_stopped_as_it_is_elected_tells_the_stop_last() {
+    use std::sync::{OnceLock, Weak};
+    let session = zkw();
+    let zk = raw();
+    let root = unique_root("election-stop-elected");
+    let told: Arc<parking_lot::Mutex<Vec<Ev>>> = Arc::default();
+    let me: Arc<OnceLock<Weak<LeaderElectionSupport>>> = Arc::default();
+    // The stop's thread, sent once the step is over (the start may return
+    // before: the stop ends its wait).
+    let (stopping_tx, stopping) = mpsc::channel::<thread::JoinHandle<()>>();
+    let stopping_tx = parking_lot::Mutex::new(stopping_tx);
+    let me2 = me.clone();
+    let c = Arc::new(
+        LeaderElectionSupport::new(&session, &root, "stopped")
+            .unwrap()
+            .with_step_hook(move |step, _| {
+                if step != ElectionStep::Elected {
+                    return;
+                }
+                let c = me2.get().and_then(Weak::upgrade).unwrap();
+                let c2 = c.clone();
+                let stop = thread::spawn(move || c2.stop().unwrap());
+                assert!(eventually(Duration::from_secs(10), || c.state()
+                    == zklock::recipes::election::ElectionState::Stop));
+                // The stop tells its events now, unless it must wait for
+                // the elected ones (then it waits whatever the time given).
+                let until = Instant::now() + Duration::from_secs(2);
+                while !stop.is_finished() && Instant::now() < until {
+                    thread::sleep(Duration::from_millis(10));
+                }
+                stopping_tx.lock().send(stop).unwrap();
+            }),
+    );
+    me.set(Arc::downgrade(&c)).unwrap();
+    let t = told.clone();
+    c.add_listener(move |e: Ev| t.lock().push(e));
+    c.start().unwrap();
+    let stop = stopping.recv_timeout(Duration::from_secs(30)).unwrap();
+    stop.join().unwrap();
+    // The elected events are told once the step is over.
+    assert!(eventually(Duration::from_secs(10), || told
+        .lock()
+        .contains(&Ev::ElectedComplete)));
+    let told = told.lock().clone();
+    let at = |e: Ev| {
+        told.iter()
+            .position(|x| *x == e)
+            .unwrap_or_else(|| panic!("{e:?} not told: {told:?}"))
+    };
+    assert!(
+        at(Ev::ElectedComplete) < at(Ev::StopStart),
+        "the stop was told before the election: {told:?}"
+    );
+    assert_eq!(told.last(), Some(&Ev::StopComplete), "{told:?}");
+    assert!(!c.has_leadership());
+    assert!(children(&zk, &root).is_empty());
+}
+
 // ---------------------------------------------------------------- sessions
 
 /// A watcher through its own proxy (so that an expiry can be forced without a

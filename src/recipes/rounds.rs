@@ -927,7 +927,26 @@ impl<L: ?Sized> Listeners<L> {
         if events.is_empty() {
             return;
         }
-        let _one_at_a_time = self.telling.lock();
+        let one_at_a_time = self.hold();
+        self.tell_held(&one_at_a_time, events, call);
+    }
+
+    /// Holds the telling for a recipe that decides a change and tells it in
+    /// one step (taken before the engine's lock, never inside it): any
+    /// other thread's events wait, so a change decided meanwhile by another
+    /// thread (a `stop` taking the node) is told after this one, or this one
+    /// finds it decided and tells nothing.
+    pub(crate) fn hold(&self) -> MutexGuard<'_, ()> {
+        self.telling.lock()
+    }
+
+    /// [`tell`](Self::tell) with the telling held already ([`hold`](Self::hold)).
+    pub(crate) fn tell_held<E: Copy>(
+        &self,
+        _held: &MutexGuard<'_, ()>,
+        events: &[E],
+        call: impl Fn(&L, E),
+    ) {
         let listeners = self.list.read().clone();
         for &e in events {
             for l in &listeners {
