@@ -329,6 +329,65 @@ fn write_lock_wakes_the_listener_and_close_while_waiting_leaves_no_node() {
     assert!(eventually(Duration::from_secs(5), || children(&zk, &dir).is_empty()));
 }
 
+/// An `unlock` from another thread as the instance becomes owner (decided,
+/// `lock_acquired` not yet told): the listener hears `lock_acquired` then
+/// `lock_released`, in the order the instance became owner and let go.
+/// Before, `lock_acquired` was told after the decision, unordered with the
+/// unlock's `lock_released`: the listener heard `released` then `acquired`
+/// and was left believing it owned an unlocked lock. Forced with the
+/// `Owner` step.
+#[test]
+fn write_lock_unlocked_as_it_becomes_owner_tells_acquired_then_released() {
+    use std::sync::{OnceLock, Weak};
+    struct Told(Arc<parking_lot::Mutex<Vec<&'static str>>>);
+    impl LockListener for Told {
+        fn lock_acquired(&self) {
+            self.0.lock().push("acquired");
+        }
+        fn lock_released(&self) {
+            self.0.lock().push("released");
+        }
+    }
+    let session = zkw();
+    let zk = raw();
+    let dir = unique_root("wl-unlock-owner");
+    let told: Arc<parking_lot::Mutex<Vec<&'static str>>> = Arc::default();
+    let me: Arc<OnceLock<Weak<WriteLock>>> = Arc::default();
+    let me2 = me.clone();
+    let once = AtomicBool::new(false);
+    let w = Arc::new(
+        WriteLock::new(&session, &dir, Acl::open_unsafe())
+            .unwrap()
+            .with_lock_listener(Told(told.clone()))
+            .with_step_hook(move |step, _| {
+                if step == WriteLockStep::Owner && !once.swap(true, Ordering::SeqCst) {
+                    let w = me2.get().and_then(Weak::upgrade).unwrap();
+                    // Another thread's unlock, over before the owner is told.
+                    thread::spawn(move || w.unlock()).join().unwrap().unwrap();
+                }
+            }),
+    );
+    me.set(Arc::downgrade(&w)).unwrap();
+    let _ = w.lock().unwrap();
+    assert!(eventually(Duration::from_secs(10), || told.lock().len() >= 2));
+    assert_eq!(
+        *told.lock(),
+        ["acquired", "released"],
+        "the listener's last word is not the lock's state"
+    );
+    assert!(!w.is_owner());
+    assert!(children(&zk, &dir).is_empty());
+    // The instance locks again, and is told so.
+    assert!(w.lock().unwrap());
+    w.unlock().unwrap();
+    // Told by the unlock, or by a thread telling the `acquired` meanwhile.
+    assert!(eventually(Duration::from_secs(10), || told.lock().len() >= 4));
+    assert_eq!(
+        *told.lock(),
+        ["acquired", "released", "acquired", "released"]
+    );
+}
+
 /// A `close` from another thread while `lock` is making the instance's node
 /// (made on the server, not yet the instance's): the close finds no node to
 /// remove, and before, the lock went on with its node and waited its whole
@@ -1672,6 +1731,187 @@ fn leader_manager_stopped_while_its_claim_is_confirmed_never_led() {
     );
     assert!(!m.has_leadership());
     assert_eq!(zk.exists(&znode, false).unwrap(), None);
+}
+
+/// A `close` from another thread right as a latch's `start` begins (the
+/// latch marked started, nothing made yet): before, `start` read the
+/// attempt's generation after the close had bumped it, so it made its node,
+/// bound it to the closed latch and returned `Ok`, and the node stayed in the
+/// queue (a closed latch ahead of every other participant) until the latch
+/// was dropped. Now `start` ends with `Closed`, makes nothing, and the latch
+/// stays closed. Then the same close with the start failing (a foreign
+/// dialect's node refused): before, the failure set the closed latch back to
+/// `Latent` (startable again). Forced with the `Starting` step.
+#[test]
+fn latch_closed_as_its_start_begins_makes_no_node_and_stays_closed() {
+    use std::sync::{OnceLock, Weak};
+    use zklock::recipes::leader_latch::{LatchState, LatchStep, LeaderLatch};
+    let session = zkw();
+    let zk = raw();
+    let closing_latch = |session: &ZooKeeperWatcher, path: &str| {
+        let me: Arc<OnceLock<Weak<LeaderLatch>>> = Arc::default();
+        let me2 = me.clone();
+        let latch = Arc::new(
+            LeaderLatch::new(session, path, "closed")
+                .unwrap()
+                .with_step_hook(move |step, _| {
+                    if step == LatchStep::Starting {
+                        let latch = me2.get().and_then(Weak::upgrade).unwrap();
+                        // Another thread's close, over before the start goes on.
+                        thread::spawn(move || latch.close())
+                            .join()
+                            .unwrap()
+                            .unwrap();
+                    }
+                }),
+        );
+        me.set(Arc::downgrade(&latch)).unwrap();
+        latch
+    };
+
+    let path = unique_root("latch-close-starting");
+    let latch = closing_latch(&session, &path);
+    let started = latch.start();
+    assert!(
+        matches!(started, Err(zklock::Error::Closed)),
+        "a start closed as it began returned {started:?}"
+    );
+    assert_eq!(latch.state(), LatchState::Closed);
+    assert!(!latch.has_leadership());
+    assert!(
+        children(&zk, &path).is_empty(),
+        "a closed latch left its node in the queue"
+    );
+    assert!(matches!(latch.start(), Err(zklock::Error::BadArguments(_))));
+    assert!(children(&zk, &path).is_empty());
+
+    // The start fails (a kazoo lock node in the path is refused) after the
+    // close: the latch stays closed.
+    let path = unique_root("latch-close-starting-fails");
+    zklock::zkutil::create_with_parents(&session, &format!("{path}/abc__lock__0000000001"))
+        .unwrap();
+    let latch = closing_latch(&session, &path);
+    let started = latch.start();
+    assert!(
+        matches!(started, Err(zklock::Error::MixedDialect { .. })),
+        "{started:?}"
+    );
+    assert_eq!(
+        latch.state(),
+        LatchState::Closed,
+        "a failed start reopened a closed latch"
+    );
+}
+
+/// A `stop` from another thread while `start` tells its listeners `Start`
+/// (before the offer is made): before, `start` then set the state to `Offer`
+/// over the stop's `Stop`, its offer was refused at the bind (`Closed`), and
+/// the candidate stayed in `Offer` for good: every later `start` refused it
+/// as "already started". Now the stopped candidate stays stopped, and may
+/// start again. Forced with a listener that waits for the stop.
+#[test]
+fn election_stopped_while_its_start_begins_stays_stopped_and_may_start_again() {
+    use std::sync::{OnceLock, Weak};
+    use zklock::recipes::election::ElectionState;
+    let session = zkw();
+    let zk = raw();
+    let root = unique_root("election-stop-starting");
+    let c = Arc::new(LeaderElectionSupport::new(&session, &root, "stopped").unwrap());
+    let me: Arc<OnceLock<Weak<LeaderElectionSupport>>> = Arc::default();
+    me.set(Arc::downgrade(&c)).unwrap();
+    let stopping: Arc<parking_lot::Mutex<Option<thread::JoinHandle<()>>>> = Arc::default();
+    let (me2, stopping2) = (me.clone(), stopping.clone());
+    let once = Arc::new(AtomicBool::new(false));
+    c.add_listener(move |e: Ev| {
+        if e != Ev::Start || once.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let c = me2.get().and_then(Weak::upgrade).unwrap();
+        let c2 = c.clone();
+        // The stop's own events wait for this one to be told: wait for its
+        // state change only.
+        *stopping2.lock() = Some(thread::spawn(move || c2.stop().unwrap()));
+        assert!(eventually(Duration::from_secs(10), || c.state() == ElectionState::Stop));
+    });
+    let started = c.start();
+    assert!(matches!(started, Err(zklock::Error::Closed)), "{started:?}");
+    stopping.lock().take().unwrap().join().unwrap();
+    assert_eq!(
+        c.state(),
+        ElectionState::Stop,
+        "a stopped candidate is not stopped"
+    );
+    assert!(children(&zk, &root).is_empty());
+    c.start().expect("a stopped candidate starts again");
+    assert!(c.has_leadership());
+    c.stop().unwrap();
+    assert!(children(&zk, &root).is_empty());
+}
+
+/// A `stop` from another thread as the candidate is elected (marked
+/// `Elected`, its listeners not told yet): they hear `ElectedComplete`
+/// before the stop's `StopStart`, so their last word is the stop. Before,
+/// the elected events were told after the decision, unordered with the
+/// stop's: a listener heard `StopComplete` then `ElectedComplete`, and
+/// believed a stopped candidate led. Forced with the `Elected` step, which
+/// gives the stop (its node taken) up to 2 s to tell its events.
+#[test]
+fn election_stopped_as_it_is_elected_tells_the_stop_last() {
+    use std::sync::{OnceLock, Weak};
+    let session = zkw();
+    let zk = raw();
+    let root = unique_root("election-stop-elected");
+    let told: Arc<parking_lot::Mutex<Vec<Ev>>> = Arc::default();
+    let me: Arc<OnceLock<Weak<LeaderElectionSupport>>> = Arc::default();
+    // The stop's thread, sent once the step is over (the start may return
+    // before: the stop ends its wait).
+    let (stopping_tx, stopping) = mpsc::channel::<thread::JoinHandle<()>>();
+    let stopping_tx = parking_lot::Mutex::new(stopping_tx);
+    let me2 = me.clone();
+    let c = Arc::new(
+        LeaderElectionSupport::new(&session, &root, "stopped")
+            .unwrap()
+            .with_step_hook(move |step, _| {
+                if step != ElectionStep::Elected {
+                    return;
+                }
+                let c = me2.get().and_then(Weak::upgrade).unwrap();
+                let c2 = c.clone();
+                let stop = thread::spawn(move || c2.stop().unwrap());
+                assert!(eventually(Duration::from_secs(10), || c.state()
+                    == zklock::recipes::election::ElectionState::Stop));
+                // The stop tells its events now, unless it must wait for
+                // the elected ones (then it waits whatever the time given).
+                let until = Instant::now() + Duration::from_secs(2);
+                while !stop.is_finished() && Instant::now() < until {
+                    thread::sleep(Duration::from_millis(10));
+                }
+                stopping_tx.lock().send(stop).unwrap();
+            }),
+    );
+    me.set(Arc::downgrade(&c)).unwrap();
+    let t = told.clone();
+    c.add_listener(move |e: Ev| t.lock().push(e));
+    c.start().unwrap();
+    let stop = stopping.recv_timeout(Duration::from_secs(30)).unwrap();
+    stop.join().unwrap();
+    // The elected events are told once the step is over.
+    assert!(eventually(Duration::from_secs(10), || told
+        .lock()
+        .contains(&Ev::ElectedComplete)));
+    let told = told.lock().clone();
+    let at = |e: Ev| {
+        told.iter()
+            .position(|x| *x == e)
+            .unwrap_or_else(|| panic!("{e:?} not told: {told:?}"))
+    };
+    assert!(
+        at(Ev::ElectedComplete) < at(Ev::StopStart),
+        "the stop was told before the election: {told:?}"
+    );
+    assert_eq!(told.last(), Some(&Ev::StopComplete), "{told:?}");
+    assert!(!c.has_leadership());
+    assert!(children(&zk, &root).is_empty());
 }
 
 // ---------------------------------------------------------------- sessions

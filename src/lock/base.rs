@@ -76,7 +76,8 @@ pub enum LockStep {
     /// The listing showed the lock is this attempt's; the held node is not
     /// watched yet.
     Granted,
-    /// The grant is complete; `acquire` returns next.
+    /// The grant is complete; `acquire` records it and returns next (a
+    /// cancel until the record still ends it with `Cancelled`).
     Held,
 }
 
@@ -114,9 +115,12 @@ enum Waited {
 ///   end it with [`Error::Cancelled`] / [`Error::Closed`], its node removed (a
 ///   closed session's ephemeral node goes with it): the attempt looks at
 ///   each round and once more after its grant's last network call (the
-///   held node's watch), just before the grant is recorded. Only a
-///   withdrawal after that look finds the lock held (a close then is a
-///   loss: `is_held()` false, a listener told `Lost`).
+///   held node's watch); a cancel, once more in the step that records the
+///   grant, under the lock [`is_held`](InterProcessLock::is_held) reads. So
+///   an `acquire` that an observer saw not holding after a cancel returned
+///   never comes back holding; only a cancel after the record finds the
+///   lock held. A close after the grant's last look is a loss (`is_held()`
+///   false, a listener told `Lost`).
 ///
 /// # Costs
 /// An uncontended `acquire` + `release` is 3 ZooKeeper requests (create, get
@@ -203,8 +207,8 @@ impl LockCanceller {
     /// [`Error::Cancelled`] (its node removed), and every later one: a cancelled
     /// instance stays cancelled (make a new instance to acquire again). A lock
     /// already held stays held; an `acquire` whose node is made but not yet
-    /// the instance's (its create in flight, its grant being listed or
-    /// watched) is still in progress: it ends with `Cancelled` (see "Threads
+    /// the instance's (its create in flight, its grant being listed, watched or
+    /// not yet recorded) is still in progress: it ends with `Cancelled` (see "Threads
     /// sharing an instance" on [`ZkInterProcessLockBase`]).
     pub fn cancel(&self) {
         if !self.shared.cancelled.swap(true, Ordering::SeqCst) {
@@ -384,6 +388,25 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
         self.shared.lost.store(false, Ordering::SeqCst);
         let _started = Timer::start();
         let result = self.attempt(bounds);
+        // The attempt's last look at a cancel, in the one step with the
+        // grant's record, under the lock `is_held` reads: a cancel that
+        // returned while the instance did not hold (the state `Acquiring`)
+        // ends the acquire with `Cancelled`, its node removed. (The grant's
+        // own look, `hold_grant`, comes before the `Held` step: a cancel
+        // between the two was left holding.)
+        let mut st = self.state.lock();
+        let result = match result {
+            Ok(Some((lock, watch))) => match self.check_cancelled() {
+                Ok(()) => Ok(Some((lock, watch))),
+                Err(e) => {
+                    drop(st);
+                    self.withdraw_cancelled(lock, watch);
+                    st = self.state.lock();
+                    Err(e)
+                }
+            },
+            other => other,
+        };
         metric!(lock_attempt(
             kind_label(self.layout.role),
             &self.parent,
@@ -391,7 +414,6 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
             _started,
             self.shared.waited.take()
         ));
-        let mut st = self.state.lock();
         match result {
             Ok(Some((lock, watch))) => {
                 debug!("acquired {}", lock.path);
@@ -412,6 +434,17 @@ impl<K: LockKind> ZkInterProcessLockBase<K> {
 
     fn check_cancelled(&self) -> Result<()> {
         check_cancelled(&self.shared, &self.parent)
+    }
+
+    /// A grant that a cancel came for before its record
+    /// ([`try_acquire_within`](Self::try_acquire_within)'s last look): its
+    /// watch released (our own delete: no `Lost`), its node removed.
+    fn withdraw_cancelled(&self, lock: AcquiredLock, watch: Option<Arc<NodeWatch>>) {
+        if let Some(w) = &watch {
+            w.release();
+        }
+        info!("acquiring {} cancelled at its record", self.parent);
+        remove_and_wait(&self.zkw, Attempt::Node(lock.path));
     }
 
     /// Creates this attempt's node and waits; every exit that does not hold the

@@ -117,6 +117,10 @@ pub enum ElectionStep {
     /// the candidate: a hook calling `stop` from another thread here forces
     /// the race of a stop during the offer.
     OfferMade,
+    /// The candidate was found first and marked `Elected`; its listeners are
+    /// not told yet (path: the offer): a hook calling `stop` from another
+    /// thread here forces the race of a stop as the candidate is elected.
+    Elected,
 }
 
 /// A candidate's own state beside its [`RoundEngine`]'s.
@@ -330,13 +334,25 @@ impl RoundRecipe for Candidacy {
 
 impl Candidacy {
     fn dispatch(&self, events: &[ElectionEventType]) {
+        let telling = self.listeners.hold();
+        self.dispatch_held(&telling, events);
+    }
+
+    /// [`dispatch`](Self::dispatch) with the telling held already (see
+    /// [`Listeners::hold`](super::rounds::Listeners::hold)).
+    fn dispatch_held(
+        &self,
+        telling: &parking_lot::MutexGuard<'_, ()>,
+        events: &[ElectionEventType],
+    ) {
         crate::metrics::metric!(leader_change(
             "election",
             self.engine.path(),
             events.contains(&ElectionEventType::ElectedComplete),
             events.contains(&ElectionEventType::LeadershipLost)
         ));
-        self.listeners.tell(events, |l, e| l.on_election_event(e));
+        self.listeners
+            .tell_held(telling, events, |l, e| l.on_election_event(e));
     }
 
     fn listed(&self, generation: u64, placed: Placed<Self>) {
@@ -375,8 +391,16 @@ impl Candidacy {
         self.engine.watch_ahead(generation, path, |_, _| {});
     }
 
+    /// The candidate is first: elected, and told so in the same step under
+    /// the listeners' telling. A `stop` from another thread that took the
+    /// offer first is found here (nothing told); one after it tells its
+    /// `StopStart` after `ElectedComplete` (its telling waits). Before, the
+    /// events were told after the decision, unordered with a stop's: a
+    /// listener could hear `StopComplete` then `ElectedComplete`, and
+    /// believe a stopped candidate led.
     fn elected(&self, generation: u64) {
-        {
+        let telling = self.listeners.hold();
+        let offer = {
             let mut st = self.engine.state();
             if st.generation != generation
                 || st.failed.is_some()
@@ -387,17 +411,26 @@ impl Candidacy {
             st.recipe.state = ElectionState::Elected;
             st.in_doubt = false;
             st.recipe.ahead = None;
-        }
+            st.node.clone().unwrap_or_default()
+        };
+        hook!(self.hook, ElectionStep::Elected, &offer);
         info!("elected leader of {}", self.engine.path());
-        self.dispatch(&[
-            ElectionEventType::ElectedStart,
-            ElectionEventType::ElectedComplete,
-        ]);
+        self.dispatch_held(
+            &telling,
+            &[
+                ElectionEventType::ElectedStart,
+                ElectionEventType::ElectedComplete,
+            ],
+        );
+        drop(telling);
         // After the events: `start` returns with them told.
         self.engine.round_done(generation);
     }
 
+    /// The candidate is behind `ahead`, watched: ready, told in the same
+    /// step (as [`elected`](Self::elected)).
     fn ready(&self, generation: u64, ahead: String) {
+        let telling = self.listeners.hold();
         {
             let mut st = self.engine.state();
             if st.generation != generation
@@ -410,10 +443,14 @@ impl Candidacy {
             st.recipe.ahead = Some(ahead.clone());
         }
         self.engine.ahead_watched(generation, &ahead);
-        self.dispatch(&[
-            ElectionEventType::ReadyStart,
-            ElectionEventType::ReadyComplete,
-        ]);
+        self.dispatch_held(
+            &telling,
+            &[
+                ElectionEventType::ReadyStart,
+                ElectionEventType::ReadyComplete,
+            ],
+        );
+        drop(telling);
         self.engine.round_done(generation);
     }
 }
@@ -528,6 +565,10 @@ impl LeaderElectionSupport {
     /// the connection), the offer the server may have made is found and
     /// removed once the connection is back.
     ///
+    /// A [`stop`](Self::stop) from another thread during `start` ends it
+    /// with `Closed`, no offer left, and the candidate stays stopped (it may
+    /// `start` again).
+    ///
     /// # Errors
     /// `SessionExpired`/`Closed`; `NoNode` when the offer was deleted under the
     /// candidate; ZooKeeper errors (after `FAILED` is told, as Java's
@@ -556,13 +597,27 @@ impl LeaderElectionSupport {
             st.generation
         };
         c.dispatch(&[ElectionEventType::Start]);
-        c.engine.state().recipe.state = ElectionState::Offer;
+        // Each later step of the start's own state only while no `stop` came
+        // (it bumped the generation and set `Stop`: a stopped candidate stays
+        // stopped, and may start again).
+        let step = |state: ElectionState| {
+            let mut st = c.engine.state();
+            let current = st.generation == generation;
+            if current {
+                st.recipe.state = state;
+            }
+            current
+        };
+        if !step(ElectionState::Offer) {
+            return Err(Error::Closed);
+        }
         c.dispatch(&[ElectionEventType::OfferStart]);
         let (node, session) = match self.make_offer() {
             Ok(made) => made,
             Err(e) => {
-                c.engine.state().recipe.state = ElectionState::Failed;
-                c.dispatch(&[ElectionEventType::Failed]);
+                if step(ElectionState::Failed) {
+                    c.dispatch(&[ElectionEventType::Failed]);
+                }
                 return Err(e);
             }
         };
@@ -607,10 +662,8 @@ impl LeaderElectionSupport {
     /// ignored); the state becomes `Stop`.
     fn take(&self) -> Option<Taken> {
         self.rounds.engine().take(|c| {
-            let was_leader = c.state == ElectionState::Elected;
             c.state = ElectionState::Stop;
             c.ahead = None;
-            was_leader
         })
     }
 

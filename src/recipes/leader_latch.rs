@@ -107,6 +107,10 @@ struct Latching {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LatchStep {
+    /// `start` marked the latch started and has made nothing yet (path:
+    /// empty): a hook calling `close` from another thread here forces the
+    /// race of a close at the very start of a start.
+    Starting,
     /// `start` made the latch's node (path: the node) and has not yet bound
     /// it to the latch: a hook calling `close` from another thread here
     /// forces the race of a close during the start.
@@ -453,6 +457,10 @@ impl LeaderLatch {
     /// by session renewal, or its node was deleted) can be started again: it
     /// enters the current session as a new participant (see the type's docs).
     ///
+    /// A [`close`](Self::close) from another thread during `start` ends it
+    /// with `Closed` (or the error it was failing with), no node left, and
+    /// the latch stays closed.
+    ///
     /// # Errors
     /// `MixedDialect` when `path` holds lock nodes of another dialect
     /// (kazoo's, HBase's; one listing before the create, so two latches of
@@ -464,7 +472,11 @@ impl LeaderLatch {
     /// removed once the connection is back).
     pub fn start(&self) -> Result<()> {
         let engine = self.rounds.engine();
-        {
+        // One step under the engine's lock: the check, the state that makes
+        // a second `start` refuse, and the generation a `close` from another
+        // thread then bumps (so `bind` refuses the node, and a failure here
+        // never reopens a closed latch).
+        let generation = {
             let mut st = engine.state();
             let current = st.recipe.state;
             match current {
@@ -485,12 +497,17 @@ impl LeaderLatch {
                 }
             }
             st.recipe.state = LatchState::Started;
-        }
-        let generation = engine.generation();
+            st.generation
+        };
+        hook!(self.rounds.core.hook, LatchStep::Starting, "");
         let (node, session) = match self.refuse_mixed().and_then(|()| self.make_node()) {
             Ok(made) => made,
             Err(e) => {
-                engine.state().recipe.state = LatchState::Latent;
+                let mut st = engine.state();
+                // Not over a `close` that came meanwhile: it stays closed.
+                if st.generation == generation {
+                    st.recipe.state = LatchState::Latent;
+                }
                 return Err(e);
             }
         };
@@ -553,11 +570,9 @@ impl LeaderLatch {
     /// ignored); the state becomes `state`.
     fn take(&self, state: LatchState) -> Option<Taken> {
         self.rounds.engine().take(|l| {
-            let led = l.lowest;
             l.state = state;
             l.lowest = false;
             l.told_leader = false;
-            led
         })
     }
 

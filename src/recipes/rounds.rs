@@ -708,7 +708,6 @@ impl<R: RoundRecipe> RoundEngine<R> {
                     let taken = Taken {
                         node,
                         session,
-                        led: false,
                         watched: false,
                     };
                     let _ = taken.withdraw(&zkw);
@@ -813,9 +812,10 @@ impl<R: RoundRecipe> RoundEngine<R> {
     }
 
     /// Forgets the node: a new generation (answers of earlier rounds are
-    /// ignored, waiters woken). Returns the node, its session and the
-    /// recipe's state before, for the caller to withdraw.
-    pub(crate) fn take(&self, reset: impl FnOnce(&mut R::State) -> bool) -> Option<Taken> {
+    /// ignored, waiters woken), the recipe's own state reset by `reset`
+    /// (under the engine's lock). Returns the node and its session, for the
+    /// caller to withdraw.
+    pub(crate) fn take(&self, reset: impl FnOnce(&mut R::State)) -> Option<Taken> {
         let mut st = self.state();
         st.generation += 1;
         st.failed = None;
@@ -828,14 +828,13 @@ impl<R: RoundRecipe> RoundEngine<R> {
         st.second_watch = None;
         st.succession = false;
         let watched = st.own_watch.take().is_some();
-        let led = reset(&mut st.recipe);
+        reset(&mut st.recipe);
         st.client = None;
         self.changed.wake();
         let node = st.node.take()?;
         Some(Taken {
             node,
             session: st.session,
-            led,
             watched,
         })
     }
@@ -928,7 +927,26 @@ impl<L: ?Sized> Listeners<L> {
         if events.is_empty() {
             return;
         }
-        let _one_at_a_time = self.telling.lock();
+        let one_at_a_time = self.hold();
+        self.tell_held(&one_at_a_time, events, call);
+    }
+
+    /// Holds the telling for a recipe that decides a change and tells it in
+    /// one step (taken before the engine's lock, never inside it): any
+    /// other thread's events wait, so a change decided meanwhile by another
+    /// thread (a `stop` taking the node) is told after this one, or this one
+    /// finds it decided and tells nothing.
+    pub(crate) fn hold(&self) -> MutexGuard<'_, ()> {
+        self.telling.lock()
+    }
+
+    /// [`tell`](Self::tell) with the telling held already ([`hold`](Self::hold)).
+    pub(crate) fn tell_held<E: Copy>(
+        &self,
+        _held: &MutexGuard<'_, ()>,
+        events: &[E],
+        call: impl Fn(&L, E),
+    ) {
         let listeners = self.list.read().clone();
         for &e in events {
             for l in &listeners {
@@ -944,8 +962,6 @@ pub(crate) struct Taken {
     pub(crate) node: String,
     /// The session it was made in.
     pub(crate) session: i64,
-    /// Whether the recipe led (owner, elected) when it was taken.
-    pub(crate) led: bool,
     /// Whether the node was watched by the recipe (a leader's is).
     watched: bool,
 }

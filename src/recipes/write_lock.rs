@@ -1,6 +1,7 @@
 //! ZooKeeper's `org.apache.zookeeper.recipes.lock.WriteLock`, without its lost
 //! wake-up.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,10 @@ use crate::zkutil;
 /// Called on the client's event thread (or on the thread calling
 /// [`WriteLock::lock`] when the lock is free at once, or on a thread waiting in
 /// `lock`/`lock_blocking` that sees the session's end before the event thread
-/// tells it): keep it short and never block on ZooKeeper in it.
+/// tells it, or on the thread calling [`WriteLock::unlock`]): keep it short and
+/// never block on ZooKeeper in it. Told in the order the instance became owner
+/// and let go, one at a time: `lock_released` never comes before the
+/// `lock_acquired` it follows, whichever threads decided them.
 pub trait LockListener: Send + Sync {
     /// Java's `lockAcquired()`: this instance now owns the lock.
     fn lock_acquired(&self);
@@ -61,6 +65,21 @@ pub enum WriteLockStep {
 #[derive(Debug, Default)]
 struct WriteLockRound {
     owner: bool,
+    /// The listener's events decided (under the engine's lock, with the
+    /// change of `owner` they tell) and not told yet, in decision order:
+    /// `true` acquired, `false` released (see [`WriteLockCore::drain`]).
+    due: VecDeque<bool>,
+}
+
+impl WriteLockRound {
+    /// No longer owner: `lock_released` is due when it was. Whether it was.
+    fn let_go(&mut self) -> bool {
+        let was_owner = std::mem::replace(&mut self.owner, false);
+        if was_owner {
+            self.due.push_back(false);
+        }
+        was_owner
+    }
 }
 
 /// The part of a [`WriteLock`] its rounds (on the event thread) reach.
@@ -68,6 +87,8 @@ struct WriteLockCore {
     engine: RoundEngine<WriteLockCore>,
     listener: Mutex<Option<Arc<dyn LockListener>>>,
     hook: Hook<WriteLockStep>,
+    /// Held by the one thread telling the due events; never waited for.
+    telling: Mutex<()>,
 }
 
 /// ZooKeeper's `org.apache.zookeeper.recipes.lock.WriteLock`: an exclusive lock
@@ -158,13 +179,11 @@ impl RoundRecipe for WriteLockCore {
     }
 
     fn mark_failed(state: &mut WriteLockRound) -> bool {
-        std::mem::replace(&mut state.owner, false)
+        state.let_go()
     }
 
-    fn tell_failed(&self, was_owner: bool, _code: ZkError) {
-        if was_owner {
-            self.tell_released();
-        }
+    fn tell_failed(&self, _was_owner: bool, _code: ZkError) {
+        self.drain();
     }
 }
 
@@ -217,17 +236,14 @@ impl WriteLockCore {
                 return self.engine.round_done(generation);
             }
             st.recipe.owner = true;
+            st.recipe.due.push_back(true);
             st.node.clone().unwrap_or_default()
         };
         self.engine.round_done(generation);
         info!("{}: {path} owns the lock", self.engine.path());
         self.watch_own(generation);
         hook!(self.hook, WriteLockStep::Owner, &path);
-        crate::metrics::metric!(leader_change("write_lock", self.engine.path(), true, false));
-        let listener = self.listener.lock().clone();
-        if let Some(l) = listener {
-            l.lock_acquired();
-        }
+        self.drain();
     }
 
     /// Watches the owned node (one `exists`, answered on the event thread): its
@@ -236,11 +252,42 @@ impl WriteLockCore {
         self.engine.watch_own(generation, Self::watch_own);
     }
 
-    fn tell_released(&self) {
-        crate::metrics::metric!(leader_change("write_lock", self.engine.path(), false, true));
-        let listener = self.listener.lock().clone();
-        if let Some(l) = listener {
-            l.lock_released();
+    /// Tells the due events in order (as the locks' listener queue does).
+    /// Whoever finds another thread telling leaves its events to it: no lock
+    /// is held while the listener runs but the teller's own flag, which
+    /// nobody waits for (an `unlock` from a listener, or a drop, never
+    /// blocks on it). Before, `lock_acquired` was told after the decision,
+    /// unordered with an `unlock` from another thread: its `lock_released`
+    /// could come first, and the listener was left believing it owned.
+    fn drain(&self) {
+        loop {
+            let Some(_telling) = self.telling.try_lock() else {
+                return;
+            };
+            loop {
+                // Not in a `while let`: its guard would live through the call.
+                let next = self.engine.state().recipe.due.pop_front();
+                let Some(acquired) = next else {
+                    break;
+                };
+                crate::metrics::metric!(leader_change(
+                    "write_lock",
+                    self.engine.path(),
+                    acquired,
+                    !acquired
+                ));
+                let listener = self.listener.lock().clone();
+                match listener {
+                    Some(l) if acquired => l.lock_acquired(),
+                    Some(l) => l.lock_released(),
+                    None => {}
+                }
+            }
+            drop(_telling);
+            // An event decided after the last pop, while the flag was held.
+            if self.engine.state().recipe.due.is_empty() {
+                return;
+            }
         }
     }
 }
@@ -272,6 +319,7 @@ impl WriteLock {
             engine,
             listener: Mutex::new(None),
             hook: Hook::default(),
+            telling: Mutex::new(()),
         })?;
         Ok(WriteLock {
             rounds,
@@ -410,11 +458,8 @@ impl WriteLock {
         let Some(taken) = self.take() else {
             return Ok(());
         };
-        let was_owner = taken.led;
         let result = taken.withdraw(&self.rounds.zkw);
-        if was_owner {
-            self.rounds.core.tell_released();
-        }
+        self.rounds.core.drain();
         result
     }
 
@@ -431,15 +476,14 @@ impl WriteLock {
     /// Forgets the node (a new generation: answers of earlier rounds are
     /// ignored).
     fn take(&self) -> Option<Taken> {
-        self.rounds
-            .engine()
-            .take(|st| std::mem::replace(&mut st.owner, false))
+        self.rounds.engine().take(|st| {
+            st.let_go();
+        })
     }
 
     /// Removes the node after a failed or timed-out wait.
     fn abandon(&self, wait: bool) {
         if let Some(taken) = self.take() {
-            let was_owner = taken.led;
             if wait {
                 if self.rounds.zkw.zookeeper().session_id() == taken.session {
                     Removal::new(taken.node, Guard::Any)
@@ -448,9 +492,7 @@ impl WriteLock {
             } else {
                 taken.withdraw_in_background(&self.rounds.zkw);
             }
-            if was_owner {
-                self.rounds.core.tell_released();
-            }
+            self.rounds.core.drain();
         }
     }
 
