@@ -1848,6 +1848,75 @@ fn election_stopped_while_its_start_begins_stays_stopped_and_may_start_again() {
     assert!(children(&zk, &root).is_empty());
 }
 
+/// A listener may stop its own candidate, latch or manager from inside an
+/// event, on the thread telling it (HBase-style code stops on `Elected` or on
+/// `Lost`): the stop's own events are told then and there, nested, as Java's
+/// recipes do, and nothing waits for itself.
+#[test]
+fn a_listener_stops_its_own_recipe_from_inside_an_event() {
+    use std::sync::{OnceLock, Weak};
+    use zklock::recipes::election::ElectionState;
+    let session = zkw();
+    let zk = raw();
+    // The election: stopped from ElectedComplete, during start().
+    let root = unique_root("election-stop-inside");
+    let c = Arc::new(LeaderElectionSupport::new(&session, &root, "inside").unwrap());
+    let me: Arc<OnceLock<Weak<LeaderElectionSupport>>> = Arc::default();
+    me.set(Arc::downgrade(&c)).unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (me2, seen2) = (me.clone(), seen.clone());
+    c.add_listener(move |e: Ev| {
+        seen2.lock().unwrap().push(e);
+        if e == Ev::ElectedComplete {
+            let c = me2.get().and_then(Weak::upgrade).unwrap();
+            c.stop().unwrap();
+        }
+    });
+    let c2 = c.clone();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || tx.send(c2.start().map_err(|e| e.to_string())));
+    let started = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("start() with a listener stopping the candidate never returned");
+    assert!(started.is_ok(), "{started:?}");
+    assert_eq!(c.state(), ElectionState::Stop);
+    // The listener's stop told its events (a deadlock of the telling thread,
+    // the session's event thread, would hold them, and every later event
+    // of the session, for good).
+    assert!(
+        eventually(Duration::from_secs(10), || seen
+            .lock()
+            .unwrap()
+            .ends_with(&[Ev::StopStart, Ev::StopComplete])),
+        "{seen:?}"
+    );
+    assert!(children(&zk, &root).is_empty());
+    // The latch: closed from IsLeader.
+    use zklock::recipes::leader_latch::{LatchEvent, LeaderLatch};
+    let root = unique_root("latch-close-inside");
+    let latch = Arc::new(LeaderLatch::new(&session, &root, "inside").unwrap());
+    let me: Arc<OnceLock<Weak<LeaderLatch>>> = Arc::default();
+    me.set(Arc::downgrade(&latch)).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    latch.add_listener(move |e: LatchEvent| {
+        if e == LatchEvent::IsLeader {
+            if let Some(l) = me.get().and_then(Weak::upgrade) {
+                let _ = tx
+                    .lock()
+                    .unwrap()
+                    .send(l.close().map_err(|e| e.to_string()));
+            }
+        }
+    });
+    latch.start().unwrap();
+    let closed = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("a latch closed from IsLeader never finished");
+    assert!(closed.is_ok(), "{closed:?}");
+    assert!(eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()));
+}
+
 /// A `stop` from another thread as the candidate is elected (marked
 /// `Elected`, its listeners not told yet): they hear `ElectedComplete`
 /// before the stop's `StopStart`, so their last word is the stop. Before,

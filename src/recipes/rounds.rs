@@ -141,7 +141,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use log::debug;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard, ReentrantMutex};
 
 use crate::client::{State, ZooKeeper};
 use crate::deadline::Deadline;
@@ -900,18 +900,29 @@ impl<R: RoundRecipe> Held for Resume<R> {
 /// What [`RoundEngine::wait_for`] found: the state, locked, when it is done.
 type Found<'a, S> = Option<MutexGuard<'a, RoundState<S>>>;
 
+/// The telling of a recipe's events, held ([`Listeners::hold`]).
+pub(crate) type Telling<'a> = parking_lot::ReentrantMutexGuard<'a, ()>;
+
 /// A recipe's listeners (of the listener trait `L`), told events one at a
 /// time, in order; none is called under the list's lock.
+///
+/// The telling is reentrant: a listener may act on its recipe from inside
+/// an event (stop the candidate it was told is elected, as HBase-style code
+/// does), on the telling thread; the events of that act are told then and
+/// there, nested, as Java's recipes tell them. Other threads' events wait.
+/// (Not reentrant, the listener's own stop waited for the telling its
+/// thread held: the event thread stuck for good, and every later event of
+/// the session with it.)
 pub(crate) struct Listeners<L: ?Sized> {
     list: parking_lot::RwLock<Vec<Arc<L>>>,
-    telling: Mutex<()>,
+    telling: ReentrantMutex<()>,
 }
 
 impl<L: ?Sized> Default for Listeners<L> {
     fn default() -> Self {
         Listeners {
             list: parking_lot::RwLock::new(Vec::new()),
-            telling: Mutex::new(()),
+            telling: ReentrantMutex::new(()),
         }
     }
 }
@@ -936,14 +947,14 @@ impl<L: ?Sized> Listeners<L> {
     /// other thread's events wait, so a change decided meanwhile by another
     /// thread (a `stop` taking the node) is told after this one, or this one
     /// finds it decided and tells nothing.
-    pub(crate) fn hold(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn hold(&self) -> Telling<'_> {
         self.telling.lock()
     }
 
     /// [`tell`](Self::tell) with the telling held already ([`hold`](Self::hold)).
     pub(crate) fn tell_held<E: Copy>(
         &self,
-        _held: &MutexGuard<'_, ()>,
+        _held: &Telling<'_>,
         events: &[E],
         call: impl Fn(&L, E),
     ) {
