@@ -1850,8 +1850,8 @@ fn election_stopped_while_its_start_begins_stays_stopped_and_may_start_again() {
 
 /// A listener may stop its own candidate, latch or manager from inside an
 /// event, on the thread telling it (HBase-style code stops on `Elected` or on
-/// `Lost`): the stop's own events are told then and there, nested, as Java's
-/// recipes do, and nothing waits for itself.
+/// `Lost`): nothing waits for itself, and the stop's own events are told once
+/// the event being told has reached every listener, so all hear one order.
 #[test]
 fn a_listener_stops_its_own_recipe_from_inside_an_event() {
     use std::sync::{OnceLock, Weak};
@@ -1872,6 +1872,11 @@ fn a_listener_stops_its_own_recipe_from_inside_an_event() {
             c.stop().unwrap();
         }
     });
+    // A second listener, told after the first: it hears the election
+    // before the stop the first listener made inside it.
+    let later = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let later2 = later.clone();
+    c.add_listener(move |e: Ev| later2.lock().unwrap().push(e));
     let c2 = c.clone();
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || tx.send(c2.start().map_err(|e| e.to_string())));
@@ -1890,6 +1895,14 @@ fn a_listener_stops_its_own_recipe_from_inside_an_event() {
             .ends_with(&[Ev::StopStart, Ev::StopComplete])),
         "{seen:?}"
     );
+    assert!(
+        eventually(Duration::from_secs(10), || later
+            .lock()
+            .unwrap()
+            .ends_with(&[Ev::ElectedComplete, Ev::StopStart, Ev::StopComplete])),
+        "the events in another order for the second listener: {later:?}"
+    );
+    assert_eq!(*seen.lock().unwrap(), *later.lock().unwrap());
     assert!(children(&zk, &root).is_empty());
     // The latch: closed from IsLeader.
     use zklock::recipes::leader_latch::{LatchEvent, LeaderLatch};

@@ -340,7 +340,11 @@ impl Candidacy {
 
     /// [`dispatch`](Self::dispatch) with the telling held already (see
     /// [`Listeners::hold`](super::rounds::Listeners::hold)).
-    fn dispatch_held(&self, telling: &super::rounds::Telling<'_>, events: &[ElectionEventType]) {
+    fn dispatch_held(
+        &self,
+        telling: &super::rounds::Telling<'_, dyn LeaderElectionAware>,
+        events: &[ElectionEventType],
+    ) {
         crate::metrics::metric!(leader_change(
             "election",
             self.engine.path(),

@@ -137,6 +137,8 @@
 //! on the own node ([`watch_own_node`]) and the listener traits
 //! (`listener_trait!`).
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -901,40 +903,61 @@ impl<R: RoundRecipe> Held for Resume<R> {
 type Found<'a, S> = Option<MutexGuard<'a, RoundState<S>>>;
 
 /// The telling of a recipe's events, held ([`Listeners::hold`]).
-pub(crate) type Telling<'a> = parking_lot::ReentrantMutexGuard<'a, ()>;
+pub(crate) type Telling<'a, L> = parking_lot::ReentrantMutexGuard<'a, RefCell<Queue<L>>>;
+
+/// Events to tell, each with its call, in the order they were decided.
+type Told<L> = Box<dyn FnOnce(&[Arc<L>]) + Send>;
+
+/// The telling's own state: whether a thread is telling now, and the events
+/// decided meanwhile on that thread (by a listener, inside an event).
+pub(crate) struct Queue<L: ?Sized> {
+    telling: bool,
+    nested: VecDeque<Told<L>>,
+}
 
 /// A recipe's listeners (of the listener trait `L`), told events one at a
 /// time, in order; none is called under the list's lock.
 ///
-/// The telling is reentrant: a listener may act on its recipe from inside
-/// an event (stop the candidate it was told is elected, as HBase-style code
-/// does), on the telling thread; the events of that act are told then and
-/// there, nested, as Java's recipes tell them. Other threads' events wait.
-/// (Not reentrant, the listener's own stop waited for the telling its
-/// thread held: the event thread stuck for good, and every later event of
-/// the session with it.)
+/// A listener may act on its recipe from inside an event (stop the
+/// candidate it was told is elected, as HBase-style code does), on the
+/// telling thread: the telling is reentrant, so that act never waits for
+/// the telling its own thread holds, and the events it decides are told
+/// once the event being told has reached every listener, before anything
+/// else. So every listener hears every event in the order decided (no
+/// listener hears `ElectedComplete` after the stop's `StopComplete`), and
+/// the acting listener's call returns before its own events are told.
+/// Other threads' events wait their turn. (Not reentrant, the listener's
+/// stop waited for the telling its thread held: the event thread stuck for
+/// good, and every later event of the session with it.)
 pub(crate) struct Listeners<L: ?Sized> {
     list: parking_lot::RwLock<Vec<Arc<L>>>,
-    telling: ReentrantMutex<()>,
+    telling: ReentrantMutex<RefCell<Queue<L>>>,
 }
 
 impl<L: ?Sized> Default for Listeners<L> {
     fn default() -> Self {
         Listeners {
             list: parking_lot::RwLock::new(Vec::new()),
-            telling: ReentrantMutex::new(()),
+            telling: ReentrantMutex::new(RefCell::new(Queue {
+                telling: false,
+                nested: VecDeque::new(),
+            })),
         }
     }
 }
 
-impl<L: ?Sized> Listeners<L> {
+impl<L: ?Sized + Send + Sync + 'static> Listeners<L> {
     /// Adds `listener`.
     pub(crate) fn add(&self, listener: Arc<L>) {
         self.list.write().push(listener);
     }
 
     /// Tells every listener each of `events` (with `call`), in order.
-    pub(crate) fn tell<E: Copy>(&self, events: &[E], call: impl Fn(&L, E)) {
+    pub(crate) fn tell<E: Copy + Send + 'static>(
+        &self,
+        events: &[E],
+        call: impl Fn(&L, E) + Send + 'static,
+    ) {
         if events.is_empty() {
             return;
         }
@@ -947,22 +970,51 @@ impl<L: ?Sized> Listeners<L> {
     /// other thread's events wait, so a change decided meanwhile by another
     /// thread (a `stop` taking the node) is told after this one, or this one
     /// finds it decided and tells nothing.
-    pub(crate) fn hold(&self) -> Telling<'_> {
+    pub(crate) fn hold(&self) -> Telling<'_, L> {
         self.telling.lock()
     }
 
     /// [`tell`](Self::tell) with the telling held already ([`hold`](Self::hold)).
-    pub(crate) fn tell_held<E: Copy>(
+    /// Inside an event being told on this thread, the events wait until that
+    /// event has reached every listener (see the type's docs).
+    pub(crate) fn tell_held<E: Copy + Send + 'static>(
         &self,
-        _held: &Telling<'_>,
+        held: &Telling<'_, L>,
         events: &[E],
-        call: impl Fn(&L, E),
+        call: impl Fn(&L, E) + Send + 'static,
     ) {
-        let listeners = self.list.read().clone();
-        for &e in events {
-            for l in &listeners {
-                call(l, e);
+        let events = events.to_vec();
+        let told: Told<L> = Box::new(move |listeners: &[Arc<L>]| {
+            for &e in &events {
+                for l in listeners {
+                    call(l, e);
+                }
             }
+        });
+        {
+            let mut queue = held.borrow_mut();
+            if queue.telling {
+                queue.nested.push_back(told);
+                return;
+            }
+            queue.telling = true;
+        }
+        // Ends this telling, also when a listener panics (nothing is left
+        // queued for a telling that will not come).
+        struct Done<'g, 'a, L: ?Sized>(&'g Telling<'a, L>);
+        impl<L: ?Sized> Drop for Done<'_, '_, L> {
+            fn drop(&mut self) {
+                let mut queue = self.0.borrow_mut();
+                queue.telling = false;
+                queue.nested.clear();
+            }
+        }
+        let _done = Done(held);
+        let mut next = Some(told);
+        while let Some(told) = next {
+            let listeners = self.list.read().clone();
+            told(&listeners);
+            next = held.borrow_mut().nested.pop_front();
         }
     }
 }
