@@ -78,7 +78,9 @@ listener_trait! {
     /// Called on the client's event thread (or the thread in `start`/`stop`, or a
     /// thread waiting in `start`/`await_leadership` that sees the session's end
     /// before the event thread tells it), one event at a time: keep it short,
-    /// never block on ZooKeeper in it.
+    /// never block on ZooKeeper in it. It may stop its candidate from inside
+    /// an event: the stop's events follow once the event has reached every
+    /// listener, so all of them hear one order.
     pub trait LeaderElectionAware {
         /// Java's `onElectionEvent(EventType)`.
         fn on_election_event(ElectionEventType);

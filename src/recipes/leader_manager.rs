@@ -197,7 +197,8 @@ impl ZkLeaderManager {
     /// than by [`step_down_as_leader`](Self::step_down_as_leader) or
     /// [`stop`](Self::stop) (its znode gone or another's, its session
     /// ended). Called on the event thread, one event at a time: keep it
-    /// short, never block on ZooKeeper in it.
+    /// short, never block on ZooKeeper in it. Events decided on the telling
+    /// thread during an event are told once it has reached every listener.
     pub fn add_listener(&self, listener: impl Fn(LeadershipEvent) + Send + Sync + 'static) {
         self.shared.listeners.add(Arc::new(listener));
     }
