@@ -1848,6 +1848,101 @@ fn election_stopped_while_its_start_begins_stays_stopped_and_may_start_again() {
     assert!(children(&zk, &root).is_empty());
 }
 
+/// Two waits of one manager: the second, finding the first's znode by its
+/// mark after the first confirmed it, leaves the confirmed claim as it is
+/// (before, it confirmed it again, and the leader did not lead for that
+/// round trip; a retryable failure of that second confirmation removed the
+/// leader's znode).
+#[test]
+fn a_second_wait_of_a_leader_manager_leaves_the_confirmed_claim_alone() {
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    use zklock::testing::ProxyMode;
+    const EXISTS: i32 = 3;
+    let (proxy, w) = proxied(false);
+    let znode = format!("{}/leader", unique_root("leader-manager-two-waits"));
+    let m = Arc::new(ZkLeaderManager::new(&w, &znode, "a"));
+    m.start().unwrap();
+    // The first wait's confirmation held: the second waits behind it.
+    proxy.set_mode_after(&[EXISTS], ProxyMode::StallDownstream);
+    let m1 = m.clone();
+    let first = thread::spawn(move || m1.wait_to_become_leader());
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(10), || zk
+        .exists(&znode, false)
+        .unwrap()
+        .is_some()));
+    let m2 = m.clone();
+    let second = thread::spawn(move || m2.wait_to_become_leader());
+    thread::sleep(Duration::from_millis(300));
+    // Any confirmation the second wait sends is held in turn.
+    proxy.set_mode_after(&[EXISTS], ProxyMode::StallDownstream);
+    let sent = proxy.requests(EXISTS);
+    proxy.pass();
+    assert!(first.join().unwrap().unwrap());
+    // The old code sent a second confirmation; wait for it, if it comes.
+    let _ = eventually(Duration::from_secs(2), || proxy.requests(EXISTS) > sent);
+    assert!(
+        m.has_leadership(),
+        "a second wait unconfirmed the confirmed leader"
+    );
+    proxy.set_mode_after(&[], ProxyMode::Pass);
+    proxy.pass();
+    assert!(second.join().unwrap().unwrap());
+    assert!(m.has_leadership());
+    m.stop().unwrap();
+    assert_eq!(zk.exists(&znode, false).unwrap(), None);
+}
+
+/// A claim cut off while it is being confirmed did not lead yet: its
+/// listeners hear nothing then (before, `InDoubt`, for a leadership never
+/// had); once confirmed after the reconnect it leads, told in doubt and
+/// restored, or nothing, never a lone `InDoubt`.
+#[test]
+fn a_leader_manager_claim_cut_off_before_it_led_tells_nothing() {
+    use zklock::recipes::leader_manager::ZkLeaderManager;
+    use zklock::recipes::LeadershipEvent;
+    use zklock::testing::ProxyMode;
+    const EXISTS: i32 = 3;
+    let (proxy, w) = proxied(false);
+    let znode = format!("{}/leader", unique_root("leader-manager-cut-confirm"));
+    let m = Arc::new(ZkLeaderManager::new(&w, &znode, "a"));
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let e = events.clone();
+    m.add_listener(move |ev| e.lock().unwrap().push(ev));
+    m.start().unwrap();
+    proxy.set_mode_after(&[EXISTS], ProxyMode::StallDownstream);
+    let m1 = m.clone();
+    let waiting = thread::spawn(move || m1.wait_to_become_leader());
+    let zk = raw();
+    assert!(eventually(Duration::from_secs(10), || zk
+        .exists(&znode, false)
+        .unwrap()
+        .is_some()));
+    // Cut off with its confirmation unanswered: the client sees the
+    // connection drop; the claim is no leadership yet.
+    proxy.stall();
+    proxy.cut();
+    assert!(eventually(Duration::from_secs(10), || w.state()
+        != zklock::client::State::Connected));
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        *events.lock().unwrap(),
+        [],
+        "told of a claim that never led"
+    );
+    assert!(!m.has_leadership());
+    proxy.pass();
+    assert!(waiting.join().unwrap().unwrap());
+    assert!(eventually(Duration::from_secs(10), || m.has_leadership()));
+    let told = events.lock().unwrap().clone();
+    assert!(
+        told.is_empty() || told == [LeadershipEvent::InDoubt, LeadershipEvent::Restored],
+        "{told:?}"
+    );
+    m.stop().unwrap();
+    assert_eq!(zk.exists(&znode, false).unwrap(), None);
+}
+
 /// A listener may stop its own candidate, latch or manager from inside an
 /// event, on the thread telling it (HBase-style code stops on `Elected` or on
 /// `Lost`): nothing waits for itself, and the stop's own events are told once

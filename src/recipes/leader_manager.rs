@@ -402,6 +402,11 @@ impl ZkLeaderManager {
         let claim = Claim { session, czxid };
         {
             let mut st = self.shared.state.lock();
+            if st.claim == Some(claim) && st.confirmed {
+                // Another wait of this manager confirmed it first: kept as
+                // it is (in doubt or not).
+                return Ok(true);
+            }
             st.leader_exists = true;
             st.claim = Some(claim);
             st.confirmed = false;
@@ -414,6 +419,9 @@ impl ZkLeaderManager {
                 // Unconfirmed: no claim is kept, and the znode (if still
                 // there) is settled after the reconnect.
                 let mut st = self.shared.state.lock();
+                if st.claim == Some(claim) && st.confirmed {
+                    return Ok(true); // confirmed by another wait meanwhile
+                }
                 if st.claim == Some(claim) {
                     st.claim = None;
                 }
@@ -432,13 +440,23 @@ impl ZkLeaderManager {
             }
             return Ok(false);
         }
+        if st.confirmed {
+            return Ok(true); // confirmed by another wait meanwhile
+        }
         if st.stopped {
             drop(st);
             self.step_down_as_leader()?;
             return Ok(false);
         }
         st.confirmed = true;
+        // The connection dropped since the create: it leads in doubt, and
+        // says so now (the disconnect told nothing for a claim that did not
+        // lead yet); the re-check after the reconnect restores or ends it.
+        let in_doubt = st.in_doubt;
         drop(st);
+        if in_doubt {
+            self.shared.tell(LeadershipEvent::InDoubt);
+        }
         crate::metrics::metric!(leader_change(
             "leader_manager",
             &self.shared.znode,
@@ -614,7 +632,8 @@ impl LeaderShared {
     ) {
         let mut st = self.state.lock();
         let same_claim = st.claim == claim_at_send;
-        let (had_claim, was_in_doubt) = (st.claim.is_some(), st.in_doubt);
+        // Only a claim that led is told of (an unconfirmed one never led).
+        let (had_claim, was_in_doubt) = (st.claim.is_some() && st.confirmed, st.in_doubt);
         match answer {
             Ok(Some(stat)) => {
                 st.leader_exists = true;
@@ -729,7 +748,7 @@ impl SessionHook for LeaderShared {
     fn session_event(&self, state: KeeperState) {
         if Error::for_session_event(state).is_some() {
             let mut st = self.state.lock();
-            let had_claim = st.claim.take().is_some();
+            let had_claim = st.claim.take().is_some() && st.confirmed;
             st.leader_exists = false;
             st.in_doubt = false;
             drop(st);
@@ -744,6 +763,10 @@ impl SessionHook for LeaderShared {
                 let mut st = self.state.lock();
                 if st.claim.is_some() && !st.in_doubt {
                     st.in_doubt = true;
+                    if !st.confirmed {
+                        // Not leading yet: in doubt, told if it comes to lead.
+                        return;
+                    }
                     drop(st);
                     warn!(
                         "leader of {}: connection lost, leadership in doubt",
