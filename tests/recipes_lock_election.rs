@@ -1704,7 +1704,9 @@ fn leader_manager_like_hbase_test_zk_leader_manager() {
 fn leader_manager_stopped_while_its_claim_is_confirmed_never_led() {
     use zklock::recipes::leader_manager::ZkLeaderManager;
     use zklock::testing::ProxyMode;
-    let (proxy, w) = proxied(false);
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    // A session that outlives the test's holds under any load.
+    let w = through(&proxy, Duration::from_secs(20));
     let znode = format!("{}/leader", unique_root("leader-manager-confirm"));
     let m = Arc::new(ZkLeaderManager::new(&w, &znode, "a"));
     m.start().unwrap();
@@ -1858,7 +1860,9 @@ fn a_second_wait_of_a_leader_manager_leaves_the_confirmed_claim_alone() {
     use zklock::recipes::leader_manager::ZkLeaderManager;
     use zklock::testing::ProxyMode;
     const EXISTS: i32 = 3;
-    let (proxy, w) = proxied(false);
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    // A session that outlives the test's holds under any load.
+    let w = through(&proxy, Duration::from_secs(20));
     let znode = format!("{}/leader", unique_root("leader-manager-two-waits"));
     let m = Arc::new(ZkLeaderManager::new(&w, &znode, "a"));
     m.start().unwrap();
@@ -1903,7 +1907,9 @@ fn a_leader_manager_claim_cut_off_before_it_led_tells_nothing() {
     use zklock::recipes::LeadershipEvent;
     use zklock::testing::ProxyMode;
     const EXISTS: i32 = 3;
-    let (proxy, w) = proxied(false);
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    // A session that outlives the test's holds under any load.
+    let w = through(&proxy, Duration::from_secs(20));
     let znode = format!("{}/leader", unique_root("leader-manager-cut-confirm"));
     let m = Arc::new(ZkLeaderManager::new(&w, &znode, "a"));
     let events = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -1941,6 +1947,45 @@ fn a_leader_manager_claim_cut_off_before_it_led_tells_nothing() {
     );
     m.stop().unwrap();
     assert_eq!(zk.exists(&znode, false).unwrap(), None);
+}
+
+/// A stop while the offer is being made (its create's reply held): the
+/// stop's `StopStart`/`StopComplete` are the listeners' last events (before,
+/// `OfferComplete` followed them), `start` says `Closed`, and the offer the
+/// server made is removed.
+#[test]
+fn election_stopped_while_its_offer_is_made_tells_the_stop_last() {
+    use zklock::testing::ProxyMode;
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    // A session that outlives the test's holds under any load.
+    let w = through(&proxy, Duration::from_secs(20));
+    let zk = raw();
+    let root = unique_root("election-stop-offer");
+    zklock::zkutil::create_with_parents(&w, &root).unwrap();
+    let (c, events) = candidate(&w, &root, "offer");
+    let c = Arc::new(c);
+    // create, create2: the offer's reply held.
+    proxy.set_mode_after(&[1, 15], ProxyMode::StallDownstream);
+    let c2 = c.clone();
+    let starting = thread::spawn(move || c2.start());
+    assert!(eventually(Duration::from_secs(10), || events
+        .lock()
+        .unwrap()
+        .contains(&Ev::OfferStart)));
+    assert!(eventually(Duration::from_secs(10), || !children(
+        &zk, &root
+    )
+    .is_empty()));
+    c.stop().unwrap();
+    proxy.pass();
+    let started = starting.join().unwrap();
+    assert!(matches!(started, Err(zklock::Error::Closed)), "{started:?}");
+    let told = events.lock().unwrap().clone();
+    assert!(
+        told.ends_with(&[Ev::StopStart, Ev::StopComplete]),
+        "the stop is not the last word: {told:?}"
+    );
+    assert!(eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()));
 }
 
 /// A listener may stop its own candidate, latch or manager from inside an

@@ -567,9 +567,13 @@ impl LeaderElectionSupport {
     /// the connection), the offer the server may have made is found and
     /// removed once the connection is back.
     ///
-    /// A [`stop`](Self::stop) from another thread during `start` ends it
-    /// with `Closed`, no offer left, and the candidate stays stopped (it may
-    /// `start` again).
+    /// A [`stop`](Self::stop) from another thread during `start` leaves the
+    /// candidate stopped (it may `start` again) with no offer left, and its
+    /// `StopStart`/`StopComplete` are the listeners' last events: each step of
+    /// the start is decided and told in one step, so a stop is told after
+    /// it, or finds it and the start tells nothing more. `start` then returns
+    /// `Closed` when the stop came before the offer was bound, and `Ok(())`
+    /// when it came later (the round it ended was the start's).
     ///
     /// # Errors
     /// `SessionExpired`/`Closed`; `NoNode` when the offer was deleted under the
@@ -586,6 +590,7 @@ impl LeaderElectionSupport {
         // One step under the engine's lock: the check, the state that makes a
         // second `start` refuse, and the generation a `stop` from another
         // thread then bumps (so `bind` sees it).
+        let telling = c.listeners.hold();
         let generation = {
             let mut st = c.engine.state();
             if st.node.is_some() || st.recipe.state != ElectionState::Stop {
@@ -598,32 +603,40 @@ impl LeaderElectionSupport {
             st.recipe.state = ElectionState::Start;
             st.generation
         };
-        c.dispatch(&[ElectionEventType::Start]);
-        // Each later step of the start's own state only while no `stop` came
-        // (it bumped the generation and set `Stop`: a stopped candidate stays
-        // stopped, and may start again).
-        let step = |state: ElectionState| {
-            let mut st = c.engine.state();
-            let current = st.generation == generation;
+        c.dispatch_held(&telling, &[ElectionEventType::Start]);
+        drop(telling);
+        // Each later step of the start's own state, and its events, only
+        // while no `stop` came (it bumped the generation and set `Stop`: a
+        // stopped candidate stays stopped, and may start again). Decided and
+        // told under the telling, so a stop's events come after them.
+        let step = |state: ElectionState, events: &[ElectionEventType]| {
+            let telling = c.listeners.hold();
+            let current = {
+                let mut st = c.engine.state();
+                let current = st.generation == generation;
+                if current {
+                    st.recipe.state = state;
+                }
+                current
+            };
             if current {
-                st.recipe.state = state;
+                c.dispatch_held(&telling, events);
             }
             current
         };
-        if !step(ElectionState::Offer) {
+        if !step(ElectionState::Offer, &[ElectionEventType::OfferStart]) {
             return Err(Error::Closed);
         }
-        c.dispatch(&[ElectionEventType::OfferStart]);
         let (node, session) = match self.make_offer() {
             Ok(made) => made,
             Err(e) => {
-                if step(ElectionState::Failed) {
-                    c.dispatch(&[ElectionEventType::Failed]);
-                }
+                step(ElectionState::Failed, &[ElectionEventType::Failed]);
                 return Err(e);
             }
         };
-        c.dispatch(&[ElectionEventType::OfferComplete]);
+        // Stopped meanwhile: nothing told, and `bind` refuses the offer
+        // (removing it) with `Closed`.
+        step(ElectionState::Offer, &[ElectionEventType::OfferComplete]);
         hook!(c.hook, ElectionStep::OfferMade, &node);
         c.engine.bind(node, session, generation)?;
         c.engine.run_round().map(|_| ())
