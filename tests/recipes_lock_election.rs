@@ -1988,6 +1988,46 @@ fn election_stopped_while_its_offer_is_made_tells_the_stop_last() {
     assert!(eventually(Duration::from_secs(10), || children(&zk, &root).is_empty()));
 }
 
+/// A failed latch started again, closed while the start removes the failed
+/// attempt's node (its delete's reply held): the latch stays closed, the
+/// start ends with `Closed`, and no node is made (before, the start went on
+/// over the close: a closed latch took part, and could lead).
+#[test]
+fn latch_closed_while_a_restart_cleans_up_stays_closed() {
+    use zklock::recipes::leader_latch::{LatchState, LeaderLatch};
+    use zklock::testing::ProxyMode;
+    const DELETE: i32 = 2;
+    let proxy = FaultProxy::start(shared_server().connect_string().as_str()).unwrap();
+    let w = through(&proxy, Duration::from_secs(20));
+    let zk = raw();
+    let path = unique_root("latch-close-restart");
+    let latch = Arc::new(LeaderLatch::new(&w, &path, "restart").unwrap());
+    latch.start().unwrap();
+    assert!(latch.has_leadership());
+    // Its node deleted under it: failed.
+    for node in children(&zk, &path) {
+        zk.delete(&format!("{path}/{node}"), None).unwrap();
+    }
+    assert!(eventually(Duration::from_secs(10), || latch.state()
+        == LatchState::Failed));
+    proxy.set_mode_after(&[DELETE], ProxyMode::StallDownstream);
+    let deletes = proxy.requests(DELETE);
+    let l2 = latch.clone();
+    let starting = thread::spawn(move || l2.start());
+    // The restart's removal of the failed node is on its way, or (no node
+    // recorded) the start is through already.
+    let removing = eventually(Duration::from_secs(3), || proxy.requests(DELETE) > deletes);
+    latch.close().unwrap();
+    proxy.set_mode_after(&[], ProxyMode::Pass);
+    proxy.pass();
+    let started = starting.join().unwrap();
+    assert!(removing, "the restart sent no delete: {started:?}");
+    assert!(matches!(started, Err(zklock::Error::Closed)), "{started:?}");
+    assert_eq!(latch.state(), LatchState::Closed);
+    assert!(!latch.has_leadership());
+    assert!(eventually(Duration::from_secs(10), || children(&zk, &path).is_empty()));
+}
+
 /// A listener may stop its own candidate, latch or manager from inside an
 /// event, on the thread telling it (HBase-style code stops on `Elected` or on
 /// `Lost`): nothing waits for itself, and the stop's own events are told once

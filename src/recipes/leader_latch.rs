@@ -459,9 +459,12 @@ impl LeaderLatch {
     /// by session renewal, or its node was deleted) can be started again: it
     /// enters the current session as a new participant (see the type's docs).
     ///
-    /// A [`close`](Self::close) from another thread during `start` ends it
-    /// with `Closed` (or the error it was failing with), no node left, and
-    /// the latch stays closed.
+    /// A [`close`](Self::close) from another thread during `start` leaves
+    /// the latch closed with no node left; `start` returns `Closed` (or the
+    /// error it was failing with) when the close came before its node was
+    /// bound, `Ok(())` when it came later (the round it ended was the
+    /// start's). A close while a failed latch's start removes the failed
+    /// attempt's node is one of the first kind.
     ///
     /// # Errors
     /// `MixedDialect` when `path` holds lock nodes of another dialect
@@ -478,19 +481,26 @@ impl LeaderLatch {
         // a second `start` refuse, and the generation a `close` from another
         // thread then bumps (so `bind` refuses the node, and a failure here
         // never reopens a closed latch).
-        let generation = {
+        let mut cleaned = false;
+        let generation = loop {
             let mut st = engine.state();
             let current = st.recipe.state;
             match current {
-                LatchState::Latent => {}
+                LatchState::Latent => {
+                    st.recipe.state = LatchState::Started;
+                    break st.generation;
+                }
                 LatchState::Failed => {
                     drop(st);
-                    // The failed attempt's node (if any survived) goes first.
+                    // The failed attempt's node (if any survived) goes first;
+                    // then the check again, as a `close` may have come
+                    // meanwhile (the latch stays closed).
                     if let Some(taken) = self.take(LatchState::Latent) {
                         let _ = taken.withdraw(&self.rounds.zkw);
                     }
-                    st = engine.state();
+                    cleaned = true;
                 }
+                LatchState::Closed if cleaned => return Err(Error::Closed),
                 LatchState::Started | LatchState::Closed => {
                     return Err(Error::BadArguments(format!(
                         "latch {} is {current:?}: cannot be started",
@@ -498,8 +508,6 @@ impl LeaderLatch {
                     )))
                 }
             }
-            st.recipe.state = LatchState::Started;
-            st.generation
         };
         hook!(self.rounds.core.hook, LatchStep::Starting, "");
         let (node, session) = match self.refuse_mixed().and_then(|()| self.make_node()) {
