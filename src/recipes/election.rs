@@ -78,9 +78,12 @@ listener_trait! {
     /// Called on the client's event thread (or the thread in `start`/`stop`, or a
     /// thread waiting in `start`/`await_leadership` that sees the session's end
     /// before the event thread tells it), one event at a time: keep it short,
-    /// never block on ZooKeeper in it. It may stop its candidate from inside
-    /// an event: the stop's events follow once the event has reached every
-    /// listener, so all of them hear one order.
+    /// never block on ZooKeeper in it, with one exception: it may stop its
+    /// candidate from inside an event (the stop's delete then holds the
+    /// telling thread, maybe the event thread, for its round trip). That
+    /// stop returns before its own events are told; they follow once the
+    /// events being told have reached every listener, so all of them hear
+    /// one order.
     pub trait LeaderElectionAware {
         /// Java's `onElectionEvent(EventType)`.
         fn on_election_event(ElectionEventType);

@@ -62,9 +62,10 @@ impl LatchEvent {
 listener_trait! {
     /// Curator's `LeaderLatchListener`. Closures `Fn(LatchEvent)` implement it.
     /// Called on the client's event thread (or the thread in `start`), one event
-    /// at a time: keep it short, never block on ZooKeeper in it. It may close
-    /// its latch from inside an event (nothing waits for itself; `close` is
-    /// silent, as Curator's default).
+    /// at a time: keep it short, never block on ZooKeeper in it, with one
+    /// exception: it may close its latch from inside an event (the close's
+    /// delete then holds the telling thread for its round trip; `close` tells
+    /// nothing, as Curator's default).
     pub trait LeaderLatchListener {
         /// One event, in order.
         fn on_latch_event(LatchEvent);

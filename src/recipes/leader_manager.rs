@@ -197,8 +197,9 @@ impl ZkLeaderManager {
     /// than by [`step_down_as_leader`](Self::step_down_as_leader) or
     /// [`stop`](Self::stop) (its znode gone or another's, its session
     /// ended). Called on the event thread, one event at a time: keep it
-    /// short, never block on ZooKeeper in it. Events decided on the telling
-    /// thread during an event are told once it has reached every listener.
+    /// short, never block on ZooKeeper in it, with one exception: it may
+    /// stop the manager from inside an event (the stop's delete then holds
+    /// the event thread for its round trip; `stop` tells nothing).
     pub fn add_listener(&self, listener: impl Fn(LeadershipEvent) + Send + Sync + 'static) {
         self.shared.listeners.add(Arc::new(listener));
     }

@@ -922,11 +922,13 @@ pub(crate) struct Queue<L: ?Sized> {
 /// candidate it was told is elected, as HBase-style code does), on the
 /// telling thread: the telling is reentrant, so that act never waits for
 /// the telling its own thread holds, and the events it decides are told
-/// once the event being told has reached every listener, before anything
-/// else. So every listener hears every event in the order decided (no
-/// listener hears `ElectedComplete` after the stop's `StopComplete`), and
-/// the acting listener's call returns before its own events are told.
-/// Other threads' events wait their turn. (Not reentrant, the listener's
+/// once the events being told (the whole batch, `ElectedStart` and
+/// `ElectedComplete`) have reached every listener, before anything else.
+/// So every listener hears every event in the order decided (no listener
+/// hears `ElectedComplete` after the stop's `StopComplete`), and the acting
+/// listener's call returns before its own events are told. Other threads'
+/// events wait their turn. A listener that panics ends the telling: the
+/// events queued behind it are not told. (Not reentrant, the listener's
 /// stop waited for the telling its thread held: the event thread stuck for
 /// good, and every later event of the session with it.)
 pub(crate) struct Listeners<L: ?Sized> {

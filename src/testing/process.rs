@@ -652,9 +652,8 @@ mod tests {
         for p in &ports {
             assert!(reserve::hold(Name::Port(*p)).unwrap().is_none(), "{p}");
         }
+        // (Let go when dropped: `reserve`'s own test; here another lane may
+        // take a port the moment it is let go.)
         drop(reserved);
-        for p in &ports {
-            assert!(reserve::hold(Name::Port(*p)).unwrap().is_some(), "{p}");
-        }
     }
 }
