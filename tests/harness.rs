@@ -662,12 +662,10 @@ fn live_ensembles_have_disjoint_server_ids() {
                 conf.lines().any(|l| l.trim() == format!("serverId={id}")),
                 "member {i} does not run as server {id}:\n{conf}"
             );
-            // Its election port on its own loopback address (Linux), where
-            // it listens: no other ensemble's server can bind it.
+            // Its election port on 127.0.0.1, where it listens (reserved
+            // machine-wide: no other ensemble's server can bind it).
             let (host, port) = election_addr(e, i);
-            if cfg!(target_os = "linux") {
-                assert_eq!(host, format!("127.0.{id}.1"));
-            }
+            assert_eq!(host, "127.0.0.1");
             if e.is_running(i) {
                 TcpStream::connect((host.as_str(), port)).unwrap();
             }
@@ -685,8 +683,8 @@ fn live_ensembles_have_disjoint_server_ids() {
 /// The cross-talk itself (issue 46), forced: ensemble A's leader `s` loses
 /// its two followers, whose election addresses are then bound by forwarders
 /// to the election addresses of ensemble B's members of the same index (as
-/// when B's members took A's freed ports on 127.0.0.1, before each member
-/// had its own loopback address), B's leader among them. `s`, looking
+/// when B's members took A's freed ports, before every port was reserved
+/// for its ensemble's life), B's leader among them. `s`, looking
 /// for a quorum, reaches B's servers; were their ids A's (every ensemble
 /// used `1..=3`), B's leader and follower would be a quorum of A's voters
 /// agreeing on a leader, and `s` would follow it (`QuorumPeer - FOLLOWING`
@@ -695,7 +693,7 @@ fn live_ensembles_have_disjoint_server_ids() {
 /// ignores: `s` keeps looking. The forwarders must carry connections (else
 /// the test proves nothing). Static configurations: a reconfigurable
 /// ensemble's looking member would still adopt B's configuration were it
-/// newer (see `ZkEnsemble`).
+/// newer, which only the ports' reservation keeps out (see `ZkEnsemble`).
 #[test]
 fn a_stopped_members_port_taken_by_another_ensemble_does_not_vote() {
     let mut a = ZkEnsemble::start().unwrap();

@@ -51,17 +51,15 @@ const SYNC_LIMIT: u32 = 10;
 /// [`server_id`](Self::server_id)) are not the index plus one: each is
 /// reserved, for the ensemble's life, among every live ensemble of the
 /// machine (other test processes' too), and ascends with the index (but
-/// for a member [added](Self::add_member) later). On
-/// Linux a member's quorum and election ports are on its own loopback
-/// address, `127.0.<id>.1` (127.0.0.1 elsewhere, and in an ensemble of
-/// [quorum links](Self::start_with_quorum_links)), so that the ports a
-/// stopped member frees can be bound again by no other ensemble's server:
-/// its peers, which still list them, would reach a stranger, whose
-/// configuration a looking member of a [reconfigurable](Self::start_reconfigurable)
-/// ensemble adopts when it is newer (leader election reads a notification's
-/// configuration before it checks the sender) and whose votes it counts if
-/// the stranger has one of its ids. Where a stranger is reached all the same
-/// (127.0.0.1), unique ids keep its votes out, not its configuration.
+/// for a member [added](Self::add_member) later). Its ports (client,
+/// quorum, election) are reserved the same way while the ensemble lives, so
+/// the ports a stopped member frees are bound again by no other test
+/// process's server: its peers, which still list them, would reach a
+/// stranger, whose configuration a looking member of a
+/// [reconfigurable](Self::start_reconfigurable) ensemble adopts when it is
+/// newer (leader election reads a notification's configuration before it
+/// checks the sender), and whose votes it would count were its id one of
+/// theirs. Every port is on 127.0.0.1.
 ///
 /// Every JVM runs under the same watchdog as `ZkServer`, so none outlives the test
 /// process; dropping the ensemble kills all members and removes the directory
@@ -99,10 +97,6 @@ pub struct ZkEnsemble {
 #[derive(Debug)]
 struct Member {
     client_port: u16,
-    /// The address its quorum and election ports are on (the `server.N`
-    /// line's host): its own ([`ids::peer_host`]), or `127.0.0.1` in an
-    /// ensemble of quorum links.
-    peer_host: String,
     /// Its quorum and election ports (the `server.N` line's).
     quorum_port: u16,
     election_port: u16,
@@ -131,9 +125,8 @@ impl Member {
     /// dynamic-configuration form).
     fn spec(&self) -> String {
         format!(
-            "server.{}={}:{}:{}:participant;127.0.0.1:{}",
+            "server.{}=127.0.0.1:{}:{}:participant;127.0.0.1:{}",
             self.id.get(),
-            self.peer_host,
             self.quorum_port,
             self.election_port,
             self.client_port
@@ -374,7 +367,6 @@ impl ZkEnsemble {
             self.static_config(&data, SYNC_LIMIT),
         )?;
         self.members.push(Member {
-            peer_host: ids::peer_host(id.get()),
             id,
             client_port: ports[0],
             quorum_port: ports[1],
@@ -601,19 +593,6 @@ impl ZkEnsemble {
     ) -> io::Result<ZkEnsemble> {
         let ids = ids::reserve(size)?;
         let numbers: Vec<u64> = ids.iter().map(ServerId::get).collect();
-        // Each member's quorum and election ports on its own loopback
-        // address, but for quorum links: a `server.N` line has one host for
-        // both ports, and the links' proxies listen on 127.0.0.1.
-        let hosts: Vec<String> = numbers
-            .iter()
-            .map(|&id| {
-                if links {
-                    "127.0.0.1".to_string()
-                } else {
-                    ids::peer_host(id)
-                }
-            })
-            .collect();
         let dir = make_temp_dir("ensemble")?;
         // The link proxies bind their ports first, so that none takes a port
         // `free_ports` picks; their targets are set once the ports are known.
@@ -644,16 +623,15 @@ impl ZkEnsemble {
             for to in 0..size {
                 let quorum_port = match &proxies[from][to] {
                     Some(proxy) => {
-                        proxy.set_target((hosts[to].as_str(), ports[3 * to + 1]))?;
+                        proxy.set_target(("127.0.0.1", ports[3 * to + 1]))?;
                         proxy.addr().port()
                     }
                     None => ports[3 * to + 1],
                 };
                 let _ = writeln!(
                     servers,
-                    "server.{}={}:{}:{}",
+                    "server.{}=127.0.0.1:{}:{}",
                     numbers[to],
-                    hosts[to],
                     quorum_port,
                     ports[3 * to + 2]
                 );
@@ -702,7 +680,6 @@ impl ZkEnsemble {
             }
             members.push(Member {
                 id,
-                peer_host: hosts[i].clone(),
                 client_port: ports[3 * i],
                 quorum_port: ports[3 * i + 1],
                 election_port: ports[3 * i + 2],

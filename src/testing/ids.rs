@@ -9,9 +9,9 @@
 //! ensemble used `1..=n` before), leader election would count its votes:
 //! two ensembles cross-talk (`tests/read_only.rs` once saw a second leader).
 //! A server whose id is not in the receiver's configuration is a non-voter
-//! there, whose votes leader election ignores; and the id gives each member
-//! a loopback address of its own ([`peer_host`]) that no other ensemble's
-//! server binds, so that none is reached at all.
+//! there, whose votes leader election ignores; and a member's ports are
+//! reserved as its id is ([`super::process::free_ports`]), so that no other
+//! ensemble's server binds them at all.
 //!
 //! So each member's id is reserved for the life of its ensemble, machine-wide
 //! ([`super::reserve`]: the one way the harness holds a name), and freed
@@ -30,25 +30,6 @@ use super::reserve::{self, Hold, Name};
 /// keep every session id positive, as with the ids `1..=9` the harness used
 /// before; so tests see the same sessions whichever ids they get.
 pub(crate) const MAX_SERVER_ID: u64 = 127;
-
-/// The loopback address a member with server id `id` binds its quorum and
-/// election ports on: `127.0.<id>.1` on Linux, where the whole of
-/// `127.0.0.0/8` is loopback; `127.0.0.1` elsewhere. As the id is unique
-/// among the live ensembles, so is the address: a port a stopped member
-/// frees can be bound again only by a server with its id, of its ensemble
-/// (short of a process listening on every address), so no other ensemble's
-/// server is ever reached there. Unique ids alone keep another ensemble's
-/// votes out, not its configuration: a looking member of a reconfigurable
-/// ensemble adopts a newer configuration that any server reaching it sends,
-/// voter or not (`FastLeaderElection` reads a notification's configuration
-/// before it checks the sender).
-pub(crate) fn peer_host(id: u64) -> String {
-    if cfg!(target_os = "linux") {
-        format!("127.0.{id}.1")
-    } else {
-        "127.0.0.1".to_string()
-    }
-}
 
 /// One server id, reserved machine-wide while this value lives.
 #[derive(Debug)]
@@ -174,19 +155,6 @@ mod tests {
         tried.sort_unstable();
         assert_eq!(tried, (1..=10).collect::<Vec<_>>(), "each id tried once");
         assert!(reserve_with(1, 0, 0, taker(&held)).is_err());
-    }
-
-    #[test]
-    fn every_id_has_a_loopback_address_of_its_own() {
-        let hosts: HashSet<String> = (1..=MAX_SERVER_ID).map(peer_host).collect();
-        for host in &hosts {
-            let ip: std::net::Ipv4Addr = host.parse().unwrap();
-            assert!(ip.is_loopback(), "{host}");
-        }
-        if cfg!(target_os = "linux") {
-            assert_eq!(hosts.len(), MAX_SERVER_ID as usize);
-            assert_eq!(peer_host(5), "127.0.5.1");
-        }
     }
 
     #[test]
