@@ -488,6 +488,41 @@ pub fn gives_up_after_its_create<T: std::fmt::Debug + Send + 'static>(
     );
 }
 
+/// Writes `data` to `node` (firing the watches of `holder`, who reads it),
+/// then, while `holder`'s requests are held on the way (`proxy` stalled
+/// upstream), takes away every right but an admin's: the request the watch's
+/// event makes `holder` send again reaches the server when it may no longer
+/// read the node (ZOOKEEPER-2590's `NoAuth`). Returns how many requests with
+/// `opcode` `holder` sent from the write on, once the first is through and
+/// what its answers made it send is too: the test that a watch refused
+/// `NoAuth` is not set again in a loop.
+pub fn write_then_hide_from(
+    proxy: &FaultProxy,
+    holder: &ZooKeeperWatcher,
+    node: &str,
+    data: &[u8],
+    opcode: i32,
+) -> u64 {
+    use zklock::client::{Id, Perms};
+    let admin = local_raw();
+    admin.add_auth("digest", b"admin:secret").unwrap();
+    let sent = proxy.requests(opcode);
+    proxy.stall_upstream();
+    admin.set_data(node, data, None).unwrap();
+    admin
+        .set_acl(
+            node,
+            &[Acl::new(Perms::ALL, Id::digest("admin", "secret"))],
+            None,
+        )
+        .unwrap();
+    proxy.pass();
+    assert!(eventually(WAIT, || proxy.requests(opcode) > sent));
+    // Twice over: whatever the answers' callbacks sent is through the proxy.
+    drain_event_thread(holder, 2);
+    proxy.requests(opcode) - sent
+}
+
 /// Waits until `zkw`'s event thread has run the callbacks of every request
 /// sent before, `rounds` times over (a chain of asynchronous steps, such as a
 /// tracker's `getData` → `NoNode` → `exists`, needs one round per step): a
