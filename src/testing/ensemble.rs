@@ -268,8 +268,7 @@ impl ZkEnsemble {
     /// Starts a three-server ensemble that can change by `reconfig`
     /// (ZooKeeper 3.5 or later): `reconfigEnabled=true`,
     /// `standaloneEnabled=false`, the members in a dynamic configuration
-    /// file (`server.N=host:quorum:election:participant;127.0.0.1:client`,
-    /// the host `127.0.<N>.1` on Linux, see [`ZkEnsemble`]),
+    /// file (`server.N=127.0.0.1:quorum:election:participant;127.0.0.1:client`),
     /// and [`SUPER_DIGEST`]'s user as the super user, who may reconfigure
     /// (`add_auth("digest", SUPER_AUTH)`). [`add_member`](Self::add_member)
     /// starts a server that a `reconfig` can add;
@@ -313,8 +312,7 @@ impl ZkEnsemble {
     }
 
     /// Member `i`'s `server.N` line in the form `reconfig` takes for a
-    /// joining server (`server.N=127.0.<N>.1:Q:E:participant;127.0.0.1:C`
-    /// on Linux, see [`ZkEnsemble`]),
+    /// joining server (`server.N=127.0.0.1:Q:E:participant;127.0.0.1:C`),
     /// for an ensemble of [`start_reconfigurable`](Self::start_reconfigurable).
     ///
     /// # Panics
